@@ -1,0 +1,45 @@
+"""Column layout of an encoded table: which slice of the matrix holds which schema column."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Block:
+    """One schema column's slice [start, stop) of the encoded matrix.
+
+    kind: 'continuous' | 'integer' (one value in [0,1]), 'binary' (one value in {0,1}),
+    'categorical' (one-hot, stop - start = number of schema categories).
+    """
+    column: str
+    kind: str
+    start: int
+    stop: int
+    protected: bool = False
+    is_target: bool = False
+
+    @property
+    def width(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass(frozen=True)
+class Layout:
+    blocks: tuple[Block, ...]
+
+    @property
+    def width(self) -> int:
+        return self.blocks[-1].stop if self.blocks else 0
+
+    def block(self, column: str) -> Block:
+        for b in self.blocks:
+            if b.column == column:
+                return b
+        raise KeyError(column)
+
+    def to_dict(self) -> dict:
+        return {"width": self.width, "blocks": [asdict(b) for b in self.blocks]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Layout":
+        return cls(tuple(Block(**b) for b in d["blocks"]))

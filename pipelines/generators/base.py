@@ -1,0 +1,76 @@
+"""The generator contract (ARCHITECTURE §3) and the registry of implemented generators.
+
+Lifecycle, as the train stage drives it:
+  gen = make_generator(name, layout, params, device)
+  planned = gen.plan(n_rows, budget)          # data-independent: needs only the public row count
+  session.reserve(planned)                    # refused here, before any data is read
+  gen.fit(X, session)                         # trains; ends with session.record(actual events)
+  gen.save(dir); Generator.load(dir); gen.sample(n, seed)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from pipelines.data.layout import Layout
+from pipelines.privacy.events import Event
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The privacy budget one generator may spend: target (ε, δ). ε = inf means non-private."""
+    epsilon: float
+    delta: float
+
+    @property
+    def private(self) -> bool:
+        return math.isfinite(self.epsilon)
+
+
+class LedgerSession(Protocol):
+    """What a generator sees of the ledger: one (data set, run, stage)."""
+
+    def reserve(self, events: list[Event]) -> None: ...
+    def record(self, events: list[Event]) -> list[int]: ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    name: str
+
+    def plan(self, n_rows: int, budget: Budget) -> list[Event]: ...
+    def fit(self, X: np.ndarray, session: LedgerSession) -> None: ...
+    def sample(self, n: int, seed: int) -> np.ndarray: ...
+    def save(self, directory: Path) -> None: ...
+
+
+def resolve_device(device: str) -> str:
+    """'auto' picks CUDA when present; nothing requires a GPU."""
+    import torch
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: cuda was requested but no CUDA device is available; use device: auto")
+    return device
+
+
+def generator_class(name: str) -> type:
+    """The class implementing generator `name` (imported lazily: torch is slow to import)."""
+    if name == "dpwgan":
+        from pipelines.generators.dpwgan import DPWGAN
+        return DPWGAN
+    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan")
+
+
+def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> Generator:
+    return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
+
+
+def load_generator(name: str, directory: Path) -> Generator:
+    return generator_class(name).load(Path(directory))
