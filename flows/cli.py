@@ -1,0 +1,94 @@
+"""`synthrelease`: the command line that dvc.yaml, the README and stewards call.
+
+  synthrelease run [--params params.yaml]            the Prefect release flow
+  synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
+  synthrelease ledger show [--dataset D] | verify [--expect-head H]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+STAGES = ("validate", "prepare", "train", "check", "evaluate", "release")
+PER_GENERATOR = ("train", "check", "evaluate")
+
+for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTICS_ENABLED", "false"),
+                     ("DO_NOT_TRACK", "1"), ("DVC_NO_ANALYTICS", "1")):
+    os.environ.setdefault(_var, _value)
+
+
+def run_stage(name: str, params_path: str, generator: str | None) -> dict:
+    from pipelines.config import load_params
+    params = load_params(params_path)
+    root = Path(params_path).resolve().parent
+    if name in PER_GENERATOR:
+        if not generator:
+            raise SystemExit(f"error: stage '{name}' needs --generator (one of {params['generators']})")
+        if generator not in params["generators"]:
+            raise SystemExit(f"error: generator '{generator}' is not listed in {params_path}'s 'generators'")
+    import importlib
+    fn = getattr(importlib.import_module(f"tasks.{name}"), name).fn  # the plain function, no Prefect run
+    if name == "train":
+        return fn(params, generator, os.environ.get("SYNTH_RUN_ID"), root)
+    return fn(params, generator, root) if name in PER_GENERATOR else fn(params, root)
+
+
+def ledger_command(args: argparse.Namespace) -> int:
+    from pipelines.config import load_params
+    from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
+    from tasks.common import ledger
+    params = load_params(args.params)
+    led = ledger(params, Path(args.params).resolve().parent)
+    if args.action == "verify":
+        print(json.dumps(led.verify(expect_head=args.expect_head), indent=2))
+        return 0
+    dataset = args.dataset or params["dataset"]["name"]
+    delta, budget = float(params["privacy"]["delta"]), float(params["privacy"]["lifetime_epsilon"])
+    for row in led.rows(dataset):
+        print(f"{row['seq']:>5} {row['created_at']} {row['run_id']:<24} {row['stage']:<18} "
+              f"{row['status']:<8} {row['event_json']}")
+    events = led.effective_events(dataset)
+    total = epsilon_pld(events, delta)
+    print(f"\n{dataset}: ε spent = {total:.4g} (PLD), {epsilon_rdp(events, delta):.4g} (RDP) at δ = {delta:g}; "
+          f"lifetime budget ε = {budget:g}; remaining ε = {max(budget - total, 0):.4g}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="synthrelease", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--params", default="params.yaml", help="release configuration (default: params.yaml)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run", help="run the Prefect release flow (temporary local server unless PREFECT_API_URL is set)")
+    st = sub.add_parser("stage", help="run one stage, as dvc.yaml does")
+    st.add_argument("name", choices=STAGES)
+    st.add_argument("--generator")
+    lg = sub.add_parser("ledger", help="show or verify the privacy ledger")
+    lg.add_argument("action", choices=("show", "verify"))
+    lg.add_argument("--dataset")
+    lg.add_argument("--expect-head", help="head hash recorded earlier (e.g. in a manifest): detects a deleted last row")
+    args = parser.parse_args(argv)
+
+    from pipelines.errors import BudgetExceededError, InputError, LedgerIntegrityError
+    try:
+        if args.command == "stage":
+            result = run_stage(args.name, args.params, args.generator)
+            print(f"{args.name}{'@' + args.generator if args.generator else ''}: done", file=sys.stderr)
+            if args.name == "release":
+                print(json.dumps(result, indent=2))
+        elif args.command == "run":
+            from flows.release import release_flow
+            print(json.dumps(release_flow(params_path=args.params), indent=2))
+        else:
+            return ledger_command(args)
+    except (InputError, BudgetExceededError, LedgerIntegrityError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

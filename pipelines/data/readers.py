@@ -1,0 +1,135 @@
+"""Read a raw table (bundled data set, CSV or Parquet) into the schema's columns and types.
+
+Only structural problems are raised here (missing file, bad format, missing/extra columns, numbers
+that do not parse); out-of-domain values are left for ``validation.validate_table`` to count and
+handle by policy.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pipelines.data.schema import Column, Schema
+from pipelines.errors import InputError
+
+BUNDLED_DIR = Path(__file__).parent / "bundled"
+BUNDLED = ("adult", "breast_cancer")
+# Cells that mean "no value" in a numeric column (categorical columns treat only empty cells as null,
+# so that a category spelled like one of these stays a category).
+_NUMERIC_NULLS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
+_EXAMPLES = 5
+
+
+def read_table(source: str, schema: Schema) -> tuple[pd.DataFrame, str]:
+    """Return (frame with exactly the schema's columns in schema order, label naming the file).
+
+    ``source`` is ``bundled:<name>`` (see ``BUNDLED``) or a path to a .csv, .csv.gz or .parquet file.
+    Numeric columns come back as float64 (integer columns as int64 when every value is a whole number
+    and none is null); categorical/binary columns as str (string categories, whitespace stripped) or
+    int64 (integer categories; object when some value is not an integer).
+    """
+    if source.startswith("bundled:"):
+        raw, label = _read_bundled(source.removeprefix("bundled:"))
+    else:
+        raw, label = _read_file(Path(source)), source
+    return _conform(raw, schema, label), label
+
+
+def _read_bundled(name: str) -> tuple[pd.DataFrame, str]:
+    if name == "breast_cancer":
+        from sklearn.datasets import load_breast_cancer
+
+        frame = load_breast_cancer(as_frame=True).frame
+        frame.columns = [c.replace(" ", "_") for c in frame.columns]
+        return frame, "bundled:breast_cancer (sklearn.datasets.load_breast_cancer)"
+    if name == "adult":
+        return _read_csv(BUNDLED_DIR / "adult.csv.gz"), "bundled:adult (pipelines/data/bundled/adult.csv.gz)"
+    raise InputError(f"unknown bundled data set '{name}'.", file=f"bundled:{name}",
+                     fix=f"use one of {', '.join('bundled:' + b for b in BUNDLED)}, or a .csv/.parquet path.")
+
+
+def _read_file(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError("file not found.", file=str(path),
+                         fix="check the path (relative paths start at the project root), or use bundled:<name>.")
+    name = path.name.lower()
+    if name.endswith((".csv", ".csv.gz")):
+        return _read_csv(path)
+    if name.endswith(".parquet"):
+        try:
+            return pd.read_parquet(path)
+        except Exception as e:  # pyarrow raises several unrelated types for a corrupt file
+            raise InputError(f"not a readable Parquet file ({type(e).__name__}: {e}).", file=str(path),
+                             fix="re-export the table as Parquet, or as CSV with a header row.") from e
+    raise InputError(f"unsupported file type '{path.suffix}'.", file=str(path),
+                     fix="provide a .csv, .csv.gz or .parquet file.")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise InputError(f"not a readable CSV file ({e}).", file=str(path),
+                         fix="write a UTF-8, comma-separated file with one header row.") from e
+
+
+def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
+    raw = raw.rename(columns=str)
+    if raw.shape[0] == 0:
+        raise InputError("the table is empty (no data rows).", file=label,
+                         fix="point the source at a table with a header row and at least one row.")
+    names = schema.names
+    missing = [c for c in names if c not in raw.columns]
+    if missing:
+        raise InputError(f"missing columns {missing} required by schema '{schema.name}'.", file=label,
+                         column=missing[0], fix="add the columns to the table, or remove them from the schema.")
+    extra = [c for c in raw.columns if c not in names]
+    if extra:
+        raise InputError(f"extra columns {extra} not in schema '{schema.name}'.", file=label, column=extra[0],
+                         fix="drop them from the table, or add them to the schema.")
+    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.columns})
+
+
+def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:
+    s = s.reset_index(drop=True)
+    if col.is_numeric:
+        values = _parse_numbers(s, col, label)
+        whole = values.notna().all() and (values % 1 == 0).all()
+        return values.astype("int64") if col.kind == "integer" and whole else values
+    if col.dtype == "str":
+        text = s.astype("str").str.strip()
+        return text.mask(text == "")
+    return _int_categories(s)
+
+
+def _parse_numbers(s: pd.Series, col: Column, label: str) -> pd.Series:
+    if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
+        return s.astype("float64")
+    text = s.astype("str").str.strip()
+    null = text.isna() | text.isin(_NUMERIC_NULLS)
+    values = pd.to_numeric(text.mask(null), errors="coerce").astype("float64")
+    bad = values.isna() & ~null
+    if bad.any():
+        rows = np.flatnonzero(bad.to_numpy())
+        examples = ", ".join(f"row {r + 1}: {text.iloc[r]!r}" for r in rows[:_EXAMPLES])
+        raise InputError(f"{len(rows)} values of this {col.kind} column are not numbers ({examples}; data rows "
+                         "count from 1).", file=label, column=col.name,
+                         fix="correct or empty those cells (empty cells are nulls), or declare the column "
+                             "categorical in the schema.")
+    return values
+
+
+def _int_categories(s: pd.Series) -> pd.Series:
+    """Cast values to int where they are whole numbers; other values stay as they are (later: unknown)."""
+    text = s if pd.api.types.is_numeric_dtype(s) else s.astype("str").str.strip()
+    values = pd.to_numeric(text, errors="coerce")
+    whole = values.notna() & (values % 1 == 0)
+    if whole.all():
+        return values.astype("int64")
+    out = text.astype(object)
+    out[whole] = [int(v) for v in values[whole]]
+    return out

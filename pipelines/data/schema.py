@@ -1,0 +1,245 @@
+"""Public schema: the only source of column kinds, bounds and category lists (privacy rule 1).
+
+A schema is a YAML file ``schemas/<name>.yaml``; ``load_schema`` parses and checks it and raises
+``SchemaError`` (naming the file, the column and the fix) for anything malformed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipelines.errors import SchemaError
+
+NUMERIC_KINDS = ("continuous", "integer")
+CATEGORICAL_KINDS = ("categorical", "binary")
+KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS
+POLICIES = ("clip", "drop", "fatal")
+_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns"}
+_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One public column. Numeric kinds carry bounds, categorical kinds carry their category list.
+
+    ``on_invalid`` is the resolved policy for out-of-domain values and nulls: clip (numeric only),
+    drop (drop the row) or fatal (raise).
+    """
+    name: str
+    kind: str
+    lower: float | None = None
+    upper: float | None = None
+    categories: tuple[str, ...] | tuple[int, ...] | None = None
+    on_invalid: str = "drop"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind in NUMERIC_KINDS
+
+    @property
+    def dtype(self) -> str:
+        """The pandas dtype of this column in a clean frame (read, validated or decoded)."""
+        if self.kind == "continuous":
+            return "float64"
+        if self.kind == "integer" or isinstance(self.categories[0], int):
+            return "int64"
+        return "str"
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "on_invalid": self.on_invalid}
+        if self.is_numeric:
+            d.update(lower=self.lower, upper=self.upper)
+        else:
+            d["categories"] = list(self.categories)
+        return d
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A parsed public schema; ``columns`` are in file order (the order of every frame and layout)."""
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+    target: str | None = None
+    protected: tuple[str, ...] = ()
+    on_invalid: str = "drop"
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(f"schema '{self.name}' has no column '{name}'")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "source": self.source,
+                "target": self.target, "protected": list(self.protected), "on_invalid": self.on_invalid,
+                "columns": {c.name: c.to_dict() for c in self.columns}}
+
+    def hash(self) -> str:
+        """sha256 of the canonical JSON of the parsed schema (comments and formatting do not count)."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise SchemaError(f"duplicate key '{key}' (line {key_node.start_mark.line + 1}).",
+                                  file=self.name, column=str(key),
+                                  fix="keep one entry per key; YAML would silently drop the others.")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _number(value: Any, what: str, file: str, column: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise SchemaError(f"{what} is {value!r}, not a finite number.", file=file, column=column,
+                          fix=f"write {what} as a plain number, e.g. {what}: 1500000 (not 1.5e6, not quoted).")
+    return float(value)
+
+
+def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Column:
+    if not isinstance(name, str) or not name:
+        raise SchemaError(f"column name {name!r} is not a non-empty string.", file=file, column=str(name),
+                          fix="quote the column name.")
+    if not isinstance(spec, dict):
+        raise SchemaError(f"column spec is {spec!r}, not a mapping.", file=file, column=name,
+                          fix="write it as {kind: ..., lower: ..., upper: ...} or {kind: ..., categories: [...]}.")
+    unknown = sorted(set(spec) - _COLUMN_KEYS)
+    if unknown:
+        raise SchemaError(f"unknown keys {unknown}.", file=file, column=name,
+                          fix=f"use only {sorted(_COLUMN_KEYS)}.")
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise SchemaError(f"unknown kind {kind!r}.", file=file, column=name, fix=f"set kind to one of {list(KINDS)}.")
+    policy = spec.get("on_invalid", default_policy)
+    if policy not in POLICIES:
+        raise SchemaError(f"unknown on_invalid policy {policy!r}.", file=file, column=name,
+                          fix=f"set on_invalid to one of {list(POLICIES)}.")
+    if kind in NUMERIC_KINDS:
+        return _parse_numeric(name, kind, spec, policy, file)
+    return _parse_categorical(name, kind, spec, policy, file)
+
+
+def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
+    if "categories" in spec:
+        raise SchemaError(f"a {kind} column cannot have categories.", file=file, column=name,
+                          fix="remove categories, or make the column categorical.")
+    missing = [k for k in ("lower", "upper") if k not in spec]
+    if missing:
+        raise SchemaError(f"{kind} column is missing its {' and '.join(missing)} bound.", file=file, column=name,
+                          fix="add lower and upper bounds taken from public documentation (never from the data).")
+    lower = _number(spec["lower"], "lower", file, name)
+    upper = _number(spec["upper"], "upper", file, name)
+    if lower >= upper:
+        raise SchemaError(f"lower bound {lower:g} is not below upper bound {upper:g}.", file=file, column=name,
+                          fix="set lower < upper.")
+    if kind == "integer" and not (lower.is_integer() and upper.is_integer()):
+        raise SchemaError(f"integer column has non-integer bounds {lower:g}..{upper:g}.", file=file, column=name,
+                          fix="use whole-number bounds, or make the column continuous.")
+    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy)
+
+
+def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
+    if "lower" in spec or "upper" in spec:
+        raise SchemaError(f"a {kind} column cannot have bounds.", file=file, column=name,
+                          fix="remove lower/upper, or make the column continuous or integer.")
+    if policy == "clip":
+        raise SchemaError(f"on_invalid: clip is undefined for a {kind} column.", file=file, column=name,
+                          fix="set on_invalid: drop or fatal on this column.")
+    cats = spec.get("categories")
+    if not isinstance(cats, list) or not cats:
+        raise SchemaError(f"{kind} column has no category list.", file=file, column=name,
+                          fix="add categories: [...] listing every public category.")
+    all_str = all(isinstance(c, str) for c in cats)
+    all_int = all(isinstance(c, int) and not isinstance(c, bool) for c in cats)
+    if not (all_str or all_int):
+        raise SchemaError(f"categories {cats!r} mix types or contain booleans/floats.", file=file, column=name,
+                          fix="make every category a string (quote them, e.g. \"yes\", \"?\") or every one an integer.")
+    dupes = sorted({str(c) for c in cats if cats.count(c) > 1})
+    if dupes:
+        raise SchemaError(f"duplicate categories {dupes}.", file=file, column=name, fix="list each category once.")
+    if all_str and any(c != c.strip() or not c for c in cats):
+        raise SchemaError("a category is empty or has leading/trailing whitespace.", file=file, column=name,
+                          fix="strip the categories (values are compared after stripping whitespace).")
+    if kind == "binary" and len(cats) != 2:
+        raise SchemaError(f"binary column has {len(cats)} categories, not 2.", file=file, column=name,
+                          fix="list exactly two categories, or make the column categorical.")
+    if kind == "categorical" and len(cats) < 2:
+        raise SchemaError("categorical column has fewer than 2 categories.", file=file, column=name,
+                          fix="list at least two categories, or drop the constant column.")
+    return Column(name, kind, categories=tuple(cats), on_invalid=policy)
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Parse and check ``schemas/<name>.yaml``; raise SchemaError naming file, column and fix."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise SchemaError(f"cannot read the schema ({e.strerror}).", file=file,
+                          fix="pass the path of an existing schemas/<name>.yaml.") from e
+    try:
+        loader = _UniqueKeyLoader(text)
+        loader.name = file
+        try:
+            raw = loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        raise SchemaError(f"invalid YAML: {e}", file=file,
+                          fix="fix the YAML syntax (quote values such as \"?\" or \"yes\").") from e
+    if not isinstance(raw, dict):
+        raise SchemaError("the schema is not a YAML mapping.", file=file, fix="start from schemas/adult.yaml.")
+    unknown = sorted(set(raw) - _SCHEMA_KEYS)
+    if unknown:
+        raise SchemaError(f"unknown top-level keys {unknown}.", file=file, fix=f"use only {sorted(_SCHEMA_KEYS)}.")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise SchemaError("missing 'name'.", file=file, fix="add name: <data set name>.")
+    default_policy = raw.get("on_invalid", "drop")
+    if default_policy not in POLICIES:
+        raise SchemaError(f"unknown default on_invalid policy {default_policy!r}.", file=file,
+                          fix=f"set on_invalid to one of {list(POLICIES)}.")
+    cols = raw.get("columns")
+    if not isinstance(cols, dict) or not cols:
+        raise SchemaError("missing or empty 'columns' mapping.", file=file,
+                          fix="add columns: {<name>: {kind: ..., ...}, ...}.")
+    columns = tuple(_parse_column(n, spec, default_policy, file) for n, spec in cols.items())
+    names = [c.name for c in columns]
+    target = raw.get("target")
+    if target is not None and target not in names:
+        raise SchemaError(f"target {target!r} is not a column of the schema.", file=file, column=str(target),
+                          fix=f"set target to one of {names} or remove it.")
+    protected = raw.get("protected") or []
+    if not isinstance(protected, list):
+        raise SchemaError(f"protected is {protected!r}, not a list.", file=file,
+                          fix="write protected: [col, ...].")
+    for p in protected:
+        if p not in names:
+            raise SchemaError(f"protected column {p!r} is not a column of the schema.", file=file, column=str(p),
+                              fix=f"name only columns of the schema: {names}.")
+    if len(set(protected)) != len(protected):
+        raise SchemaError(f"protected {protected} lists a column twice.", file=file, fix="list each column once.")
+    source = raw.get("source") or {}
+    if not isinstance(source, dict):
+        raise SchemaError(f"source is {source!r}, not a mapping.", file=file,
+                          fix="write source: {bundled: <name>, documentation: \"...\"}.")
+    return Schema(name=name, description=str(raw.get("description") or ""), columns=columns, target=target,
+                  protected=tuple(protected), on_invalid=default_policy, source=source)

@@ -1,0 +1,289 @@
+"""DP-WGAN: the DP-GAN baseline (WGAN-GP critic trained with DP-SGD, generator by post-processing).
+
+Critic loss (Gulrajani et al. 2017, Eq. 3), split by what touches a real record:
+
+    L_D = E_f[D(f)]  +  E_x[ −D(x) + λ (‖∇_x̂ D(x̂)‖₂ − 1)² ],   x̂ = u·x + (1−u)·f,  u ~ U[0,1]
+          fake-only      real-touching: per-example, clipped + noised
+
+Each critic step Poisson-samples real rows at rate q = batch_size / n, pairs every sampled x_i
+with a fresh fake f_i and u_i, and privatises the per-example gradients of the real-touching term
+with `clip_and_noise` (Abadi et al. 2016, Alg. 1: clip to C, add N(0, σ²C²), divide by q·n). The
+fake-only term E_f D(f) (over a fixed number `batch_size` of fakes, never the realised batch size,
+which is private) depends only on the private critic and generator, so its plain gradient is added
+after privatisation (ARCHITECTURE rule 3). The generator minimises −E_z D(G(z)) and sees data only
+through the private critic: post-processing, no noise. T critic steps spend exactly
+PoissonGaussianEvent(σ, q, T); σ is calibrated to the budget with the PLD accountant.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipelines.data.layout import Layout
+from pipelines.generators.base import Budget, LedgerSession
+from pipelines.privacy.accountant import calibrate_noise_multiplier
+from pipelines.privacy.dpsgd import clip_and_noise, per_example_grads, poisson_sample
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_from_dict, event_to_dict
+
+DEFAULTS: dict[str, Any] = {
+    "epsilon": 1.0,             # target ε; "inf" trains without clipping or noise
+    "delta": 1e-5,              # used only when fit() gets no budget and plan() was not called
+    "steps": 600,               # critic steps T (the DP-SGD steps) ...
+    "epochs": None,             # ... or, if set, T = ceil(epochs / q) (replaces steps)
+    "batch_size": 64,           # expected real batch size q·n (Poisson sampling)
+    "n_critic": 2,              # critic steps per generator step
+    "clip_norm": 1.0,           # per-example L2 clipping norm C
+    "lr_critic": 2e-3,
+    "lr_generator": 2e-3,
+    "gp_lambda": 10.0,          # λ of the gradient penalty
+    "latent_dim": 32,
+    "critic_hidden": [64, 64],
+    "generator_hidden": [64, 64],
+    "gumbel_tau": 0.2,          # temperature of the Gumbel-softmax heads of categorical blocks
+    "seed": 0,
+}
+_SIGMOID_KINDS = ("continuous", "integer", "binary")
+
+
+def _mlp(sizes: list[int], layer_norm: bool) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes[:-2], sizes[1:-1]):
+        layers += [nn.Linear(a, b)] + ([nn.LayerNorm(b)] if layer_norm else []) + [nn.LeakyReLU(0.2)]
+    layers.append(nn.Linear(sizes[-2], sizes[-1]))
+    return nn.Sequential(*layers)
+
+
+class Critic(nn.Module):
+    """WGAN critic: Linear → LayerNorm → LeakyReLU(0.2) blocks (no BatchNorm: it mixes examples)."""
+
+    def __init__(self, width: int, hidden: list[int]) -> None:
+        super().__init__()
+        import os
+        self.net = _mlp([width, *hidden, 1], layer_norm=True)
+        if os.environ.get("NOAFF"):
+            layers = []
+            for m in self.net:
+                if isinstance(m, nn.LayerNorm):
+                    m = nn.LayerNorm(m.normalized_shape, elementwise_affine=False)
+                layers.append(m)
+            last = layers[-1]; layers[-1] = nn.Linear(last.in_features, 1, bias=False)
+            self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+
+class Generator(nn.Module):
+    """MLP from N(0, I) latents to the encoded layout, one output head per Layout block.
+
+    Continuous/integer/binary blocks: sigmoid (values in [0, 1]). Categorical blocks:
+    Gumbel-softmax at temperature τ, i.e. softmax((logits + g)/τ) with g ~ Gumbel(0, 1) drawn from
+    the caller's torch.Generator; its argmax is an exact sample of softmax(logits).
+    """
+
+    def __init__(self, layout: Layout, latent_dim: int, hidden: list[int], tau: float) -> None:
+        super().__init__()
+        self.net = _mlp([latent_dim, *hidden, layout.width], layer_norm=True)
+        self.latent_dim, self.tau = latent_dim, tau
+        self.register_buffer("sigmoid_cols", torch.tensor(
+            [c for b in layout.blocks if b.kind in _SIGMOID_KINDS for c in range(b.start, b.stop)], dtype=torch.long),
+            persistent=False)
+        self.categorical = [(b.start, b.stop) for b in layout.blocks if b.kind == "categorical"]
+        unknown = {b.kind for b in layout.blocks} - set(_SIGMOID_KINDS) - {"categorical"}
+        if unknown:
+            raise ValueError(f"unknown block kinds {sorted(unknown)}")
+
+    def forward(self, z: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        logits = self.net(z)
+        out = torch.empty_like(logits)
+        out[:, self.sigmoid_cols] = torch.sigmoid(logits[:, self.sigmoid_cols])
+        for start, stop in self.categorical:
+            u = torch.rand(logits.shape[0], stop - start, generator=generator, device=z.device)
+            gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)))
+            out[:, start:stop] = torch.softmax((logits[:, start:stop] + gumbel) / self.tau, dim=1)
+        return out
+
+
+def _critic_example_loss(gp_lambda: float):
+    """Per-example real-touching critic loss −D(x) + λ(‖∇_x̂ D(x̂)‖₂ − 1)² (Gulrajani et al. Eq. 3)."""
+    def loss(forward, x: torch.Tensor, fake: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        x_hat = u * x + (1 - u) * fake
+        g = torch.func.grad(lambda v: forward(v).sum())(x_hat)
+        gnorm = torch.sqrt(g.pow(2).sum() + 1e-12)
+        return -forward(x).sum() + gp_lambda * (gnorm - 1) ** 2
+    return loss
+
+
+def _finite_json(obj: Any) -> Any:
+    """Strict JSON: non-finite floats (ε = inf, clip_norm = inf) become the strings float() reads back."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: _finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_json(v) for v in obj]
+    return obj
+
+
+class DPWGAN:
+    """DP-WGAN generator (see module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+
+    name = "dpwgan"
+
+    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
+        params = params or {}
+        unknown = set(params) - set(DEFAULTS)
+        if unknown:
+            raise ValueError(f"unknown dpwgan parameters {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+        if params.get("epochs") is not None and params.get("steps") is not None:
+            raise ValueError("give dpwgan 'steps' or 'epochs', not both")
+        self.layout, self.device = layout, device
+        self.params = {**DEFAULTS, **params}
+        if self.params["epochs"] is not None:
+            self.params["steps"] = None
+        self.params["epsilon"] = float(self.params["epsilon"])
+        p = self.params
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(p["seed"]))
+            self.generator = Generator(layout, int(p["latent_dim"]), list(p["generator_hidden"]),
+                                       float(p["gumbel_tau"])).to(device)
+            self.critic = Critic(layout.width, list(p["critic_hidden"])).to(device)
+        self.privacy: dict[str, Any] | None = None  # set by plan(): n_rows, ε, δ, σ, q, T, C, events
+
+    # -- privacy plan ------------------------------------------------------------------------
+    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
+        """The DP-SGD spend for `n_rows` rows under `budget`; data-independent (public row count only).
+
+        q = min(1, batch_size/n), T = steps (or ceil(epochs/q)), σ = smallest noise multiplier with
+        PLD ε(σ, q, T; δ) ≤ budget.ε. ε = inf: no clipping, no noise, a NonPrivateEvent.
+        """
+        if n_rows < 1:
+            raise ValueError(f"n_rows must be >= 1, got {n_rows}")
+        p = self.params
+        q = min(1.0, p["batch_size"] / n_rows)
+        steps = int(math.ceil(p["epochs"] / q)) if p["epochs"] is not None else int(p["steps"])
+        if budget.private:
+            sigma, clip = calibrate_noise_multiplier(budget.epsilon, budget.delta, q, steps), float(p["clip_norm"])
+            events: list[Event] = [PoissonGaussianEvent(sigma, q, steps)]
+        else:
+            sigma, clip = 0.0, math.inf
+            events = [NonPrivateEvent("epsilon: inf")]
+        self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta,
+                        "noise_multiplier": sigma, "sample_rate": q, "steps": steps, "clip_norm": clip,
+                        "events": [event_to_dict(e) for e in events]}
+        return events
+
+    # -- training ----------------------------------------------------------------------------
+    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+        """Reserve the planned spend, then train; finally record the events actually spent.
+
+        The plan comes from `budget` (with len(X), the public row count) if given, else from an
+        earlier plan() call, else from params' epsilon/delta. X is not read before reserve().
+        """
+        if budget is not None or self.privacy is None:
+            budget = budget or Budget(self.params["epsilon"], float(self.params["delta"]))
+            self.plan(len(X), budget)
+        planned = [event_from_dict(e) for e in self.privacy["events"]]
+        session.reserve(planned)
+
+        data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
+        if data.shape != (self.privacy["n_rows"], self.layout.width):
+            raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, "
+                             f"{self.layout.width})")
+        self._train(data)
+        session.record(planned)
+
+    def _train(self, data: torch.Tensor) -> None:
+        p, priv = self.params, self.privacy
+        n, q, steps = data.shape[0], priv["sample_rate"], priv["steps"]
+        sigma, clip, private = priv["noise_multiplier"], priv["clip_norm"], priv["noise_multiplier"] > 0
+        expected, n_fake = q * n, int(p["batch_size"])
+        rng = torch.Generator(device=self.device).manual_seed(int(p["seed"]))
+        sample_rng = torch.Generator().manual_seed(int(p["seed"]) + 1)
+        opt_d = torch.optim.Adam(self.critic.parameters(), lr=p["lr_critic"], betas=(0.5, 0.9))
+        opt_g = torch.optim.Adam(self.generator.parameters(), lr=p["lr_generator"], betas=(0.5, 0.9))
+        example_loss = _critic_example_loss(float(p["gp_lambda"]))
+        critic_params = dict(self.critic.named_parameters())
+        start, report_every, g_loss = time.perf_counter(), max(1, steps // 10), float("nan")
+        self.generator.train(), self.critic.train()
+        for step in range(1, steps + 1):
+            idx = poisson_sample(n, q, sample_rng).to(self.device)
+            real = data[idx]
+            with torch.no_grad():
+                fake = self._fake(real.shape[0] + n_fake, rng)
+            u = torch.rand(real.shape[0], 1, generator=rng, device=self.device)
+            per_example = per_example_grads(self.critic, example_loss, real, fake[:real.shape[0]], u)
+            private_grad = clip_and_noise(per_example, clip, sigma, expected, rng)
+            opt_d.zero_grad(set_to_none=True)
+            import os
+            if os.environ.get("FAKECLIP"):
+                fpe = per_example_grads(self.critic, lambda fw, f: fw(f).sum(), fake[real.shape[0]:])
+                fg = clip_and_noise(fpe, clip, 0.0, n_fake, rng)
+                for name, g in fg.items():
+                    critic_params[name].grad = g.clone()
+            else:
+                self.critic(fake[real.shape[0]:]).mean().backward()  # fake-only term: plain gradient
+            for name, g in private_grad.items():
+                critic_params[name].grad += g
+            opt_d.step()
+
+            if step % int(p["n_critic"]) == 0:
+                opt_g.zero_grad(set_to_none=True)
+                loss = -self.critic(self._fake(n_fake, rng)).mean()
+                loss.backward(inputs=list(self.generator.parameters()))
+                opt_g.step()
+                g_loss = loss.item()
+            if step % report_every == 0 or step == steps:
+                # A critic loss on real rows is not covered by DP: it is printed only when ε = inf.
+                with torch.no_grad():
+                    fake_score = self.critic(fake[real.shape[0]:]).mean().item()
+                    critic = "" if private else f"  critic loss {fake_score - self.critic(real).mean().item():+.4f}"
+                print(f"dpwgan step {step}/{steps}{critic}  D(fake) {fake_score:+.4f}  generator loss {g_loss:+.4f}"
+                      f"  {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+        self.generator.eval(), self.critic.eval()
+
+    def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:
+        z = torch.randn(n, self.generator.latent_dim, generator=rng, device=self.device)
+        return self.generator(z, rng)
+
+    # -- sampling and persistence ------------------------------------------------------------
+    def sample(self, n: int, seed: int) -> np.ndarray:
+        """n synthetic encoded rows (float32, layout.width columns; categorical blocks near one-hot)."""
+        rng = torch.Generator(device=self.device).manual_seed(int(seed))
+        self.generator.eval()
+        with torch.no_grad():
+            chunks = [self._fake(min(8192, n - i), rng).cpu() for i in range(0, n, 8192)]
+        out = torch.cat(chunks) if chunks else torch.empty(0, self.layout.width)
+        return out.numpy().astype(np.float32)
+
+    def save(self, directory: Path) -> None:
+        """Write generator.pt, critic.pt and dpwgan.json (params, layout, privacy plan)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        torch.save(self.generator.state_dict(), directory / "generator.pt")
+        torch.save(self.critic.state_dict(), directory / "critic.pt")
+        meta = {"generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
+                "privacy": self.privacy}
+        (directory / "dpwgan.json").write_text(json.dumps(_finite_json(meta), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path, device: str = "cpu") -> "DPWGAN":
+        directory = Path(directory)
+        meta = json.loads((directory / "dpwgan.json").read_text())
+        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
+        model.generator.load_state_dict(torch.load(directory / "generator.pt", map_location=device))
+        model.critic.load_state_dict(torch.load(directory / "critic.pt", map_location=device))
+        privacy = meta["privacy"]
+        if privacy is not None:
+            privacy.update({k: float(privacy[k]) for k in ("epsilon", "clip_norm")})
+        model.privacy = privacy
+        model.generator.eval(), model.critic.eval()
+        return model

@@ -1,0 +1,166 @@
+"""The accountant against published numbers, closed forms and dp_accounting's own accountants."""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.pld import pld_privacy_accountant
+from scipy import optimize
+from scipy.stats import binom, norm
+
+from pipelines.privacy import accountant
+from pipelines.privacy.accountant import (analytic_gaussian_delta, calibrate_noise_multiplier, epsilon_pld,
+                                          epsilon_rdp, gaussian_sigma, laplace_scale)
+from pipelines.privacy.events import (GaussianEvent, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent,
+                                      PureEpsilonEvent)
+
+DPSGD = PoissonGaussianEvent(noise_multiplier=1.1, sample_rate=256 / 50000, steps=9765)
+
+
+def test_dpsgd_reference_numbers_and_speed():
+    accountant._mechanism_pld.cache_clear()
+    t0 = time.perf_counter()
+    eps = epsilon_pld([DPSGD], 1e-5)
+    elapsed = time.perf_counter() - t0
+    assert eps == pytest.approx(2.3932, abs=0.02)
+    assert elapsed < 5.0
+    assert epsilon_rdp([DPSGD], 1e-5) == pytest.approx(2.6117, abs=0.02)
+
+
+def _balle_wang_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
+    """Solve δ = Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) for ε (Balle & Wang 2018, Thm. 8)."""
+    def gap(eps: float) -> float:
+        a, b = sensitivity / (2 * sigma), eps * sigma / sensitivity
+        return norm.cdf(a - b) - math.exp(eps) * norm.cdf(-a - b) - delta
+    return optimize.brentq(gap, 0.0, 50.0, xtol=1e-12)
+
+
+@pytest.mark.parametrize("sigma,sensitivity,delta", [(3.0, 1.0, 1e-5), (1.0, 0.5, 1e-6), (10.0, 4.0, 1e-3)])
+def test_single_gaussian_matches_analytic_gaussian(sigma, sensitivity, delta):
+    exact = _balle_wang_epsilon(sigma, sensitivity, delta)
+    assert epsilon_pld([GaussianEvent(sigma, sensitivity)], delta) == pytest.approx(exact, abs=1e-2)
+    assert analytic_gaussian_delta(exact, sigma, sensitivity) == pytest.approx(delta, rel=1e-6)
+
+
+def test_gaussians_merge_exactly_like_dp_accounting_composes_them():
+    events = [GaussianEvent(4.0, 1.0), GaussianEvent(6.0, 2.0), GaussianEvent(2.5, 0.5)]
+    reference = pld_privacy_accountant.PLDAccountant()
+    for e in events:
+        reference.compose(dp_event.GaussianDpEvent(e.noise_multiplier))
+    assert epsilon_pld(events, 1e-6) == pytest.approx(reference.get_epsilon(1e-6), abs=1e-3)
+
+
+def test_mixed_list_matches_dp_accounting_pld_accountant():
+    events = [PoissonGaussianEvent(1.5, 0.01, 300), LaplaceEvent(20.0, 1.0), GaussianEvent(8.0, 1.0),
+              PoissonGaussianEvent(1.5, 0.01, 200)]
+    reference = pld_privacy_accountant.PLDAccountant()
+    reference.compose(dp_event.SelfComposedDpEvent(
+        dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(1.5)), 500))
+    reference.compose(dp_event.LaplaceDpEvent(20.0))
+    reference.compose(dp_event.GaussianDpEvent(8.0))
+    assert epsilon_pld(events, 1e-5) == pytest.approx(reference.get_epsilon(1e-5), abs=2e-3)
+
+
+def test_laplace_alone_is_l1_over_scale():
+    event = LaplaceEvent(scale=2.5, l1_sensitivity=1.5)
+    eps = epsilon_pld([event], 1e-12)
+    assert eps == pytest.approx(1.5 / 2.5, abs=1e-2)
+    assert eps <= 1.5 / 2.5 + 1e-9
+    assert laplace_scale(0.6, 1.5) == pytest.approx(2.5)
+
+
+def _randomized_response_composition(eps: float, k: int, delta: float) -> float:
+    """Exact ε(δ) of k-fold randomised response with e^ε odds: the worst ε-DP mechanism, so any
+    valid accountant for k pure ε-DP steps must report at least this (Kairouz, Oh & Viswanath 2015).
+    Privacy loss L = ε(k − 2I), I ~ Bin(k, 1/(1+e^ε)); δ(ε') = E[(1 − e^{ε'−L})₊]."""
+    i = np.arange(k + 1)
+    loss, prob = eps * (k - 2 * i), binom.pmf(i, k, 1 / (1 + math.exp(eps)))
+
+    def gap(e: float) -> float:
+        return float(np.sum(prob * np.clip(1 - np.exp(e - loss), 0, None))) - delta
+    return 0.0 if gap(0.0) <= 0 else optimize.brentq(gap, 0.0, k * eps, xtol=1e-12)
+
+
+@pytest.mark.parametrize("eps,k", [(0.3, 5), (1.0, 3), (0.1, 20)])
+def test_pure_epsilon_composition_bounds(eps, k):
+    events = [PureEpsilonEvent(eps)] * k
+    composed = epsilon_pld(events, 1e-12)
+    assert composed <= k * eps + 1e-9                       # basic composition
+    assert composed >= _randomized_response_composition(eps, k, 1e-12) - 1e-9
+    assert composed >= eps
+
+
+def test_pure_epsilon_composition_beats_basic_composition_at_moderate_delta():
+    eps, k, delta = 0.1, 50, 1e-3
+    composed = epsilon_pld([PureEpsilonEvent(eps)] * k, delta)
+    exact = _randomized_response_composition(eps, k, delta)
+    advanced = eps * math.sqrt(2 * k * math.log(1 / delta)) + k * eps * math.expm1(eps)  # Dwork-Rothblum-Vadhan
+    assert exact - 1e-9 <= composed <= exact + 5e-3
+    assert composed < advanced < k * eps
+
+
+def test_pure_epsilon_rdp_curve():
+    orders = np.array([1.5, 2.0, 10.0, 100.0])
+    np.testing.assert_allclose(accountant.pure_epsilon_rdp(0.5, orders), [0.1875, 0.25, 0.5, 0.5])
+
+
+@pytest.mark.parametrize("events", [
+    [DPSGD, PureEpsilonEvent(0.2)],
+    [GaussianEvent(5.0, 1.0), LaplaceEvent(4.0, 1.0), PureEpsilonEvent(0.1)],
+    [PoissonGaussianEvent(1.3, 0.02, 400), GaussianEvent(20.0, 2.0), LaplaceEvent(50.0, 1.0)],
+    [PureEpsilonEvent(0.5)] * 4,
+    [LaplaceEvent(1.0, 1.0)],
+])
+def test_pld_never_exceeds_rdp(events):
+    assert epsilon_pld(events, 1e-6) <= epsilon_rdp(events, 1e-6)
+
+
+@pytest.mark.parametrize("target,q,steps", [(1.0, 0.01, 1000), (2.0, 256 / 50000, 9765)])
+def test_calibrate_round_trips(target, q, steps):
+    nm = calibrate_noise_multiplier(target, 1e-5, q, steps)
+    eps = epsilon_pld([PoissonGaussianEvent(nm, q, steps)], 1e-5)
+    assert 0.99 * target <= eps <= target
+    assert epsilon_pld([PoissonGaussianEvent(nm * 0.99, q, steps)], 1e-5) > target   # (nearly) the smallest
+
+
+def test_gaussian_sigma_round_trips():
+    sigma = gaussian_sigma(1.0, 1e-5, 2.0)
+    eps = epsilon_pld([GaussianEvent(sigma, 2.0)], 1e-5)
+    assert 0.99 <= eps <= 1.0
+    assert sigma == pytest.approx(2.0 * 3.7306, rel=2e-3)    # analytic Gaussian at (1, 1e-5)
+
+
+@pytest.mark.parametrize("args", [(0.0, 1e-5, 0.01, 10), (1.0, 1.5, 0.01, 10), (1.0, 1e-5, 0.0, 10),
+                                  (1.0, 1e-5, 0.01, 0), (math.inf, 1e-5, 0.01, 10), (1000.0, 1e-5, 1.0, 1)])
+def test_calibrate_rejects_impossible_targets(args):
+    with pytest.raises(ValueError):
+        calibrate_noise_multiplier(*args)
+
+
+def test_gaussian_sigma_and_laplace_scale_reject_bad_input():
+    with pytest.raises(ValueError):
+        gaussian_sigma(-1.0, 1e-5, 1.0)
+    with pytest.raises(ValueError):
+        gaussian_sigma(1.0, 1e-5, 0.0)
+    with pytest.raises(ValueError):
+        laplace_scale(0.0, 1.0)
+
+
+def test_non_private_and_empty():
+    assert epsilon_pld([NonPrivateEvent("epsilon: inf")], 1e-5) == math.inf
+    assert epsilon_rdp([NonPrivateEvent("epsilon: inf")], 1e-5) == math.inf
+    assert epsilon_pld([GaussianEvent(5.0, 1.0), NonPrivateEvent("x")], 1e-5) == math.inf
+    assert epsilon_pld([], 1e-5) == 0.0
+    assert epsilon_rdp([], 1e-5) == 0.0
+
+
+def test_invalid_events_and_delta_are_rejected():
+    with pytest.raises(ValueError):
+        epsilon_pld([GaussianEvent(-1.0, 1.0)], 1e-5)
+    with pytest.raises(ValueError):
+        epsilon_pld([GaussianEvent(1.0, 1.0)], 0.0)
+    with pytest.raises(ValueError):
+        epsilon_rdp([PoissonGaussianEvent(1.0, 1.5, 10)], 1e-5)

@@ -1,0 +1,184 @@
+"""End to end: stage tasks on a temporary root, `dvc repro` in a fresh git repo, the Prefect flow."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from pipelines.config import load_params
+from pipelines.errors import BudgetExceededError, InputError
+
+PROJECT = Path(__file__).resolve().parents[1]
+SMALL = {"dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64}}
+
+
+def deep_update(base: dict, extra: dict) -> dict:
+    for k, v in extra.items():
+        base[k] = deep_update(dict(base.get(k) or {}), v) if isinstance(v, dict) else v
+    return base
+
+
+def make_root(tmp: Path, overrides: dict, git: bool = False) -> Path:
+    """A project copy with a small configuration (and, with git=True, a committed DVC repo)."""
+    root = tmp / "repo"
+    for d in ("pipelines", "tasks", "flows", "schemas"):
+        shutil.copytree(PROJECT / d, root / d, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(PROJECT / "dvc.yaml", root / "dvc.yaml")
+    params = deep_update(yaml.safe_load((PROJECT / "params.yaml").read_text()), {**SMALL, **overrides})
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    if git:
+        for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"],
+                    ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init"]):
+            sh(cmd, root)
+    return root
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{e.get('PATH', '')}"
+    e.update(DVC_NO_ANALYTICS="1", GX_ANALYTICS_ENABLED="false", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+             DO_NOT_TRACK="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+             GIT_COMMITTER_EMAIL="t@t")
+    return e
+
+
+def sh(cmd: list[str], cwd: Path, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=cwd, env={**env(), **(extra_env or {})}, capture_output=True, text=True,
+                       timeout=900)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    return r
+
+
+def ledger_rows(root: Path) -> list[tuple]:
+    path = root / "ledger" / "privacy.sqlite"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as con:
+        return con.execute("SELECT seq, stage, status FROM privacy_events ORDER BY seq").fetchall()
+
+
+def run_stages(root: Path, upto: str) -> None:
+    from tasks.prepare import prepare
+    from tasks.validate import validate
+    params = load_params(root / "params.yaml")
+    validate.fn(params, root)
+    if upto == "prepare":
+        prepare.fn(params, root)
+
+
+def test_budget_refused_before_any_data_is_read(tmp_path, monkeypatch):
+    from tasks.train import EncodedTable, train
+    root = make_root(tmp_path, {"privacy": {"lifetime_epsilon": 0.5}})
+    run_stages(root, "prepare")
+
+    def forbidden(*a, **k):
+        raise AssertionError("private rows were read before the budget check")
+    monkeypatch.setattr(EncodedTable, "__array__", forbidden)
+    with pytest.raises(BudgetExceededError, match=r"spent ε=0.*plans ε=3.*remaining ε=0.5"):
+        train.fn(load_params(root / "params.yaml"), "dpwgan", "test", root)
+    assert ledger_rows(root) == []
+    assert not (root / "models").exists()
+
+
+def test_bad_source_is_a_clear_error_and_writes_nothing(tmp_path):
+    root = make_root(tmp_path, {"dataset": {"source": "missing/table.csv"}})
+    with pytest.raises(InputError, match=r"missing/table\.csv.*Fix:"):
+        run_stages(root, "validate")
+    assert not (root / "data").exists() and not (root / "reports").exists()
+    r = sh([sys.executable, "-m", "flows.cli", "stage", "validate"], root, check=False,
+           extra_env={"PYTHONPATH": str(root)})
+    assert r.returncode == 2 and "missing/table.csv" in r.stderr and "Fix:" in r.stderr
+
+
+def test_extra_column_names_file_column_and_fix(tmp_path):
+    root = make_root(tmp_path, {"dataset": {"source": "raw.csv"}})
+    from pipelines.data.readers import read_table
+    from pipelines.data.schema import load_schema
+    raw = read_table("bundled:breast_cancer", load_schema(root / "schemas" / "breast_cancer.yaml"))[0]
+    raw.assign(patient_name="x").to_csv(root / "raw.csv", index=False)
+    with pytest.raises(InputError, match=r"raw\.csv.*patient_name.*Fix:"):
+        run_stages(root, "validate")
+
+
+@pytest.mark.slow
+def test_dvc_repro_end_to_end(tmp_path):
+    root = make_root(tmp_path, {}, git=True)
+    sh(["dvc", "repro"], root)
+
+    report = json.loads((root / "reports/breast_cancer/validation.json").read_text())
+    assert report["rows_in"] == 569 and report["rows_out"] == 569 and report["gx"]["success"]
+    prepared = root / "data/prepared/breast_cancer"
+    train, holdout = pd.read_parquet(prepared / "train.parquet"), pd.read_parquet(prepared / "holdout.parquet")
+    assert len(train) + len(holdout) == 569 and len(holdout) == round(0.2 * 569)
+    assert pd.read_parquet(prepared / "train_encoded.parquet").shape == (len(train), 31)
+
+    privacy = json.loads((root / "models/breast_cancer/dpwgan/privacy.json").read_text())
+    assert 2.9 <= privacy["epsilon_pld"] <= 3.0 and privacy["epsilon_rdp"] >= privacy["epsilon_pld"]
+    assert [r[1:] for r in ledger_rows(root)] == [("train@dpwgan", "planned"), ("train@dpwgan", "spent")]
+
+    checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
+    assert checks["passed"] and checks["gates"][0]["evidence"]["epsilon_total_pld"] == pytest.approx(
+        privacy["epsilon_pld"], rel=1e-6)
+    metrics = json.loads((root / "reports/breast_cancer/dpwgan/metrics.json").read_text())
+    assert metrics["schema_conformance"] and set(metrics["utility"]["models"]) == {
+        "logistic_regression", "random_forest", "gradient_boosting"}
+    for entry in metrics["fidelity"].values():
+        assert 0.0 <= entry["value"] <= 1.0
+    assert metrics["hashes"]["schema"] == report["hashes"]["schema"]
+
+    index = json.loads((root / "releases/breast_cancer/latest.json").read_text())
+    assert [r["generator"] for r in index["released"]] == ["dpwgan"] and index["refused"] == []
+    bundle = root / index["released"][0]["path"]
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["privacy"]["ledger_rows"] == privacy["ledger_row_ids"]
+    assert manifest["privacy"]["delta"] == 1e-5 and "torch" in manifest["libraries"]
+    assert pd.read_parquet(bundle / "synthetic.parquet").shape == (len(train), 31)
+    assert "Not covered by the DP guarantee" in (bundle / "report.html").read_text()
+
+    again = sh(["dvc", "repro"], root)
+    assert "up to date" in again.stdout and len(ledger_rows(root)) == 2  # nothing re-run, nothing spent
+
+    sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=1.0"], root)
+    assert len(ledger_rows(root)) == 4
+
+    refused = sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=3.0", "-S", "privacy.lifetime_epsilon=4.0"], root,
+                 check=False)
+    assert refused.returncode != 0 and "remaining" in refused.stdout + refused.stderr
+    assert len(ledger_rows(root)) == 4
+    verified = sh(["synthrelease", "ledger", "verify"], root)
+    assert json.loads(verified.stdout)["rows"] == 4
+
+
+@pytest.mark.slow
+def test_prefect_flow_publishes_release_and_artifacts(tmp_path):
+    root = make_root(tmp_path, {})
+    script = (
+        "import json\n"
+        "from flows.release import release_flow\n"
+        "from prefect.client.orchestration import get_client\n"
+        "index = release_flow(params_path='params.yaml')\n"
+        "async def keys():\n"
+        "    async with get_client() as c:\n"
+        "        r = await c._client.post('/artifacts/filter', json={'limit': 200, 'offset': 0, 'sort': 'KEY_ASC',\n"
+        "            'artifacts': {}, 'flow_runs': {}, 'task_runs': {}})\n"
+        "        return sorted({a['key'] for a in r.json() if a['key']})\n"
+        "import asyncio\n"
+        "keys = asyncio.run(keys())\n"
+        "print(json.dumps({'index': index, 'keys': keys}))\n")
+    r = sh([sys.executable, "-c", script], root,
+           extra_env={"PYTHONPATH": str(root), "PREFECT_HOME": str(tmp_path / "prefect")})
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [x["generator"] for x in out["index"]["released"]] == ["dpwgan"]
+    for key in ("breast-cancer-validation", "breast-cancer-dpwgan-train", "breast-cancer-dpwgan-checks",
+                "breast-cancer-dpwgan-metrics", "breast-cancer-release"):
+        assert key in out["keys"]
+    assert [r[1:] for r in ledger_rows(root)] == [("train@dpwgan", "planned"), ("train@dpwgan", "spent")]
