@@ -23,7 +23,7 @@ for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTI
 def run_stage(name: str, params_path: str, generator: str | None) -> dict:
     from pipelines.config import load_params
     params = load_params(params_path)
-    root = Path(params_path).resolve().parent
+    root = Path.cwd()  # the project root (where dvc.yaml lives); params may come from params/*.yaml
     if name in PER_GENERATOR:
         if not generator:
             raise SystemExit(f"error: stage '{name}' needs --generator (one of {params['generators']})")
@@ -41,7 +41,7 @@ def ledger_command(args: argparse.Namespace) -> int:
     from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
     from tasks.common import ledger
     params = load_params(args.params)
-    led = ledger(params, Path(args.params).resolve().parent)
+    led = ledger(params, Path.cwd())
     if args.action == "verify":
         print(json.dumps(led.verify(expect_head=args.expect_head), indent=2))
         return 0

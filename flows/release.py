@@ -22,10 +22,10 @@ from tasks.validate import validate
 
 
 @flow(name="private-synthetic-release", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=True)
-def release_flow(params_path: str = "params.yaml") -> dict[str, Any]:
-    """One release run of every configured generator; paths are relative to the params file's folder."""
-    base = Path(params_path).resolve().parent
-    params = load_params(params_path)
+def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str, Any]:
+    """One release run of every configured generator; artefact paths are relative to `root`."""
+    base = Path(root).resolve()
+    params = load_params(base / params_path)
     run_id = f"prefect-{get_run_context().flow_run.id}"
     validated = validate.submit(params, base)
     prepared = prepare.submit(params, base, wait_for=[validated])

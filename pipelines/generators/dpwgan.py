@@ -30,7 +30,7 @@ from torch import nn
 from pipelines.data.layout import Layout
 from pipelines.generators.base import Budget, LedgerSession
 from pipelines.privacy.accountant import calibrate_noise_multiplier
-from pipelines.privacy.dpsgd import clip_and_noise, per_example_grads, poisson_sample
+from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_from_dict, event_to_dict
 
 DEFAULTS: dict[str, Any] = {
@@ -47,10 +47,9 @@ DEFAULTS: dict[str, Any] = {
     "latent_dim": 32,
     "critic_hidden": [64, 64],
     "generator_hidden": [64, 64],
-    "gumbel_tau": 0.2,          # temperature of the Gumbel-softmax heads of categorical blocks
+    "gumbel_tau": 0.2,          # temperature of the relaxed binary / categorical output heads
     "seed": 0,
 }
-_SIGMOID_KINDS = ("continuous", "integer", "binary")
 
 
 def _mlp(sizes: list[int], layer_norm: bool) -> nn.Sequential:
@@ -66,16 +65,7 @@ class Critic(nn.Module):
 
     def __init__(self, width: int, hidden: list[int]) -> None:
         super().__init__()
-        import os
         self.net = _mlp([width, *hidden, 1], layer_norm=True)
-        if os.environ.get("NOAFF"):
-            layers = []
-            for m in self.net:
-                if isinstance(m, nn.LayerNorm):
-                    m = nn.LayerNorm(m.normalized_shape, elementwise_affine=False)
-                layers.append(m)
-            last = layers[-1]; layers[-1] = nn.Linear(last.in_features, 1, bias=False)
-            self.net = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x).squeeze(-1)
@@ -84,30 +74,36 @@ class Critic(nn.Module):
 class Generator(nn.Module):
     """MLP from N(0, I) latents to the encoded layout, one output head per Layout block.
 
-    Continuous/integer/binary blocks: sigmoid (values in [0, 1]). Categorical blocks:
-    Gumbel-softmax at temperature τ, i.e. softmax((logits + g)/τ) with g ~ Gumbel(0, 1) drawn from
-    the caller's torch.Generator; its argmax is an exact sample of softmax(logits).
+    continuous/integer: sigmoid, a value in [0, 1]. binary: relaxed Bernoulli ("Gumbel-sigmoid",
+    Maddison et al. 2017) sigmoid((ℓ + log u − log(1−u))/τ), u ~ U(0, 1); thresholding it at 0.5
+    is an exact Bernoulli(sigmoid(ℓ)) sample. categorical: Gumbel-softmax (Jang et al. 2017)
+    softmax((ℓ + g)/τ), g ~ Gumbel(0, 1); its argmax is an exact sample of softmax(ℓ). The noise comes
+    from the caller's torch.Generator, so outputs are reproducible; small τ gives near-one-hot rows
+    like the real ones, so the critic cannot tell fakes apart by their soft values alone.
     """
 
     def __init__(self, layout: Layout, latent_dim: int, hidden: list[int], tau: float) -> None:
         super().__init__()
+        kinds = {b.kind for b in layout.blocks}
+        if not kinds <= {"continuous", "integer", "binary", "categorical"}:
+            raise ValueError(f"unknown block kinds {sorted(kinds - {'continuous', 'integer', 'binary', 'categorical'})}")
         self.net = _mlp([latent_dim, *hidden, layout.width], layer_norm=True)
         self.latent_dim, self.tau = latent_dim, tau
-        self.register_buffer("sigmoid_cols", torch.tensor(
-            [c for b in layout.blocks if b.kind in _SIGMOID_KINDS for c in range(b.start, b.stop)], dtype=torch.long),
-            persistent=False)
+        for name, kinds in (("numeric_cols", ("continuous", "integer")), ("binary_cols", ("binary",))):
+            cols = [c for b in layout.blocks if b.kind in kinds for c in range(b.start, b.stop)]
+            self.register_buffer(name, torch.tensor(cols, dtype=torch.long), persistent=False)
         self.categorical = [(b.start, b.stop) for b in layout.blocks if b.kind == "categorical"]
-        unknown = {b.kind for b in layout.blocks} - set(_SIGMOID_KINDS) - {"categorical"}
-        if unknown:
-            raise ValueError(f"unknown block kinds {sorted(unknown)}")
 
     def forward(self, z: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         logits = self.net(z)
         out = torch.empty_like(logits)
-        out[:, self.sigmoid_cols] = torch.sigmoid(logits[:, self.sigmoid_cols])
+        out[:, self.numeric_cols] = torch.sigmoid(logits[:, self.numeric_cols])
+        u = torch.rand(logits.shape[0], len(self.binary_cols), generator=generator, device=z.device)
+        u = u.clamp(1e-6, 1 - 1e-6)
+        out[:, self.binary_cols] = torch.sigmoid((logits[:, self.binary_cols] + u.log() - (-u).log1p()) / self.tau)
         for start, stop in self.categorical:
             u = torch.rand(logits.shape[0], stop - start, generator=generator, device=z.device)
-            gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)))
+            gumbel = -(-u.clamp_min(1e-20).log()).log()
             out[:, start:stop] = torch.softmax((logits[:, start:stop] + gumbel) / self.tau, dim=1)
         return out
 
@@ -211,6 +207,11 @@ class DPWGAN:
         opt_d = torch.optim.Adam(self.critic.parameters(), lr=p["lr_critic"], betas=(0.5, 0.9))
         opt_g = torch.optim.Adam(self.generator.parameters(), lr=p["lr_generator"], betas=(0.5, 0.9))
         example_loss = _critic_example_loss(float(p["gp_lambda"]))
+        lam = float(p["gp_lambda"])
+        def gp_only(forward, x, fake, u):
+            x_hat = u * x + (1 - u) * fake
+            g = torch.func.grad(lambda v: forward(v).sum())(x_hat)
+            return lam * (torch.sqrt(g.pow(2).sum() + 1e-12) - 1) ** 2
         critic_params = dict(self.critic.named_parameters())
         start, report_every, g_loss = time.perf_counter(), max(1, steps // 10), float("nan")
         self.generator.train(), self.critic.train()
@@ -220,16 +221,20 @@ class DPWGAN:
             with torch.no_grad():
                 fake = self._fake(real.shape[0] + n_fake, rng)
             u = torch.rand(real.shape[0], 1, generator=rng, device=self.device)
-            per_example = per_example_grads(self.critic, example_loss, real, fake[:real.shape[0]], u)
-            private_grad = clip_and_noise(per_example, clip, sigma, expected, rng)
-            opt_d.zero_grad(set_to_none=True)
             import os
-            if os.environ.get("FAKECLIP"):
-                fpe = per_example_grads(self.critic, lambda fw, f: fw(f).sum(), fake[real.shape[0]:])
-                fg = clip_and_noise(fpe, clip, 0.0, n_fake, rng)
-                for name, g in fg.items():
-                    critic_params[name].grad = g.clone()
+            if os.environ.get("SPLIT"):
+                share = float(os.environ["SPLIT"])
+                rpe = clip_per_example(per_example_grads(self.critic, lambda fw, x: -fw(x).sum(), real), clip * (1-share))
+                gpe = clip_per_example(per_example_grads(self.critic, gp_only, real, fake[:real.shape[0]], u), clip * share)
+                private_grad = clip_and_noise({k: rpe[k] + gpe[k] for k in rpe}, clip, sigma, expected, rng)
+                fpe = clip_per_example(per_example_grads(self.critic, lambda fw, f: fw(f).sum(), fake[real.shape[0]:]), clip * (1-share))
+                opt_d.zero_grad(set_to_none=True)
+                for name, g in fpe.items():
+                    critic_params[name].grad = g.sum(0) / n_fake
             else:
+                per_example = per_example_grads(self.critic, example_loss, real, fake[:real.shape[0]], u)
+                private_grad = clip_and_noise(per_example, clip, sigma, expected, rng)
+                opt_d.zero_grad(set_to_none=True)
                 self.critic(fake[real.shape[0]:]).mean().backward()  # fake-only term: plain gradient
             for name, g in private_grad.items():
                 critic_params[name].grad += g

@@ -60,6 +60,19 @@ def per_example_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     return vmap(grad(example_loss), in_dims=in_dims)(params, *batched_inputs)
 
 
+def clip_per_example(per_example: dict[str, torch.Tensor], clip_norm: float) -> dict[str, torch.Tensor]:
+    """clip_C(g_i) = g_i · min(1, C/‖g_i‖₂) per example, the norm taken over ALL parameters jointly.
+
+    Every clipped example has joint L2 norm <= C; clip_norm = inf returns the input unchanged.
+    Two parts of one example's loss clipped to C₁ and C₂ sum to norm <= C₁ + C₂ (triangle inequality).
+    """
+    if math.isinf(clip_norm):
+        return per_example
+    sq = sum(g.flatten(1).pow(2).sum(1) for g in per_example.values())
+    factor = (clip_norm / sq.sqrt()).clamp(max=1.0)  # norm 0 -> inf -> factor 1
+    return {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in per_example.items()}
+
+
 def clip_and_noise(per_example: dict[str, torch.Tensor], clip_norm: float, noise_multiplier: float,
                    expected_batch_size: float, generator: torch.Generator,
                    draws: int | None = None) -> dict[str, torch.Tensor]:
@@ -86,13 +99,7 @@ def clip_and_noise(per_example: dict[str, torch.Tensor], clip_norm: float, noise
         raise ValueError("noise needs a finite clip_norm: with clip_norm = inf the sensitivity is unbounded")
     if not expected_batch_size > 0:
         raise ValueError(f"expected_batch_size must be positive, got {expected_batch_size}")
-    grads = list(per_example.values())
-    if math.isfinite(clip_norm):
-        sq = sum(g.flatten(1).pow(2).sum(1) for g in grads)
-        factor = (clip_norm / sq.sqrt()).clamp(max=1.0)  # norm 0 -> inf -> 1
-        summed = [torch.einsum("b,b...->...", factor, g) for g in grads]
-    else:
-        summed = [g.sum(0) for g in grads]
+    summed = [g.sum(0) for g in clip_per_example(per_example, clip_norm).values()]
     std = noise_multiplier * clip_norm
     shape = () if draws is None else (draws,)
     out = {}
