@@ -14,7 +14,8 @@ import pandas as pd
 
 
 def canonical_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    """Deterministic JSON for hashing: sorted keys, no whitespace, ASCII only (floats via repr)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
 
 
 def sha256_text(text: str) -> str:

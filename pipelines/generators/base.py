@@ -2,10 +2,12 @@
 
 Lifecycle, as the train stage drives it:
   gen = make_generator(name, layout, params, device)
-  planned = gen.plan(n_rows, budget)          # data-independent: needs only the public row count
-  session.reserve(planned)                    # refused here, before any data is read
-  gen.fit(X, session)                         # trains; ends with session.record(actual events)
+  gen.fit(X, session, budget)   # 1. plan(len(X), budget): data-independent, public row count only
+                                # 2. session.reserve(planned): refused here, before X is converted
+                                # 3. train; 4. session.record(actual events)
   gen.save(dir); Generator.load(dir); gen.sample(n, seed)
+
+X may be a lazy table (tasks.train.EncodedTable): len() is free, rows are read by np.asarray.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class Generator(Protocol):
     name: str
 
     def plan(self, n_rows: int, budget: Budget) -> list[Event]: ...
-    def fit(self, X: np.ndarray, session: LedgerSession) -> None: ...
+    def fit(self, X: np.ndarray, session: LedgerSession, budget: Budget | None = None) -> None: ...
     def sample(self, n: int, seed: int) -> np.ndarray: ...
     def save(self, directory: Path) -> None: ...
 

@@ -30,6 +30,7 @@ from sqlalchemy import (Column, Connection, Integer, MetaData, String, Table, Te
                         select)
 
 from pipelines.errors import BudgetExceededError, LedgerIntegrityError
+from pipelines.io import canonical_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import Event, event_from_dict, event_to_dict
 
@@ -53,11 +54,6 @@ privacy_events = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("row_hash", String(64), nullable=False),
 )
-
-
-def canonical_json(obj: Any) -> str:
-    """Deterministic JSON: sorted keys, no whitespace, ASCII only (floats round-trip via repr)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
 def row_hash(prev_hash: str, row: dict) -> str:

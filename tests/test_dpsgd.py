@@ -1,0 +1,201 @@
+"""DP-SGD machinery: formula tests and an empirical privacy audit of one private step (rule 4)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from pipelines.privacy.accountant import epsilon_pld
+from pipelines.privacy.audit import epsilon_lower_bound
+from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample
+from pipelines.privacy.events import PoissonGaussianEvent
+
+GP_LAMBDA = 10.0
+
+
+def critic(width: int = 5, hidden: int = 8, layer_norm: bool = True, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    layers = [nn.Linear(width, hidden)] + ([nn.LayerNorm(hidden)] if layer_norm else [])
+    return nn.Sequential(*layers, nn.LeakyReLU(0.2), nn.Linear(hidden, 1))
+
+
+def wgan_gp_loss(forward, x, fake, u):
+    """Per-example real-touching WGAN-GP critic loss −D(x) + λ(‖∇_x̂ D(x̂)‖ − 1)²."""
+    x_hat = u * x + (1 - u) * fake
+    g = torch.func.grad(lambda v: forward(v).sum())(x_hat)
+    return -forward(x).sum() + GP_LAMBDA * (torch.sqrt(g.pow(2).sum() + 1e-12) - 1) ** 2
+
+
+def batch(n: int, width: int = 5, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, width, generator=g), torch.rand(n, width, generator=g), torch.rand(n, 1, generator=g)
+
+
+def joint_norms(per_example: dict[str, torch.Tensor]) -> torch.Tensor:
+    return torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in per_example.values()))
+
+
+def flat(grads: dict[str, torch.Tensor], lead: int = 0) -> torch.Tensor:
+    """Concatenate a gradient dict into vectors (keeping `lead` leading dimensions)."""
+    return torch.cat([g.flatten(lead) for g in grads.values()], dim=lead)
+
+
+# -- formula tests ----------------------------------------------------------------------------
+
+def test_per_example_grads_match_autograd_loop_with_gradient_penalty():
+    model = critic()
+    x, fake, u = batch(7)
+    got = per_example_grads(model, wgan_gp_loss, x, fake, u)
+    for i in range(len(x)):
+        model.zero_grad()
+        x_hat = (u[i] * x[i] + (1 - u[i]) * fake[i]).unsqueeze(0).requires_grad_()
+        (g,) = torch.autograd.grad(model(x_hat).sum(), x_hat, create_graph=True)
+        loss = -model(x[i:i + 1]).sum() + GP_LAMBDA * (g.norm() - 1) ** 2
+        loss.backward()
+        for name, p in model.named_parameters():
+            torch.testing.assert_close(got[name][i], p.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_per_example_grads_of_empty_batch_are_empty():
+    model = critic()
+    x, fake, u = batch(0)
+    got = per_example_grads(model, wgan_gp_loss, x, fake, u)
+    assert {k: tuple(v.shape) for k, v in got.items()} == {k: (0, *p.shape) for k, p in model.named_parameters()}
+
+
+def test_clipping_bounds_every_joint_norm_and_keeps_small_examples():
+    model = critic()
+    x, fake, u = batch(32)
+    per_example = per_example_grads(model, wgan_gp_loss, 20 * x, fake, u)  # some large, some small
+    norms = joint_norms(per_example)
+    clip = float(norms.median())
+    clipped = clip_per_example(per_example, clip)
+    new = joint_norms(clipped)
+    assert torch.all(new <= clip * (1 + 1e-5))
+    small = norms <= clip
+    torch.testing.assert_close(new[small], norms[small])
+    torch.testing.assert_close(new[~small], torch.full_like(new[~small], clip))
+    cos = torch.nn.functional.cosine_similarity(flat(per_example, 1), flat(clipped, 1), dim=1)
+    torch.testing.assert_close(cos, torch.ones_like(cos))  # clipping rescales, never rotates
+
+
+def test_clip_and_noise_without_noise_is_clipped_sum_over_expected_batch_size():
+    model = critic()
+    per_example = per_example_grads(model, wgan_gp_loss, *batch(16))
+    clip, expected = 0.5, 12.5  # the divisor is the constant q·n, not the realised batch size 16
+    got = clip_and_noise(per_example, clip, 0.0, expected, torch.Generator().manual_seed(0))
+    want = {k: v.sum(0) / expected for k, v in clip_per_example(per_example, clip).items()}
+    for k in want:
+        torch.testing.assert_close(got[k], want[k])
+
+
+def test_non_private_mode_does_no_clipping_and_no_noise():
+    model = critic()
+    per_example = per_example_grads(model, wgan_gp_loss, *batch(16))
+    got = clip_and_noise(per_example, math.inf, 0.0, 16.0, torch.Generator().manual_seed(0))
+    for k, v in per_example.items():
+        torch.testing.assert_close(got[k], v.mean(0))
+    with pytest.raises(ValueError, match="finite clip_norm"):
+        clip_and_noise(per_example, math.inf, 1.0, 16.0, torch.Generator())
+
+
+def test_noise_std_is_sigma_clip_over_expected_batch_size():
+    sigma, clip, expected = 1.7, 0.8, 25.0
+    zeros = {"w": torch.zeros(3, 100, 50), "b": torch.zeros(3, 50)}  # 5050 coordinates, pure noise
+    out = flat(clip_and_noise(zeros, clip, sigma, expected, torch.Generator().manual_seed(0)))
+    d = out.numel()
+    chi2 = float((out * expected / (sigma * clip)).pow(2).sum())  # ~ chi-square(d) if the std is right
+    assert abs(chi2 - d) < 5 * math.sqrt(2 * d)
+    assert abs(float(out.mean())) < 5 * sigma * clip / expected / math.sqrt(d)
+
+
+def test_empty_batch_step_is_pure_noise():
+    model = critic()
+    empty = per_example_grads(model, wgan_gp_loss, *batch(0))
+    out = clip_and_noise(empty, 1.0, 2.0, 10.0, torch.Generator().manual_seed(0))
+    assert {k: v.shape for k, v in out.items()} == {k: p.shape for k, p in model.named_parameters()}
+    assert float(flat(out).std()) == pytest.approx(2.0 * 1.0 / 10.0, rel=0.25)
+
+
+def test_poisson_sample_batch_sizes_are_binomial():
+    n, q, draws = 200, 0.1, 4000
+    gen = torch.Generator().manual_seed(0)
+    sizes = np.array([len(poisson_sample(n, q, gen)) for _ in range(draws)])
+    mean, var = n * q, n * q * (1 - q)
+    assert abs(sizes.mean() - mean) < 5 * math.sqrt(var / draws)
+    assert sizes.var(ddof=1) == pytest.approx(var, rel=0.1)
+    idx = poisson_sample(n, q, gen)
+    assert idx.dtype == torch.long and torch.all(idx[1:] > idx[:-1]) and (len(idx) == 0 or idx.max() < n)
+    assert len(poisson_sample(n, 1e-9, gen)) == 0  # an empty batch is allowed
+    with pytest.raises(ValueError):
+        poisson_sample(n, 0.0, gen)
+
+
+# -- empirical audit (ARCHITECTURE rule 4) ------------------------------------------------------
+
+AUDIT_DELTA = 1e-5
+AUDIT_RUNS = 200_000  # per data set
+AUDIT_SIGMA = 3.0     # one Gaussian step at q = 1: claimed ε ≈ 1.27 at δ = 1e-5
+
+
+def audit_scores(per_example: dict, direction: torch.Tensor, clip: float, sigma: float, expected: float,
+                 seed: int) -> np.ndarray:
+    """Projections on `direction` of AUDIT_RUNS independent outputs of the real clip_and_noise."""
+    gen, scores = torch.Generator().manual_seed(seed), []
+    for _ in range(AUDIT_RUNS // 50_000):
+        out = clip_and_noise(per_example, clip, sigma, expected, gen, draws=50_000)
+        scores.append((flat(out, 1) @ direction).numpy())
+    return np.concatenate(scores)
+
+
+@pytest.fixture(scope="module")
+def neighbours():
+    """Per-example grads of a small real critic (WGAN-GP loss) on D and on D' = D + one canary.
+
+    The canary row is huge, so its unclipped gradient is > 1e3 times the clipping norm: without
+    clipping one step would reveal it almost surely.
+    """
+    model = critic(layer_norm=False)  # no LayerNorm: it would normalise the canary's scale away
+    x, fake, u = batch(16)
+    canary = 1e4 * torch.ones(1, x.shape[1])
+    d = per_example_grads(model, wgan_gp_loss, x, fake, u)
+    canary_grads = per_example_grads(model, wgan_gp_loss, canary, fake[:1], u[:1])
+    d_prime = {k: torch.cat([d[k], canary_grads[k]]) for k in d}
+    clip = 1.0
+    assert float(joint_norms(canary_grads)[0]) > 1e3 * clip
+    direction = flat(canary_grads, 1)[0]
+    direction = direction / direction.norm()  # = the direction of the canary's clipped gradient
+    return d, d_prime, direction, clip
+
+
+def claimed_epsilon(sigma: float) -> float:
+    return epsilon_pld([PoissonGaussianEvent(sigma, 1.0, 1)], AUDIT_DELTA)
+
+
+def audit(neighbours, clip: float, noise_multiplier: float) -> float:
+    d, d_prime, direction, _ = neighbours
+    expected = float(len(next(iter(d.values()))))  # q = 1: the public constant n
+    s0 = audit_scores(d, direction, clip, noise_multiplier, expected, seed=10)
+    s1 = audit_scores(d_prime, direction, clip, noise_multiplier, expected, seed=11)
+    return epsilon_lower_bound(s0, s1, AUDIT_DELTA)
+
+
+def test_audit_lower_bound_stays_below_claimed_epsilon(neighbours):
+    claim = claimed_epsilon(AUDIT_SIGMA)
+    assert 1.0 < claim < 2.0
+    assert audit(neighbours, neighbours[3], AUDIT_SIGMA) < claim
+
+
+def test_audit_detects_half_the_noise(neighbours):
+    """The audit is sensitive: with σ halved but the claim kept, the lower bound exceeds the claim."""
+    assert audit(neighbours, neighbours[3], AUDIT_SIGMA / 2) > claimed_epsilon(AUDIT_SIGMA)
+
+
+def test_audit_detects_broken_clipping(neighbours):
+    """Same noise std σ·C, but clipping at 1e6·C (i.e. effectively none): the canary shows."""
+    clip = neighbours[3]
+    huge = 1e6 * clip
+    assert audit(neighbours, huge, AUDIT_SIGMA * clip / huge) > claimed_epsilon(AUDIT_SIGMA)
