@@ -16,7 +16,9 @@ STAGES = ("validate", "prepare", "train", "check", "evaluate", "release")
 PER_GENERATOR = ("train", "check", "evaluate")
 
 for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTICS_ENABLED", "false"),
-                     ("DO_NOT_TRACK", "1"), ("DVC_NO_ANALYTICS", "1")):
+                     ("DO_NOT_TRACK", "1"), ("DVC_NO_ANALYTICS", "1"),
+                     # a fresh PREFECT_HOME migrates its database on first start: 20 s is not enough on 2 cores
+                     ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")):
     os.environ.setdefault(_var, _value)
 
 

@@ -45,8 +45,8 @@ def env() -> dict[str, str]:
     e = dict(os.environ)
     e["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{e.get('PATH', '')}"
     e.update(DVC_NO_ANALYTICS="1", GX_ANALYTICS_ENABLED="false", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-             DO_NOT_TRACK="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-             GIT_COMMITTER_EMAIL="t@t")
+             DO_NOT_TRACK="1", PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
+             GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
     return e
 
 
