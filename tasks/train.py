@@ -38,7 +38,7 @@ class EncodedTable:
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         self.reads += 1
-        return pd.read_parquet(self.path).to_numpy(dtype=dtype or np.float32)
+        return pd.read_parquet(self.path).to_numpy(dtype=dtype or np.float32, copy=True)
 
 
 @task(name="train")
