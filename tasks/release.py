@@ -82,7 +82,7 @@ def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
             refused.append({"generator": generator,
                             "failed_gates": [g["name"] for g in checks["gates"] if not g["passed"]]})
     index = {"dataset": p.dataset, "released": released, "refused": refused,
-             "params_hash": params_hash(params)}
+             "hashes": {"schema": common.schema(params, root).hash(), "params": params_hash(params)}}
     write_json(p.release_index, index)
     lines = [f"- `{r['generator']}` → `{r['path']}` (ε = {r['epsilon_generator']:.3g})" for r in released]
     lines += [f"- `{r['generator']}` REFUSED: failed {', '.join(r['failed_gates'])}" for r in refused]
