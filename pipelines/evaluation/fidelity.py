@@ -31,13 +31,18 @@ def _category_distribution(values: pd.Series, categories: Sequence[Any]) -> np.n
     return np.append(counts, n - counts.sum()) / n
 
 
-def _scaled_numeric(values: pd.Series, lower: float, upper: float, column: str) -> np.ndarray:
-    """Non-missing values mapped to [0, 1] by the schema bounds (clipped)."""
+def scale_by_bounds(x: np.ndarray, lower: float, upper: float, column: str) -> np.ndarray:
+    """(x - lower) / (upper - lower) clipped to [0, 1]: the schema bounds, never the data's range."""
     if not upper > lower:
         raise InputError(f"numeric bounds must satisfy lower < upper, got [{lower}, {upper}].",
                          column=column, fix="correct the bounds in the public schema.")
-    x = pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float)
     return np.clip((x - lower) / (upper - lower), 0.0, 1.0)
+
+
+def _scaled_numeric(values: pd.Series, lower: float, upper: float, column: str) -> np.ndarray:
+    """Non-missing values mapped to [0, 1] by the schema bounds (clipped)."""
+    return scale_by_bounds(pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float),
+                           lower, upper, column)
 
 
 def marginal_distances(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any]) -> dict[str, dict]:

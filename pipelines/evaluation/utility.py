@@ -22,7 +22,7 @@ from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from pipelines.errors import InputError
-from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS
+from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
 
 MODELS: dict[str, Callable[[int], ClassifierMixin]] = {
     "logistic_regression": lambda seed: make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)),
@@ -51,7 +51,7 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
             if np.isnan(x).any():
                 raise InputError("missing or non-numeric values.", column=col.name,
                                  fix="validate the table against the public schema before evaluation.")
-            blocks.append(np.clip((x - col.lower) / (col.upper - col.lower), 0.0, 1.0)[:, None])
+            blocks.append(scale_by_bounds(x, col.lower, col.upper, col.name)[:, None])
         elif col.kind == "binary":
             blocks.append((values == col.categories[1]).to_numpy(dtype=float)[:, None])
         elif col.kind in CATEGORICAL_KINDS:
