@@ -4,12 +4,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from prefect import task
 
+from pipelines.generators.base import load_generator
 from pipelines.io import read_json, write_json
-from pipelines.privacy.gates import ledger_gate
+from pipelines.privacy.gates import GateResult, ledger_gate
 from tasks import common
 from tasks.artifacts import publish
+
+
+def gate_summary(gate: GateResult) -> dict[str, Any]:
+    """The p-values a reader of the artefact table wants next to pass/fail."""
+    ev = gate.evidence
+    return {f"{test}_p_value": ev[test]["p_value"] for test in ("ksd", "mmd") if test in ev}
 
 
 @task(name="check")
@@ -19,10 +27,13 @@ def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dic
     privacy = read_json(p.model(generator) / "privacy.json")
     gates = [ledger_gate(common.ledger(params, root), p.dataset, float(priv["delta"]),
                          float(priv["lifetime_epsilon"]), privacy["ledger_row_ids"])]
+    model = load_generator(generator, p.model(generator))
+    if hasattr(model, "alpha_lmdp_gate"):  # PPEM: the α-LMDP test reads the real training rows (rule 6)
+        gates.append(model.alpha_lmdp_gate(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy()))
     result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in gates),
               "gates": [g.to_dict() for g in gates], "hashes": common.hashes(params, "check", sch, generator)}
     write_json(p.checks(generator), result)
     publish(f"{p.dataset}-{generator}-checks", markdown=(
         f"## Gates for `{generator}`: {'PASSED' if result['passed'] else 'FAILED'}"),
-        table=[{"gate": g.name, "passed": g.passed} for g in gates])
+        table=[{"gate": g.name, "passed": g.passed, **gate_summary(g)} for g in gates])
     return result

@@ -199,3 +199,56 @@ def test_audit_detects_broken_clipping(neighbours):
     clip = neighbours[3]
     huge = 1e6 * clip
     assert audit(neighbours, huge, AUDIT_SIGMA * clip / huge) > claimed_epsilon(AUDIT_SIGMA)
+
+
+# -- a batch-coupled term (PPEM's KSD penalty): Δ = C + 2C_α -----------------------------------
+
+COUPLED_CLIP = 0.5
+
+
+def test_coupled_term_is_clipped_and_the_noise_covers_c_plus_two_c_alpha():
+    sigma, clip, expected = 1.3, 0.8, 20.0
+    zeros = {"w": torch.zeros(3, 100, 50), "b": torch.zeros(3, 50)}
+    huge = {"w": torch.full((100, 50), 7.0), "b": torch.full((50,), 7.0)}
+    clean = flat(clip_and_noise(zeros, clip, 0.0, expected, torch.Generator(), coupled=huge, coupled_clip=COUPLED_CLIP))
+    assert float(clean.norm()) * expected == pytest.approx(COUPLED_CLIP, rel=1e-5)  # clipped to C_α
+    out = flat(clip_and_noise(zeros, clip, sigma, expected, torch.Generator().manual_seed(0),
+                              coupled={k: torch.zeros_like(v) for k, v in huge.items()}, coupled_clip=COUPLED_CLIP))
+    d = out.numel()
+    chi2 = float((out * expected / (sigma * (clip + 2 * COUPLED_CLIP))).pow(2).sum())
+    assert abs(chi2 - d) < 5 * math.sqrt(2 * d)
+    with pytest.raises(ValueError, match="coupled_clip"):
+        clip_and_noise(zeros, clip, sigma, expected, torch.Generator(), coupled=huge, coupled_clip=math.inf)
+
+
+@pytest.fixture(scope="module")
+def coupled_neighbours():
+    """The worst case of the derivation: the added record's clipped gradient is C·v and it flips the
+    batch-coupled gradient from −C_α·v to +C_α·v, so the sum moves by exactly (C + 2C_α)·v."""
+    clip, n, size = 1.0, 16, 40
+    g = torch.Generator().manual_seed(3)
+    base = {"w": torch.randn(n, size, generator=g) * 0.1}
+    v = torch.randn(size, generator=g)
+    v = v / v.norm()
+    d = (base, {"w": -10 * v})
+    d_prime = ({"w": torch.cat([base["w"], 10 * v[None]])}, {"w": 10 * v})
+    return d, d_prime, v, clip
+
+
+def coupled_audit(neighbours, noise_multiplier: float) -> float:
+    (d, d_prime, v, clip), expected = neighbours, 16.0
+    scores = []
+    for (per_example, coupled), seed in ((d, 20), (d_prime, 21)):
+        gen, s = torch.Generator().manual_seed(seed), []
+        for _ in range(AUDIT_RUNS // 50_000):
+            out = clip_and_noise(per_example, clip, noise_multiplier, expected, gen, draws=50_000,
+                                 coupled=coupled, coupled_clip=COUPLED_CLIP)
+            s.append((out["w"] @ v).numpy())
+        scores.append(np.concatenate(s))
+    return epsilon_lower_bound(scores[0], scores[1], AUDIT_DELTA)
+
+
+def test_coupled_audit_stays_below_claim_and_detects_half_the_noise(coupled_neighbours):
+    claim = claimed_epsilon(AUDIT_SIGMA)
+    assert coupled_audit(coupled_neighbours, AUDIT_SIGMA) < claim
+    assert coupled_audit(coupled_neighbours, AUDIT_SIGMA / 2) > claim

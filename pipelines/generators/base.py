@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -50,6 +50,17 @@ class Generator(Protocol):
     def save(self, directory: Path) -> None: ...
 
 
+def finite_json(obj: Any) -> Any:
+    """Strict JSON: non-finite floats (ε = inf, clip_norm = inf) become the strings float() reads back."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return str(obj)
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
 def resolve_device(device: str) -> str:
     """'auto' picks CUDA when present; nothing requires a GPU."""
     import torch
@@ -67,7 +78,10 @@ def generator_class(name: str) -> type:
     if name == "dpwgan":
         from pipelines.generators.dpwgan import DPWGAN
         return DPWGAN
-    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan")
+    if name == "ppem":
+        from pipelines.generators.ppem import PPEM
+        return PPEM
+    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan, ppem")
 
 
 def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> Generator:

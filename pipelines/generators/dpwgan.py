@@ -29,7 +29,6 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +37,11 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Budget, LedgerSession
+from pipelines.generators.base import Budget, LedgerSession, finite_json
+from pipelines.generators.heads import OutputHeads
+from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.privacy.accountant import calibrate_noise_multiplier
-from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample
+from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, poisson_sample
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_from_dict, event_to_dict
 
 DEFAULTS: dict[str, Any] = {
@@ -62,8 +63,6 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-KINDS = ("continuous", "integer", "binary", "categorical")
-Forward = Callable[[torch.Tensor], torch.Tensor]
 
 
 def _mlp(sizes: list[int]) -> nn.Sequential:
@@ -88,40 +87,17 @@ class Critic(nn.Module):
 
 
 class Generator(nn.Module):
-    """MLP from N(0, I) latents to the encoded layout, one output head per Layout block.
-
-    continuous/integer: sigmoid, a value in [0, 1]. binary: relaxed Bernoulli ("Gumbel-sigmoid",
-    Maddison et al. 2017) sigmoid((ℓ + log u − log(1−u))/τ), u ~ U(0, 1); thresholding it at 0.5
-    is an exact Bernoulli(sigmoid(ℓ)) sample. categorical: Gumbel-softmax (Jang et al. 2017)
-    softmax((ℓ + g)/τ), g ~ Gumbel(0, 1); its argmax is an exact sample of softmax(ℓ). The noise comes
-    from the caller's torch.Generator, so outputs are reproducible; small τ gives near-one-hot rows
-    like the real ones, so the critic cannot tell fakes apart by their soft values alone.
-    """
+    """MLP from N(0, I) latents to the encoded layout, one output head per Layout block
+    (`pipelines.generators.heads`: sigmoid numerics, relaxed Bernoulli / Gumbel-softmax discretes)."""
 
     def __init__(self, layout: Layout, latent_dim: int, hidden: list[int], tau: float) -> None:
         super().__init__()
-        unknown = {b.kind for b in layout.blocks} - set(KINDS)
-        if unknown:
-            raise ValueError(f"unknown block kinds {sorted(unknown)}; known: {KINDS}")
+        self.heads = OutputHeads(layout, tau)
         self.net = _mlp([latent_dim, *hidden, layout.width])
-        self.latent_dim, self.tau = latent_dim, tau
-        for name, kinds in (("numeric_cols", ("continuous", "integer")), ("binary_cols", ("binary",))):
-            cols = [c for b in layout.blocks if b.kind in kinds for c in range(b.start, b.stop)]
-            self.register_buffer(name, torch.tensor(cols, dtype=torch.long), persistent=False)
-        self.categorical = [(b.start, b.stop) for b in layout.blocks if b.kind == "categorical"]
+        self.latent_dim = latent_dim
 
     def forward(self, z: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        logits = self.net(z)
-        out = torch.empty_like(logits)
-        out[:, self.numeric_cols] = torch.sigmoid(logits[:, self.numeric_cols])
-        u = torch.rand(logits.shape[0], len(self.binary_cols), generator=generator, device=z.device)
-        u = u.clamp(1e-6, 1 - 1e-6)
-        out[:, self.binary_cols] = torch.sigmoid((logits[:, self.binary_cols] + u.log() - (-u).log1p()) / self.tau)
-        for start, stop in self.categorical:
-            u = torch.rand(logits.shape[0], stop - start, generator=generator, device=z.device)
-            gumbel = -(-u.clamp_min(1e-20).log()).log()
-            out[:, start:stop] = torch.softmax((logits[:, start:stop] + gumbel) / self.tau, dim=1)
-        return out
+        return self.heads(self.net(z), self.heads.uniforms(z.shape[0], generator))
 
 
 def _neg_critic(forward: Forward, x: torch.Tensor) -> torch.Tensor:
@@ -134,15 +110,6 @@ def _critic(forward: Forward, f: torch.Tensor) -> torch.Tensor:
     return forward(f).sum()
 
 
-def _gradient_penalty(gp_lambda: float) -> Callable[..., torch.Tensor]:
-    """Per-example penalty λ(‖∇_x̂ D(x̂)‖₂ − 1)², x̂ = u·x + (1−u)·f (Gulrajani et al. 2017, Eq. 3)."""
-    def loss(forward: Forward, x: torch.Tensor, fake: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        x_hat = u * x + (1 - u) * fake
-        g = torch.func.grad(lambda v: forward(v).sum())(x_hat)
-        return gp_lambda * (torch.sqrt(g.pow(2).sum() + 1e-12) - 1) ** 2
-    return loss
-
-
 def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Tensor, u: torch.Tensor,
                     fake: torch.Tensor, clip_norm: float, noise_multiplier: float, expected_batch_size: float,
                     gp_lambda: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
@@ -153,23 +120,12 @@ def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Te
     fake (m, d), m fixed: the fake-only term (1/m) Σ_j clip_{C/2}(∇D(f_j)), no noise.
     """
     half = clip_norm / 2
-    wass = clip_per_example(per_example_grads(critic, _neg_critic, real), half)
-    gp = clip_per_example(per_example_grads(critic, _gradient_penalty(gp_lambda), real, paired_fake, u), half)
+    wass = clip_per_example(example_grads(critic, _neg_critic, half, real), half)
+    gp = clip_per_example(example_grads(critic, gradient_penalty(gp_lambda), half, real, paired_fake, u), half)
     private = clip_and_noise({k: wass[k] + gp[k] for k in wass}, clip_norm, noise_multiplier,
                              expected_batch_size, generator)
-    fake_term = clip_per_example(per_example_grads(critic, _critic, fake), half)
+    fake_term = clip_per_example(example_grads(critic, _critic, half, fake), half)
     return {k: private[k] + fake_term[k].sum(0) / fake.shape[0] for k in private}
-
-
-def _finite_json(obj: Any) -> Any:
-    """Strict JSON: non-finite floats (ε = inf, clip_norm = inf) become the strings float() reads back."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: _finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_json(v) for v in obj]
-    return obj
 
 
 class DPWGAN:
@@ -302,7 +258,7 @@ class DPWGAN:
         torch.save(self.critic.state_dict(), directory / "critic.pt")
         meta = {"generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
                 "privacy": self.privacy}
-        (directory / "dpwgan.json").write_text(json.dumps(_finite_json(meta), indent=2, sort_keys=True) + "\n")
+        (directory / "dpwgan.json").write_text(json.dumps(finite_json(meta), indent=2, sort_keys=True) + "\n")
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "DPWGAN":

@@ -216,7 +216,19 @@ def _log_gap(eps: float, target: float) -> float:
 def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,
                                rtol: float = 1e-3) -> float:
     """Smallest DP-SGD noise multiplier (to ~`rtol`) whose PLD ε at `delta` over `steps`
-    Poisson-sampled steps at rate `sample_rate` is ≤ `epsilon`; the result always satisfies it.
+    Poisson-sampled steps at rate `sample_rate` is ≤ `epsilon` (`calibrate_noise_scale`)."""
+    if not (0 < sample_rate <= 1):
+        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    return calibrate_noise_scale(epsilon, delta, lambda nm: [PoissonGaussianEvent(nm, sample_rate, int(steps))], rtol)
+
+
+def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[float], list[Event]],
+                          rtol: float = 1e-3) -> float:
+    """Smallest scale s (to ~`rtol`) with PLD ε(events_of(s); δ) ≤ `epsilon`, for a family of events
+    whose ε decreases in s (e.g. several DP-SGD releases whose noise multipliers are fixed multiples
+    of s); the result always satisfies the target on the ledger's PLD grid.
 
     The search runs on a 10× coarser PLD grid (~10× faster; its pessimistic ε is within ~0.3% of
     the fine grid's), then the answer is checked on the ledger's grid and raised by factors
@@ -225,18 +237,11 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"epsilon must be positive and finite, got {epsilon}")
     _check_delta(delta)
-    if not (0 < sample_rate <= 1):
-        raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
-    if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
-
-    def event(nm: float) -> list[Event]:
-        return [PoissonGaussianEvent(nm, sample_rate, int(steps))]
-
-    nm = _smallest_satisfying(lambda x: _epsilon_pld(event(x), delta, 10 * VALUE_DISCRETIZATION), epsilon, rtol)
-    while epsilon_pld(event(nm), delta) > epsilon:
-        nm *= 1 + rtol
-    return nm
+    scale = _smallest_satisfying(lambda x: _epsilon_pld(events_of(x), delta, 10 * VALUE_DISCRETIZATION),
+                                 epsilon, rtol)
+    while epsilon_pld(events_of(scale), delta) > epsilon:
+        scale *= 1 + rtol
+    return scale
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
