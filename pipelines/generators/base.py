@@ -11,6 +11,7 @@ X may be a lazy table (tasks.train.EncodedTable): len() is free, rows are read b
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,22 @@ class Generator(Protocol):
     def save(self, directory: Path) -> None: ...
 
 
+def merge_params(name: str, defaults: dict[str, Any], params: dict | None) -> dict[str, Any]:
+    """A generator's params.yaml section over its DEFAULTS: unknown keys refused, `steps` or `epochs`
+    (not both; steps wins over the default epochs), epsilon as a float ("inf" allowed)."""
+    params = params or {}
+    unknown = set(params) - set(defaults)
+    if unknown:
+        raise ValueError(f"unknown {name} parameters {sorted(unknown)}; known: {sorted(defaults)}")
+    if params.get("epochs") is not None and params.get("steps") is not None:
+        raise ValueError(f"give {name} 'steps' or 'epochs', not both")
+    merged = {**defaults, **params}
+    if merged["steps"] is not None:
+        merged["epochs"] = None
+    merged["epsilon"] = float(merged["epsilon"])
+    return merged
+
+
 def finite_json(obj: Any) -> Any:
     """Strict JSON: non-finite floats (ε = inf, clip_norm = inf) become the strings float() reads back."""
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -59,6 +76,33 @@ def finite_json(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [finite_json(v) for v in obj]
     return obj
+
+
+def save_networks(directory: Path, name: str, networks: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Write <network>.pt per torch module and <name>.json (strict JSON) into `directory`."""
+    import torch
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, net in networks.items():
+        torch.save(net.state_dict(), directory / f"{key}.pt")
+    (directory / f"{name}.json").write_text(json.dumps(finite_json(meta), indent=2, sort_keys=True) + "\n")
+
+
+def read_meta(directory: Path, name: str) -> dict[str, Any]:
+    """<name>.json as written by `save_networks`, with the privacy plan's non-finite floats restored."""
+    meta = json.loads((Path(directory) / f"{name}.json").read_text())
+    privacy = meta.get("privacy")
+    if privacy is not None:
+        privacy.update({k: float(v) for k, v in privacy.items() if k in ("epsilon", "clip_norm", "ksd_clip")})
+    return meta
+
+
+def load_networks(directory: Path, networks: dict[str, Any], device: str) -> None:
+    """Load each module's <network>.pt and put it in eval mode."""
+    import torch
+    for key, net in networks.items():
+        net.load_state_dict(torch.load(Path(directory) / f"{key}.pt", map_location=device))
+        net.eval()
 
 
 def resolve_device(device: str) -> str:

@@ -25,7 +25,6 @@ T critic steps spend exactly PoissonGaussianEvent(σ, q, T); σ is calibrated wi
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -37,7 +36,7 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Budget, LedgerSession, finite_json
+from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.privacy.accountant import calibrate_noise_multiplier
@@ -134,17 +133,8 @@ class DPWGAN:
     name = "dpwgan"
 
     def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        params = params or {}
-        unknown = set(params) - set(DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown dpwgan parameters {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-        if params.get("epochs") is not None and params.get("steps") is not None:
-            raise ValueError("give dpwgan 'steps' or 'epochs', not both")
         self.layout, self.device = layout, device
-        self.params = {**DEFAULTS, **params}
-        if self.params["steps"] is not None:
-            self.params["epochs"] = None
-        self.params["epsilon"] = float(self.params["epsilon"])
+        self.params = merge_params(self.name, DEFAULTS, params)
         p = self.params
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(p["seed"]))
@@ -252,24 +242,13 @@ class DPWGAN:
 
     def save(self, directory: Path) -> None:
         """Write generator.pt, critic.pt and dpwgan.json (params, layout, privacy plan)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        torch.save(self.generator.state_dict(), directory / "generator.pt")
-        torch.save(self.critic.state_dict(), directory / "critic.pt")
-        meta = {"generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
-                "privacy": self.privacy}
-        (directory / "dpwgan.json").write_text(json.dumps(finite_json(meta), indent=2, sort_keys=True) + "\n")
+        save_networks(directory, self.name, {"generator": self.generator, "critic": self.critic}, {
+            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy})
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "DPWGAN":
-        directory = Path(directory)
-        meta = json.loads((directory / "dpwgan.json").read_text())
+        meta = read_meta(directory, cls.name)
         model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
-        model.generator.load_state_dict(torch.load(directory / "generator.pt", map_location=device))
-        model.critic.load_state_dict(torch.load(directory / "critic.pt", map_location=device))
-        privacy = meta["privacy"]
-        if privacy is not None:
-            privacy.update({k: float(privacy[k]) for k in ("epsilon", "clip_norm")})
-        model.privacy = privacy
-        model.generator.eval(), model.critic.eval()
+        load_networks(directory, {"generator": model.generator, "critic": model.critic}, device)
+        model.privacy = meta["privacy"]
         return model

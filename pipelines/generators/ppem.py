@@ -33,7 +33,6 @@ Private networks use no BatchNorm (it mixes examples): in DP mode G_υ uses Laye
 """
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -46,7 +45,7 @@ from scipy.stats import chi2
 from torch import nn
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, LedgerSession, finite_json
+from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.privacy.accountant import calibrate_noise_scale
@@ -235,17 +234,8 @@ class PPEM:
     name = "ppem"
 
     def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        params = params or {}
-        unknown = set(params) - set(DEFAULTS)
-        if unknown:
-            raise ValueError(f"unknown ppem parameters {sorted(unknown)}; known: {sorted(DEFAULTS)}")
-        if params.get("epochs") is not None and params.get("steps") is not None:
-            raise ValueError("give ppem 'steps' or 'epochs', not both")
         self.layout, self.device = layout, device
-        self.params = {**DEFAULTS, **params}
-        if self.params["steps"] is not None:
-            self.params["epochs"] = None
-        self.params["epsilon"] = float(self.params["epsilon"])
+        self.params = merge_params(self.name, DEFAULTS, params)
         self.x_prime, self.x_star = split_columns(layout, self.params["protected"])
         self.privacy: dict[str, Any] | None = None  # set by plan()
         self._build(math.isfinite(self.params["epsilon"]))
@@ -425,26 +415,16 @@ class PPEM:
 
     def save(self, directory: Path) -> None:
         """Write one .pt per network and ppem.json (params, layout, privacy plan)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, net in self.networks.items():
-            torch.save(net.state_dict(), directory / f"{name}.pt")
-        meta = {"generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
-                "privacy": self.privacy, "private_networks": self.private_networks}
-        (directory / "ppem.json").write_text(json.dumps(finite_json(meta), indent=2, sort_keys=True) + "\n")
+        save_networks(directory, self.name, self.networks, {
+            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
+            "privacy": self.privacy, "private_networks": self.private_networks})
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "PPEM":
-        directory = Path(directory)
-        meta = json.loads((directory / "ppem.json").read_text())
+        meta = read_meta(directory, cls.name)
         model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
         if meta["private_networks"] != model.private_networks:
             model._build(meta["private_networks"])
-        for name, net in model.networks.items():
-            net.load_state_dict(torch.load(directory / f"{name}.pt", map_location=device))
-            net.eval()
-        privacy = meta["privacy"]
-        if privacy is not None:
-            privacy.update({k: float(privacy[k]) for k in ("epsilon", "clip_norm", "ksd_clip")})
-        model.privacy = privacy
+        load_networks(directory, model.networks, device)
+        model.privacy = meta["privacy"]
         return model
