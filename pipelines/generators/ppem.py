@@ -404,8 +404,8 @@ class PPEM:
         return -torch.autograd.grad(self.energy_m(x).sum(), x)[0].detach()
 
     def alpha_lmdp_gate(self, real_encoded: np.ndarray, seed: int | None = None) -> GateResult:
-        """The α-LMDP gate (§5.2.1) on the real encoded training rows: passes iff the quadratic KSD test
-        rejects H₀: real x′ ~ p_ξ at level α; records the MMD test of G_ω's samples against real x′."""
+        """The α-LMDP gate (§5.2.1) on the real encoded training rows: passes iff, at level α, the quadratic
+        KSD test rejects H₀: real x′ ~ p_ξ AND the MMD test rejects H₀: G_ω's x′ ~ real x′ (`gates.alpha_lmdp_gate`)."""
         p = self.params
         seed = int(p["seed"]) if seed is None else seed
         real = np.asarray(real_encoded, dtype=np.float32)[:, self.x_prime]
