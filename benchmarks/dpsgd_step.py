@@ -1,6 +1,6 @@
 """Wall time of one private DP-WGAN critic step vs the same step without privacy (CPU, 2 threads).
 
-private:     dpwgan.critic_gradient — per-example grads (torch.func, nested grad for the gradient
+private:     wgan.critic_gradient — per-example grads (torch.func, nested grad for the gradient
              penalty), split clipping, Gaussian noise (Abadi et al. 2016, Alg. 1)
 non-private: plain autograd on the batch-mean WGAN-GP loss (Gulrajani et al. 2017, Eq. 3)
 Same critic, same batch, same run; medians over --repeats after warm-up.
@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import torch
 
-from pipelines.generators.dpwgan import DEFAULTS, Critic, critic_gradient
+from pipelines.generators.dpwgan import DEFAULTS
+from pipelines.generators.wgan import Critic, critic_gradient
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:

@@ -51,18 +51,22 @@ class Generator(Protocol):
     def save(self, directory: Path) -> None: ...
 
 
-def merge_params(name: str, defaults: dict[str, Any], params: dict | None) -> dict[str, Any]:
+def merge_params(name: str, defaults: dict[str, Any], params: dict | None,
+                 phases: tuple[str, ...] = ("",)) -> dict[str, Any]:
     """A generator's params.yaml section over its DEFAULTS: unknown keys refused, `steps` or `epochs`
-    (not both; steps wins over the default epochs), epsilon as a float ("inf" allowed)."""
+    (not both; steps wins over the default epochs) for each training phase (`<phase>steps`,
+    `<phase>epochs`), epsilon as a float ("inf" allowed)."""
     params = params or {}
     unknown = set(params) - set(defaults)
     if unknown:
         raise ValueError(f"unknown {name} parameters {sorted(unknown)}; known: {sorted(defaults)}")
-    if params.get("epochs") is not None and params.get("steps") is not None:
-        raise ValueError(f"give {name} 'steps' or 'epochs', not both")
     merged = {**defaults, **params}
-    if merged["steps"] is not None:
-        merged["epochs"] = None
+    for phase in phases:
+        steps, epochs = f"{phase}steps", f"{phase}epochs"
+        if params.get(epochs) is not None and params.get(steps) is not None:
+            raise ValueError(f"give {name} '{steps}' or '{epochs}', not both")
+        if merged[steps] is not None:
+            merged[epochs] = None
     merged["epsilon"] = float(merged["epsilon"])
     return merged
 
@@ -93,7 +97,8 @@ def read_meta(directory: Path, name: str) -> dict[str, Any]:
     meta = json.loads((Path(directory) / f"{name}.json").read_text())
     privacy = meta.get("privacy")
     if privacy is not None:
-        privacy.update({k: float(v) for k, v in privacy.items() if k in ("epsilon", "clip_norm", "ksd_clip")})
+        privacy.update({k: float(v) for k, v in privacy.items()
+                        if k in ("epsilon", "clip_norm", "ksd_clip", "autoencoder_clip_norm")})
     return meta
 
 
@@ -125,7 +130,13 @@ def generator_class(name: str) -> type:
     if name == "ppem":
         from pipelines.generators.ppem import PPEM
         return PPEM
-    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan, ppem")
+    if name == "dp_auto_gan":
+        from pipelines.generators.dp_auto_gan import DPAutoGAN
+        return DPAutoGAN
+    if name == "pearl":
+        from pipelines.generators.pearl import PEARL
+        return PEARL
+    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan, ppem, dp_auto_gan, pearl")
 
 
 def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> Generator:

@@ -1,0 +1,190 @@
+"""Distributional metrics of DP-auto-GAN §4 (Tantipongpipat et al.): k-way marginal total variation,
+2-way PCA marginal and the normalised Wasserstein score.
+
+All three compare the real *training* rows R with the synthetic rows S (the paper's notation); each
+also reports the same number for the real holdout T against R, the score a perfect generator would
+get from sampling noise alone. Rows are represented by ``utility.featurise`` (every schema column,
+numeric scaled to [0, 1] by the schema bounds, binary 0/1, categorical one-hot over the schema's
+categories), so the data universe X is fixed by the schema alone.
+
+Everything here reads real rows (and the PCA basis is fitted on them): not covered by the DP guarantee.
+"""
+from __future__ import annotations
+
+import math
+from itertools import combinations
+from typing import Any, Sequence
+
+import numpy as np
+import ot
+import pandas as pd
+from sklearn.decomposition import PCA
+
+from pipelines.errors import InputError
+from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
+from pipelines.evaluation.utility import featurise
+
+
+def row_sample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
+    """Sorted indices of a uniform subsample of min(n, cap) of n rows without replacement (all if cap is None)."""
+    if cap is None or n <= cap:
+        return np.arange(n)
+    return np.sort(rng.choice(n, size=cap, replace=False))
+
+
+def numeric_values(frame: pd.DataFrame, col: Any) -> np.ndarray:
+    """A numeric column as floats; missing or non-numeric values are an error (validate first)."""
+    x = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=float)
+    if np.isnan(x).any():
+        raise InputError("missing or non-numeric values.", column=col.name,
+                         fix="validate the table against the public schema before evaluation.")
+    return x
+
+
+def cell_codes(frame: pd.DataFrame, col: Any, bins: int) -> tuple[np.ndarray, int]:
+    """Each row's histogram cell for one column, and the number of cells.
+
+    Numeric: `bins` equal-width bins over the schema bounds [lower, upper] (the upper bound falls in
+    the last bin). Categorical/binary: the index of the value in the schema's category list, and one
+    extra "outside the schema" cell (as in ``fidelity``), so a generator emitting such values is penalised.
+    """
+    if col.name not in frame.columns:
+        raise InputError("the table has no such column.", column=col.name,
+                         fix="decode the table with the same public schema.")
+    if col.kind in NUMERIC_KINDS:
+        scaled = scale_by_bounds(numeric_values(frame, col), col.lower, col.upper, col.name)
+        return np.minimum((scaled * bins).astype(int), bins - 1), bins
+    if col.kind in CATEGORICAL_KINDS:
+        codes = pd.Categorical(frame[col.name], categories=list(col.categories)).codes.astype(int)
+        return np.where(codes < 0, len(col.categories), codes), len(col.categories) + 1
+    raise InputError(f"unknown column kind '{col.kind}'.", column=col.name,
+                     fix="use one of continuous, integer, categorical, binary.")
+
+
+def _cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple[np.ndarray, list[int]]:
+    """(rows × columns) matrix of each row's cell per column (``cell_codes``), and each column's number of cells."""
+    coded = [cell_codes(frame, col, bins) for col in columns]
+    return np.column_stack([c for c, _ in coded]), [n for _, n in coded]
+
+
+def _joint_tv(real_cells: np.ndarray, synth_cells: np.ndarray, dims: Sequence[int]) -> float:
+    """TV = ½ Σ_cells |p_R(cell) − p_S(cell)| of the joint histogram over the cells' columns."""
+    joint = np.ravel_multi_index(np.concatenate([real_cells, synth_cells]).T, dims)
+    _, cell = np.unique(joint, return_inverse=True)
+    n_r = len(real_cells)
+    p = np.bincount(cell[:n_r], minlength=cell.max() + 1) / n_r
+    q = np.bincount(cell[n_r:], minlength=cell.max() + 1) / len(synth_cells)
+    return float(min(0.5 * np.abs(p - q).sum(), 1.0))  # min: rounding can exceed 1 by an ulp
+
+
+def total_variation(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any], bins: int) -> float:
+    """TV between the joint histograms of `columns` in `real` and `synth` (cells as in ``cell_codes``)."""
+    (r, dims), (s, _) = _cells(real, columns, bins), _cells(synth, columns, bins)
+    return _joint_tv(r, s, dims)
+
+
+def column_subsets(n_columns: int, k: int, count: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
+    """`count` distinct random k-subsets of range(n_columns) (every subset when there are at most `count`)."""
+    total = math.comb(n_columns, k)
+    if total <= count:
+        return list(combinations(range(n_columns), k))
+    chosen: dict[tuple[int, ...], None] = {}
+    while len(chosen) < count:
+        chosen.setdefault(tuple(sorted(rng.choice(n_columns, size=k, replace=False).tolist())), None)
+    return list(chosen)
+
+
+def kway_marginal_tv(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
+                     k: int, n_subsets: int, bins: int, seed: int, n_worst: int = 5) -> dict:
+    """k-way marginal score of NIST's 2018 challenge (DP-auto-GAN Table 1): mean TV between the k-way
+    joint histograms of R and S over random column k-subsets (numeric columns binned by schema bounds).
+
+    Returns {"k", "n_subsets", "bins", "mean_tv", "max_tv", "worst": [{"columns", "tv"}],
+    "holdout_reference_mean_tv"}, or {"skipped": reason} when the schema has fewer than k columns.
+    """
+    columns = list(columns)
+    if len(columns) < k:
+        return {"skipped": f"the schema has {len(columns)} column(s), fewer than k = {k}"}
+    subsets = column_subsets(len(columns), k, n_subsets, np.random.default_rng(seed))
+    (r, dims), (s, _), (h, _) = (_cells(f, columns, bins) for f in (train, synth, holdout))
+    tvs = [_joint_tv(r[:, c], s[:, c], [dims[i] for i in c]) for c in map(list, subsets)]
+    reference = [_joint_tv(r[:, c], h[:, c], [dims[i] for i in c]) for c in map(list, subsets)]
+    worst = sorted(zip(tvs, subsets), key=lambda t: -t[0])[:n_worst]
+    return {"k": k, "n_subsets": len(subsets), "bins": bins, "mean_tv": float(np.mean(tvs)),
+            "max_tv": float(np.max(tvs)), "holdout_reference_mean_tv": float(np.mean(reference)),
+            "worst": [{"columns": [columns[i].name for i in s], "tv": tv} for tv, s in worst]}
+
+
+def max_distance(columns: Sequence[Any]) -> float:
+    """max_{x,y∈X} ‖x − y‖₂ over the data universe X of the featurised space (the Wscore normaliser, §4).
+
+    Per block of ``featurise``: a numeric coordinate lies in [0, 1] (schema bounds), so |Δ|² ≤ 1; a
+    binary coordinate lies in {0, 1}, |Δ|² ≤ 1; a categorical column with m ≥ 2 categories is a one-hot
+    e_i and ‖e_i − e_j‖² = 2 for i ≠ j (0 when m = 1). The blocks vary independently, so all maxima
+    are attained at once: max ‖x − y‖ = √(#numeric + #binary + 2·#categorical). From the schema only.
+    """
+    squared = 0
+    for col in columns:
+        if col.kind in NUMERIC_KINDS or col.kind == "binary":
+            squared += 1
+        elif col.kind in CATEGORICAL_KINDS:
+            squared += 2 if len(col.categories) >= 2 else 0
+        else:
+            raise InputError(f"unknown column kind '{col.kind}'.", column=col.name,
+                             fix="use one of continuous, integer, categorical, binary.")
+    return math.sqrt(squared)
+
+
+def wasserstein2(x: np.ndarray, y: np.ndarray) -> float:
+    """Exact W2 between the empirical (uniform) measures on the rows of x and y,
+    √(min_π Σ π_ij ‖x_i − y_j‖²), solved as a linear program by POT's network simplex (``ot.emd2``)."""
+    cost = ot.dist(np.asarray(x, dtype=float), np.asarray(y, dtype=float), metric="sqeuclidean")
+    value, log = ot.emd2(np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y)), cost,
+                         numItermax=100 * cost.size, log=True)
+    if log.get("warning"):
+        raise RuntimeError(f"exact optimal transport did not converge: {log['warning']}")
+    return math.sqrt(max(float(value), 0.0))
+
+
+def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
+                      max_rows: int | None, seed: int) -> dict:
+    """Wscore(R, S) = 1 − W2(R, S) / max_{x,y∈X} ‖x − y‖₂ (§4, "Distributional distance") on the whole
+    featurised rows, W2 on seeded subsamples of at most `max_rows` rows per side. 1 = identical."""
+    rng = np.random.default_rng(seed)
+    r, s, t = (featurise(f, columns) for f in (train, synth, holdout))
+    r, s, t = (m[row_sample(len(m), max_rows, rng)] for m in (r, s, t))
+    diameter = max_distance(columns)
+    w2, w2_ref = wasserstein2(r, s), wasserstein2(r, t)
+    return {"w2": w2, "max_distance": diameter, "score": 1 - w2 / diameter,
+            "holdout_reference_score": 1 - w2_ref / diameter, "rows": {"real": len(r), "synthetic": len(s)}}
+
+
+def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
+                 max_rows: int | None, seed: int, n_components: int = 2
+                 ) -> tuple[dict, dict[str, np.ndarray]]:
+    """2-way PCA marginal (§4): P = the first `n_components` (2) principal directions of the featurised
+    real training rows; W2 between R·P and S·P, and
+    Wscore(R, S, P) = 1 − W2(RP, SP) / (√v · max ‖x − y‖₂), v = the fraction of the real training variance
+    that P explains (the explained variance ratio: the normaliser stays a length, the score dimensionless).
+
+    Returns (metrics, projections {"real", "synthetic"} of the subsampled rows, for the scatter plot).
+    """
+    r_all = featurise(train, columns)
+    if r_all.shape[1] < n_components or len(r_all) <= n_components:
+        return ({"skipped": f"PCA needs more than {n_components} rows and at least {n_components} featurised "
+                            f"dimensions; got {r_all.shape[0]} rows, {r_all.shape[1]} dimensions"}, {})
+    if not np.ptp(r_all, axis=0).any():
+        return {"skipped": "the real training rows are all identical; principal components are undefined"}, {}
+    pca = PCA(n_components=n_components, svd_solver="covariance_eigh").fit(r_all)  # exact, via the p × p covariance
+    v = float(pca.explained_variance_ratio_.sum())
+    rng = np.random.default_rng(seed)
+    proj = {name: pca.transform(m[row_sample(len(m), max_rows, rng)])
+            for name, m in (("real", r_all), ("synthetic", featurise(synth, columns)),
+                            ("holdout", featurise(holdout, columns)))}
+    denominator = math.sqrt(v) * max_distance(columns)
+    w2, w2_ref = wasserstein2(proj["real"], proj["synthetic"]), wasserstein2(proj["real"], proj["holdout"])
+    metrics = {"n_components": n_components, "explained_variance_ratio": v, "w2": w2,
+               "score": 1 - w2 / denominator, "holdout_reference_score": 1 - w2_ref / denominator,
+               "rows": {"real": len(proj["real"]), "synthetic": len(proj["synthetic"])},
+               "fitted_on": "real training rows (outside the DP guarantee)"}
+    return metrics, {"real": proj["real"], "synthetic": proj["synthetic"]}

@@ -1,0 +1,313 @@
+"""DP-auto-GAN (Tantipongpipat et al., ../shared/papers/dp-auto-gan-mixed-type.txt §3, Algorithms 1-4,
+Appendix C.3): an autoencoder, then a WGAN in its latent space; the release is (G_w, De_θ).
+
+Phase 1 (§3.1, Algorithm 2). En_φ: R^n → R^d and De_θ: R^d → R^n are MLPs with LeakyReLU(0.2) (C.3:
+n-60-15 and 15-60-n, no normalisation). Per record, the reconstruction loss dist(De_θ(En_φ(x)), x) of
+Eq. 1 is taken block by block of the layout from the decoder's logits ℓ:
+    numeric, binary coordinate j:  BCE(sigmoid(ℓ_j), x_j)             (the paper's dist; for numeric
+                                   x_j ∈ [0, 1] a proper loss, minimised at sigmoid(ℓ_j) = x_j)
+    categorical block c:           −Σ_k x_k log softmax(ℓ_c)_k         (cross-entropy of the one-hot block)
+Phase 2 (§3.2, Algorithms 3, 4). G_w: N(0, I) → R^d (C.3: blocks Linear → BatchNorm → LeakyReLU, each
+block's output added to the next one's where the widths agree). A fake row is heads(De_θ(G_w(z))),
+judged by the critic D_y against real encoded rows; the decoder is frozen, so the generator step
+updates w only and reads no data. `heads` (`pipelines.generators.heads`) are sigmoid for numerics and
+a relaxed sample of the Bernoulli / categorical distribution the logits define for discrete blocks:
+their threshold / argmax, which `Encoder.decode` takes, is an exact sample of the distribution the
+reconstruction loss fits. `sample()` returns heads(De_θ(G_w(z))) in the encoded layout.
+
+Privacy (add/remove-one neighbours, Poisson sampling; every trained parameter is a function of the
+data, the release is (G_w, De_θ); the encoder is never released and `save` does not write it).
+
+Departure from Algorithm 2 and Proposition 3. The paper noises only the decoder's gradient g_θ and
+updates φ with the exact Σ_i ∇_φ dist_i. Then φ_t is a non-private function of the whole data set,
+and the decoder's step-t sum Σ_{i∈B} clip_C1 ∇_θ dist(De_θ(En_φt(x_i)), x_i) reads φ_t: on a
+neighbour D ∪ {x*}, φ_t moves, so EVERY term of the sum changes (each code En_φt(x_i) moves), not just
+one added term. The sum's sensitivity is then up to (2|B| + 1)·C1, not C1, and the noise N(0, σ²C1²)
+does not give PoissonGaussian(σ, q, T); Proposition 3's proof treats the decoder's training M1 as a
+DP mechanism, which holds only for a public (or already private) φ. So we run DP-SGD on the joint
+per-example gradient g_i = (∇_φ dist_i, ∇_θ dist_i): ONE L2 norm over encoder and decoder parameters,
+clipped to C1, Gaussian noise N(0, σ1²C1²) on both parts (`dpsgd.clip_and_noise`: adding a record
+adds one term of norm ≤ C1 and changes nothing else, since every term depends only on its record and
+on (φ_t, θ_t), outputs of earlier private steps; Δ = C1). T1 steps are PoissonGaussianEvent(σ1, q1, T1);
+(φ, θ) are DP and the decoder is released by post-processing. The paper's "half the noise" is what
+cannot be had: the noise covers dim φ + dim θ coordinates.
+
+Phase 2 reuses DP-WGAN's audited critic step (`wgan.critic_gradient`): real-row terms −D(x_i) and the
+gradient penalty on x̂_i = u·x_i + (1−u)·f_i clipped to C/2 each and noised (Δ = C), fake-only terms
+clipped without noise. Real rows enter the critic in the encoded space, never through En_φ; fakes
+depend only on (w, θ), which are private. T2 critic steps are PoissonGaussianEvent(σ2, q2, T2).
+The ledger composes both events with the PLD accountant, at least as tight as the paper's RDP
+composition (Corollary 2).
+
+Split rule (`autoencoder_share` s, data-independent): σ1°, σ2° are calibrated so that each phase alone
+spends s·ε and (1 − s)·ε at δ; composing at one δ costs less than the sum of the two ε, so both are
+then scaled by one factor k, the smallest with PLD ε(PG(kσ1°, q1, T1) + PG(kσ2°, q2, T2); δ) ≤ ε.
+ε = inf: no clipping, no noise, a NonPrivateEvent per phase.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipelines.data.layout import Layout
+from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
+from pipelines.generators.heads import OutputHeads
+from pipelines.generators.losses import Forward
+from pipelines.generators.wgan import Critic, train_wgan
+from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
+from pipelines.privacy.dpsgd import clip_and_noise, example_grads, poisson_sample
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_from_dict, event_to_dict
+
+DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
+    "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
+    "delta": 1e-5,                # used only when fit() gets no budget and plan() was not called
+    "autoencoder_share": 0.5,     # s: the autoencoder's share of ε (split rule, module docstring)
+    # phase 1: autoencoder (Algorithm 2)
+    "autoencoder_epochs": 100,    # T1 = ceil(epochs / q1) DP-SGD steps ...
+    "autoencoder_steps": None,    # ... unless autoencoder_steps (T1) is given instead
+    "autoencoder_batch_size": 64, # expected batch q1·n (paper: 64)
+    "autoencoder_clip_norm": 1.0, # C1, joint clipping of encoder + decoder per-example gradients
+    "autoencoder_lr": 5e-3,       # Adam, betas (0.9, 0.999) (paper)
+    "autoencoder_hidden": [60],   # encoder n-60-d, decoder d-60-n (paper)
+    "latent_dim": 15,             # d (paper)
+    # phase 2: WGAN in latent space (Algorithms 3, 4)
+    "epochs": 60,                 # T2 = ceil(epochs / q2) critic steps ...
+    "steps": None,                # ... unless steps (T2) is given instead
+    "batch_size": 128,            # expected real batch q2·n (paper: 128)
+    "n_critic": 2,                # critic steps per generator step (paper: 15)
+    "clip_norm": 1.0,             # C of the critic step
+    "lr_critic": 2e-3,            # Adam, betas (0.5, 0.9) (paper: RMSProp, lr 0.005)
+    "lr_generator": 2e-3,
+    "gp_lambda": 10.0,            # λ of the gradient penalty
+    "critic_hidden": [32],        # paper: [70, 35]
+    "noise_dim": 64,              # generator input z ~ N(0, I) (paper: 64)
+    "generator_hidden": [64, 64], # paper: [64, 64] then d
+    "gumbel_tau": 0.2,            # temperature of the relaxed binary / categorical output heads
+    "seed": 0,
+}
+PHASES = ("autoencoder_", "")
+
+
+def _layers(sizes: list[int], last_activation: bool) -> nn.Sequential:
+    """Linear → LeakyReLU(0.2) per layer (C.3's autoencoder); the last activation optional."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2 or last_activation:
+            layers.append(nn.LeakyReLU(0.2))
+    return nn.Sequential(*layers)
+
+
+class Autoencoder(nn.Module):
+    """En_φ: n → hidden → d (LeakyReLU after every layer, C.3) and De_θ: d → reversed(hidden) → n logits.
+    forward(x) = De_θ(En_φ(x)), the logits the reconstruction loss and the output heads read."""
+
+    def __init__(self, width: int, hidden: list[int], latent_dim: int) -> None:
+        super().__init__()
+        self.encoder = _layers([width, *hidden, latent_dim], last_activation=True)
+        self.decoder = _layers([latent_dim, *reversed(hidden), width], last_activation=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.encoder(x))
+
+
+class LatentGenerator(nn.Module):
+    """G_w: z → latent code (C.3): blocks Linear(no bias) → BatchNorm → LeakyReLU(0.2); from the second
+    block on, a block's input is added to its output where the widths agree (ResNet). BatchNorm is
+    fine here: G_w never sees data (and `wgan.train_wgan` draws the critic's fakes in eval mode)."""
+
+    def __init__(self, noise_dim: int, hidden: list[int], latent_dim: int) -> None:
+        super().__init__()
+        sizes = [noise_dim, *hidden, latent_dim]
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(a, b, bias=False), nn.BatchNorm1d(b), nn.LeakyReLU(0.2))
+                                    for a, b in zip(sizes[:-1], sizes[1:]))
+        self.noise_dim = noise_dim
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        h = self.blocks[0](z)
+        for block in self.blocks[1:]:
+            out = block(h)
+            h = out + h if out.shape == h.shape else out
+        return h
+
+
+def reconstruction_loss(layout: Layout, device: str = "cpu") -> Any:
+    """dist(De_θ(En_φ(x)), x) of one record (Eq. 1, block by block as in the module docstring), for
+    `per_example_grads`: `forward` maps a row to the decoder's logits."""
+    cols = torch.tensor([c for b in layout.blocks if b.kind != "categorical" for c in range(b.start, b.stop)],
+                        dtype=torch.long, device=device)
+    blocks = [(b.start, b.stop) for b in layout.blocks if b.kind == "categorical"]
+
+    def loss(forward: Forward, x: torch.Tensor) -> torch.Tensor:
+        logits = forward(x)
+        total = nn.functional.binary_cross_entropy_with_logits(
+            logits.index_select(1, cols), x.index_select(1, cols), reduction="sum")
+        for start, stop in blocks:
+            total = total - (x[:, start:stop] * torch.log_softmax(logits[:, start:stop], dim=1)).sum()
+        return total
+    return loss
+
+
+def autoencoder_gradient(autoencoder: nn.Module, loss: Any, batch: torch.Tensor, clip_norm: float,
+                         noise_multiplier: float, expected_batch_size: float, generator: torch.Generator,
+                         draws: int | None = None) -> dict[str, torch.Tensor]:
+    """One phase-1 gradient (Algorithm 2 with joint clipping, module docstring), over ALL parameters φ, θ:
+    (Σ_{i∈B} clip_C1(∇_{φ,θ} dist_i) + N(0, σ1²C1² I)) / (q1·n); sensitivity Δ = C1.
+    `draws` repeats the noise draw (audits), adding a leading dimension."""
+    return clip_and_noise(example_grads(autoencoder, loss, clip_norm, batch), clip_norm, noise_multiplier,
+                          expected_batch_size, generator, draws=draws)
+
+
+class DPAutoGAN:
+    """DP-auto-GAN generator (module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+
+    name = "dp_auto_gan"
+
+    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
+        self.layout, self.device = layout, device
+        self.params = merge_params(self.name, DEFAULTS, params, PHASES)
+        p = self.params
+        if not 0 < float(p["autoencoder_share"]) < 1:
+            raise ValueError(f"dp_auto_gan.autoencoder_share must lie strictly between 0 and 1 (both phases read "
+                             f"data, so both need budget), got {p['autoencoder_share']}")
+        if int(p["batch_size"]) < 2:
+            raise ValueError(f"dp_auto_gan.batch_size must be at least 2, got {p['batch_size']}: a generator step "
+                             f"normalises its batch_size fakes with BatchNorm (Appendix C.3)")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(p["seed"]))
+            self.autoencoder = Autoencoder(layout.width, list(p["autoencoder_hidden"]), int(p["latent_dim"])).to(device)
+            self.generator = LatentGenerator(int(p["noise_dim"]), list(p["generator_hidden"]),
+                                             int(p["latent_dim"])).to(device)
+            self.critic = Critic(layout.width, list(p["critic_hidden"])).to(device)
+        self.heads = OutputHeads(layout, float(p["gumbel_tau"])).to(device)
+        self.privacy: dict[str, Any] | None = None  # set by plan()
+
+    @property
+    def decoder(self) -> nn.Module:
+        return self.autoencoder.decoder
+
+    # -- privacy plan ------------------------------------------------------------------------
+    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
+        """Both phases' spend for `n_rows` rows under `budget`; data-independent (public row count only).
+
+        q1 = min(1, autoencoder_batch_size/n), T1 = autoencoder_steps or ceil(autoencoder_epochs/q1);
+        q2, T2 likewise for the critic; σ1, σ2 by the split rule (module docstring).
+        """
+        if n_rows < 1:
+            raise ValueError(f"n_rows must be >= 1, got {n_rows}")
+        p = self.params
+        (q1, t1), (q2, t2) = (self._schedule(phase, n_rows) for phase in PHASES)
+        if budget.private:
+            s = float(p["autoencoder_share"])
+            base1 = calibrate_noise_multiplier(s * budget.epsilon, budget.delta, q1, t1)
+            base2 = calibrate_noise_multiplier((1 - s) * budget.epsilon, budget.delta, q2, t2)
+
+            def events(k: float) -> list[Event]:
+                return [PoissonGaussianEvent(k * base1, q1, t1), PoissonGaussianEvent(k * base2, q2, t2)]
+            planned = events(calibrate_noise_scale(budget.epsilon, budget.delta, events))
+            sigma1, sigma2 = planned[0].noise_multiplier, planned[1].noise_multiplier
+            clip1, clip2 = float(p["autoencoder_clip_norm"]), float(p["clip_norm"])
+        else:
+            sigma1 = sigma2 = 0.0
+            clip1 = clip2 = math.inf
+            planned = [NonPrivateEvent("epsilon: inf (autoencoder)"), NonPrivateEvent("epsilon: inf (critic)")]
+        self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta,
+                        "autoencoder_noise_multiplier": sigma1, "autoencoder_sample_rate": q1,
+                        "autoencoder_steps": t1, "autoencoder_clip_norm": clip1,
+                        "noise_multiplier": sigma2, "sample_rate": q2, "steps": t2, "clip_norm": clip2,
+                        "events": [event_to_dict(e) for e in planned]}
+        return planned
+
+    def _schedule(self, phase: str, n_rows: int) -> tuple[float, int]:
+        """(q, T) of one phase: q = min(1, batch/n), T = steps or ceil(epochs/q)."""
+        p = self.params
+        q = min(1.0, p[f"{phase}batch_size"] / n_rows)
+        steps = p[f"{phase}steps"]
+        return q, int(steps) if steps is not None else int(math.ceil(p[f"{phase}epochs"] / q))
+
+    # -- training ----------------------------------------------------------------------------
+    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+        """Reserve both phases' planned spend, then train (Algorithm 1); finally record the events spent.
+        The plan comes from `budget` and len(X) if given, else from an earlier plan(), else from params.
+        X is not read before reserve()."""
+        if budget is not None or self.privacy is None:
+            self.plan(len(X), budget or Budget(self.params["epsilon"], float(self.params["delta"])))
+        planned = [event_from_dict(e) for e in self.privacy["events"]]
+        session.reserve(planned)
+        data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
+        if data.shape != (self.privacy["n_rows"], self.layout.width):
+            raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, "
+                             f"{self.layout.width})")
+        seed = int(self.params["seed"])
+        self._train_autoencoder(data, torch.Generator(device=self.device).manual_seed(seed),
+                                torch.Generator().manual_seed(seed + 1))
+        priv = self.privacy
+        self.autoencoder.eval()  # phase 2: the decoder is frozen (the generator step updates w only)
+        train_wgan(self.name, self.critic, self.generator, self._fake, data, priv["sample_rate"], priv["steps"],
+                   priv["noise_multiplier"], priv["clip_norm"], self.params,
+                   torch.Generator(device=self.device).manual_seed(seed + 2), torch.Generator().manual_seed(seed + 3))
+        session.record(planned)
+
+    def _train_autoencoder(self, data: torch.Tensor, rng: torch.Generator, sample_rng: torch.Generator) -> None:
+        """Phase 1: T1 DP-SGD steps on the joint (encoder, decoder) per-example gradient (module docstring)."""
+        p, priv, n = self.params, self.privacy, data.shape[0]
+        q, clip = priv["autoencoder_sample_rate"], priv["autoencoder_clip_norm"]
+        sigma = priv["autoencoder_noise_multiplier"]
+        loss = reconstruction_loss(self.layout, self.device)
+        opt = torch.optim.Adam(self.autoencoder.parameters(), lr=p["autoencoder_lr"], betas=(0.9, 0.999))
+        params, steps = dict(self.autoencoder.named_parameters()), priv["autoencoder_steps"]
+        start, report_every = time.perf_counter(), max(1, steps // 10)
+        self.autoencoder.train()
+        for step in range(1, steps + 1):
+            batch = data[poisson_sample(n, q, sample_rng).to(self.device)]
+            grads = autoencoder_gradient(self.autoencoder, loss, batch, clip, sigma, q * n, rng)
+            for name, param in params.items():
+                param.grad = grads[name]
+            opt.step()
+            if step % report_every == 0 or step == steps:
+                # A reconstruction loss on real rows is not covered by DP: it is printed only when ε = inf.
+                shown = "" if sigma > 0 else f"  batch reconstruction loss {self._batch_loss(loss, batch):.4f}"
+                print(f"{self.name} autoencoder step {step}/{steps}{shown}  {time.perf_counter() - start:.1f}s",
+                      file=sys.stderr, flush=True)
+
+    def _batch_loss(self, loss: Any, batch: torch.Tensor) -> float:
+        """Mean per-record reconstruction loss of `batch` (progress output, non-private runs only)."""
+        with torch.no_grad():
+            return sum(loss(self.autoencoder, row.unsqueeze(0)).item() for row in batch) / max(1, len(batch))
+
+    def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:
+        """heads(De_θ(G_w(z))), z ~ N(0, I): n fake rows in the encoded layout."""
+        z = torch.randn(n, self.generator.noise_dim, generator=rng, device=self.device)
+        return self.heads(self.decoder(self.generator(z)), self.heads.uniforms(n, rng))
+
+    # -- sampling and persistence ------------------------------------------------------------
+    def sample(self, n: int, seed: int) -> np.ndarray:
+        """n synthetic encoded rows, float32, layout.width columns in [0, 1]: heads(De_θ(G_w(z))), binary
+        values near {0, 1} and categorical blocks near one-hot (threshold / argmax: exact samples)."""
+        rng = torch.Generator(device=self.device).manual_seed(int(seed))
+        self.generator.eval(), self.decoder.eval()
+        with torch.no_grad():
+            chunks = [self._fake(min(8192, n - i), rng).cpu() for i in range(0, n, 8192)]
+        out = torch.cat(chunks) if chunks else torch.empty(0, self.layout.width)
+        return out.numpy().astype(np.float32)
+
+    def save(self, directory: Path) -> None:
+        """Write the release, decoder.pt and generator.pt, and dp_auto_gan.json (params, layout, privacy plan);
+        the encoder and the critic are not needed to sample and are not written."""
+        save_networks(directory, self.name, {"decoder": self.decoder, "generator": self.generator}, {
+            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy})
+
+    @classmethod
+    def load(cls, directory: Path, device: str = "cpu") -> "DPAutoGAN":
+        meta = read_meta(directory, cls.name)
+        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
+        load_networks(directory, {"decoder": model.decoder, "generator": model.generator}, device)
+        model.privacy = meta["privacy"]
+        return model
