@@ -9,31 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from prefect import task
 
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.errors import InputError
-from pipelines.evaluation import plots
-from pipelines.evaluation.dimensionwise import dimension_wise_prediction, dimension_wise_probability, target_accuracy
 from pipelines.evaluation.fidelity import marginal_distances, summarise
-from pipelines.evaluation.marginals import kway_marginal_tv, pca_marginal, row_sample, wasserstein_score
+from pipelines.evaluation.unsupervised import DEFAULTS, NULLABLE, PLOTS, paper_metrics
 from pipelines.evaluation.utility import tstr_auroc
 from pipelines.generators.base import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
-
-# params.yaml `evaluate:` knobs (data-independent defaults; null = no cap for the row caps).
-DEFAULTS = {"max_rows": 10000,      # rows of R, S and T (each, seeded subsample) for the model-based metrics
-            "ot_max_rows": 2000,    # rows per side for exact optimal transport (W2)
-            "kway": 3,              # k of the k-way marginal (NIST: 3)
-            "kway_subsets": 100,    # random column k-subsets
-            "kway_bins": 10}        # equal-width bins per numeric column over its schema bounds
-NULLABLE = ("max_rows", "ot_max_rows")
-PLOTS = ("dimwise_probability", "dimwise_prediction", "marginals_1way", "pca_2way")  # reports/<ds>/<gen>/<name>.png
 
 
 def knobs(settings: dict[str, Any]) -> dict[str, int | None]:
@@ -49,37 +37,6 @@ def knobs(settings: dict[str, Any]) -> dict[str, int | None]:
                              f"got {value!r}.", file="params.yaml", fix=f"set 'evaluate.{key}: {default}'.")
         out[key] = value
     return out
-
-
-def paper_metrics(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
-                  k: dict[str, int | None]) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The DP-auto-GAN evaluation metrics and their PNGs (bytes, written by the caller)."""
-    rng = np.random.default_rng(seed)
-    capped = [f.iloc[row_sample(len(f), k["max_rows"], rng)] for f in (train, synth, holdout)]
-    probability = dimension_wise_probability(train, synth, sch.columns)
-    prediction = dimension_wise_prediction(*capped, sch.columns, seed)
-    pca, projections = pca_marginal(train, synth, holdout, sch.columns, k["ot_max_rows"], seed)
-    metrics = {
-        "dimension_wise": {"probability": probability, "prediction": prediction},
-        "kway_marginal": kway_marginal_tv(train, synth, holdout, sch.columns, k["kway"], k["kway_subsets"],
-                                          k["kway_bins"], seed),
-        "pca_marginal": pca,
-        "wasserstein_score": wasserstein_score(train, synth, holdout, sch.columns, k["ot_max_rows"], seed),
-        "target_accuracy": target_accuracy(*capped, sch.columns, sch.target, seed),
-    }
-    pngs = {
-        "dimwise_probability": plots.scatter_against_real(
-            [{**v, "score": "probability"} for v in probability["columns"].values()],
-            "Dimension-wise probability", "real training: share of 1s", "synthetic: share of 1s",
-            probability.get("reason", "")),
-        "dimwise_prediction": plots.scatter_against_real(
-            prediction["columns"].values(), "Dimension-wise prediction (scored on the real holdout)",
-            "model fitted on real training rows", "model fitted on synthetic rows",
-            "every column was dropped (see metrics.json)"),
-        "marginals_1way": plots.marginal_histograms(train, synth, sch.columns),
-        "pca_2way": plots.pca_scatter(projections, pca.get("explained_variance_ratio"), pca.get("skipped")),
-    }
-    return metrics, pngs
 
 
 @task(name="evaluate")

@@ -23,7 +23,8 @@ from pipelines.evaluation.dimensionwise import (column_score, dimension_wise_pre
 from pipelines.evaluation.marginals import (cell_codes, column_subsets, kway_marginal_tv, max_distance, pca_marginal,
                                             total_variation, wasserstein2, wasserstein_score)
 from pipelines.evaluation.utility import featurise
-from tasks.evaluate import PLOTS, knobs, paper_metrics
+from pipelines.evaluation.unsupervised import PLOTS, paper_metrics
+from tasks.evaluate import knobs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DEPENDENT = [Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),

@@ -24,7 +24,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 from sqlalchemy import (Column, Connection, Integer, MetaData, String, Table, Text, create_engine, event, exc,
                         select)

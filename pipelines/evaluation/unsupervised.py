@@ -1,0 +1,54 @@
+"""The DP-auto-GAN paper's unsupervised evaluation (§4, appendix B; docs/metrics.md) as one bundle:
+dimension-wise probability and prediction, k-way marginal TV, the 2-way PCA marginal, the Wasserstein
+scores and the target accuracy of its Table 2, with their PNG plots. Every number reads real rows
+(outside the DP guarantee)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines.evaluation import plots
+from pipelines.evaluation.dimensionwise import dimension_wise_prediction, dimension_wise_probability, target_accuracy
+from pipelines.evaluation.marginals import kway_marginal_tv, pca_marginal, row_sample, wasserstein_score
+
+# params.yaml `evaluate:` knobs (data-independent defaults; null = no cap for the row caps).
+DEFAULTS = {"max_rows": 10000,      # rows of R, S and T (each, seeded subsample) for the model-based metrics
+            "ot_max_rows": 2000,    # rows per side for exact optimal transport (W2)
+            "kway": 3,              # k of the k-way marginal (NIST: 3)
+            "kway_subsets": 100,    # random column k-subsets
+            "kway_bins": 10}        # equal-width bins per numeric column over its schema bounds
+NULLABLE = ("max_rows", "ot_max_rows")
+PLOTS = ("dimwise_probability", "dimwise_prediction", "marginals_1way", "pca_2way")  # reports/<ds>/<gen>/<name>.png
+
+
+def paper_metrics(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
+                  k: dict[str, int | None]) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The DP-auto-GAN evaluation metrics and their PNGs (bytes, written by the caller)."""
+    rng = np.random.default_rng(seed)
+    capped = [f.iloc[row_sample(len(f), k["max_rows"], rng)] for f in (train, synth, holdout)]
+    probability = dimension_wise_probability(train, synth, sch.columns)
+    prediction = dimension_wise_prediction(*capped, sch.columns, seed)
+    pca, projections = pca_marginal(train, synth, holdout, sch.columns, k["ot_max_rows"], seed)
+    metrics = {
+        "dimension_wise": {"probability": probability, "prediction": prediction},
+        "kway_marginal": kway_marginal_tv(train, synth, holdout, sch.columns, k["kway"], k["kway_subsets"],
+                                          k["kway_bins"], seed),
+        "pca_marginal": pca,
+        "wasserstein_score": wasserstein_score(train, synth, holdout, sch.columns, k["ot_max_rows"], seed),
+        "target_accuracy": target_accuracy(*capped, sch.columns, sch.target, seed),
+    }
+    pngs = {
+        "dimwise_probability": plots.scatter_against_real(
+            [{**v, "score": "probability"} for v in probability["columns"].values()],
+            "Dimension-wise probability", "real training: share of 1s", "synthetic: share of 1s",
+            probability.get("reason", "")),
+        "dimwise_prediction": plots.scatter_against_real(
+            prediction["columns"].values(), "Dimension-wise prediction (scored on the real holdout)",
+            "model fitted on real training rows", "model fitted on synthetic rows",
+            "every column was dropped (see metrics.json)"),
+        "marginals_1way": plots.marginal_histograms(train, synth, sch.columns),
+        "pca_2way": plots.pca_scatter(projections, pca.get("explained_variance_ratio"), pca.get("skipped")),
+    }
+    return metrics, pngs
