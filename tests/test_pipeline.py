@@ -20,10 +20,12 @@ PROJECT = Path(__file__).resolve().parents[1]
 SMALL = {"dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64},
          "ppem": {"epsilon": 1.0, "steps": 10, "hidden": 16, "latent_dim": 8, "gate_bootstrap": 200,
                   "gate_permutations": 200},
-         "dp_auto_gan": {"epsilon": 3.0, "autoencoder_steps": 40, "steps": 40, "batch_size": 64}}
-TRAIN_ROWS = (  # DP-auto-GAN and PPEM: two events each
+         "dp_auto_gan": {"epsilon": 3.0, "autoencoder_steps": 40, "steps": 40, "batch_size": 64},
+         "pearl": {"epsilon": 1.0, "frequencies": 16, "steps": 20, "batch_size": 64}}
+TRAIN_ROWS = (  # DP-auto-GAN, PEARL and PPEM: two events each
     [("train@dp_auto_gan", "planned")] * 2 + [("train@dp_auto_gan", "spent")] * 2
     + [("train@dpwgan", "planned"), ("train@dpwgan", "spent")]
+    + [("train@pearl", "planned")] * 2 + [("train@pearl", "spent")] * 2
     + [("train@ppem", "planned")] * 2 + [("train@ppem", "spent")] * 2)
 
 
@@ -134,7 +136,7 @@ def test_dvc_repro_end_to_end(tmp_path):
 
     checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
     total = checks["gates"][0]["evidence"]["epsilon_total_pld"]  # all generators' spend, composed (PLD)
-    assert checks["passed"] and privacy["epsilon_pld"] < total <= privacy["epsilon_pld"] + 1.0 + 3.0
+    assert checks["passed"] and privacy["epsilon_pld"] < total <= privacy["epsilon_pld"] + 1.0 + 3.0 + 1.0
     metrics = json.loads((root / "reports/breast_cancer/dpwgan/metrics.json").read_text())
     assert metrics["schema_conformance"] and set(metrics["utility"]["models"]) == {
         "logistic_regression", "random_forest", "gradient_boosting"}
@@ -153,7 +155,8 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert ppem["passed"] and lmdp["evidence"]["ksd"]["p_value"] <= 0.05 and "p_value" in lmdp["evidence"]["mmd"]
 
     index = json.loads((root / "releases/breast_cancer/latest.json").read_text())
-    assert [r["generator"] for r in index["released"]] == ["dpwgan", "ppem", "dp_auto_gan"] and index["refused"] == []
+    assert [r["generator"] for r in index["released"]] == ["dpwgan", "ppem", "dp_auto_gan", "pearl"]
+    assert index["refused"] == []
     ppem_manifest = json.loads((root / index["released"][1]["path"] / "manifest.json").read_text())
     assert any("α-LMDP gate" in line for line in ppem_manifest["computed_from_real_data_outside_dp_guarantee"])
     bundle = root / index["released"][0]["path"]
@@ -164,17 +167,17 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert "Not covered by the DP guarantee" in (bundle / "report.html").read_text()
 
     again = sh(["dvc", "repro"], root)
-    assert "up to date" in again.stdout and len(ledger_rows(root)) == 10  # nothing re-run, nothing spent
+    assert "up to date" in again.stdout and len(ledger_rows(root)) == 14  # nothing re-run, nothing spent
 
     sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=1.0"], root)
-    assert len(ledger_rows(root)) == 12  # only train@dpwgan ran again
+    assert len(ledger_rows(root)) == 16  # only train@dpwgan ran again
 
     refused = sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=3.0", "-S", "privacy.lifetime_epsilon=4.0"], root,
                  check=False)
     assert refused.returncode != 0 and "remaining" in refused.stdout + refused.stderr
-    assert len(ledger_rows(root)) == 12
+    assert len(ledger_rows(root)) == 16
     verified = sh(["synthrelease", "ledger", "verify"], root)
-    assert json.loads(verified.stdout)["rows"] == 12
+    assert json.loads(verified.stdout)["rows"] == 16
 
 
 @pytest.mark.slow
@@ -196,7 +199,7 @@ def test_prefect_flow_publishes_release_and_artifacts(tmp_path):
     r = sh([sys.executable, "-c", script], root,
            extra_env={"PYTHONPATH": str(root), "PREFECT_HOME": str(tmp_path / "prefect")})
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert [x["generator"] for x in out["index"]["released"]] == ["dpwgan", "ppem", "dp_auto_gan"]
+    assert [x["generator"] for x in out["index"]["released"]] == ["dpwgan", "ppem", "dp_auto_gan", "pearl"]
     for key in ("breast-cancer-validation", "breast-cancer-dpwgan-train", "breast-cancer-dpwgan-checks",
                 "breast-cancer-dpwgan-metrics", "breast-cancer-ppem-checks", "breast-cancer-release"):
         assert key in out["keys"]

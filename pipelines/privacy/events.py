@@ -26,9 +26,14 @@ class PoissonGaussianEvent:
 
 @dataclass(frozen=True)
 class GaussianEvent:
-    """One Gaussian mechanism release: noise std `sigma` on a query of L2 sensitivity `l2_sensitivity`."""
+    """One Gaussian mechanism release: noise std `sigma` on a query of L2 sensitivity `l2_sensitivity`.
+
+    `query` (optional, not used in accounting) says what was released and, for a mean, whether its
+    denominator is a noisy count or a public row count (ARCHITECTURE rule 7).
+    """
     sigma: float
     l2_sensitivity: float
+    query: str = ""
     kind: ClassVar[str] = "gaussian"
 
     @property

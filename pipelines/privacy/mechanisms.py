@@ -14,15 +14,15 @@ from pipelines.privacy.events import GaussianEvent, LaplaceEvent, PureEpsilonEve
 
 
 def gaussian_mechanism(value: np.ndarray, l2_sensitivity: float, sigma: float,
-                       rng: np.random.Generator) -> tuple[np.ndarray, GaussianEvent]:
-    """`value` + N(0, σ² I), and the GaussianEvent(σ, Δ₂) to record.
+                       rng: np.random.Generator, query: str = "") -> tuple[np.ndarray, GaussianEvent]:
+    """`value` + N(0, σ² I), and the GaussianEvent(σ, Δ₂, `query`) to record.
 
     Contract: for every add/remove-one neighbour D', ‖value(D) − value(D')‖₂ ≤ `l2_sensitivity`.
     Then the privacy loss of an output y is ⟨y − value(D), v⟩/σ² − ‖v‖²/2σ² with
     v = value(D') − value(D), i.e. distributed N(μ²/2, μ²) with μ = ‖v‖₂/σ ≤ Δ₂/σ: the
     Gaussian mechanism with noise multiplier σ/Δ₂, which is what the accountant composes.
     """
-    event = GaussianEvent(sigma=float(sigma), l2_sensitivity=float(l2_sensitivity))
+    event = GaussianEvent(sigma=float(sigma), l2_sensitivity=float(l2_sensitivity), query=query)
     validate_event(event)
     value = np.asarray(value, dtype=float)
     return value + rng.normal(0.0, sigma, size=value.shape), event

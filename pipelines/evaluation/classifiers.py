@@ -1,0 +1,119 @@
+"""The 10-classifier utility table of PEARL (Table 2, after DP-MERF): train each scikit-learn classifier on
+synthetic rows and test on the real holdout (TSTR), against the same classifier trained on real rows (TRTR).
+
+Features and the binarised target come from `pipelines.evaluation.utility` (schema-driven, nothing learnt
+from data; positive class = the target's second schema category). Two readings of "ROC" and "PRC":
+`roc`, `prc`: roc_auc_score and average_precision_score of the classifier's continuous score
+(predict_proba, or decision_function for the linear SVM), the usual definition; `roc_label`,
+`prc_label`: the same areas computed from hard predictions, which is how DP-MERF's evaluation code scores
+and how the paper's train-on-real row (e.g. LR ROC 0.788 on Adult) is reproduced (docs/pearl.md).
+
+These metrics read real rows, so they are not covered by the DP guarantee.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.base import ClassifierMixin
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.ensemble import AdaBoostClassifier, BaggingClassifier, GradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import average_precision_score, roc_auc_score
+from sklearn.naive_bayes import BernoulliNB, GaussianNB
+from sklearn.neural_network import MLPClassifier
+from sklearn.svm import LinearSVC
+from sklearn.tree import DecisionTreeClassifier
+from threadpoolctl import threadpool_limits
+
+from pipelines.errors import InputError
+from pipelines.evaluation.fidelity import CATEGORICAL_KINDS
+from pipelines.evaluation.utility import _labels, featurise
+
+# scikit-learn defaults except: iteration caps that let the linear models converge, and BernoulliNB
+# thresholding the [0, 1] features at 0.5 (its default threshold 0 would make every numeric feature 1).
+CLASSIFIERS: dict[str, Callable[[int], ClassifierMixin]] = {
+    "logistic_regression": lambda seed: LogisticRegression(max_iter=5000),
+    "gaussian_nb": lambda seed: GaussianNB(),
+    "bernoulli_nb": lambda seed: BernoulliNB(binarize=0.5),
+    "linear_svm": lambda seed: LinearSVC(max_iter=10000, random_state=seed),
+    "decision_tree": lambda seed: DecisionTreeClassifier(random_state=seed),
+    "lda": lambda seed: LinearDiscriminantAnalysis(),
+    "adaboost": lambda seed: AdaBoostClassifier(random_state=seed),
+    "bagging": lambda seed: BaggingClassifier(random_state=seed),
+    "gradient_boosting": lambda seed: GradientBoostingClassifier(random_state=seed),
+    "mlp": lambda seed: MLPClassifier(max_iter=500, random_state=seed),
+}
+METRICS = ("roc", "prc", "roc_label", "prc_label")
+
+
+def _scores(model: ClassifierMixin, x: np.ndarray) -> np.ndarray:
+    return model.predict_proba(x)[:, 1] if hasattr(model, "predict_proba") else model.decision_function(x)
+
+
+def _evaluate(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarray, y: np.ndarray,
+              x_test: np.ndarray, y_test: np.ndarray) -> dict[str, float] | str:
+    """The four areas on the test set of a model fitted on (x, y), or why none could be fitted (a single
+    class; a degenerate table, e.g. constant features, that the classifier rejects).
+    One BLAS/OpenMP thread (see `utility._auroc`)."""
+    if np.unique(y).size < 2:
+        return "the target has a single class"
+    with threadpool_limits(limits=1):
+        try:
+            model = make_model(seed).fit(x, y)
+        except (ValueError, IndexError, np.linalg.LinAlgError) as exc:
+            return f"fitting failed ({type(exc).__name__}: {exc})"
+        score, label = _scores(model, x_test), model.predict(x_test)
+    return {"roc": float(roc_auc_score(y_test, score)), "prc": float(average_precision_score(y_test, score)),
+            "roc_label": float(roc_auc_score(y_test, label)),
+            "prc_label": float(average_precision_score(y_test, label))}
+
+
+def _cap(frame: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFrame:
+    return frame if max_rows is None or len(frame) <= max_rows else frame.sample(max_rows, random_state=seed)
+
+
+def tstr_classifiers(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: pd.DataFrame, columns: Sequence[Any],
+                     target: str, seed: int = 0, max_train_rows: int | None = None,
+                     classifiers: Sequence[str] | None = None) -> dict:
+    """Each classifier's `METRICS` on `test_real` when fitted on `synth` (tstr) and on `train_real` (trtr),
+    and their averages over the classifiers.
+
+    `max_train_rows`: a seeded random subset of at most that many rows of each training table (cost cap).
+    A classifier that cannot be fitted on a training table (single class, degenerate features) scores
+    chance (ROC 0.5, PRC the test positive rate) with a "note". Returns {"target", "positive_class",
+    "models": {name: {"tstr": {...}, "trtr": {...}}}, "average": {"tstr": {...}, "trtr": {...}},
+    "n_train_real", "n_synth", "n_test"}.
+    """
+    col = next((c for c in columns if c.name == target), None)
+    if col is None or col.kind not in CATEGORICAL_KINDS:
+        raise InputError("the target must be a categorical or binary column of the schema.", column=target,
+                         fix="declare a categorical or binary target in the public schema.")
+    names = list(classifiers or CLASSIFIERS)
+    unknown = sorted(set(names) - set(CLASSIFIERS))
+    if unknown:
+        raise ValueError(f"unknown classifiers {unknown}; known: {sorted(CLASSIFIERS)}")
+    y_test = _labels(test_real, col, "real test")
+    if np.unique(y_test).size < 2:
+        raise InputError("the real test table has a single target class, so ROC and PRC are undefined.",
+                         column=target, fix="use a larger holdout.")
+    x_test = featurise(test_real, columns, target)
+    tables = {"tstr": (_cap(synth, max_train_rows, seed), "synthetic"),
+              "trtr": (_cap(train_real, max_train_rows, seed), "real training")}
+    train = {key: (featurise(t, columns, target), _labels(t, col, label)) for key, (t, label) in tables.items()}
+    chance = {"roc": 0.5, "prc": float(y_test.mean()), "roc_label": 0.5, "prc_label": float(y_test.mean())}
+    models: dict[str, dict] = {}
+    for name in names:
+        models[name] = {}
+        for key, (x, y) in train.items():
+            result = _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test)
+            if isinstance(result, str):
+                models[name]["note"] = (models[name].get("note", "") +
+                                        f"{key} on the {tables[key][1]} table: {result}; scored as chance. ")
+                result = dict(chance)
+            models[name][key] = result
+    average = {key: {m: float(np.mean([models[name][key][m] for name in names])) for m in METRICS}
+               for key in ("tstr", "trtr")}
+    return {"target": target, "positive_class": col.categories[1], "models": models, "average": average,
+            "n_train_real": len(tables["trtr"][0]), "n_synth": len(tables["tstr"][0]), "n_test": len(test_real)}

@@ -1,0 +1,379 @@
+"""PEARL: private embeddings and adversarial reconstruction learning (Liew, Takahashi & Ueno,
+../shared/papers/pearl-private-embeddings.txt, §3-5, appendices D, E, H; design notes: docs/pearl.md).
+
+Release: the only two accesses to data (`pipelines.privacy.embeddings`, one GaussianEvent each).
+  1. Auxiliary information (§5.1, App. D): the mean pairwise distance ℓ̂ of the records' features.
+  2. The characteristic-function embedding (eq. 6) at k frequencies ω_j = u_j/ℓ̂, u_j ~ N(0, I_d)
+     drawn from `seed`: the sampling distribution N(0, ℓ̂⁻² I) (the median heuristic's analogue).
+     When the schema's target is binary or categorical the release is class-conditional (App. H:
+     "we train both networks conditioned on the class labels"): noisy class counts and class-wise sums
+     in one Gaussian event. Features are every column except the target.
+Budget split (`aux_share` s, data-independent; paper: equal): the releases get noise multipliers
+z/√s and z/√(1−s). Two Gaussians compose exactly as one of multiplier (Σ z_i⁻²)^(−1/2) = z (μ-GDP,
+Dong, Roth & Su 2022), so s is the auxiliary release's share of μ² (of the RDP budget, the paper's
+accounting), and z is the smallest multiplier whose PLD ε at δ meets the target.
+The DP noise comes from fresh OS entropy: the noisy embedding is saved with the model, and noise
+drawn from the public `seed` could be regenerated and subtracted (`noise_seed` exists for tests).
+
+Training is post-processing (Algorithm 1, App. E). Generator G_θ(z, y) (App. H): fc-bn-relu ×2, fc,
+then per block tanh for numerics, mapped affinely to our [0, 1] encoding as (tanh + 1)/2, a two-way
+softmax for binaries (= a sigmoid), a softmax per categorical block. It minimises the weighted
+empirical CFD (eq. 7, 8) to the sanitised embedding,
+    CFD²_w(θ, β) = Σ_c p̂_c Σ_j w_j(β) |φ̂_c(ω_j) − φ_G,c(ω_j)|²,
+φ_G,c the empirical CF of a batch generated with label c. The critic (eq. 1, 8) maximises it over
+the sampling distribution N(0, diag e^{2β}) through Lemma 1's self-normalised importance weights
+w_j(β) ∝ N(ω_j; 0, diag e^{2β}) / N(ω_j; 0, ℓ̂⁻² I) on the fixed frequencies (parametric, per
+dimension, as §4 recommends; at β = −log ℓ̂, w_j = 1/k and CFD²_w is eq. 7), within the set
+P = {β : the weights' effective sample size ≥ critic_min_ess·k} (ours, `FrequencyCritic`: unconstrained,
+the weights collapse onto one frequency on Adult). One generator step then one critic step (projected
+onto P), Adam lr 0.01 each (App. H). `critic: false` is the "w/o critic" ablation.
+Sampling: y ~ p̂, x = G(z, y) with each categorical block set to its argmax and each binary to the
+larger of its two softmax outputs (App. H); numerics (tanh + 1)/2.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from pipelines.data.layout import Block, Layout
+from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
+from pipelines.generators.ppem import sub_layout
+from pipelines.privacy.accountant import calibrate_noise_scale
+from pipelines.privacy.embeddings import (cf_features, class_embeddings, distance_event, embedding_event,
+                                          embedding_sums, encoded_diameter, mean_distance, pairwise_distance_sum,
+                                          release_embedding, release_mean_distance)
+from pipelines.privacy.events import Event, NonPrivateEvent, event_from_dict, event_to_dict
+
+DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
+    "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
+    "delta": 1e-5,                # used only when fit() gets no budget
+    "frequencies": 1000,          # k
+    "aux_share": 0.5,             # the mean distance's share of the budget (μ²); paper: equal
+    "critic": True,               # False: the "w/o critic" ablation (uniform weights, eq. 7)
+    "critic_min_ess": 0.5,        # the critic's set P: weights keep an effective sample size ≥ this·k (ours)
+    "steps": 8000,                # training iterations (post-processing)
+    "batch_size": 1100,           # generated rows per step, split evenly over the classes
+    "lr": 0.01,                   # Adam, generator
+    "lr_critic": 0.01,            # Adam, critic
+    "latent_dim": 32,             # not in the paper
+    "hidden": [128, 128],         # widths of the two fc-bn-relu layers (not in the paper)
+    "seed": 0,                    # frequencies, initialisation, training
+    "noise_seed": None,           # DP noise: None = OS entropy. An integer is for tests only: a published
+                                  # noise seed lets anyone subtract the noise and voids the guarantee.
+}
+DISCRETE_TARGETS = ("binary", "categorical")
+
+
+def target_block(layout: Layout) -> Block | None:
+    """The schema's target block if it is binary or categorical (the release is then class-conditional)."""
+    return next((b for b in layout.blocks if b.is_target and b.kind in DISCRETE_TARGETS), None)
+
+
+def class_count(block: Block | None) -> int:
+    return 0 if block is None else (2 if block.kind == "binary" else block.width)
+
+
+def labels_of(x: torch.Tensor, block: Block) -> torch.Tensor:
+    """Class codes of the target block: argmax of a one-hot block, x ≥ 0.5 for a binary column. Every
+    row gets exactly one class, whatever its values, so each record lands in one class's sums."""
+    if block.kind == "binary":
+        return (x[:, block.start] >= 0.5).long()
+    return x[:, block.start:block.stop].argmax(1)
+
+
+class TabularGenerator(nn.Module):
+    """App. H: fc-bn-relu, fc-bn-relu, fc, then tanh / softmax per layout block (module docstring)."""
+
+    def __init__(self, layout: Layout, latent_dim: int, n_classes: int, hidden: list[int]) -> None:
+        super().__init__()
+        self.layout, self.latent_dim, self.n_classes = layout, latent_dim, n_classes
+        dims, layers = [latent_dim + n_classes, *hidden], []
+        for a, b in zip(dims[:-1], dims[1:]):
+            layers += [nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU()]
+        self.body = nn.Sequential(*layers, nn.Linear(dims[-1], layout.width))
+
+    def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool = False) -> torch.Tensor:
+        """Rows in `layout`'s encoding from latents z and one-hot labels y (width 0 without target).
+        hard: argmax one-hot blocks and 0/1 binaries (sampling); else softmax / sigmoid (training)."""
+        logits = self.body(torch.cat([z, y], dim=1))
+        out = []
+        for b in self.layout.blocks:
+            ell = logits[:, b.start:b.stop]
+            if b.kind == "categorical":
+                out.append(nn.functional.one_hot(ell.argmax(1), b.width).to(ell.dtype) if hard
+                           else torch.softmax(ell, dim=1))
+            elif b.kind == "binary":
+                out.append((ell > 0).to(ell.dtype) if hard else torch.sigmoid(ell))
+            else:
+                out.append((torch.tanh(ell) + 1) / 2)
+        return torch.cat(out, dim=1)
+
+
+class FrequencyCritic(nn.Module):
+    """The fixed frequencies ω_j = u_j/ℓ̂ and the critic's sampling distribution p_β = N(0, diag e^{2β});
+    `weights` are Lemma 1's self-normalised importance weights w.r.t. the proposal p₀ = N(0, ℓ̂⁻² I).
+
+    The critic's set P (eq. 8) is {p_β : ESS(β) ≥ min_ess·k}, ESS = 1/Σ_j w_j² the weights' effective
+    sample size: Lemma 1's estimate is only as good as the frequencies that still carry weight, and
+    in d ≈ 100 dimensions unconstrained per-dimension scales collapse the weights onto one frequency
+    within ~100 Adam steps (measured on Adult), after which the generator fits that one frequency.
+    `project` keeps β in P by shrinking it towards the proposal.
+    """
+
+    def __init__(self, base: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("base", base)                       # u_j (k, d), drawn without data
+        self.register_buffer("length_scale", torch.ones(()))     # ℓ̂, the released mean distance
+        self.log_scale = nn.Parameter(torch.zeros(base.shape[1]))  # β
+
+    def reset(self, length_scale: float) -> None:
+        """Proposal N(0, ℓ̂⁻² I); β starts there (uniform weights)."""
+        with torch.no_grad():
+            self.length_scale.fill_(length_scale)
+            self.log_scale.fill_(-math.log(length_scale))
+
+    @property
+    def frequencies(self) -> torch.Tensor:
+        return self.base / self.length_scale
+
+    def weights(self, log_scale: torch.Tensor | None = None) -> torch.Tensor:
+        """w_j = p_β(ω_j)/p₀(ω_j) / Σ_l p_β(ω_l)/p₀(ω_l) at β = `log_scale` (default: the parameter);
+        `log_scale` (m, d) gives the (k, m) weights of m values of β at once."""
+        beta = self.log_scale if log_scale is None else log_scale
+        w = torch.softmax(self._log_density(beta.reshape(-1, beta.shape[-1]))
+                          - self._log_density(self._proposal()[None]), dim=0)
+        return w if beta.dim() == 2 else w[:, 0]
+
+    def effective_sample_size(self, log_scale: torch.Tensor | None = None) -> torch.Tensor:
+        """1/Σ_j w_j², per value of β."""
+        return 1 / self.weights(log_scale).detach().double().pow(2).sum(0)
+
+    def project(self, min_ess: float, grid: int = 64) -> None:
+        """β ← β₀ + t(β − β₀) with the largest t ∈ [0, 1] keeping ESS ≥ min_ess·k, searched on a grid of
+        `grid` values of t and again on a grid inside the bracket found (t to within 1/grid²)."""
+        target = min_ess * self.base.shape[0]
+        with torch.no_grad():
+            if self.effective_sample_size() >= target:
+                return
+            start, step = self._proposal(), self.log_scale - self._proposal()
+            lo, width = 0.0, 1.0
+            for _ in range(2):
+                ts = lo + width * torch.arange(1, grid + 1, dtype=step.dtype) / grid
+                ok = self.effective_sample_size(start + ts[:, None] * step) >= target
+                lo = lo + width * int(ok.cumprod(0).sum()) / grid      # largest t before the first failure
+                width /= grid
+            self.log_scale.copy_(start + lo * step)
+
+    def _log_density(self, beta: torch.Tensor) -> torch.Tensor:
+        """log N(ω_j; 0, diag e^{2β}) up to a constant, (k, m) for m values of β (m, d)."""
+        return -(beta.sum(1) + 0.5 * self.frequencies ** 2 @ torch.exp(-2 * beta).T)
+
+    def _proposal(self) -> torch.Tensor:
+        return -torch.log(self.length_scale).expand_as(self.log_scale)
+
+
+class ReleasedEmbedding(nn.Module):
+    """The sanitised release after post-processing: class proportions p̂ (C,) and CFs φ̂_c (C, 2k)."""
+
+    def __init__(self, n_classes: int, k: int) -> None:
+        super().__init__()
+        self.register_buffer("proportions", torch.ones(max(n_classes, 1)) / max(n_classes, 1))
+        self.register_buffer("embeddings", torch.zeros(max(n_classes, 1), 2 * k))
+
+
+def weighted_cfd(target: torch.Tensor, generated: torch.Tensor, proportions: torch.Tensor) -> torch.Tensor:
+    """Per-frequency discrepancy Σ_c p̂_c |φ̂_c(ω_j) − φ_G,c(ω_j)|², shape (k,); CFD²_w = Σ_j w_j·this."""
+    sq = (target - generated) ** 2
+    k = sq.shape[1] // 2
+    return (proportions[:, None] * (sq[:, :k] + sq[:, k:])).sum(0)
+
+
+class PEARL:
+    """PEARL generator (module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+
+    name = "pearl"
+
+    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
+        self.layout, self.device = layout, device
+        self.params = merge_params(self.name, DEFAULTS, params, phases=())
+        p = self.params
+        if not 0 < float(p["aux_share"]) < 1:
+            raise ValueError(f"pearl.aux_share must lie strictly between 0 and 1 (the mean distance's share of "
+                             f"the budget; paper: 0.5), got {p['aux_share']}")
+        if not 0 <= float(p["critic_min_ess"]) <= 1:
+            raise ValueError(f"pearl.critic_min_ess must lie in [0, 1] (a fraction of the k frequencies), "
+                             f"got {p['critic_min_ess']}")
+        if int(p["frequencies"]) < 1 or int(p["steps"]) < 0 or int(p["batch_size"]) < 1:
+            raise ValueError("pearl.frequencies and pearl.batch_size must be >= 1 and pearl.steps >= 0")
+        self.target = target_block(layout)
+        self.n_classes = class_count(self.target)
+        features = [b for b in layout.blocks if b is not self.target]
+        self.feature_cols = [c for b in features for c in range(b.start, b.stop)]
+        self.diameter = encoded_diameter(features)
+        k = int(p["frequencies"])
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(p["seed"]))
+            self.generator = TabularGenerator(sub_layout(features), int(p["latent_dim"]), self.n_classes,
+                                              list(p["hidden"])).to(device)
+        base = torch.randn(k, len(self.feature_cols), generator=torch.Generator().manual_seed(int(p["seed"]) + 1))
+        self.critic = FrequencyCritic(base).to(device)            # u_j ~ N(0, I_d)
+        self.embedding = ReleasedEmbedding(self.n_classes, k).to(device)
+        self.privacy: dict[str, Any] | None = None  # set by plan()
+
+    @property
+    def networks(self) -> dict[str, nn.Module]:
+        return {"generator": self.generator, "critic": self.critic, "embedding": self.embedding}
+
+    # -- privacy plan ------------------------------------------------------------------------
+    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
+        """[mean-distance event, embedding event] for `n_rows` rows under `budget`; data-independent.
+
+        z = smallest multiplier with PLD ε(Gaussian(z/√s) + Gaussian(z/√(1−s)); δ) ≤ ε, s = aux_share.
+        ε = inf: both statistics released exactly, one NonPrivateEvent.
+        """
+        if n_rows < 2:
+            raise ValueError(f"pearl needs at least 2 training rows (the mean pairwise distance), got {n_rows}")
+        k, s = int(self.params["frequencies"]), float(self.params["aux_share"])
+        conditional = self.target is not None
+
+        def events(z: float) -> list[Event]:
+            return [distance_event(n_rows, self.diameter, z / math.sqrt(s)),
+                    embedding_event(k, conditional, n_rows, z / math.sqrt(1 - s))]
+
+        if budget.private:
+            z = calibrate_noise_scale(budget.epsilon, budget.delta, events)
+            planned, aux_z, emb_z = events(z), z / math.sqrt(s), z / math.sqrt(1 - s)
+        else:
+            planned, aux_z, emb_z = [NonPrivateEvent("epsilon: inf")], 0.0, 0.0
+        self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta, "frequencies": k,
+                        "aux_share": s, "distance_noise_multiplier": aux_z, "embedding_noise_multiplier": emb_z,
+                        "diameter": self.diameter, "conditional": conditional,
+                        "events": [event_to_dict(e) for e in planned]}
+        return planned
+
+    # -- release and training ----------------------------------------------------------------
+    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+        """Reserve the planned spend, release ℓ̂ then the embedding, record them, train (post-processing).
+        X is not read before reserve()."""
+        if budget is not None or self.privacy is None:
+            self.plan(len(X), budget or Budget(self.params["epsilon"], float(self.params["delta"])))
+        planned = [event_from_dict(e) for e in self.privacy["events"]]
+        session.reserve(planned)
+        data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
+        self._check(data)
+        spent = self._release(data)
+        del data
+        session.record(spent)
+        self._train()
+
+    def _check(self, data: torch.Tensor) -> None:
+        if data.shape != (self.privacy["n_rows"], self.layout.width):
+            raise ValueError(f"X has shape {tuple(data.shape)}, planned "
+                             f"({self.privacy['n_rows']}, {self.layout.width})")
+        bad = ~((data >= 0) & (data <= 1)).all(0)
+        if bad.any():
+            col = int(bad.nonzero()[0])
+            block = next(b for b in self.layout.blocks if b.start <= col < b.stop)
+            raise ValueError(f"pearl: column '{block.column}' has encoded values outside [0, 1] (or NaN). Fix: "
+                             f"train on the output of the schema's Encoder (pipelines.data.transform), which "
+                             f"scales numerics by the schema bounds and one-hot encodes categories")
+
+    def _release(self, data: torch.Tensor) -> list[Event]:
+        """App. E, lines 1-3: ℓ̂ (App. D), frequencies ω = u/ℓ̂, the sanitised embedding (eq. 6)."""
+        priv, n = self.privacy, data.shape[0]
+        x = data[:, self.feature_cols]
+        labels = labels_of(data, self.target) if self.target is not None else None
+        noise_seed = self.params["noise_seed"]
+        rng = np.random.default_rng(None if noise_seed is None else int(noise_seed))
+        private = priv["embedding_noise_multiplier"] > 0
+        if private:
+            length_scale, aux = release_mean_distance(x, self.diameter, priv["distance_noise_multiplier"], rng)
+        else:
+            length_scale = mean_distance(pairwise_distance_sum(x, self.diameter), n, self.diameter)
+        self.critic.reset(length_scale)
+        freqs = self.critic.frequencies
+        if private:
+            sums, emb = release_embedding(x, labels, self.n_classes, freqs, priv["embedding_noise_multiplier"], rng)
+        else:
+            sums = embedding_sums(x, labels, self.n_classes, freqs)
+        proportions, embeddings = class_embeddings(sums, n, self.target is not None)
+        self.embedding.proportions.copy_(torch.as_tensor(proportions, dtype=torch.float32))
+        self.embedding.embeddings.copy_(torch.as_tensor(embeddings, dtype=torch.float32))
+        priv["length_scale"] = length_scale
+        return [aux, emb] if private else [NonPrivateEvent("epsilon: inf")]
+
+    def _train(self) -> None:
+        """Alternating minimisation over θ and maximisation over β of CFD²_w (eq. 1, 8; Algorithm 1)."""
+        p = self.params
+        steps, classes, use_critic = int(p["steps"]), max(self.n_classes, 1), bool(p["critic"])
+        per_class = math.ceil(int(p["batch_size"]) / classes)
+        rng = torch.Generator(device=self.device).manual_seed(int(p["seed"]) + 2)
+        y = torch.zeros(classes * per_class, self.n_classes, device=self.device)
+        if self.n_classes:
+            y = nn.functional.one_hot(torch.arange(classes, device=self.device).repeat_interleave(per_class),
+                                      classes).float()
+        opt_g = torch.optim.Adam(self.generator.parameters(), lr=float(p["lr"]))
+        opt_c = torch.optim.Adam(self.critic.parameters(), lr=float(p["lr_critic"]))
+        target, proportions = self.embedding.embeddings, self.embedding.proportions
+        k = target.shape[1] // 2
+        start, report_every = time.perf_counter(), max(1, steps // 10)
+        self.generator.train()
+        for step in range(1, steps + 1):
+            z = torch.randn(classes * per_class, self.generator.latent_dim, generator=rng, device=self.device)
+            phi = cf_features(self.generator(z, y), self.critic.frequencies).view(classes, per_class, 2 * k).mean(1)
+            disc = weighted_cfd(target, phi, proportions)
+            w = self.critic.weights() if use_critic else torch.full_like(disc, 1 / k)
+            opt_g.zero_grad(set_to_none=True)
+            loss = (w.detach() * disc).sum()
+            loss.backward()
+            opt_g.step()
+            if use_critic:
+                opt_c.zero_grad(set_to_none=True)
+                (-(w * disc.detach()).sum()).backward()
+                opt_c.step()
+                self.critic.project(float(p["critic_min_ess"]))
+            if step % report_every == 0 or step == steps:
+                print(f"pearl step {step}/{steps}  CFD²_w {loss.item():.5f}  uniform CFD² {disc.mean().item():.5f}"
+                      f"  weights' ESS {self.critic.effective_sample_size():.0f}/{k}"
+                      f"  {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+        self.generator.eval()
+
+    # -- sampling and persistence ------------------------------------------------------------
+    def sample(self, n: int, seed: int) -> np.ndarray:
+        """n encoded rows (float32, layout order, in [0, 1]; one-hot blocks and binaries exact): y ~ p̂, G(z, y)."""
+        rng = torch.Generator(device=self.device).manual_seed(int(seed))
+        out = np.zeros((n, self.layout.width), dtype=np.float32)
+        self.generator.eval()
+        with torch.no_grad():
+            for i in range(0, n, 8192):
+                m = min(8192, n - i)
+                y = torch.zeros(m, 0, device=self.device)
+                if self.n_classes:
+                    codes = torch.multinomial(self.embedding.proportions, m, replacement=True, generator=rng)
+                    y = nn.functional.one_hot(codes, self.n_classes).float()
+                    cols = (slice(self.target.start, self.target.start + 1) if self.target.kind == "binary"
+                            else slice(self.target.start, self.target.stop))
+                    out[i:i + m, cols] = (y[:, 1:] if self.target.kind == "binary" else y).cpu().numpy()
+                z = torch.randn(m, self.generator.latent_dim, generator=rng, device=self.device)
+                out[i:i + m, self.feature_cols] = self.generator(z, y, hard=True).cpu().numpy()
+        return out
+
+    def save(self, directory: Path) -> None:
+        """Write generator.pt, critic.pt (frequencies, β), embedding.pt (the DP release) and pearl.json."""
+        save_networks(directory, self.name, self.networks, {
+            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy})
+
+    @classmethod
+    def load(cls, directory: Path, device: str = "cpu") -> "PEARL":
+        meta = read_meta(directory, cls.name)
+        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
+        load_networks(directory, model.networks, device)
+        model.privacy = meta["privacy"]
+        return model

@@ -1,0 +1,160 @@
+"""Characteristic-function embeddings and the mean pairwise distance, each released once with the
+Gaussian mechanism (PEARL, ../shared/papers/pearl-private-embeddings.txt: §3 Prop. 1 and eq. 6,
+§5.1 and appendix D).
+
+Neighbouring relation (ARCHITECTURE rule 7): D' = D plus or minus one record. Both releases are
+noisy SUMS. Their denominators are the training row count n, public by docs/architecture.md
+departure 1 (the noise is calibrated to the planned n, as DP-SGD's q = B/n is), and, for class
+embeddings, the noisy class counts released inside the same Gaussian event. Each event's `query`
+says which. Records are rows of the encoded table (numeric in [0, 1], binary 0/1, one-hot blocks).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from pipelines.data.layout import Block
+from pipelines.privacy.events import GaussianEvent
+from pipelines.privacy.mechanisms import gaussian_mechanism
+
+NUMERIC_OR_BINARY = ("continuous", "integer", "binary")
+# Floor of the released length scale, as a fraction of the diameter: a post-processing clamp that
+# keeps ω = u/ℓ finite when the noisy mean distance comes out ≤ 0.
+MIN_LENGTH_SCALE = 1e-2
+
+
+def cf_features(x: Tensor, freqs: Tensor) -> Tensor:
+    """[cos(ω_j·x)]_j ⧺ [sin(ω_j·x)]_j, shape (n, 2k): the real and imaginary parts of e^{iω_j·x}, the
+    summand of the empirical CF (eq. 4) at the k frequencies `freqs` (k, d). Every row has L2 norm √k."""
+    proj = x @ freqs.T
+    return torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1)
+
+
+# -- the embedding (eq. 6) ---------------------------------------------------------------------------
+
+def embedding_sensitivity(k: int, conditional: bool) -> float:
+    """L2 sensitivity of `embedding_sums` under add/remove-one: √(2k) with labels, √k without.
+
+    A record (x, y) contributes v(x, y) = e_y ⊗ [√k, cos(ω·x), sin(ω·x)] (without labels: the
+    cos/sin part alone), so adding or removing it moves the sum by exactly ±v, and
+    ‖v‖² = (√k)² + Σ_j (cos² + sin²)(ω_j·x) = k + k = 2k (resp. k): the bound holds with equality for
+    every record, every frequency set and any input values, with no clipping. The count coordinate
+    is weighted √k so that class counts and class sums carry equal parts (k each) of ‖v‖².
+    Divided by the public n, the mean embedding's sensitivity is √k/n; the paper's Prop. 1 gives
+    2√k/n for replace-one neighbours (two records differ, triangle inequality, |e^{ia}| = 1).
+    """
+    return math.sqrt(2 * k) if conditional else math.sqrt(k)
+
+
+def embedding_event(k: int, conditional: bool, n: int, noise_multiplier: float) -> GaussianEvent:
+    """The GaussianEvent of releasing `embedding_sums` with noise std z·Δ₂ (z = `noise_multiplier`)."""
+    delta2 = embedding_sensitivity(k, conditional)
+    query = (f"PEARL CF embedding, k={k}: per-class sums of [√k, cos ω·x, sin ω·x]; class embeddings = "
+             f"noisy sums ÷ noisy class counts (this event), proportions ÷ their total"
+             if conditional else
+             f"PEARL CF embedding, k={k}: Σ_i [cos ω·x_i, sin ω·x_i] ÷ public row count n={n}")
+    return GaussianEvent(noise_multiplier * delta2, delta2, query)
+
+
+def embedding_sums(x: Tensor, labels: Tensor | None, n_classes: int, freqs: Tensor,
+                   chunk: int = 4096) -> np.ndarray:
+    """Σ_i v(x_i, y_i) (`embedding_sensitivity`): row c = [√k·N_c, Σ_{y_i=c} cos(ω·x_i), Σ_{y_i=c} sin(ω·x_i)]
+    (C, 2k + 1); without labels one row Σ_i [cos, sin], shape (1, 2k). Accumulated in float64."""
+    k = freqs.shape[0]
+    if labels is None:
+        total = torch.zeros(1, 2 * k, dtype=torch.float64, device=x.device)
+        for i in range(0, x.shape[0], chunk):
+            total += cf_features(x[i:i + chunk], freqs).double().sum(0, keepdim=True)
+        return total.cpu().numpy()
+    total = torch.zeros(n_classes, 2 * k, dtype=torch.float64, device=x.device)
+    for i in range(0, x.shape[0], chunk):
+        onehot = torch.nn.functional.one_hot(labels[i:i + chunk], n_classes).double()
+        total += onehot.T @ cf_features(x[i:i + chunk], freqs).double()
+    counts = torch.bincount(labels, minlength=n_classes).double()[:, None]
+    return torch.cat([math.sqrt(k) * counts, total], dim=1).cpu().numpy()
+
+
+def release_embedding(x: Tensor, labels: Tensor | None, n_classes: int, freqs: Tensor, noise_multiplier: float,
+                      rng: np.random.Generator) -> tuple[np.ndarray, GaussianEvent]:
+    """Eq. 6 on sums: `embedding_sums` + N(0, (zΔ₂)² I), and its event."""
+    event = embedding_event(freqs.shape[0], labels is not None, x.shape[0], noise_multiplier)
+    return gaussian_mechanism(embedding_sums(x, labels, n_classes, freqs), event.l2_sensitivity, event.sigma,
+                              rng, event.query)
+
+
+def class_embeddings(noisy_sums: np.ndarray, n: int, conditional: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Post-processing of released sums into (class proportions p̂, embeddings φ̂_c (C, 2k)).
+
+    With labels (rows [√k·Ñ_c, S̃_c]): Ñ_c = first column / √k, p̂_c = max(Ñ_c, 0) / Σ_c max(Ñ_c, 0)
+    (uniform if every Ñ_c ≤ 0), φ̂_c = S̃_c / max(Ñ_c, 1). Without labels: p̂ = (1,), φ̂ = S̃ / n.
+    """
+    sums = np.asarray(noisy_sums, dtype=float)
+    if not conditional:
+        return np.ones(1), sums / n
+    counts = sums[:, 0] / math.sqrt((sums.shape[1] - 1) // 2)
+    positive = np.clip(counts, 0.0, None)
+    proportions = positive / positive.sum() if positive.sum() > 0 else np.full(len(counts), 1 / len(counts))
+    return proportions, sums[:, 1:] / np.maximum(counts, 1.0)[:, None]
+
+
+# -- auxiliary information: the mean pairwise distance (§5.1, appendix D) -----------------------------
+
+def encoded_diameter(blocks: list[Block] | tuple[Block, ...]) -> float:
+    """Largest L2 distance D between two encoded records over `blocks`, from the layout alone: a numeric
+    or binary column differs by at most 1, a one-hot block by at most √2 (two different categories), so
+    D = √(#numeric + #binary + 2·#categorical) ≤ √d (App. D bounds each distance by √d on [0, 1]^d)."""
+    kinds = [b.kind for b in blocks]
+    unknown = sorted(set(kinds) - set(NUMERIC_OR_BINARY) - {"categorical"})
+    if unknown:
+        raise ValueError(f"unknown block kinds {unknown}")
+    return math.sqrt(sum(2 if kind == "categorical" else 1 for kind in kinds))
+
+
+def pairwise_distance_sum(x: Tensor, diameter: float, chunk: int = 2048) -> float:
+    """T = Σ_{i<j} min(‖x_i − x_j‖₂, D), App. D's numerator. The clip at D changes nothing on valid
+    encoded records and makes `distance_sum_sensitivity` hold for any input. O(n²d), in row blocks."""
+    total = 0.0
+    for i in range(0, x.shape[0], chunk):
+        dist = torch.cdist(x[i:i + chunk], x[i:]).clamp_(max=diameter)
+        dist[:, :dist.shape[0]] = torch.triu(dist[:, :dist.shape[0]], diagonal=1)
+        total += float(dist.double().sum())
+    return total
+
+
+def distance_sum_sensitivity(n: int, diameter: float) -> float:
+    """L2 sensitivity nD of `pairwise_distance_sum` under add/remove-one, for a data set of public size n.
+
+    Adding a record x to D (|D| = n) adds the n terms min(‖x − x_i‖, D) ∈ [0, D]; removing one of D's
+    records removes n − 1 such terms. So |T(D) − T(D')| ≤ nD, with equality when every record of D
+    lies at distance ≥ D from x (opposite corners). The released mean T̃ / (n(n−1)/2) has noise std
+    z·2D/(n−1) for noise multiplier z (App. D: 2√d/n for replace-one on [0, 1]^d).
+    """
+    return n * diameter
+
+
+def distance_event(n: int, diameter: float, noise_multiplier: float) -> GaussianEvent:
+    """The GaussianEvent of releasing `pairwise_distance_sum` with noise std z·Δ₂."""
+    delta2 = distance_sum_sensitivity(n, diameter)
+    query = (f"PEARL mean pairwise distance: Σ_(i<j) min(‖x_i − x_j‖, {diameter:.6g}) ÷ public n(n−1)/2, "
+             f"n={n}")
+    return GaussianEvent(noise_multiplier * delta2, delta2, query)
+
+
+def release_mean_distance(x: Tensor, diameter: float, noise_multiplier: float,
+                          rng: np.random.Generator) -> tuple[float, GaussianEvent]:
+    """The DP mean pairwise distance ℓ̂ = clip(T̃ / (n(n−1)/2), MIN_LENGTH_SCALE·D, D) and its event."""
+    n = x.shape[0]
+    if n < 2:
+        raise ValueError(f"the mean pairwise distance needs at least 2 rows, got {n}")
+    planned = distance_event(n, diameter, noise_multiplier)
+    noisy, event = gaussian_mechanism(np.array(pairwise_distance_sum(x, diameter)), planned.l2_sensitivity,
+                                      planned.sigma, rng, planned.query)
+    return mean_distance(float(noisy), n, diameter), event
+
+
+def mean_distance(distance_sum: float, n: int, diameter: float) -> float:
+    """Post-processing: a (noisy) pair sum over the public n(n−1)/2 pairs, clamped to [MIN_LENGTH_SCALE·D, D]."""
+    return float(np.clip(distance_sum / (n * (n - 1) / 2), MIN_LENGTH_SCALE * diameter, diameter))
