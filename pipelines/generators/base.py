@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from pipelines.data.layout import Layout
-from pipelines.privacy.events import Event
+from pipelines.privacy.events import Event, event_from_dict
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,18 @@ class Generator(Protocol):
     def fit(self, X: np.ndarray, session: LedgerSession, budget: Budget | None = None) -> None: ...
     def sample(self, n: int, seed: int) -> np.ndarray: ...
     def save(self, directory: Path) -> None: ...
+
+
+def reserve_plan(generator: Any, n_rows: int, session: LedgerSession, budget: Budget | None) -> list[Event]:
+    """Step 1-2 of every `fit`: plan from `budget` and the public row count (or keep an earlier plan(),
+    or plan from the generator's params), then reserve that plan in the ledger, before any row is read.
+    Returns the planned events, which `fit` records once training is done."""
+    if budget is not None or generator.privacy is None:
+        p = generator.params
+        generator.plan(n_rows, budget or Budget(p["epsilon"], float(p["delta"])))
+    planned = [event_from_dict(e) for e in generator.privacy["events"]]
+    session.reserve(planned)
+    return planned
 
 
 def merge_params(name: str, defaults: dict[str, Any], params: dict | None,

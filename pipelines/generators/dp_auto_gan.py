@@ -57,13 +57,14 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
+from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
+                                      reserve_plan, save_networks)
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
 from pipelines.privacy.dpsgd import clip_and_noise, example_grads, poisson_sample
-from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_from_dict, event_to_dict
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 
 DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
     "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
@@ -237,10 +238,7 @@ class DPAutoGAN:
         """Reserve both phases' planned spend, then train (Algorithm 1); finally record the events spent.
         The plan comes from `budget` and len(X) if given, else from an earlier plan(), else from params.
         X is not read before reserve()."""
-        if budget is not None or self.privacy is None:
-            self.plan(len(X), budget or Budget(self.params["epsilon"], float(self.params["delta"])))
-        planned = [event_from_dict(e) for e in self.privacy["events"]]
-        session.reserve(planned)
+        planned = reserve_plan(self, len(X), session, budget)
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
         if data.shape != (self.privacy["n_rows"], self.layout.width):
             raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, "

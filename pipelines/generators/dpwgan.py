@@ -16,11 +16,12 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
+from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
+                                      reserve_plan, save_networks)
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.wgan import Critic, mlp, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier
-from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_from_dict, event_to_dict
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,             # target ε; "inf" trains without clipping or noise
@@ -101,11 +102,7 @@ class DPWGAN:
         The plan comes from `budget` (with len(X), the public row count) if given, else from an
         earlier plan() call, else from params' epsilon/delta. X is not read before reserve().
         """
-        if budget is not None or self.privacy is None:
-            budget = budget or Budget(self.params["epsilon"], float(self.params["delta"]))
-            self.plan(len(X), budget)
-        planned = [event_from_dict(e) for e in self.privacy["events"]]
-        session.reserve(planned)
+        planned = reserve_plan(self, len(X), session, budget)
 
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
         if data.shape != (self.privacy["n_rows"], self.layout.width):

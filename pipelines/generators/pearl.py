@@ -43,13 +43,14 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
+from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
+                                      reserve_plan, save_networks)
 from pipelines.generators.ppem import sub_layout
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import (cf_features, class_embeddings, distance_event, embedding_event,
                                           embedding_sums, encoded_diameter, mean_distance, pairwise_distance_sum,
                                           release_embedding, release_mean_distance)
-from pipelines.privacy.events import Event, NonPrivateEvent, event_from_dict, event_to_dict
+from pipelines.privacy.events import Event, NonPrivateEvent, event_to_dict
 
 DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
@@ -262,10 +263,7 @@ class PEARL:
     def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
         """Reserve the planned spend, release ℓ̂ then the embedding, record them, train (post-processing).
         X is not read before reserve()."""
-        if budget is not None or self.privacy is None:
-            self.plan(len(X), budget or Budget(self.params["epsilon"], float(self.params["delta"])))
-        planned = [event_from_dict(e) for e in self.privacy["events"]]
-        session.reserve(planned)
+        reserve_plan(self, len(X), session, budget)
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
         self._check(data)
         spent = self._release(data)

@@ -45,12 +45,13 @@ from scipy.stats import chi2
 from torch import nn
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, LedgerSession, load_networks, merge_params, read_meta, save_networks
+from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
+                                      reserve_plan, save_networks)
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, per_example_grads, poisson_sample
-from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_from_dict, event_to_dict
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 from pipelines.privacy.gates import GateResult, alpha_lmdp_gate
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
 
@@ -294,10 +295,7 @@ class PPEM:
     def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
         """Reserve the planned spend, then train (Algorithm 1); finally record the events spent.
         X is not read before reserve()."""
-        if budget is not None or self.privacy is None:
-            self.plan(len(X), budget or Budget(self.params["epsilon"], float(self.params["delta"])))
-        planned = [event_from_dict(e) for e in self.privacy["events"]]
-        session.reserve(planned)
+        planned = reserve_plan(self, len(X), session, budget)
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
         if data.shape != (self.privacy["n_rows"], self.layout.width):
             raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, {self.layout.width})")
