@@ -1,6 +1,7 @@
 """`synthrelease`: the command line that dvc.yaml, the README and stewards call.
 
   synthrelease run [--params params.yaml]            the Prefect release flow
+  synthrelease serve [--schedules schedules.yaml]    scheduled releases against a Prefect server
   synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
   synthrelease ledger show [--dataset D] | verify [--expect-head H]
 """
@@ -12,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-STAGES = ("validate", "prepare", "train", "check", "evaluate", "release")
-PER_GENERATOR = ("train", "check", "evaluate")
+STAGES = ("validate", "prepare", "train", "check", "evaluate", "weight", "release")
+PER_GENERATOR = ("train", "check", "evaluate", "weight")
 
 for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTICS_ENABLED", "false"),
                      ("DO_NOT_TRACK", "1"), ("DVC_NO_ANALYTICS", "1"),
@@ -33,7 +34,7 @@ def run_stage(name: str, params_path: str, generator: str | None) -> dict:
             raise SystemExit(f"error: generator '{generator}' is not listed in {params_path}'s 'generators'")
     import importlib
     fn = getattr(importlib.import_module(f"tasks.{name}"), name).fn  # the plain function, no Prefect run
-    if name == "train":
+    if name in ("train", "weight"):  # both spend budget: their ledger rows carry the run id
         return fn(params, generator, os.environ.get("SYNTH_RUN_ID"), root)
     return fn(params, generator, root) if name in PER_GENERATOR else fn(params, root)
 
@@ -65,6 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml", help="release configuration (default: params.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", help="run the Prefect release flow (temporary local server unless PREFECT_API_URL is set)")
+    sv = sub.add_parser("serve", help="register the scheduled deployments (schedules.yaml) with the Prefect server "
+                                      "at PREFECT_API_URL and run their flow runs")
+    sv.add_argument("--schedules", default="schedules.yaml", help="deployments and their schedules")
+    sv.add_argument("--limit", type=int, help="at most this many concurrent flow runs")
     st = sub.add_parser("stage", help="run one stage, as dvc.yaml does")
     st.add_argument("name", choices=STAGES)
     st.add_argument("--generator")
@@ -82,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.name == "release":
                 print(json.dumps(result, indent=2))
         elif args.command == "run":
-            from flows.release import release_flow
-            print(json.dumps(release_flow(params_path=args.params), indent=2))
+            from flows.release import configured_flow
+            print(json.dumps(configured_flow(args.params)(params_path=args.params), indent=2))
+        elif args.command == "serve":
+            from flows.deploy import serve
+            serve(Path(args.schedules), Path.cwd(), limit=args.limit)
         else:
             return ledger_command(args)
     except (InputError, BudgetExceededError, LedgerIntegrityError) as e:

@@ -1,24 +1,30 @@
-"""The release flow: validate -> prepare -> train@gen (concurrent) -> check@gen -> evaluate@gen -> release.
+"""The release flow: validate -> prepare -> train@gen (concurrent) -> evaluate@gen -> check@gen (its gates
+read evaluate's privacy-risk attacks), and evaluate@gen -> weight@gen (generators in weights.generators);
+then release.
 
-Same task functions as `dvc repro` (via flows/cli.py); generators train concurrently on the
-flow's task runner (threads by default).
+Same task functions as `dvc repro` (via flows/cli.py); generators train concurrently, one task each,
+on the task runner params.yaml's `orchestration` section picks (threads by default; Dask: flows/runners.py).
+Before any training, the run's whole planned spend must fit the lifetime budget (tasks/budget.py).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import Flow, flow
 from prefect.context import get_run_context
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from flows.runners import task_runner, torch_resources
 from pipelines.config import load_params
+from tasks.budget import budget
 from tasks.check import check
 from tasks.evaluate import evaluate
 from tasks.prepare import prepare
 from tasks.release import release
 from tasks.train import train
 from tasks.validate import validate
+from tasks.weight import settings as weight_settings, weight
 
 
 @flow(name="private-synthetic-release", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=True)
@@ -29,9 +35,23 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     run_id = f"prefect-{get_run_context().flow_run.id}"
     validated = validate.submit(params, base)
     prepared = prepare.submit(params, base, wait_for=[validated])
+    budget.submit(params, base, wait_for=[prepared]).result()  # a run that cannot fit trains nothing
     evaluated = []
     for gen in params["generators"]:
-        trained = train.submit(params, gen, run_id, base, wait_for=[prepared])
-        checked = check.submit(params, gen, base, wait_for=[trained])
-        evaluated.append(evaluate.submit(params, gen, base, wait_for=[checked]))
+        with torch_resources(params):
+            trained = train.with_options(task_run_name=f"train@{gen}").submit(params, gen, run_id, base)
+        with torch_resources(params):
+            evaluated.append(evaluate.with_options(task_run_name=f"evaluate@{gen}").submit(
+                params, gen, base, wait_for=[trained]))
+        checked = check.with_options(task_run_name=f"check@{gen}").submit(params, gen, base,
+                                                                         wait_for=[evaluated[-1]])
+        if gen in weight_settings(params)["generators"]:  # importance weights (tasks/weight.py)
+            evaluated.append(weight.with_options(task_run_name=f"weight@{gen}").submit(
+                params, gen, run_id, base, wait_for=[evaluated[-1]]))
+        evaluated.append(checked)
     return release.submit(params, base, wait_for=evaluated).result()
+
+
+def configured_flow(params_path: str = "params.yaml", root: str = ".") -> Flow:
+    """`release_flow` on the task runner that params.yaml's `orchestration` section asks for."""
+    return release_flow.with_options(task_runner=task_runner(load_params(Path(root) / params_path)))

@@ -24,14 +24,16 @@ class SchemaError(InputError):
 class BudgetExceededError(Exception):
     """A stage's planned privacy spend would push the data set past its lifetime budget."""
 
-    def __init__(self, dataset: str, spent: float, planned: float, after: float, budget: float) -> None:
+    def __init__(self, dataset: str, spent: float, planned: float, after: float, budget: float,
+                 fix: str | None = None) -> None:
         self.dataset, self.spent, self.planned, self.after, self.budget = dataset, spent, planned, after, budget
         remaining = max(budget - spent, 0.0)
+        fix = fix or ("lower the stage's epsilon, or raise the data set's lifetime budget only if your privacy "
+                      "officer approves")
         super().__init__(
             f"privacy budget refused for data set '{dataset}': spent ε={spent:.4g}, this stage plans "
             f"ε={planned:.4g} (alone), total after it would be ε={after:.4g} > lifetime budget "
-            f"ε={budget:.4g}; remaining ε={remaining:.4g}. No data was read. Fix: lower the stage's "
-            f"epsilon, or raise the data set's lifetime budget only if your privacy officer approves.")
+            f"ε={budget:.4g}; remaining ε={remaining:.4g}. No data was read. Fix: {fix}.")
 
 
 class LedgerIntegrityError(Exception):

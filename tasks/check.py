@@ -1,4 +1,7 @@
-"""Stage 4: the release gates for one trained generator; writes checks.json."""
+"""Stage 6: the release gates for one trained and evaluated generator; writes checks.json.
+
+Runs after evaluate@gen: the privacy-risk gates (params.yaml `risk_gates`) read the attack results in
+metrics.json (docs/privacy-risk.md)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,6 +10,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
+from pipelines.evaluation.attacks.gates import risk_gates, thresholds
 from pipelines.generators.base import load_generator
 from pipelines.io import read_json, write_json
 from pipelines.privacy.gates import GateResult, ledger_gate
@@ -26,10 +30,12 @@ def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dic
     priv = params["privacy"]
     privacy = read_json(p.model(generator) / "privacy.json")
     gates = [ledger_gate(common.ledger(params, root), p.dataset, float(priv["delta"]),
-                         float(priv["lifetime_epsilon"]), privacy["ledger_row_ids"])]
+                         float(priv["lifetime_epsilon"]), privacy["ledger_row_ids"],
+                         bool(priv.get("internal_release", False)))]
     model = load_generator(generator, p.model(generator))
-    if hasattr(model, "alpha_lmdp_gate"):  # PPEM: the α-LMDP test reads the real training rows (rule 6)
-        gates.append(model.alpha_lmdp_gate(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy()))
+    if hasattr(model, "release_gates"):  # a generator's own gates (e.g. PPEM's α-LMDP tests) may read real rows (rule 6)
+        gates += model.release_gates(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy())
+    gates += risk_gates(read_json(p.metrics(generator))["privacy_risk"], thresholds(params.get("risk_gates")))
     result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in gates),
               "gates": [g.to_dict() for g in gates], "hashes": common.hashes(params, "check", sch, generator)}
     write_json(p.checks(generator), result)

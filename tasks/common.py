@@ -12,8 +12,9 @@ STAGE_PARAMS = {  # the params.yaml sections each stage depends on (mirrors dvc.
     "validate": ("dataset",),
     "prepare": ("dataset",),
     "train": ("dataset", "privacy", "device"),
-    "check": ("dataset", "privacy"),
+    "check": ("dataset", "privacy", "risk_gates"),
     "evaluate": ("dataset", "privacy", "evaluate", "device"),
+    "weight": ("dataset", "privacy", "weights", "device"),
 }
 
 

@@ -1,8 +1,10 @@
-"""Stage 5: sample synthetic rows in the original schema and measure fidelity and utility.
+"""Stage 5: sample synthetic rows in the original schema and measure fidelity, utility and privacy risk.
 
 Besides the marginal distances and TSTR AUROC, the DP-auto-GAN paper's evaluation (§4, docs/metrics.md):
 dimension-wise probability and prediction, k-way marginal TV, 2-way PCA marginal, Wasserstein score and
-the target accuracy of its Table 2; their plots are PNGs next to metrics.json (DVC plots).
+the target accuracy of its Table 2; the release scorecard (2-way marginals, correlation difference, MMD, W1,
+detection AUC, PEARL's 10 classifiers and range queries) and the privacy-risk attacks (docs/privacy-risk.md),
+whose results check@gen turns into gates. The plots are PNGs next to metrics.json (DVC plots).
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from prefect import task
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.errors import InputError
+from pipelines.evaluation import plots, scorecard, unsupervised
+from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.fidelity import marginal_distances, summarise
-from pipelines.evaluation.unsupervised import DEFAULTS, NULLABLE, PLOTS, paper_metrics
+from pipelines.evaluation.report import evaluation_markdown, key_figures
+from pipelines.evaluation.unsupervised import paper_metrics
 from pipelines.evaluation.utility import tstr_auroc
 from pipelines.generators.base import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
@@ -24,19 +29,36 @@ from tasks import common
 from tasks.artifacts import publish
 
 
-def knobs(settings: dict[str, Any]) -> dict[str, int | None]:
+PLOTS = unsupervised.PLOTS + ("membership_roc",)  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
+
+
+def knobs(settings: dict[str, Any], defaults: dict[str, int | None] = unsupervised.DEFAULTS,
+          nullable: tuple[str, ...] = unsupervised.NULLABLE) -> dict[str, int | None]:
     """The evaluate knobs from params.yaml, each a positive integer (or null where a cap may be off)."""
     out = {}
-    for key, default in DEFAULTS.items():
+    for key, default in defaults.items():
         value = settings.get(key, default)
-        if value is None and key in NULLABLE:
+        if value is None and key in nullable:
             out[key] = None
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"evaluate.{key} must be a positive integer{' or null' if key in NULLABLE else ''}, "
+            raise InputError(f"evaluate.{key} must be a positive integer{' or null' if key in nullable else ''}, "
                              f"got {value!r}.", file="params.yaml", fix=f"set 'evaluate.{key}: {default}'.")
         out[key] = value
     return out
+
+
+def synthetic_table(params: dict[str, Any], generator: str, root: Path, n: int) -> tuple[pd.DataFrame, dict]:
+    """`n` rows of the trained generator, sampled with the public `evaluate.seed` and decoded to the schema;
+    a table that fails the schema's suite is a decoder bug (an error, nothing written)."""
+    p, sch = common.paths(params, root), common.schema(params, root)
+    seed = int((params.get("evaluate") or {}).get("seed", 0))
+    synth = Encoder(sch).decode(load_generator(generator, p.model(generator)).sample(n, seed))
+    conformance = conforms(synth, sch)
+    if not conformance["success"]:
+        raise RuntimeError(f"decoded synthetic rows of '{generator}' fail the public schema's suite: "
+                           f"{conformance['failed']}. This is a bug in the decoder; nothing was written.")
+    return synth, conformance
 
 
 @task(name="evaluate")
@@ -44,29 +66,32 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
     p, sch = common.paths(params, root), common.schema(params, root)
     settings = params.get("evaluate") or {}
     k = knobs(settings)
+    card_knobs = {**knobs(settings, scorecard.DEFAULTS, scorecard.NULLABLE), **k}
+    attack_settings = suite.settings(settings.get("attacks"), sch)
     train = pd.read_parquet(p.prepared / "train.parquet")
     holdout = pd.read_parquet(p.prepared / "holdout.parquet")
-    gen = load_generator(generator, p.model(generator))
     n = int(settings.get("n_samples") or len(train))
     seed = int(settings.get("seed", 0))
-    synth = Encoder(sch).decode(gen.sample(n, seed))
-    conformance = conforms(synth, sch)
-    if not conformance["success"]:
-        raise RuntimeError(f"decoded synthetic rows of '{generator}' fail the public schema's suite: "
-                           f"{conformance['failed']}. This is a bug in the decoder; nothing was written.")
+    synth, conformance = synthetic_table(params, generator, root, n)
     distances = marginal_distances(holdout, synth, sch.columns)
     paper, pngs = paper_metrics(train, synth, holdout, sch, seed, k)
+    risk = suite.privacy_risk(train, synth, holdout, sch, attack_settings, seed)
+    pngs["membership_roc"] = plots.roc_curves({"DOMIAS": risk["membership"]["domias"], "DCR": risk["membership"]["dcr"]},
+                                              "Membership inference on the released table")
     metrics = {
         "generator": generator, "n_synthetic": n, "seed": seed, "settings": k,
         "schema_conformance": conformance["success"],
         "fidelity": distances, "fidelity_summary": summarise(distances),
         "utility": tstr_auroc(train, synth, holdout, sch.columns, sch.target, seed),
         **paper,
+        "scorecard": scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs),
+        "privacy_risk": risk,
         "plots": [f"{name}.png" for name in PLOTS],
         "computed_on_real_data": "every metric here uses the real train and/or holdout rows (marginal distances, "
                                  "TSTR/TRTR AUROC, dimension-wise probability and prediction, k-way marginal TV, "
-                                 "PCA fitted on real training rows, Wasserstein scores, target accuracy) and so do "
-                                 "the plots; none is covered by the DP guarantee.",
+                                 "PCA fitted on real training rows, Wasserstein scores, target accuracy, the "
+                                 "scorecard and every privacy-risk attack) and so do the plots; none is covered by "
+                                 "the DP guarantee.",
         "hashes": common.hashes(params, "evaluate", sch, generator),
     }
     write_parquet(p.synthetic(generator), synth)
@@ -74,12 +99,6 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
         with atomic_path(p.metrics(generator).parent / f"{name}.png") as tmp:
             tmp.write_bytes(pngs[name])
     write_json(p.metrics(generator), metrics)
-    models = (metrics["utility"].get("models") or {})
-    publish(f"{p.dataset}-{generator}-metrics", markdown=(
-        f"## Evaluation of `{generator}`\n\n{n} synthetic rows; mean TV {metrics['fidelity_summary'].get('mean_tv')}, "
-        f"mean W1 {metrics['fidelity_summary'].get('mean_w1')}, Wasserstein score "
-        f"{paper['wasserstein_score']['score']:.4f}, 2-way PCA score {paper['pca_marginal'].get('score')}, "
-        f"target accuracy (synthetic / real) {paper['target_accuracy'].get('synthetic')} / "
-        f"{paper['target_accuracy'].get('real')}"),
-        table=[{"model": m, **v} for m, v in models.items()])
+    publish(f"{p.dataset}-{generator}-metrics", markdown=evaluation_markdown(generator, metrics),
+            table=key_figures(metrics))
     return metrics

@@ -14,11 +14,13 @@ from prefect import task
 
 from pipelines.data.layout import Layout
 from pipelines.generators.base import Budget, make_generator
-from pipelines.io import atomic_dir, read_json, write_json
+from pipelines.io import atomic_dir, read_json, sha256_file, write_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict
+from pipelines.privacy.noise import keyed_noise, load_noise_key
 from tasks import common
 from tasks.artifacts import publish
+from tasks.progress import stage_progress
 
 
 class EncodedTable:
@@ -36,6 +38,10 @@ class EncodedTable:
     def __len__(self) -> int:
         return self.n_rows
 
+    def content_hash(self) -> str:
+        """sha256 of the file (keys the DP noise to this data; call only after the reservation)."""
+        return sha256_file(self.path)
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         self.reads += 1
         return pd.read_parquet(self.path).to_numpy(dtype=dtype or np.float32, copy=True)
@@ -52,9 +58,13 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
     budget = Budget(float(params[generator]["epsilon"]), float(priv["delta"]))
     run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
     led = common.ledger(params, root)
-    session = led.session(ds, run_id, f"train@{generator}", float(priv["delta"]),
-                                                  float(priv["lifetime_epsilon"]))
-    gen.fit(table, session, budget)  # reserves the planned spend before converting `table`
+    session = led.session(ds, run_id, f"train@{generator}", float(priv["delta"]), float(priv["lifetime_epsilon"]),
+                          internal=bool(priv.get("internal_release", False)))
+    noise_key = load_noise_key(priv.get("noise_key_file"), root)
+    stage_hashes = common.hashes(params, "train", sch, generator)
+    with keyed_noise(noise_key, table.content_hash, f"{ds}/train@{generator}", stage_hashes["params"]), \
+            stage_progress(f"{ds}-{generator}-train-progress", f"train@{generator}"):
+        gen.fit(table, session, budget)  # reserves the planned spend before converting `table`
     spent = {r["seq"]: r for r in led.rows(ds) if r["seq"] in session.row_ids}
     events = [event_from_dict(json.loads(spent[i]["event_json"])) for i in session.row_ids]
     row_ids = list(session.reservation.row_ids) + list(session.row_ids)

@@ -118,11 +118,13 @@ def test_pld_never_exceeds_rdp(events):
     assert epsilon_pld(events, 1e-6) <= epsilon_rdp(events, 1e-6)
 
 
-@pytest.mark.parametrize("target,q,steps", [(1.0, 0.01, 1000), (2.0, 256 / 50000, 9765)])
+@pytest.mark.parametrize("target,q,steps", [(1.0, 0.01, 1000), (2.0, 256 / 50000, 9765), (1.0, 0.002, 20000)])
 def test_calibrate_round_trips(target, q, steps):
+    """The plan spends the requested ε on the ledger's grid (the last case spent 0.974 when the
+    answer of the coarse search grid was kept)."""
     nm = calibrate_noise_multiplier(target, 1e-5, q, steps)
     eps = epsilon_pld([PoissonGaussianEvent(nm, q, steps)], 1e-5)
-    assert 0.99 * target <= eps <= target
+    assert 0.995 * target <= eps <= target
     assert epsilon_pld([PoissonGaussianEvent(nm * 0.99, q, steps)], 1e-5) > target   # (nearly) the smallest
 
 

@@ -168,6 +168,7 @@ SUMMARY = {
                            "random_forest": {"tstr": 0.5, "trtr": 0.875, "gap": 0.375, "note": "single class"},
                            "gradient_boosting": {"tstr": 0.7731, "trtr": 0.9062, "gap": 0.1331}}},
     "hashes": {"schema": "sha256:ab12", "params": "sha256:cd34"},
+    "rows": 2500, "guarantee": "differentially private", "audience": "public",
 }
 
 
@@ -186,13 +187,14 @@ def numbers(obj):
 def test_report_shows_every_number_gate_and_notice(render):
     out = render(SUMMARY)
     found = list(numbers(SUMMARY))
-    assert len(found) == 30
+    assert len(found) == 31
     for x in found:
         assert re.search(rf"(?<![\d.]){re.escape(str(x))}(?![\d])", out), x
     for text in ("adult", "ppem", "2024-06-01-r7", "sha256:ab12", "sha256:cd34", "alpha_lmdp", "PASS", "FAIL",
-                 "FAILED gates: alpha_lmdp", "4.75", "not covered by the DP guarantee", "train@ppem"):
+                 "FAILED gates: alpha_lmdp", "4.75", "not covered by the DP guarantee", "train@ppem",
+                 "differentially private", "What the guarantees cover", "α-LMDP"):
         assert text in out, text
-    assert "not available" not in out
+    assert out.count("not available") == 2  # no evaluate metrics: privacy risk and scorecard (test_report.py)
 
 
 @pytest.mark.parametrize("render", [render_markdown, render_html])
@@ -210,6 +212,8 @@ def test_report_html_escapes_and_is_self_contained():
     out = render_html(summary)
     assert "<script" not in out and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in out
     assert not re.search(r"\b(src|href)=|<link|@import|url\(", out)
+    with_plot = render_html({**summary, "plots": {"pca_2way": b"\x89PNG fake"}})
+    assert re.findall(r"\b(?:src|href)=\"([a-z]+:[^;,]*)", with_plot) == ["data:image/png"]  # embedded, not linked
     assert "<script" not in render_markdown(summary)
 
 

@@ -214,3 +214,40 @@ def test_concurrent_writers_never_lose_double_count_or_fork(ledger_path):
         pairs.setdefault((r["run_id"], r["stage"]), []).append(r["status"])
     assert len(pairs) == 100 and all(sorted(s) == ["planned", "spent"] for s in pairs.values())
     assert ledger.spent("shared", DELTA) == pytest.approx(epsilon_pld([GaussianEvent(100.0, 1.0)] * 100, DELTA))
+
+
+def test_non_private_stage_is_refused_unless_the_release_is_internal(ledger):
+    ledger.reserve("adult", "run-1", "train@dpwgan", [PureEpsilonEvent(1.0)], DELTA, 10.0)
+    public = ledger.session("adult", "run-2", "train@iw", DELTA, 10.0)
+    with pytest.raises(BudgetExceededError, match="privacy.internal_release: true"):
+        public.reserve([NonPrivateEvent("epsilon: inf")])
+    assert len(ledger.rows("adult")) == 1
+
+    internal = ledger.session("adult", "run-3", "train@iw", DELTA, 10.0, internal=True)
+    internal.reserve([NonPrivateEvent("epsilon: inf")])
+    internal.record([NonPrivateEvent("epsilon: inf")])
+    kinds = [json.loads(r["event_json"]) for r in ledger.rows("adult")[1:]]
+    assert kinds == [{"kind": "non_private", "reason": "epsilon: inf", "internal": True}] * 2
+    # recorded, but not charged to the budget for external releases: still ε = 1 of pure DP
+    assert ledger.spent("adult", DELTA) == pytest.approx(1.0, abs=1e-3)
+    assert ledger.spent_rdp("adult", DELTA) == pytest.approx(1.0, abs=0.01)
+    ledger.verify()
+
+
+def test_ledger_gate_labels_and_refuses_non_private_models(ledger):
+    from pipelines.privacy.gates import ledger_gate
+    private = ledger.session("adult", "run-1", "train@dpwgan", DELTA, 10.0)
+    private.reserve([PureEpsilonEvent(1.0)])
+    private.record([PureEpsilonEvent(1.0)])
+    internal = ledger.session("adult", "run-2", "train@iw", DELTA, 10.0, internal=True)
+    internal.reserve([NonPrivateEvent("epsilon: inf")])
+    internal.record([NonPrivateEvent("epsilon: inf")])
+    dp_rows = [private.reservation.seq, *private.row_ids]
+    np_rows = [internal.reservation.seq, *internal.row_ids]
+    assert ledger_gate(ledger, "adult", DELTA, 10.0, dp_rows).passed
+    assert ledger_gate(ledger, "adult", DELTA, 10.0, dp_rows).evidence["label"] == "differentially private"
+    refused = ledger_gate(ledger, "adult", DELTA, 10.0, np_rows)
+    assert not refused.passed and refused.evidence["non_private"] and "refused" in refused.evidence["label"]
+    allowed = ledger_gate(ledger, "adult", DELTA, 10.0, np_rows, internal_release=True)
+    assert allowed.passed and allowed.evidence["label"] == "NON-PRIVATE (internal release only)"
+    assert allowed.evidence["epsilon_total_pld"] == pytest.approx(1.0, abs=1e-3)

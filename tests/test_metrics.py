@@ -24,7 +24,7 @@ from pipelines.evaluation.marginals import (cell_codes, column_subsets, kway_mar
                                             total_variation, wasserstein2, wasserstein_score)
 from pipelines.evaluation.utility import featurise
 from pipelines.evaluation.unsupervised import PLOTS, paper_metrics
-from tasks.evaluate import knobs
+from tasks.evaluate import PLOTS as EVALUATE_PLOTS, knobs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DEPENDENT = [Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),
@@ -291,5 +291,5 @@ def test_knobs_validation():
 def test_dvc_declares_every_plot_the_stage_writes():
     dvc = yaml.safe_load((Path(__file__).resolve().parents[1] / "dvc.yaml").read_text())
     declared = [next(iter(p)) for p in dvc["stages"]["evaluate"]["do"]["plots"]]
-    assert declared == [f"reports/${{dataset.name}}/${{item}}/{name}.png" for name in PLOTS]
+    assert declared == [f"reports/${{dataset.name}}/${{item}}/{name}.png" for name in EVALUATE_PLOTS]
     assert all(next(iter(p.values()))["cache"] is False for p in dvc["stages"]["evaluate"]["do"]["plots"])

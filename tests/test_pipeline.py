@@ -17,16 +17,23 @@ from pipelines.config import load_params
 from pipelines.errors import BudgetExceededError, InputError
 
 PROJECT = Path(__file__).resolve().parents[1]
-SMALL = {"dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64},
+SMALL = {"dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64, "noise_seed": 0},
          "ppem": {"epsilon": 1.0, "steps": 10, "hidden": 16, "latent_dim": 8, "gate_bootstrap": 200,
-                  "gate_permutations": 200},
-         "dp_auto_gan": {"epsilon": 3.0, "autoencoder_steps": 40, "steps": 40, "batch_size": 64},
-         "pearl": {"epsilon": 1.0, "frequencies": 16, "steps": 20, "batch_size": 64}}
-TRAIN_ROWS = (  # DP-auto-GAN, PEARL and PPEM: two events each
+                  "gate_permutations": 200, "noise_seed": 0},
+         "dp_auto_gan": {"epsilon": 3.0, "autoencoder_steps": 40, "steps": 40, "batch_size": 64, "noise_seed": 0},
+         "pearl": {"epsilon": 1.0, "frequencies": 16, "steps": 20, "batch_size": 64, "noise_seed": 0},
+         "support_points": {"epsilon": 1.0, "n_points": 10, "burn_in": 500, "steps": 2000, "noise_seed": 0},
+         "iw_mmd_gan": {"epsilon": 1.0, "steps": 50, "noise_seed": 0},
+         "weights": {"epsilon": 1.0, "epochs": 1, "noise_seed": 0}}
+GENERATORS = ["dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points"]
+TRAIN_ROWS = sorted(  # DP-auto-GAN, PEARL and PPEM: two events each; weight@dpwgan: the DP importance weights
     [("train@dp_auto_gan", "planned")] * 2 + [("train@dp_auto_gan", "spent")] * 2
     + [("train@dpwgan", "planned"), ("train@dpwgan", "spent")]
+    + [("train@iw_mmd_gan", "planned"), ("train@iw_mmd_gan", "spent")]
     + [("train@pearl", "planned")] * 2 + [("train@pearl", "spent")] * 2
-    + [("train@ppem", "planned")] * 2 + [("train@ppem", "spent")] * 2)
+    + [("train@ppem", "planned")] * 2 + [("train@ppem", "spent")] * 2
+    + [("train@support_points", "planned"), ("train@support_points", "spent")]
+    + [("weight@dpwgan", "planned"), ("weight@dpwgan", "spent")])
 
 
 def deep_update(base: dict, extra: dict) -> dict:
@@ -136,7 +143,8 @@ def test_dvc_repro_end_to_end(tmp_path):
 
     checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
     total = checks["gates"][0]["evidence"]["epsilon_total_pld"]  # all generators' spend, composed (PLD)
-    assert checks["passed"] and privacy["epsilon_pld"] < total <= privacy["epsilon_pld"] + 1.0 + 3.0 + 1.0
+    configured = sum(float(SMALL[name]["epsilon"]) for name in [*GENERATORS, "weights"])
+    assert checks["passed"] and privacy["epsilon_pld"] < total <= configured  # PLD composes below the plain sum
     metrics = json.loads((root / "reports/breast_cancer/dpwgan/metrics.json").read_text())
     assert metrics["schema_conformance"] and set(metrics["utility"]["models"]) == {
         "logistic_regression", "random_forest", "gradient_boosting"}
@@ -146,6 +154,10 @@ def test_dvc_repro_end_to_end(tmp_path):
         assert key in metrics
     assert metrics["dimension_wise"]["prediction"]["summary"]["n_scored"] >= 1
     assert 0.0 <= metrics["kway_marginal"]["mean_tv"] <= 1.0 and metrics["wasserstein_score"]["score"] <= 1.0
+    # evaluate runs before check: the privacy-risk attacks in metrics.json became gates in checks.json
+    assert metrics["privacy_risk"]["membership"]["n_members"] == 57 and "classifiers" in metrics["scorecard"]
+    assert [g["name"] for g in checks["gates"]][-5:] == ["membership_inference", "exact_copies", "singling_out_risk",
+                                                         "linkability_risk", "inference_risk"]
     for png in metrics["plots"]:  # declared as DVC plots of the evaluate stage
         assert (root / "reports/breast_cancer/dpwgan" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert metrics["hashes"]["schema"] == report["hashes"]["schema"]
@@ -155,7 +167,7 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert ppem["passed"] and lmdp["evidence"]["ksd"]["p_value"] <= 0.05 and "p_value" in lmdp["evidence"]["mmd"]
 
     index = json.loads((root / "releases/breast_cancer/latest.json").read_text())
-    assert [r["generator"] for r in index["released"]] == ["dpwgan", "ppem", "dp_auto_gan", "pearl"]
+    assert [r["generator"] for r in index["released"]] == GENERATORS
     assert index["refused"] == []
     ppem_manifest = json.loads((root / index["released"][1]["path"] / "manifest.json").read_text())
     assert any("α-LMDP gate" in line for line in ppem_manifest["computed_from_real_data_outside_dp_guarantee"])
@@ -163,21 +175,23 @@ def test_dvc_repro_end_to_end(tmp_path):
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["privacy"]["ledger_rows"] == privacy["ledger_row_ids"]
     assert manifest["privacy"]["delta"] == 1e-5 and "torch" in manifest["libraries"]
-    assert pd.read_parquet(bundle / "synthetic.parquet").shape == (len(train), 31)
+    released = pd.read_parquet(bundle / "synthetic.parquet")  # the 31 columns and the DP importance weights
+    assert released.shape == (len(train), 32) and released.columns[-1] == "weight"
     assert "Not covered by the DP guarantee" in (bundle / "report.html").read_text()
 
     again = sh(["dvc", "repro"], root)
-    assert "up to date" in again.stdout and len(ledger_rows(root)) == 14  # nothing re-run, nothing spent
+    rows = len(TRAIN_ROWS)
+    assert "up to date" in again.stdout and len(ledger_rows(root)) == rows  # nothing re-run, nothing spent
 
     sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=1.0"], root)
-    assert len(ledger_rows(root)) == 16  # only train@dpwgan ran again
+    assert len(ledger_rows(root)) == rows + 4  # only train@dpwgan and weight@dpwgan ran again
 
     refused = sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=3.0", "-S", "privacy.lifetime_epsilon=4.0"], root,
                  check=False)
     assert refused.returncode != 0 and "remaining" in refused.stdout + refused.stderr
-    assert len(ledger_rows(root)) == 16
+    assert len(ledger_rows(root)) == rows + 4
     verified = sh(["synthrelease", "ledger", "verify"], root)
-    assert json.loads(verified.stdout)["rows"] == 16
+    assert json.loads(verified.stdout)["rows"] == rows + 4
 
 
 @pytest.mark.slow
@@ -199,7 +213,7 @@ def test_prefect_flow_publishes_release_and_artifacts(tmp_path):
     r = sh([sys.executable, "-c", script], root,
            extra_env={"PYTHONPATH": str(root), "PREFECT_HOME": str(tmp_path / "prefect")})
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert [x["generator"] for x in out["index"]["released"]] == ["dpwgan", "ppem", "dp_auto_gan", "pearl"]
+    assert [x["generator"] for x in out["index"]["released"]] == GENERATORS
     for key in ("breast-cancer-validation", "breast-cancer-dpwgan-train", "breast-cancer-dpwgan-checks",
                 "breast-cancer-dpwgan-metrics", "breast-cancer-ppem-checks", "breast-cancer-release"):
         assert key in out["keys"]

@@ -135,15 +135,25 @@ def max_distance(columns: Sequence[Any]) -> float:
     return math.sqrt(squared)
 
 
-def wasserstein2(x: np.ndarray, y: np.ndarray) -> float:
-    """Exact W2 between the empirical (uniform) measures on the rows of x and y,
-    √(min_π Σ π_ij ‖x_i − y_j‖²), solved as a linear program by POT's network simplex (``ot.emd2``)."""
-    cost = ot.dist(np.asarray(x, dtype=float), np.asarray(y, dtype=float), metric="sqeuclidean")
+def _optimal_transport_cost(x: np.ndarray, y: np.ndarray, metric: str) -> float:
+    """min_π Σ π_ij c(x_i, y_j) between the empirical (uniform) measures on the rows of x and y, solved
+    exactly as a linear program by POT's network simplex (``ot.emd2``)."""
+    cost = ot.dist(np.asarray(x, dtype=float), np.asarray(y, dtype=float), metric=metric)
     value, log = ot.emd2(np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y)), cost,
                          numItermax=100 * cost.size, log=True)
     if log.get("warning"):
         raise RuntimeError(f"exact optimal transport did not converge: {log['warning']}")
-    return math.sqrt(max(float(value), 0.0))
+    return max(float(value), 0.0)
+
+
+def wasserstein2(x: np.ndarray, y: np.ndarray) -> float:
+    """Exact W2 = √(min_π Σ π_ij ‖x_i − y_j‖²) between the empirical measures on the rows of x and y."""
+    return math.sqrt(_optimal_transport_cost(x, y, "sqeuclidean"))
+
+
+def wasserstein1(x: np.ndarray, y: np.ndarray) -> float:
+    """Exact W1 = min_π Σ π_ij ‖x_i − y_j‖₂ between the empirical measures on the rows of x and y."""
+    return _optimal_transport_cost(x, y, "euclidean")
 
 
 def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],

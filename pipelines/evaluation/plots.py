@@ -106,3 +106,19 @@ def pca_scatter(projections: dict[str, np.ndarray], explained: float | None, rea
         ax.set(title=f"{name} ({len(pts)} rows)", xlabel="PC 1", ylabel="PC 2")
     fig.suptitle(f"{title}: PCA of the real training rows (explains {explained:.1%} of their variance)")
     return _png(fig)
+
+
+def roc_curves(curves: dict[str, dict], title: str) -> bytes:
+    """ROC curves of attacks (`curves`: name -> {"roc": {"fpr", "tpr"}, "auc"}), log-scaled FPR so the
+    low-FPR regime that matters for membership inference is visible, with the chance diagonal."""
+    fig = Figure(figsize=(5, 5))
+    ax = fig.add_subplot()
+    grid = np.logspace(-3, 0, 50)
+    ax.plot(grid, grid, color="black", lw=0.8, ls="--", label="chance")
+    for name, result in curves.items():
+        fpr, tpr = np.asarray(result["roc"]["fpr"]), np.asarray(result["roc"]["tpr"])
+        ax.step(np.maximum(fpr, 1e-3), tpr, where="post", label=f"{name} (AUC {result['auc']:.3f})")
+    ax.set(xscale="log", xlim=(1e-3, 1), ylim=(0, 1.02), xlabel="false positive rate (log)",
+           ylabel="true positive rate", title=title)
+    ax.legend(loc="lower right", fontsize=8)
+    return _png(fig)

@@ -14,10 +14,17 @@ Expected summary dict (every key optional; a missing section or value reads "not
      "fidelity": {column: {"metric": "tv" | "w1", "value": float}},   # fidelity.marginal_distances
      "fidelity_summary": {"mean_tv", "max_tv", "mean_w1", "max_w1"},  # fidelity.summarise
      "utility": {...},                                                 # utility.tstr_auroc
-     "hashes": {"schema": str, "params": str}}
+     "hashes": {"schema": str, "params": str},
+     "audience": str, "guarantee": str, "rows": int,   # what was released (manifest)
+     "metrics": {...},        # evaluate's metrics.json: "scorecard", "privacy_risk", DP-auto-GAN's metrics
+     "plots": {name: bytes}}  # PNGs: embedded (base64) in the HTML; in the Markdown, links to <name>.png
+
+Every block builder takes its part of `summary` and returns blocks; the HTML renderer embeds ("img", ...)
+blocks as data: URIs, so report.html is one self-contained file.
 """
 from __future__ import annotations
 
+import base64
 import html
 from numbers import Integral, Real
 from typing import Any
@@ -30,7 +37,28 @@ UNCOVERED = ("The figures listed below were computed from real data and are not 
              "they can themselves reveal information about real records. Share this report only with "
              "people allowed to see the real data.")
 
-Block = tuple  # ("h", text) | ("p", text) | ("table", headers, rows) | ("notice", title, text, items)
+Block = tuple  # ("h", text) | ("p", text) | ("table", headers, rows) | ("notice", title, text, items) | ("img", name, png)
+PLOT_CAPTIONS = {
+    "marginals_1way": "1-way marginals: share of real training and synthetic rows per cell",
+    "dimwise_probability": "Dimension-wise probability: share of 1s per binary column, real vs synthetic",
+    "dimwise_prediction": "Dimension-wise prediction: each column predicted from the others, real vs synthetic",
+    "pca_2way": "Real training and synthetic rows on the real data's first two principal components",
+    "membership_roc": "Membership-inference ROC curves of the two attacks (log FPR; the diagonal is chance)",
+}
+GUARANTEES = [
+    "Differential privacy (DP): the generator's training is (ε, δ)-DP with respect to adding or removing one "
+    "record, with ε and δ as in the Privacy table. Whatever is computed from the released table alone "
+    "(including these synthetic rows and any analysis of them) keeps that guarantee, however it is used.",
+    "α-LMDP (PPEM only) is a different, weaker-in-kind promise: the released generator's marginal over the "
+    "protected columns is statistically distinguishable (at level α) from the real one. It limits one "
+    "inference about a group of columns; it is not a bound on what can be learnt about an individual.",
+    "A NON-PRIVATE generator (ε = ∞) has no guarantee at all; such releases are for internal use only.",
+    "Not covered: the release gates, the evaluation metrics, the attacks and the plots below read real rows "
+    "outside the DP mechanism. They are evidence for the privacy officer, not part of the release, and "
+    "this report itself must be handled like the real data.",
+    "The attacks are empirical: a passed attack gate shows that these attackers, on these samples, did not "
+    "find clear risk. It is a lower bound on risk, not a proof of privacy; the DP guarantee is the proof.",
+]
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -128,8 +156,120 @@ def _notice(summary: dict) -> Block:
         items.append("Marginal distances and their summary: computed on the real holdout.")
     if summary.get("utility") and "skipped" not in summary["utility"]:
         items.append("TSTR/TRTR AUROC: models fitted on real training rows and evaluated on real test rows.")
+    if summary.get("metrics"):
+        items.append("Scorecard, privacy-risk attacks and plots: computed on real training and holdout rows.")
     text = UNCOVERED if items else "No figure in this report was computed from real data."
     return ("notice", "Not covered by the DP guarantee", text, items)
+
+
+def _release_blocks(summary: dict) -> list[Block]:
+    rows = [["Data set", summary.get("dataset")], ["Generator", summary.get("generator")],
+            ["Release id", summary.get("release_id")], ["Synthetic rows", summary.get("rows")],
+            ["Guarantee", summary.get("guarantee")], ["Audience", summary.get("audience")]]
+    return [("h", "What was released"), ("table", ["Item", "Value"], [[k, _fmt(v)] for k, v in rows])]
+
+
+def _ci(interval: list | None) -> str:
+    return NA if not interval else f"[{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]"
+
+
+def _risk_blocks(risk: dict | None) -> list[Block]:
+    blocks: list[Block] = [("h", "Privacy risk: attacks on the released table")]
+    if not risk:
+        return blocks + [("p", NA)]
+    m = risk.get("membership") or {}
+    blocks += [
+        ("p", f"Membership inference: {_fmt(m.get('n_members'))} training rows (members) against "
+              f"{_fmt(m.get('n_non_members'))} holdout rows (non-members); DOMIAS's reference density uses "
+              f"{_fmt(m.get('n_reference'))} other holdout rows. AUC 0.5 = chance; the interval is a 95 % bootstrap."),
+        ("table", ["Attack", "AUC", "95 % interval", "TPR at 1 % FPR"],
+         [[name, _fmt(a.get("auc"), 3), _ci(a.get("auc_ci95")), _fmt(a.get("tpr_at_1pct_fpr"), 3)]
+          for name, a in (("DOMIAS (density ratio)", m.get("domias") or {}),
+                          ("Distance to closest record", m.get("dcr") or {}))])]
+    anon = risk.get("anonymeter") or {}
+    rows = [[name, *(["skipped: " + a["skipped"], "", "", "", ""] if "skipped" in a else
+                     [_fmt(a.get("risk"), 3), _ci(a.get("risk_ci95")), _fmt(a.get("train_rate"), 3),
+                      _fmt(a.get("control_rate"), 3), _fmt(a.get("baseline_rate"), 3)])]
+            for name, a in anon.items()]
+    blocks += [("p", "Singling out, linkability and inference (Giomi et al. 2023): risk = (success on training "
+                     "rows − success on control rows) / (1 − success on control rows); 0 = the table tells the "
+                     "attacker no more about its training records than about anyone else."),
+               ("table", ["Attack", "Risk", "95 % interval", "Success (train)", "Success (control)",
+                          "Success (baseline)"], rows)]
+    ai = risk.get("attribute_inference") or {}
+    blocks += [("p", f"Attribute inference of '{_fmt(ai.get('secret'))}' from {len(ai.get('known_columns') or [])} "
+                     f"known columns: a model fitted on the synthetic table, against one fitted on real holdout "
+                     f"rows ({_fmt(ai.get('baseline'))})."),
+               ("table", ["Accuracy on training rows", "on holdout rows", "baseline on training rows", "Advantage"],
+                [[_fmt(ai.get(k), 3) for k in ("accuracy_members", "accuracy_non_members",
+                                               "baseline_accuracy_members", "advantage")]])]
+    d = risk.get("disclosure") or {}
+    pres, base = d.get("presence") or {}, d.get("presence_baseline") or {}
+    att = d.get("attribute") or {}
+    blocks += [("p", f"Presence and attribute disclosure (Diesendruck, §4.3) on sets of {_fmt(d.get('set_size'))} "
+                     "rows; the baseline releases a fresh real holdout sample instead of the synthetic rows."),
+               ("table", ["Measure", "Released table", "Holdout baseline"],
+                [["Presence: largest ε with precision > 55 %", *(
+                    "none" if "epsilon" in p and p["epsilon"] is None else _fmt(p.get("epsilon"), 3) for p in (pres, base))],
+                 ["Presence: sensitivity at that ε", _fmt(pres.get("sensitivity"), 3), _fmt(base.get("sensitivity"), 3)],
+                 ["Attribute: sensitivity (training rows)", _fmt((att.get("members") or {}).get("sensitivity"), 3),
+                  _fmt((att.get("baseline_members") or {}).get("sensitivity"), 3)],
+                 ["Attribute: precision (training rows)", _fmt((att.get("members") or {}).get("precision"), 3),
+                  _fmt((att.get("baseline_members") or {}).get("precision"), 3)]])]
+    c = risk.get("copies") or {}
+    q = (c.get("dcr_quantiles") or {})
+    blocks += [("p", "Copies: exact and near-duplicate training rows (Gower distance ≤ "
+                     f"{_fmt(c.get('near_duplicate_distance'))}); distance to closest record (DCR) is reported, "
+                     "never gated on alone."),
+               ("table", ["Measure", "Synthetic rows", "Holdout rows (baseline)"],
+                [["Exact copies of a training row", _fmt(c.get("exact_match_rate")), _fmt(c.get("holdout_exact_match_rate"))],
+                 ["Near duplicates", _fmt(c.get("near_duplicate_rate")), _fmt(c.get("holdout_near_duplicate_rate"))],
+                 ["DCR, 5th percentile", _fmt((q.get("synthetic") or {}).get("q05")), _fmt((q.get("holdout") or {}).get("q05"))],
+                 ["DCR, median", _fmt((q.get("synthetic") or {}).get("q50")), _fmt((q.get("holdout") or {}).get("q50"))]])]
+    return blocks
+
+
+def _scorecard_blocks(metrics: dict | None) -> list[Block]:
+    blocks: list[Block] = [("h", "Fidelity and utility scorecard")]
+    if not metrics:
+        return blocks + [("p", NA)]
+    card = metrics.get("scorecard") or {}
+
+    def g(section: str, key: str) -> Any:  # the scorecard's sections, then DP-auto-GAN's (top level of metrics)
+        return (card.get(section) or metrics.get(section) or {}).get(key)
+
+    rows = [
+        ["2-way marginals, mean TV (all pairs)", g("marginal_2way", "mean_tv"), g("marginal_2way", "holdout_reference_mean_tv")],
+        ["2-way marginal error, mean L1 (PEARL)", g("marginal_2way", "pearl_mean_l1"), "—"],
+        ["3-way marginals, mean TV (sampled)", g("kway_marginal", "mean_tv"), g("kway_marginal", "holdout_reference_mean_tv")],
+        ["Correlation difference, mean |Δ|", g("correlation", "mean_abs_diff"), g("correlation", "holdout_reference_mean_abs_diff")],
+        ["Range queries (3 attributes), mean error", g("range_queries", "mean_error"), g("range_queries", "holdout_reference_mean_error")],
+        ["MMD² (Gaussian kernel)", g("mmd", "mmd2_u"), "—"],
+        ["MMD permutation p-value", g("mmd", "p_value"), "—"],
+        ["W1 between the tables", g("wasserstein1", "w1"), g("wasserstein1", "holdout_reference")],
+        ["Detection AUC (real vs synthetic)", g("detection", "auc"), "—"],
+        ["Wasserstein score (1 = identical)", g("wasserstein_score", "score"), g("wasserstein_score", "holdout_reference_score")],
+        ["2-way PCA marginal score", g("pca_marginal", "score"), g("pca_marginal", "holdout_reference_score")],
+    ]
+    blocks += [("p", "Synthetic rows against the real training rows; the reference column is the same number for "
+                     "the real holdout, the value a perfect generator would get from sampling noise alone "
+                     "(— where the metric has none)."),
+               ("table", ["Metric", "Synthetic", "Holdout reference"], [[m, _fmt(v), _fmt(r)] for m, v, r in rows])]
+    cls = card.get("classifiers") or {}
+    if "skipped" in cls or not cls:
+        return blocks + [("p", f"Classifiers: {cls.get('skipped', NA)}")]
+    body = [[name, *(_fmt((m.get(key) or {}).get(metric), 3) for key in ("tstr", "trtr") for metric in ("roc", "prc")),
+             m.get("note", "")] for name, m in {**cls.get("models", {}), "average": cls.get("average", {})}.items()]
+    return blocks + [
+        ("p", f"Ten classifiers (PEARL Table 2) predicting '{_fmt(cls.get('target'))}', tested on the real holdout: "
+              "trained on synthetic rows (TSTR) or on real training rows (TRTR)."),
+        ("table", ["Classifier", "TSTR ROC", "TSTR PRC", "TRTR ROC", "TRTR PRC", "Note"], body)]
+
+
+def _plot_blocks(plots: dict | None) -> list[Block]:
+    if not plots:
+        return []
+    return [("h", "Plots")] + [("img", name, png) for name, png in plots.items()]
 
 
 def _document(summary: dict) -> tuple[str, list[Block]]:
@@ -139,10 +279,16 @@ def _document(summary: dict) -> tuple[str, list[Block]]:
         ("p", f"Release id: {_fmt(summary.get('release_id'))}. Data set: {_fmt(summary.get('dataset'))}. "
               f"Generator: {_fmt(summary.get('generator'))}."),
         _notice(summary),
+        *_release_blocks(summary),
         *_privacy_blocks(summary.get("privacy")),
         *_gate_blocks(summary.get("gates")),
+        *_risk_blocks((summary.get("metrics") or {}).get("privacy_risk")),
         *_fidelity_blocks(summary.get("fidelity"), summary.get("fidelity_summary")),
+        *_scorecard_blocks(summary.get("metrics")),
         *_utility_blocks(summary.get("utility")),
+        *_plot_blocks(summary.get("plots")),
+        ("h", "What the guarantees cover"),
+        *[("p", text) for text in GUARANTEES],
         ("h", "Provenance"),
         ("table", ["Hash", "Value"], [["schema", _fmt(hashes.get("schema"))], ["params", _fmt(hashes.get("params"))]]),
     ]
@@ -156,7 +302,32 @@ def _md(text: Any) -> str:
 
 def render_markdown(summary: dict) -> str:
     """The release report as Markdown; see the module docstring for `summary`'s keys."""
-    title, blocks = _document(summary)
+    return _markdown(*_document(summary))
+
+
+def evaluation_markdown(generator: str, metrics: dict) -> str:
+    """The evaluation part of the report (privacy risk, fidelity, scorecard, utility) for evaluate@gen's
+    Prefect artefact, before any gate has run; `metrics` is evaluate's metrics.json."""
+    summary = {"fidelity": metrics.get("fidelity"), "fidelity_summary": metrics.get("fidelity_summary"),
+               "utility": metrics.get("utility"), "metrics": metrics}
+    return _markdown(f"Evaluation of {generator}", [
+        _notice(summary), *_risk_blocks(metrics.get("privacy_risk")),
+        *_fidelity_blocks(summary["fidelity"], summary["fidelity_summary"]), *_scorecard_blocks(metrics),
+        *_utility_blocks(summary["utility"])])
+
+
+def key_figures(metrics: dict) -> list[dict[str, str]]:
+    """Every row of the privacy-risk and scorecard tables as {"table", "row", <column>: value} dicts, for a
+    Prefect table artefact."""
+    out = []
+    for block in _risk_blocks(metrics.get("privacy_risk")) + _scorecard_blocks(metrics):
+        if block[0] == "table":
+            headers, rows = block[1], block[2]
+            out += [{"table": headers[0], **dict(zip(["row", *headers[1:]], map(str, row)))} for row in rows]
+    return out
+
+
+def _markdown(title: str, blocks: list[Block]) -> str:
     lines = [f"# {_md(title)}", ""]
     for block in blocks:
         if block[0] == "h":
@@ -169,6 +340,8 @@ def render_markdown(summary: dict) -> str:
             lines.append("|" + "---|" * len(headers))
             lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
             lines.append("")
+        elif block[0] == "img":
+            lines += [f"![{_md(PLOT_CAPTIONS.get(block[1], block[1]))}]({_md(block[1])}.png)", ""]
         else:
             _, head, text, items = block
             lines += [f"> **{_md(head)}**", ">", f"> {_md(text)}"] + [f"> - {_md(i)}" for i in items] + [""]
@@ -176,9 +349,10 @@ def render_markdown(summary: dict) -> str:
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:.5rem 0 1rem}th,td{border:1px solid #ccc;padding:.3rem .6rem;text-align:left}
+table{border-collapse:collapse;margin:.5rem 0 1rem}th,td{border:1px solid #ccc;padding:.3rem .6rem;text-align:left;overflow-wrap:anywhere}
 th{background:#f3f3f3}td.pass{color:#0a6b2d;font-weight:bold}td.fail{color:#b00020;font-weight:bold}
-.notice{border:2px solid #b26a00;background:#fff6e5;padding:.5rem 1rem;margin:1rem 0}"""
+.notice{border:2px solid #b26a00;background:#fff6e5;padding:.5rem 1rem;margin:1rem 0}
+img.plot{max-width:100%;border:1px solid #ddd}figure{margin:1rem 0}figcaption{font-size:.9rem;color:#555}"""
 
 
 def render_html(summary: dict) -> str:
@@ -201,6 +375,11 @@ def render_html(summary: dict) -> str:
                                 else f"<td>{esc(str(c))}</td>" for c in row)
                 parts.append(f"<tr>{cells}</tr>")
             parts.append("</tbody></table>")
+        elif block[0] == "img":
+            data = base64.b64encode(block[2]).decode("ascii")
+            caption = esc(PLOT_CAPTIONS.get(block[1], block[1]))
+            parts.append(f'<figure><img class="plot" alt="{caption}" src="data:image/png;base64,{data}">'
+                         f"<figcaption>{caption}</figcaption></figure>")
         else:
             _, head, text, items = block
             lis = "".join(f"<li>{esc(i)}</li>" for i in items)

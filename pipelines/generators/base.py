@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -49,6 +50,10 @@ class Generator(Protocol):
     def fit(self, X: np.ndarray, session: LedgerSession, budget: Budget | None = None) -> None: ...
     def sample(self, n: int, seed: int) -> np.ndarray: ...
     def save(self, directory: Path) -> None: ...
+
+    # Optional: `release_gates(self, real_encoded: np.ndarray) -> list[GateResult]`, the generator's own
+    # gates, run by check@gen after the ledger gate (they may read real training rows: rule 6, say so in
+    # the evidence's "outside_dp").
 
 
 def reserve_plan(generator: Any, n_rows: int, session: LedgerSession, budget: Budget | None) -> list[Event]:
@@ -148,11 +153,24 @@ def generator_class(name: str) -> type:
     if name == "pearl":
         from pipelines.generators.pearl import PEARL
         return PEARL
-    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan, ppem, dp_auto_gan, pearl")
+    if name == "iw_mmd_gan":
+        from pipelines.generators.iw_mmd_gan import IWMMDGAN
+        return IWMMDGAN
+    if name == "support_points":
+        from pipelines.generators.support_points import SupportPoints
+        return SupportPoints
+    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan, ppem, dp_auto_gan, pearl, iw_mmd_gan, "
+                     f"support_points")
+
+
+_INIT_LOCK = threading.Lock()
 
 
 def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> Generator:
-    return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
+    """Constructors seed torch's process-wide RNG (fork_rng + manual_seed) to initialise their networks;
+    one at a time, or generators built concurrently by the flow's threads would interleave its draws."""
+    with _INIT_LOCK:
+        return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
 
 
 def load_generator(name: str, directory: Path) -> Generator:

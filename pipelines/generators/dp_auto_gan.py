@@ -56,6 +56,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipelines import progress
 from pipelines.data.layout import Layout
 from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
                                       reserve_plan, save_networks)
@@ -65,6 +66,7 @@ from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
 from pipelines.privacy.dpsgd import clip_and_noise, example_grads, poisson_sample
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
+from pipelines.privacy.noise import training_generators
 
 DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
     "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
@@ -91,7 +93,9 @@ DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.y
     "noise_dim": 64,              # generator input z ~ N(0, I) (paper: 64)
     "generator_hidden": [64, 64], # paper: [64, 64] then d
     "gumbel_tau": 0.2,            # temperature of the relaxed binary / categorical output heads
-    "seed": 0,
+    "seed": 0,                    # initialisation and sampling (public)
+    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
+                                  # an integer is for tests only: a published noise seed voids the guarantee
 }
 PHASES = ("autoencoder_", "")
 
@@ -243,14 +247,13 @@ class DPAutoGAN:
         if data.shape != (self.privacy["n_rows"], self.layout.width):
             raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, "
                              f"{self.layout.width})")
-        seed = int(self.params["seed"])
-        self._train_autoencoder(data, torch.Generator(device=self.device).manual_seed(seed),
-                                torch.Generator().manual_seed(seed + 1))
+        noise_seed = self.params["noise_seed"]
+        self._train_autoencoder(data, *training_generators(noise_seed, f"{self.name}:autoencoder", self.device))
         priv = self.privacy
         self.autoencoder.eval()  # phase 2: the decoder is frozen (the generator step updates w only)
         train_wgan(self.name, self.critic, self.generator, self._fake, data, priv["sample_rate"], priv["steps"],
                    priv["noise_multiplier"], priv["clip_norm"], self.params,
-                   torch.Generator(device=self.device).manual_seed(seed + 2), torch.Generator().manual_seed(seed + 3))
+                   *training_generators(noise_seed, f"{self.name}:wgan", self.device))
         session.record(planned)
 
     def _train_autoencoder(self, data: torch.Tensor, rng: torch.Generator, sample_rng: torch.Generator) -> None:
@@ -269,6 +272,7 @@ class DPAutoGAN:
             for name, param in params.items():
                 param.grad = grads[name]
             opt.step()
+            progress.report(f"{self.name}:autoencoder", step, steps)
             if step % report_every == 0 or step == steps:
                 # A reconstruction loss on real rows is not covered by DP: it is printed only when ε = inf.
                 shown = "" if sigma > 0 else f"  batch reconstruction loss {self._batch_loss(loss, batch):.4f}"

@@ -22,6 +22,7 @@ from pipelines.generators.heads import OutputHeads
 from pipelines.generators.wgan import Critic, mlp, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
+from pipelines.privacy.noise import training_generators
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,             # target ε; "inf" trains without clipping or noise
@@ -38,7 +39,9 @@ DEFAULTS: dict[str, Any] = {
     "critic_hidden": [32],      # small on purpose: DP noise grows with the number of critic parameters
     "generator_hidden": [64, 64],
     "gumbel_tau": 0.2,          # temperature of the relaxed binary / categorical output heads
-    "seed": 0,
+    "seed": 0,                  # initialisation and sampling (public)
+    "noise_seed": None,         # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
+                                # an integer is for tests only: a published noise seed voids the guarantee
 }
 
 
@@ -112,10 +115,10 @@ class DPWGAN:
         session.record(planned)
 
     def _train(self, data: torch.Tensor) -> None:
-        p, priv, seed = self.params, self.privacy, int(self.params["seed"])
-        rng = torch.Generator(device=self.device).manual_seed(seed)
+        p, priv = self.params, self.privacy
+        rng, sample_rng = training_generators(p["noise_seed"], self.name, self.device)
         train_wgan(self.name, self.critic, self.generator, self._fake, data, priv["sample_rate"], priv["steps"],
-                   priv["noise_multiplier"], priv["clip_norm"], p, rng, torch.Generator().manual_seed(seed + 1))
+                   priv["noise_multiplier"], priv["clip_norm"], p, rng, sample_rng)
 
     def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:
         z = torch.randn(n, self.generator.latent_dim, generator=rng, device=self.device)

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipelines import progress
 from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
                                       reserve_plan, save_networks)
@@ -51,6 +52,7 @@ from pipelines.privacy.embeddings import (cf_features, class_embeddings, distanc
                                           embedding_sums, encoded_diameter, mean_distance, pairwise_distance_sum,
                                           release_embedding, release_mean_distance)
 from pipelines.privacy.events import Event, NonPrivateEvent, event_to_dict
+from pipelines.privacy.noise import numpy_noise_rng
 
 DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
@@ -288,8 +290,7 @@ class PEARL:
         priv, n = self.privacy, data.shape[0]
         x = data[:, self.feature_cols]
         labels = labels_of(data, self.target) if self.target is not None else None
-        noise_seed = self.params["noise_seed"]
-        rng = np.random.default_rng(None if noise_seed is None else int(noise_seed))
+        rng = numpy_noise_rng(self.params["noise_seed"], f"{self.name}:embedding")
         private = priv["embedding_noise_multiplier"] > 0
         if private:
             length_scale, aux = release_mean_distance(x, self.diameter, priv["distance_noise_multiplier"], rng)
@@ -337,6 +338,7 @@ class PEARL:
                 (-(w * disc.detach()).sum()).backward()
                 opt_c.step()
                 self.critic.project(float(p["critic_min_ess"]))
+            progress.report(self.name, step, steps)
             if step % report_every == 0 or step == steps:
                 print(f"pearl step {step}/{steps}  CFD²_w {loss.item():.5f}  uniform CFD² {disc.mean().item():.5f}"
                       f"  weights' ESS {self.critic.effective_sample_size():.0f}/{k}"

@@ -44,6 +44,7 @@ import torch
 from scipy.stats import chi2
 from torch import nn
 
+from pipelines import progress
 from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
                                       reserve_plan, save_networks)
@@ -54,6 +55,7 @@ from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_gr
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 from pipelines.privacy.gates import GateResult, alpha_lmdp_gate
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
+from pipelines.privacy.noise import training_generators
 
 DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
     "epsilon": 1.0,               # target ε (paper: 1); "inf" trains without clipping or noise
@@ -78,7 +80,9 @@ DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
     "gate_bootstrap": 1000,       # α-LMDP gate: wild-bootstrap draws of the quadratic KSD test
     "gate_permutations": 1000,    # permutations of the MMD test
     "gate_max_rows": 2000,        # rows (a seeded random subset) the O(n²) gate statistics use
-    "seed": 0,
+    "seed": 0,                    # initialisation, sampling and the gate's subset (public)
+    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
+                                  # an integer is for tests only: a published noise seed voids the guarantee
 }
 NUMERIC = ("continuous", "integer")
 
@@ -307,8 +311,7 @@ class PPEM:
         n, q, steps = xp_all.shape[0], priv["sample_rate"], priv["steps"]
         sigma, clip, ksd_clip = priv["noise_multiplier"], priv["clip_norm"], priv["ksd_clip"]
         expected, n_fake, m, private = q * n, int(p["batch_size"]), float(p["margin"]), sigma > 0
-        rng = torch.Generator(device=self.device).manual_seed(int(p["seed"]))
-        sample_rng = torch.Generator().manual_seed(int(p["seed"]) + 1)
+        rng, sample_rng = training_generators(p["noise_seed"], self.name, self.device)
         adam = {"betas": (0.5, 0.9)}
         opts = [torch.optim.Adam(net.parameters(), lr=p["lr_energy"] if "energy" in k else p["lr_generator"], **adam)
                 for k, net in self.networks.items()]
@@ -343,6 +346,7 @@ class PPEM:
                 opts[2].step()
                 self._step(opts[3], self.gen_c, self._conditional_generator_gradient(xp, rng, clip, sigma, expected))
                 log["generator"] = loss_m.item()
+            progress.report(self.name, step, steps)
             if step % report_every == 0 or step == steps:
                 # Batch statistics on real rows are not covered by DP: printed only when ε = inf.
                 ksd = "" if private else f"  batch Ŝ_l,n {log['ksd']:.2f}"
@@ -400,6 +404,10 @@ class PPEM:
         """s_ξ(x′) = −∇ₓ E_ξ(x′), the score of p_ξ ∝ exp(−E_ξ) (no partition function needed, §3.5)."""
         x = torch.as_tensor(x_prime, dtype=torch.float32, device=self.device).detach().requires_grad_(True)
         return -torch.autograd.grad(self.energy_m(x).sum(), x)[0].detach()
+
+    def release_gates(self, real_encoded: np.ndarray) -> list[GateResult]:
+        """The generator's own gates for `check@ppem` (base.Generator.release_gates)."""
+        return [self.alpha_lmdp_gate(real_encoded)]
 
     def alpha_lmdp_gate(self, real_encoded: np.ndarray, seed: int | None = None) -> GateResult:
         """The α-LMDP gate (§5.2.1) on the real encoded training rows: passes iff, at level α, the quadratic

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from pipelines import progress
 from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, poisson_sample
 
@@ -131,6 +132,7 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
             loss.backward(inputs=list(generator.parameters()))
             opt_g.step()
             g_loss = loss.item()
+        progress.report(label, step, steps)
         if step % report_every == 0 or step == steps:
             # A critic loss on real rows is not covered by DP: it is printed only when ε = inf.
             with torch.no_grad():

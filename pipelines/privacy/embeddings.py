@@ -60,20 +60,22 @@ def embedding_event(k: int, conditional: bool, n: int, noise_multiplier: float) 
 
 
 def embedding_sums(x: Tensor, labels: Tensor | None, n_classes: int, freqs: Tensor,
-                   chunk: int = 4096) -> np.ndarray:
+                   chunk: int = 4096, weights: Tensor | None = None) -> np.ndarray:
     """Σ_i v(x_i, y_i) (`embedding_sensitivity`): row c = [√k·N_c, Σ_{y_i=c} cos(ω·x_i), Σ_{y_i=c} sin(ω·x_i)]
-    (C, 2k + 1); without labels one row Σ_i [cos, sin], shape (1, 2k). Accumulated in float64."""
+    (C, 2k + 1); without labels one row Σ_i [cos, sin], shape (1, 2k). Accumulated in float64.
+    `weights` w_i scale each record's v (importance-weighted sums, `pipelines.privacy.weighted_embedding`)."""
     k = freqs.shape[0]
+    w = torch.ones(x.shape[0], dtype=torch.float64, device=x.device) if weights is None else weights.double()
     if labels is None:
         total = torch.zeros(1, 2 * k, dtype=torch.float64, device=x.device)
         for i in range(0, x.shape[0], chunk):
-            total += cf_features(x[i:i + chunk], freqs).double().sum(0, keepdim=True)
+            total += w[i:i + chunk] @ cf_features(x[i:i + chunk], freqs).double()
         return total.cpu().numpy()
     total = torch.zeros(n_classes, 2 * k, dtype=torch.float64, device=x.device)
     for i in range(0, x.shape[0], chunk):
-        onehot = torch.nn.functional.one_hot(labels[i:i + chunk], n_classes).double()
+        onehot = torch.nn.functional.one_hot(labels[i:i + chunk], n_classes).double() * w[i:i + chunk, None]
         total += onehot.T @ cf_features(x[i:i + chunk], freqs).double()
-    counts = torch.bincount(labels, minlength=n_classes).double()[:, None]
+    counts = torch.bincount(labels, weights=w, minlength=n_classes)[:, None]
     return torch.cat([math.sqrt(k) * counts, total], dim=1).cpu().numpy()
 
 

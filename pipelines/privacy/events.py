@@ -63,8 +63,14 @@ class PureEpsilonEvent:
 
 @dataclass(frozen=True)
 class NonPrivateEvent:
-    """Data accessed without a DP guarantee (ε = ∞), e.g. a generator trained with epsilon: inf."""
+    """Data accessed without a DP guarantee (ε = ∞), e.g. a generator trained with epsilon: inf.
+
+    `internal`: made for an internal-only release (params `privacy.internal_release: true`). Such an
+    access is recorded like any other but is not composed into the data set's budget for external
+    releases (its output never leaves the data holder); without the flag it costs ε = ∞ and is refused.
+    """
     reason: str
+    internal: bool = False
     kind: ClassVar[str] = "non_private"
 
 

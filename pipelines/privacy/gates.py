@@ -1,6 +1,7 @@
 """Release gates: functions of (model, data, config) -> pass/fail + evidence (ARCHITECTURE §3)."""
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipelines.errors import LedgerIntegrityError
+from pipelines.privacy.events import NonPrivateEvent
 from pipelines.privacy.ledger import Ledger
 
 if TYPE_CHECKING:
@@ -26,9 +28,10 @@ class GateResult:
 
 
 def ledger_gate(ledger: Ledger, dataset: str, delta: float, lifetime_epsilon: float,
-                model_row_ids: list[int]) -> GateResult:
+                model_row_ids: list[int], internal_release: bool = False) -> GateResult:
     """Recompute the data set's total ε from every recorded event; pass iff it is within budget,
-    the hash chain verifies, and the model's own ledger rows are present.
+    the hash chain verifies, the model's own ledger rows are present, and the model is private, or
+    non-private for an internal-only release (`internal_release`; labelled NON-PRIVATE in the evidence).
 
     Uses only the ledger (public metadata about mechanisms), never the data.
     """
@@ -38,10 +41,17 @@ def ledger_gate(ledger: Ledger, dataset: str, delta: float, lifetime_epsilon: fl
         return GateResult("ledger", False, {"chain_ok": False, "error": str(e)})
     total = ledger.spent(dataset, delta)
     total_rdp = ledger.spent_rdp(dataset, delta)
-    present = {r["seq"] for r in ledger.rows(dataset)}
-    missing = sorted(set(model_row_ids) - present)
-    passed = math.isfinite(total) and total <= lifetime_epsilon and not missing and bool(model_row_ids)
+    rows = {r["seq"]: r for r in ledger.rows(dataset)}
+    missing = sorted(set(model_row_ids) - set(rows))
+    non_private = any(json.loads(rows[i]["event_json"])["kind"] == NonPrivateEvent.kind
+                      for i in model_row_ids if i in rows)
+    passed = (math.isfinite(total) and total <= lifetime_epsilon and not missing and bool(model_row_ids)
+              and (internal_release or not non_private))
     return GateResult("ledger", passed, {
+        "non_private": non_private, "internal_release": internal_release,
+        "label": ("NON-PRIVATE (internal release only)" if non_private and internal_release else
+                  "NON-PRIVATE: refused (set privacy.internal_release: true for an internal-only release)"
+                  if non_private else "differentially private"),
         "chain_ok": True, "ledger_rows": chain["rows"], "ledger_head": chain["head"],
         "epsilon_total_pld": total, "epsilon_total_rdp": total_rdp, "delta": delta,
         "lifetime_epsilon": lifetime_epsilon, "model_row_ids": list(model_row_ids),

@@ -7,7 +7,9 @@ reservation by `reservation_seq` (the seq of the reservation's first planned row
 
 Effective events of a data set: for every reservation, its spent events if they were recorded,
 otherwise its planned events (a run that crashed after reserving may have touched the data, so its
-plan counts until actuals arrive). ε is always recomputed from them with the PLD accountant.
+plan counts until actuals arrive). ε is always recomputed from them with the PLD accountant. Non-private
+events of an internal-only release (`NonPrivateEvent.internal`) are recorded but not composed into the
+budget for external releases (`external`).
 
 Integrity: seq runs 1, 2, 3, … without gaps; row_hash = sha256(prev_hash + canonical JSON of all
 other columns), prev_hash = the previous row's row_hash (64 zeros for row 1). Every write happens
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
@@ -32,7 +35,7 @@ from sqlalchemy import (Column, Connection, Integer, MetaData, String, Table, Te
 from pipelines.errors import BudgetExceededError, LedgerIntegrityError
 from pipelines.io import canonical_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
-from pipelines.privacy.events import Event, event_from_dict, event_to_dict
+from pipelines.privacy.events import Event, NonPrivateEvent, event_from_dict, event_to_dict
 
 GENESIS_HASH = "0" * 64
 HASHED_FIELDS = ("seq", "dataset", "run_id", "stage", "status", "reservation_seq", "event_json", "created_at")
@@ -103,7 +106,7 @@ class Ledger:
         """Atomically check the data set's budget and append `events` as 'planned' rows.
 
         Raises BudgetExceededError (nothing written) if ε(effective events + `events`) at `delta`
-        exceeds `budget_epsilon`.
+        exceeds `budget_epsilon`. Internal non-private events are recorded but not composed (`external`).
         """
         events = tuple(events)
         if not events:
@@ -114,14 +117,18 @@ class Ledger:
 
         def write(conn: Connection) -> Reservation:
             head_seq, head_hash = _head(conn)
-            current = _effective(_dataset_rows(conn, dataset))
-            after = epsilon_pld(current + list(events), delta)
-            if after > budget_epsilon:
-                raise BudgetExceededError(dataset, epsilon_pld(current, delta), planned, after, budget_epsilon)
+            after = _refuse_over_budget(_dataset_rows(conn, dataset), dataset, events, delta, budget_epsilon)
             ids = _append(conn, head_seq, head_hash, dataset, run_id, stage, "planned", head_seq + 1, events)
             return Reservation(dataset, run_id, stage, ids[0], tuple(ids), events, delta, planned, after)
 
         return self._transact(write)
+
+    def check_budget(self, dataset: str, events: Sequence[Event], delta: float, budget_epsilon: float) -> float:
+        """What `reserve` would decide, without writing or locking: ε after `events`, or BudgetExceededError.
+
+        A pre-flight check (a run's whole plan before any stage trains); only `reserve` is atomic.
+        """
+        return _refuse_over_budget(self.rows(dataset), dataset, tuple(events), delta, budget_epsilon)
 
     def record(self, reservation: Reservation, events: Sequence[Event]) -> list[int]:
         """Append the actual `events` of `reservation` as 'spent' rows; returns their seqs.
@@ -154,9 +161,11 @@ class Ledger:
 
         return self._transact(write)
 
-    def session(self, dataset: str, run_id: str, stage: str, delta: float, budget_epsilon: float) -> LedgerSession:
-        """A `pipelines.generators.base.LedgerSession` bound to one (data set, run, stage)."""
-        return LedgerSession(self, dataset, run_id, stage, delta, budget_epsilon)
+    def session(self, dataset: str, run_id: str, stage: str, delta: float, budget_epsilon: float,
+                internal: bool = False) -> LedgerSession:
+        """A `pipelines.generators.base.LedgerSession` bound to one (data set, run, stage); `internal`:
+        the stage serves an internal-only release, so its non-private events are marked internal."""
+        return LedgerSession(self, dataset, run_id, stage, delta, budget_epsilon, internal)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -170,12 +179,12 @@ class Ledger:
         return _effective(self.rows(dataset))
 
     def spent(self, dataset: str, delta: float) -> float:
-        """ε at `delta` of the data set's effective events (PLD accountant)."""
-        return epsilon_pld(self.effective_events(dataset), delta)
+        """ε at `delta` of the data set's effective events for external releases (PLD accountant)."""
+        return epsilon_pld(external(self.effective_events(dataset)), delta)
 
     def spent_rdp(self, dataset: str, delta: float) -> float:
         """ε at `delta` of the data set's effective events by RDP (cross-check; ≥ `spent`)."""
-        return epsilon_rdp(self.effective_events(dataset), delta)
+        return epsilon_rdp(external(self.effective_events(dataset)), delta)
 
     def verify(self, expect_head: str | None = None) -> dict:
         """Check the whole chain; returns {'rows': n, 'head': last row_hash (64 zeros if empty)}.
@@ -231,9 +240,9 @@ class LedgerSession:
     """What a generator sees of the ledger (the protocol in pipelines.generators.base)."""
 
     def __init__(self, ledger: Ledger, dataset: str, run_id: str, stage: str, delta: float,
-                 budget_epsilon: float) -> None:
+                 budget_epsilon: float, internal: bool = False) -> None:
         self.ledger, self.dataset, self.run_id, self.stage = ledger, dataset, run_id, stage
-        self.delta, self.budget_epsilon = delta, budget_epsilon
+        self.delta, self.budget_epsilon, self.internal = delta, budget_epsilon, internal
         self.reservation: Reservation | None = None
         self.row_ids: list[int] = []
 
@@ -242,15 +251,25 @@ class LedgerSession:
         if self.reservation is not None:
             raise ValueError(f"session {self.dataset}/{self.run_id}/{self.stage} already holds reservation "
                              f"{self.reservation.seq}")
-        self.reservation = self.ledger.reserve(self.dataset, self.run_id, self.stage, events, self.delta,
-                                               self.budget_epsilon)
+        self.reservation = self.ledger.reserve(self.dataset, self.run_id, self.stage, self._mark(events),
+                                               self.delta, self.budget_epsilon)
 
     def record(self, events: list[Event]) -> list[int]:
         """Record the actual events of this session's reservation; returns (and keeps) their row ids."""
         if self.reservation is None:
             raise ValueError("record called before reserve: planned spend must be reserved before data is read")
-        self.row_ids = self.ledger.record(self.reservation, events)
+        self.row_ids = self.ledger.record(self.reservation, self._mark(events))
         return self.row_ids
+
+    def check(self, events: list[Event]) -> float:
+        """Dry run of `reserve(events)` (nothing written): ε after them, or BudgetExceededError."""
+        return self.ledger.check_budget(self.dataset, self._mark(events), self.delta, self.budget_epsilon)
+
+    def _mark(self, events: Sequence[Event]) -> list[Event]:
+        """In an internal session, non-private events become internal ones."""
+        if not self.internal:
+            return list(events)
+        return [replace(e, internal=True) if isinstance(e, NonPrivateEvent) else e for e in events]
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -285,6 +304,26 @@ def _dataset_rows(conn: Connection, dataset: str) -> list[dict]:
 
 def _event(row: dict) -> Event:
     return event_from_dict(json.loads(row["event_json"]))
+
+
+def external(events: Sequence[Event]) -> list[Event]:
+    """The events that count against the budget for external releases: all but internal non-private ones."""
+    return [e for e in events if not (isinstance(e, NonPrivateEvent) and e.internal)]
+
+
+def _refuse_over_budget(rows: list[dict], dataset: str, events: Sequence[Event], delta: float,
+                        budget_epsilon: float) -> float:
+    """ε of the data set's effective `rows` plus `events`; BudgetExceededError if above `budget_epsilon`."""
+    current = external(_effective(rows))
+    after = epsilon_pld(current + external(events), delta)
+    if after > budget_epsilon:
+        planned = epsilon_pld(events, delta)
+        fix = None if math.isfinite(planned) else (
+            "a non-private (epsilon: inf) stage can only serve an internal release: train with a finite "
+            "epsilon, or set privacy.internal_release: true in params.yaml if nothing it produces will "
+            "leave your organisation")
+        raise BudgetExceededError(dataset, epsilon_pld(current, delta), planned, after, budget_epsilon, fix)
+    return after
 
 
 def _effective(rows: list[dict]) -> list[Event]:

@@ -1,0 +1,72 @@
+"""The release flow's task runner and per-task resources, chosen in params.yaml `orchestration`.
+
+  orchestration:
+    task_runner: threads | dask      threads (default): one process; dask: prefect-dask's DaskTaskRunner
+    max_workers: 4                   threads: concurrent tasks
+    dask_address: null               dask: a running scheduler (tcp://host:8786), e.g. on Kubernetes;
+                                     null: a local cluster of `dask_workers` single-threaded processes
+    dask_workers: 2
+
+With `device: cuda`, torch stages (train, evaluate) ask Dask for one `GPU` resource, so they only
+run on workers started with `--resources GPU=1` (a local cluster declares one per worker). Workers of
+a remote cluster need the project importable and should preload it: `dask worker ADDRESS --preload
+tasks.train` (README, "Scale-out").
+"""
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+
+from pipelines.errors import InputError
+
+RUNNERS = ("threads", "dask")
+PRELOAD = ("tasks.train",)   # workers import the stages (torch, prefect) at start-up, not in the first task
+DEFAULTS = {"task_runner": "threads", "max_workers": 4, "dask_address": None, "dask_workers": 2}
+
+
+def orchestration(params: dict[str, Any]) -> dict[str, Any]:
+    """params['orchestration'] over DEFAULTS, checked (unknown keys and runners are refused)."""
+    cfg = params.get("orchestration") or {}
+    unknown = set(cfg) - set(DEFAULTS)
+    if unknown:
+        raise InputError(f"unknown orchestration keys {sorted(unknown)}.", file="params.yaml",
+                         fix=f"use only {sorted(DEFAULTS)}.")
+    cfg = {**DEFAULTS, **cfg}
+    if cfg["task_runner"] not in RUNNERS:
+        raise InputError(f"orchestration.task_runner must be one of {list(RUNNERS)}, got {cfg['task_runner']!r}.",
+                         file="params.yaml", fix="set 'task_runner: threads' (one machine) or 'dask'.")
+    for key in ("max_workers", "dask_workers"):
+        if not (isinstance(cfg[key], int) and cfg[key] >= 1):
+            raise InputError(f"orchestration.{key} must be a positive integer, got {cfg[key]!r}.",
+                             file="params.yaml", fix=f"e.g. '{key}: {DEFAULTS[key]}'.")
+    return cfg
+
+
+def task_runner(params: dict[str, Any]) -> TaskRunner:
+    """The task runner params.yaml asks for."""
+    cfg = orchestration(params)
+    if cfg["task_runner"] == "threads":
+        return ThreadPoolTaskRunner(max_workers=cfg["max_workers"])
+    from prefect_dask import DaskTaskRunner
+    if cfg["dask_address"]:
+        ledger = str((params.get("privacy") or {}).get("ledger", ""))
+        if "://" not in ledger or ledger.startswith("sqlite"):
+            raise InputError(f"a remote Dask cluster ({cfg['dask_address']}) runs stages on other machines, which "
+                             f"cannot share the SQLite ledger {ledger!r} safely.", file="params.yaml",
+                             fix="set privacy.ledger to a PostgreSQL URL (postgresql+psycopg://user@host/db).")
+        return DaskTaskRunner(address=cfg["dask_address"])
+    worker = {"resources": {"GPU": 1}} if params.get("device") == "cuda" else {}
+    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
+                          cluster_kwargs={"n_workers": cfg["dask_workers"], "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": None, "preload": list(PRELOAD),
+                                          **worker})
+
+
+def torch_resources(params: dict[str, Any]) -> AbstractContextManager:
+    """Around a torch stage's submit: Dask resource `GPU: 1` when params say `device: cuda`."""
+    if params.get("device") == "cuda" and orchestration(params)["task_runner"] == "dask":
+        import dask
+        return dask.annotate(resources={"GPU": 1})
+    return nullcontext()

@@ -1,0 +1,94 @@
+"""The whole privacy-risk suite on one synthetic table, configured by params.yaml `evaluate.attacks`."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipelines.errors import InputError
+from pipelines.evaluation.attacks import anonymeter
+from pipelines.evaluation.attacks.disclosure import copies, disclosure
+from pipelines.evaluation.attacks.inference import attribute_inference
+from pipelines.evaluation.attacks.membership import membership_inference, split_targets
+
+# params.yaml `evaluate.attacks` (data-independent defaults; every random choice seeded by evaluate.seed)
+DEFAULTS: dict[str, Any] = {
+    "max_rows": 2000,                 # members and non-members per membership/inference attack (each)
+    "bootstrap": 200,                 # bootstrap resamples of the membership AUC interval
+    "n_attacks": 500,                 # targets (linkability, inference) or queries (singling out) per attack
+    "singling_out_columns": 3,        # predicates per multivariate singling-out query
+    "neighbours": 1,                  # linkability: nearest synthetic rows compared per side
+    "secret": None,                   # the secret column; null = the schema's target
+    "known": None,                    # the columns the attacker knows; null = every other column
+    "linkability_columns": None,      # [[A...], [B...]]; null = a seeded random halving of the columns
+    "tolerance": 0.05,                # a numeric guess is correct within this share of the schema range
+    "disclosure_fraction": 0.05,      # thesis §4.3: set size as a share of the training rows
+    "near_duplicate_distance": 0.01,  # Gower DCR at or below which a synthetic row is a near duplicate
+}
+OUTSIDE_DP = ("privacy-risk attacks (membership inference, attribute inference, singling out, linkability, "
+              "inference, presence/attribute disclosure, exact-match and near-duplicate rates) computed on real "
+              "training and holdout rows")
+
+
+def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
+    """`evaluate.attacks` merged over DEFAULTS and checked against the schema (clear errors otherwise)."""
+    s = {**DEFAULTS, **(raw or {})}
+    unknown = sorted(set(s) - set(DEFAULTS))
+    if unknown:
+        raise InputError(f"unknown evaluate.attacks keys {unknown}.", file="params.yaml",
+                         fix=f"use only {sorted(DEFAULTS)}.")
+    names = [c.name for c in schema.columns]
+    s["secret"] = s["secret"] or schema.target
+    if s["secret"] not in names:
+        raise InputError(f"evaluate.attacks.secret must name a schema column, got {s['secret']!r}.",
+                         file="params.yaml", fix="set it to a column of the public schema (or declare a target).")
+    s["known"] = list(s["known"] or [n for n in names if n != s["secret"]])
+    links = s["linkability_columns"]
+    if links is None:
+        order = np.random.default_rng(0).permutation(names).tolist()
+        links = [order[: len(order) // 2], order[len(order) // 2:]]
+    for group in (s["known"], *links):
+        bad = sorted(set(group) - set(names))
+        if bad or not group:
+            raise InputError(f"evaluate.attacks lists columns {bad or group!r} that are not (all) schema columns.",
+                             file="params.yaml", fix=f"use non-empty lists of {names}.")
+    if set(links[0]) & set(links[1]) or s["secret"] in s["known"]:
+        raise InputError("the linkability column sets must be disjoint, and `known` must not contain the secret.",
+                         file="params.yaml", fix="edit evaluate.attacks.linkability_columns / known.")
+    s["linkability_columns"] = [list(links[0]), list(links[1])]
+    for key in ("bootstrap", "n_attacks", "singling_out_columns", "neighbours"):
+        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < 1:
+            raise InputError(f"evaluate.attacks.{key} must be a positive integer, got {s[key]!r}.",
+                             file="params.yaml", fix=f"set it to {DEFAULTS[key]}.")
+    for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
+        if not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
+            raise InputError(f"evaluate.attacks.{key} must be in (0, 1), got {s[key]!r}.", file="params.yaml",
+                             fix=f"set it to {DEFAULTS[key]}.")
+    return s
+
+
+def privacy_risk(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, schema: Any,
+                 s: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Every attack of the package on S against the real training (members) and holdout (non-members) rows."""
+    rng = np.random.default_rng(seed)
+    columns = list(schema.columns)
+    split = split_targets(train, holdout, s["max_rows"], rng)
+    control = split.non_members
+    return {
+        "settings": s,
+        "membership": membership_inference(split, synth, columns, s["bootstrap"], rng),
+        "attribute_inference": attribute_inference(split, synth, columns, s["secret"], s["known"], s["tolerance"],
+                                                   seed),
+        "anonymeter": {
+            "singling_out_univariate": anonymeter.singling_out(train, synth, control, columns, s["n_attacks"], 1, rng),
+            "singling_out_multivariate": anonymeter.singling_out(train, synth, control, columns, s["n_attacks"],
+                                                                 s["singling_out_columns"], rng),
+            "linkability": anonymeter.linkability(train, synth, control, columns, tuple(s["linkability_columns"]),
+                                                  s["n_attacks"], s["neighbours"], rng),
+            "inference": anonymeter.inference(train, synth, control, columns, s["secret"], s["known"], s["n_attacks"],
+                                              s["tolerance"], rng)},
+        "disclosure": disclosure(train, synth, holdout, columns, s["disclosure_fraction"], 5, s["tolerance"], rng),
+        "copies": copies(train, synth, holdout, columns, s["near_duplicate_distance"], s["max_rows"], rng),
+        "outside_dp": OUTSIDE_DP,
+    }

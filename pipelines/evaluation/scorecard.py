@@ -1,0 +1,51 @@
+"""The release's joint-fidelity and utility scorecard, next to DP-auto-GAN's metrics (``unsupervised``):
+
+- all 2-way marginals (TV, and PEARL's 2-way marginal error: the mean L1 distance = 2·TV, appendix I.1);
+- the correlation-matrix difference (``association``);
+- Gaussian-kernel MMD with a permutation p-value, W1 between the full tables, detection AUC (``joint``);
+- the 10 classifiers of PEARL's Table 2, TSTR next to TRTR, ROC and PRC (``classifiers``);
+- 1,000 random 3-attribute range queries (``queries``).
+
+Every number reads real rows (outside the DP guarantee).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from pipelines.evaluation.association import correlation_difference
+from pipelines.evaluation.classifiers import tstr_classifiers
+from pipelines.evaluation.joint import detection_auc, mmd_test, table_wasserstein1
+from pipelines.evaluation.marginals import kway_marginal_tv
+from pipelines.evaluation.queries import range_query_error
+
+# params.yaml `evaluate:` knobs of the scorecard (data-independent defaults; null = no cap for the row caps)
+DEFAULTS = {"mmd_max_rows": 1000,          # rows per side of the MMD Gram matrix (seeded subsample)
+            "mmd_permutations": 200,       # permutations of the MMD p-value
+            "detection_max_rows": 2000,    # rows per class of the real-vs-synthetic detection classifier
+            "classifier_max_rows": 5000,   # training rows (each table) of the 10 TSTR/TRTR classifiers
+            "range_queries": 1000,         # PEARL I.1: 1,000 random range queries ...
+            "range_query_attributes": 3}   # ... over three attributes each
+NULLABLE = ("mmd_max_rows", "detection_max_rows", "classifier_max_rows")
+
+
+def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
+              k: dict[str, int | None]) -> dict[str, Any]:
+    """The scorecard (module docstring); `k` holds DEFAULTS' keys and `ot_max_rows`, `kway_bins`."""
+    columns = list(sch.columns)
+    pairs = kway_marginal_tv(train, synth, holdout, columns, 2, math.comb(len(columns), 2), k["kway_bins"], seed)
+    if "skipped" not in pairs:
+        pairs["pearl_mean_l1"] = 2 * pairs["mean_tv"]
+    return {
+        "marginal_2way": pairs,
+        "correlation": correlation_difference(train, synth, holdout, columns),
+        "mmd": mmd_test(train, synth, columns, k["mmd_permutations"], k["mmd_max_rows"], seed),
+        "wasserstein1": table_wasserstein1(train, synth, holdout, columns, k["ot_max_rows"], seed),
+        "detection": detection_auc(train, synth, columns, k["detection_max_rows"], seed),
+        "range_queries": range_query_error(train, synth, holdout, columns, k["range_queries"],
+                                           k["range_query_attributes"], seed),
+        "classifiers": (tstr_classifiers(train, synth, holdout, columns, sch.target, seed, k["classifier_max_rows"])
+                        if sch.target else {"skipped": "schema declares no target"}),
+    }

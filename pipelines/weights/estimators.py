@@ -1,0 +1,161 @@
+"""The weight estimators of params.yaml `weights.estimator`: plan (public quantities only), then estimate.
+
+  logreg, mlp      non-private references (a NonPrivateEvent; never releasable outside internal releases)
+  beta_noised      Ji & Elkan: Laplace noise on the logistic coefficients (biased, Proposition 1)
+  output_lapl      Corollary 1: Laplace noise on each released log-weight, mean log(1 − ρ²)
+  output_norm      Corollary 2: Gaussian noise on each released log-weight, mean −γ²/2
+  priv_mlp         the classifier MLP under the relaxed DP-SGD of Algorithm 1
+  discriminator    the generator's released critic (post-processing: no event)
+
+`plan` sees only the public row counts N_D (departure 1) and N_G, the layout and the settings, so the
+stage reserves its events before a private row is read. `estimate` returns the log-weights of the
+first N_S synthetic rows (N_S = N_G except for the output-noised estimators, whose cost grows with N_S)
+and, for estimators whose model is itself private or public, the logit function that beta calibration
+may apply to public calibration rows.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from pipelines.data.layout import Layout
+from pipelines.privacy.accountant import calibrate_noise_multiplier
+from pipelines.privacy.events import Event, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
+from pipelines.privacy.noise import numpy_noise_rng, torch_noise_generator
+from pipelines.weights import logistic, relaxed_dpsgd
+from pipelines.weights.discriminator import critic_log_weights
+
+ESTIMATORS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp", "discriminator")
+NON_PRIVATE = ("logreg", "mlp")
+READS_PRIVATE_ROWS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp")
+
+# Data-independent defaults (privacy rule 5). Logistic: the paper's λ = 0.1; MLP: two ReLU layers (§4)
+# trained by SGD at the paper's learning rate scale with lots of L = batch_size rows in expectation.
+DEFAULTS: dict[str, Any] = {
+    "l2": 0.1,                  # λ of J_D (logistic estimators)
+    "rho_max": 0.5,             # output_lapl: largest Laplace scale ρ (< 1; < 1/2 keeps the variance finite)
+    "gamma_max": 1.0,           # output_norm: largest Gaussian std γ (Var e^ζ' = e^{γ²} − 1)
+    "hidden": [32, 32],         # mlp / priv_mlp
+    "epochs": 10,               # passes over N_D + N_G in expectation: T = ceil(epochs / q)
+    "batch_size": 64,           # L: expected lot size, q = L / (N_D + N_G)
+    "clip_norm": 1.0,           # C
+    "lr": 0.05,
+    "momentum": 0.9,
+    "critic_temperature": 1.0,  # discriminator: w ∝ exp(D / T)
+    "seed": 0,                  # public: initialisation and the synthetic rows' lots
+    "noise_seed": None,         # DP noise and the private lots: OS entropy unless set (tests)
+}
+
+
+@dataclass
+class WeightPlan:
+    """What an estimator will spend and release, fixed before any private row is read."""
+    estimator: str
+    n_real: int
+    n_synthetic: int
+    n_released: int                   # N_S: weights released for synthetic rows 0..N_S-1
+    events: list[Event]
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def private(self) -> bool:
+        return not any(isinstance(e, NonPrivateEvent) for e in self.events)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"estimator": self.estimator, "n_real": self.n_real, "n_synthetic": self.n_synthetic,
+                "n_released": self.n_released, "events": [event_to_dict(e) for e in self.events], **self.details}
+
+
+def settings_with_defaults(settings: dict[str, Any]) -> dict[str, Any]:
+    """The estimator knobs of `weights:` over DEFAULTS (other keys of the section are the stage's)."""
+    return {**DEFAULTS, **{k: v for k, v in settings.items() if k in DEFAULTS}}
+
+
+def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, n_synthetic: int,
+         epsilon: float, delta: float) -> WeightPlan:
+    """The estimator's events and N_S from public quantities (module docstring)."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown weights.estimator {estimator!r}; known: {', '.join(ESTIMATORS)}")
+    if n_real < 1 or n_synthetic < 1:
+        raise ValueError(f"need real and synthetic rows, got N_D = {n_real}, N_G = {n_synthetic}")
+    s = settings_with_defaults(settings)
+    if estimator in NON_PRIVATE:
+        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic,
+                          [NonPrivateEvent(f"importance weights by non-private {estimator}")])
+    if estimator == "discriminator":
+        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [],
+                          {"critic_temperature": float(s["critic_temperature"])})
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"weights.epsilon must be positive and finite for the private estimator "
+                         f"'{estimator}', got {epsilon}")
+    n_total, l2 = n_real + n_synthetic, float(s["l2"])
+    r = logistic.feature_norm_bound(layout)
+    delta_w = logistic.log_weight_sensitivity(r, n_total, l2)
+    if estimator == "beta_noised":
+        scale, l1 = logistic.beta_noise_scale(epsilon, r, n_total, l2, layout.width + 1)
+        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [LaplaceEvent(scale, l1)],
+                          {"l2": l2, "norm_bound": r, "laplace_scale": scale})
+    if estimator == "output_lapl":
+        n_s, rho, event = logistic.output_laplace_plan(epsilon, delta_w, n_synthetic, float(s["rho_max"]))
+        return WeightPlan(estimator, n_real, n_synthetic, n_s, [event],
+                          {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "rho": rho})
+    if estimator == "output_norm":
+        n_s, gamma, event = logistic.output_gaussian_plan(epsilon, delta, delta_w, n_synthetic,
+                                                          float(s["gamma_max"]))
+        return WeightPlan(estimator, n_real, n_synthetic, n_s, [event],
+                          {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "gamma": gamma})
+    q = min(1.0, float(s["batch_size"]) / n_total)  # priv_mlp: Algorithm 1's q = L / (N_D + N_G)
+    steps = relaxed_dpsgd.steps_for(s["epochs"], q)
+    sigma = calibrate_noise_multiplier(epsilon, delta, q, steps)
+    return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [PoissonGaussianEvent(sigma, q, steps)],
+                      {"sample_rate": q, "steps": steps, "noise_multiplier": sigma, "clip_norm": float(s["clip_norm"])})
+
+
+Logit = Callable[[np.ndarray], np.ndarray]
+
+
+def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, synthetic: np.ndarray,
+             critic: Logit | None = None) -> tuple[np.ndarray, Logit | None]:
+    """(log-weights of synthetic rows 0..N_S-1, classifier logit function or None).
+
+    `real`: the private encoded rows (None for `discriminator`, which never reads them); `critic`: the
+    released critic's D(x) for `discriminator`. The logit function is None for the output-noised
+    estimators: their classifier is not private, only the released weights are.
+    """
+    s = settings_with_defaults(settings)
+    released = synthetic[:p.n_released]
+    if p.estimator == "discriminator":
+        if critic is None:
+            raise ValueError("the discriminator estimator needs the generator's critic")
+        t = float(s["critic_temperature"])
+        return critic_log_weights(critic(released), t), (lambda rows: critic(rows) / t)
+    if real is None or real.shape != (p.n_real, synthetic.shape[1]):
+        raise ValueError(f"real rows have shape {None if real is None else real.shape}, planned "
+                         f"({p.n_real}, {synthetic.shape[1]})")
+    prior = math.log(p.n_real / p.n_synthetic)
+    if p.estimator in ("mlp", "priv_mlp"):
+        private = p.estimator == "priv_mlp"
+        q = p.details["sample_rate"] if private else min(1.0, float(s["batch_size"]) / (p.n_real + p.n_synthetic))
+        steps = p.details["steps"] if private else relaxed_dpsgd.steps_for(s["epochs"], q)
+        noise = torch_noise_generator(s["noise_seed"], "weights:priv_mlp")
+        model = relaxed_dpsgd.train_classifier(real, synthetic, s, q, steps,
+                                               p.details["noise_multiplier"] if private else 0.0,
+                                               p.details["clip_norm"] if private else math.inf, noise)
+        logit = lambda rows: relaxed_dpsgd.logits(model, rows)  # noqa: E731
+        return logit(released) - prior, logit
+    n_total, l2 = p.n_real + p.n_synthetic, float(s["l2"])
+    beta = logistic.fit_coefficients(real, synthetic, l2, n_total)
+    rng = numpy_noise_rng(s["noise_seed"], f"weights:{p.estimator}")
+    if p.estimator in ("logreg", "beta_noised"):
+        if p.estimator == "beta_noised":
+            event = p.events[0]
+            beta, _ = logistic.noised_coefficients(beta, event.scale, event.l1_sensitivity, rng)
+        logit = lambda rows: logistic.with_intercept(rows) @ beta  # noqa: E731
+        return logit(released) - prior, logit
+    log_w = logistic.log_weights(beta, released, p.n_real, p.n_synthetic)
+    if p.estimator == "output_lapl":
+        return logistic.laplace_log_weights(log_w, p.events[0], rng), None
+    return logistic.gaussian_log_weights(log_w, p.events[0], rng), None

@@ -1,0 +1,288 @@
+"""Operating releases end to end (slow): the ledger on a real PostgreSQL server, scheduled deployments on
+a real Prefect server, the Dask task runner, and bit-for-bit `dvc repro` with DVC remote archiving."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pipelines.config import load_params
+from pipelines.io import sha256_file, sha256_tree
+from pipelines.privacy.accountant import epsilon_pld
+from pipelines.privacy.events import GaussianEvent
+from pipelines.privacy.ledger import Ledger
+from test_operations import fits, race
+from test_pipeline import env, make_root, run_stages, sh
+
+pytestmark = pytest.mark.slow
+DELTA = 1e-5
+# One fast generator, a cheap evaluation, no weight stage: a flow run takes well under a minute on 1 core.
+TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []},
+        "dpwgan": {"epsilon": 1.0, "steps": 40, "batch_size": 64, "noise_seed": None},
+        "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
+                     "attacks": {"max_rows": 200, "n_attacks": 100}}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process group we started (the server or `serve` and their children)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------------
+
+def postgres_binary(name: str) -> str | None:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found[-1] if found else shutil.which(name)
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A throw-away PostgreSQL server on loopback (initdb refuses root: run it as `postgres` or `nobody`)."""
+    initdb, pg_ctl = postgres_binary("initdb"), postgres_binary("pg_ctl")
+    if not (initdb and pg_ctl):
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are missing; .ci/run installs Debian's "
+                        "postgresql package")
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
+    base = Path(tempfile.mkdtemp(prefix="synthrelease-pg-"))
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        user = "postgres" if any(p.pw_name == "postgres" for p in pwd.getpwall()) else "nobody"
+        shutil.chown(base, user)
+        prefix = ["runuser", "-u", user, "--"]
+    port, data = free_port(), base / "db"
+    run = lambda *cmd: subprocess.run(prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)
+    try:
+        run(initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+        run(pg_ctl, "-D", str(data), "-l", str(base / "server.log"), "-w", "-t", "60", "start", "-o",
+            f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={base} -c fsync=off")
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_simultaneous_reservations_never_exceed_the_budget_postgres(postgres_url, tmp_path):
+    event, budget = GaussianEvent(2.0, 1.0), 6.0
+    k = fits(event, budget)
+    granted, ledger = race(postgres_url, 8, event, budget)
+    assert granted == k and ledger.verify()["rows"] == k
+    assert ledger.spent("shared", DELTA) == pytest.approx(epsilon_pld([event] * k, DELTA))
+    # the CLI reads the same ledger through the URL in params.yaml
+    root = make_root(tmp_path, {"privacy": {"ledger": postgres_url}})
+    verified = sh([sys.executable, "-m", "flows.cli", "ledger", "verify"], root, extra_env={"PYTHONPATH": str(root)})
+    assert json.loads(verified.stdout)["rows"] == k
+
+
+# -- a real Prefect server -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory):
+    """`prefect server start` on a free loopback port with its own PREFECT_HOME (SQLite)."""
+    home, port = tmp_path_factory.mktemp("prefect-home"), free_port()
+    api = f"http://127.0.0.1:{port}/api"
+    extra = {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+             "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "PREFECT_UI_ENABLED": "false"}
+    log = open(home / "server.log", "w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1",
+                             "--port", str(port)], env={**env(), **extra}, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"prefect server did not start:\n{(home / 'server.log').read_text()[-3000:]}")
+            time.sleep(1)
+        yield {"url": api, "env": {**extra, "PREFECT_API_URL": api}}
+    finally:
+        stop(proc)
+        log.close()
+
+
+def api_post(api: str, path: str, body: dict) -> list[dict]:
+    r = httpx.post(f"{api}{path}", json=body, timeout=30)
+    r.raise_for_status()
+    return r.json()
+
+
+def flow_runs(api: str, deployment_id: str) -> list[dict]:
+    return api_post(api, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [deployment_id]}},
+                                                "sort": "EXPECTED_START_TIME_ASC", "limit": 50})
+
+
+def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, tmp_path):
+    """An interval deployment served against the server: two runs complete, each with its own release id,
+    bundle and artefacts; the third would pass the lifetime budget and fails before training anything."""
+    root = make_root(tmp_path, TINY)
+    run_stages(root, "prepare")
+    from tasks.budget import planned_events
+    [plan] = planned_events(load_params(root / "params.yaml"), root).values()
+    two, three = epsilon_pld(plan * 2, DELTA), epsilon_pld(plan * 3, DELTA)
+    params_text = (root / "params.yaml").read_text().replace("lifetime_epsilon: 10.0",
+                                                             f"lifetime_epsilon: {(two + three) / 2:.6f}")
+    (root / "params.yaml").write_text(params_text)
+    (root / "schedules.yaml").write_text("deployments:\n  - {name: bc-every-20s, params: params.yaml, interval: 20}\n")
+    api = prefect_api["url"]
+    serve_env = {**env(), **prefect_api["env"], "PYTHONPATH": str(root)}
+    log = open(tmp_path / "serve.log", "w")
+    serve = subprocess.Popen([sys.executable, "-m", "flows.cli", "serve", "--schedules", "schedules.yaml"], cwd=root,
+                             env=serve_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline, runs = time.monotonic() + 420, []
+        while time.monotonic() < deadline:
+            deployments = api_post(api, "/deployments/filter", {"deployments": {"name": {"any_": ["bc-every-20s"]}}})
+            runs = flow_runs(api, deployments[0]["id"]) if deployments else []
+            states = [r["state_type"] for r in runs]
+            if states.count("COMPLETED") + states.count("FAILED") + states.count("CRASHED") >= 3:
+                break
+            assert serve.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            time.sleep(3)
+    finally:
+        stop(serve)
+        log.close()
+    finished = sorted((r for r in runs if r["state_type"] in ("COMPLETED", "FAILED", "CRASHED")),
+                      key=lambda r: r["start_time"])
+    states = [r["state_type"] for r in finished]
+    assert states[:2] == ["COMPLETED", "COMPLETED"] and set(states[2:]) == {"FAILED"}, \
+        (states, (tmp_path / "serve.log").read_text()[-3000:])
+    done, failed = finished[:2], finished[2]
+
+    release_ids = []
+    for run in done:
+        artifacts = api_post(api, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [run["id"]]}}})
+        by_key = {(a["key"], a["type"]): a for a in artifacts}
+        [table] = json.loads(by_key[("breast-cancer-release-table", "table")]["data"])
+        assert table["gates"].startswith("ledger:pass") and table["epsilon_remaining"] > 0
+        assert ("breast-cancer-release", "markdown") in by_key and ("breast-cancer-budget", "markdown") in by_key
+        assert by_key[("breast-cancer-dpwgan-train-progress", "progress")]["data"] == 100.0
+        manifest = json.loads((root / "releases/breast_cancer" / table["release_id"] / "manifest.json").read_text())
+        assert manifest["privacy"]["run_id"] == f"prefect-{run['id']}"
+        release_ids.append(table["release_id"])
+        logs = api_post(api, "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}}, "limit": 200,
+                                             "sort": "TIMESTAMP_ASC"})
+        assert any("train@dpwgan: dpwgan step 1/40" in entry["message"] for entry in logs)
+    assert len(set(release_ids)) == 2          # fresh OS-entropy noise: each run its own model and release
+
+    message = failed["state"]["message"]
+    assert "privacy budget refused" in message and "spent ε=" in message and "remaining ε=" in message
+    ledger = Ledger(str(root / "ledger/privacy.sqlite"))
+    rows = ledger.rows("breast_cancer")
+    assert sorted({r["run_id"] for r in rows}) == sorted(f"prefect-{r['id']}" for r in done)  # the 3rd: no rows
+    assert [r["status"] for r in rows].count("spent") == 2 and ledger.verify()["rows"] == 4
+    assert sorted(p.name for p in (root / "releases/breast_cancer").iterdir()) == sorted(release_ids + ["latest.json"])
+
+
+# -- Dask ------------------------------------------------------------------------------------------
+
+def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_api, tmp_path):
+    """Two generators on a local Dask cluster of 2 workers: their train tasks overlap in time, and with
+    the same seeds the ledger events and released synthetic tables equal the threaded run's."""
+    gens = {"generators": ["dpwgan", "pearl"], "dpwgan": {"epsilon": 1.0, "steps": 300, "noise_seed": 3},
+            "pearl": {"epsilon": 1.0, "frequencies": 16, "steps": 1000, "batch_size": 64, "noise_seed": 3}}
+    script = ("import json\nfrom flows.release import configured_flow\n"
+              "print(json.dumps(configured_flow('params.yaml')(params_path='params.yaml')))\n")
+    api, out = prefect_api["url"], {}
+    for runner in ("dask", "threads"):
+        root = make_root(tmp_path / runner, {**TINY, **gens, "orchestration": {"task_runner": runner, "dask_workers": 2}})
+        r = sh([sys.executable, "-c", script], root, extra_env={**prefect_api["env"], "PYTHONPATH": str(root)})
+        index = json.loads(r.stdout.strip().splitlines()[-1])
+        bundles = [root / x["path"] for x in index["released"]]
+        out[runner] = {"rows": Ledger(str(root / "ledger/privacy.sqlite")).rows("breast_cancer"),
+                       "run_id": json.loads((bundles[0] / "manifest.json").read_text())["privacy"]["run_id"],
+                       "synthetic": [sha256_file(b / "synthetic.parquet") for b in bundles]}
+    dask, threads = out["dask"], out["threads"]
+    events = lambda rows: sorted((r["stage"], r["status"], r["event_json"]) for r in rows)
+    assert events(dask["rows"]) == events(threads["rows"]) and len(dask["rows"]) == 6
+    assert dask["synthetic"] == threads["synthetic"] and len(dask["synthetic"]) == 2
+    flow_run_id = dask["run_id"].removeprefix("prefect-")
+    tasks = api_post(api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}, "limit": 50})
+    spans = {t["name"]: (t["start_time"], t["end_time"]) for t in tasks if t["name"].startswith("train@")}
+    assert set(spans) == {"train@dpwgan", "train@pearl"}
+    assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values()), spans   # they overlapped
+
+
+# -- reproducibility and archiving ----------------------------------------------------------------
+
+def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_path, monkeypatch):
+    """With a steward key outside the repo, `dvc repro` of the release's commit in a fresh clone retrains
+    to the identical synthetic Parquet; bundles go to a DVC remote and come back; a crash while writing a
+    bundle leaves none behind and the ledger verifies."""
+    key = tmp_path / "steward.key"
+    key.write_text("5e" * 32 + "\n")
+    root = make_root(tmp_path, {**TINY, "privacy": {"noise_key_file": str(key)}}, git=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / ".gitignore", root / ".gitignore")   # as in the project
+    sh(["dvc", "repro"], root)
+    synthetic = root / "data/synthetic/breast_cancer/dpwgan.parquet"
+    original = sha256_file(synthetic)
+    [released] = json.loads((root / "releases/breast_cancer/latest.json").read_text())["released"]
+    bundle_dir = root / released["path"]
+    assert "5e" * 32 not in "".join(p.read_text(errors="ignore") for p in bundle_dir.iterdir())  # nor the key
+    remote = tmp_path / "dvc-remote"
+    sh(["dvc", "remote", "add", "-d", "archive", str(remote)], root)
+    sh(["dvc", "push"], root)
+    sh(["git", "add", "-A"], root)
+    sh(["git", "commit", "-qm", "release"], root)
+
+    # archive the bundle, lose it and the cache, restore it
+    bundle_hash = sha256_tree(bundle_dir)
+    sh(["dvc", "add", str(bundle_dir.relative_to(root))], root)
+    sh(["dvc", "push", f"{bundle_dir.relative_to(root)}.dvc"], root)
+    shutil.rmtree(bundle_dir)
+    shutil.rmtree(root / ".dvc/cache")
+    sh(["dvc", "pull", f"{bundle_dir.relative_to(root)}.dvc"], root)
+    assert sha256_tree(bundle_dir) == bundle_hash
+
+    # the release's commit in a fresh clone: pull the inputs, retrain and resample from scratch
+    clone = tmp_path / "clone"
+    sh(["git", "clone", "-q", str(root), str(clone)], tmp_path)
+    sh(["dvc", "pull", "prepare"], clone)
+    assert not (clone / "models").exists()
+    sh(["dvc", "repro", "-f", "--downstream", "train@dpwgan"], clone)   # train, check, evaluate, release
+    assert sha256_file(clone / "data/synthetic/breast_cancer/dpwgan.parquet") == original
+    model, retrained = root / "models/breast_cancer/dpwgan", clone / "models/breast_cancer/dpwgan"
+    for f in model.iterdir():                   # identical networks; privacy.json differs only in its run id
+        if f.name != "privacy.json":
+            assert sha256_file(retrained / f.name) == sha256_file(f), f.name
+    events = lambda d: json.loads((d / "privacy.json").read_text())["events"]
+    assert events(retrained) == events(model)
+
+    # a crash while writing a bundle: nothing half-written, the chain verifies
+    import tasks.release as release_module
+    shutil.rmtree(bundle_dir)
+    monkeypatch.setattr(release_module, "render_markdown", lambda summary: (_ for _ in ()).throw(
+        OSError("injected fault: disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        release_module.bundle(load_params(root / "params.yaml"), "dpwgan", root)
+    assert not bundle_dir.exists()
+    assert [p.name for p in bundle_dir.parent.iterdir() if p.name.startswith(".")] == []
+    verified = sh(["synthrelease", "ledger", "verify"], root)
+    assert json.loads(verified.stdout)["rows"] == 2

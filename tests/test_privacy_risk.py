@@ -1,0 +1,157 @@
+"""Privacy-risk attacks: hand-computed cases for every statistic, and the planted leak (a "generator" that
+returns its training rows) failing every risk gate while a fresh real sample passes them all."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.data.schema import Column
+from pipelines.errors import InputError
+from pipelines.evaluation.attacks import anonymeter
+from pipelines.evaluation.attacks.disclosure import copies, impute, presence_at_precision
+from pipelines.evaluation.attacks.distance import gower_features, nearest
+from pipelines.evaluation.attacks.gates import risk_gates, thresholds
+from pipelines.evaluation.attacks.membership import attack_roc, auc, kde_log_density
+from pipelines.evaluation.attacks.suite import privacy_risk, settings
+
+NUM = Column("x", "continuous", 0.0, 10.0)
+CAT = Column("c", "categorical", categories=("a", "b", "c"))
+BIN = Column("b", "binary", categories=("no", "yes"))
+
+
+# --- hand-computed statistics ------------------------------------------------------------------------
+
+def test_gower_distance_hand_computed():
+    a = pd.DataFrame({"x": [2.0], "c": ["a"], "b": ["no"]})
+    b = pd.DataFrame({"x": [7.0], "c": ["b"], "b": ["no"]})
+    d, i = nearest(gower_features(a, [NUM, CAT, BIN]), gower_features(b, [NUM, CAT, BIN]))
+    assert d[0, 0] == pytest.approx((0.5 + 1 + 0) / 3) and i[0, 0] == 0  # |2 − 7| / 10, a ≠ b, no = no
+
+
+def test_auc_and_low_fpr_tpr_hand_computed():
+    assert auc(np.array([3.0, 4.0]), np.array([1.0, 2.0])) == 1.0
+    assert auc(np.array([1.0, 3.0]), np.array([2.0, 4.0])) == 0.25  # one of four pairs ranked right
+    assert auc(np.array([1.0]), np.array([1.0])) == 0.5              # a tie counts one half
+    out = attack_roc(np.array([5.0, 4.0, 1.0]), np.array([3.0, 2.0, 0.0]), 50, np.random.default_rng(0))
+    assert out["auc"] == pytest.approx(7 / 9) and out["tpr_at_1pct_fpr"] == pytest.approx(2 / 3)
+    assert out["auc_ci95"][0] <= out["auc"] <= out["auc_ci95"][1]
+
+
+def test_kde_log_density_is_the_gaussian_at_one_point():
+    sample = np.array([[0.0, 0.0], [1.0, 1.0]])
+    h = 0.5 * 2 ** (-1 / 6)  # Scott: mean std 0.5, n = 2, d = 2
+    expected = np.log(0.5 * (1 + math.exp(-1 / h ** 2)) / (2 * math.pi * h ** 2))
+    assert kde_log_density(sample, np.zeros((1, 2)))[0] == pytest.approx(expected)
+
+
+def test_wilson_interval_and_risk_formula():
+    rate, err = anonymeter.wilson(5, 10)
+    z2 = 1.96 ** 2
+    assert rate == pytest.approx(0.5) and err == pytest.approx(1.96 / (10 + z2) * math.sqrt(2.5 + z2 / 4))
+    r = anonymeter.privacy_risk((90, 100), (40, 100), (5, 100))
+    (rm, em), (rc, ec) = anonymeter.wilson(90, 100), anonymeter.wilson(40, 100)
+    assert r["risk"] == pytest.approx((rm - rc) / (1 - rc))
+    half = math.hypot(em / (1 - rc), ec * (1 - rm) / (1 - rc) ** 2)
+    assert r["risk_ci95"] == pytest.approx([r["risk"] - half, r["risk"] + half]) and r["informative"]
+
+
+def test_exchangeable_control_is_the_hypergeometric_expectation():
+    # n = 3 training and m = 1 control rows. t = 2 matches: P(a = 1) = C(3,1)·C(1,1)/C(4,2) = 1/2;
+    # t = 1: P = 3/4; t = 0: 0; t = 4: every row matches, a = 3.
+    assert anonymeter.exchangeable_successes(np.array([1, 1, 0, 3]), np.array([1, 0, 0, 1]), 3, 1) == \
+        pytest.approx(0.5 + 0.75)
+
+
+def test_exchangeable_control_matches_the_main_attack_when_membership_is_irrelevant():
+    """Rows split at random into 'training' and 'control': the expected singling-out success equals the
+    observed one on average, whatever the control set's size."""
+    rng = np.random.default_rng(0)
+    w = rng.uniform(0, 0.01, 3000)                        # each query's match probability
+    n, m = 800, 100
+    matches = rng.random((3000, n + m)) < w[:, None]
+    a, b = matches[:, :n].sum(1), matches[:, n:].sum(1)
+    assert anonymeter.exchangeable_successes(a, b, n, m) == pytest.approx((a == 1).sum(), rel=0.05)
+
+
+def test_univariate_queries_single_out_one_synthetic_row():
+    synth = pd.DataFrame({"x": [1.0, 2.0, 2.0], "c": ["a", "a", "b"]})
+    found = {(c.name, op, v) for q in anonymeter.univariate_queries(synth, [NUM, CAT]) for c, op, v in q}
+    assert found == {("x", "==", 1.0), ("x", "<=", 1.0), ("c", "==", "b")}
+
+
+def test_presence_at_the_largest_epsilon_with_precision_above_55_percent():
+    # ε = 0: {m0} 1/1; ε = 0.05: {m0, n0} 1/2; ε = 0.1: {m0, n0, m1} 2/3; ε = 0.2: 2/4
+    out = presence_at_precision(np.array([0.0, 0.1]), np.array([0.05, 0.2]))
+    assert out == {"epsilon": 0.1, "sensitivity": 1.0, "precision": pytest.approx(2 / 3)}
+    assert presence_at_precision(np.array([0.3]), np.array([0.1, 0.2]))["epsilon"] is None
+
+
+def test_knn_imputation_means_numeric_and_votes_categorical():
+    released = pd.DataFrame({"x": [1.0, 3.0, 9.0], "c": ["b", "b", "a"], "b": ["yes", "no", "no"]})
+    cand = pd.DataFrame({"x": [0.0], "c": ["a"], "b": ["yes"]})
+    out = impute(cand, released, [BIN], [NUM, CAT], 2)  # nearest on b: row 0 (yes), then row 1 (first tie)
+    assert out["x"][0] == pytest.approx(2.0) and out["c"][0] == "b"
+
+
+def test_exact_matches_and_near_duplicates_hand_computed():
+    train = pd.DataFrame({"x": [1.0, 5.0], "c": ["a", "b"]})
+    synth = pd.DataFrame({"x": [1.0, 5.05, 9.0, 5.0], "c": ["a", "b", "c", "a"]})
+    out = copies(train, synth, train.iloc[:1], [NUM, CAT], 0.01, None, np.random.default_rng(0))
+    assert out["exact_match_rate"] == 0.25 and out["holdout_exact_match_rate"] == 1.0
+    assert out["near_duplicate_rate"] == 0.5  # 5.05 is 0.005/2 = 0.0025 from (5.0, b)
+
+
+def test_settings_and_thresholds_refuse_bad_values(bc_schema):
+    s = settings(None, bc_schema)
+    assert s["secret"] == "target" and "target" not in s["known"] and len(s["known"]) == 30
+    assert not set(s["linkability_columns"][0]) & set(s["linkability_columns"][1])
+    with pytest.raises(InputError, match=r"params\.yaml.*evaluate\.attacks\.secret.*Fix:"):
+        settings({"secret": "nope"}, bc_schema)
+    with pytest.raises(InputError, match="unknown evaluate.attacks keys"):
+        settings({"secrets": "target"}, bc_schema)
+    with pytest.raises(InputError, match="disjoint"):
+        settings({"linkability_columns": [["mean_radius"], ["mean_radius"]]}, bc_schema)
+    with pytest.raises(InputError, match=r"risk_gates\.membership_auc_max must be a number in \[0, 1\]"):
+        thresholds({"membership_auc_max": 2})
+
+
+# --- the planted leak -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def leak_and_fresh(bc_raw, bc_schema):
+    """Breast cancer split three ways: training rows, holdout rows, and a disjoint fresh real sample that
+    stands in for an ideal generator's output. The leak "generator" returns its training rows."""
+    rows = bc_raw.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    train, holdout, fresh = rows.iloc[:280], rows.iloc[280:420], rows.iloc[420:].reset_index(drop=True)
+    s = {**settings({"n_attacks": 200, "bootstrap": 100}, bc_schema)}
+    return {name: privacy_risk(train, synth, holdout, bc_schema, s, 0)
+            for name, synth in (("leak", train.reset_index(drop=True)), ("fresh", fresh))}
+
+
+def test_planted_leak_fails_every_risk_gate(leak_and_fresh):
+    leak = leak_and_fresh["leak"]
+    gates = {g.name: g for g in risk_gates(leak, thresholds(None))}
+    assert set(gates) == {"membership_inference", "exact_copies", "singling_out_risk", "linkability_risk",
+                          "inference_risk"}
+    assert not any(g.passed for g in gates.values()), {n: g.evidence for n, g in gates.items()}
+    assert leak["membership"]["dcr"]["auc"] == 1.0 and leak["membership"]["dcr"]["tpr_at_1pct_fpr"] == 1.0
+    assert leak["copies"]["exact_match_rate"] == 1.0 and leak["copies"]["near_duplicate_rate"] == 1.0
+    assert leak["attribute_inference"]["accuracy_members"] == 1.0
+    assert leak["disclosure"]["presence"]["sensitivity"] == 1.0
+    assert all("real" in g.evidence["outside_dp"] for g in gates.values())
+
+
+def test_fresh_real_sample_passes_every_risk_gate(leak_and_fresh):
+    fresh, leak = leak_and_fresh["fresh"], leak_and_fresh["leak"]
+    gates = risk_gates(fresh, thresholds(None))
+    assert all(g.passed for g in gates), {g.name: g.evidence for g in gates}
+    for attack in ("domias", "dcr"):
+        assert abs(fresh["membership"][attack]["auc"] - 0.5) < 0.15
+        assert fresh["membership"][attack]["auc"] < leak["membership"][attack]["auc"]
+    assert fresh["copies"]["exact_match_rate"] == 0.0
+    for name, result in fresh["anonymeter"].items():
+        assert result["risk_ci95"][0] <= 0.1 < leak["anonymeter"][name]["risk_ci95"][0], name
+    assert (fresh["attribute_inference"]["advantage"] < leak["attribute_inference"]["advantage"])

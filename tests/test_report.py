@@ -1,0 +1,127 @@
+"""The release report with every section filled from real evaluation outputs: tables, embedded plots, the
+guarantee notes; and (slow) that a real headless Chromium renders it with every image decoded."""
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.data.schema import Column
+from pipelines.evaluation import plots
+from pipelines.evaluation.attacks.gates import risk_gates, thresholds
+from pipelines.evaluation.attacks.suite import privacy_risk, settings
+from pipelines.evaluation.report import PLOT_CAPTIONS, render_html, render_markdown
+from pipelines.evaluation.scorecard import DEFAULTS, scorecard
+
+COLUMNS = (Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),
+           Column("b", "binary", categories=("no", "yes")), Column("c", "categorical", categories=("low", "mid", "high")))
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def table(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    z = rng.random(n)
+    return pd.DataFrame({"x1": np.clip(z + rng.normal(0, 0.1, n), 0, 1), "x2": rng.random(n),
+                         "b": np.where(z + rng.normal(0, 0.2, n) > 0.5, "yes", "no"),
+                         "c": np.array(["low", "mid", "high"])[np.minimum((z * 3).astype(int), 2)]})
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict:
+    """A complete release summary: the keys tasks/release.py passes, from a real (small) evaluation."""
+    train, holdout, synth = table(150, 0), table(80, 1), table(150, 2)
+    schema = SimpleNamespace(columns=COLUMNS, target="b")
+    k = {**DEFAULTS, "mmd_permutations": 50, "range_queries": 100, "ot_max_rows": 200, "kway_bins": 10,
+         "classifier_max_rows": 200}
+    risk = privacy_risk(train, synth, holdout, schema, settings({"n_attacks": 100, "bootstrap": 50}, schema), 0)
+    metrics = {"scorecard": scorecard(train, synth, holdout, schema, 0, k), "privacy_risk": risk,
+               "kway_marginal": {"mean_tv": 0.25, "holdout_reference_mean_tv": 0.2},
+               "wasserstein_score": {"score": 0.8, "holdout_reference_score": 0.85},
+               "pca_marginal": {"score": 0.9, "holdout_reference_score": 0.95}}
+    gates = [{"name": "ledger", "passed": True, "evidence": {"epsilon_total_pld": 3.0}}] + [
+        g.to_dict() for g in risk_gates(risk, thresholds(None))]
+    return {"dataset": "toy", "generator": "dpwgan", "release_id": "dpwgan-0123456789ab", "rows": 150,
+            "guarantee": "differentially private", "audience": "public",
+            "privacy": {"epsilon_generator": 1.0, "epsilon_dataset_total": 2.0, "epsilon_dataset_total_rdp": 2.2,
+                        "delta": 1e-5, "lifetime_budget": 10.0, "ledger_rows": [{"seq": 1, "stage": "train@dpwgan"}]},
+            "gates": gates, "fidelity": {"x1": {"metric": "w1", "value": 0.01}},
+            "fidelity_summary": {"mean_tv": 0.02, "max_tv": 0.03, "mean_w1": 0.01, "max_w1": 0.01},
+            "utility": {"target": "b", "positive_class": "yes", "n_train_real": 200, "n_synth": 200, "n_test": 120,
+                        "models": {"logistic_regression": {"tstr": 0.8, "trtr": 0.85, "gap": 0.05}}},
+            "hashes": {"schema": "s", "params": "p"}, "metrics": metrics,
+            "plots": {"marginals_1way": plots.marginal_histograms(train, synth, COLUMNS),
+                      "membership_roc": plots.roc_curves({"DOMIAS": risk["membership"]["domias"],
+                                                          "DCR": risk["membership"]["dcr"]}, "Membership")}}
+
+
+def test_full_report_has_every_section_and_embeds_the_plots(summary):
+    page = render_html(summary)
+    assert "not available" not in page
+    for heading in ("What was released", "Privacy", "Release gates", "Privacy risk: attacks on the released table",
+                    "Fidelity and utility scorecard", "Plots", "What the guarantees cover"):
+        assert f"<h2>{heading}</h2>" in page, heading
+    risk = summary["metrics"]["privacy_risk"]
+    assert f"{risk['membership']['domias']['auc']:.3g}" in page
+    assert f"{risk['anonymeter']['linkability']['risk']:.3g}" in page
+    for name in ("membership_inference", "exact_copies", "singling_out_risk", "linkability_risk", "inference_risk",
+                 "bernoulli_nb", "mlp", "α-LMDP", "outside the DP mechanism"):
+        assert name in page, name
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert [base64.b64decode(i) for i in images] == list(summary["plots"].values())
+    md = render_markdown(summary)
+    assert "![" + PLOT_CAPTIONS["membership_roc"] + "](membership_roc.png)" in md
+    assert md.count("\n| ") > 40 and "not available" not in md
+
+
+HARNESS = ("<script>window.addEventListener('load',()=>{const im=[...document.images];"
+           "document.body.dataset.images=im.length;"
+           "document.body.dataset.decoded=im.filter(i=>i.complete&&i.naturalWidth>0).length;"
+           "document.body.dataset.tables=document.querySelectorAll('table').length;});</script>")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--virtual-time-budget=5000"]
+
+
+@pytest.mark.slow
+def test_report_renders_in_headless_chromium(summary, tmp_path):
+    """A test-only copy of the page gets a script that counts decoded images and tables after `load`;
+    Chromium's --dump-dom returns the DOM after it ran, and --screenshot renders the page."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        if os.environ.get("SYNTHRELEASE_REQUIRE_BROWSER") == "1":
+            pytest.fail("Chromium is not installed: run .ci/run (it installs Debian's chromium) or "
+                        "`apt-get install -y chromium`.")
+        pytest.skip("Chromium is not installed (CI installs it via .ci/run)")
+    page = render_html(summary)
+    (tmp_path / "report.html").write_text(page)
+    (tmp_path / "harness.html").write_text(page.replace("</body>", HARNESS + "</body>"))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
+        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120, check=True)
+
+    dom = run("--dump-dom", (tmp_path / "harness.html").as_uri()).stdout
+    found = dict(re.findall(r'data-(images|decoded|tables)="(\d+)"', dom))
+    assert found["images"] == found["decoded"] == str(len(summary["plots"])), found
+    assert int(found["tables"]) == page.count("<table>") >= 10
+    shot = tmp_path / "report.png"
+    run(f"--screenshot={shot}", "--window-size=1280,4000", (tmp_path / "report.html").as_uri())
+    assert shot.read_bytes()[:8] == PNG and shot.stat().st_size > 50_000
+
+
+def test_evaluation_artefacts_carry_the_same_tables(summary):
+    from pipelines.evaluation.report import evaluation_markdown, key_figures
+    md = evaluation_markdown("dpwgan", summary["metrics"])
+    assert "Privacy risk: attacks on the released table" in md and "Fidelity and utility scorecard" in md
+    rows = key_figures(summary["metrics"])
+    domias = next(r for r in rows if r["row"] == "DOMIAS (density ratio)")
+    assert domias["AUC"] == f"{summary['metrics']['privacy_risk']['membership']['domias']['auc']:.3g}"
+    assert {r["table"] for r in rows} >= {"Attack", "Measure", "Metric", "Classifier"}

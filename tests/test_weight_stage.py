@@ -1,0 +1,135 @@
+"""Stage weight@gen: budget reserved before private rows are read, outputs, the gate, and the release join."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.config import load_params
+from pipelines.data.transform import Encoder
+from pipelines.errors import BudgetExceededError, InputError
+from pipelines.io import read_json, write_parquet
+from tests.test_pipeline import ledger_rows, make_root, run_stages
+
+FAST = {"epochs": 1, "analysis_max_rows": 200, "noise_seed": 0}
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """validate + prepare once, and a synthetic table decoded from uniform encoded rows (no training)."""
+    root = make_root(tmp_path_factory.mktemp("weights"), {"generators": ["dpwgan"], "weights": FAST})
+    run_stages(root, "prepare")
+    params = load_params(root / "params.yaml")
+    from tasks import common
+    encoder = Encoder(common.schema(params, root))
+    rows = np.random.default_rng(0).uniform(size=(300, encoder.layout.width))
+    write_parquet(common.paths(params, root).synthetic("dpwgan"), encoder.decode(rows))
+    return root
+
+
+def prepared_root(prepared, tmp_path, weights: dict, privacy: dict | None = None):
+    """A copy of the prepared root with these `weights` (and `privacy`) settings."""
+    root = tmp_path / "repo"
+    shutil.copytree(prepared, root)
+    params = load_params(root / "params.yaml")
+    params["weights"].update(weights)
+    params["privacy"].update(privacy or {})
+    return root, params
+
+
+@pytest.mark.slow
+def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path):
+    from tasks.weight import report_path, weight, weights_path
+    root, params = prepared_root(prepared, tmp_path, {})
+    report = weight.fn(params, "dpwgan", "test", root)
+    assert ledger_rows(root) == [(1, "weight@dpwgan", "planned"), (2, "weight@dpwgan", "spent")]
+    from tasks import common
+    p = common.paths(params, root)
+    w = pd.read_parquet(weights_path(p, "dpwgan"))["weight"]
+    assert len(w) == 300 and w.mean() == pytest.approx(1.0) and (w > 0).all()
+    saved = read_json(report_path(p, "dpwgan"))
+    assert saved["epsilon"] == pytest.approx(1.0, rel=0.01) and saved["ledger_row_ids"] == [1, 2]
+    assert saved["gate"]["passed"] == (saved["khat"] <= 0.7)
+    assert 1 <= saved["ess"] <= 300
+    assert {"wasserstein1", "mmd2", "auroc", "posterior_mahalanobis"} <= set(saved["analysis"]["weighted"])
+    assert report["estimator"] == "priv_mlp"
+
+
+def test_weight_budget_refused_before_any_private_row_is_read(prepared, tmp_path, monkeypatch):
+    from tasks.train import EncodedTable
+    from tasks.weight import weight
+    root, params = prepared_root(prepared, tmp_path, {"estimator": "beta_noised", "epsilon": 2.0},
+                                 {"lifetime_epsilon": 1.0})
+
+    def forbidden(*a, **k):
+        raise AssertionError("private rows were read before the budget check")
+    monkeypatch.setattr(EncodedTable, "__array__", forbidden)
+    with pytest.raises(BudgetExceededError, match="plans ε=2"):
+        weight.fn(params, "dpwgan", "test", root)
+    assert ledger_rows(root) == []
+    assert not (root / "data" / "weights").exists()
+
+
+def test_non_private_estimator_is_refused_outside_internal_releases(prepared, tmp_path, monkeypatch):
+    from tasks.train import EncodedTable
+    from tasks.weight import weight
+    root, params = prepared_root(prepared, tmp_path, {"estimator": "logreg"})
+    monkeypatch.setattr(EncodedTable, "__array__", lambda *a, **k: pytest.fail("rows read"))
+    with pytest.raises(BudgetExceededError, match="internal release"):
+        weight.fn(params, "dpwgan", "test", root)
+
+
+def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tmp_path):
+    """Breast cancer (31 columns, 455 + 300 rows, λ = 0.1): Δ_w = 2·32/(755·0.1) ≈ 0.85 > ρ_max·ε."""
+    from tasks.weight import weight
+    root, params = prepared_root(prepared, tmp_path, {"estimator": "output_lapl", "epsilon": 1.0})
+    with pytest.raises(InputError, match="weights.estimator: output_lapl cannot release even one weight.*Fix"):
+        weight.fn(params, "dpwgan", "test", root)
+    assert ledger_rows(root) == []
+
+
+def test_bad_settings_name_the_key_and_the_fix():
+    from tasks.weight import settings
+    params = {"generators": ["dpwgan"], "weights": {"estimator": "kde"}}
+    with pytest.raises(InputError, match="weights.estimator 'kde'.*Fix: use one of"):
+        settings(params)
+    with pytest.raises(InputError, match="unknown keys"):
+        settings({"generators": ["dpwgan"], "weights": {"epsilom": 1}})
+    with pytest.raises(InputError, match="calibration"):
+        settings({"generators": ["dpwgan"], "weights": {"estimator": "output_lapl", "calibration": "x.csv"}})
+
+
+@pytest.mark.slow
+def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
+    """train → check → evaluate → weight → release with a small DP-WGAN; then a gate bound no k̂ meets."""
+    from tasks.check import check
+    from tasks.evaluate import evaluate
+    from tasks.release import release
+    from tasks.train import train
+    from tasks.weight import weight
+    root = make_root(tmp_path, {"generators": ["dpwgan"], "weights": FAST})
+    run_stages(root, "prepare")
+    params = load_params(root / "params.yaml")
+    train.fn(params, "dpwgan", "test", root)
+    evaluate.fn(params, "dpwgan", root)  # evaluate before check: check reads its privacy-risk metrics
+    check.fn(params, "dpwgan", root)
+    report = weight.fn(params, "dpwgan", "test", root)
+    assert report["gate"]["passed"]
+    index = release.fn(params, root)
+    bundle = root / index["released"][0]["path"]
+    table = pd.read_parquet(bundle / "synthetic.parquet")
+    assert table["weight"].mean() == pytest.approx(1.0)
+    manifest = read_json(bundle / "manifest.json")
+    assert manifest["weights"]["estimator"] == "priv_mlp"
+    assert manifest["weights"]["khat"] == pytest.approx(report["khat"])
+    assert manifest["weights"]["ess"] == pytest.approx(report["ess"])
+    assert manifest["weights"]["ledger_rows"] == report["ledger_row_ids"]
+
+    strict = load_params(root / "params.yaml")
+    strict["weights"]["khat_bound"] = -10.0
+    weight.fn(strict, "dpwgan", "test", root)
+    index = release.fn(strict, root)
+    assert index["released"] == []
+    assert index["refused"] == [{"generator": "dpwgan", "failed_gates": ["importance_weights"]}]

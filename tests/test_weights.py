@@ -1,0 +1,220 @@
+"""DP importance weights (pipelines/weights): the sensitivities and noise laws by formula, the paper's
+unbiasedness results (Corollaries 1-2) and bias (Proposition 1) by Monte Carlo, Proposition 2 against the
+accountant, empirical privacy audits of output_lapl, output_norm and one relaxed DP-SGD step, and the
+post-processing (PSIS k̂, ESS, beta calibration) against known answers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pipelines.data.layout import Block, Layout
+from pipelines.privacy.accountant import epsilon_pld
+from pipelines.privacy.audit import epsilon_lower_bound
+from pipelines.privacy.events import GaussianEvent, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent
+from pipelines.weights import estimators, logistic, postprocess, relaxed_dpsgd
+
+DELTA = 1e-5
+N_AUDIT = 200_000
+
+
+def numeric_layout(d: int) -> Layout:
+    return Layout(tuple(Block(f"c{i}", "continuous", i, i + 1) for i in range(d)))
+
+
+# -- sensitivities and plans (closed forms) ---------------------------------------------------------------
+
+def test_plans_follow_the_closed_forms():
+    layout = numeric_layout(3)  # R = √(3 + 1) = 2
+    assert logistic.feature_norm_bound(layout) == 2.0
+    # n = 200, λ = 0.1: Δ_β = 2R/(nλ) = 0.2, Δ_w = R Δ_β = 0.4
+    assert logistic.coefficient_sensitivity(2.0, 200, 0.1) == pytest.approx(0.2)
+    lapl = estimators.plan("output_lapl", {"rho_max": 0.5}, layout, 100, 100, 2.0, DELTA)
+    assert lapl.n_released == 2                       # floor(0.5 · 2 / 0.4)
+    assert lapl.events == [LaplaceEvent(scale=pytest.approx(0.4), l1_sensitivity=pytest.approx(0.8))]
+    beta = estimators.plan("beta_noised", {}, layout, 100, 100, 2.0, DELTA)
+    assert beta.events == [LaplaceEvent(scale=pytest.approx(0.2), l1_sensitivity=pytest.approx(0.4))]  # √4 · 0.2 / ε
+    norm = estimators.plan("output_norm", {"gamma_max": 1.0}, layout, 100, 100, 2.0, DELTA)
+    event = norm.events[0]
+    assert event.l2_sensitivity == pytest.approx(math.sqrt(norm.n_released) * 0.4)
+    assert event.sigma <= 1.0 and epsilon_pld([event], DELTA) <= 2.0
+    mlp = estimators.plan("priv_mlp", {}, layout, 100, 100, 2.0, DELTA)
+    q, steps = 64 / 200, math.ceil(10 / (64 / 200))
+    assert (mlp.details["sample_rate"], mlp.details["steps"]) == (q, steps)
+    assert epsilon_pld(mlp.events, DELTA) == pytest.approx(2.0, rel=0.01)
+    assert estimators.plan("discriminator", {}, layout, 100, 100, 2.0, DELTA).events == []
+    assert isinstance(estimators.plan("logreg", {}, layout, 100, 100, 2.0, DELTA).events[0], NonPrivateEvent)
+    with pytest.raises(ValueError, match="cannot release even one weight"):
+        estimators.plan("output_lapl", {"l2": 1e-3}, layout, 100, 100, 2.0, DELTA)
+    with pytest.raises(ValueError, match="unknown weights.estimator"):
+        estimators.plan("kde", {}, layout, 100, 100, 2.0, DELTA)
+
+
+def test_logistic_coefficients_and_log_weights_stay_within_their_sensitivity():
+    """Replace-one neighbours with extreme rows: ‖β − β'‖ ≤ Δ_β and |Δ log ŵ(x)| ≤ Δ_w at every x."""
+    rng = np.random.default_rng(0)
+    d, n_real, n_syn, l2 = 4, 60, 60, 0.5
+    real, syn = rng.uniform(size=(n_real, d)) ** 2, rng.uniform(size=(n_syn, d))
+    r = logistic.feature_norm_bound(numeric_layout(d))
+    n = n_real + n_syn
+    beta = logistic.fit_coefficients(real, syn, l2, n)
+    worst = 0.0
+    for corner in (np.zeros(d), np.ones(d), np.eye(d)[0]):
+        beta2 = logistic.fit_coefficients(np.vstack([real[1:], corner]), syn, l2, n)
+        moved = np.linalg.norm(beta - beta2)
+        assert moved <= logistic.coefficient_sensitivity(r, n, l2)
+        dw = np.abs(logistic.with_intercept(syn) @ (beta - beta2)).max()
+        assert dw <= logistic.log_weight_sensitivity(r, n, l2)
+        worst = max(worst, moved / logistic.coefficient_sensitivity(r, n, l2))
+    assert worst > 0.05  # the bound is not vacuous here
+
+
+# -- Corollaries 1-2 (unbiased) and Proposition 1 (biased), by Monte Carlo ---------------------------------
+
+def test_output_noise_is_unbiased_on_the_weight_scale():
+    rng = np.random.default_rng(1)
+    zeros = np.zeros(1_000_000)
+    for rho in (0.2, 0.4):
+        m = np.exp(logistic.laplace_log_weights(zeros, LaplaceEvent(rho, 1.0), rng))
+        sd = math.sqrt((1 - rho ** 2) ** 2 * (1 / (1 - 4 * rho ** 2) - 1 / (1 - rho ** 2) ** 2))  # eq. (8)
+        assert abs(m.mean() - 1) < 5 * sd / math.sqrt(m.size)
+        if rho < 0.25:  # the sample sd converges only with a finite 4th moment (4ρ < 1)
+            assert m.std() == pytest.approx(sd, rel=0.05)
+    for gamma in (0.3, 0.8):
+        m = np.exp(logistic.gaussian_log_weights(zeros, GaussianEvent(gamma, 1.0), rng))
+        sd = math.sqrt(math.exp(gamma ** 2) - 1)      # log-normal variance
+        assert abs(m.mean() - 1) < 5 * sd / math.sqrt(m.size)
+        assert m.std() == pytest.approx(sd, rel=0.05)
+    # Without the mean shift (plain Laplace), E[e^ζ] = 1/(1 − ρ²) ≠ 1: the shift is what makes it unbiased.
+    assert np.exp(rng.laplace(0, 0.4, 1_000_000)).mean() == pytest.approx(1 / (1 - 0.16), rel=0.01)
+
+
+def test_beta_noised_weights_are_biased_as_proposition_1_says():
+    """E_ζ[exp(ζᵀx̃)] = Π_j 1/(1 − b² x̃_j²) > 1 for Laplace(b) coefficients (b|x̃_j| < 1)."""
+    rng = np.random.default_rng(2)
+    x, b = np.array([0.9, 0.5, 1.0]), 0.3
+    draws = np.array([logistic.noised_coefficients(np.zeros(3), b, 1.0, rng)[0] for _ in range(100_000)])
+    ratio = np.exp(draws @ x)
+    closed = np.prod(1 / (1 - b ** 2 * x ** 2))
+    assert closed > 1.15
+    assert ratio.mean() == pytest.approx(closed, rel=0.02)
+
+
+# -- audits (ARCHITECTURE rule 4) ------------------------------------------------------------------------
+
+def audit_output(noisy_fn, event, shift: float, halve: bool) -> float:
+    """N_AUDIT runs of one released log-weight on D (value 0) and D' (value Δ_w: the sensitivity attained)."""
+    rng = np.random.default_rng(3)
+    if halve:
+        event = type(event)(event.scale / 2, event.l1_sensitivity) if isinstance(event, LaplaceEvent) \
+            else GaussianEvent(event.sigma / 2, event.l2_sensitivity)
+    s0 = noisy_fn(np.zeros(N_AUDIT), event, rng)
+    s1 = noisy_fn(np.full(N_AUDIT, shift), event, rng)
+    return epsilon_lower_bound(s0, s1, DELTA)
+
+
+def test_output_lapl_audit():
+    delta_w = 0.1
+    n_s, rho, event = logistic.output_laplace_plan(1.0, delta_w, 1, 0.5)
+    claim = epsilon_pld([event], DELTA)
+    assert (n_s, claim) == (1, pytest.approx(1.0, rel=1e-3))
+    assert audit_output(logistic.laplace_log_weights, event, delta_w, halve=False) < claim
+    assert audit_output(logistic.laplace_log_weights, event, delta_w, halve=True) > claim
+
+
+def test_output_norm_audit():
+    delta_w = 0.1
+    n_s, gamma, event = logistic.output_gaussian_plan(1.0, DELTA, delta_w, 1, 10.0)
+    claim = epsilon_pld([event], DELTA)
+    assert n_s == 1 and claim <= 1.0
+    assert audit_output(logistic.gaussian_log_weights, event, delta_w, halve=False) < claim
+    assert audit_output(logistic.gaussian_log_weights, event, delta_w, halve=True) > claim
+
+
+def test_proposition_2_claims_hold_under_the_accountant():
+    """Per lot: σ = √(2 log(1.25/δ))/ε gives (ε, δ)-DP (classical Gaussian bound, ε < 1); with sampling
+    probability q: ε' ≤ log(1 + q(e^ε − 1)) at δ' = qδ (amplification). The PLD of
+    PoissonGaussianEvent(σ, q, 1), which the ledger records, is at least as tight as both."""
+    for eps in (0.5, 0.9):
+        sigma = math.sqrt(2 * math.log(1.25 / DELTA)) / eps
+        assert epsilon_pld([PoissonGaussianEvent(sigma, 1.0, 1)], DELTA) <= eps
+        for q in (0.01, 0.1):
+            amplified = math.log(1 + q * (math.exp(eps) - 1))
+            assert epsilon_pld([PoissonGaussianEvent(sigma, q, 1)], q * DELTA) <= amplified
+
+
+@pytest.fixture(scope="module")
+def relaxed_neighbours():
+    torch.manual_seed(0)
+    model = relaxed_dpsgd.classifier(3, [4])
+    gen = torch.Generator().manual_seed(0)
+    real = torch.rand(8, 3, generator=gen)
+    synthetic = torch.rand(8, 3, generator=gen)
+    from pipelines.privacy.dpsgd import per_example_grads
+
+    def norm(x):  # the canary's unclipped gradient norm
+        return float(sum(g.square().sum() for g in per_example_grads(model, relaxed_dpsgd._real_loss, x).values()))
+    canary = max((torch.full((1, 3), s * 1e3) for s in (1.0, -1.0)), key=norm)
+    assert norm(canary) > 1e4  # far above C = 1: only clipping keeps the step private
+    return model, real, torch.cat([real, canary]), synthetic
+
+
+def relaxed_audit(neighbours, sigma: float) -> float:
+    model, d, d_prime, syn = neighbours
+    clip, expected = 1.0, float(len(d) + len(syn))   # q = 1: the public constant N_D + N_G
+    outs = []
+    for rows, seed in ((d, 10), (d_prime, 11)):
+        g = relaxed_dpsgd.relaxed_dpsgd_gradient(model, rows, syn, clip, sigma, expected,
+                                                 torch.Generator().manual_seed(seed), draws=N_AUDIT)
+        outs.append(torch.cat([v.reshape(N_AUDIT, -1) for v in g.values()], 1))
+    clean = [relaxed_dpsgd.relaxed_dpsgd_gradient(model, rows, syn, clip, 0.0, expected, torch.Generator())
+             for rows in (d, d_prime)]
+    direction = torch.cat([(clean[1][k] - clean[0][k]).reshape(-1) for k in clean[0]])
+    assert float(direction.norm()) * expected == pytest.approx(clip, rel=1e-4)  # one clipped private term
+    direction = direction / direction.norm()
+    return epsilon_lower_bound((outs[0] @ direction).numpy(), (outs[1] @ direction).numpy(), DELTA)
+
+
+def test_relaxed_dpsgd_step_audit(relaxed_neighbours):
+    """One lot at q = 1 with public synthetic rows in the same sum: a Gaussian mechanism of multiplier σ
+    in the private row (Proposition 2 as derived in relaxed_dpsgd's docstring)."""
+    sigma = 3.0
+    claim = epsilon_pld([PoissonGaussianEvent(sigma, 1.0, 1)], DELTA)
+    assert relaxed_audit(relaxed_neighbours, sigma) < claim
+    assert relaxed_audit(relaxed_neighbours, sigma / 2) > claim
+
+
+# -- post-processing against known answers ----------------------------------------------------------------
+
+@pytest.mark.parametrize("k", [0.3, 0.9])
+def test_psis_khat_recovers_the_pareto_shape(k):
+    """Weights from a generalised Pareto with shape k: k̂ ≈ k (Vehtari et al.'s estimator via arviz)."""
+    u = np.random.default_rng(4).uniform(size=20_000)
+    w = (u ** -k - 1) / k + 1e-3
+    smoothed, khat = postprocess.psis(np.log(w))
+    assert khat == pytest.approx(k, abs=0.12)
+    assert np.exp(smoothed).sum() == pytest.approx(1.0)
+
+
+def test_psis_on_too_few_weights_reports_an_infinite_khat():
+    smoothed, khat = postprocess.psis(np.log([1.0, 3.0]))
+    assert khat == math.inf and np.exp(smoothed) == pytest.approx([0.25, 0.75])
+
+
+def test_ess_tempering_and_mean_one():
+    assert postprocess.effective_sample_size(np.ones(50)) == pytest.approx(50)
+    assert postprocess.effective_sample_size(np.r_[1.0, np.zeros(49)]) == pytest.approx(1)
+    w = postprocess.mean_one(postprocess.temper(np.log([1.0, 4.0]), 0.5))
+    assert w == pytest.approx([2 / 3, 4 / 3])                      # √1 : √4, mean one
+    assert postprocess.mean_one(postprocess.temper(np.log([1.0, 4.0]), 0.0)) == pytest.approx([1, 1])
+
+
+def test_beta_calibration_recovers_a_known_miscalibration():
+    """True log-odds = 2·logit(s) + 0.5 is beta calibration with a = b = 2, c = 0.5."""
+    rng = np.random.default_rng(5)
+    logit = rng.normal(0, 1.5, 40_000)
+    y = rng.uniform(size=logit.size) < 1 / (1 + np.exp(-(2 * logit + 0.5)))
+    fit = postprocess.fit_beta_calibration(logit[y], logit[~y])
+    assert (fit.a, fit.b, fit.c) == (pytest.approx(2, abs=0.1), pytest.approx(2, abs=0.1), pytest.approx(0.5, abs=0.1))
