@@ -16,26 +16,9 @@ from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.joint import detection_auc, mmd_test, table_wasserstein1
 from pipelines.evaluation.queries import column_arrays, random_range_queries, range_query_answer, range_query_error
 from pipelines.evaluation.scorecard import DEFAULTS, scorecard
+from test_metrics import DEPENDENT, dependent, shuffled
 
 X = Column("x", "continuous", 0.0, 1.0)
-DEPENDENT = [Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),
-             Column("b", "binary", categories=("no", "yes")),
-             Column("c", "categorical", categories=("low", "mid", "high"))]
-
-
-def dependent(n: int, seed: int) -> pd.DataFrame:
-    """Every column a noisy function of one latent z ~ U(0, 1) (as in test_metrics.py)."""
-    rng = np.random.default_rng(seed)
-    z = rng.random(n)
-    return pd.DataFrame({"x1": np.clip(z + rng.normal(0, 0.05, n), 0, 1),
-                         "x2": np.clip(1 - z + rng.normal(0, 0.05, n), 0, 1),
-                         "b": np.where(z > 0.5, "yes", "no"),
-                         "c": np.array(["low", "mid", "high"])[np.minimum((z * 3).astype(int), 2)]})
-
-
-def shuffled(df: pd.DataFrame, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({c: rng.permutation(df[c].to_numpy()) for c in df.columns})
 
 
 def test_cramers_v_of_two_by_two_tables():

@@ -11,7 +11,7 @@ from pipelines.config import load_params
 from pipelines.data.transform import Encoder
 from pipelines.errors import BudgetExceededError, InputError
 from pipelines.io import read_json, write_parquet
-from tests.test_pipeline import ledger_rows, make_root, run_stages
+from test_pipeline import ledger_rows, make_root, run_stages
 
 FAST = {"epochs": 1, "analysis_max_rows": 200, "noise_seed": 0}
 

@@ -68,6 +68,20 @@ def reserve_plan(generator: Any, n_rows: int, session: LedgerSession, budget: Bu
     return planned
 
 
+def check_encoded(name: str, layout: Layout, data: Any, n_rows: int, why: str = "") -> None:
+    """Refuse training rows that are not the planned (n_rows, layout.width) matrix in [0, 1] (numpy or
+    torch), naming the first bad column and the fix; `why` says what breaks outside [0, 1]."""
+    if tuple(data.shape) != (n_rows, layout.width):
+        raise ValueError(f"X has shape {tuple(data.shape)}, planned ({n_rows}, {layout.width})")
+    bad = np.asarray(~((data >= 0) & (data <= 1)).all(0))
+    if bad.any():
+        col = int(np.flatnonzero(bad)[0])
+        block = next(b for b in layout.blocks if b.start <= col < b.stop)
+        raise ValueError(f"{name}: column '{block.column}' has encoded values outside [0, 1] (or NaN){why}. Fix: "
+                         f"train on the output of the schema's Encoder (pipelines.data.transform), which scales "
+                         f"numerics by the schema bounds and one-hot encodes categories")
+
+
 def merge_params(name: str, defaults: dict[str, Any], params: dict | None,
                  phases: tuple[str, ...] = ("",)) -> dict[str, Any]:
     """A generator's params.yaml section over its DEFAULTS: unknown keys refused, `steps` or `epochs`

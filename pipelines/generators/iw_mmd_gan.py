@@ -36,9 +36,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipelines import progress
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
-                                      reserve_plan, save_networks)
+from pipelines.generators.base import (Budget, LedgerSession, check_encoded, load_networks, merge_params,
+                                      read_meta, reserve_plan, save_networks)
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.iw_weights import WeightFunction, category_codes, weight_function
 from pipelines.generators.iw_estimators import (check_estimator, duplicate_indices, weighted_mean,
@@ -165,6 +166,7 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
         opt_g.zero_grad(set_to_none=True)
         loss.backward()
         opt_g.step()
+        progress.report(label, step, steps)
         if step % every == 0 or step == steps:
             print(f"{label} step {step}/{steps}  {estimator} MMD² {loss.item():.5f}  "
                   f"{time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
@@ -183,6 +185,7 @@ def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Param
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        progress.report(label, step, steps)
         if step % every == 0 or step == steps:
             print(f"{label} step {step}/{steps}  random-feature MMD² {loss.item():.5f}  "
                   f"{time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
@@ -311,15 +314,8 @@ class IWMMDGAN:
                                  lr=float(p["lr"]), seed=int(p["seed"]) + 2)
         self.generator.eval()
 
-    def _check(self, data: np.ndarray) -> None:
-        if data.shape != (self.privacy["n_rows"], self.layout.width):
-            raise ValueError(f"X has shape {data.shape}, planned ({self.privacy['n_rows']}, {self.layout.width})")
-        bad = ~((data >= 0) & (data <= 1)).all(0)
-        if bad.any():
-            col = int(np.flatnonzero(bad)[0])
-            block = next(b for b in self.layout.blocks if b.start <= col < b.stop)
-            raise ValueError(f"iw_mmd_gan: column '{block.column}' has encoded values outside [0, 1] (or NaN). Fix: "
-                             f"train on the output of the schema's Encoder (pipelines.data.transform)")
+    def _check(self, data) -> None:
+        check_encoded(self.name, self.layout, data, self.privacy["n_rows"])
 
     # -- sampling and persistence ------------------------------------------------------------
     def sample(self, n: int, seed: int) -> np.ndarray:

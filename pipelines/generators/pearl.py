@@ -44,8 +44,8 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
-                                      reserve_plan, save_networks)
+from pipelines.generators.base import (Budget, LedgerSession, check_encoded, load_networks, merge_params,
+                                      read_meta, reserve_plan, save_networks)
 from pipelines.generators.ppem import sub_layout
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import (cf_features, class_embeddings, distance_event, embedding_event,
@@ -273,17 +273,8 @@ class PEARL:
         session.record(spent)
         self._train()
 
-    def _check(self, data: torch.Tensor) -> None:
-        if data.shape != (self.privacy["n_rows"], self.layout.width):
-            raise ValueError(f"X has shape {tuple(data.shape)}, planned "
-                             f"({self.privacy['n_rows']}, {self.layout.width})")
-        bad = ~((data >= 0) & (data <= 1)).all(0)
-        if bad.any():
-            col = int(bad.nonzero()[0])
-            block = next(b for b in self.layout.blocks if b.start <= col < b.stop)
-            raise ValueError(f"pearl: column '{block.column}' has encoded values outside [0, 1] (or NaN). Fix: "
-                             f"train on the output of the schema's Encoder (pipelines.data.transform), which "
-                             f"scales numerics by the schema bounds and one-hot encodes categories")
+    def _check(self, data) -> None:
+        check_encoded(self.name, self.layout, data, self.privacy["n_rows"])
 
     def _release(self, data: torch.Tensor) -> list[Event]:
         """App. E, lines 1-3: ℓ̂ (App. D), frequencies ω = u/ℓ̂, the sanitised embedding (eq. 6)."""

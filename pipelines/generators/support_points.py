@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Budget, LedgerSession, merge_params, read_meta, reserve_plan, save_networks
+from pipelines.generators.base import (Budget, LedgerSession, check_encoded, merge_params, read_meta, reserve_plan,
+                                      save_networks)
 from pipelines.privacy.bandwidth import (bandwidth_grid, exponential_bandwidth, laplace_bandwidth,
                                          laplace_bandwidth_event, mle_bandwidth)
 from pipelines.privacy.energy import check_norm, energy_sensitivity
@@ -197,16 +198,9 @@ class SupportPoints:
             return
         session.record(self._release(data))
 
-    def _check(self, data: np.ndarray) -> None:
-        if data.shape != (self.privacy["n_rows"], self.layout.width):
-            raise ValueError(f"X has shape {data.shape}, planned ({self.privacy['n_rows']}, {self.layout.width})")
-        bad = ~((data >= 0) & (data <= 1)).all(0)
-        if bad.any():
-            col = int(np.flatnonzero(bad)[0])
-            block = next(b for b in self.layout.blocks if b.start <= col < b.stop)
-            raise ValueError(f"support_points: column '{block.column}' has encoded values outside [0, 1] (or NaN), "
-                             f"where eq. 5.10's sensitivity does not hold. Fix: train on the output of the schema's "
-                             f"Encoder (pipelines.data.transform), which scales numerics by the schema bounds")
+    def _check(self, data) -> None:
+        check_encoded(self.name, self.layout, data, self.privacy["n_rows"],
+                      ", where eq. 5.10's sensitivity does not hold")
 
     def _release(self, data: np.ndarray) -> list[Event]:
         """The k private sets (one MH run with max(chains, k) chains; chains 0..k−1 are released), then the
