@@ -66,6 +66,18 @@ class GuardedData:
         return self._x.astype(dtype or self._x.dtype)
 
 
+def assert_fit_rejects_bad_input(gen) -> None:
+    """`gen.fit` refuses encoded values outside [0, 1] naming the column and the fix, and a row count
+    other than the planned one (base.check_encoded)."""
+    gen.plan(50, Budget(1.0, 1e-5))
+    bad = mixed_data(50)
+    bad[3, 1] = 1.7
+    with pytest.raises(ValueError, match="column 'income'.*outside \\[0, 1\\].*Encoder"):
+        gen.fit(bad, FakeSession())
+    with pytest.raises(ValueError, match="planned"):
+        gen.fit(mixed_data(60), FakeSession())
+
+
 def fitted(params: dict, epsilon: float = 2.0, n: int = 64, seed: int = 0) -> DPWGAN:
     gen = DPWGAN(MIXED, {**FAST, **params}, "cpu")
     gen.plan(n, Budget(epsilon, 1e-5))

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_dpwgan import MIXED, FakeSession, GuardedData, mixed_data
+from test_dpwgan import MIXED, FakeSession, GuardedData, assert_fit_rejects_bad_input, mixed_data
 from test_pearl import _audit
 
 from pipelines.data.transform import Encoder, train_holdout_split
@@ -255,14 +255,7 @@ def test_fit_reserves_before_reading_and_records(epsilon, kernel):
 
 
 def test_fit_rejects_bad_input_with_the_column_and_the_fix():
-    gen = IWMMDGAN(MIXED, FAST)
-    gen.plan(50, Budget(1.0, DELTA))
-    bad = mixed_data(50)
-    bad[3, 1] = 1.7
-    with pytest.raises(ValueError, match="column 'income'.*outside \\[0, 1\\].*Encoder"):
-        gen.fit(bad, FakeSession())
-    with pytest.raises(ValueError, match="planned"):
-        gen.fit(mixed_data(60), FakeSession())
+    assert_fit_rejects_bad_input(IWMMDGAN(MIXED, FAST))
 
 
 def test_noise_is_secret_by_default_and_seeded_only_on_request():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from test_dpwgan import MIXED, FakeSession, GuardedData, mixed_data
+from test_dpwgan import MIXED, FakeSession, GuardedData, assert_fit_rejects_bad_input, mixed_data
 
 from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget, Generator, make_generator
@@ -276,14 +276,7 @@ def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
 
 
 def test_fit_rejects_bad_input_with_the_column_and_the_fix():
-    gen = PEARL(MIXED, FAST)
-    gen.plan(50, Budget(1.0, DELTA))
-    bad = mixed_data(50)
-    bad[3, 1] = 1.7
-    with pytest.raises(ValueError, match="column 'income'.*outside \\[0, 1\\].*Encoder"):
-        gen.fit(bad, FakeSession())
-    with pytest.raises(ValueError, match="planned"):
-        gen.fit(mixed_data(60), FakeSession())
+    assert_fit_rejects_bad_input(PEARL(MIXED, FAST))
 
 
 def test_sample_respects_layout_and_the_released_class_proportions():

@@ -145,7 +145,7 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
 
     opt_g = torch.optim.RMSprop(parameters, lr=lr)
     opt_d = torch.optim.RMSprop(autoencoder.parameters(), lr=lr) if autoencoder is not None else None
-    start, every = time.perf_counter(), max(1, steps // 10)
+    start = time.perf_counter()
     for step in range(1, steps + 1):
         if autoencoder is not None:
             for _ in range(n_critic):
@@ -166,10 +166,14 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
         opt_g.zero_grad(set_to_none=True)
         loss.backward()
         opt_g.step()
-        progress.report(label, step, steps)
-        if step % every == 0 or step == steps:
-            print(f"{label} step {step}/{steps}  {estimator} MMD² {loss.item():.5f}  "
-                  f"{time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+        _report(label, step, steps, f"{estimator} MMD² {loss.item():.5f}", start)
+
+
+def _report(label: str, step: int, steps: int, loss: str, start: float) -> None:
+    """Progress to the flow (`pipelines.progress`) and, about ten times per phase, a line on stderr."""
+    progress.report(label, step, steps)
+    if step % max(1, steps // 10) == 0 or step == steps:
+        print(f"{label} step {step}/{steps}  {loss}  {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
 
 
 def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Parameter], target: torch.Tensor,
@@ -179,16 +183,13 @@ def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Param
     rng = torch.Generator(device=target.device).manual_seed(seed)
     opt = torch.optim.RMSprop(parameters, lr=lr)
     k = freqs.shape[0]
-    start, every = time.perf_counter(), max(1, steps // 10)
+    start = time.perf_counter()
     for step in range(1, steps + 1):
         loss = (target - cf_features(sample_fake(batch_size, rng), freqs).mean(0)).pow(2).sum() / k
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        progress.report(label, step, steps)
-        if step % every == 0 or step == steps:
-            print(f"{label} step {step}/{steps}  random-feature MMD² {loss.item():.5f}  "
-                  f"{time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+        _report(label, step, steps, f"random-feature MMD² {loss.item():.5f}", start)
 
 
 class IWMMDGAN:
