@@ -40,14 +40,22 @@ def wilson(k: int, n: int, z: float = Z) -> tuple[float, float]:
     return (k + z * z / 2) / (n + z * z), z / (n + z * z) * np.sqrt(k * (n - k) / n + z * z / 4)
 
 
+def risk_interval(main: tuple[float, float], control: tuple[float, float], z: float = Z) -> tuple[float, float]:
+    """R = (r_train − r_control)/(1 − r_control) (eq. 2) and its error z·σ_R, propagated from the Wilson
+    errors of both rates (eq. 1) at the normal quantile z."""
+    (r_m, e_m), (r_c, e_c) = wilson(*main, z), wilson(*control, z)
+    return float((r_m - r_c) / (1 - r_c)), float(np.hypot(e_m / (1 - r_c), e_c * (1 - r_m) / (1 - r_c) ** 2))
+
+
 def privacy_risk(main: tuple[int, int], control: tuple[int, int], baseline: tuple[int, int]) -> dict:
-    """R = (r_train − r_control)/(1 − r_control) (eq. 2) with its 95 % interval from the Wilson errors."""
-    (r_m, e_m), (r_c, e_c), (r_b, _) = wilson(*main), wilson(*control), wilson(*baseline)
-    risk = (r_m - r_c) / (1 - r_c)
-    error = float(np.hypot(e_m / (1 - r_c), e_c * (1 - r_m) / (1 - r_c) ** 2))
-    return {"risk": float(risk), "risk_ci95": [float(max(risk - error, 0.0)), float(min(risk + error, 1.0))],
+    """R (``risk_interval``) with its 95 % interval, the three Wilson rates and the raw counts (check@gen's
+    risk gates recompute the bound at their family-wise level from them)."""
+    risk, error = risk_interval(main, control)
+    r_m, r_c, r_b = (wilson(*x)[0] for x in (main, control, baseline))
+    return {"risk": risk, "risk_ci95": [float(np.clip(risk - error, 0, 1)), float(np.clip(risk + error, 0, 1))],
             "train_rate": float(r_m), "control_rate": float(r_c), "baseline_rate": float(r_b),
-            "n_attacks": main[1], "informative": bool(r_m > r_b)}
+            "n_attacks": main[1], "counts": {"main": list(main), "control": list(control)},
+            "informative": bool(r_m > r_b)}
 
 
 # --- singling out ---------------------------------------------------------------------------------

@@ -57,9 +57,9 @@ def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
         raise InputError("the linkability column sets must be disjoint, and `known` must not contain the secret.",
                          file="params.yaml", fix="edit evaluate.attacks.linkability_columns / known.")
     s["linkability_columns"] = [list(links[0]), list(links[1])]
-    for key in ("bootstrap", "n_attacks", "singling_out_columns", "neighbours"):
-        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < 1:
-            raise InputError(f"evaluate.attacks.{key} must be a positive integer, got {s[key]!r}.",
+    for key, least in (("bootstrap", 20), ("n_attacks", 1), ("singling_out_columns", 1), ("neighbours", 1)):
+        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
+            raise InputError(f"evaluate.attacks.{key} must be an integer of at least {least}, got {s[key]!r}.",
                              file="params.yaml", fix=f"set it to {DEFAULTS[key]}.")
     for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
         if not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
