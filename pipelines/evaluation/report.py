@@ -350,7 +350,7 @@ def _markdown(title: str, blocks: list[Block]) -> str:
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1rem}th,td{border:1px solid #ccc;padding:.3rem .6rem;text-align:left;overflow-wrap:anywhere}
-th{background:#f3f3f3}td.pass{color:#0a6b2d;font-weight:bold}td.fail{color:#b00020;font-weight:bold}
+th{background:#f3f3f3;white-space:nowrap}td:first-child{white-space:nowrap}td.pass,td.fail{font-weight:bold;white-space:nowrap}td.pass{color:#0a6b2d}td.fail{color:#b00020}
 .notice{border:2px solid #b26a00;background:#fff6e5;padding:.5rem 1rem;margin:1rem 0}
 img.plot{max-width:100%;border:1px solid #ddd}figure{margin:1rem 0}figcaption{font-size:.9rem;color:#555}"""
 
