@@ -33,11 +33,12 @@ def thresholds(raw: dict[str, Any] | None) -> dict[str, float]:
     for key, value in t.items():
         if key not in DEFAULTS:
             raise InputError(f"unknown risk_gates key '{key}'.", file="params.yaml", fix=f"use {sorted(DEFAULTS)}.")
-        low_ok = value > 0 if key == "confidence" else value >= 0
-        high_ok = value < 1 if key == "confidence" else value <= 1
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (low_ok and high_ok):
-            interval = "(0, 1)" if key == "confidence" else "[0, 1]"
-            raise InputError(f"risk_gates.{key} must be a number in {interval}, got {value!r}.", file="params.yaml",
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if key == "confidence" and not (number and 0 < value < 1):
+            raise InputError(f"risk_gates.confidence must be a number in (0, 1), got {value!r}.", file="params.yaml",
+                             fix="set it to 0.95.")
+        if not (number and 0 <= value <= 1):
+            raise InputError(f"risk_gates.{key} must be a number in [0, 1], got {value!r}.", file="params.yaml",
                              fix=f"set it to {DEFAULTS[key]}.")
     return {k: float(v) for k, v in t.items()}
 
@@ -45,6 +46,12 @@ def thresholds(raw: dict[str, Any] | None) -> dict[str, float]:
 def family_z(confidence: float, tests: int) -> float:
     """z = Φ⁻¹(1 − α/K): the one-sided normal quantile of each of K tests at family-wise level α = 1 − confidence."""
     return float(norm.ppf(1 - (1 - confidence) / tests))
+
+
+def risk_lower_bound(attack: dict[str, Any], z: float) -> float:
+    """max(R − z·σ_R, 0) of one anonymeter attack, recomputed from its counts (``risk_interval``)."""
+    risk, error = risk_interval(attack["counts"]["main"], attack["counts"]["control"], z)
+    return max(risk - error, 0.0)
 
 
 def risk_gates(risk: dict[str, Any], t: dict[str, float]) -> list[GateResult]:
@@ -67,8 +74,7 @@ def risk_gates(risk: dict[str, Any], t: dict[str, float]) -> list[GateResult]:
     gates.append(GateResult("exact_copies", excess <= t["exact_match_excess_max"], {
         "exact_match_rate": c["exact_match_rate"], "holdout_exact_match_rate": c["holdout_exact_match_rate"],
         "excess": excess, "threshold_excess": t["exact_match_excess_max"], "outside_dp": outside}))
-    low = {n: max(r - e, 0.0) for n, (r, e) in
-           ((n, risk_interval(a["counts"]["main"], a["counts"]["control"], z)) for n, a in ran.items())}
+    low = {n: risk_lower_bound(a, z) for n, a in ran.items()}
     for gate, key, attacks in (("singling_out", "singling_out_risk_max",
                                 ("singling_out_univariate", "singling_out_multivariate")),
                                ("linkability", "linkability_risk_max", ("linkability",)),
