@@ -3,7 +3,7 @@
   synthrelease run [--params params.yaml]            the Prefect release flow
   synthrelease serve [--schedules schedules.yaml]    scheduled releases against a Prefect server
   synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
-  synthrelease ledger show [--dataset D] | verify [--expect-head H]
+  synthrelease ledger show [--dataset D] | verify [--expect-head [SEQ:]HASH]
 """
 from __future__ import annotations
 
@@ -41,21 +41,26 @@ def run_stage(name: str, params_path: str, generator: str | None) -> dict:
 
 def ledger_command(args: argparse.Namespace) -> int:
     from pipelines.config import load_params
-    from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
-    from tasks.common import ledger
+    from tasks.common import ledger, released_head
     params = load_params(args.params)
-    led = ledger(params, Path.cwd())
+    led = ledger(params, Path.cwd())  # HMAC-chained rows need the steward key (env or privacy.noise_key_file)
     if args.action == "verify":
-        print(json.dumps(led.verify(expect_head=args.expect_head), indent=2))
+        if args.expect_head:
+            seq, _, digest = args.expect_head.rpartition(":")
+            expect, source = ({"seq": int(seq), "hash": digest} if seq else digest), "--expect-head"
+        else:  # the head the last release recorded: rows deleted up to it are caught
+            expect, source = released_head(params, Path.cwd())
+        report = led.verify(expect_head=expect)
+        print(json.dumps({**report, "expected_head": expect, "expected_head_from": source if expect else None},
+                         indent=2))
         return 0
     dataset = args.dataset or params["dataset"]["name"]
     delta, budget = float(params["privacy"]["delta"]), float(params["privacy"]["lifetime_epsilon"])
     for row in led.rows(dataset):
         print(f"{row['seq']:>5} {row['created_at']} {row['run_id']:<24} {row['stage']:<18} "
               f"{row['status']:<8} {row['event_json']}")
-    events = led.effective_events(dataset)
-    total = epsilon_pld(events, delta)
-    print(f"\n{dataset}: ε spent = {total:.4g} (PLD), {epsilon_rdp(events, delta):.4g} (RDP) at δ = {delta:g}; "
+    total = led.spent(dataset, delta)   # internal-only non-private events are listed but not charged
+    print(f"\n{dataset}: ε spent = {total:.4g} (PLD), {led.spent_rdp(dataset, delta):.4g} (RDP) at δ = {delta:g}; "
           f"lifetime budget ε = {budget:g}; remaining ε = {max(budget - total, 0):.4g}")
     return 0
 
@@ -76,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     lg = sub.add_parser("ledger", help="show or verify the privacy ledger")
     lg.add_argument("action", choices=("show", "verify"))
     lg.add_argument("--dataset")
-    lg.add_argument("--expect-head", help="head hash recorded earlier (e.g. in a manifest): detects a deleted last row")
+    lg.add_argument("--expect-head", help="HASH: must be the current head; SEQ:HASH: row SEQ must still have HASH "
+                                          "(default: the ledger_head of releases/<ds>/latest.json, if any)")
     args = parser.parse_args(argv)
 
     from pipelines.errors import BudgetExceededError, InputError, LedgerIntegrityError

@@ -12,7 +12,7 @@ from pipelines.errors import InputError
 from pipelines.io import canonical_json, sha256_text
 
 REQUIRED = {
-    "dataset": ("name", "source", "holdout_fraction", "split_seed"),
+    "dataset": ("name", "source", "holdout_fraction"),
     "privacy": ("delta", "lifetime_epsilon", "ledger"),
 }
 
@@ -32,6 +32,17 @@ def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
             if key not in (params.get(section) or {}):
                 raise InputError(f"missing key '{section}.{key}'.", file=str(path),
                                  fix=f"add '{key}:' under '{section}:' (see the README).")
+    if "split_seed" in params["dataset"]:
+        raise InputError("'dataset.split_seed' was removed: the train/holdout split is now a keyed hash of each "
+                         "row's content with a secret key (so adding a row moves no other row, and nobody can "
+                         "recompute the split from a public seed).", file=str(path),
+                         fix="delete 'split_seed:' under 'dataset:' (docs/architecture.md, 'Neighbouring relation').")
+    params["privacy"]["row_count_epsilon"] = parse_epsilon(
+        params["privacy"].get("row_count_epsilon", 0.05), "privacy.row_count_epsilon", path)
+    if not math.isfinite(params["privacy"]["row_count_epsilon"]):
+        raise InputError("'privacy.row_count_epsilon' must be finite: the training row count is released with "
+                         "Laplace noise when the schema declares no public 'rows'.", file=str(path),
+                         fix="set 'row_count_epsilon: 0.05', or declare rows: {count, source} in the schema.")
     gens = params.get("generators")
     if not isinstance(gens, list) or not gens:
         raise InputError("'generators' must be a non-empty list.", file=str(path),

@@ -36,5 +36,22 @@ class BudgetExceededError(Exception):
             f"ε={budget:.4g}; remaining ε={remaining:.4g}. No data was read. Fix: {fix}.")
 
 
+class BudgetOverspentError(BudgetExceededError):
+    """A stage's *actual* events pushed the data set past its lifetime budget. Unlike its parent,
+    raised after the fact: the data was read, so the actual events are already in the ledger."""
+
+    def __init__(self, dataset: str, reservation_seq: int, stage: str, spent: float, planned: float,
+                 actual: float, after: float, budget: float, row_ids: list[int]) -> None:
+        Exception.__init__(
+            self, f"privacy budget exceeded for data set '{dataset}' by the actual events of {stage} "
+            f"(reservation {reservation_seq}): spent ε={spent:.4g} by every other reservation, this stage planned "
+            f"ε={planned:.4g} but spent ε={actual:.4g} (alone); the data set's total is now ε={after:.4g} > "
+            f"lifetime budget ε={budget:.4g}; remaining ε=0. The actual events are recorded (ledger rows "
+            f"{', '.join(map(str, row_ids))}): the data was read. Fix: the stage spent more than it planned, a bug "
+            "in its privacy plan; do not release its output, and report it to your privacy officer.")
+        self.dataset, self.spent, self.planned, self.after, self.budget = dataset, spent, planned, after, budget
+        self.actual, self.reservation_seq, self.row_ids = actual, reservation_seq, list(row_ids)
+
+
 class LedgerIntegrityError(Exception):
     """The ledger's hash chain does not verify (a row was edited, deleted or inserted)."""

@@ -24,8 +24,9 @@ from tasks.weight import settings as weight_settings
 
 
 def planned_events(params: dict[str, Any], root: Path) -> dict[str, list[Event]]:
-    """Each generator's and each weight@gen stage's planned events, from public quantities only (the
-    Parquet footer's row count; the synthetic row count is evaluate.n_samples or that count)."""
+    """Each generator's and each weight@gen stage's planned events, from public quantities only (the public
+    training row count n̂ that prepare wrote, `EncodedTable.__len__`; the synthetic row count is
+    evaluate.n_samples or n̂)."""
     p, delta = common.paths(params, root), float(params["privacy"]["delta"])
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     n_rows = len(EncodedTable(p.prepared / "train_encoded.parquet"))

@@ -29,9 +29,10 @@ def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dic
     p, sch = common.paths(params, root), common.schema(params, root)
     priv = params["privacy"]
     privacy = read_json(p.model(generator) / "privacy.json")
+    head, head_file = common.released_head(params, root)  # deleting ledger rows up to it fails the gate
     gates = [ledger_gate(common.ledger(params, root), p.dataset, float(priv["delta"]),
                          float(priv["lifetime_epsilon"]), privacy["ledger_row_ids"],
-                         bool(priv.get("internal_release", False)))]
+                         bool(priv.get("internal_release", False)), expect_head=head, head_source=head_file)]
     model = load_generator(generator, p.model(generator))
     if hasattr(model, "release_gates"):  # a generator's own gates (e.g. PPEM's α-LMDP tests) may read real rows (rule 6)
         gates += model.release_gates(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy())

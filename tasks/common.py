@@ -4,18 +4,42 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from pipelines.config import Paths, params_hash
 from pipelines.data.schema import Schema, load_schema
+from pipelines.errors import InputError
+from pipelines.io import read_json
 from pipelines.privacy.ledger import Ledger
+from pipelines.privacy.noise import load_noise_key
 
-STAGE_PARAMS = {  # the params.yaml sections each stage depends on (mirrors dvc.yaml)
-    "validate": ("dataset",),
-    "prepare": ("dataset",),
-    "train": ("dataset", "privacy", "device"),
-    "check": ("dataset", "privacy", "risk_gates"),
-    "evaluate": ("dataset", "privacy", "evaluate", "device"),
-    "weight": ("dataset", "privacy", "weights", "device"),
-}
+DVC_YAML = Path(__file__).resolve().parents[1] / "dvc.yaml"
+ITEM = "${item}"  # a foreach stage's own generator (or weight estimator) section
+
+
+def stage_params(dvc_yaml: Path = DVC_YAML) -> dict[str, tuple[str, ...]]:
+    """Each stage's params.yaml keys, read from dvc.yaml itself (one place): a section ("dataset") or
+    a dotted key ("privacy.delta"), or `${item}`: a foreach stage's own generator section, which
+    `hashes` resolves. The hashes the artefacts carry then cover exactly what DVC tracks."""
+    try:
+        stages = yaml.safe_load(Path(dvc_yaml).read_text())["stages"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
+        raise InputError(f"cannot read the stages' params from the pipeline definition ({e}).", file=str(dvc_yaml),
+                         fix="run from a checkout that has dvc.yaml with a 'stages:' mapping.") from e
+    out = {}
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        keys = []
+        for entry in body.get("params") or ():
+            if isinstance(entry, dict):  # {params-file: [keys]}: only params.yaml is the release configuration
+                keys += [k for f, ks in entry.items() if Path(f).name == "params.yaml" for k in ks or ()]
+            else:
+                keys.append(str(entry))
+        out[name] = tuple(keys)
+    return out
+
+
+STAGE_PARAMS = stage_params()  # parsed once, at import
 
 
 def paths(params: dict[str, Any], root: Path) -> Paths:
@@ -27,15 +51,34 @@ def schema(params: dict[str, Any], root: Path) -> Schema:
 
 
 def ledger(params: dict[str, Any], root: Path) -> Ledger:
-    location = str(params["privacy"]["ledger"])
+    """The data set's ledger; with a steward key (pipelines.privacy.noise.load_noise_key) its rows are
+    HMAC-chained (pipelines/privacy/ledger.py)."""
+    priv = params["privacy"]
+    location = str(priv["ledger"])
     if "://" not in location and not Path(location).is_absolute():
         location = str(Path(root) / location)
-    return Ledger(location)
+    return Ledger(location, load_noise_key(priv.get("noise_key_file"), Path(root)))
+
+
+def released_head(params: dict[str, Any], root: Path) -> tuple[dict[str, Any] | None, str]:
+    """The ledger head {"seq", "hash", ...} the last release recorded in releases/<ds>/latest.json
+    (None before the first release, or for a release made before heads were recorded), and that file."""
+    index = paths(params, root).release_index
+    head = read_json(index).get("ledger_head") if index.exists() else None
+    return head, str(index.relative_to(root) if index.is_relative_to(root) else index)
+
+
+def param_value(params: dict[str, Any], key: str) -> Any:
+    """params[key] for a section, params[a][b] for a dotted key "a.b" (None where absent)."""
+    value: Any = params
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def hashes(params: dict[str, Any], stage: str, sch: Schema, generator: str | None = None) -> dict[str, str]:
-    """Schema hash and the hash of exactly the params sections this stage depends on."""
-    sections = STAGE_PARAMS.get(stage, tuple(sorted(params)))
-    if generator:
-        sections = sections + (generator,)
-    return {"schema": sch.hash(), "params": params_hash({s: params.get(s) for s in sections})}
+    """Schema hash and the hash of exactly the params keys dvc.yaml lists for this stage (`${item}`: the
+    generator's section); a stage dvc.yaml does not know hashes the whole configuration."""
+    keys = [generator if k == ITEM else k for k in STAGE_PARAMS.get(stage, tuple(sorted(params)))
+            if k != ITEM or generator]
+    return {"schema": sch.hash(), "params": params_hash({k: param_value(params, k) for k in keys})}

@@ -27,6 +27,7 @@ from pipelines.generators.base import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
+from tasks.train import EncodedTable
 
 
 PLOTS = unsupervised.PLOTS + ("membership_roc",)  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
@@ -70,7 +71,7 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
     attack_settings = suite.settings(settings.get("attacks"), sch)
     train = pd.read_parquet(p.prepared / "train.parquet")
     holdout = pd.read_parquet(p.prepared / "holdout.parquet")
-    n = int(settings.get("n_samples") or len(train))
+    n = int(settings.get("n_samples") or len(EncodedTable(p.prepared / "train_encoded.parquet")))  # n̂, public
     seed = int(settings.get("seed", 0))
     synth, conformance = synthetic_table(params, generator, root, n)
     distances = marginal_distances(holdout, synth, sch.columns)
@@ -99,6 +100,6 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
         with atomic_path(p.metrics(generator).parent / f"{name}.png") as tmp:
             tmp.write_bytes(pngs[name])
     write_json(p.metrics(generator), metrics)
-    publish(f"{p.dataset}-{generator}-metrics", markdown=evaluation_markdown(generator, metrics),
-            table=key_figures(metrics))
+    publish(f"{p.dataset}-{generator}-metrics", markdown=evaluation_markdown(generator, metrics),  # steward's UI
+            table=key_figures(metrics), description="INTERNAL: computed from real rows, not for publication")
     return metrics

@@ -1,16 +1,40 @@
-"""Stage 2: seeded train/holdout split and schema-only encoding into Parquet + column layout."""
+"""Stage 2: keyed train/holdout split, the public training row count n̂, and schema-only encoding.
+
+The split puts each row on a side that is a function of that row and a secret key alone
+(`pipelines.data.transform.train_holdout_split`). The key (`split_key`) is derived from the steward's noise
+key when there is one, else it is a random 256-bit salt created once per data set and kept with the internal
+artefacts (`salt_path`), never in git or in a release bundle.
+
+The training row count is private under add/remove-one, so every plan, sample rate q = B/n and divisor
+downstream uses n̂ (`public_row_count`): the schema's documented count scaled by (1 − holdout_fraction), or a
+Laplace-noised count recorded in the ledger. layout.json carries n̂ as `rows_public` with its source.
+"""
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
+import secrets
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 from prefect import task
 
+from pipelines.config import Paths
+from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder, train_holdout_split
-from pipelines.io import atomic_dir, write_json, write_parquet
+from pipelines.errors import InputError
+from pipelines.io import atomic_dir, sha256_file, write_json, write_parquet
+from pipelines.privacy.events import LaplaceEvent
+from pipelines.privacy.ledger import LedgerSession
+from pipelines.privacy.mechanisms import laplace_mechanism
+from pipelines.privacy.noise import keyed_noise, load_noise_key, numpy_noise_rng
 from tasks import common
 from tasks.artifacts import publish
+
+SPLIT_KEY_CONTEXT = b"synthrelease/train-holdout-split/v1"
 
 
 def encoded_column_names(encoder: Encoder) -> list[str]:
@@ -23,22 +47,130 @@ def encoded_column_names(encoder: Encoder) -> list[str]:
     return names
 
 
+def salt_path(params: dict[str, Any], root: Path) -> Path:
+    """Where the data set's split salt lives when there is no steward key: next to the ledger when the ledger
+    is a file path (`ledger/<ds>.split-salt`), else `data/secrets/<ds>.split-salt`. Both are gitignored, not
+    DVC outputs (so `dvc repro` keeps them) and never copied into `releases/`."""
+    ds, location = params["dataset"]["name"], str(params["privacy"]["ledger"])
+    if "://" in location:
+        return Path(root) / "data" / "secrets" / f"{ds}.split-salt"
+    ledger = Path(location) if Path(location).is_absolute() else Path(root) / location
+    return ledger.parent / f"{ds}.split-salt"
+
+
+def _read_or_create_salt(path: Path) -> bytes:
+    """The 256-bit salt in `path` (hex), created with `secrets` on first use (exclusive create, mode 0600,
+    so two concurrent first runs agree on one salt)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32) + "\n")
+    text = path.read_text().strip()
+    try:
+        salt = bytes.fromhex(text)
+    except ValueError:
+        salt = b""
+    if len(salt) < 32:
+        raise InputError("the split salt is not 64+ hex digits.", file=str(path),
+                         fix="delete the file: the next prepare creates a new salt (and a new train/holdout split; "
+                             "re-run it with `dvc repro -f prepare`).")
+    return salt
+
+
+def split_key(params: dict[str, Any], root: Path) -> tuple[bytes, str]:
+    """(key, where it comes from). With a steward noise key: HMAC-SHA256(noise key, context | data set), a
+    split-specific key (the noise key itself is never used raw). Else the data set's salt file."""
+    ds = params["dataset"]["name"]
+    noise_key = load_noise_key(params["privacy"].get("noise_key_file"), root)
+    if noise_key is not None:
+        key = hmac.new(noise_key, SPLIT_KEY_CONTEXT + b"\x1f" + ds.encode(), hashlib.sha256).digest()
+        return key, "HMAC-SHA256 of the steward's noise key"
+    path = salt_path(params, root)
+    return _read_or_create_salt(path), f"random salt in {path}"
+
+
+def count_event(epsilon: float) -> LaplaceEvent:
+    """The noisy training row count's event: Laplace(1/ε) on a count.
+
+    Sensitivity: under add/remove-one, a record added to (removed from) the table lands in the training set
+    or in the holdout by its own keyed hash alone, so the training count changes by 0 or 1: Δ₁ = 1. Laplace
+    noise of scale b = Δ₁/ε = 1/ε makes the released count ε-DP (`laplace_mechanism`); rounding and the
+    floor at 1 are post-processing.
+    """
+    return LaplaceEvent(scale=1.0 / float(epsilon), l1_sensitivity=1.0)
+
+
+def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession | None,
+                     count_rows: Callable[[], int], noise_seed: int | None = None) -> tuple[int, str]:
+    """(n̂, its source). With the schema's `rows`: round(count·(1 − holdout_fraction)), data-independent, no
+    ledger event (`session` may be None). Without: reserve `count_event` in `session` before `count_rows()`
+    reads the count, release max(1, round(count + Laplace(1/ε))) and record the event. `noise_seed`
+    (`dataset.noise_seed`) is for tests only; otherwise the noise is OS entropy or keyed (noise.py)."""
+    holdout_fraction = float(params["dataset"]["holdout_fraction"])
+    if sch.rows is not None:
+        n_hat = sch.rows.train_count(holdout_fraction)
+        return n_hat, (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
+                       f"documented: {sch.rows.source}")
+    if session is None:
+        raise ValueError("the schema declares no public rows: the noisy count needs a ledger session")
+    epsilon = float(params["privacy"]["row_count_epsilon"])
+    planned = count_event(epsilon)
+    session.reserve([planned])
+    noisy, event = laplace_mechanism(float(count_rows()), planned.l1_sensitivity, planned.scale,
+                                     numpy_noise_rng(noise_seed, "prepare:row_count"))
+    session.record([event])
+    n_hat = max(1, round(float(noisy)))
+    return n_hat, (f"training row count + Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
+                   f"(ledger stage 'prepare', run {session.run_id})")
+
+
 @task(name="prepare")
-def prepare(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
+def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
     p, sch = common.paths(params, root), common.schema(params, root)
-    ds = params["dataset"]
-    clean = pd.read_parquet(p.validated)
-    train, holdout = train_holdout_split(clean, float(ds["holdout_fraction"]), int(ds["split_seed"]))
+    ds, priv = params["dataset"], params["privacy"]
+    holdout_fraction = float(ds["holdout_fraction"])
+    session = None if sch.rows is not None else common.ledger(params, root).session(
+        p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare", float(priv["delta"]),
+        float(priv["lifetime_epsilon"]), internal=bool(priv.get("internal_release", False)))
+    key, key_source = split_key(params, root)
+    split: dict[str, pd.DataFrame] = {}
+
+    def count_rows() -> int:  # the private step: called after the count's reservation, when there is one
+        clean = pd.read_parquet(p.validated)
+        split["train"], split["holdout"] = train_holdout_split(clean, holdout_fraction, key, sch.names)
+        return len(split["train"])
+
+    stage_params = common.hashes(params, "prepare", sch)["params"]
+    with keyed_noise(load_noise_key(priv.get("noise_key_file"), root), lambda: _file_hash(p), f"{p.dataset}/prepare",
+                     stage_params):
+        n_hat, n_hat_source = public_row_count(sch, params, session, count_rows, ds.get("noise_seed"))
+    if "train" not in split:
+        count_rows()
+    train, holdout = split["train"], split["holdout"]
     encoder = Encoder(sch)
     encoded = pd.DataFrame(encoder.encode(train), columns=encoded_column_names(encoder))
-    summary = {"rows_train": len(train), "rows_holdout": len(holdout), "width": encoder.layout.width,
-               "layout": encoder.layout.to_dict(), "hashes": common.hashes(params, "prepare", sch)}
+    summary = {"rows_train": len(train), "rows_holdout": len(holdout), "rows_public": n_hat,
+               "rows_public_source": n_hat_source, "ledger_row_ids": list(session.row_ids) if session else [],
+               "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
+                         "holdout_fraction": holdout_fraction, "key": key_source},
+               "width": encoder.layout.width, "layout": encoder.layout.to_dict(),
+               "hashes": common.hashes(params, "prepare", sch)}
     with atomic_dir(p.prepared) as out:
         write_parquet(out / "train.parquet", train)
         write_parquet(out / "holdout.parquet", holdout)
         write_parquet(out / "train_encoded.parquet", encoded)
         write_json(out / "layout.json", summary)
-    publish(f"{p.dataset}-prepare", markdown=(
+    publish(f"{p.dataset}-prepare", markdown=(  # steward-facing Prefect artefact (actual counts are internal)
         f"## Prepared `{p.dataset}`\n\ntrain rows: {len(train)}, holdout rows: {len(holdout)}, "
-        f"encoded width: {encoder.layout.width}"))
+        f"public training row count n̂ = {n_hat} ({n_hat_source}), encoded width: {encoder.layout.width}"))
     return summary
+
+
+def _file_hash(p: Paths) -> str:
+    """sha256 of the validated table (keys the count's noise to this data when a steward key is set)."""
+    return sha256_file(p.validated)

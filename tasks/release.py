@@ -1,4 +1,11 @@
-"""Stage 6: bundle every generator whose gates passed into releases/<dataset>/<release-id>/."""
+"""Stage 6: bundle every generator whose gates passed into releases/<dataset>/<release-id>/.
+
+Two audiences, two artefacts (docs/architecture.md, "Public and steward artefacts"):
+- the public bundle releases/<ds>/<release-id>/: synthetic.parquet, manifest.json, report.html, report.md,
+  holding only DP or public values (report.public_view is the whitelist of the report);
+- the steward report reports/<ds>/steward/<release-id>/ (refused generators: steward/refused-<gen>/), internal:
+  everything computed from real rows (evaluation, attacks, gate evidence, the PNGs that draw real rows).
+"""
 from __future__ import annotations
 
 import platform
@@ -10,7 +17,12 @@ from typing import Any
 from prefect import task
 
 from pipelines.config import params_hash
-from pipelines.evaluation.report import render_html, render_markdown
+import pandas as pd
+
+from pipelines.config import Paths
+from pipelines.evaluation.plots import marginal_histograms
+from pipelines.evaluation.report import public_html, public_markdown, render_html, render_markdown
+from pipelines.evaluation.synthetic_summary import summarise_synthetic
 from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json
 from tasks import common
 from tasks.artifacts import publish
@@ -19,22 +31,35 @@ from tasks.weight import for_release, write_weighted_table
 LIBRARIES = ("torch", "opacus", "dp-accounting", "prefect", "dvc", "pandas", "pyarrow", "numpy",
              "scikit-learn", "great-expectations", "SQLAlchemy")
 
-OUTSIDE_DP = [
-    "release gates: the ledger gate reads only the ledger (no data)",
-    "evaluation metrics and plots (marginal distances, TSTR/TRTR AUROC, dimension-wise probability and "
-    "prediction, k-way marginal TV, PCA marginal fitted on real rows, Wasserstein scores, target accuracy, the "
-    "scorecard: 2-way marginals, correlation difference, MMD, W1, detection AUC, 10 classifiers, range queries) "
-    "computed on real train/holdout rows",
-    "schema validation counts (rows dropped or clipped) computed on the raw table",
-]
+PUBLIC_GATES = {"ledger"}  # gates that read only the privacy ledger (public metadata), never a row
+RELEASE_BIT = ("whether this table was released at all: the conjunction of the data-dependent gates' pass/fail bits "
+               "listed here")
 
 
 def library_versions() -> dict[str, str]:
     return {"python": platform.python_version(), **{name: version(name) for name in LIBRARIES}}
 
 
-def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
-    """Write one release bundle; returns its manifest."""
+def steward_dir(p: Paths, release_id: str) -> Path:
+    """Where the internal steward report of one release (or `refused-<gen>`) lives: under reports/, never releases/."""
+    return p.root / "reports" / p.dataset / "steward" / release_id
+
+
+def public_gates(gates: list[dict], weights: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each gate's name and pass/fail bit, and whether that bit depends on real rows ("data_dependent"): every gate
+    but the ledger gate reads real rows outside the DP mechanism; the importance-weights gate reads only the DP
+    weights (k̂ is post-processing) unless the estimator is non-private. No evidence is kept."""
+    out = [{"name": g["name"], "passed": bool(g["passed"]), "data_dependent": g["name"] not in PUBLIC_GATES}
+           for g in gates]
+    if weights is not None:
+        gate = weights["gate"]
+        out.append({"name": gate["name"], "passed": bool(gate["passed"]),
+                    "data_dependent": not gate["evidence"].get("private", False)})
+    return out
+
+
+def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
+    """The public manifest of `generator`'s release (its id is a content hash of params, model, table, weights)."""
     p, sch = common.paths(params, root), common.schema(params, root)
     priv = params["privacy"]
     privacy = read_json(p.model(generator) / "privacy.json")
@@ -47,45 +72,89 @@ def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]
     if weights is not None:
         hashes["weights"] = weights["hash"]
     content = hashes["params"] + hashes["model"] + hashes["synthetic"] + hashes.get("weights", "")
-    release_id = f"{generator}-{sha256_text(content)[:12]}"
     delta = float(priv["delta"])
     ledger_evidence = next(g["evidence"] for g in checks["gates"] if g["name"] == "ledger")
-    manifest = {
-        "dataset": p.dataset, "generator": generator, "release_id": release_id,
+    gates = public_gates(checks["gates"], weights)
+    return {
+        "dataset": p.dataset, "generator": generator, "release_id": f"{generator}-{sha256_text(content)[:12]}",
         "audience": "internal only" if priv.get("internal_release", False) else "public",
-        "guarantee": ledger_evidence["label"],
+        "guarantee": ledger_evidence.get("label", "refused: the ledger gate failed"),
         "privacy": {"epsilon_generator": privacy["epsilon_pld"], "epsilon_generator_rdp": privacy["epsilon_rdp"],
                     "epsilon_dataset_total": ledger.spent(p.dataset, delta),
                     "epsilon_dataset_total_rdp": ledger.spent_rdp(p.dataset, delta),
                     "delta": delta, "lifetime_budget": float(priv["lifetime_epsilon"]),
                     "ledger_rows": privacy["ledger_row_ids"], "ledger_head": ledger.verify()["head"],
-                    "events": privacy["events"], "run_id": privacy["run_id"]},
-        "gates": checks["gates"], "rows": metrics["n_synthetic"],
+                    "events": privacy["events"], "run_id": privacy["run_id"],
+                    "rows_public": privacy["rows_public"], "rows_public_source": privacy["rows_public_source"]},
+        "gates": gates, "rows": metrics["n_synthetic"],
         "weights": None if weights is None else weights["manifest"],
-        "computed_from_real_data_outside_dp_guarantee": list(dict.fromkeys(OUTSIDE_DP + [  # risk gates share one line
-            g["evidence"]["outside_dp"] for g in checks["gates"] if "outside_dp" in g["evidence"]] + (
-            [] if weights is None else [weights["outside_dp"]]))),
+        "computed_from_real_data_outside_dp_guarantee": [
+            f"the pass/fail bit of the '{g['name']}' gate, which reads real rows (its evidence is internal)"
+            for g in gates if g["data_dependent"]] + [RELEASE_BIT],
         "hashes": hashes, "libraries": library_versions(),
     }
-    rows = [{k: r[k] for k in ("seq", "run_id", "stage", "status", "event_json")}
-            for r in ledger.rows(p.dataset) if r["seq"] in set(privacy["ledger_row_ids"])]
-    summary = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": rows}, "gates": [{"name": g["name"], "passed": g["passed"], "evidence": g["evidence"]}
-                                     for g in checks["gates"]],
+
+
+def _ledger_rows(params: dict[str, Any], root: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    ids = set(manifest["privacy"]["ledger_rows"])
+    return [{k: r[k] for k in ("seq", "run_id", "stage", "status", "event_json")}
+            for r in common.ledger(params, root).rows(manifest["dataset"]) if r["seq"] in ids]
+
+
+def steward_report(params: dict[str, Any], generator: str, root: Path, manifest: dict[str, Any],
+                   name: str) -> Path:
+    """Write the internal steward report of one generator to steward_dir(p, name): steward_report.html (PNGs
+    embedded), steward_report.md and the PNGs it links. Everything computed from real rows goes here, never
+    into releases/. Returns the directory."""
+    p = common.paths(params, root)
+    checks, metrics = read_json(p.checks(generator)), read_json(p.metrics(generator))
+    weights = for_release(params, generator, root)
+    summary = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(params, root, manifest)},
+               "gates": [{"name": g["name"], "passed": g["passed"], "evidence": g["evidence"]} for g in checks["gates"]]
+               + ([] if weights is None else [{k: weights["gate"][k] for k in ("name", "passed", "evidence")}]),
                "fidelity": metrics["fidelity"], "fidelity_summary": metrics["fidelity_summary"],
                "utility": metrics["utility"], "metrics": metrics,  # evaluate's scorecard and privacy-risk attacks
+               "validation": read_json(p.validation_report) if p.validation_report.exists() else None,
+               "weights_analysis": None if weights is None else read_json(
+                   p.metrics(generator).parent / "weights.json").get("analysis"),
                "plots": {Path(f).stem: (p.metrics(generator).parent / f).read_bytes() for f in metrics["plots"]}}
+    markdown = render_markdown(summary)
+    with atomic_dir(steward_dir(p, name)) as out:
+        (out / "steward_report.html").write_text(render_html(summary))
+        (out / "steward_report.md").write_text(markdown)
+        for plot, png in summary["plots"].items():  # steward_report.md links them
+            (out / f"{plot}.png").write_bytes(png)
+    publish(f"{p.dataset}-{generator}-steward-report", markdown=render_markdown({**summary, "plots": {}}),
+            table=[{"gate": g["name"], "passed": g["passed"]} for g in summary["gates"]],
+            description="INTERNAL steward report: computed from real rows, not for publication")
+    return steward_dir(p, name)
+
+
+def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
+    """Write one public release bundle and its steward report; returns the manifest.
+
+    The bundle holds synthetic.parquet, manifest.json and the public report (report.html, report.md), whose
+    only inputs are the manifest, the ledger rows, and statistics and a plot of the synthetic table alone."""
+    p, sch = common.paths(params, root), common.schema(params, root)
+    manifest = manifest_of(params, generator, root)
+    release_id = manifest["release_id"]
+    synth = pd.read_parquet(p.synthetic(generator))
+    public = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(params, root, manifest)},
+              "synthetic_summary": summarise_synthetic(synth, sch.columns),
+              "plots": {"synthetic_marginals": marginal_histograms(None, synth, sch.columns)}}
+    weights = for_release(params, generator, root)
     with atomic_dir(p.releases / release_id) as out:
         if weights is None:
             shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")
         else:  # the `weight` column joined on row position
             write_weighted_table(p.synthetic(generator), weights["path"], out / "synthetic.parquet")
         write_json(out / "manifest.json", manifest)
-        (out / "report.html").write_text(render_html(summary))
-        (out / "report.md").write_text(render_markdown(summary))
-        for name, png in summary["plots"].items():  # report.md links them; report.html embeds them
-            (out / f"{name}.png").write_bytes(png)
-    publish(f"{p.dataset}-{generator}-report", markdown=render_markdown({**summary, "plots": {}}),
-            table=[{"gate": g["name"], "passed": g["passed"]} for g in checks["gates"]])
+        (out / "report.html").write_text(public_html(public))
+        (out / "report.md").write_text(public_markdown(public))
+        steward_report(params, generator, root, manifest, release_id)  # a failure here publishes nothing
+    publish(f"{p.dataset}-{generator}-report", markdown=public_markdown({**public, "plots": {}}),
+            table=[{"gate": g["name"], "passed": g["passed"], "data_dependent": g["data_dependent"]}
+                   for g in manifest["gates"]], description="Public release report (DP or public values only)")
     return manifest
 
 
@@ -107,21 +176,27 @@ def release_table(params: dict[str, Any], root: Path, released: list[dict], refu
 @task(name="release")
 def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     p = common.paths(params, root)
-    released, refused = [], []
+    released, refused, steward = [], [], {}
     for generator in params["generators"]:
         checks = read_json(p.checks(generator))
         weights = for_release(params, generator, root)
         if checks["passed"] and (weights is None or weights["passed"]):
             m = bundle(params, generator, root)
+            internal = steward_dir(p, m["release_id"])
             released.append({"generator": generator, "release_id": m["release_id"],
                              "path": str((p.releases / m["release_id"]).relative_to(root)),
                              "epsilon_generator": m["privacy"]["epsilon_generator"]})
         else:
+            internal = steward_report(params, generator, root, manifest_of(params, generator, root),
+                                      f"refused-{generator}")
             refused.append({"generator": generator,
                             "failed_gates": [g["name"] for g in checks["gates"] if not g["passed"]] + (
                                 [] if weights is None or weights["passed"] else [weights["gate"]["name"]])})
-    index = {"dataset": p.dataset, "released": released, "refused": refused,
-             "hashes": {"schema": common.schema(params, root).hash(), "params": params_hash(params)}}
+        steward[generator] = str(internal.relative_to(root))  # internal: under reports/, never releases/
+    index = {"dataset": p.dataset, "released": released, "refused": refused, "steward_reports": steward,
+             "hashes": {"schema": common.schema(params, root).hash(), "params": params_hash(params)},
+             # check@gen verifies the chain still holds this row (deleted trailing rows are caught)
+             "ledger_head": common.ledger(params, root).head()}
     write_json(p.release_index, index)
     lines = [f"- `{r['generator']}` → `{r['path']}` (ε = {r['epsilon_generator']:.3g})" for r in released]
     lines += [f"- `{r['generator']}` REFUSED: failed {', '.join(r['failed_gates'])}" for r in refused]

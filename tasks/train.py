@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from prefect import task
 
 from pipelines.data.layout import Layout
+from pipelines.errors import InputError
 from pipelines.generators.base import Budget, make_generator
 from pipelines.io import atomic_dir, read_json, sha256_file, write_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
@@ -26,16 +27,27 @@ from tasks.progress import stage_progress
 class EncodedTable:
     """The encoded training matrix, read from disk only when a generator converts it to an array.
 
-    len() comes from the Parquet footer (the public row count), so a generator can plan its spend
-    and the ledger can refuse it before a single private value is read.
+    len() is the PUBLIC training row count n̂ (`rows_public` in the layout.json beside the file, written by
+    prepare: the schema's documented count or a noisy count recorded in the ledger), not the number of rows
+    in the file, which is private under add/remove-one. Generators plan, size q = B/n̂ and divide by n̂ while
+    the array they read may have a different number of rows (`n_actual`, internal only). A generator can
+    thus plan its spend and the ledger can refuse it before a single private value is read.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.n_rows = pq.read_metadata(self.path).num_rows
+        layout = self.path.parent / "layout.json"
+        summary = read_json(layout) if layout.exists() else {}
+        if not isinstance(summary.get("rows_public"), int) or summary["rows_public"] < 1:
+            raise InputError("the prepared data has no public row count 'rows_public'.", file=str(layout),
+                             fix="re-run the prepare stage (`dvc repro -f prepare`), which writes it.")
+        self.n_rows = summary["rows_public"]
+        self.n_rows_source = str(summary.get("rows_public_source", ""))
+        self.n_actual = pq.read_metadata(self.path).num_rows  # private: never in a public artefact
         self.reads = 0
 
     def __len__(self) -> int:
+        """n̂, the public training row count (not the file's row count)."""
         return self.n_rows
 
     def content_hash(self) -> str:
@@ -70,6 +82,7 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
     row_ids = list(session.reservation.row_ids) + list(session.row_ids)
     privacy = {
         "generator": generator, "run_id": run_id, "dataset": ds, "n_rows": len(table),
+        "rows_public": len(table), "rows_public_source": table.n_rows_source,
         "events": [event_to_dict(e) for e in events], "ledger_row_ids": row_ids,
         "epsilon_pld": epsilon_pld(events, budget.delta), "epsilon_rdp": epsilon_rdp(events, budget.delta),
         "target_epsilon": budget.epsilon, "delta": budget.delta,

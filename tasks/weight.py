@@ -149,7 +149,7 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     synth = pd.read_parquet(p.synthetic(generator))
     synthetic = Encoder(sch).encode(synth).astype(float)
-    table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() from the footer: no row read
+    table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() = public n̂: no row read
     try:
         plan = estimators.plan(s["estimator"], s, layout, len(table), len(synthetic), s["epsilon"], delta)
     except ValueError as e:

@@ -1,13 +1,32 @@
-"""Shared fixtures: the two public schemas and their bundled raw tables (read once per session)."""
+"""Shared fixtures: the two public schemas and their bundled raw tables (read once per session).
+
+Determinism: every test runs with ONE thread (torch intra- and inter-op, OpenMP, MKL, OpenBLAS, set
+here before torch or NumPy is imported, and inherited by the stages the tests start as subprocesses),
+so that float reductions, hence every trained network and every number a test asserts on, do not
+depend on the machine's core count. Together with the seeded streams of pipelines/privacy/noise.py
+(noise_seed in tests; ε = inf derives its streams from the public seed) a test gives the same numbers
+on every run.
+"""
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
-import pandas as pd
-import pytest
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+              "VECLIB_MAXIMUM_THREADS")
+for _name in THREAD_ENV:
+    os.environ[_name] = "1"
 
-from pipelines.data.readers import read_table
-from pipelines.data.schema import Schema, load_schema
+from pathlib import Path  # noqa: E402
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from pipelines.data.readers import read_table  # noqa: E402
+from pipelines.data.schema import Schema, load_schema  # noqa: E402
+
+torch.set_num_threads(1)
+torch.set_num_interop_threads(1)
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 

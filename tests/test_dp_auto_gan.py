@@ -113,11 +113,15 @@ def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     assert all(isinstance(e, PoissonGaussianEvent) for e in planned)
 
 
-def test_fit_rejects_data_that_does_not_match_the_plan():
+def test_fit_keeps_the_public_count_when_the_rows_differ():
+    """Rows other than the public n̂ of the plan are trained on at the planned rates; another width is refused."""
     gen = DPAutoGAN(MIXED, FAST)
-    gen.plan(50, Budget(2.0, DELTA))
-    with pytest.raises(ValueError, match="planned"):
-        gen.fit(mixed_data(60), FakeSession())
+    planned = gen.plan(50, Budget(2.0, DELTA))
+    session = FakeSession()
+    gen.fit(mixed_data(60), session)
+    assert session.recorded == planned and gen.privacy["n_rows"] == 50
+    with pytest.raises(ValueError, match="expected \\(rows, "):
+        gen.fit(mixed_data(50)[:, :-1], FakeSession())
 
 
 # -- phase 1: the reconstruction loss and the private autoencoder step --------------------------
@@ -341,12 +345,7 @@ def test_non_private_utility_on_breast_cancer(bc_schema, bc_raw):
     enc = Encoder(bc_schema)
     gen = DPAutoGAN(enc.layout, {"autoencoder_epochs": 300, "epochs": 200, "n_critic": 5, "critic_hidden": [64, 64],
                                  "noise_seed": 0})
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # networks this small gain nothing from a second thread, and lose 10x on a busy machine
-    try:
-        gen.fit(enc.encode(train), FakeSession(), Budget(math.inf, DELTA))
-    finally:
-        torch.set_num_threads(threads)
+    gen.fit(enc.encode(train), FakeSession(), Budget(math.inf, DELTA))  # one torch thread (tests/conftest.py)
     synth = enc.decode(gen.sample(len(train), seed=1))
     auroc = tstr_auroc(train, synth, holdout, bc_schema.columns, bc_schema.target, 0)
     assert auroc["models"]["logistic_regression"]["tstr"] >= 0.93

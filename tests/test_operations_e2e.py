@@ -213,6 +213,8 @@ def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_a
     api, out = prefect_api["url"], {}
     for runner in ("dask", "threads"):
         root = make_root(tmp_path / runner, {**TINY, **gens, "orchestration": {"task_runner": runner, "dask_workers": 2}})
+        (root / "ledger").mkdir()  # one split salt for both roots: the same train/holdout split (tasks/prepare.py)
+        (root / "ledger" / "breast_cancer.split-salt").write_text("5a" * 32 + "\n")
         # one torch thread in both runs, as Dask's nanny gives its workers (OMP_NUM_THREADS=1): float sums
         # split over a different number of threads differ in the last bits (docs/operations.md)
         r = sh([sys.executable, "-c", script], root,

@@ -134,12 +134,16 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert report["rows_in"] == 569 and report["rows_out"] == 569 and report["gx"]["success"]
     prepared = root / "data/prepared/breast_cancer"
     train, holdout = pd.read_parquet(prepared / "train.parquet"), pd.read_parquet(prepared / "holdout.parquet")
-    assert len(train) + len(holdout) == 569 and len(holdout) == round(0.2 * 569)
+    # keyed split: the holdout is Binomial(569, 0.2) (sd 9.5; ±4 sd); n̂ = round(569·0.8) from the schema's rows
+    assert len(train) + len(holdout) == 569 and abs(len(holdout) - 0.2 * 569) <= 38
     assert pd.read_parquet(prepared / "train_encoded.parquet").shape == (len(train), 31)
+    layout = json.loads((prepared / "layout.json").read_text())
+    assert layout["rows_public"] == 455 and "569" in layout["rows_public_source"]
 
     privacy = json.loads((root / "models/breast_cancer/dpwgan/privacy.json").read_text())
     assert 2.9 <= privacy["epsilon_pld"] <= 3.0 and privacy["epsilon_rdp"] >= privacy["epsilon_pld"]
-    assert sorted(r[1:] for r in ledger_rows(root)) == TRAIN_ROWS
+    assert privacy["rows_public"] == privacy["n_rows"] == 455 and "schema rows.count" in privacy["rows_public_source"]
+    assert sorted(r[1:] for r in ledger_rows(root)) == TRAIN_ROWS  # a public rows count: no prepare event
 
     checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
     total = checks["gates"][0]["evidence"]["epsilon_total_pld"]  # all generators' spend, composed (PLD)
@@ -155,7 +159,8 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert metrics["dimension_wise"]["prediction"]["summary"]["n_scored"] >= 1
     assert 0.0 <= metrics["kway_marginal"]["mean_tv"] <= 1.0 and metrics["wasserstein_score"]["score"] <= 1.0
     # evaluate runs before check: the privacy-risk attacks in metrics.json became gates in checks.json
-    assert metrics["privacy_risk"]["membership"]["n_members"] == 57 and "classifiers" in metrics["scorecard"]
+    assert metrics["privacy_risk"]["membership"]["n_members"] == len(holdout) // 2
+    assert "classifiers" in metrics["scorecard"]
     assert [g["name"] for g in checks["gates"]][-5:] == ["membership_inference", "exact_copies", "singling_out_risk",
                                                          "linkability_risk", "inference_risk"]
     for png in metrics["plots"]:  # declared as DVC plots of the evaluate stage
@@ -170,14 +175,21 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert [r["generator"] for r in index["released"]] == GENERATORS
     assert index["refused"] == []
     ppem_manifest = json.loads((root / index["released"][1]["path"] / "manifest.json").read_text())
-    assert any("α-LMDP gate" in line for line in ppem_manifest["computed_from_real_data_outside_dp_guarantee"])
+    assert any("'alpha_lmdp' gate" in line for line in ppem_manifest["computed_from_real_data_outside_dp_guarantee"])
+    assert {"name": "alpha_lmdp", "passed": True, "data_dependent": True} in ppem_manifest["gates"]  # the bit only
     bundle = root / index["released"][0]["path"]
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["privacy"]["ledger_rows"] == privacy["ledger_row_ids"]
+    assert manifest["privacy"]["rows_public"] == 455 and "569" in manifest["privacy"]["rows_public_source"]
     assert manifest["privacy"]["delta"] == 1e-5 and "torch" in manifest["libraries"]
     released = pd.read_parquet(bundle / "synthetic.parquet")  # the 31 columns and the DP importance weights
-    assert released.shape == (len(train), 32) and released.columns[-1] == "weight"
-    assert "Not covered by the DP guarantee" in (bundle / "report.html").read_text()
+    assert released.shape == (455, 32) and released.columns[-1] == "weight"  # n_samples: null -> n̂
+    assert {f.name for f in bundle.iterdir()} == {"synthetic.parquet", "manifest.json", "report.html", "report.md"}
+    public = (bundle / "report.html").read_text()
+    assert "pass/fail bit" in public and "INTERNAL" not in public and "Privacy risk" not in public
+    steward = root / index["steward_reports"][GENERATORS[0]]
+    assert steward.parent.parent == root / "reports/breast_cancer" and "INTERNAL" in (
+        steward / "steward_report.html").read_text()
 
     again = sh(["dvc", "repro"], root)
     rows = len(TRAIN_ROWS)
@@ -186,7 +198,8 @@ def test_dvc_repro_end_to_end(tmp_path):
     sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=1.0"], root)
     assert len(ledger_rows(root)) == rows + 4  # only train@dpwgan and weight@dpwgan ran again
 
-    refused = sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=3.0", "-S", "privacy.lifetime_epsilon=4.0"], root,
+    # a new ε (2.5: not in DVC's run cache) must train again, and the reservation is refused over the budget
+    refused = sh(["dvc", "exp", "run", "-S", "dpwgan.epsilon=2.5", "-S", "privacy.lifetime_epsilon=4.0"], root,
                  check=False)
     assert refused.returncode != 0 and "remaining" in refused.stdout + refused.stderr
     assert len(ledger_rows(root)) == rows + 4

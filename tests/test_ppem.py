@@ -137,7 +137,9 @@ def test_fit_reserves_then_records_the_plan_and_uses_private_networks(trained):
     assert session.reserved == session.recorded == gen.plan(gen.privacy["n_rows"], Budget(1.0, 1e-5))
     norms = [type(m) for m in gen.gen_c.modules()]
     assert torch.nn.LayerNorm in norms and torch.nn.BatchNorm1d not in norms  # DP-trained G_υ
-    assert any(isinstance(m, torch.nn.BatchNorm1d) for m in gen.gen_m.modules())  # G_ω: post-processing
+    # G_ω draws the fakes of the per-example terms in train mode: no cross-record normalisation either
+    assert not any(isinstance(m, torch.nn.BatchNorm1d) for m in gen.gen_m.modules())
+    assert any(isinstance(m, torch.nn.LayerNorm) for m in gen.gen_m.modules())
 
 
 def test_samples_decode_and_survive_save_and_load(trained, cancer, tmp_path):

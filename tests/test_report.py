@@ -1,5 +1,6 @@
-"""The release report with every section filled from real evaluation outputs: tables, embedded plots, the
-guarantee notes; and (slow) that a real headless Chromium renders it with every image decoded."""
+"""The two release reports: the steward's (internal) report with every section filled from real evaluation
+outputs (tables, embedded plots, the guarantee notes, the INTERNAL label), the public report with only DP or
+public values; and (slow) that a real headless Chromium renders each with every image decoded."""
 from __future__ import annotations
 
 import base64
@@ -17,8 +18,10 @@ from pipelines.data.schema import Column
 from pipelines.evaluation import plots
 from pipelines.evaluation.attacks.gates import risk_gates, thresholds
 from pipelines.evaluation.attacks.suite import privacy_risk, settings
-from pipelines.evaluation.report import PLOT_CAPTIONS, render_html, render_markdown
+from pipelines.evaluation.report import (INTERNAL, PLOT_CAPTIONS, PUBLIC_PLOTS, public_html, public_markdown,
+                                         render_html, render_markdown)
 from pipelines.evaluation.scorecard import DEFAULTS, scorecard
+from pipelines.evaluation.synthetic_summary import summarise_synthetic
 
 COLUMNS = (Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),
            Column("b", "binary", categories=("no", "yes")), Column("c", "categorical", categories=("low", "mid", "high")))
@@ -56,13 +59,23 @@ def summary() -> dict:
             "utility": {"target": "b", "positive_class": "yes", "n_train_real": 200, "n_synth": 200, "n_test": 120,
                         "models": {"logistic_regression": {"tstr": 0.8, "trtr": 0.85, "gap": 0.05}}},
             "hashes": {"schema": "s", "params": "p"}, "metrics": metrics,
+            "libraries": {"torch": "2.0"}, "synthetic_summary": summarise_synthetic(synth, COLUMNS),
+            "weights": {"estimator": "priv_mlp", "epsilon": 1.0, "khat": 0.3, "ess": 120.5, "label": "DP"},
             "plots": {"marginals_1way": plots.marginal_histograms(train, synth, COLUMNS),
                       "membership_roc": plots.roc_curves({"DOMIAS": risk["membership"]["domias"],
-                                                          "DCR": risk["membership"]["dcr"]}, "Membership")}}
+                                                          "DCR": risk["membership"]["dcr"]}, "Membership"),
+                      "synthetic_marginals": plots.marginal_histograms(None, synth, COLUMNS)}}
+
+
+def steward(summary: dict) -> dict:
+    """The steward's summary: its plots draw real rows (the public figure is the public report's)."""
+    return {**summary, "plots": {k: v for k, v in summary["plots"].items() if k not in PUBLIC_PLOTS}}
 
 
 def test_full_report_has_every_section_and_embeds_the_plots(summary):
+    summary = steward(summary)
     page = render_html(summary)
+    assert page.count(INTERNAL) == 3 and render_markdown(summary).count(INTERNAL) == 2  # head, foot (and print)
     assert "not available" not in page
     for heading in ("What was released", "Privacy", "Release gates", "Privacy risk: attacks on the released table",
                     "Fidelity and utility scorecard", "Plots", "What the guarantees cover"):
@@ -80,6 +93,22 @@ def test_full_report_has_every_section_and_embeds_the_plots(summary):
     assert md.count("\n| ") > 40 and "not available" not in md
 
 
+def test_public_report_shows_only_dp_and_public_values(summary):
+    page, md = public_html(summary), public_markdown(summary)
+    for heading in ("What was released", "Privacy", "Mechanisms", "Release gates", "Importance weights",
+                    "The synthetic table", "Plots", "What the guarantees cover", "Provenance"):
+        assert f"<h2>{heading}</h2>" in page and f"## {heading}" in md, heading
+    for absent in ("Privacy risk", "scorecard", "TSTR", "Holdout", INTERNAL, "Share this report only"):
+        assert absent not in page and absent not in md, absent
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert [base64.b64decode(i) for i in images] == [summary["plots"]["synthetic_marginals"]]
+    stats = summary["synthetic_summary"]["numeric"]["x1"]
+    assert f"{stats['median']:.4g}" in page and "120.5" in page and "torch" in page
+    gate_rows = re.findall(r"<tr><td>(\w+)</td><td class=\"(?:pass|fail)\">", page)
+    assert gate_rows == [g["name"] for g in summary["gates"]]
+    assert "yes: pass/fail bit only" in page
+
+
 HARNESS = ("<script>window.addEventListener('load',()=>{const im=[...document.images];"
            "document.body.dataset.images=im.length;"
            "document.body.dataset.decoded=im.filter(i=>i.complete&&i.naturalWidth>0).length;"
@@ -90,7 +119,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 
 @pytest.mark.slow
-def test_report_renders_in_headless_chromium(summary, tmp_path):
+@pytest.mark.parametrize("audience", ["steward", "public"])
+def test_report_renders_in_headless_chromium(summary, tmp_path, audience):
     """A test-only copy of the page gets a script that counts decoded images and tables after `load`;
     Chromium's --dump-dom returns the DOM after it ran, and --screenshot renders the page."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -99,7 +129,9 @@ def test_report_renders_in_headless_chromium(summary, tmp_path):
             pytest.fail("Chromium is not installed: run .ci/run (it installs Debian's chromium) or "
                         "`apt-get install -y chromium`.")
         pytest.skip("Chromium is not installed (CI installs it via .ci/run)")
-    page = render_html(summary)
+    summary = steward(summary) if audience == "steward" else {**summary, "plots": {
+        k: v for k, v in summary["plots"].items() if k in PUBLIC_PLOTS}}
+    page = (render_html if audience == "steward" else public_html)(summary)
     (tmp_path / "report.html").write_text(page)
     (tmp_path / "harness.html").write_text(page.replace("</body>", HARNESS + "</body>"))
 
@@ -111,7 +143,7 @@ def test_report_renders_in_headless_chromium(summary, tmp_path):
     dom = run("--dump-dom", (tmp_path / "harness.html").as_uri()).stdout
     found = dict(re.findall(r'data-(images|decoded|tables)="(\d+)"', dom))
     assert found["images"] == found["decoded"] == str(len(summary["plots"])), found
-    assert int(found["tables"]) == page.count("<table>") >= 10
+    assert int(found["tables"]) == page.count("<table>") >= 7
     shot = tmp_path / "report.png"
     run(f"--screenshot={shot}", "--window-size=1280,4000", (tmp_path / "report.html").as_uri())
     assert shot.read_bytes()[:8] == PNG and shot.stat().st_size > 50_000

@@ -92,6 +92,17 @@ def test_hash_is_canonical(tmp_path: Path) -> None:
     assert len(a.hash()) == 64 and changed.hash() != a.hash()
 
 
+def test_public_row_count(tmp_path: Path, adult_schema: Schema, bc_schema: Schema) -> None:
+    s = load_schema(write(tmp_path, GOOD + 'rows: {count: 1001, source: "toy docs: 1001 rows"}\n'))
+    assert (s.rows.count, s.rows.source) == (1001, "toy docs: 1001 rows")
+    assert s.rows.train_count(0.2) == 801 and s.rows.train_count(0.9995) == 1  # round(1001·0.8); floor 1
+    assert s.hash() != load_schema(write(tmp_path, GOOD, "plain.yaml")).hash()  # the count is part of the schema
+    assert load_schema(write(tmp_path, GOOD, "plain.yaml")).rows is None
+    assert (adult_schema.rows.count, bc_schema.rows.count) == (48842, 569)
+    assert "UCI" in adult_schema.rows.source and "load_breast_cancer" in bc_schema.rows.source
+    assert (adult_schema.rows.train_count(0.2), bc_schema.rows.train_count(0.2)) == (39074, 455)
+
+
 BAD = [
     ("x: {kind: integer, lower: 0, upper: 10, on_invalid: clip}", "x: {kind: real, lower: 0, upper: 1}",
      "x", "unknown kind"),
@@ -127,6 +138,13 @@ BAD = [
     ("target: y", "target: z", "z", "target 'z' is not a column"),
     ("protected: [c]", "protected: [c, race]", "race", "protected column 'race' is not a column"),
     ("  y: {kind: binary", "  c: {kind: binary, categories: [0, 1]}\n  y: {kind: binary", "c", "duplicate key"),
+    ("protected: [c]", "protected: [c]\nrows: {count: 0, source: docs}", "rows.count", "not a whole number"),
+    ("protected: [c]", "protected: [c]\nrows: {count: 5.7e4, source: docs}", "rows.count", "not a whole number"),
+    ("protected: [c]", 'protected: [c]\nrows: {count: "569", source: docs}', "rows.count", "not a whole number"),
+    ("protected: [c]", "protected: [c]\nrows: {count: 569}", "rows.source", "needs its documented source"),
+    ("protected: [c]", "protected: [c]\nrows: {count: 569, source: '  '}", "rows.source", "missing or empty"),
+    ("protected: [c]", "protected: [c]\nrows: {count: 569, source: x, year: 1}", "rows", "unknown keys"),
+    ("protected: [c]", "protected: [c]\nrows: 569", "rows", "not a mapping"),
 ]
 
 

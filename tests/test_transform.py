@@ -1,4 +1,4 @@
-"""Schema-only encoder: layout, exact round trip, clipping, no dependence on data, seeded split."""
+"""Schema-only encoder: layout, exact round trip, clipping, no dependence on data, keyed split."""
 from __future__ import annotations
 
 import pickle
@@ -152,16 +152,22 @@ def test_decode_rounds_thresholds_and_argmaxes(adult_schema: Schema) -> None:
     assert back["workclass"].iloc[2] == "?"
 
 
-def test_split_is_seeded_disjoint_and_complete() -> None:
+def test_split_is_keyed_disjoint_and_complete() -> None:
     df = pd.DataFrame({"id": np.arange(1000), "x": np.arange(1000) * 2.0})
-    train, holdout = train_holdout_split(df, 0.2, seed=7)
-    train2, holdout2 = train_holdout_split(df, 0.2, seed=7)
-    assert (len(train), len(holdout)) == (800, 200)
+    key = bytes(range(32))
+    train, holdout = train_holdout_split(df, 0.2, key)
+    train2, holdout2 = train_holdout_split(df, 0.2, key)
+    # Binomial(1000, 0.2): sd 12.6, so ±4 sd is [150, 250]; the exact count is fixed by the key.
+    assert 150 <= len(holdout) <= 250 and len(train) + len(holdout) == 1000
     pd.testing.assert_frame_equal(train, train2)
     pd.testing.assert_frame_equal(holdout, holdout2)
     assert set(train["id"]).isdisjoint(holdout["id"]) and set(train["id"]) | set(holdout["id"]) == set(range(1000))
-    assert list(train.index) == list(range(800)) and train["id"].is_monotonic_increasing
-    assert not train_holdout_split(df, 0.2, seed=8)[1]["id"].equals(holdout["id"])
+    assert list(train.index) == list(range(len(train))) and train["id"].is_monotonic_increasing
+    assert not train_holdout_split(df, 0.2, bytes(range(1, 33)))[1]["id"].equals(holdout["id"])
+    # an integer is a public seed (tests, benchmarks): deterministic, and not the same split as the key's
+    assert train_holdout_split(df, 0.2, 7)[1]["id"].equals(train_holdout_split(df, 0.2, 7)[1]["id"])
     for bad in (0.0, 1.0, -0.1, 0.0001):
         with pytest.raises(ValueError):
-            train_holdout_split(df, bad, seed=7)
+            train_holdout_split(df, bad, key)
+    with pytest.raises(ValueError, match="128 bits"):
+        train_holdout_split(df, 0.2, b"short")

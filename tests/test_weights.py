@@ -29,16 +29,18 @@ def numeric_layout(d: int) -> Layout:
 def test_plans_follow_the_closed_forms():
     layout = numeric_layout(3)  # R = √(3 + 1) = 2
     assert logistic.feature_norm_bound(layout) == 2.0
-    # n = 200, λ = 0.1: Δ_β = 2R/(nλ) = 0.2, Δ_w = R Δ_β = 0.4
-    assert logistic.coefficient_sensitivity(2.0, 200, 0.1) == pytest.approx(0.2)
-    lapl = estimators.plan("output_lapl", {"rho_max": 0.5}, layout, 100, 100, 2.0, DELTA)
-    assert lapl.n_released == 2                       # floor(0.5 · 2 / 0.4)
+    # n = 200, λ = 0.1: Δ_β = R/(nλ) = 0.1 (add/remove-one at the public n; not the replace-one 2R/(nλ)),
+    # Δ_w = R Δ_β = 0.2
+    assert logistic.coefficient_sensitivity(2.0, 200, 0.1) == pytest.approx(0.1)
+    assert logistic.log_weight_sensitivity(2.0, 200, 0.1) == pytest.approx(0.2)
+    lapl = estimators.plan("output_lapl", {"rho_max": 0.45}, layout, 100, 100, 2.0, DELTA)
+    assert lapl.n_released == 4                       # floor(0.45 · 2 / 0.2)
     assert lapl.events == [LaplaceEvent(scale=pytest.approx(0.4), l1_sensitivity=pytest.approx(0.8))]
     beta = estimators.plan("beta_noised", {}, layout, 100, 100, 2.0, DELTA)
-    assert beta.events == [LaplaceEvent(scale=pytest.approx(0.2), l1_sensitivity=pytest.approx(0.4))]  # √4 · 0.2 / ε
+    assert beta.events == [LaplaceEvent(scale=pytest.approx(0.1), l1_sensitivity=pytest.approx(0.2))]  # √4 · 0.1 / ε
     norm = estimators.plan("output_norm", {"gamma_max": 1.0}, layout, 100, 100, 2.0, DELTA)
     event = norm.events[0]
-    assert event.l2_sensitivity == pytest.approx(math.sqrt(norm.n_released) * 0.4)
+    assert event.l2_sensitivity == pytest.approx(math.sqrt(norm.n_released) * 0.2)
     assert event.sigma <= 1.0 and epsilon_pld([event], DELTA) <= 2.0
     mlp = estimators.plan("priv_mlp", {}, layout, 100, 100, 2.0, DELTA)
     q, steps = 64 / 200, math.ceil(10 / (64 / 200))
@@ -53,22 +55,47 @@ def test_plans_follow_the_closed_forms():
 
 
 def test_logistic_coefficients_and_log_weights_stay_within_their_sensitivity():
-    """Replace-one neighbours with extreme rows: ‖β − β'‖ ≤ Δ_β and |Δ log ŵ(x)| ≤ Δ_w at every x."""
+    """Add/remove-one neighbours at the public n (the divisor does not move with the rows): ‖β − β'‖ ≤ Δ_β = R/(nλ)
+    and |Δ log ŵ(x)| ≤ Δ_w at every x, whether the rows read number n̂, fewer or more; and the worst pair found
+    (logistic.py's docstring) moves β by about half of Δ_β, so the bound is not vacuous and the replace-one
+    2R/(nλ) would be four times looser than what a record can do."""
     rng = np.random.default_rng(0)
-    d, n_real, n_syn, l2 = 4, 60, 60, 0.5
-    real, syn = rng.uniform(size=(n_real, d)) ** 2, rng.uniform(size=(n_syn, d))
+    d, n_hat, n_syn, l2 = 4, 60, 60, 0.5
     r = logistic.feature_norm_bound(numeric_layout(d))
-    n = n_real + n_syn
-    beta = logistic.fit_coefficients(real, syn, l2, n)
-    worst = 0.0
-    for corner in (np.zeros(d), np.ones(d), np.eye(d)[0]):
-        beta2 = logistic.fit_coefficients(np.vstack([real[1:], corner]), syn, l2, n)
-        moved = np.linalg.norm(beta - beta2)
-        assert moved <= logistic.coefficient_sensitivity(r, n, l2)
-        dw = np.abs(logistic.with_intercept(syn) @ (beta - beta2)).max()
-        assert dw <= logistic.log_weight_sensitivity(r, n, l2)
-        worst = max(worst, moved / logistic.coefficient_sensitivity(r, n, l2))
-    assert worst > 0.05  # the bound is not vacuous here
+    n = n_hat + n_syn                                   # the public divisor
+    syn = rng.uniform(size=(n_syn, d))
+    for n_read in (n_hat - 10, n_hat, n_hat + 10):      # the rows actually read may differ from n̂
+        real = rng.uniform(size=(n_read, d)) ** 2
+        beta = logistic.fit_coefficients(real, syn, l2, n)
+        for record in (np.zeros(d), np.ones(d), np.eye(d)[0]):
+            for other in (np.vstack([real, record]), real[1:]):  # add a record; remove one
+                beta2 = logistic.fit_coefficients(other, syn, l2, n)
+                assert np.linalg.norm(beta - beta2) <= logistic.coefficient_sensitivity(r, n, l2)
+                dw = np.abs(logistic.with_intercept(syn) @ (beta - beta2)).max()
+                assert dw <= logistic.log_weight_sensitivity(r, n, l2)
+    # 1-D worst case: one real row at 0, synthetic 1 × a = 1 and 10 × a = 0, λ = 3, the canary a = 1 (‖x̃‖ = R)
+    real, syn, canary = np.zeros((1, 1)), np.r_[[1.0], np.zeros(10)][:, None], np.ones((1, 1))
+    n, l2, r = 12, 3.0, math.sqrt(2)
+    moved = np.linalg.norm(logistic.fit_coefficients(np.vstack([real, canary]), syn, l2, n)
+                           - logistic.fit_coefficients(real, syn, l2, n))
+    assert 0.45 < moved / logistic.coefficient_sensitivity(r, n, l2) <= 1.0
+
+
+def test_logistic_estimators_divide_by_the_public_row_count(monkeypatch):
+    """`estimate` fits J with n = n̂ + N_G from the plan (C = 1/(nλ)), not with the number of rows it reads."""
+    layout, seen = numeric_layout(2), []
+    real_fit = logistic.fit_coefficients
+
+    def spy(real, synthetic, l2, n_total):
+        seen.append(n_total)
+        return real_fit(real, synthetic, l2, n_total)
+
+    monkeypatch.setattr(logistic, "fit_coefficients", spy)
+    rng = np.random.default_rng(1)
+    for estimator in ("beta_noised", "output_lapl", "output_norm"):
+        p = estimators.plan(estimator, {"l2": 1.0}, layout, 50, 40, 2.0, DELTA)
+        estimators.estimate(p, {"l2": 1.0, "noise_seed": 0}, rng.uniform(size=(37, 2)), rng.uniform(size=(40, 2)))
+        assert seen[-1] == 50 + 40, f"{estimator} fitted with n = {seen[-1]}, not the public n̂ + N_G = 90"
 
 
 # -- Corollaries 1-2 (unbiased) and Proposition 1 (biased), by Monte Carlo ---------------------------------

@@ -20,8 +20,9 @@ NUMERIC_KINDS = ("continuous", "integer")
 CATEGORICAL_KINDS = ("categorical", "binary")
 KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS
 POLICIES = ("clip", "drop", "fatal")
-_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns"}
-_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid"}
+_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows"}
+_ROWS_KEYS = {"count", "source"}
+_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Column:
     upper: float | None = None
     categories: tuple[str, ...] | tuple[int, ...] | None = None
     on_invalid: str = "drop"
+    bins: tuple[float, ...] | None = None   # optional public bin edges (numeric only; MST/AIM discretisation)
 
     @property
     def is_numeric(self) -> bool:
@@ -55,9 +57,24 @@ class Column:
         d: dict[str, Any] = {"kind": self.kind, "on_invalid": self.on_invalid}
         if self.is_numeric:
             d.update(lower=self.lower, upper=self.upper)
+            if self.bins is not None:
+                d["bins"] = list(self.bins)
         else:
             d["categories"] = list(self.categories)
         return d
+
+
+@dataclass(frozen=True)
+class PublicRows:
+    """A public row count of the whole table (train + holdout) and where it is documented (schema key
+    ``rows``). With it the training row count used by every plan and divisor is
+    round(count·(1 − holdout_fraction)), a function of public facts only, and no budget is spent on it."""
+    count: int
+    source: str
+
+    def train_count(self, holdout_fraction: float) -> int:
+        """n̂ = max(1, round(count·(1 − holdout_fraction))): the public training row count."""
+        return max(1, round(self.count * (1.0 - float(holdout_fraction))))
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,7 @@ class Schema:
     protected: tuple[str, ...] = ()
     on_invalid: str = "drop"
     source: dict[str, Any] = field(default_factory=dict)
+    rows: PublicRows | None = None
 
     @property
     def names(self) -> list[str]:
@@ -82,9 +100,12 @@ class Schema:
         raise KeyError(f"schema '{self.name}' has no column '{name}'")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "source": self.source,
-                "target": self.target, "protected": list(self.protected), "on_invalid": self.on_invalid,
-                "columns": {c.name: c.to_dict() for c in self.columns}}
+        d = {"name": self.name, "description": self.description, "source": self.source,
+             "target": self.target, "protected": list(self.protected), "on_invalid": self.on_invalid,
+             "columns": {c.name: c.to_dict() for c in self.columns}}
+        if self.rows is not None:
+            d["rows"] = {"count": self.rows.count, "source": self.rows.source}
+        return d
 
     def hash(self) -> str:
         """sha256 of the canonical JSON of the parsed schema (comments and formatting do not count)."""
@@ -153,7 +174,17 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
     if kind == "integer" and not (lower.is_integer() and upper.is_integer()):
         raise SchemaError(f"integer column has non-integer bounds {lower:g}..{upper:g}.", file=file, column=name,
                           fix="use whole-number bounds, or make the column continuous.")
-    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy)
+    bins = None
+    if spec.get("bins") is not None:
+        raw_bins = spec["bins"]
+        if not isinstance(raw_bins, list) or not raw_bins:
+            raise SchemaError(f"bins is {raw_bins!r}, not a list of edges.", file=file, column=name,
+                              fix="write bins: [e1, e2, ...], public edges in the column's units (docs/aim-mst.md).")
+        bins = tuple(_number(e, "bins", file, name) for e in raw_bins)
+        if list(bins) != sorted(set(bins)) or not all(lower <= e <= upper for e in bins):
+            raise SchemaError(f"bins {list(bins)} are not strictly increasing within [{lower:g}, {upper:g}].",
+                              file=file, column=name, fix="list increasing edges between the bounds.")
+    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins)
 
 
 def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
@@ -185,6 +216,32 @@ def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str)
         raise SchemaError("categorical column has fewer than 2 categories.", file=file, column=name,
                           fix="list at least two categories, or drop the constant column.")
     return Column(name, kind, categories=tuple(cats), on_invalid=policy)
+
+
+def _parse_rows(raw: Any, file: str) -> PublicRows | None:
+    """The optional ``rows: {count: N, source: "..."}``: a public row count with its documented source."""
+    if raw is None:
+        return None
+    example = 'rows: {count: 569, source: "scikit-learn load_breast_cancer documentation: 569 instances"}'
+    if not isinstance(raw, dict):
+        raise SchemaError(f"rows is {raw!r}, not a mapping.", file=file, column="rows",
+                          fix=f"write {example}, or remove 'rows' (the count is then released with noise).")
+    unknown = sorted(set(raw) - _ROWS_KEYS)
+    if unknown:
+        raise SchemaError(f"unknown keys {unknown} under rows.", file=file, column="rows",
+                          fix=f"use only {sorted(_ROWS_KEYS)}, e.g. {example}.")
+    count = raw.get("count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 2:
+        raise SchemaError(f"rows.count is {count!r}, not a whole number of rows >= 2.", file=file,
+                          column="rows.count", fix="write the documented number of rows of the whole table as a "
+                          "plain integer, e.g. count: 48842 (not quoted, not 4.8e4).")
+    source = raw.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise SchemaError("rows.source is missing or empty: a public row count needs its documented source.",
+                          file=file, column="rows.source",
+                          fix="cite where the count is published, e.g. source: \"UCI adult.names: 48842 "
+                          "instances\"; a count read from the rows themselves is not public (remove 'rows').")
+    return PublicRows(count=count, source=source.strip())
 
 
 def load_schema(path: str | Path) -> Schema:
@@ -242,4 +299,5 @@ def load_schema(path: str | Path) -> Schema:
         raise SchemaError(f"source is {source!r}, not a mapping.", file=file,
                           fix="write source: {bundled: <name>, documentation: \"...\"}.")
     return Schema(name=name, description=str(raw.get("description") or ""), columns=columns, target=target,
-                  protected=tuple(protected), on_invalid=default_policy, source=source)
+                  protected=tuple(protected), on_invalid=default_policy, source=source,
+                  rows=_parse_rows(raw.get("rows"), file))

@@ -5,6 +5,10 @@ different tables with the same schema are encoded by the identical map.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -77,17 +81,60 @@ class Encoder:
         return pd.DataFrame(out)
 
 
-def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Seeded split into (train, holdout), each keeping the original row order, index reset.
+def _canonical_cell(value: Any) -> str:
+    """A value's canonical text: integers (also integral numpy/pandas ints) in decimal, floats by their exact
+    hexadecimal form (so 0.1 and 0.1000000000000000055 agree, and -0.0 == 0.0), anything else by str()."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return str(int(v)) if v.is_integer() else v.hex()
+    return str(value)
 
-    The holdout has round(n * holdout_fraction) rows; the split depends only on n and the seed.
+
+def row_bytes(df: pd.DataFrame, columns: list[str]) -> list[bytes]:
+    """Each row's canonical bytes: its values in `columns` order, each as ``<length>:<text>`` (length-prefixed,
+    so no value can imitate a separator). A function of the row's values alone, not of its position."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"cannot split: columns {missing} are missing from the table")
+    cells = [[_canonical_cell(v) for v in df[c].tolist()] for c in columns]
+    return ["".join(f"{len(s)}:{s}" for s in row).encode("utf-8") for row in zip(*cells)] if cells else []
+
+
+def split_uniforms(df: pd.DataFrame, columns: list[str], key: bytes) -> np.ndarray:
+    """u_i = first 64 bits of HMAC-SHA256(key, row_bytes(row_i)) / 2^64 ∈ [0, 1), one per row."""
+    if len(key) < 16:
+        raise ValueError(f"the split key must have at least 128 bits, got {8 * len(key)}")
+    digests = (hmac.new(key, b, hashlib.sha256).digest()[:8] for b in row_bytes(df, columns))
+    return np.fromiter((int.from_bytes(d, "big") for d in digests), dtype=np.float64, count=len(df)) / 2.0 ** 64
+
+
+def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | int,
+                        columns: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Split into (train, holdout), each keeping the original row order, index reset.
+
+    Row i goes to the holdout iff u_i < holdout_fraction, u_i = HMAC-SHA256(key, row_i's canonical bytes)
+    as a uniform number in [0, 1) (`split_uniforms`; `columns`: the schema's column order, default the
+    frame's). Each row's side is a function of that row and the key alone, so adding or removing one row
+    moves no other row between train and holdout: neighbouring tables (add/remove one) give neighbouring
+    training sets, and every per-generator guarantee carries over. The holdout size is Binomial(n,
+    holdout_fraction) for distinct rows (identical rows share a side).
+
+    `key` is the secret split key (`tasks.prepare.split_key`: derived from the steward's noise key, else a
+    random salt kept with the internal artefacts); with a key nobody else knows, a row's side is
+    unpredictable. An integer is a PUBLIC seed (its sha256 is the key) for tests and benchmarks only: with it
+    anyone can recompute which rows were held out.
     """
     if not 0.0 < holdout_fraction < 1.0:
         raise ValueError(f"holdout_fraction must be in (0, 1), got {holdout_fraction}")
-    n = len(df)
-    n_holdout = round(n * holdout_fraction)
-    if not 0 < n_holdout < n:
-        raise ValueError(f"holdout_fraction {holdout_fraction} of {n} rows leaves an empty train or holdout set")
-    holdout = np.zeros(n, dtype=bool)
-    holdout[np.random.default_rng(seed).permutation(n)[:n_holdout]] = True
+    if not isinstance(key, (bytes, bytearray)):
+        key = hashlib.sha256(f"synthrelease public split seed {int(key)}".encode()).digest()
+    cols = list(df.columns) if columns is None else list(columns)
+    holdout = split_uniforms(df, cols, bytes(key)) < holdout_fraction
+    if holdout.all() or not holdout.any():
+        raise ValueError(f"holdout_fraction {holdout_fraction} of {len(df)} rows leaves an empty train or "
+                         "holdout set")
     return df[~holdout].reset_index(drop=True), df[holdout].reset_index(drop=True)

@@ -63,10 +63,13 @@ def scatter_against_real(points: Sequence[dict], title: str, xlabel: str, ylabel
     return _png(fig)
 
 
-def marginal_histograms(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any]) -> bytes:
+def marginal_histograms(real: pd.DataFrame | None, synth: pd.DataFrame, columns: Sequence[Any]) -> bytes:
     """1-way marginals, one panel per schema column: the share of real and synthetic rows in each
     histogram cell (numeric: HIST_BINS bins over the schema bounds; categorical: the schema's
-    categories plus "outside the schema")."""
+    categories plus "outside the schema").
+
+    `real=None` draws the synthetic rows alone: the public report's figure, whose every pixel is a function
+    of the released table and the public schema (cell edges are the schema bounds, never the rows)."""
     n = len(columns)
     width = math.ceil(math.sqrt(n))
     height = math.ceil(n / width)
@@ -74,16 +77,19 @@ def marginal_histograms(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequen
     fig.subplots_adjust(left=0.04, right=0.99, top=0.96, bottom=0.06, hspace=0.7, wspace=0.3)
     for i, col in enumerate(columns):
         ax = fig.add_subplot(height, width, i + 1)
-        (r, cells), (s, _) = cell_codes(real, col, HIST_BINS), cell_codes(synth, col, HIST_BINS)
-        p, q = (np.bincount(c, minlength=cells) / max(len(c), 1) for c in (r, s))
+        s, cells = cell_codes(synth, col, HIST_BINS)
+        q = np.bincount(s, minlength=cells) / max(len(s), 1)
+        p = None if real is None else np.bincount(cell_codes(real, col, HIST_BINS)[0], minlength=cells) / max(len(real), 1)
         if col.kind in NUMERIC_KINDS:
             edges = np.linspace(col.lower, col.upper, cells + 1)
-            ax.stairs(p, edges, color=REAL, fill=True, alpha=0.5, label="real")
-            ax.stairs(q, edges, color=SYNTH, lw=1.5, label="synthetic")
+            if p is not None:
+                ax.stairs(p, edges, color=REAL, fill=True, alpha=0.5, label="real")
+            ax.stairs(q, edges, color=SYNTH, lw=1.5, fill=p is None, label="synthetic")
         else:
             idx = np.arange(cells)
-            ax.bar(idx - 0.2, p, width=0.4, color=REAL, alpha=0.5, label="real")
-            ax.bar(idx + 0.2, q, width=0.4, color=SYNTH, label="synthetic")
+            if p is not None:
+                ax.bar(idx - 0.2, p, width=0.4, color=REAL, alpha=0.5, label="real")
+            ax.bar(idx if p is None else idx + 0.2, q, width=0.8 if p is None else 0.4, color=SYNTH, label="synthetic")
             labels = [str(c) for c in col.categories] + ["(outside)"]
             ax.set_xticks(idx, labels if cells <= MAX_TICK_LABELS else [""] * cells, rotation=90, fontsize=6)
         ax.set_title(col.name, fontsize=8)

@@ -1,6 +1,12 @@
-"""Release report for a privacy officer, as Markdown (Prefect artefacts) or self-contained HTML.
+"""The two release reports, each as Markdown or self-contained HTML (both formats walk the same blocks).
 
-Both renderers walk the same list of blocks, so the two formats always say the same thing.
+- The PUBLIC report (`public_html`, `public_markdown`; report.html / report.md of the bundle in
+  releases/<ds>/<id>/) shows only what is DP or public. `public_view` keeps a whitelist of the summary's keys
+  (see its docstring) and drops everything else, so a real-data metric handed to it by mistake is not
+  rendered: ε/δ and the ledger, the mechanisms, each gate's pass/fail bit (data-dependent ones declared),
+  the DP importance weights' k̂/ESS, statistics and plots of the synthetic table, hashes and versions.
+- The STEWARD report (`render_html`, `render_markdown`; reports/<ds>/steward/<release-id>/) is everything,
+  real-data evaluation, attacks and gate evidence included, labelled INTERNAL at its head and foot.
 
 Expected summary dict (every key optional; a missing section or value reads "not available"):
 
@@ -18,6 +24,10 @@ Expected summary dict (every key optional; a missing section or value reads "not
      "audience": str, "guarantee": str, "rows": int,   # what was released (manifest)
      "metrics": {...},        # evaluate's metrics.json: "scorecard", "privacy_risk", DP-auto-GAN's metrics
      "plots": {name: bytes}}  # PNGs: embedded (base64) in the HTML; in the Markdown, links to <name>.png
+
+The steward summary may also carry "validation" (validate's report) and "weights_analysis" (the weighted
+analyses of weights.json); the public summary "synthetic_summary" (synthetic_summary.summarise_synthetic),
+"weights" (the manifest's entry) and "libraries".
 
 Every block builder takes its part of `summary` and returns blocks; the HTML renderer embeds ("img", ...)
 blocks as data: URIs, so report.html is one self-contained file.
@@ -37,6 +47,13 @@ UNCOVERED = ("The figures listed below were computed from real data and are not 
              "they can themselves reveal information about real records. Share this report only with "
              "people allowed to see the real data.")
 
+INTERNAL = "INTERNAL — computed from real rows, not for publication"
+PUBLIC_SCOPE = ("Every figure in this report is differentially private or public: it is computed from the released "
+                "synthetic table, from the DP importance weights, or from the privacy ledger and the public schema "
+                "(post-processing of DP outputs, or metadata about the mechanisms). The only values that depend on "
+                "real rows outside the DP mechanisms are the pass/fail bits of the gates marked data-dependent.")
+PUBLIC_PLOTS = {"synthetic_marginals": "1-way marginals of the released synthetic table: share of synthetic rows per "
+                                       "cell (numeric: 20 bins over the public schema bounds)"}
 Block = tuple  # ("h", text) | ("p", text) | ("table", headers, rows) | ("notice", title, text, items) | ("img", name, png)
 PLOT_CAPTIONS = {
     "marginals_1way": "1-way marginals: share of real training and synthetic rows per cell",
@@ -59,6 +76,23 @@ GUARANTEES = [
     "The attacks are empirical: a passed attack gate shows that these attackers, on these samples, did not "
     "find clear risk. It is a lower bound on risk, not a proof of privacy; the DP guarantee is the proof.",
 ]
+PUBLIC_GUARANTEES = GUARANTEES[:3] + [
+    "Data-dependent bits: a gate marked data-dependent (the privacy-risk attacks, PPEM's α-LMDP tests, the "
+    "support points' MCMC convergence) reads real rows outside the DP mechanism. This report publishes only its "
+    "pass/fail bit, and whether this table was released at all is the conjunction of those bits; none of the "
+    "gates' evidence is published.",
+    "The importance weights' k̂ and effective sample size are functions of the weights alone, which a DP "
+    "estimator computed from the synthetic rows: post-processing of DP outputs, like the weight column itself.",
+    "The attacks are empirical: a passed attack gate shows that these attackers, on these samples, did not "
+    "find clear risk. It is a lower bound on risk, not a proof of privacy; the DP guarantee is the proof.",
+]
+CAPTIONS = {**PLOT_CAPTIONS, **PUBLIC_PLOTS}
+PUBLIC_KEYS = ("dataset", "generator", "release_id", "rows", "guarantee", "audience", "libraries")
+PUBLIC_PRIVACY = ("epsilon_generator", "epsilon_generator_rdp", "epsilon_dataset_total", "epsilon_dataset_total_rdp",
+                  "delta", "lifetime_budget", "ledger_head", "events", "run_id")
+PUBLIC_LEDGER = ("seq", "run_id", "stage", "status", "event_json")
+PUBLIC_WEIGHTS = ("estimator", "label", "epsilon", "delta", "n_released", "khat", "khat_bound", "ess", "tempering",
+                  "psis")
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -89,16 +123,21 @@ def _privacy_blocks(privacy: dict | None) -> list[Block]:
             ["Total ε, RDP accountant cross-check", privacy.get("epsilon_dataset_total_rdp")],
             ["Lifetime ε budget of this data set", budget],
             ["Remaining ε budget", remaining],
-            ["δ", privacy.get("delta")]]
+            ["δ", privacy.get("delta")],
+            *([["Ledger head (hash of its last row)", privacy["ledger_head"]]] if privacy.get("ledger_head") else [])]
     blocks += [("table", ["Quantity", "Value"], [[q, _fmt(v, 6)] for q, v in rows]),
                ("p", "The RDP figure composes the same ledger events with an independent accountant; it is "
                      "a looser upper bound and should not be below the primary figure.")]
     ledger = privacy.get("ledger_rows")
     if not ledger:
         return blocks + [("p", f"Ledger rows: {NA}")]
-    keys = list(dict.fromkeys(k for row in ledger for k in row))
-    return blocks + [("p", "Ledger rows for this data set:"),
-                     ("table", keys, [[_fmt(row.get(k), 6) for k in keys] for row in ledger])]
+    return blocks + [("p", "Ledger rows for this data set:"), _dict_table(ledger)]
+
+
+def _dict_table(rows: list[dict]) -> Block:
+    """One table row per dict, one column per key seen in any of them."""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    return ("table", keys, [[_fmt(row.get(k), 6) for k in keys] for row in rows])
 
 
 def _gate_blocks(gates: list[dict] | None) -> list[Block]:
@@ -266,6 +305,130 @@ def _scorecard_blocks(metrics: dict | None) -> list[Block]:
         ("table", ["Classifier", "TSTR ROC", "TSTR PRC", "TRTR ROC", "TRTR PRC", "Note"], body)]
 
 
+def _validation_blocks(validation: dict | None) -> list[Block]:
+    """Steward only: validate's row counts and per-column drop/clip counts, computed on the raw real table."""
+    if not validation:
+        return []
+    counts = [[k, _fmt(validation.get(k))] for k in ("rows_in", "rows_out", "rows_dropped") if k in validation]
+    columns = [{"column": c, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}}
+               for c, r in (validation.get("columns") or {}).items()]
+    return [("h", "Validation of the raw table"), ("table", ["Count", "Value"], counts),
+            *([_dict_table(columns)] if columns else [])]
+
+
+def _weights_analysis_blocks(analysis: dict | None) -> list[Block]:
+    """Steward only: the weighted analyses of weights.json (against real train/holdout rows)."""
+    if not analysis:
+        return []
+    rows = [[k, _fmt(v)] for k, v in analysis.items() if k != "outside_dp"]
+    return [("h", "Importance weights: weighted analyses on real rows"), ("table", ["Analysis", "Result"], rows)]
+
+
+def public_view(summary: dict) -> dict:
+    """The whitelist of `summary` the public report may show; every other key is dropped.
+
+    Kept: the release's identity and row count, the guarantee label and audience, ε/δ (generator, data set
+    total, budget), the ledger rows' public columns and head, the mechanisms' events, each gate's name,
+    pass/fail bit and whether it read real rows ("data_dependent"), the importance weights' estimator, ε, k̂
+    and ESS, "synthetic_summary" (statistics of the synthetic table alone), the hashes, the library versions,
+    and of "plots" only the synthetic-only figures of PUBLIC_PLOTS. Dropped, whatever the caller passes:
+    gate evidence, metrics, fidelity, utility, validation counts, weighted analyses, real-data plots.
+    """
+    privacy = summary.get("privacy") or {}
+    weights = summary.get("weights") or None
+    return {
+        **{k: summary[k] for k in PUBLIC_KEYS if k in summary},
+        "privacy": {**{k: privacy[k] for k in PUBLIC_PRIVACY if k in privacy},
+                    "ledger_rows": [{k: row[k] for k in PUBLIC_LEDGER if k in row}
+                                    for row in privacy.get("ledger_rows") or [] if isinstance(row, dict)]},
+        "gates": [{"name": g.get("name"), "passed": g.get("passed"),
+                   "data_dependent": g.get("data_dependent", True)} for g in summary.get("gates") or []],
+        "weights": None if weights is None else {k: weights[k] for k in PUBLIC_WEIGHTS if k in weights},
+        "synthetic_summary": summary.get("synthetic_summary"),
+        "hashes": {k: v for k, v in (summary.get("hashes") or {}).items() if isinstance(v, str)},
+        "plots": {k: v for k, v in (summary.get("plots") or {}).items() if k in PUBLIC_PLOTS},
+    }
+
+
+def _public_gate_blocks(gates: list[dict]) -> list[Block]:
+    if not gates:
+        return [("h", "Release gates"), ("p", NA)]
+    rows = [[_fmt(g["name"]), NA if g["passed"] is None else "PASS" if g["passed"] else "FAIL",
+             "yes: pass/fail bit only" if g["data_dependent"] else "no: reads only DP outputs or the ledger"]
+            for g in gates]
+    return [("h", "Release gates"),
+            ("p", "Every gate passed, so the table was released. A data-dependent gate read real rows outside the "
+                  "DP mechanism: only its pass/fail bit is published, declared in the manifest."
+                  if all(g["passed"] for g in gates) else "Not every gate passed."),
+            ("table", ["Gate", "Result", "Data-dependent"], rows)]
+
+
+def _public_weights_blocks(weights: dict | None) -> list[Block]:
+    if not weights:
+        return []
+    labels = {"estimator": "Estimator", "label": "Guarantee", "epsilon": "ε of the weights", "delta": "δ",
+              "n_released": "Weighted synthetic rows", "khat": "PSIS k̂", "khat_bound": "k̂ bound",
+              "ess": "Effective sample size", "tempering": "Tempering", "psis": "PSIS smoothing"}
+    return [("h", "Importance weights"),
+            ("p", "The `weight` column of the synthetic table: a DP estimate of p_real / p_synthetic at each synthetic "
+                  "row. k̂ and the effective sample size are computed from these weights alone (post-processing)."),
+            ("table", ["Quantity", "Value"], [[labels[k], _fmt(v)] for k, v in weights.items()])]
+
+
+def _synthetic_blocks(stats: dict | None) -> list[Block]:
+    blocks: list[Block] = [("h", "The synthetic table")]
+    if not stats:
+        return blocks + [("p", NA)]
+    keys = ("mean", "std", "min", "q25", "median", "q75", "max")
+    blocks.append(("p", f"Statistics of the {_fmt(stats.get('rows'))} released synthetic rows alone (no real row is "
+                        "read); numeric columns, then the share of each category."))
+    if stats.get("numeric"):
+        blocks.append(("table", ["Column", *keys],
+                       [[c, *(_fmt(v.get(k)) for k in keys)] for c, v in stats["numeric"].items()]))
+    if stats.get("categorical"):
+        blocks.append(("table", ["Column", "Category shares"],
+                       [[c, _fmt(v)] for c, v in stats["categorical"].items()]))
+    return blocks
+
+
+def _public_document(summary: dict) -> tuple[str, list[Block]]:
+    s = public_view(summary)
+    privacy, hashes = s["privacy"], s["hashes"]
+    title = f"Release report: {_fmt(s.get('dataset'))} / {_fmt(s.get('generator'))}"
+    events = privacy.get("events") or []
+    blocks: list[Block] = [
+        ("p", f"Release id: {_fmt(s.get('release_id'))}. Data set: {_fmt(s.get('dataset'))}. "
+              f"Generator: {_fmt(s.get('generator'))}."),
+        ("p", PUBLIC_SCOPE),
+        *_release_blocks(s),
+        *_privacy_blocks(privacy),
+        ("h", "Mechanisms"),
+        *([("p", "The privacy events of this generator, with their parameters, as recorded in the ledger:"),
+           _dict_table([e for e in events if isinstance(e, dict)])] if events else [("p", NA)]),
+        *_public_gate_blocks(s["gates"]),
+        *_public_weights_blocks(s["weights"]),
+        *_synthetic_blocks(s["synthetic_summary"]),
+        *_plot_blocks(s["plots"]),
+        ("h", "What the guarantees cover"),
+        *[("p", text) for text in PUBLIC_GUARANTEES],
+        ("h", "Provenance"),
+        ("table", ["Hash", "Value"], [[k, _fmt(v)] for k, v in hashes.items()] or [["hashes", NA]]),
+        *([("table", ["Library", "Version"], [[k, _fmt(v)] for k, v in s["libraries"].items()])]
+          if s.get("libraries") else []),
+    ]
+    return title, blocks
+
+
+def public_markdown(summary: dict) -> str:
+    """The public report as Markdown: only `public_view(summary)` is rendered."""
+    return _markdown(*_public_document(summary))
+
+
+def public_html(summary: dict) -> str:
+    """The public report as one self-contained HTML page: only `public_view(summary)` is rendered."""
+    return _html(*_public_document(summary))
+
+
 def _plot_blocks(plots: dict | None) -> list[Block]:
     if not plots:
         return []
@@ -273,11 +436,12 @@ def _plot_blocks(plots: dict | None) -> list[Block]:
 
 
 def _document(summary: dict) -> tuple[str, list[Block]]:
-    title = f"Release report: {_fmt(summary.get('dataset'))} / {_fmt(summary.get('generator'))}"
+    title = f"Steward report: {_fmt(summary.get('dataset'))} / {_fmt(summary.get('generator'))}"
     hashes = summary.get("hashes") or {}
     blocks: list[Block] = [
         ("p", f"Release id: {_fmt(summary.get('release_id'))}. Data set: {_fmt(summary.get('dataset'))}. "
-              f"Generator: {_fmt(summary.get('generator'))}."),
+              f"Generator: {_fmt(summary.get('generator'))}. This report is internal: it is never copied into "
+              "releases/; the public bundle carries its own report.html."),
         _notice(summary),
         *_release_blocks(summary),
         *_privacy_blocks(summary.get("privacy")),
@@ -286,6 +450,8 @@ def _document(summary: dict) -> tuple[str, list[Block]]:
         *_fidelity_blocks(summary.get("fidelity"), summary.get("fidelity_summary")),
         *_scorecard_blocks(summary.get("metrics")),
         *_utility_blocks(summary.get("utility")),
+        *_validation_blocks(summary.get("validation")),
+        *_weights_analysis_blocks(summary.get("weights_analysis")),
         *_plot_blocks(summary.get("plots")),
         ("h", "What the guarantees cover"),
         *[("p", text) for text in GUARANTEES],
@@ -301,8 +467,8 @@ def _md(text: Any) -> str:
 
 
 def render_markdown(summary: dict) -> str:
-    """The release report as Markdown; see the module docstring for `summary`'s keys."""
-    return _markdown(*_document(summary))
+    """The steward's (internal) report as Markdown; see the module docstring for `summary`'s keys."""
+    return _markdown(*_document(summary), banner=INTERNAL)
 
 
 def evaluation_markdown(generator: str, metrics: dict) -> str:
@@ -310,10 +476,10 @@ def evaluation_markdown(generator: str, metrics: dict) -> str:
     Prefect artefact, before any gate has run; `metrics` is evaluate's metrics.json."""
     summary = {"fidelity": metrics.get("fidelity"), "fidelity_summary": metrics.get("fidelity_summary"),
                "utility": metrics.get("utility"), "metrics": metrics}
-    return _markdown(f"Evaluation of {generator}", [
+    return _markdown(f"INTERNAL evaluation of {generator} (computed from real rows)", [
         _notice(summary), *_risk_blocks(metrics.get("privacy_risk")),
         *_fidelity_blocks(summary["fidelity"], summary["fidelity_summary"]), *_scorecard_blocks(metrics),
-        *_utility_blocks(summary["utility"])])
+        *_utility_blocks(summary["utility"])], banner=INTERNAL)
 
 
 def key_figures(metrics: dict) -> list[dict[str, str]]:
@@ -327,8 +493,9 @@ def key_figures(metrics: dict) -> list[dict[str, str]]:
     return out
 
 
-def _markdown(title: str, blocks: list[Block]) -> str:
-    lines = [f"# {_md(title)}", ""]
+def _markdown(title: str, blocks: list[Block], banner: str | None = None) -> str:
+    """`banner` (the steward's INTERNAL label) opens and closes the document."""
+    lines = [f"# {_md(title)}", ""] + ([f"> **{_md(banner)}**", ""] if banner else [])
     for block in blocks:
         if block[0] == "h":
             lines += [f"## {_md(block[1])}", ""]
@@ -341,26 +508,36 @@ def _markdown(title: str, blocks: list[Block]) -> str:
             lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
             lines.append("")
         elif block[0] == "img":
-            lines += [f"![{_md(PLOT_CAPTIONS.get(block[1], block[1]))}]({_md(block[1])}.png)", ""]
+            lines += [f"![{_md(CAPTIONS.get(block[1], block[1]))}]({_md(block[1])}.png)", ""]
         else:
             _, head, text, items = block
             lines += [f"> **{_md(head)}**", ">", f"> {_md(text)}"] + [f"> - {_md(i)}" for i in items] + [""]
-    return "\n".join(lines)
+    return "\n".join(lines + ([f"> **{_md(banner)}**", ""] if banner else []))
 
 
 _CSS = """body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
 table{border-collapse:collapse;margin:.5rem 0 1rem}th,td{border:1px solid #ccc;padding:.3rem .6rem;text-align:left;overflow-wrap:anywhere}
 th{background:#f3f3f3;white-space:nowrap}td:first-child{white-space:nowrap}td.pass,td.fail{font-weight:bold;white-space:nowrap}td.pass{color:#0a6b2d}td.fail{color:#b00020}
 .notice{border:2px solid #b26a00;background:#fff6e5;padding:.5rem 1rem;margin:1rem 0}
-img.plot{max-width:100%;border:1px solid #ddd}figure{margin:1rem 0}figcaption{font-size:.9rem;color:#555}"""
+img.plot{max-width:100%;border:1px solid #ddd}figure{margin:1rem 0}figcaption{font-size:.9rem;color:#555}
+.internal{border:3px solid #b00020;background:#fde8eb;color:#b00020;font-weight:bold;padding:.4rem 1rem;margin:1rem 0;text-align:center}
+.internal.print{display:none}
+@media print{.internal.print{display:block;position:fixed;top:0;left:0;right:0;margin:0}body{margin-top:3rem}}"""
 
 
 def render_html(summary: dict) -> str:
-    """The release report as one self-contained HTML page (inline CSS, no external assets, all text escaped)."""
-    title, blocks = _document(summary)
+    """The steward's (internal) report as one self-contained HTML page (inline CSS, no external assets, all
+    text escaped), labelled INTERNAL at its head and foot and, when printed, at the top of every page."""
+    return _html(*_document(summary), banner=INTERNAL)
+
+
+def _html(title: str, blocks: list[Block], banner: str | None = None) -> str:
     esc = html.escape
+    label = [f'<div class="internal" role="note">{esc(banner)}</div>'] if banner else []
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>", f"<h1>{esc(title)}</h1>"]
+             f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>",
+             *([f'<div class="internal print" aria-hidden="true">{esc(banner)}</div>'] if banner else []),
+             *label, f"<h1>{esc(title)}</h1>"]
     for block in blocks:
         if block[0] == "h":
             parts.append(f"<h2>{esc(block[1])}</h2>")
@@ -377,7 +554,7 @@ def render_html(summary: dict) -> str:
             parts.append("</tbody></table>")
         elif block[0] == "img":
             data = base64.b64encode(block[2]).decode("ascii")
-            caption = esc(PLOT_CAPTIONS.get(block[1], block[1]))
+            caption = esc(CAPTIONS.get(block[1], block[1]))
             parts.append(f'<figure><img class="plot" alt="{caption}" src="data:image/png;base64,{data}">'
                          f"<figcaption>{caption}</figcaption></figure>")
         else:
@@ -385,5 +562,5 @@ def render_html(summary: dict) -> str:
             lis = "".join(f"<li>{esc(i)}</li>" for i in items)
             parts.append(f'<div class="notice"><h2>{esc(head)}</h2><p>{esc(text)}</p>'
                          + (f"<ul>{lis}</ul>" if lis else "") + "</div>")
-    parts.append("</body></html>")
+    parts += [*label, "</body></html>"]
     return "\n".join(parts)

@@ -56,6 +56,13 @@ class Generator(Protocol):
     # the evidence's "outside_dp").
 
 
+def check_width(layout: Layout, data: Any) -> None:
+    """Refuse X unless it is 2-d with layout.width columns. Its row count is not checked: it is private
+    (add/remove-one) and may differ from the public n̂ (len(X) of an EncodedTable) that plans and divisors use."""
+    if len(data.shape) != 2 or data.shape[1] != layout.width:
+        raise ValueError(f"X has shape {tuple(data.shape)}, expected (rows, {layout.width}) for this layout")
+
+
 def reserve_plan(generator: Any, n_rows: int, session: LedgerSession, budget: Budget | None) -> list[Event]:
     """Step 1-2 of every `fit`: plan from `budget` and the public row count (or keep an earlier plan(),
     or plan from the generator's params), then reserve that plan in the ledger, before any row is read.
@@ -68,11 +75,11 @@ def reserve_plan(generator: Any, n_rows: int, session: LedgerSession, budget: Bu
     return planned
 
 
-def check_encoded(name: str, layout: Layout, data: Any, n_rows: int, why: str = "") -> None:
-    """Refuse training rows that are not the planned (n_rows, layout.width) matrix in [0, 1] (numpy or
-    torch), naming the first bad column and the fix; `why` says what breaks outside [0, 1]."""
-    if tuple(data.shape) != (n_rows, layout.width):
-        raise ValueError(f"X has shape {tuple(data.shape)}, planned ({n_rows}, {layout.width})")
+def check_encoded(name: str, layout: Layout, data: Any, why: str = "") -> None:
+    """Refuse training rows that are not a (rows, layout.width) matrix in [0, 1] (numpy or torch), naming the
+    first bad column and the fix; `why` says what breaks outside [0, 1]. Only the width is checked: the
+    actual row count is private and may differ from the public n̂ the plan used (`check_width`)."""
+    check_width(layout, data)
     bad = np.asarray(~((data >= 0) & (data <= 1)).all(0))
     if bad.any():
         col = int(np.flatnonzero(bad)[0])
@@ -153,6 +160,9 @@ def resolve_device(device: str) -> str:
     return device
 
 
+GENERATORS = ("dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points", "mst", "aim")  # the registry's names
+
+
 def generator_class(name: str) -> type:
     """The class implementing generator `name` (imported lazily: torch is slow to import)."""
     if name == "dpwgan":
@@ -173,8 +183,13 @@ def generator_class(name: str) -> type:
     if name == "support_points":
         from pipelines.generators.support_points import SupportPoints
         return SupportPoints
-    raise ValueError(f"unknown generator {name!r}; implemented: dpwgan, ppem, dp_auto_gan, pearl, iw_mmd_gan, "
-                     f"support_points")
+    if name == "mst":
+        from pipelines.generators.mst import MST
+        return MST
+    if name == "aim":
+        from pipelines.generators.aim import AIM
+        return AIM
+    raise ValueError(f"unknown generator {name!r}; implemented: {', '.join(GENERATORS)}")
 
 
 _INIT_LOCK = threading.Lock()

@@ -58,7 +58,7 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
+from pipelines.generators.base import (Budget, LedgerSession, check_width, load_networks, merge_params, read_meta,
                                       reserve_plan, save_networks)
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward
@@ -244,16 +244,17 @@ class DPAutoGAN:
         X is not read before reserve()."""
         planned = reserve_plan(self, len(X), session, budget)
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        if data.shape != (self.privacy["n_rows"], self.layout.width):
-            raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, "
-                             f"{self.layout.width})")
+        check_width(self.layout, data)  # rows may differ from the public n̂ the plan used
+        streams = {"private": math.isfinite(self.privacy["epsilon"]), "seed": self.params["seed"]}
         noise_seed = self.params["noise_seed"]
-        self._train_autoencoder(data, *training_generators(noise_seed, f"{self.name}:autoencoder", self.device))
+        self._train_autoencoder(data, *training_generators(noise_seed, f"{self.name}:autoencoder", self.device,
+                                                           **streams))
         priv = self.privacy
         self.autoencoder.eval()  # phase 2: the decoder is frozen (the generator step updates w only)
         train_wgan(self.name, self.critic, self.generator, self._fake, data, priv["sample_rate"], priv["steps"],
                    priv["noise_multiplier"], priv["clip_norm"], self.params,
-                   *training_generators(noise_seed, f"{self.name}:wgan", self.device))
+                   *training_generators(noise_seed, f"{self.name}:wgan", self.device, **streams),
+                   public_rows=priv["n_rows"])
         session.record(planned)
 
     def _train_autoencoder(self, data: torch.Tensor, rng: torch.Generator, sample_rng: torch.Generator) -> None:
@@ -268,7 +269,7 @@ class DPAutoGAN:
         self.autoencoder.train()
         for step in range(1, steps + 1):
             batch = data[poisson_sample(n, q, sample_rng).to(self.device)]
-            grads = autoencoder_gradient(self.autoencoder, loss, batch, clip, sigma, q * n, rng)
+            grads = autoencoder_gradient(self.autoencoder, loss, batch, clip, sigma, q * priv["n_rows"], rng)
             for name, param in params.items():
                 param.grad = grads[name]
             opt.step()

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
+from pipelines.generators.base import (Budget, LedgerSession, check_width, load_networks, merge_params, read_meta,
                                       reserve_plan, save_networks)
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.wgan import Critic, mlp, train_wgan
@@ -108,17 +108,16 @@ class DPWGAN:
         planned = reserve_plan(self, len(X), session, budget)
 
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        if data.shape != (self.privacy["n_rows"], self.layout.width):
-            raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, "
-                             f"{self.layout.width})")
+        check_width(self.layout, data)  # rows may differ from the public n̂ the plan used
         self._train(data)
         session.record(planned)
 
     def _train(self, data: torch.Tensor) -> None:
         p, priv = self.params, self.privacy
-        rng, sample_rng = training_generators(p["noise_seed"], self.name, self.device)
+        rng, sample_rng = training_generators(p["noise_seed"], self.name, self.device,
+                                              private=math.isfinite(priv["epsilon"]), seed=p["seed"])
         train_wgan(self.name, self.critic, self.generator, self._fake, data, priv["sample_rate"], priv["steps"],
-                   priv["noise_multiplier"], priv["clip_norm"], p, rng, sample_rng)
+                   priv["noise_multiplier"], priv["clip_norm"], p, rng, sample_rng, public_rows=priv["n_rows"])
 
     def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:
         z = torch.randn(n, self.generator.latent_dim, generator=rng, device=self.device)

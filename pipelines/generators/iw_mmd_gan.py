@@ -289,7 +289,8 @@ class IWMMDGAN:
             self_normalised = priv["estimator"] == "sniw"
             sums, event = release_weighted_embedding(real.double(), w, self.target.freqs.double(),
                                                      self_normalised, priv["w_max"], priv["noise_multiplier"],
-                                                     numpy_noise_rng(p["noise_seed"], "iw_mmd_gan embedding"))
+                                                     numpy_noise_rng(p["noise_seed"], "iw_mmd_gan embedding"),
+                                                     n=priv["n_rows"])
             del real, w
             self.target.embedding.copy_(torch.as_tensor(mean_embedding(sums, priv["n_rows"], self_normalised),
                                                         dtype=torch.float32))
@@ -316,7 +317,7 @@ class IWMMDGAN:
         self.generator.eval()
 
     def _check(self, data) -> None:
-        check_encoded(self.name, self.layout, data, self.privacy["n_rows"])
+        check_encoded(self.name, self.layout, data)
 
     # -- sampling and persistence ------------------------------------------------------------
     def sample(self, n: int, seed: int) -> np.ndarray:

@@ -48,8 +48,8 @@ from pipelines.generators.base import (Budget, LedgerSession, check_encoded, loa
                                       read_meta, reserve_plan, save_networks)
 from pipelines.generators.ppem import sub_layout
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.embeddings import (cf_features, class_embeddings, distance_event, embedding_event,
-                                          embedding_sums, encoded_diameter, mean_distance, pairwise_distance_sum,
+from pipelines.privacy.embeddings import (capped_distance_sum, cf_features, class_embeddings, distance_event,
+                                          embedding_event, embedding_sums, encoded_diameter, mean_distance,
                                           release_embedding, release_mean_distance)
 from pipelines.privacy.events import Event, NonPrivateEvent, event_to_dict
 from pipelines.privacy.noise import numpy_noise_rng
@@ -274,23 +274,25 @@ class PEARL:
         self._train()
 
     def _check(self, data) -> None:
-        check_encoded(self.name, self.layout, data, self.privacy["n_rows"])
+        check_encoded(self.name, self.layout, data)
 
     def _release(self, data: torch.Tensor) -> list[Event]:
         """App. E, lines 1-3: ℓ̂ (App. D), frequencies ω = u/ℓ̂, the sanitised embedding (eq. 6)."""
-        priv, n = self.privacy, data.shape[0]
+        priv, n = self.privacy, self.privacy["n_rows"]  # n̂: the public row count, not data.shape[0]
         x = data[:, self.feature_cols]
         labels = labels_of(data, self.target) if self.target is not None else None
-        rng = numpy_noise_rng(self.params["noise_seed"], f"{self.name}:embedding")
         private = priv["embedding_noise_multiplier"] > 0
+        rng = numpy_noise_rng(self.params["noise_seed"], f"{self.name}:embedding", private=private,
+                              seed=self.params["seed"])
         if private:
-            length_scale, aux = release_mean_distance(x, self.diameter, priv["distance_noise_multiplier"], rng)
+            length_scale, aux = release_mean_distance(x, self.diameter, priv["distance_noise_multiplier"], rng, n=n)
         else:
-            length_scale = mean_distance(pairwise_distance_sum(x, self.diameter), n, self.diameter)
+            length_scale = mean_distance(capped_distance_sum(x, n, self.diameter), n, self.diameter)
         self.critic.reset(length_scale)
         freqs = self.critic.frequencies
         if private:
-            sums, emb = release_embedding(x, labels, self.n_classes, freqs, priv["embedding_noise_multiplier"], rng)
+            sums, emb = release_embedding(x, labels, self.n_classes, freqs, priv["embedding_noise_multiplier"], rng,
+                                          n=n)
         else:
             sums = embedding_sums(x, labels, self.n_classes, freqs)
         proportions, embeddings = class_embeddings(sums, n, self.target is not None)

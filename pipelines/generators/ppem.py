@@ -29,7 +29,21 @@ steps, of which T_G also update the generators, are PoissonGaussianEvent(σ/√2
 PoissonGaussianEvent(σ/√3, q, T_G); σ is calibrated with the PLD accountant to meet (ε, δ).
 The marginal fake term [m − E_ξ(G_ω(z_j))]₊ touches no record: like DP-WGAN's it is clipped per
 fake to C/2 without noise and averaged over a fixed `batch_size` fakes. G_ω is post-processing.
-Private networks use no BatchNorm (it mixes examples): in DP mode G_υ uses LayerNorm instead.
+Private networks use no BatchNorm (it mixes examples): in DP mode G_ω and G_υ use LayerNorm instead.
+
+Why G_ω matters although it is post-processing: in a training step it draws the b + batch_size fakes of
+the per-example terms in train mode, b = |B| the private batch size. With BatchNorm each fake would be
+normalised by the mean and variance over all b + batch_size latents, so adding one record (b → b + 1)
+would move EVERY fake f_j, hence every paired interpolate x̂_i = u_i·x′_i + (1−u_i)·f_i in the other
+records' penalty terms and the un-noised fake term: the sum would change in more than one term and
+Δ_ξ = C + 2C_α would not hold. With LayerNorm each fake is a function of its own latent (and the
+already-private ω) only, so under add/remove-one the ξ sum changes by exactly
+    clip_{C/2} ∇E_ξ(x′*) + clip_{C/2} ∇GP*           (the added record's own terms, norm <= C)
+  + clip_{C_α} ∇P_α(B ∪ {x*}) − clip_{C_α} ∇P_α(B)    (both in the C_α-ball: norm <= 2C_α)
+and the fake-only term is identical on both sides (its batch_size fakes do not depend on b given the
+noise stream), so Δ_ξ = C + 2C_α by the triangle inequality; the noise is σ·Δ_ξ (`clip_and_noise`).
+The same holds for the γ and υ releases with Δ = C: the conditional fakes G_υ(z′_i|x′_i) are per record.
+A planned event with zero steps (every step updates the generators: energy_steps = 1) is left out.
 """
 from __future__ import annotations
 
@@ -46,7 +60,7 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import (Budget, LedgerSession, load_networks, merge_params, read_meta,
+from pipelines.generators.base import (Budget, LedgerSession, check_width, load_networks, merge_params, read_meta,
                                       reserve_plan, save_networks)
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
@@ -254,10 +268,11 @@ class PPEM:
             torch.manual_seed(int(p["seed"]))
             self.energy_m = Energy(d1, 0, hidden).to(self.device)
             self.energy_c = Energy(d2, d1, hidden).to(self.device)
+            norm = "layer" if private else "batch"  # DP mode: no cross-record normalisation (module docstring)
             self.gen_m = ResidualGenerator(latent, 0, hidden, OutputHeads(sub_layout(
-                [b for b in self.layout.blocks if b.start in set(self.x_prime)]), 1.0), d1, "batch").to(self.device)
+                [b for b in self.layout.blocks if b.start in set(self.x_prime)]), 1.0), d1, norm).to(self.device)
             self.gen_c = ResidualGenerator(latent, d1, hidden, OutputHeads(rest, float(p["gumbel_tau"])), d2,
-                                           "layer" if private else "batch").to(self.device)
+                                           norm).to(self.device)
 
     @property
     def networks(self) -> dict[str, nn.Module]:
@@ -280,8 +295,8 @@ class PPEM:
         gen_steps = steps // int(p["energy_steps"])
 
         def events(sigma: float) -> list[Event]:
-            out: list[Event] = [PoissonGaussianEvent(sigma / math.sqrt(2), q, steps - gen_steps)]
-            return out + [PoissonGaussianEvent(sigma / math.sqrt(3), q, gen_steps)] if gen_steps else out
+            counts = ((math.sqrt(2), steps - gen_steps), (math.sqrt(3), gen_steps))
+            return [PoissonGaussianEvent(sigma / k, q, t) for k, t in counts if t > 0]
 
         if budget.private:
             sigma = calibrate_noise_scale(budget.epsilon, budget.delta, events)
@@ -301,8 +316,7 @@ class PPEM:
         X is not read before reserve()."""
         planned = reserve_plan(self, len(X), session, budget)
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        if data.shape != (self.privacy["n_rows"], self.layout.width):
-            raise ValueError(f"X has shape {tuple(data.shape)}, planned ({self.privacy['n_rows']}, {self.layout.width})")
+        check_width(self.layout, data)  # rows may differ from the public n̂ the plan used
         self._train(data[:, self.x_prime], data[:, self.x_star])
         session.record(planned)
 
@@ -310,8 +324,10 @@ class PPEM:
         p, priv = self.params, self.privacy
         n, q, steps = xp_all.shape[0], priv["sample_rate"], priv["steps"]
         sigma, clip, ksd_clip = priv["noise_multiplier"], priv["clip_norm"], priv["ksd_clip"]
-        expected, n_fake, m, private = q * n, int(p["batch_size"]), float(p["margin"]), sigma > 0
-        rng, sample_rng = training_generators(p["noise_seed"], self.name, self.device)
+        # Poisson batches over the n actual rows; the divisor q·n̂ uses the public row count n̂ (plan()).
+        expected, n_fake, m, private = q * priv["n_rows"], int(p["batch_size"]), float(p["margin"]), sigma > 0
+        rng, sample_rng = training_generators(p["noise_seed"], self.name, self.device,
+                                              private=math.isfinite(priv["epsilon"]), seed=p["seed"])
         adam = {"betas": (0.5, 0.9)}
         opts = [torch.optim.Adam(net.parameters(), lr=p["lr_energy"] if "energy" in k else p["lr_generator"], **adam)
                 for k, net in self.networks.items()]

@@ -199,8 +199,7 @@ class SupportPoints:
         session.record(self._release(data))
 
     def _check(self, data) -> None:
-        check_encoded(self.name, self.layout, data, self.privacy["n_rows"],
-                      ", where eq. 5.10's sensitivity does not hold")
+        check_encoded(self.name, self.layout, data, ", where eq. 5.10's sensitivity does not hold")
 
     def _release(self, data: np.ndarray) -> list[Event]:
         """The k private sets (one MH run with max(chains, k) chains; chains 0..k−1 are released), then the
@@ -211,7 +210,7 @@ class SupportPoints:
         result = sample_energy_mechanism(
             data, int(p["n_points"]), priv["epsilon_per_set"], priv["sensitivity"], priv["norm"], rng,
             chains=max(int(p["chains"]), k), burn_in=int(p["burn_in"]), steps=int(p["steps"]), thin=int(p["thin"]),
-            target_acceptance=float(p["target_acceptance"]), phase="support_points:mh")
+            target_acceptance=float(p["target_acceptance"]), phase="support_points:mh", n_ref=priv["n_rows"])
         self.points = result.finals[:k].reshape(-1, data.shape[1])
         self.diagnostics = {"rhat": result.rhat, "ess_bulk": result.ess, "chains": int(result.trace.shape[0]),
                             "draws_per_chain": int(result.trace.shape[1]),

@@ -7,9 +7,13 @@ noisy SUMS. Their denominators are the training row count n, public by docs/arch
 departure 1 (the noise is calibrated to the planned n, as DP-SGD's q = B/n is), and, for class
 embeddings, the noisy class counts released inside the same Gaussian event. Each event's `query`
 says which. Records are rows of the encoded table (numeric in [0, 1], binary 0/1, one-hot blocks).
+The actual number of rows read may differ from n̂: the embedding's Δ₂ does not depend on it, and the
+distance's pair sum runs over at most n̂ rows chosen by a per-row hash priority (`capped_rows`), so its
+Δ₂ = (n̂ − 1)D holds for any row count.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -80,9 +84,10 @@ def embedding_sums(x: Tensor, labels: Tensor | None, n_classes: int, freqs: Tens
 
 
 def release_embedding(x: Tensor, labels: Tensor | None, n_classes: int, freqs: Tensor, noise_multiplier: float,
-                      rng: np.random.Generator) -> tuple[np.ndarray, GaussianEvent]:
-    """Eq. 6 on sums: `embedding_sums` + N(0, (zΔ₂)² I), and its event."""
-    event = embedding_event(freqs.shape[0], labels is not None, x.shape[0], noise_multiplier)
+                      rng: np.random.Generator, n: int | None = None) -> tuple[np.ndarray, GaussianEvent]:
+    """Eq. 6 on sums: `embedding_sums` + N(0, (zΔ₂)² I), and its event. `n`: the public training row count n̂
+    the event names (default: the rows of `x`, when their count is public); Δ₂ does not depend on it."""
+    event = embedding_event(freqs.shape[0], labels is not None, x.shape[0] if n is None else n, noise_multiplier)
     return gaussian_mechanism(embedding_sums(x, labels, n_classes, freqs), event.l2_sensitivity, event.sigma,
                               rng, event.query)
 
@@ -116,8 +121,9 @@ def encoded_diameter(blocks: list[Block] | tuple[Block, ...]) -> float:
 
 
 def pairwise_distance_sum(x: Tensor, diameter: float, chunk: int = 2048) -> float:
-    """T = Σ_{i<j} min(‖x_i − x_j‖₂, D), App. D's numerator. The clip at D changes nothing on valid
-    encoded records and makes `distance_sum_sensitivity` hold for any input. O(n²d), in row blocks."""
+    """T = Σ_{i<j} min(‖x_i − x_j‖₂, D) over every row of `x`, App. D's numerator. The clip at D changes nothing
+    on valid encoded records and bounds every term by D for any input. O(n²d), in row blocks. The released
+    statistic applies it to `capped_rows` only (`capped_distance_sum`)."""
     total = 0.0
     for i in range(0, x.shape[0], chunk):
         dist = torch.cdist(x[i:i + chunk], x[i:]).clamp_(max=diameter)
@@ -126,33 +132,66 @@ def pairwise_distance_sum(x: Tensor, diameter: float, chunk: int = 2048) -> floa
     return total
 
 
-def distance_sum_sensitivity(n: int, diameter: float) -> float:
-    """L2 sensitivity nD of `pairwise_distance_sum` under add/remove-one, for a data set of public size n.
+def row_priorities(x: Tensor) -> np.ndarray:
+    """Each row's priority: the sha256 digest (32 bytes, compared lexicographically) of the row's float32 bytes,
+    a function of that row's values alone (not of its position, nor of the other rows)."""
+    rows = np.ascontiguousarray(x.detach().to("cpu", torch.float32).numpy())
+    return np.array([hashlib.sha256(row.tobytes()).digest() for row in rows], dtype="S32")
 
-    Adding a record x to D (|D| = n) adds the n terms min(‖x − x_i‖, D) ∈ [0, D]; removing one of D's
-    records removes n − 1 such terms. So |T(D) − T(D')| ≤ nD, with equality when every record of D
-    lies at distance ≥ D from x (opposite corners). The released mean T̃ / (n(n−1)/2) has noise std
-    z·2D/(n−1) for noise multiplier z (App. D: 2√d/n for replace-one on [0, 1]^d).
+
+def capped_rows(x: Tensor, n: int) -> Tensor:
+    """The m = min(rows, n) rows of `x` of smallest `row_priorities`, in priority order (ties only between rows
+    with equal float32 bytes, which are interchangeable). With n = n̂ the public row count this caps the pair
+    sum's size whatever the number of rows actually read (`distance_sum_sensitivity`)."""
+    order = np.argsort(row_priorities(x), kind="stable")[:min(int(n), x.shape[0])]
+    return x[torch.as_tensor(order, dtype=torch.long, device=x.device)]
+
+
+def capped_distance_sum(x: Tensor, n: int, diameter: float) -> float:
+    """T_n̂ = `pairwise_distance_sum` over `capped_rows(x, n)`: the statistic the mean-distance release adds
+    noise to, L2 sensitivity (n − 1)D under add/remove-one for ANY number of rows of `x`."""
+    return pairwise_distance_sum(capped_rows(x, n), diameter)
+
+
+def distance_sum_sensitivity(n: int, diameter: float) -> float:
+    """L2 sensitivity (n̂ − 1)D of `capped_distance_sum` under add/remove-one, n = n̂ the public row count, whatever
+    the actual row count N of the table read (which may differ from n̂).
+
+    Let S(D) be the m = min(N, n̂) rows of smallest priority; a row's priority depends on that row alone, so
+    adding a record x leaves every other row's rank order unchanged. Every pair term lies in [0, D].
+    - N ≥ n̂: |S| = n̂ on D and on D' = D + x. Either x ranks after S(D)'s last row and S(D') = S(D) (T equal),
+      or x enters and S(D)'s last row leaves: T loses that row's n̂ − 1 terms and gains x's n̂ − 1 terms with
+      the same n̂ − 1 other rows, so |ΔT| ≤ (n̂ − 1)D. Removing a record is the same pair read backwards
+      (a swap, or no change when the removed row was not selected).
+    - N < n̂: S(D) = D and S(D') = D' (N + 1 ≤ n̂ rows): adding x adds N ≤ n̂ − 1 terms, so ΔT ∈ [0, (n̂ − 1)D].
+    Hence Δ₂ = (n̂ − 1)D, attained when x lies at distance ≥ D from the other selected rows (opposite corners)
+    and enters the selection. The sum over all N rows would move by N·D, unbounded in the private N; a bound
+    nD on it holds only for tables of at most n + 1 rows. The released mean T̃ / (n̂(n̂−1)/2) divides by the
+    public pair count: noise std z·2D/n̂ for noise multiplier z (App. D: 2√d/n for replace-one on [0, 1]^d).
     """
-    return n * diameter
+    if n < 2:
+        raise ValueError(f"the mean pairwise distance needs a public row count of at least 2, got {n}")
+    return (n - 1) * diameter
 
 
 def distance_event(n: int, diameter: float, noise_multiplier: float) -> GaussianEvent:
-    """The GaussianEvent of releasing `pairwise_distance_sum` with noise std z·Δ₂."""
+    """The GaussianEvent of releasing `capped_distance_sum` with noise std z·Δ₂."""
     delta2 = distance_sum_sensitivity(n, diameter)
-    query = (f"PEARL mean pairwise distance: Σ_(i<j) min(‖x_i − x_j‖, {diameter:.6g}) ÷ public n(n−1)/2, "
-             f"n={n}")
+    query = (f"PEARL mean pairwise distance: Σ_(i<j) min(‖x_i − x_j‖, {diameter:.6g}) over the min(rows, n) rows of "
+             f"smallest sha256 row priority ÷ public n(n−1)/2, n={n}")
     return GaussianEvent(noise_multiplier * delta2, delta2, query)
 
 
 def release_mean_distance(x: Tensor, diameter: float, noise_multiplier: float,
-                          rng: np.random.Generator) -> tuple[float, GaussianEvent]:
-    """The DP mean pairwise distance ℓ̂ = clip(T̃ / (n(n−1)/2), MIN_LENGTH_SCALE·D, D) and its event."""
-    n = x.shape[0]
+                          rng: np.random.Generator, n: int | None = None) -> tuple[float, GaussianEvent]:
+    """The DP mean pairwise distance ℓ̂ = clip(T̃ / (n(n−1)/2), MIN_LENGTH_SCALE·D, D) and its event, with n the
+    public training row count n̂ (default: the rows of `x`, when their count is public) and T̃ the noisy
+    `capped_distance_sum`: Δ₂ = (n̂ − 1)D whatever the number of rows of `x` (`distance_sum_sensitivity`)."""
+    n = x.shape[0] if n is None else int(n)
     if n < 2:
         raise ValueError(f"the mean pairwise distance needs at least 2 rows, got {n}")
     planned = distance_event(n, diameter, noise_multiplier)
-    noisy, event = gaussian_mechanism(np.array(pairwise_distance_sum(x, diameter)), planned.l2_sensitivity,
+    noisy, event = gaussian_mechanism(np.array(capped_distance_sum(x, n, diameter)), planned.l2_sensitivity,
                                       planned.sigma, rng, planned.query)
     return mean_distance(float(noisy), n, diameter), event
 

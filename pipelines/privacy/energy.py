@@ -77,13 +77,16 @@ class EnergyChains:
     per chain instead of the O((N + n)²·d) of recomputing eq. 5.5; the X–X term is a constant.
     """
 
-    def __init__(self, reference: np.ndarray, start: np.ndarray, p: float) -> None:
+    def __init__(self, reference: np.ndarray, start: np.ndarray, p: float, n_ref: int | None = None) -> None:
+        """`n_ref`: the cross term's divisor N, the public training row count n̂ (default: the rows of
+        `reference`). With a fixed public N, adding or removing a row moves the score by at most
+        2·diameter/N ≤ `energy_sensitivity(N, ...)`, whatever the actual number of rows."""
         self.p = check_norm(p)
         self.x = np.asarray(reference, float)
         self.y = np.array(start, dtype=float)
         if self.y.ndim != 3 or self.y.shape[2] != self.x.shape[1]:
             raise ValueError(f"start must be (chains, n, d) with d = {self.x.shape[1]}, got {self.y.shape}")
-        self.n_ref, self.n = len(self.x), self.y.shape[1]
+        self.n_ref, self.n = (len(self.x) if n_ref is None else int(n_ref)), self.y.shape[1]
         self.xx = distance_sum(self.x, self.x, self.p) / self.n_ref ** 2
         self.x_sq = (self.x * self.x).sum(1)
         self.cross = np.stack([self._to_reference(yc).sum(1) for yc in self.y])

@@ -61,7 +61,8 @@ def split_rhat(trace: np.ndarray) -> tuple[float, float]:
 def sample_energy_mechanism(data: np.ndarray, n_points: int, epsilon: float, sensitivity: float, p: float,
                             rng: np.random.Generator, chains: int = 4, burn_in: int = 5000,
                             steps: int = 5000, thin: int = 10, target_acceptance: float = 0.3,
-                            initial_step: float = 0.1, phase: str = "energy_mh") -> ChainResult:
+                            initial_step: float = 0.1, phase: str = "energy_mh",
+                            n_ref: int | None = None) -> ChainResult:
     """`chains` independent MH chains for π_X (module docstring) from uniform random starts: `burn_in` adapted
     steps, then `steps` steps with the step size frozen, recording e(X, Ỹ) every `thin` steps.
     `rng` must be the DP noise generator. Each step costs O((N + n)·d) per chain (`EnergyChains`); progress
@@ -74,7 +75,7 @@ def sample_energy_mechanism(data: np.ndarray, n_points: int, epsilon: float, sen
     x = np.asarray(data, float)
     dim = x.shape[1]
     beta = epsilon / (2.0 * sensitivity)
-    state = EnergyChains(x, rng.random((chains, n_points, dim)), p)
+    state = EnergyChains(x, rng.random((chains, n_points, dim)), p, n_ref)  # n_ref: public n̂ (EnergyChains)
     log_step = np.full(chains, np.log(initial_step))
     accepted = np.zeros(chains)
     trace, total = [], burn_in + steps

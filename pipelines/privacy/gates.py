@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,17 +28,22 @@ class GateResult:
 
 
 def ledger_gate(ledger: Ledger, dataset: str, delta: float, lifetime_epsilon: float,
-                model_row_ids: list[int], internal_release: bool = False) -> GateResult:
+                model_row_ids: list[int], internal_release: bool = False,
+                expect_head: Mapping[str, Any] | None = None, head_source: str = "the last release") -> GateResult:
     """Recompute the data set's total ε from every recorded event; pass iff it is within budget,
-    the hash chain verifies, the model's own ledger rows are present, and the model is private, or
-    non-private for an internal-only release (`internal_release`; labelled NON-PRIVATE in the evidence).
+    the hash chain verifies (and still holds `expect_head` {"seq", "hash"}, the head recorded by the
+    last release, read from `head_source`: deleting rows up to it is caught), the model's own ledger
+    rows are present, and the model is private, or non-private for an internal-only release
+    (`internal_release`; labelled NON-PRIVATE in the evidence).
 
     Uses only the ledger (public metadata about mechanisms), never the data.
     """
     try:
-        chain = ledger.verify()
+        chain = ledger.verify(expect_head=expect_head)
     except LedgerIntegrityError as e:
-        return GateResult("ledger", False, {"chain_ok": False, "error": str(e)})
+        reason = f"{e} (ledger head recorded by {head_source})" if expect_head is not None else str(e)
+        return GateResult("ledger", False, {"chain_ok": False, "error": reason,
+                                            "expected_head": None if expect_head is None else dict(expect_head)})
     total = ledger.spent(dataset, delta)
     total_rdp = ledger.spent_rdp(dataset, delta)
     rows = {r["seq"]: r for r in ledger.rows(dataset)}
@@ -52,7 +57,8 @@ def ledger_gate(ledger: Ledger, dataset: str, delta: float, lifetime_epsilon: fl
         "label": ("NON-PRIVATE (internal release only)" if non_private and internal_release else
                   "NON-PRIVATE: refused (set privacy.internal_release: true for an internal-only release)"
                   if non_private else "differentially private"),
-        "chain_ok": True, "ledger_rows": chain["rows"], "ledger_head": chain["head"],
+        "chain_ok": True, "ledger_rows": chain["rows"], "ledger_head": chain["head"], "chain": chain["chain"],
+        "expected_head": None if expect_head is None else dict(expect_head),
         "epsilon_total_pld": total, "epsilon_total_rdp": total_rdp, "delta": delta,
         "lifetime_epsilon": lifetime_epsilon, "model_row_ids": list(model_row_ids),
         "missing_row_ids": missing,

@@ -11,8 +11,29 @@ plan counts until actuals arrive). ε is always recomputed from them with the PL
 events of an internal-only release (`NonPrivateEvent.internal`) are recorded but not composed into the
 budget for external releases (`external`).
 
-Integrity: seq runs 1, 2, 3, … without gaps; row_hash = sha256(prev_hash + canonical JSON of all
-other columns), prev_hash = the previous row's row_hash (64 zeros for row 1). Every write happens
+`record` re-checks the data set's *total*: its effective events with this reservation's planned
+events replaced by the actual ones, composed by PLD against the lifetime budget. Actual events that
+push the total over the budget are still written (the data was read; a record is never lost), and
+then BudgetOverspentError is raised.
+
+Integrity: seq runs 1, 2, 3, … without gaps; prev_hash = the previous row's row_hash (64 zeros for
+row 1); each row's `chain` column says how its row_hash is computed:
+- "sha256": row_hash = sha256(prev_hash + canonical JSON of the HASHED_FIELDS columns). Anyone can
+  recompute it, so it detects accidents and partial edits, not a rewrite with recomputed hashes.
+- "hmac-sha256": row_hash = HMAC-SHA256(ledger key, prev_hash + canonical JSON of the HASHED_FIELDS
+  columns and `chain`), the ledger key = HMAC-SHA256(steward key, "ledger-chain") (steward key:
+  pipelines.privacy.noise.load_noise_key). Without the key no one can recompute it.
+A ledger opened with the steward key writes HMAC rows; adding a key to an existing plain ledger
+continues with HMAC from the next row on (that row's `chain` records the switch; earlier rows stay
+valid as they are). A chain never goes back: a "sha256" row after an "hmac-sha256" row fails
+`verify`, and a writer without the key is refused on a ledger whose last row is HMAC. Verifying an
+HMAC row needs the key (a clear InputError says so). Rows that were rewritten back to plain hashes
+*from the first HMAC row on* form a valid plain chain; a head recorded elsewhere (each release writes
+`ledger_head` into releases/<ds>/latest.json, and the ledger gate checks it) catches that for every
+row up to that head. Ledgers created before the `chain` column existed get it on opening (every old
+row "sha256"; their hashes are unchanged).
+
+Every write happens
 in one transaction holding the database's write lock (SQLite: BEGIN IMMEDIATE; PostgreSQL: an
 exclusive table lock); the primary key on seq makes two writers that saw the same head collide
 rather than fork the chain on any other backend, and such collisions are retried.
@@ -20,6 +41,7 @@ rather than fork the chain on any other backend, and such collisions are retried
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import time
@@ -27,17 +49,20 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Mapping
+from typing import Any, Callable, Sequence, TypeVar
 
 from sqlalchemy import (Column, Connection, Integer, MetaData, String, Table, Text, create_engine, event, exc,
-                        select)
+                        inspect, select)
 
-from pipelines.errors import BudgetExceededError, LedgerIntegrityError
+from pipelines.errors import BudgetExceededError, BudgetOverspentError, InputError, LedgerIntegrityError
 from pipelines.io import canonical_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import Event, NonPrivateEvent, event_from_dict, event_to_dict
 
 GENESIS_HASH = "0" * 64
+PLAIN, HMAC = "sha256", "hmac-sha256"      # the two values of the `chain` column
+LEDGER_KEY_CONTEXT = b"ledger-chain"
 HASHED_FIELDS = ("seq", "dataset", "run_id", "stage", "status", "reservation_seq", "event_json", "created_at")
 BUSY_TIMEOUT_S = 30.0
 _WRITE = "ledger_write"
@@ -56,13 +81,35 @@ privacy_events = Table(
     Column("created_at", String(40), nullable=False),
     Column("prev_hash", String(64), nullable=False),
     Column("row_hash", String(64), nullable=False),
+    Column("chain", String(16), nullable=False, server_default=PLAIN),
 )
 
 
-def row_hash(prev_hash: str, row: dict) -> str:
-    """sha256(prev_hash + canonical JSON of the row's other columns)."""
-    payload = prev_hash + canonical_json({k: row[k] for k in HASHED_FIELDS})
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+def ledger_key(steward_key: bytes) -> bytes:
+    """The key that chains ledger rows: HMAC-SHA256(steward key, "ledger-chain"), so the noise key
+    itself never meets ledger content."""
+    return hmac.new(steward_key, LEDGER_KEY_CONTEXT, hashlib.sha256).digest()
+
+
+def row_hash(prev_hash: str, row: dict, key: bytes | None = None) -> str:
+    """The row's hash by its `chain` (absent: "sha256"): sha256(prev_hash + canonical JSON of the
+    HASHED_FIELDS columns), or for "hmac-sha256" HMAC-SHA256(`key`, prev_hash + canonical JSON of
+    those columns and `chain`); `key` is the ledger key (`ledger_key`)."""
+    chain = row.get("chain") or PLAIN
+    if chain == PLAIN:
+        payload = prev_hash + canonical_json({k: row[k] for k in HASHED_FIELDS})
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    if chain != HMAC:
+        raise LedgerIntegrityError(f"ledger row seq {row['seq']}: unknown chain '{chain}' (expected '{PLAIN}' or "
+                                   f"'{HMAC}')")
+    if key is None:
+        raise InputError(
+            f"ledger row seq {row['seq']} is chained with HMAC-SHA256 under the steward key; reading its chain "
+            "or appending to it needs that key.", file="params.yaml (privacy.noise_key_file)",
+            fix="set the environment variable SYNTHRELEASE_NOISE_KEY or privacy.noise_key_file to the steward "
+                "key this ledger was written with.")
+    payload = prev_hash + canonical_json({**{k: row[k] for k in HASHED_FIELDS}, "chain": chain})
+    return hmac.new(key, payload.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -77,12 +124,18 @@ class Reservation:
     delta: float
     epsilon_planned: float        # ε of the planned events alone
     epsilon_after: float          # the data set's ε once they are added
+    budget_epsilon: float = math.inf  # the lifetime budget `record` re-checks the total against
 
 
 class Ledger:
-    """Append-only, hash-chained privacy ledger on SQLite (a plain path) or any SQLAlchemy URL."""
+    """Append-only, hash-chained privacy ledger on SQLite (a plain path) or any SQLAlchemy URL.
 
-    def __init__(self, url_or_path: str) -> None:
+    `steward_key` (pipelines.privacy.noise.load_noise_key): when given, new rows are chained with
+    HMAC-SHA256 under a key derived from it, and HMAC rows can be verified; None: plain sha256 rows.
+    """
+
+    def __init__(self, url_or_path: str, steward_key: bytes | None = None) -> None:
+        self._key = None if steward_key is None else ledger_key(steward_key)
         url_or_path = str(url_or_path)
         if "://" in url_or_path:
             url = url_or_path
@@ -97,7 +150,12 @@ class Ledger:
             event.listen(self._engine, "begin", _sqlite_begin)
         else:
             self._engine = create_engine(url)
-        self._transact(lambda conn: _metadata.create_all(conn, checkfirst=True), lock_table=False)
+        self._transact(_create_or_migrate, lock_table=False)
+
+    @property
+    def chain(self) -> str:
+        """How this handle chains the rows it appends: "hmac-sha256" with a steward key, else "sha256"."""
+        return PLAIN if self._key is None else HMAC
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -116,10 +174,11 @@ class Ledger:
             raise ValueError(f"budget_epsilon must be positive, got {budget_epsilon}")
 
         def write(conn: Connection) -> Reservation:
-            head_seq, head_hash = _head(conn)
+            head = self._writable_head(conn)
             after = _refuse_over_budget(_dataset_rows(conn, dataset), dataset, events, delta, budget_epsilon)
-            ids = _append(conn, head_seq, head_hash, dataset, run_id, stage, "planned", head_seq + 1, events)
-            return Reservation(dataset, run_id, stage, ids[0], tuple(ids), events, delta, planned, after)
+            ids = self._append(conn, head, dataset, run_id, stage, "planned", head[0] + 1, events)
+            return Reservation(dataset, run_id, stage, ids[0], tuple(ids), events, delta, planned, after,
+                               float(budget_epsilon))
 
         return self._transact(write)
 
@@ -133,33 +192,46 @@ class Ledger:
     def record(self, reservation: Reservation, events: Sequence[Event]) -> list[int]:
         """Append the actual `events` of `reservation` as 'spent' rows; returns their seqs.
 
-        Raises ValueError if the reservation is unknown, already has spent rows, or if the actual
-        events alone cost more than the planned ones alone (by more than 1e-9).
+        The budget check is on the data set's *total*: all its effective events, with this
+        reservation's planned events replaced by `events`, composed by PLD at the reservation's δ
+        against its lifetime budget (`reservation.budget_epsilon`). Actual events can cost more than
+        planned ones only through a bug in a generator's plan; they describe what was done to the
+        data, so they are always written, and if the total then exceeds the budget
+        BudgetOverspentError is raised *after* the write (naming spent, planned, actual, remaining).
+        Raises ValueError (nothing written) if the reservation is unknown or already has spent rows.
         """
         events = tuple(events)
         if not events:
             raise ValueError("record needs at least one actual event (the plan stays in force otherwise)")
-        eps_actual = epsilon_pld(events, reservation.delta)   # validates the events; needs no lock
+        epsilon_pld(events, reservation.delta)                 # validates the events; needs no lock
 
-        def write(conn: Connection) -> list[int]:
-            head_seq, head_hash = _head(conn)
-            rows = _select(conn, (privacy_events.c.dataset == reservation.dataset)
-                           & (privacy_events.c.reservation_seq == reservation.seq))
-            planned = [_event(r) for r in rows if r["status"] == "planned"]
+        def write(conn: Connection) -> tuple[list[int], BudgetOverspentError | None]:
+            head = self._writable_head(conn)
+            rows = _dataset_rows(conn, reservation.dataset)
+            own = [r for r in rows if r["reservation_seq"] == reservation.seq]
+            planned = [_event(r) for r in own if r["status"] == "planned"]
             if not planned:
                 raise ValueError(f"no reservation with seq {reservation.seq} for data set '{reservation.dataset}'")
-            if any(r["status"] == "spent" for r in rows):
+            if any(r["status"] == "spent" for r in own):
                 raise ValueError(f"reservation {reservation.seq} of data set '{reservation.dataset}' "
                                  "already has its actual events recorded")
-            eps_planned = epsilon_pld(planned, reservation.delta)
-            if eps_actual > eps_planned + 1e-9:
-                raise ValueError(f"actual events cost ε={eps_actual:.6g} > planned ε={eps_planned:.6g} at "
-                                 f"δ={reservation.delta:g} for reservation {reservation.seq}; reserve the real "
-                                 "spend before touching data")
-            return _append(conn, head_seq, head_hash, reservation.dataset, reservation.run_id, reservation.stage,
-                           "spent", reservation.seq, events)
+            others = external(_effective([r for r in rows if r["reservation_seq"] != reservation.seq]))
+            after = epsilon_pld(others + external(events), reservation.delta)
+            ids = self._append(conn, head, reservation.dataset, reservation.run_id, reservation.stage, "spent",
+                               reservation.seq, events)
+            over = None
+            if not after <= reservation.budget_epsilon:
+                over = BudgetOverspentError(reservation.dataset, reservation.seq, reservation.stage,
+                                            epsilon_pld(others, reservation.delta),
+                                            epsilon_pld(planned, reservation.delta),
+                                            epsilon_pld(events, reservation.delta), after,
+                                            reservation.budget_epsilon, ids)
+            return ids, over
 
-        return self._transact(write)
+        ids, over = self._transact(write)
+        if over is not None:                                    # raised only once the rows are committed
+            raise over
+        return ids
 
     def session(self, dataset: str, run_id: str, stage: str, delta: float, budget_epsilon: float,
                 internal: bool = False) -> LedgerSession:
@@ -186,15 +258,20 @@ class Ledger:
         """ε at `delta` of the data set's effective events by RDP (cross-check; ≥ `spent`)."""
         return epsilon_rdp(external(self.effective_events(dataset)), delta)
 
-    def verify(self, expect_head: str | None = None) -> dict:
-        """Check the whole chain; returns {'rows': n, 'head': last row_hash (64 zeros if empty)}.
+    def verify(self, expect_head: str | Mapping[str, Any] | None = None) -> dict:
+        """Check the whole chain; returns {'rows': n, 'head': last row_hash (64 zeros if empty),
+        'chain': the last row's chain ("sha256" if empty), 'hmac_from_seq': first HMAC row or None}.
 
         Raises LedgerIntegrityError naming the first bad seq if seqs are not 1..n, a prev_hash does
-        not match the previous row_hash (a row was deleted or inserted) or a row_hash does not
-        recompute (a row was edited). Deleting the *last* rows leaves a valid shorter chain; only a
-        head remembered elsewhere (a release manifest, `expect_head`) detects that.
+        not match the previous row_hash (a row was deleted or inserted), a row_hash does not
+        recompute (a row was edited, or rewritten with plain hashes where the chain is HMAC), or a
+        plain row follows an HMAC row; InputError if HMAC rows are present and this handle has no key.
+        Deleting the *last* rows leaves a valid shorter chain; only a head remembered elsewhere detects
+        that, as `expect_head`: a hash string must be the current head (nothing appended since), a
+        mapping {"seq": s, "hash": h} (what a release records) must still be row s's hash, rows
+        appended after it being allowed.
         """
-        prev = GENESIS_HASH
+        prev, hmac_from = GENESIS_HASH, None
         rows = self.rows()
         for i, row in enumerate(rows, start=1):
             if row["seq"] != i:
@@ -203,13 +280,54 @@ class Ledger:
             if row["prev_hash"] != prev:
                 raise LedgerIntegrityError(f"ledger row seq {i}: prev_hash does not match row {i - 1}'s row_hash "
                                            "(the chain is broken: a row was deleted, inserted or rewritten)")
-            if row_hash(prev, row) != row["row_hash"]:
-                raise LedgerIntegrityError(f"ledger row seq {i}: row_hash does not recompute (the row was edited)")
+            if hmac_from is not None and row["chain"] != HMAC:
+                raise LedgerIntegrityError(f"ledger row seq {i}: chain '{row['chain']}' after HMAC rows from seq "
+                                           f"{hmac_from} (an HMAC chain never goes back to plain hashes: rows were "
+                                           "rewritten)")
+            if row_hash(prev, row, self._key) != row["row_hash"]:
+                raise LedgerIntegrityError(f"ledger row seq {i}: row_hash does not recompute under its chain "
+                                           f"'{row['chain']}' (the row was edited, or rewritten without the key)")
+            if row["chain"] == HMAC and hmac_from is None:
+                hmac_from = i
             prev = row["row_hash"]
-        if expect_head is not None and prev != expect_head:
+        if isinstance(expect_head, Mapping):
+            seq, expected = int(expect_head["seq"]), str(expect_head["hash"])
+            found = rows[seq - 1]["row_hash"] if 0 < seq <= len(rows) else (GENESIS_HASH if seq == 0 else None)
+            if found != expected:
+                raise LedgerIntegrityError(
+                    f"the ledger has {len(rows)} rows, but the recorded head is row seq {seq} with hash {expected}; "
+                    + (f"rows {len(rows) + 1}..{seq} (and any after) were deleted" if found is None else
+                       f"row {seq} now has hash {found} (rows up to it were rewritten)"))
+        elif expect_head is not None and prev != expect_head:
             raise LedgerIntegrityError(f"ledger head is {prev} after {len(rows)} rows, expected {expect_head} "
                                        "(rows at the end were deleted, or rows were appended since)")
-        return {"rows": len(rows), "head": prev}
+        return {"rows": len(rows), "head": prev, "chain": rows[-1]["chain"] if rows else PLAIN,
+                "hmac_from_seq": hmac_from}
+
+    def head(self) -> dict[str, Any]:
+        """The verified chain's head as a release records it: {"seq", "hash", "chain"}."""
+        chain = self.verify()
+        return {"seq": chain["rows"], "hash": chain["head"], "chain": chain["chain"]}
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def _writable_head(self, conn: Connection) -> tuple[int, str]:
+        """(seq, row_hash) of the last row; refuses (InputError) to append plain rows after HMAC ones."""
+        row = conn.execute(select(privacy_events.c.seq, privacy_events.c.row_hash, privacy_events.c.chain)
+                           .order_by(privacy_events.c.seq.desc()).limit(1)).first()
+        if row is None:
+            return 0, GENESIS_HASH
+        if row.chain == HMAC and self._key is None:
+            raise InputError(f"the ledger's last row (seq {row.seq}) is chained with HMAC-SHA256 under the steward "
+                             "key; appending needs that key (a plain row after it would break the chain).",
+                             file="params.yaml (privacy.noise_key_file)",
+                             fix="set the environment variable SYNTHRELEASE_NOISE_KEY or privacy.noise_key_file.")
+        return row.seq, row.row_hash
+
+    def _append(self, conn: Connection, head: tuple[int, str], dataset: str, run_id: str, stage: str,
+                status: str, reservation_seq: int, events: Sequence[Event]) -> list[int]:
+        return _append(conn, head[0], head[1], dataset, run_id, stage, status, reservation_seq, events,
+                       self.chain, self._key)
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -285,10 +403,14 @@ def _sqlite_begin(conn: Connection) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE) else "BEGIN")
 
 
-def _head(conn: Connection) -> tuple[int, str]:
-    row = conn.execute(select(privacy_events.c.seq, privacy_events.c.row_hash)
-                       .order_by(privacy_events.c.seq.desc()).limit(1)).first()
-    return (0, GENESIS_HASH) if row is None else (row.seq, row.row_hash)
+def _create_or_migrate(conn: Connection) -> None:
+    """Create the table; give a ledger from before the `chain` column that column (old rows: "sha256")."""
+    _metadata.create_all(conn, checkfirst=True)
+    if "chain" not in {c["name"] for c in inspect(conn).get_columns("privacy_events")}:
+        # PostgreSQL: two processes opening an old ledger at once must not both fail (SQLite serialises them)
+        guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
+        conn.exec_driver_sql(f"ALTER TABLE privacy_events ADD COLUMN {guard}chain VARCHAR(16) NOT NULL "
+                             f"DEFAULT '{PLAIN}'")
 
 
 def _select(conn: Connection, where=None) -> list[dict]:
@@ -334,14 +456,14 @@ def _effective(rows: list[dict]) -> list[Event]:
 
 
 def _append(conn: Connection, head_seq: int, head_hash: str, dataset: str, run_id: str, stage: str, status: str,
-            reservation_seq: int, events: Sequence[Event]) -> list[int]:
+            reservation_seq: int, events: Sequence[Event], chain: str = PLAIN, key: bytes | None = None) -> list[int]:
     created_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     rows, prev = [], head_hash
     for i, e in enumerate(events, start=1):
         row = {"seq": head_seq + i, "dataset": dataset, "run_id": run_id, "stage": stage, "status": status,
                "reservation_seq": reservation_seq, "event_json": canonical_json(event_to_dict(e)),
-               "created_at": created_at}
-        row["prev_hash"], row["row_hash"] = prev, row_hash(prev, row)
+               "created_at": created_at, "chain": chain}
+        row["prev_hash"], row["row_hash"] = prev, row_hash(prev, row, key)
         prev = row["row_hash"]
         rows.append(row)
     conn.execute(privacy_events.insert(), rows)

@@ -12,6 +12,11 @@ HMAC-SHA256(key, data hash | stage | params hash | context): a function of the t
 content, so the same noise is never reused on different (e.g. neighbouring) data, and unknown to
 anyone without the key. Without a key the noise is fresh OS entropy and a release is not
 bit-reproducible.
+
+Non-private runs (ε = inf: `private=False`) protect nothing, so they draw no OS entropy: their
+streams (batches, fakes, interpolation points) are derived from the public `seed`, and such a run,
+a non-private test included, gives the same numbers on every run (threads fixed). Every generator
+and weight estimator passes `private=` and `seed=` to the functions below; nothing else decides.
 """
 from __future__ import annotations
 
@@ -80,33 +85,50 @@ def load_noise_key(key_file: str | None, repo_root: Path) -> bytes | None:
     return bytes.fromhex(text)
 
 
-def noise_seed_value(noise_seed: int | None, context: str = "") -> int:
-    """63 fresh bits of OS entropy; inside `keyed_noise`, 63 bits of HMAC-SHA256(key, data hash | stage |
-    params hash | context); with `noise_seed` (tests), sha256 of (noise_seed, context), so that each
-    named draw (`context`: generator and phase) gets its own stream."""
-    if noise_seed is None:
-        binding = _binding.get()
-        if binding is None:
-            return secrets.randbits(63)
-        message = "\x1f".join((binding.data_hash(), binding.stage, binding.params_hash, context)).encode()
-        return int.from_bytes(hmac.new(binding.key, message, hashlib.sha256).digest()[:8], "big") >> 1
-    return int.from_bytes(hashlib.sha256(f"{int(noise_seed)}:{context}".encode()).digest()[:8], "big") >> 1
+def _derived(label: str, context: str) -> int:
+    """63 bits of sha256(label:context)."""
+    return int.from_bytes(hashlib.sha256(f"{label}:{context}".encode()).digest()[:8], "big") >> 1
 
 
-def numpy_noise_rng(noise_seed: int | None, context: str = "") -> np.random.Generator:
-    """A NumPy generator for DP noise."""
-    return np.random.default_rng(noise_seed_value(noise_seed, context))
+def noise_seed_value(noise_seed: int | None, context: str = "", *, private: bool = True,
+                     seed: int | None = None) -> int:
+    """The seed of one named stream (`context`: generator and phase), in this order:
+    with `noise_seed` (tests, audits), sha256 of (noise_seed, context); for a non-private run
+    (`private=False`), sha256 of ("public", the public `seed`, context), so that ε = inf never reads OS
+    entropy; inside `keyed_noise`, 63 bits of HMAC-SHA256(key, data hash | stage | params hash |
+    context); else 63 fresh bits of OS entropy."""
+    if noise_seed is not None:
+        return _derived(str(int(noise_seed)), context)
+    if not private:
+        if seed is None:
+            raise ValueError("a non-private run derives its streams from the public seed: pass seed=")
+        return _derived(f"public:{int(seed)}", context)
+    binding = _binding.get()
+    if binding is None:
+        return secrets.randbits(63)
+    message = "\x1f".join((binding.data_hash(), binding.stage, binding.params_hash, context)).encode()
+    return int.from_bytes(hmac.new(binding.key, message, hashlib.sha256).digest()[:8], "big") >> 1
 
 
-def torch_noise_generator(noise_seed: int | None, context: str = "", device: str = "cpu"):
-    """A torch.Generator on `device` for DP noise."""
+def numpy_noise_rng(noise_seed: int | None, context: str = "", *, private: bool = True,
+                    seed: int | None = None) -> np.random.Generator:
+    """A NumPy generator for DP noise (`noise_seed_value` says where its seed comes from)."""
+    return np.random.default_rng(noise_seed_value(noise_seed, context, private=private, seed=seed))
+
+
+def torch_noise_generator(noise_seed: int | None, context: str = "", device: str = "cpu", *,
+                          private: bool = True, seed: int | None = None):
+    """A torch.Generator on `device` for DP noise (`noise_seed_value` says where its seed comes from)."""
     import torch
-    return torch.Generator(device=device).manual_seed(noise_seed_value(noise_seed, context))
+    return torch.Generator(device=device).manual_seed(
+        noise_seed_value(noise_seed, context, private=private, seed=seed))
 
 
-def training_generators(noise_seed: int | None, context: str, device: str = "cpu"):
+def training_generators(noise_seed: int | None, context: str, device: str = "cpu", *, private: bool = True,
+                        seed: int | None = None):
     """(rng, sample_rng) for DP-SGD training: `rng` on `device` draws the Gaussian noise (and the
     fakes and interpolation points of the same step), `sample_rng` on the CPU draws the Poisson
-    batches, which must stay secret too (amplification by subsampling assumes nobody knows them)."""
-    return (torch_noise_generator(noise_seed, f"{context}:noise", device),
-            torch_noise_generator(noise_seed, f"{context}:poisson"))
+    batches, which must stay secret too (amplification by subsampling assumes nobody knows them).
+    `private=False` (ε = inf) derives both from the public `seed` (`noise_seed_value`)."""
+    return (torch_noise_generator(noise_seed, f"{context}:noise", device, private=private, seed=seed),
+            torch_noise_generator(noise_seed, f"{context}:poisson", private=private, seed=seed))

@@ -73,13 +73,15 @@ def weighted_embedding_sums(x: Tensor, w: Tensor, freqs: Tensor, self_normalised
 
 
 def release_weighted_embedding(x: Tensor, w: Tensor, freqs: Tensor, self_normalised: bool, w_max: float,
-                               noise_multiplier: float, rng: np.random.Generator) -> tuple[np.ndarray, GaussianEvent]:
+                               noise_multiplier: float, rng: np.random.Generator,
+                               n: int | None = None) -> tuple[np.ndarray, GaussianEvent]:
     """The weighted sums + N(0, (zΔ₂)² I), and the event. Refuses weights outside [0, w_max] (the sensitivity
-    would not hold)."""
+    would not hold). `n`: the public training row count n̂ the event names (default: the rows of `x`)."""
     if w.numel() and not bool(((w >= 0) & (w <= w_max)).all()):
         raise ValueError(f"importance weights must lie in [0, w_max = {w_max}] for the release's sensitivity to hold; "
                          f"clip the weight function to its public bound")
-    event = weighted_embedding_event(freqs.shape[0], self_normalised, x.shape[0], w_max, noise_multiplier)
+    event = weighted_embedding_event(freqs.shape[0], self_normalised, x.shape[0] if n is None else n, w_max,
+                                     noise_multiplier)
     return gaussian_mechanism(weighted_embedding_sums(x, w, freqs, self_normalised), event.l2_sensitivity,
                               event.sigma, rng, event.query)
 

@@ -132,23 +132,25 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
             raise ValueError("the discriminator estimator needs the generator's critic")
         t = float(s["critic_temperature"])
         return critic_log_weights(critic(released), t), (lambda rows: critic(rows) / t)
-    if real is None or real.shape != (p.n_real, synthetic.shape[1]):
-        raise ValueError(f"real rows have shape {None if real is None else real.shape}, planned "
-                         f"({p.n_real}, {synthetic.shape[1]})")
+    if real is None or real.ndim != 2 or real.shape[1] != synthetic.shape[1]:  # rows may differ from n̂ = N_D
+        raise ValueError(f"real rows have shape {None if real is None else real.shape}, expected "
+                         f"(rows, {synthetic.shape[1]})")
     prior = math.log(p.n_real / p.n_synthetic)
     if p.estimator in ("mlp", "priv_mlp"):
         private = p.estimator == "priv_mlp"
         q = p.details["sample_rate"] if private else min(1.0, float(s["batch_size"]) / (p.n_real + p.n_synthetic))
         steps = p.details["steps"] if private else relaxed_dpsgd.steps_for(s["epochs"], q)
-        noise = torch_noise_generator(s["noise_seed"], "weights:priv_mlp")
+        noise = torch_noise_generator(s["noise_seed"], "weights:priv_mlp", private=private, seed=s["seed"])
         model = relaxed_dpsgd.train_classifier(real, synthetic, s, q, steps,
                                                p.details["noise_multiplier"] if private else 0.0,
-                                               p.details["clip_norm"] if private else math.inf, noise)
+                                               p.details["clip_norm"] if private else math.inf, noise,
+                                               n_real=p.n_real)
         logit = lambda rows: relaxed_dpsgd.logits(model, rows)  # noqa: E731
         return logit(released) - prior, logit
     n_total, l2 = p.n_real + p.n_synthetic, float(s["l2"])
     beta = logistic.fit_coefficients(real, synthetic, l2, n_total)
-    rng = numpy_noise_rng(s["noise_seed"], f"weights:{p.estimator}")
+    rng = numpy_noise_rng(s["noise_seed"], f"weights:{p.estimator}", private=p.private,
+                          seed=s["seed"])
     if p.estimator in ("logreg", "beta_noised"):
         if p.estimator == "beta_noised":
             event = p.events[0]

@@ -7,19 +7,29 @@ minimise
 
     J_D(β) = (1/n) Σ_i ℓ(β; x̃_i, y_i) + (λ/2) ‖β‖²,   ℓ = log(1 + exp(−(2y−1) βᵀx̃)),
 
-with n = N_D + N_G a public constant (the planned row counts, departure 1) and λ = `l2` from params.
+with n = N_D + N_G a public constant (N_D = n̂, the public training row count, departure 1; the sum runs
+over the rows actually read, whose number may differ from n̂) and λ = `l2` from params.
 By eq. (1), log ŵ(x) = βᵀx̃ − log(N_D/N_G) (prior odds removed; §3.1 prints the ratio upside down).
 
 Feature norm bound R (public, from the layout): every schema column's block contributes at most 1 to
 ‖x‖² (a numeric value in [0, 1], a binary 0/1, a one-hot block with a single 1), so with the intercept
 ‖x̃‖₂ ≤ R = √(columns + 1). Tighter than the paper's √d for one-hot blocks; equal for all-numeric data.
 
-Sensitivity of β (Chaudhuri et al. 2011, Cor. 8 / Lemma 7). ℓ is convex and ‖∇_β ℓ‖ = |σ − y|·‖x̃‖ ≤ R.
-Replacing one private row changes J_D by g = (ℓ_new − ℓ_old)/n with ‖∇g‖ ≤ 2R/n; J_D is λ-strongly
-convex, so ‖β(D) − β(D')‖₂ ≤ 2R/(nλ) = Δ_β. Adding or removing a row changes J_D by one term, R/n, so
-Δ_β also covers add/remove (the ledger's relation) with a factor 2 to spare; we keep the paper's 2.
+Sensitivity of β under add/remove-one (the ledger's relation; Chaudhuri et al. 2011, Cor. 8 / Lemma 7
+adapted). The divisor n is public: n = n̂ + N_G with n̂ the public-or-DP training row count (layout.json
+`rows_public`, `EncodedTable.__len__`), never the number of rows actually read, so it is the same constant
+for D and D' = D + one record x_*. ℓ is convex and ‖∇_β ℓ‖ = |σ(βᵀx̃) − y|·‖x̃‖ ≤ 1·R. Then
+J_{D'}(β) = J_D(β) + g(β), g = ℓ(β; x̃_*, 1)/n, ‖∇g‖ ≤ R/n. Both objectives are λ-strongly convex; at
+β = argmin J_D, ∇J_{D'}(β) = ∇g(β), and strong convexity of J_{D'} gives
+λ‖β' − β‖² ≤ ⟨∇J_{D'}(β) − ∇J_{D'}(β'), β − β'⟩ = ⟨∇g(β), β − β'⟩ ≤ (R/n)‖β − β'‖, so
+‖β(D) − β(D')‖₂ ≤ R/(nλ) = Δ_β (removal is the same pair read backwards). The paper's 2R/(nλ) is the
+replace-one bound (one term out, one in); with a divisor that moved with the data (the actual row count)
+neither would hold, since every other term's weight 1/n would change too. Not attained by any pair: a
+record's step is |σ_* − 1|·R/(nλ + curvature), and driving σ_* → 0 needs synthetic mass at x_* whose
+curvature shrinks the step as much; the worst pairs we found move β by ≈ 0.5 Δ_β
+(tests/audit_cases_release.py).
 
-Sensitivity of one log-weight (appendix A.4, corrected): |x̃ᵀ(β − β')| ≤ ‖x̃‖₂ ‖β − β'‖₂ ≤ R·Δ_β = Δ_w.
+Sensitivity of one log-weight (appendix A.4, corrected): |x̃ᵀ(β − β')| ≤ ‖x̃‖₂ ‖β − β'‖₂ ≤ R·Δ_β = R²/(nλ) = Δ_w.
 Appendix A.4 drops the ‖x̃‖ ≤ √d factor and states Δ_w = 2√d/(N_D λ); that undercounts by √d.
 
 - beta_noised (Ji & Elkan 2013, Alg. 1): β̄ = β + Laplace(b)^{d'} per coordinate. i.i.d. Laplace noise
@@ -59,14 +69,16 @@ def with_intercept(x: np.ndarray) -> np.ndarray:
 
 
 def coefficient_sensitivity(norm_bound: float, n_total: int, l2: float) -> float:
-    """Δ_β = 2R/(nλ): L2 sensitivity of the regularised logistic-regression coefficients."""
+    """Δ_β = R/(nλ): L2 sensitivity of the regularised logistic-regression coefficients under add/remove-one, for the
+    PUBLIC n = n̂ + N_G (`n_total`; module docstring)."""
     if not (l2 > 0 and n_total > 0 and norm_bound > 0):
         raise ValueError(f"l2, n_total and norm_bound must be positive, got {l2}, {n_total}, {norm_bound}")
-    return 2 * norm_bound / (n_total * l2)
+    return norm_bound / (n_total * l2)
 
 
 def log_weight_sensitivity(norm_bound: float, n_total: int, l2: float) -> float:
-    """Δ_w = R·Δ_β: how far one log-weight βᵀx̃ can move when one private row changes."""
+    """Δ_w = R·Δ_β = R²/(nλ): how far one log-weight βᵀx̃ can move when one private row is added or removed
+    (|x̃ᵀ(β − β')| ≤ ‖x̃‖₂‖β − β'‖₂)."""
     return norm_bound * coefficient_sensitivity(norm_bound, n_total, l2)
 
 
@@ -74,7 +86,9 @@ def fit_coefficients(real: np.ndarray, synthetic: np.ndarray, l2: float, n_total
     """argmin_β J_D(β) (module docstring) on [real; synthetic] with intercept features.
 
     scikit-learn minimises ½‖β‖² + C Σ ℓ_i; with C = 1/(nλ) that is J_D(β)/λ, the same minimiser;
-    lbfgs to a tight tolerance, since the sensitivity bound is about the exact minimiser.
+    lbfgs to a tight tolerance, since the sensitivity bound is about the exact minimiser. `n_total` is the
+    PUBLIC n = n̂ + N_G the plan used, not len(real) + len(synthetic): Δ_β = R/(nλ) needs the same divisor
+    for neighbouring tables, whatever number of rows was actually read.
     """
     x = with_intercept(np.vstack([real, synthetic]))
     y = np.r_[np.ones(len(real)), np.zeros(len(synthetic))]

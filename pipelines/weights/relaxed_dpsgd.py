@@ -79,8 +79,11 @@ def relaxed_dpsgd_gradient(model: nn.Module, real: torch.Tensor, synthetic: torc
 
 def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, Any], sample_rate: float, steps: int,
                      noise_multiplier: float, clip_norm: float, noise: torch.Generator,
-                     device: str = "cpu") -> nn.Module:
+                     device: str = "cpu", n_real: int | None = None) -> nn.Module:
     """`steps` lots of Algorithm 1 with SGD at `params['lr']`; returns the logit network f (eval mode).
+
+    Lots are Poisson-sampled over the actual rows; the divisor is the data-independent expected lot size
+    q·(N_D + N_G) with N_D = `n_real`, the public training row count n̂ (None: len(real), when it is public).
 
     Private lots and noise use `noise` (secret); the synthetic lots and initialisation use params['seed'].
     """
@@ -91,7 +94,7 @@ def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, 
     x_real = torch.as_tensor(real, dtype=torch.float32, device=device)
     x_syn = torch.as_tensor(synthetic, dtype=torch.float32, device=device)
     public = torch.Generator(device=device).manual_seed(seed + 1)
-    expected = sample_rate * (len(real) + len(synthetic))
+    expected = sample_rate * ((len(real) if n_real is None else n_real) + len(synthetic))
     opt = torch.optim.SGD(model.parameters(), lr=float(params["lr"]), momentum=float(params["momentum"]))
     named = dict(model.named_parameters())
     for _ in range(steps):

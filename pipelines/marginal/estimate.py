@@ -1,0 +1,94 @@
+"""Private-PGM (`mbi` 2.0) estimation, marginal queries, sampling and persistence: post-processing only.
+
+JAX runs on the CPU unless `device` is 'cuda' (and a CUDA build of jaxlib is installed: the `cuda` extra);
+float64 is enabled before mbi is imported (mbi warns that float32 stalls estimation on large totals).
+
+Sampling uses mbi's `MarkovRandomField.synthetic_data` ("round": randomised rounding of each conditional,
+in mbi 2.0 with a shuffle inside every parent group, so later columns do not co-move with row order, the
+defect of mbi < 2 that issue 18 measured), seeded through NumPy's global generator (saved and restored
+around the call), and the rows are then permuted by a generator of the public seed.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _mbi(device: str = "cpu"):
+    if device != "cuda":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_enable_compilation_cache", False)
+    import mbi
+    return mbi
+
+
+def domain(names: Sequence[str], shape: Sequence[int], device: str = "cpu"):
+    return _mbi(device).Domain(tuple(names), tuple(int(s) for s in shape))
+
+
+def estimate(dom, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]], total: float,
+             iters: int, warm_start=None, device: str = "cpu"):
+    """A MarkovRandomField fitted (mirror descent) to noisy marginals [(clique, noisy counts, σ)] with the
+    public total `total`. σ = 0 (exact, non-private) measurements get σ = 1 as their weight."""
+    mbi = _mbi(device)
+    ms = [mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), float(s) if s > 0 else 1.0)
+          for cl, y, s in measurements]
+    return mbi.estimation.MirrorDescent().estimate(dom, ms, known_total=float(total), iters=int(iters),
+                                                   warm_start=warm_start)
+
+
+def project(model, clique: Sequence[str]) -> np.ndarray:
+    """The model's marginal counts on `clique` (shape: the clique's domain sizes)."""
+    return np.asarray(model.project(tuple(clique)).datavector(flatten=False), dtype=np.float64)
+
+
+def model_size_mb(dom, cliques: Sequence[Sequence[str]]) -> float:
+    """mbi's junction-tree size (MB of float64 cells) of a model on `cliques`."""
+    from mbi.junction_tree import hypothetical_model_size
+    return float(hypothetical_model_size(dom, [tuple(c) for c in cliques]))
+
+
+def sample_codes(model, n: int, seed: int, names: Sequence[str]) -> np.ndarray:
+    """n rows of integer codes (columns in `names` order) drawn from `model`, deterministic in `seed`."""
+    state = np.random.get_state()
+    try:
+        np.random.seed(int(seed) % 2**32)
+        data = model.synthetic_data(rows=max(1, int(n)))
+    finally:
+        np.random.set_state(state)
+    codes = np.stack([np.asarray(data.data[c], dtype=np.int64) for c in names], axis=1)[: int(n)]
+    return codes[np.random.default_rng([int(seed), 1]).permutation(len(codes))]
+
+
+def save_model(model, directory: Path, name: str) -> dict[str, Any]:
+    """Write the model's potentials (one array per clique) to <name>.npz, no pickle; returns the JSON part."""
+    pots = model.potentials
+    arrays = {f"p{i}": np.asarray(pots.tables[cl].values) for i, cl in enumerate(pots.cliques)}
+    np.savez_compressed(Path(directory) / f"{name}.npz", **arrays)
+    return {"cliques": [list(cl) for cl in pots.cliques], "total": float(model.total),
+            "attributes": list(pots.domain.attributes), "shape": list(pots.domain.shape)}
+
+
+def load_model(directory: Path, name: str, meta: dict[str, Any], device: str = "cpu"):
+    """The MarkovRandomField saved by `save_model` (marginals recomputed from the potentials)."""
+    mbi = _mbi(device)
+    from mbi import marginal_oracles
+    import jax.numpy as jnp
+    dom = mbi.Domain(tuple(meta["attributes"]), tuple(meta["shape"]))
+    cliques = [tuple(c) for c in meta["cliques"]]
+    with np.load(Path(directory) / f"{name}.npz") as z:
+        tables = {cl: mbi.Factor(dom.project(cl), jnp.asarray(z[f"p{i}"])) for i, cl in enumerate(cliques)}
+    pots = mbi.CliqueVector(dom, cliques, tables)
+    marginals = marginal_oracles.message_passing_stable(pots, float(meta["total"]))
+    return mbi.MarkovRandomField(potentials=pots, marginals=marginals, total=float(meta["total"]))
+
+
+def meta_json(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, sort_keys=True)

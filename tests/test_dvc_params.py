@@ -1,0 +1,91 @@
+"""DVC re-runs a budget-spending stage only for a change to its data or its method (issue 16 §4).
+
+Stage params come from dvc.yaml itself (tasks.common.STAGE_PARAMS), so the hashes every artefact carries
+cover exactly what DVC tracks; moving the ledger, changing the device or the orchestration must not re-run
+(and so re-charge) train@gen."""
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tasks import common
+from tests.test_pipeline import ledger_rows, make_root, sh
+
+PROJECT = Path(__file__).resolve().parents[1]
+SPENDING = ("prepare", "train", "weight")                     # stages that reserve ledger events
+NOT_THE_METHOD = ("privacy", "privacy.ledger", "privacy.lifetime_epsilon", "privacy.noise_key_file", "device",
+                  "orchestration")
+TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []},
+        "dpwgan": {"epsilon": 1.0, "steps": 20, "batch_size": 64, "noise_seed": 0},
+        "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
+                     "attacks": {"max_rows": 200, "n_attacks": 100}}}
+
+
+def test_stage_params_are_read_from_dvc_yaml():
+    stages = yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"]
+    assert set(common.STAGE_PARAMS) == set(stages)
+    for name, stage in stages.items():
+        assert list(common.STAGE_PARAMS[name]) == stage.get("do", stage).get("params", [])
+    for name in SPENDING:
+        assert not set(common.STAGE_PARAMS[name]) & set(NOT_THE_METHOD), name
+    assert {"dataset", "privacy.delta", "privacy.internal_release", common.ITEM} <= set(common.STAGE_PARAMS["train"])
+
+
+def test_train_hash_ignores_the_ledger_device_and_budget_but_not_the_method():
+    params = yaml.safe_load((PROJECT / "params.yaml").read_text())
+
+    class Schema:
+        def hash(self) -> str:
+            return "s"
+
+    def train_hash(p: dict) -> str:
+        return common.hashes(p, "train", Schema(), "dpwgan")["params"]
+
+    base = train_hash(params)
+    moved = {**params, "device": "cuda", "orchestration": {"task_runner": "dask"},
+             "privacy": {**params["privacy"], "ledger": "postgresql+psycopg://steward@db/ledger",
+                         "lifetime_epsilon": 99.0, "noise_key_file": "/secure/key"}}
+    assert train_hash(moved) == base
+    assert train_hash({**params, "privacy": {**params["privacy"], "delta": 1e-6}}) != base
+    assert train_hash({**params, "dpwgan": {**params["dpwgan"], "epsilon": 2.0}}) != base
+    assert train_hash({**params, "ppem": {"epsilon": 2.0}}) == base                  # another generator's section
+    assert common.hashes(params, "evaluate", Schema())["params"] == common.hashes(moved, "evaluate", Schema())["params"]
+
+
+@pytest.mark.slow
+def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
+    """`dvc repro` of one small generator, then the steward moves the ledger (copying the file), switches
+    device, orchestration and the lifetime budget: a second `dvc repro` adds no ledger row, and the
+    gate checks the chain against the head the release recorded."""
+    root = make_root(tmp_path, TINY, git=True)
+    sh(["dvc", "repro"], root)
+    rows = ledger_rows(root)
+    assert [r[1:] for r in rows if r[1] == "train@dpwgan"] == [("train@dpwgan", "planned"), ("train@dpwgan", "spent")]
+    head = json.loads((root / "releases/breast_cancer/latest.json").read_text())["ledger_head"]
+    assert head["seq"] == len(rows)
+
+    moved = root / "vault" / "ledger.sqlite"
+    moved.parent.mkdir()
+    shutil.copy(root / "ledger" / "privacy.sqlite", moved)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["privacy"]["ledger"] = "vault/ledger.sqlite"
+    params["privacy"]["lifetime_epsilon"] = 9.0
+    params["device"] = "auto"
+    params["orchestration"]["max_workers"] = 1
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    again = sh(["dvc", "repro"], root)
+    out = again.stdout + again.stderr
+    assert "Running stage 'train@dpwgan'" not in out and "Running stage 'prepare'" not in out, out[-3000:]
+    assert ledger_rows(root) == rows                              # the old file: untouched
+    with sqlite3.connect(moved) as con:
+        assert con.execute("SELECT seq, stage, status FROM privacy_events ORDER BY seq").fetchall() == rows
+    checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
+    ledger_gate = next(g for g in checks["gates"] if g["name"] == "ledger")
+    assert ledger_gate["passed"] and ledger_gate["evidence"]["expected_head"] == head   # re-run for the budget
+    verified = json.loads(sh(["synthrelease", "ledger", "verify"], root).stdout)
+    assert verified["rows"] == len(rows) and verified["expected_head_from"] == "releases/breast_cancer/latest.json"

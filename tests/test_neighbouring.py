@@ -1,0 +1,193 @@
+"""One neighbouring relation (add/remove one row) for the split and the row count (issue 16 §2).
+
+The train/holdout side of a row is a keyed hash of that row alone, so a neighbouring table gives a
+neighbouring training set; the training row count n is private, so every plan, q = B/n and default synthetic
+row count uses the public n̂ (the schema's documented count, else a noisy count recorded in the ledger).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.data.schema import Schema
+from pipelines.data.transform import train_holdout_split
+from pipelines.errors import InputError
+
+PROJECT = Path(__file__).resolve().parents[1]
+KEY = hashlib.sha256(b"test split key").digest()
+
+
+def ids_of(df: pd.DataFrame) -> set[int]:
+    return set(df["_id"].tolist())
+
+
+def test_adding_or_removing_a_row_moves_no_other_row(adult_raw: pd.DataFrame, adult_schema: Schema) -> None:
+    df = adult_raw.assign(_id=np.arange(len(adult_raw)))  # _id is carried along, not hashed
+    train, holdout = train_holdout_split(df, 0.2, KEY, adult_schema.names)
+    new = df.iloc[[7]].assign(age=77, fnlwgt=123_456.5, _id=-1)  # a row not in the table
+    added = pd.concat([df.iloc[:1000], new, df.iloc[1000:]], ignore_index=True)
+    train_a, holdout_a = train_holdout_split(added, 0.2, KEY, adult_schema.names)
+    assert ids_of(train_a) - {-1} == ids_of(train) and ids_of(holdout_a) - {-1} == ids_of(holdout)
+    assert (-1 in ids_of(train_a)) != (-1 in ids_of(holdout_a))
+    removed = df.drop(index=[3, 20_000]).reset_index(drop=True)
+    train_r, holdout_r = train_holdout_split(removed, 0.2, KEY, adult_schema.names)
+    assert ids_of(train_r) == ids_of(train) - {3, 20_000} and ids_of(holdout_r) == ids_of(holdout) - {3, 20_000}
+    # row order does not matter either: the side is a function of the row's values and the key
+    shuffled = df.sample(frac=1.0, random_state=0)
+    assert ids_of(train_holdout_split(shuffled, 0.2, KEY, adult_schema.names)[1]) == ids_of(holdout)
+
+
+def test_same_key_same_split_other_key_other_split(bc_raw: pd.DataFrame, bc_schema: Schema) -> None:
+    df = bc_raw.assign(_id=np.arange(len(bc_raw)))
+    holdout = ids_of(train_holdout_split(df, 0.2, KEY, bc_schema.names)[1])
+    assert ids_of(train_holdout_split(df.copy(), 0.2, bytes(KEY), bc_schema.names)[1]) == holdout
+    other = ids_of(train_holdout_split(df, 0.2, hashlib.sha256(b"another key").digest(), bc_schema.names)[1])
+    # independent keys: the overlap is ~0.2·|holdout| ≈ 23 rows; the same split would overlap in all ~114
+    assert len(holdout & other) < 0.5 * len(holdout)
+
+
+def test_holdout_share_is_binomial_on_adult(adult_raw: pd.DataFrame, adult_schema: Schema) -> None:
+    n = len(adult_raw)
+    margin = 4 * math.sqrt(0.2 * 0.8 / n)  # 4 binomial standard deviations of the share (0.0072)
+    for i in range(3):
+        key = hashlib.sha256(f"key {i}".encode()).digest()
+        train, holdout = train_holdout_split(adult_raw, 0.2, key, adult_schema.names)
+        assert len(train) + len(holdout) == n
+        assert abs(len(holdout) / n - 0.2) <= margin, (i, len(holdout))
+
+
+# -- the split key and the public row count in the prepare stage ---------------------------------------------
+
+def schema_text(with_rows: bool) -> str:
+    text = (PROJECT / "schemas" / "breast_cancer.yaml").read_text()
+    return text if with_rows else re.sub(r"(?m)^rows:\n(  .*\n)+", "", text)
+
+
+def make_root(tmp_path: Path, bc_raw: pd.DataFrame, with_rows: bool) -> tuple[Path, dict]:
+    root = tmp_path / "repo"
+    (root / "schemas").mkdir(parents=True)
+    (root / "schemas" / "breast_cancer.yaml").write_text(schema_text(with_rows))
+    (root / "data" / "raw" / "breast_cancer").mkdir(parents=True)
+    bc_raw.to_parquet(root / "data" / "raw" / "breast_cancer" / "validated.parquet", index=False)
+    params = {"dataset": {"name": "breast_cancer", "source": "bundled:breast_cancer", "holdout_fraction": 0.2,
+                          "noise_seed": 0},
+              "privacy": {"delta": 1e-5, "lifetime_epsilon": 10.0, "ledger": "ledger/privacy.sqlite",
+                          "row_count_epsilon": 0.05},
+              "device": "cpu", "evaluate": {"n_samples": None},
+              "dpwgan": {"epsilon": 3.0, "steps": 10, "batch_size": 64, "noise_seed": 0}}
+    return root, params
+
+
+def ledger_rows(root: Path) -> list[tuple]:
+    path = root / "ledger" / "privacy.sqlite"
+    if not path.exists():
+        return []
+    with sqlite3.connect(path) as con:
+        return con.execute("SELECT stage, status, event_json FROM privacy_events ORDER BY seq").fetchall()
+
+
+def test_split_key_salt_file_or_steward_key(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
+    from tasks.prepare import salt_path, split_key
+    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    root, params = make_root(tmp_path, bc_raw, True)
+    path = salt_path(params, root)
+    assert path == root / "ledger" / "breast_cancer.split-salt"  # next to the ledger, outside data/prepared
+    key, source = split_key(params, root)
+    assert path.exists() and len(path.read_text().strip()) == 64 and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert split_key(params, root)[0] == key and str(path) in source  # created once, then reused
+    path.unlink()
+    assert split_key(params, root)[0] != key  # deleting the salt re-randomises the split
+    url = {**params, "privacy": {**params["privacy"], "ledger": "postgresql://host/db"}}
+    assert salt_path(url, root) == root / "data" / "secrets" / "breast_cancer.split-salt"
+    steward = "ab" * 32
+    monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", steward)
+    derived, source = split_key(params, root)
+    assert derived != bytes.fromhex(steward) and "noise key" in source
+    assert derived == hmac.new(bytes.fromhex(steward), b"synthrelease/train-holdout-split/v1\x1fbreast_cancer",
+                               hashlib.sha256).digest()
+
+
+def test_public_rows_spend_nothing(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
+    from tasks.prepare import prepare
+    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    root, params = make_root(tmp_path, bc_raw, True)
+    summary = prepare.fn(params, root)
+    assert summary["rows_public"] == 455 and "rows.count 569" in summary["rows_public_source"]
+    assert summary["rows_train"] + summary["rows_holdout"] == 569 and ledger_rows(root) == []
+    layout = json.loads((root / "data/prepared/breast_cancer/layout.json").read_text())
+    assert layout["rows_public"] == 455 and layout["rows_public_source"] == summary["rows_public_source"]
+    again = prepare.fn(params, root)  # the salt survives a re-run of prepare: the same split
+    assert (again["rows_train"], again["rows_holdout"]) == (summary["rows_train"], summary["rows_holdout"])
+
+
+def test_noisy_count_is_reserved_before_the_rows_are_read(tmp_path: Path, bc_raw: pd.DataFrame,
+                                                          monkeypatch) -> None:
+    import tasks.prepare as prep
+    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    root, params = make_root(tmp_path, bc_raw, False)
+    real_read = pd.read_parquet
+
+    def read_after_reserve(path, *a, **k):
+        assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned")], "rows read before the reservation"
+        return real_read(path, *a, **k)
+    monkeypatch.setattr(prep.pd, "read_parquet", read_after_reserve)
+    summary = prep.prepare.fn(params, root)
+    rows = ledger_rows(root)
+    assert [r[:2] for r in rows] == [("prepare", "planned"), ("prepare", "spent")]
+    assert json.loads(rows[1][2]) == {"kind": "laplace", "scale": 20.0, "l1_sensitivity": 1.0}  # b = 1/0.05
+    n, n_hat = summary["rows_train"], summary["rows_public"]
+    assert n_hat != n and abs(n_hat - n) <= 20 * math.log(1e4)  # Laplace(20) noise (noise_seed 0), tail 1e-4
+    assert "Laplace" in summary["rows_public_source"] and "row_count_epsilon = 0.05" in summary["rows_public_source"]
+    assert len(summary["ledger_row_ids"]) == 1
+
+
+def test_leftover_split_seed_is_a_clear_error(tmp_path: Path) -> None:
+    from pipelines.config import load_params
+    text = (PROJECT / "params.yaml").read_text().replace("  holdout_fraction: 0.2", "  holdout_fraction: 0.2\n"
+                                                         "  split_seed: 0", 1)
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(InputError, match=r"params\.yaml.*split_seed' was removed.*Fix: delete 'split_seed:'"):
+        load_params(tmp_path / "params.yaml")
+
+
+def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_raw: pd.DataFrame,
+                                                           monkeypatch) -> None:
+    import tasks.evaluate as evaluate
+    from tasks.prepare import prepare
+    from tasks.train import EncodedTable, train
+    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    root, params = make_root(tmp_path, bc_raw, True)
+    prepare.fn(params, root)
+    prepared = root / "data/prepared/breast_cancer"
+    layout = json.loads((prepared / "layout.json").read_text())
+    layout["rows_public"] = 300  # n̂ far from the ≈455 rows actually in the file
+    (prepared / "layout.json").write_text(json.dumps(layout))
+    table = EncodedTable(prepared / "train_encoded.parquet")
+    assert len(table) == 300 and table.n_actual == layout["rows_train"] != 300
+    privacy = train.fn(params, "dpwgan", "test", root)
+    (event,) = privacy["events"]
+    assert event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
+    assert privacy["n_rows"] == privacy["rows_public"] == 300 and "rows.count 569" in privacy["rows_public_source"]
+
+    seen = {}
+
+    def capture(params, generator, root, n):
+        seen["n"] = n
+        raise StopIteration
+    monkeypatch.setattr(evaluate, "synthetic_table", capture)
+    with pytest.raises(StopIteration):
+        evaluate.evaluate.fn(params, "dpwgan", root)
+    assert seen["n"] == 300  # evaluate.n_samples: null -> n̂, not the file's row count
+
+    from tasks.budget import planned_events
+    plans = planned_events({**params, "generators": ["dpwgan"], "weights": {"generators": []}}, root)
+    assert plans["dpwgan"][0].sample_rate == pytest.approx(64 / 300)  # the pre-flight check plans with n̂ too

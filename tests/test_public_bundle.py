@@ -1,0 +1,111 @@
+"""The public bundle holds nothing computed from real rows (issue 16 §1).
+
+A canary: one real row gets a value no generator produces to 6 digits; after every stage has run on a
+temporary root, no file of releases/<ds>/<id>/ may contain it, as decimal text (several roundings) or as
+float64/float32 bytes. The steward report, which may show real-row statistics, lives under reports/ and is
+labelled INTERNAL at its head and foot. A unit test feeds the public renderer a summary full of real-data
+metrics and checks that none of them reaches the page.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+
+import pandas as pd
+import pytest
+
+from pipelines.config import load_params
+from pipelines.evaluation.report import INTERNAL, public_html, public_markdown, render_html
+from test_pipeline import make_root, run_stages
+
+CANARY_COLUMN, CANARY_ROW, CANARY = "mean_radius", 7, 12.345678  # inside the schema bounds [5, 30]
+NEEDLES = [b"12.345678", b"12.34568", b"12.3457", struct.pack("<d", CANARY), struct.pack("<f", CANARY)]
+PUBLIC_FILES = {"synthetic.parquet", "manifest.json", "report.html", "report.md"}
+TSTR = 0.987654321  # a distinctive real-data metric
+
+
+def test_public_report_drops_every_real_data_metric():
+    summary = {"dataset": "toy", "generator": "dpwgan", "release_id": "dpwgan-0123456789ab", "rows": 10,
+               "privacy": {"epsilon_generator": 1.25, "delta": 1e-5, "secret_real_count": 424242,
+                           "ledger_rows": [{"seq": 1, "stage": "train@dpwgan", "real_mean": 31.4159}]},
+               "gates": [{"name": "membership_inference", "passed": True,
+                          "evidence": {"auc_lower": 0.7777777}, "data_dependent": True},
+                         {"name": "ledger", "passed": True, "evidence": {"epsilon_total_pld": 1.25},
+                          "data_dependent": False}],
+               "utility": {"models": {"logistic_regression": {"tstr": TSTR, "trtr": 0.8765432}}},
+               "fidelity": {"x": {"metric": "w1", "value": 0.5555555}},
+               "metrics": {"privacy_risk": {"membership": {"domias": {"auc": 0.6666666}}}},
+               "validation": {"rows_in": 571, "rows_dropped": 2},
+               "weights": {"khat": 0.4321, "ess": 87.5, "analysis": {"w1_holdout": 0.1234567}},
+               "synthetic_summary": {"rows": 10, "numeric": {"x": {"mean": 0.25}}, "categorical": {}},
+               "hashes": {"schema": "sha256:ab", "params": "sha256:cd"},
+               "plots": {"pca_2way": b"\x89PNG real rows", "synthetic_marginals": b"\x89PNG synthetic"}}
+    for page in (public_html(summary), public_markdown(summary)):
+        for leaked in ("0.9877", "0.8765", "0.7778", "0.5556", "0.6667", "424242", "31.42", "571", "0.1235",
+                       "Privacy risk", "TSTR", "Share this report only", INTERNAL):
+            assert leaked not in page, leaked
+        for shown in ("1.25", "1e-05", "0.4321", "87.5", "membership_inference", "PASS", "yes: pass/fail bit only",
+                      "sha256:ab", "train@dpwgan"):
+            assert shown in page, shown
+    html = public_html(summary)
+    images = [base64.b64decode(i) for i in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
+    assert images == [b"\x89PNG synthetic"]  # the real-row plot is dropped
+    steward = render_html(summary)  # the internal report shows them, labelled at head and foot
+    assert "0.9877" in steward and steward.count(INTERNAL) >= 3
+
+
+@pytest.mark.slow
+def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
+    from tasks.check import check
+    from tasks.evaluate import evaluate
+    from tasks.release import release
+    from tasks.train import train
+    from tasks.weight import weight
+    root = make_root(tmp_path, {"dataset": {"source": "raw.csv"}, "generators": ["dpwgan"],
+                                "dpwgan": {"steps": 20}, "weights": {"generators": ["dpwgan"]},
+                                "evaluate": {"kway_subsets": 10, "ot_max_rows": 200,
+                                             "attacks": {"n_attacks": 100}}})
+    raw = bc_raw.copy()
+    raw.loc[raw.index[CANARY_ROW], CANARY_COLUMN] = CANARY
+    raw.to_csv(root / "raw.csv", index=False)
+    run_stages(root, "prepare")
+    params = load_params(root / "params.yaml")
+    train.fn(params, "dpwgan", "canary", root)
+    evaluate.fn(params, "dpwgan", root)
+    weight.fn(params, "dpwgan", "canary", root)
+    check.fn(params, "dpwgan", root)
+    index = release.fn(params, root)
+
+    validated = pd.read_parquet(root / "data/raw/breast_cancer/validated.parquet")
+    assert (validated[CANARY_COLUMN] == CANARY).sum() == 1  # the canary survived validation: a real row's value
+    [entry] = index["released"]
+    bundle = root / entry["path"]
+    assert {f.name for f in bundle.iterdir()} == PUBLIC_FILES
+    for f in bundle.iterdir():
+        data = f.read_bytes()
+        if f.suffix == ".parquet":  # Parquet pages are compressed: search the decoded cells too, as text and bytes
+            table = pd.read_parquet(f)
+            numeric = table.select_dtypes("number").to_numpy(dtype=float)
+            data += table.to_csv(float_format="%.10g").encode() + numeric.tobytes() + numeric.astype("<f4").tobytes()
+        for needle in NEEDLES:
+            assert needle not in data, (f.name, needle)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert all(set(g) == {"name", "passed", "data_dependent"} for g in manifest["gates"])
+    assert {g["name"] for g in manifest["gates"] if not g["data_dependent"]} == {"ledger", "importance_weights"}
+    assert all("pass/fail bit" in line or "released at all" in line
+               for line in manifest["computed_from_real_data_outside_dp_guarantee"])
+    page = (bundle / "report.html").read_text()
+    metrics = json.loads((root / "reports/breast_cancer/dpwgan/metrics.json").read_text())
+    tstr = f"{metrics['utility']['models']['logistic_regression']['tstr']:.4g}"
+    assert "Share this report only" not in page and INTERNAL not in page and "TSTR" not in page
+    assert page.count("data:image/png") == 1  # the synthetic-only marginals
+
+    steward = root / index["steward_reports"]["dpwgan"]
+    assert steward.parts[len(root.parts)] == "reports" and (steward / "steward_report.html").exists()
+    html, md = (steward / "steward_report.html").read_text(), (steward / "steward_report.md").read_text()
+    assert html.count(INTERNAL) >= 3 and md.count(INTERNAL) >= 2
+    assert html.index(INTERNAL) < html.index("<h1>") and html.rindex(INTERNAL) > html.rindex("</table>")
+    assert tstr in html and tstr in md  # the real-data evaluation is the steward's
+    assert not any(p.name.startswith("steward") for p in (root / "releases").rglob("*"))
