@@ -37,7 +37,8 @@ from pipelines.data.transform import Encoder, train_holdout_split  # noqa: E402
 from pipelines.data.validation import validate_table  # noqa: E402
 from pipelines.evaluation import weighted  # noqa: E402
 from pipelines.evaluation.utility import _labels, featurise  # noqa: E402
-from pipelines.generators.base import Budget, make_generator  # noqa: E402
+from pipelines.generators.base import Budget  # noqa: E402
+from pipelines.generators.registry import make_generator  # noqa: E402
 from pipelines.privacy.accountant import epsilon_pld  # noqa: E402
 from pipelines.privacy.audit import epsilon_lower_bound  # noqa: E402
 from pipelines.privacy.events import GaussianEvent, LaplaceEvent  # noqa: E402

@@ -36,7 +36,8 @@ from pipelines.data.schema import load_schema  # noqa: E402
 from pipelines.data.transform import Encoder, train_holdout_split  # noqa: E402
 from pipelines.evaluation.knn_divergence import kl_divergence_knn  # noqa: E402
 from pipelines.generators.base import Budget  # noqa: E402
-from pipelines.generators.iw_mmd_gan import IWMMDGAN, elu_mlp, train_weighted_mmd  # noqa: E402
+from pipelines.generators.iw_mmd_gan import IWMMDGAN, train_weighted_mmd  # noqa: E402
+from pipelines.generators.networks import elu, mlp  # noqa: E402
 from pipelines.privacy.accountant import epsilon_pld  # noqa: E402
 from pipelines.privacy.events import event_from_dict  # noqa: E402
 
@@ -78,7 +79,7 @@ def synthetic_run(dim: int, estimator: str, seed: int, n: int, steps: int) -> tu
     target, _ = thinned_data(dim, n, rng, f, thinned=False)
     w = 1 / theta1 if estimator == "sniw" else 1 / (2 * theta1)      # SNIW: M known up to a constant only
     torch.manual_seed(seed)
-    net = elu_mlp([10, 64, 64, dim])
+    net = mlp([10, 64, 64, dim], elu)
 
     def fake(m: int, g: torch.Generator) -> torch.Tensor:
         return net(torch.randn(m, 10, generator=g))

@@ -37,7 +37,8 @@ from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.attacks.gates import risk_gates, thresholds
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.marginals import kway_marginal_tv
-from pipelines.generators.base import Budget, make_generator
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import make_generator
 from pipelines.privacy.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,8 @@ from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.data.validation import validate_table
 from pipelines.evaluation.unsupervised import DEFAULTS as METRIC_DEFAULTS, paper_metrics
 from pipelines.evaluation.utility import tstr_auroc
-from pipelines.generators.base import Budget, make_generator
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import make_generator
 from pipelines.privacy.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]

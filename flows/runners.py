@@ -19,28 +19,21 @@ from typing import Any
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from pipelines.config import PARAMS_FILE, check_section, fail
 from pipelines.errors import InputError
 
-RUNNERS = ("threads", "dask")
 PRELOAD = ("tasks.train",)   # workers import the stages (torch, prefect) at start-up, not in the first task
 DEFAULTS = {"task_runner": "threads", "max_workers": 4, "dask_address": None, "dask_workers": 2}
 
 
 def orchestration(params: dict[str, Any]) -> dict[str, Any]:
-    """params['orchestration'] over DEFAULTS, checked (unknown keys and runners are refused)."""
-    cfg = params.get("orchestration") or {}
-    unknown = set(cfg) - set(DEFAULTS)
-    if unknown:
-        raise InputError(f"unknown orchestration keys {sorted(unknown)}.", file="params.yaml",
-                         fix=f"use only {sorted(DEFAULTS)}.")
-    cfg = {**DEFAULTS, **cfg}
-    if cfg["task_runner"] not in RUNNERS:
-        raise InputError(f"orchestration.task_runner must be one of {list(RUNNERS)}, got {cfg['task_runner']!r}.",
-                         file="params.yaml", fix="set 'task_runner: threads' (one machine) or 'dask'.")
+    """params['orchestration'] (keys, types and runners by its model, pipelines/config.py) over DEFAULTS;
+    worker counts positive, each problem one InputError naming the key path."""
+    cfg = {**DEFAULTS, **check_section("orchestration", params.get("orchestration"))}
     for key in ("max_workers", "dask_workers"):
         if not (isinstance(cfg[key], int) and cfg[key] >= 1):
-            raise InputError(f"orchestration.{key} must be a positive integer, got {cfg[key]!r}.",
-                             file="params.yaml", fix=f"e.g. '{key}: {DEFAULTS[key]}'.")
+            raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a positive integer, got {cfg[key]!r}.",
+                       f"e.g. '{key}: {DEFAULTS[key]}'.")
     return cfg
 
 

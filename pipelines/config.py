@@ -1,78 +1,319 @@
-"""The release configuration (params.yaml) and where each stage's artefacts live."""
+"""The release configuration (params.yaml), checked once by one typed model, and where each stage's
+artefacts live.
+
+Every section has a pydantic model that refuses unknown keys (extra="forbid") and wrong types; a
+generator's section is checked against that generator's DEFAULTS (its keys, and the type of every
+default that is not None) and then by the generator module's own `check_params`, if it has one. Every
+problem, in any section, is one `InputError` naming the file, the key path, the problem and the fix.
+`load_params` returns the plain dict the tasks read (the YAML values, with ε parsed to floats and the
+defaults filled exactly where they always were), so the params hashes of unchanged inputs do not move.
+"""
 from __future__ import annotations
 
+import difflib
+import importlib
 import math
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Union, get_args
 
 import yaml
+from pydantic import (AfterValidator, BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr,
+                      ValidationError, create_model)
 
-from pipelines.errors import InputError
+from pipelines.errors import InputError, ParamError
 from pipelines.io import canonical_json, sha256_text
 
-REQUIRED = {
-    "dataset": ("name", "source", "holdout_fraction"),
-    "privacy": ("delta", "lifetime_epsilon", "ledger"),
+PARAMS_FILE = "params.yaml"
+Number = Union[StrictInt, StrictFloat]
+# keys that were accepted once and are refused now with their own reason: (section kind, key) -> (problem, fix)
+RETIRED = {
+    ("dataset", "split_seed"): (
+        "'dataset.split_seed' was removed: the train/holdout split is now a keyed hash of each row's content with "
+        "a secret key (so adding a row moves no other row, and nobody can recompute the split from a public seed).",
+        "delete 'split_seed:' under 'dataset:' (docs/architecture.md, 'Neighbouring relation')."),
+    ("generator", "delta"): (
+        "a generator has no δ of its own: privacy.delta is the δ of every ε reported on the data set, and the "
+        "train stage plans every generator at it (a per-generator 'delta' would be silently ignored).",
+        "delete 'delta:' under '{section}:' and set 'privacy.delta' instead."),
 }
 
 
-def load_params(path: str | Path = "params.yaml") -> dict[str, Any]:
-    """Read and check params.yaml; every problem names the key and the fix."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError("the release configuration is missing.", file=str(path),
-                         fix="run from the project root or pass --params PATH.")
-    try:
-        params = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise InputError(f"not valid YAML ({e}).", file=str(path), fix="correct the YAML syntax.") from e
-    for section, keys in REQUIRED.items():
-        for key in keys:
-            if key not in (params.get(section) or {}):
-                raise InputError(f"missing key '{section}.{key}'.", file=str(path),
-                                 fix=f"add '{key}:' under '{section}:' (see the README).")
-    if "split_seed" in params["dataset"]:
-        raise InputError("'dataset.split_seed' was removed: the train/holdout split is now a keyed hash of each "
-                         "row's content with a secret key (so adding a row moves no other row, and nobody can "
-                         "recompute the split from a public seed).", file=str(path),
-                         fix="delete 'split_seed:' under 'dataset:' (docs/architecture.md, 'Neighbouring relation').")
-    params["privacy"]["row_count_epsilon"] = parse_epsilon(
-        params["privacy"].get("row_count_epsilon", 0.05), "privacy.row_count_epsilon", path)
-    if not math.isfinite(params["privacy"]["row_count_epsilon"]):
-        raise InputError("'privacy.row_count_epsilon' must be finite: the training row count is released with "
-                         "Laplace noise when the schema declares no public 'rows'.", file=str(path),
-                         fix="set 'row_count_epsilon: 0.05', or declare rows: {count, source} in the schema.")
-    gens = params.get("generators")
-    if not isinstance(gens, list) or not gens:
-        raise InputError("'generators' must be a non-empty list.", file=str(path),
-                         fix="e.g. 'generators: [dpwgan]'.")
-    for g in gens:
-        if not isinstance(params.get(g), dict):
-            raise InputError(f"generator '{g}' is listed but has no '{g}:' section.", file=str(path),
-                             fix=f"add a '{g}:' section with at least 'epsilon:'.")
-        params[g]["epsilon"] = parse_epsilon(params[g].get("epsilon"), f"{g}.epsilon", path)
-    delta = params["privacy"]["delta"]
-    if not (isinstance(delta, (int, float)) and 0 < delta < 1):
-        raise InputError(f"privacy.delta must lie in (0, 1), got {delta!r}.", file=str(path),
-                         fix="use e.g. 1.0e-5 (well below 1/number of rows).")
-    params["privacy"]["lifetime_epsilon"] = parse_epsilon(
-        params["privacy"]["lifetime_epsilon"], "privacy.lifetime_epsilon", path)
-    params.setdefault("device", "auto")
-    params.setdefault("evaluate", {})
-    return params
-
-
-def parse_epsilon(value: Any, key: str, path: Path) -> float:
+def epsilon_value(value: Any) -> float:
     """ε is a positive number or 'inf' (non-private; such a model can never pass the ledger gate)."""
+    if isinstance(value, bool):
+        value = None
     try:
         eps = float(value)
     except (TypeError, ValueError):
         eps = math.nan
     if not eps > 0:
-        raise InputError(f"'{key}' must be a positive number or inf, got {value!r}.", file=str(path),
-                         fix=f"set '{key}: 1.0' (or another positive ε).")
+        raise ValueError("must be a positive number or inf")  # error_of adds ", got <value>"
     return eps
+
+
+Epsilon = Annotated[Any, AfterValidator(epsilon_value)]
+
+
+class Section(BaseModel):
+    """A params.yaml mapping: unknown keys refused, values kept as YAML gave them (strict types)."""
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def section_model(name: str, defaults: dict[str, Any], nullable: tuple[str, ...] = (), **fields: Any) -> type[Section]:
+    """A Section whose keys are `defaults`' keys (typed by each default that is not None; `nullable` keys
+    may also be null) plus `fields`."""
+    spec: dict[str, Any] = {k: (default_type(v) | None if k in nullable else default_type(v), None)
+                            for k, v in defaults.items()}
+    spec.update(fields)
+    return create_model(name, __base__=Section, **spec)
+
+
+def default_type(default: Any) -> Any:
+    """The type a key's default implies: None (a cap that may be off, a column chosen later) checks nothing;
+    a float default also accepts an integer."""
+    if default is None:
+        return Any
+    for kind, annotation in ((bool, StrictBool), (int, StrictInt), (float, Number), (str, StrictStr)):
+        if isinstance(default, kind):
+            return annotation
+    if isinstance(default, (list, tuple)):
+        return list[Any]
+    if isinstance(default, dict):
+        return dict[str, Any]
+    return Any
+
+
+class Dataset(Section):
+    name: StrictStr
+    source: StrictStr
+    holdout_fraction: Number
+
+
+class Privacy(Section):
+    delta: Number
+    lifetime_epsilon: Epsilon
+    row_count_epsilon: Epsilon = 0.05
+    ledger: StrictStr
+    internal_release: StrictBool = False
+    noise_key_file: StrictStr | None = None
+
+
+class Orchestration(Section):
+    """Types only: flows/runners.py holds the defaults and the runner's own checks."""
+    task_runner: Literal["threads", "dask"] = None
+    max_workers: StrictInt = None
+    dask_address: StrictStr | None = None
+    dask_workers: StrictInt = None
+
+# the weight stage's own keys of `weights:` (the estimator knobs are pipelines/weights/estimators.py DEFAULTS)
+WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
+    "estimator": "priv_mlp",
+    "generators": ["dpwgan"],
+    "epsilon": 1.0,
+    "khat_bound": 0.7,
+    "tempering": 1.0,
+    "psis": True,
+    "calibration": None,
+    "analysis_max_rows": 2000,
+    "prior_variance": 10.0,
+}
+
+
+@cache
+def section_models() -> dict[str, type[Section]]:
+    """The models of the sections whose defaults live next to the code that reads them, by key path."""
+    from pipelines.evaluation import scorecard, unsupervised
+    from pipelines.evaluation.attacks import gates, suite
+    from pipelines.weights import estimators
+    attacks = section_model("Attacks", suite.DEFAULTS)
+    evaluate = section_model("Evaluate", {**unsupervised.DEFAULTS, **scorecard.DEFAULTS},
+                             unsupervised.NULLABLE + scorecard.NULLABLE, seed=(StrictInt, None),
+                             n_samples=(StrictInt | None, None), attacks=(attacks | None, None))
+    weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **estimators.DEFAULTS},
+                            epsilon=(Epsilon, None), calibration=(StrictStr | None, None))
+    return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": evaluate,
+            "evaluate.attacks": attacks, "risk_gates": section_model("RiskGates", gates.DEFAULTS),
+            "weights": weights}
+
+
+@cache
+def generator_defaults(name: str) -> tuple[dict[str, Any], Any]:
+    """A registered generator's DEFAULTS and its module's `check_params` (None where it has none)."""
+    module = importlib.import_module(generator_module(name))
+    return module.DEFAULTS, getattr(module, "check_params", None)
+
+
+@cache
+def generator_model(name: str) -> type[Section]:
+    """A generator's section: the keys of its DEFAULTS but `delta` (RETIRED), typed by them; ε parsed."""
+    defaults = {k: v for k, v in generator_defaults(name)[0].items() if k != "delta"}
+    return section_model(f"{name}_params", defaults, epsilon=(Epsilon, ...))
+
+
+def fail(file: str, key: str, problem: str, fix: str) -> InputError:
+    """The one error shape: file, key path, problem, fix."""
+    return InputError(f"'{key}': {problem}", file=file, fix=fix)
+
+
+def check(model: type[Section], raw: Any, prefix: str, file: str = PARAMS_FILE, kind: str = "") -> Section:
+    """`raw` validated by `model`; the first problem becomes one InputError naming `prefix`.key."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise fail(file, prefix, f"must be a mapping of keys, got {raw!r}.", f"write '{prefix}:' as key: value lines.")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as e:
+        raise error_of(e.errors(), model, raw, prefix, file, kind or prefix) from None
+
+
+def error_of(errors: list[dict[str, Any]], model: type[Section], raw: dict, prefix: str, file: str,
+             kind: str) -> InputError:
+    """One InputError for pydantic's `errors`: unknown keys (with the closest known key), retired keys,
+    missing keys, or a wrong value (every alternative of a union named)."""
+    first = errors[0]
+    loc = key_path(model, first)
+    parent = ".".join(p for p in (prefix, *loc[:-1]) if p)
+    key = ".".join(p for p in (parent, loc[-1]) if p)
+    if first["type"] == "extra_forbidden":
+        retired = RETIRED.get((kind, loc[-1]))
+        if retired and len(loc) == 1:
+            problem, fix = retired
+            return fail(file, key, problem, fix.format(section=prefix))
+        unknown = sorted(key_path(model, x)[-1] for x in errors
+                         if x["type"] == "extra_forbidden" and key_path(model, x)[:-1] == loc[:-1])
+        known = sorted(nested_model(model, loc[:-1]).model_fields)
+        close = difflib.get_close_matches(loc[-1], known, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return fail(file, key, f"unknown {parent or 'top-level'} keys {unknown}.",
+                    f"{hint}rename or remove the unknown keys; known keys: {', '.join(known)}.")
+    if first["type"] == "missing":
+        return fail(file, key, "missing.", f"add '{loc[-1]}:' under '{parent}:' (see the README).")
+    msgs = dict.fromkeys(x["msg"].removeprefix("Value error, ") for x in errors if key_path(model, x) == loc)
+    problem = " or ".join(msgs)
+    return fail(file, key, f"{problem[:1].lower()}{problem[1:]}, got {first['input']!r}.",
+                f"give '{key}' a value of the type its default has (see the section's comments in params.yaml).")
+
+
+def key_path(model: type[Section] | None, error: dict[str, Any]) -> tuple[str, ...]:
+    """The params.yaml keys (and list indices) of a pydantic error's location, without its union tags
+    (an unknown key, the last part of an extra_forbidden location, kept)."""
+    loc, keys = [str(p) for p in error["loc"]], []
+    for part in loc[:-1] if error["type"] == "extra_forbidden" else loc:
+        if model is not None and part in model.model_fields:
+            keys.append(part)
+            model = nested_section(model.model_fields[part].annotation)
+        elif part.isdigit():
+            keys.append(part)
+    return tuple(keys + loc[-1:]) if error["type"] == "extra_forbidden" else tuple(keys)
+
+
+def nested_section(annotation: Any) -> type[Section] | None:
+    """The Section type inside a field's annotation (`Attacks | None`), if any."""
+    return next((a for a in (annotation, *get_args(annotation)) if isinstance(a, type) and issubclass(a, Section)),
+                None)
+
+
+def nested_model(model: type[Section], loc: tuple[str, ...]) -> type[Section]:
+    """The model of the mapping at `loc` inside `model`."""
+    for part in loc:
+        model = nested_section(model.model_fields[part].annotation)
+    return model
+
+
+def check_section(key: str, raw: Any) -> dict[str, Any]:
+    """A params.yaml section (`key`, e.g. "evaluate.attacks") checked by its model: what each task's own
+    parser calls first, so a section read without `load_params` fails the same way."""
+    check(section_models()[key], raw, key)
+    return dict(raw or {})
+
+
+def check_generator(name: str, raw: Any, file: str = PARAMS_FILE) -> dict[str, Any]:
+    """A generator's section over its DEFAULTS: keys, types, the steps-or-epochs rule of every training
+    phase, then the module's own `check_params`; returns the section with ε as a float."""
+    section = check(generator_model(name), raw, name, file, kind="generator")
+    defaults, check_params = generator_defaults(name)
+    for steps in (k for k in defaults if k.endswith("steps") and k[:-5] + "epochs" in defaults):
+        epochs = steps[:-5] + "epochs"
+        if raw.get(steps) is not None and raw.get(epochs) is not None:
+            raise fail(file, f"{name}.{epochs}", f"given together with '{name}.{steps}'.",
+                       f"give '{steps}' or '{epochs}', not both.")
+    params = {**raw, "epsilon": section.epsilon}
+    if check_params is not None:
+        try:
+            check_params({**defaults, **params})
+        except ParamError as e:
+            raise fail(file, e.key, f"{e.problem}.".replace("..", "."), f"correct '{e.key}' (the keys and "
+                       f"defaults of '{name}:': {generator_module(name)}.DEFAULTS).") from None
+        except ValueError as e:
+            raise fail(file, name, f"{e}.".replace("..", "."), f"correct the value under '{name}:' "
+                       f"(its keys and defaults: {generator_module(name)}.DEFAULTS).") from None
+    return params
+
+
+def generator_module(name: str) -> str:
+    """The module of registered generator `name` (registry.CLASSES), not imported."""
+    from pipelines.generators.registry import CLASSES
+    return CLASSES[name].partition(":")[0]
+
+
+def release_model() -> type[Section]:
+    """The whole file: its sections, and a mapping for each registered generator (checked by `check_generator`)."""
+    from pipelines.generators.registry import GENERATORS
+    models = section_models()
+    return create_model("Release", __base__=Section, dataset=(models["dataset"], ...),
+                        privacy=(models["privacy"], ...), device=(Literal["auto", "cpu", "cuda"], None),
+                        orchestration=(models["orchestration"] | None, None), generators=(list[StrictStr], ...),
+                        evaluate=(models["evaluate"] | None, None), risk_gates=(models["risk_gates"] | None, None),
+                        weights=(models["weights"] | None, None),
+                        **{g: (dict[str, Any] | None, None) for g in GENERATORS})
+
+
+def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
+    """Read params.yaml and check it once (module docstring); every problem is one InputError."""
+    path = Path(path)
+    file = str(path)
+    if not path.exists():
+        raise InputError("the release configuration is missing.", file=file,
+                         fix="run from the project root or pass --params PATH.")
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise InputError(f"not valid YAML ({e}).", file=file, fix="correct the YAML syntax.") from e
+    if not isinstance(params, dict):
+        raise InputError("must be a mapping of sections.", file=file, fix="start from the bundled params.yaml.")
+    for section in ("dataset", "privacy"):  # the sections' own key paths, not a top-level type error
+        check(section_models()[section], params.get(section), section, file)
+    config = check(release_model(), params, "", file)
+    gens = params["generators"]
+    if not gens:
+        raise fail(file, "generators", "must be a non-empty list.", "e.g. 'generators: [dpwgan]'.")
+    from pipelines.generators.registry import GENERATORS
+    for g in gens:
+        if g not in GENERATORS:
+            close = difflib.get_close_matches(g, GENERATORS, n=1)
+            raise fail(file, "generators", f"'{g}' is not a registered generator.",
+                       f"{'did you mean ' + repr(close[0]) + '? ' if close else ''}use {', '.join(GENERATORS)}.")
+        if not isinstance(params.get(g), dict):
+            raise fail(file, g, f"generator '{g}' is listed but has no '{g}:' section.",
+                       f"add a '{g}:' section with at least 'epsilon:'.")
+    for g in (g for g in GENERATORS if params.get(g) is not None):
+        params[g] = check_generator(g, params[g], file)
+    privacy = config.privacy
+    if not 0 < privacy.delta < 1:
+        raise fail(file, "privacy.delta", f"must lie in (0, 1), got {privacy.delta!r}.",
+                   "use e.g. 1.0e-5 (well below 1/number of rows).")
+    if not math.isfinite(privacy.row_count_epsilon):
+        raise fail(file, "privacy.row_count_epsilon", "must be finite: the training row count is released with "
+                   "Laplace noise when the schema declares no public 'rows'.",
+                   "set 'row_count_epsilon: 0.05', or declare rows: {count, source} in the schema.")
+    params["privacy"]["row_count_epsilon"] = privacy.row_count_epsilon
+    params["privacy"]["lifetime_epsilon"] = privacy.lifetime_epsilon
+    params.setdefault("device", "auto")
+    params.setdefault("evaluate", {})
+    return params
 
 
 def params_hash(params: dict[str, Any]) -> str:

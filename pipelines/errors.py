@@ -21,6 +21,16 @@ class SchemaError(InputError):
     """The public schema itself is malformed."""
 
 
+class ParamError(ValueError):
+    """A generator parameter outside its range, raised by the generator module's `check_params` (a ValueError,
+    as a generator built directly always raised); `key` is its params.yaml key path, e.g. 'pearl.frequencies',
+    which pipelines/config.py names in its InputError."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        self.key, self.problem = key, problem
+        super().__init__(f"{key} {problem}")
+
+
 class BudgetExceededError(Exception):
     """A stage's planned privacy spend would push the data set past its lifetime budget."""
 

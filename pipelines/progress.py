@@ -3,14 +3,22 @@
 `pipelines` must not import Prefect, so a training loop calls `report(...)` and the task that runs it
 (tasks/train.py) installs a sink with `reporting(sink)`: a log line and a Prefect progress artefact
 in a flow run, nothing under plain library use. Reports are thinned to about `UPDATES` per phase.
+
+A training loop's loss line (about `DETAILS` per phase, when `detail_due`) goes to `detail(message)`: an
+INFO record on the `synthrelease.training` logger, which has no handler here; the caller attaches one
+(tasks/progress.py: stderr while a stage trains).
 """
 from __future__ import annotations
 
+import logging
+import time
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Callable, Iterator
 
 UPDATES = 20
+DETAILS = 10
+TRAINING_LOG = logging.getLogger("synthrelease.training")
 Sink = Callable[[str, int, int], None]
 _sink: ContextVar[Sink | None] = ContextVar("synthrelease_progress_sink", default=None)
 
@@ -30,3 +38,32 @@ def reporting(sink: Sink) -> Iterator[None]:
         yield
     finally:
         _sink.reset(token)
+
+
+def detail_due(step: int, total: int) -> bool:
+    """Whether step `step` of `total` gets a loss line: every max(1, total // DETAILS) steps and the last."""
+    return step % max(1, total // DETAILS) == 0 or step == total
+
+
+def detail(message: str) -> None:
+    """One loss line of a training loop, to the `synthrelease.training` logger (the caller's handler decides
+    where it goes). Lines that show statistics of real rows are written only for non-private runs."""
+    TRAINING_LOG.info(message)
+
+
+class TrainingLog:
+    """One training phase's progress: every step to the sink (`report`) and, when `detail_due`, a loss line
+    '<title> step <step>/<steps><message>  <elapsed>s' to `detail`. `title` defaults to `phase`."""
+
+    def __init__(self, phase: str, steps: int, title: str | None = None) -> None:
+        self.phase, self.steps, self.title = phase, steps, phase if title is None else title
+        self.start = time.perf_counter()
+
+    def step(self, step: int) -> bool:
+        """Report `step` (1-based); True when its loss line is due (callers compute the message only then)."""
+        report(self.phase, step, self.steps)
+        return detail_due(step, self.steps)
+
+    def line(self, step: int, message: str) -> None:
+        """The loss line of `step`; `message` starts with its own separator."""
+        detail(f"{self.title} step {step}/{self.steps}{message}  {time.perf_counter() - self.start:.1f}s")

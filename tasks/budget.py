@@ -12,7 +12,8 @@ from typing import Any
 from prefect import task
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Budget, make_generator
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import make_generator
 from pipelines.io import read_json
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import Event

@@ -11,7 +11,7 @@ import pandas as pd
 from prefect import task
 
 from pipelines.evaluation.attacks.gates import risk_gates, thresholds
-from pipelines.generators.base import load_generator
+from pipelines.generators.registry import load_generator
 from pipelines.io import read_json, write_json
 from pipelines.privacy.gates import GateResult, ledger_gate
 from tasks import common

@@ -14,16 +14,16 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
+from pipelines.config import PARAMS_FILE, check_section, fail
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
-from pipelines.errors import InputError
-from pipelines.evaluation import plots, scorecard, unsupervised
+from pipelines.evaluation import outside_dp, plots, scorecard, unsupervised
 from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.report import evaluation_markdown, key_figures
 from pipelines.evaluation.unsupervised import paper_metrics
 from pipelines.evaluation.utility import tstr_auroc
-from pipelines.generators.base import load_generator
+from pipelines.generators.registry import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
@@ -43,8 +43,8 @@ def knobs(settings: dict[str, Any], defaults: dict[str, int | None] = unsupervis
             out[key] = None
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"evaluate.{key} must be a positive integer{' or null' if key in nullable else ''}, "
-                             f"got {value!r}.", file="params.yaml", fix=f"set 'evaluate.{key}: {default}'.")
+            raise fail(PARAMS_FILE, f"evaluate.{key}", f"must be a positive integer"
+                       f"{' or null' if key in nullable else ''}, got {value!r}.", f"set 'evaluate.{key}: {default}'.")
         out[key] = value
     return out
 
@@ -65,7 +65,7 @@ def synthetic_table(params: dict[str, Any], generator: str, root: Path, n: int) 
 @task(name="evaluate")
 def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dict[str, Any]:
     p, sch = common.paths(params, root), common.schema(params, root)
-    settings = params.get("evaluate") or {}
+    settings = check_section("evaluate", params.get("evaluate"))
     k = knobs(settings)
     card_knobs = {**knobs(settings, scorecard.DEFAULTS, scorecard.NULLABLE), **k}
     attack_settings = suite.settings(settings.get("attacks"), sch)
@@ -88,11 +88,7 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
         "scorecard": scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs),
         "privacy_risk": risk,
         "plots": [f"{name}.png" for name in PLOTS],
-        "computed_on_real_data": "every metric here uses the real train and/or holdout rows (marginal distances, "
-                                 "TSTR/TRTR AUROC, dimension-wise probability and prediction, k-way marginal TV, "
-                                 "PCA fitted on real training rows, Wasserstein scores, target accuracy, the "
-                                 "scorecard and every privacy-risk attack) and so do the plots; none is covered by "
-                                 "the DP guarantee.",
+        "computed_on_real_data": outside_dp.EVALUATION_METRICS,
         "hashes": common.hashes(params, "evaluate", sch, generator),
     }
     write_parquet(p.synthetic(generator), synth)

@@ -6,8 +6,8 @@ key when there is one, else it is a random 256-bit salt created once per data se
 artefacts (`salt_path`), never in git or in a release bundle.
 
 The training row count is private under add/remove-one, so every plan, sample rate q = B/n and divisor
-downstream uses n̂ (`public_row_count`): the schema's documented count scaled by (1 − holdout_fraction), or a
-Laplace-noised count recorded in the ledger. layout.json carries n̂ as `rows_public` with its source.
+downstream uses n̂ (pipelines/privacy/row_count.py): the schema's documented count scaled by (1 − holdout_fraction),
+or a Laplace-noised count recorded in the ledger. layout.json carries n̂ as `rows_public` with its source.
 """
 from __future__ import annotations
 
@@ -17,34 +17,21 @@ import os
 import secrets
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 from prefect import task
 
 from pipelines.config import Paths
-from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.errors import InputError
 from pipelines.io import atomic_dir, sha256_file, write_json, write_parquet
-from pipelines.privacy.events import LaplaceEvent
-from pipelines.privacy.ledger import LedgerSession
-from pipelines.privacy.mechanisms import laplace_mechanism
-from pipelines.privacy.noise import keyed_noise, load_noise_key, numpy_noise_rng
+from pipelines.privacy.noise import keyed_noise, load_noise_key
+from pipelines.privacy.row_count import public_row_count
 from tasks import common
 from tasks.artifacts import publish
 
 SPLIT_KEY_CONTEXT = b"synthrelease/train-holdout-split/v1"
-
-
-def encoded_column_names(encoder: Encoder) -> list[str]:
-    names = []
-    for b in encoder.layout.blocks:
-        if b.kind == "categorical":
-            names += [f"{b.column}={c}" for c in encoder.schema.column(b.column).categories]
-        else:
-            names.append(b.column)
-    return names
 
 
 def salt_path(params: dict[str, Any], root: Path) -> Path:
@@ -94,41 +81,6 @@ def split_key(params: dict[str, Any], root: Path) -> tuple[bytes, str]:
     return _read_or_create_salt(path), f"random salt in {path}"
 
 
-def count_event(epsilon: float) -> LaplaceEvent:
-    """The noisy training row count's event: Laplace(1/ε) on a count.
-
-    Sensitivity: under add/remove-one, a record added to (removed from) the table lands in the training set
-    or in the holdout by its own keyed hash alone, so the training count changes by 0 or 1: Δ₁ = 1. Laplace
-    noise of scale b = Δ₁/ε = 1/ε makes the released count ε-DP (`laplace_mechanism`); rounding and the
-    floor at 1 are post-processing.
-    """
-    return LaplaceEvent(scale=1.0 / float(epsilon), l1_sensitivity=1.0)
-
-
-def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession | None,
-                     count_rows: Callable[[], int], noise_seed: int | None = None) -> tuple[int, str]:
-    """(n̂, its source). With the schema's `rows`: round(count·(1 − holdout_fraction)), data-independent, no
-    ledger event (`session` may be None). Without: reserve `count_event` in `session` before `count_rows()`
-    reads the count, release max(1, round(count + Laplace(1/ε))) and record the event. `noise_seed`
-    (`dataset.noise_seed`) is for tests only; otherwise the noise is OS entropy or keyed (noise.py)."""
-    holdout_fraction = float(params["dataset"]["holdout_fraction"])
-    if sch.rows is not None:
-        n_hat = sch.rows.train_count(holdout_fraction)
-        return n_hat, (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
-                       f"documented: {sch.rows.source}")
-    if session is None:
-        raise ValueError("the schema declares no public rows: the noisy count needs a ledger session")
-    epsilon = float(params["privacy"]["row_count_epsilon"])
-    planned = count_event(epsilon)
-    session.reserve([planned])
-    noisy, event = laplace_mechanism(float(count_rows()), planned.l1_sensitivity, planned.scale,
-                                     numpy_noise_rng(noise_seed, "prepare:row_count"))
-    session.record([event])
-    n_hat = max(1, round(float(noisy)))
-    return n_hat, (f"training row count + Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
-                   f"(ledger stage 'prepare', run {session.run_id})")
-
-
 @task(name="prepare")
 def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
     p, sch = common.paths(params, root), common.schema(params, root)
@@ -153,7 +105,7 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
         count_rows()
     train, holdout = split["train"], split["holdout"]
     encoder = Encoder(sch)
-    encoded = pd.DataFrame(encoder.encode(train), columns=encoded_column_names(encoder))
+    encoded = pd.DataFrame(encoder.encode(train), columns=encoder.column_names())
     summary = {"rows_train": len(train), "rows_holdout": len(holdout), "rows_public": n_hat,
                "rows_public_source": n_hat_source, "ledger_row_ids": list(session.row_ids) if session else [],
                "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",

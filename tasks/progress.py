@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import logging
+import sys
 from contextlib import contextmanager
 from typing import Iterator
 
-from pipelines.progress import reporting
+from pipelines.progress import TRAINING_LOG, reporting
 from tasks.artifacts import _in_prefect_run, _key
 
 
@@ -33,10 +34,22 @@ class StageProgress:
 
 @contextmanager
 def stage_progress(key: str, stage: str) -> Iterator[StageProgress]:
-    """Route the training loops' progress reports of this block to the run log and a progress artefact."""
+    """Route the training loops' progress reports of this block to the run log and a progress artefact, and
+    their loss lines (pipelines.progress.detail) to stderr."""
     sink = StageProgress(key, stage)
-    with reporting(sink):
-        yield sink
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level, propagate = TRAINING_LOG.level, TRAINING_LOG.propagate
+    TRAINING_LOG.addHandler(handler)
+    TRAINING_LOG.setLevel(logging.INFO)
+    TRAINING_LOG.propagate = False  # one line each, not repeated by a root handler (Prefect's console)
+    try:
+        with reporting(sink):
+            yield sink
+    finally:
+        TRAINING_LOG.removeHandler(handler)
+        TRAINING_LOG.setLevel(level)
+        TRAINING_LOG.propagate = propagate
 
 
 def _logger() -> logging.Logger | logging.LoggerAdapter:

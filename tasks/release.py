@@ -23,17 +23,15 @@ from pipelines.config import Paths
 from pipelines.evaluation.plots import marginal_histograms
 from pipelines.evaluation.report import public_html, public_markdown, render_html, render_markdown
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
-from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json
+from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json, write_parquet
+from pipelines.evaluation.outside_dp import public_gates, release_statements
+from pipelines.weights.release import weighted_table
 from tasks import common
 from tasks.artifacts import publish
-from tasks.weight import for_release, write_weighted_table
+from tasks.weight import for_release
 
 LIBRARIES = ("torch", "opacus", "dp-accounting", "prefect", "dvc", "pandas", "pyarrow", "numpy",
              "scikit-learn", "great-expectations", "SQLAlchemy")
-
-PUBLIC_GATES = {"ledger"}  # gates that read only the privacy ledger (public metadata), never a row
-RELEASE_BIT = ("whether this table was released at all: the conjunction of the data-dependent gates' pass/fail bits "
-               "listed here")
 
 
 def library_versions() -> dict[str, str]:
@@ -43,19 +41,6 @@ def library_versions() -> dict[str, str]:
 def steward_dir(p: Paths, release_id: str) -> Path:
     """Where the internal steward report of one release (or `refused-<gen>`) lives: under reports/, never releases/."""
     return p.root / "reports" / p.dataset / "steward" / release_id
-
-
-def public_gates(gates: list[dict], weights: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Each gate's name and pass/fail bit, and whether that bit depends on real rows ("data_dependent"): every gate
-    but the ledger gate reads real rows outside the DP mechanism; the importance-weights gate reads only the DP
-    weights (k̂ is post-processing) unless the estimator is non-private. No evidence is kept."""
-    out = [{"name": g["name"], "passed": bool(g["passed"]), "data_dependent": g["name"] not in PUBLIC_GATES}
-           for g in gates]
-    if weights is not None:
-        gate = weights["gate"]
-        out.append({"name": gate["name"], "passed": bool(gate["passed"]),
-                    "data_dependent": not gate["evidence"].get("private", False)})
-    return out
 
 
 def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
@@ -74,7 +59,7 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
     content = hashes["params"] + hashes["model"] + hashes["synthetic"] + hashes.get("weights", "")
     delta = float(priv["delta"])
     ledger_evidence = next(g["evidence"] for g in checks["gates"] if g["name"] == "ledger")
-    gates = public_gates(checks["gates"], weights)
+    gates = public_gates(checks["gates"], None if weights is None else weights["gate"])
     return {
         "dataset": p.dataset, "generator": generator, "release_id": f"{generator}-{sha256_text(content)[:12]}",
         "audience": "internal only" if priv.get("internal_release", False) else "public",
@@ -88,9 +73,7 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
                     "rows_public": privacy["rows_public"], "rows_public_source": privacy["rows_public_source"]},
         "gates": gates, "rows": metrics["n_synthetic"],
         "weights": None if weights is None else weights["manifest"],
-        "computed_from_real_data_outside_dp_guarantee": [
-            f"the pass/fail bit of the '{g['name']}' gate, which reads real rows (its evidence is internal)"
-            for g in gates if g["data_dependent"]] + [RELEASE_BIT],
+        "computed_from_real_data_outside_dp_guarantee": release_statements(gates),
         "hashes": hashes, "libraries": library_versions(),
     }
 
@@ -147,7 +130,9 @@ def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]
         if weights is None:
             shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")
         else:  # the `weight` column joined on row position
-            write_weighted_table(p.synthetic(generator), weights["path"], out / "synthetic.parquet")
+            write_parquet(out / "synthetic.parquet", weighted_table(
+                pd.read_parquet(p.synthetic(generator)), pd.read_parquet(weights["path"]), str(p.synthetic(generator)),
+                str(weights["path"])))
         write_json(out / "manifest.json", manifest)
         (out / "report.html").write_text(public_html(public))
         (out / "report.md").write_text(public_markdown(public))

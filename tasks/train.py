@@ -14,7 +14,8 @@ from prefect import task
 
 from pipelines.data.layout import Layout
 from pipelines.errors import InputError
-from pipelines.generators.base import Budget, make_generator
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, sha256_file, write_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict

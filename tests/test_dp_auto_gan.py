@@ -13,7 +13,8 @@ from test_dpwgan import MIXED, FakeSession, GuardedData, mixed_data
 
 from pipelines.data.transform import Encoder
 from pipelines.generators import wgan
-from pipelines.generators.base import Budget, Generator, make_generator
+from pipelines.generators.base import Budget, Generator
+from pipelines.generators.registry import make_generator
 from pipelines.generators.dp_auto_gan import (DPAutoGAN, Autoencoder, LatentGenerator, autoencoder_gradient,
                                               reconstruction_loss)
 from pipelines.privacy.accountant import calibrate_noise_multiplier, epsilon_pld, epsilon_rdp

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, Generator, make_generator
+from pipelines.generators.base import Budget, Generator
+from pipelines.generators.registry import make_generator
 from pipelines.generators.dpwgan import DPWGAN
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tasks import common
-from tests.test_pipeline import ledger_rows, make_root, sh
+from test_pipeline import ledger_rows, make_root, sh
 
 PROJECT = Path(__file__).resolve().parents[1]
 SPENDING = ("prepare", "train", "weight")                     # stages that reserve ledger events

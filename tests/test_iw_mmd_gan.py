@@ -15,7 +15,8 @@ from test_dpwgan import MIXED, FakeSession, GuardedData, assert_fit_rejects_bad_
 
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.evaluation.knn_divergence import kl_divergence_knn
-from pipelines.generators.base import Budget, Generator, generator_class
+from pipelines.generators.base import Budget, Generator
+from pipelines.generators.registry import generator_class
 from pipelines.generators.iw_weights import weight_function
 from pipelines.generators.iw_estimators import (duplicate_indices, gaussian_kernel, mmd2_iw, mmd2_miw, mmd2_sniw,
                                                 weighted_mean, weighted_mmd2)

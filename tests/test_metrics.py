@@ -282,7 +282,7 @@ def test_paper_metrics_and_plots_are_valid_pngs():
 def test_knobs_validation():
     assert knobs({}) == {"max_rows": 10000, "ot_max_rows": 2000, "kway": 3, "kway_subsets": 100, "kway_bins": 10}
     assert knobs({"max_rows": None})["max_rows"] is None
-    with pytest.raises(InputError, match=r"params\.yaml.*evaluate\.kway must be a positive integer.*Fix:"):
+    with pytest.raises(InputError, match=r"params\.yaml: 'evaluate\.kway': must be a positive integer.*Fix:"):
         knobs({"kway": 0})
     with pytest.raises(InputError, match="evaluate.kway_bins"):
         knobs({"kway_bins": None})

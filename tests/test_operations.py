@@ -192,9 +192,10 @@ def test_task_runner_from_params():
     assert task_runner(remote).address == "tcp://10.0.0.5:8786"
     with pytest.raises(InputError, match=r"cannot share the SQLite ledger 'ledger/privacy.sqlite'.*PostgreSQL URL"):
         task_runner({**remote, "privacy": {"ledger": "ledger/privacy.sqlite"}})
-    with pytest.raises(InputError, match=r"orchestration.task_runner must be one of.*'spark'"):
+    with pytest.raises(InputError, match=r"'orchestration\.task_runner': input should be 'threads' or 'dask', "
+                                         r"got 'spark'.*Fix:"):
         task_runner({"orchestration": {"task_runner": "spark"}})
-    with pytest.raises(InputError, match=r"unknown orchestration keys \['worker'\]"):
+    with pytest.raises(InputError, match=r"'orchestration\.worker': unknown orchestration keys \['worker'\].*Fix:"):
         task_runner({"orchestration": {"worker": 2}})
 
 

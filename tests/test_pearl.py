@@ -14,7 +14,8 @@ from scipy import stats
 from test_dpwgan import MIXED, FakeSession, GuardedData, assert_fit_rejects_bad_input, mixed_data
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, Generator, make_generator
+from pipelines.generators.base import Budget, Generator
+from pipelines.generators.registry import make_generator
 from pipelines.generators.cf_two_sample import rejection_rates
 from pipelines.generators.pearl import PEARL, FrequencyCritic, weighted_cfd
 from pipelines.privacy.accountant import epsilon_pld

@@ -22,7 +22,7 @@ import pytest
 import audit_cases_dpsgd
 import audit_cases_marginal
 import audit_cases_release
-from pipelines.generators.base import GENERATORS
+from pipelines.generators.registry import GENERATORS
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent

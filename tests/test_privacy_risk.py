@@ -110,11 +110,11 @@ def test_settings_and_thresholds_refuse_bad_values(bc_schema):
     assert not set(s["linkability_columns"][0]) & set(s["linkability_columns"][1])
     with pytest.raises(InputError, match=r"params\.yaml.*evaluate\.attacks\.secret.*Fix:"):
         settings({"secret": "nope"}, bc_schema)
-    with pytest.raises(InputError, match="unknown evaluate.attacks keys"):
+    with pytest.raises(InputError, match=r"'evaluate\.attacks\.secrets': unknown evaluate\.attacks keys.*Fix:"):
         settings({"secrets": "target"}, bc_schema)
     with pytest.raises(InputError, match="disjoint"):
         settings({"linkability_columns": [["mean_radius"], ["mean_radius"]]}, bc_schema)
-    with pytest.raises(InputError, match=r"risk_gates\.membership_auc_max must be a number in \[0, 1\]"):
+    with pytest.raises(InputError, match=r"'risk_gates\.membership_auc_max': must be a number in \[0, 1\].*Fix:"):
         thresholds({"membership_auc_max": 2})
 
 
@@ -144,7 +144,7 @@ def test_family_wise_bound_hand_computed():
     dcr = risk["membership"]["dcr"]
     assert gates["membership_inference"]["dcr_auc_lower_bound"] == pytest.approx(dcr["auc"] - z * dcr["auc_se"])
     assert gates["membership_inference"]["family_tests"] == 6
-    with pytest.raises(InputError, match=r"risk_gates\.confidence must be a number in \(0, 1\)"):
+    with pytest.raises(InputError, match=r"'risk_gates\.confidence': must be a number in \(0, 1\).*Fix:"):
         thresholds({"confidence": 1})
 
 
@@ -213,7 +213,8 @@ def test_memorising_non_private_generator_is_refused_and_its_private_counterpart
     from test_dpwgan import FakeSession
 
     from pipelines.data.transform import Encoder, train_holdout_split
-    from pipelines.generators.base import Budget, make_generator
+    from pipelines.generators.base import Budget
+    from pipelines.generators.registry import make_generator
 
     train, holdout = train_holdout_split(bc_raw, 0.2, 0)
     encoder = Encoder(bc_schema)

@@ -15,7 +15,8 @@ from scipy import stats
 from test_dpwgan import MIXED, FakeSession, GuardedData, mixed_data
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, Generator, load_generator, make_generator
+from pipelines.generators.base import Budget, Generator
+from pipelines.generators.registry import load_generator, make_generator
 from pipelines.generators.support_points import SupportPoints, project_to_layout, support_points
 from pipelines.privacy.bandwidth import (bandwidth_grid, kde_log_likelihoods, likelihood_range,
                                          mle_bandwidth)

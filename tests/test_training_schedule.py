@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, make_generator
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import make_generator
 from pipelines.privacy import dpsgd
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent, event_from_dict
 

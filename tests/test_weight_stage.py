@@ -82,9 +82,10 @@ def test_non_private_estimator_is_refused_outside_internal_releases(prepared, tm
 
 
 def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tmp_path):
-    """Breast cancer (31 columns, 455 + 300 rows, λ = 0.1): Δ_w = 2·32/(755·0.1) ≈ 0.85 > ρ_max·ε."""
+    """Breast cancer (31 columns, 455 + 300 rows, λ = 0.1): the add/remove Δ_w = R²/(nλ) = 32/(755·0.1) ≈ 0.42,
+    so one weight needs a Laplace scale Δ_w/ε ≈ 0.85 > ρ_max = 0.5 at ε = 0.5."""
     from tasks.weight import weight
-    root, params = prepared_root(prepared, tmp_path, {"estimator": "output_lapl", "epsilon": 1.0})
+    root, params = prepared_root(prepared, tmp_path, {"estimator": "output_lapl", "epsilon": 0.5})
     with pytest.raises(InputError, match="weights.estimator: output_lapl cannot release even one weight.*Fix"):
         weight.fn(params, "dpwgan", "test", root)
     assert ledger_rows(root) == []
@@ -93,9 +94,9 @@ def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tm
 def test_bad_settings_name_the_key_and_the_fix():
     from tasks.weight import settings
     params = {"generators": ["dpwgan"], "weights": {"estimator": "kde"}}
-    with pytest.raises(InputError, match="weights.estimator 'kde'.*Fix: use one of"):
+    with pytest.raises(InputError, match=r"'weights\.estimator': 'kde' is not implemented.*Fix: use one of"):
         settings(params)
-    with pytest.raises(InputError, match="unknown keys"):
+    with pytest.raises(InputError, match=r"'weights\.epsilom': unknown weights keys \['epsilom'\].*Fix:"):
         settings({"generators": ["dpwgan"], "weights": {"epsilom": 1}})
     with pytest.raises(InputError, match="calibration"):
         settings({"generators": ["dpwgan"], "weights": {"estimator": "output_lapl", "calibration": "x.csv"}})

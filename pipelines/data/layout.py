@@ -43,3 +43,12 @@ class Layout:
     @classmethod
     def from_dict(cls, d: dict) -> "Layout":
         return cls(tuple(Block(**b) for b in d["blocks"]))
+
+
+def sub_layout(blocks: list[Block]) -> Layout:
+    """The blocks re-indexed from column 0, in order: the layout of the columns they cover, taken alone."""
+    out, start = [], 0
+    for b in blocks:
+        out.append(Block(b.column, b.kind, start, start + b.width, b.protected, b.is_target))
+        start += b.width
+    return Layout(tuple(out))

@@ -34,6 +34,16 @@ class Encoder:
     def layout(self) -> Layout:
         return self._layout
 
+    def column_names(self) -> list[str]:
+        """The encoded matrix's column names: `column=category` for each one-hot column, else the column."""
+        names = []
+        for b in self._layout.blocks:
+            if b.kind == "categorical":
+                names += [f"{b.column}={c}" for c in self.schema.column(b.column).categories]
+            else:
+                names.append(b.column)
+        return names
+
     def encode(self, df: pd.DataFrame) -> np.ndarray:
         """(n, layout.width) float32 matrix; ValueError on missing columns, nulls or unknown categories
         (validate the table first)."""

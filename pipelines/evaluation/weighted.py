@@ -3,7 +3,8 @@
 - weighted Wasserstein-1 and weighted MMD² between weighted synthetic rows and real rows (B.1),
 - downstream classifiers fitted with sample weights and scored by AUROC on real rows (§4.2, Table 1),
 - the importance-weighted Bayesian logistic regression of eq. (3) by a Laplace approximation, and the
-  Mahalanobis distance between its posterior mean and the real-data posterior mean (§4.3, Figure 3).
+  Mahalanobis distance between its posterior mean and the real-data posterior mean (§4.3, Figure 3);
+- `analyses`: all of them on one released table, weighted and unweighted (weights.json's `analysis`).
 
 Weights are normalised inside each analysis (self-normalised importance sampling), so only their ratios
 matter. Every function that takes real rows computes something outside the DP guarantee.
@@ -11,10 +12,11 @@ matter. Every function that takes real rows computes something outside the DP gu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import ot
+import pandas as pd
 from sklearn.base import ClassifierMixin
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -22,6 +24,11 @@ from sklearn.metrics import roc_auc_score
 from sklearn.neural_network import MLPClassifier
 from sklearn.svm import SVC
 from threadpoolctl import threadpool_limits
+
+from pipelines.data.schema import Schema
+from pipelines.data.transform import Encoder
+from pipelines.evaluation.outside_dp import WEIGHTED_ANALYSES
+from pipelines.evaluation.utility import _labels, featurise
 
 # §4.2: "benchmark models with default parameters in sklearn" (iteration caps raised so they converge).
 WEIGHTED_CLASSIFIERS: dict[str, Callable[[int], ClassifierMixin]] = {
@@ -133,3 +140,37 @@ def mahalanobis(mean: np.ndarray, reference: LaplacePosterior) -> float:
     (§4.3, "posterior covariance adjusted distance"; the reference is the real-data posterior)."""
     d = np.asarray(mean, float) - reference.mean
     return float(np.sqrt(d @ np.linalg.solve(reference.cov, d)))
+
+
+def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFrame, holdout: pd.DataFrame,
+             max_rows: int, prior_variance: float, seed: int) -> dict[str, Any]:
+    """The paper's Table 1 columns and §4.3's posterior distance for the released rows `synth` with weights `w`,
+    weighted and unweighted (outside DP: they read the real rows `train` and `holdout`).
+
+    At most `max_rows` synthetic and holdout rows (seeded subsets): W₁ and MMD² of appendix B.1 against the
+    holdout; with a schema target, AUROC on the holdout of classifiers fitted with the weights (§4.2) and the
+    Mahalanobis distance of the eq. (3) posterior mean, prior N(0, prior_variance·I), to the real training
+    rows' posterior (§4.3)."""
+    rng = np.random.default_rng(seed)
+    enc = Encoder(sch)
+    xs, xh = enc.encode(synth).astype(float), enc.encode(holdout).astype(float)
+    keep = np.sort(rng.choice(len(xs), min(max_rows, len(xs)), replace=False))
+    hold = np.sort(rng.choice(len(xh), min(max_rows, len(xh)), replace=False))
+    out: dict[str, Any] = {}
+    for label, ww in (("weighted", w), ("unweighted", None)):
+        sub = None if ww is None else ww[keep]
+        out[label] = {"wasserstein1": weighted_wasserstein1(xs[keep], sub, xh, max_rows, seed),
+                      "mmd2": weighted_mmd2(xs[keep], sub, xh[hold])}
+    if sch.target is not None:
+        col = next(c for c in sch.columns if c.name == sch.target)
+        x, y = featurise(synth.iloc[keep], sch.columns, sch.target), _labels(synth.iloc[keep], col, "synthetic")
+        x_test, y_test = featurise(holdout, sch.columns, sch.target), _labels(holdout, col, "real holdout")
+        x_real, y_real = featurise(train, sch.columns, sch.target), _labels(train, col, "real training")
+        design = lambda a: np.hstack([np.ones((len(a), 1)), a])  # noqa: E731
+        real_post = iw_bayes_logistic(design(x_real), y_real, None, prior_variance)
+        for label, ww in (("weighted", w[keep]), ("unweighted", None)):
+            if np.unique(y_test).size > 1:
+                out[label]["auroc"] = weighted_auroc(x, y, ww, x_test, y_test, seed)
+            post = iw_bayes_logistic(design(x), y, ww, prior_variance)
+            out[label]["posterior_mahalanobis"] = mahalanobis(post.mean, real_post)
+    return {**out, "rows": {"synthetic": len(keep), "holdout": len(xh)}, "outside_dp": WEIGHTED_ANALYSES}

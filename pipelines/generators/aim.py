@@ -11,6 +11,7 @@ import numpy as np
 from pipelines.generators.base import Budget
 from pipelines.generators.mst import DEFAULTS as MST_DEFAULTS
 from pipelines.generators.mst import MST
+from pipelines.generators.mst import check_params as check_mst_params
 from pipelines.marginal.aim import AIMPlan, plan_aim, run_aim, workload
 from pipelines.privacy.events import Event
 from pipelines.progress import report
@@ -24,6 +25,11 @@ DEFAULTS: dict[str, Any] = {
     "three_way": True,         # workload: all 2-way + the 3-way marginals containing the target
     "target": None,            # the target column (default: the layout's target block)
 }
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """MST's params-only rule (`check_mst_params`), naming the key under `aim:`."""
+    check_mst_params(params, "aim")
 
 
 class AIM(MST):

@@ -1,19 +1,13 @@
-"""The generator contract (ARCHITECTURE §3) and the registry of implemented generators.
+"""The generator contract (ARCHITECTURE §3) and the helpers every generator shares: the budget, the
+ledger session a generator sees, input checks, reserving the plan, merging params, the device.
 
-Lifecycle, as the train stage drives it:
-  gen = make_generator(name, layout, params, device)
-  gen.fit(X, session, budget)   # 1. plan(len(X), budget): data-independent, public row count only
-                                # 2. session.reserve(planned): refused here, before X is converted
-                                # 3. train; 4. session.record(actual events)
-  gen.save(dir); Generator.load(dir); gen.sample(n, seed)
-
+The registry of implemented generators is `pipelines.generators.registry`; persistence is
+`pipelines.generators.persistence`. This module imports no generator.
 X may be a lazy table (tasks.train.EncodedTable): len() is free, rows are read by np.asarray.
 """
 from __future__ import annotations
 
-import json
 import math
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -35,8 +29,9 @@ class Budget:
         return math.isfinite(self.epsilon)
 
 
-class LedgerSession(Protocol):
-    """What a generator sees of the ledger: one (data set, run, stage)."""
+class BudgetSession(Protocol):
+    """What a generator sees of the ledger: reserve the planned events, record the spent ones, for one
+    (data set, run, stage). `pipelines.privacy.ledger.LedgerSession` implements it."""
 
     def reserve(self, events: list[Event]) -> None: ...
     def record(self, events: list[Event]) -> list[int]: ...
@@ -47,7 +42,7 @@ class Generator(Protocol):
     name: str
 
     def plan(self, n_rows: int, budget: Budget) -> list[Event]: ...
-    def fit(self, X: np.ndarray, session: LedgerSession, budget: Budget | None = None) -> None: ...
+    def fit(self, X: np.ndarray, session: BudgetSession, budget: Budget | None = None) -> None: ...
     def sample(self, n: int, seed: int) -> np.ndarray: ...
     def save(self, directory: Path) -> None: ...
 
@@ -63,7 +58,7 @@ def check_width(layout: Layout, data: Any) -> None:
         raise ValueError(f"X has shape {tuple(data.shape)}, expected (rows, {layout.width}) for this layout")
 
 
-def reserve_plan(generator: Any, n_rows: int, session: LedgerSession, budget: Budget | None) -> list[Event]:
+def reserve_plan(generator: Any, n_rows: int, session: BudgetSession, budget: Budget | None) -> list[Event]:
     """Step 1-2 of every `fit`: plan from `budget` and the public row count (or keep an earlier plan(),
     or plan from the generator's params), then reserve that plan in the ledger, before any row is read.
     Returns the planned events, which `fit` records once training is done."""
@@ -80,7 +75,8 @@ def check_encoded(name: str, layout: Layout, data: Any, why: str = "") -> None:
     first bad column and the fix; `why` says what breaks outside [0, 1]. Only the width is checked: the
     actual row count is private and may differ from the public n̂ the plan used (`check_width`)."""
     check_width(layout, data)
-    bad = np.asarray(~((data >= 0) & (data <= 1)).all(0))
+    inside = ((data >= 0) & (data <= 1)).all(0)
+    bad = ~np.asarray(inside.cpu() if hasattr(inside, "cpu") else inside)  # torch on any device, or numpy
     if bad.any():
         col = int(np.flatnonzero(bad)[0])
         block = next(b for b in layout.blocks if b.start <= col < b.stop)
@@ -109,45 +105,6 @@ def merge_params(name: str, defaults: dict[str, Any], params: dict | None,
     return merged
 
 
-def finite_json(obj: Any) -> Any:
-    """Strict JSON: non-finite floats (ε = inf, clip_norm = inf) become the strings float() reads back."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return str(obj)
-    if isinstance(obj, dict):
-        return {k: finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite_json(v) for v in obj]
-    return obj
-
-
-def save_networks(directory: Path, name: str, networks: dict[str, Any], meta: dict[str, Any]) -> None:
-    """Write <network>.pt per torch module and <name>.json (strict JSON) into `directory`."""
-    import torch
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    for key, net in networks.items():
-        torch.save(net.state_dict(), directory / f"{key}.pt")
-    (directory / f"{name}.json").write_text(json.dumps(finite_json(meta), indent=2, sort_keys=True) + "\n")
-
-
-def read_meta(directory: Path, name: str) -> dict[str, Any]:
-    """<name>.json as written by `save_networks`, with the privacy plan's non-finite floats restored."""
-    meta = json.loads((Path(directory) / f"{name}.json").read_text())
-    privacy = meta.get("privacy")
-    if privacy is not None:
-        privacy.update({k: float(v) for k, v in privacy.items()
-                        if k in ("epsilon", "clip_norm", "ksd_clip", "autoencoder_clip_norm")})
-    return meta
-
-
-def load_networks(directory: Path, networks: dict[str, Any], device: str) -> None:
-    """Load each module's <network>.pt and put it in eval mode."""
-    import torch
-    for key, net in networks.items():
-        net.load_state_dict(torch.load(Path(directory) / f"{key}.pt", map_location=device))
-        net.eval()
-
-
 def resolve_device(device: str) -> str:
     """'auto' picks CUDA when present; nothing requires a GPU."""
     import torch
@@ -158,49 +115,3 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device: cuda was requested but no CUDA device is available; use device: auto")
     return device
-
-
-GENERATORS = ("dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points", "mst", "aim")  # the registry's names
-
-
-def generator_class(name: str) -> type:
-    """The class implementing generator `name` (imported lazily: torch is slow to import)."""
-    if name == "dpwgan":
-        from pipelines.generators.dpwgan import DPWGAN
-        return DPWGAN
-    if name == "ppem":
-        from pipelines.generators.ppem import PPEM
-        return PPEM
-    if name == "dp_auto_gan":
-        from pipelines.generators.dp_auto_gan import DPAutoGAN
-        return DPAutoGAN
-    if name == "pearl":
-        from pipelines.generators.pearl import PEARL
-        return PEARL
-    if name == "iw_mmd_gan":
-        from pipelines.generators.iw_mmd_gan import IWMMDGAN
-        return IWMMDGAN
-    if name == "support_points":
-        from pipelines.generators.support_points import SupportPoints
-        return SupportPoints
-    if name == "mst":
-        from pipelines.generators.mst import MST
-        return MST
-    if name == "aim":
-        from pipelines.generators.aim import AIM
-        return AIM
-    raise ValueError(f"unknown generator {name!r}; implemented: {', '.join(GENERATORS)}")
-
-
-_INIT_LOCK = threading.Lock()
-
-
-def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> Generator:
-    """Constructors seed torch's process-wide RNG (fork_rng + manual_seed) to initialise their networks;
-    one at a time, or generators built concurrently by the flow's threads would interleave its draws."""
-    with _INIT_LOCK:
-        return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
-
-
-def load_generator(name: str, directory: Path) -> Generator:
-    return generator_class(name).load(Path(directory))

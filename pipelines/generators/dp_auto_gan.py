@@ -47,8 +47,6 @@ then scaled by one factor k, the smallest with PLD ε(PG(kσ1°, q1, T1) + PG(k�
 from __future__ import annotations
 
 import math
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -58,13 +56,16 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, check_width, load_networks, merge_params, read_meta,
-                                      reserve_plan, save_networks)
+from pipelines.errors import ParamError
+from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward
+from pipelines.generators.networks import leaky, mlp
+from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.sampling import sample_rows
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
-from pipelines.privacy.dpsgd import clip_and_noise, example_grads, poisson_sample
+from pipelines.privacy.dpsgd import clip_and_noise, example_grads, poisson_sample, sampling_schedule
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 from pipelines.privacy.noise import training_generators
 
@@ -100,14 +101,14 @@ DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.y
 PHASES = ("autoencoder_", "")
 
 
-def _layers(sizes: list[int], last_activation: bool) -> nn.Sequential:
-    """Linear → LeakyReLU(0.2) per layer (C.3's autoencoder); the last activation optional."""
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(nn.Linear(a, b))
-        if i < len(sizes) - 2 or last_activation:
-            layers.append(nn.LeakyReLU(0.2))
-    return nn.Sequential(*layers)
+def check_params(params: dict[str, Any]) -> None:
+    """The value ranges of a `dp_auto_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    if not 0 < float(params["autoencoder_share"]) < 1:
+        raise ParamError("dp_auto_gan.autoencoder_share", f"must lie strictly between 0 and 1 (both phases read "
+                         f"data, so both need budget), got {params['autoencoder_share']}")
+    if int(params["batch_size"]) < 2:
+        raise ParamError("dp_auto_gan.batch_size", f"must be at least 2, got {params['batch_size']}: a generator "
+                         f"step normalises its batch_size fakes with BatchNorm (Appendix C.3)")
 
 
 class Autoencoder(nn.Module):
@@ -116,8 +117,8 @@ class Autoencoder(nn.Module):
 
     def __init__(self, width: int, hidden: list[int], latent_dim: int) -> None:
         super().__init__()
-        self.encoder = _layers([width, *hidden, latent_dim], last_activation=True)
-        self.decoder = _layers([latent_dim, *reversed(hidden), width], last_activation=False)
+        self.encoder = mlp([width, *hidden, latent_dim], leaky, activate_output=True)
+        self.decoder = mlp([latent_dim, *reversed(hidden), width], leaky)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.encoder(x))
@@ -179,12 +180,7 @@ class DPAutoGAN:
         self.layout, self.device = layout, device
         self.params = merge_params(self.name, DEFAULTS, params, PHASES)
         p = self.params
-        if not 0 < float(p["autoencoder_share"]) < 1:
-            raise ValueError(f"dp_auto_gan.autoencoder_share must lie strictly between 0 and 1 (both phases read "
-                             f"data, so both need budget), got {p['autoencoder_share']}")
-        if int(p["batch_size"]) < 2:
-            raise ValueError(f"dp_auto_gan.batch_size must be at least 2, got {p['batch_size']}: a generator step "
-                             f"normalises its batch_size fakes with BatchNorm (Appendix C.3)")
+        check_params(p)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(p["seed"]))
             self.autoencoder = Autoencoder(layout.width, list(p["autoencoder_hidden"]), int(p["latent_dim"])).to(device)
@@ -233,18 +229,16 @@ class DPAutoGAN:
     def _schedule(self, phase: str, n_rows: int) -> tuple[float, int]:
         """(q, T) of one phase: q = min(1, batch/n), T = steps or ceil(epochs/q)."""
         p = self.params
-        q = min(1.0, p[f"{phase}batch_size"] / n_rows)
-        steps = p[f"{phase}steps"]
-        return q, int(steps) if steps is not None else int(math.ceil(p[f"{phase}epochs"] / q))
+        return sampling_schedule(p[f"{phase}batch_size"], n_rows, p[f"{phase}steps"], p[f"{phase}epochs"])
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
         """Reserve both phases' planned spend, then train (Algorithm 1); finally record the events spent.
         The plan comes from `budget` and len(X) if given, else from an earlier plan(), else from params.
         X is not read before reserve()."""
         planned = reserve_plan(self, len(X), session, budget)
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        check_width(self.layout, data)  # rows may differ from the public n̂ the plan used
+        check_encoded(self.name, self.layout, data)  # rows may differ from the public n̂ the plan used
         streams = {"private": math.isfinite(self.privacy["epsilon"]), "seed": self.params["seed"]}
         noise_seed = self.params["noise_seed"]
         self._train_autoencoder(data, *training_generators(noise_seed, f"{self.name}:autoencoder", self.device,
@@ -265,7 +259,7 @@ class DPAutoGAN:
         loss = reconstruction_loss(self.layout, self.device)
         opt = torch.optim.Adam(self.autoencoder.parameters(), lr=p["autoencoder_lr"], betas=(0.9, 0.999))
         params, steps = dict(self.autoencoder.named_parameters()), priv["autoencoder_steps"]
-        start, report_every = time.perf_counter(), max(1, steps // 10)
+        log = progress.TrainingLog(f"{self.name}:autoencoder", steps, f"{self.name} autoencoder")
         self.autoencoder.train()
         for step in range(1, steps + 1):
             batch = data[poisson_sample(n, q, sample_rng).to(self.device)]
@@ -273,12 +267,10 @@ class DPAutoGAN:
             for name, param in params.items():
                 param.grad = grads[name]
             opt.step()
-            progress.report(f"{self.name}:autoencoder", step, steps)
-            if step % report_every == 0 or step == steps:
-                # A reconstruction loss on real rows is not covered by DP: it is printed only when ε = inf.
+            if log.step(step):
+                # A reconstruction loss on real rows is not covered by DP: it is shown only when ε = inf.
                 shown = "" if sigma > 0 else f"  batch reconstruction loss {self._batch_loss(loss, batch):.4f}"
-                print(f"{self.name} autoencoder step {step}/{steps}{shown}  {time.perf_counter() - start:.1f}s",
-                      file=sys.stderr, flush=True)
+                log.line(step, shown)
 
     def _batch_loss(self, loss: Any, batch: torch.Tensor) -> float:
         """Mean per-record reconstruction loss of `batch` (progress output, non-private runs only)."""
@@ -294,23 +286,19 @@ class DPAutoGAN:
     def sample(self, n: int, seed: int) -> np.ndarray:
         """n synthetic encoded rows, float32, layout.width columns in [0, 1]: heads(De_θ(G_w(z))), binary
         values near {0, 1} and categorical blocks near one-hot (threshold / argmax: exact samples)."""
-        rng = torch.Generator(device=self.device).manual_seed(int(seed))
         self.generator.eval(), self.decoder.eval()
-        with torch.no_grad():
-            chunks = [self._fake(min(8192, n - i), rng).cpu() for i in range(0, n, 8192)]
-        out = torch.cat(chunks) if chunks else torch.empty(0, self.layout.width)
-        return out.numpy().astype(np.float32)
+        return sample_rows(n, self.layout.width, seed, self.device, self._fake)
+
+    @property
+    def networks(self) -> dict[str, nn.Module]:
+        """The released networks (G_w, De_θ), the ones `save` writes."""
+        return {"decoder": self.decoder, "generator": self.generator}
 
     def save(self, directory: Path) -> None:
         """Write the release, decoder.pt and generator.pt, and dp_auto_gan.json (params, layout, privacy plan);
         the encoder and the critic are not needed to sample and are not written."""
-        save_networks(directory, self.name, {"decoder": self.decoder, "generator": self.generator}, {
-            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy})
+        save_model(directory, self, self.networks)
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "DPAutoGAN":
-        meta = read_meta(directory, cls.name)
-        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
-        load_networks(directory, {"decoder": model.decoder, "generator": model.generator}, device)
-        model.privacy = meta["privacy"]
-        return model
+        return load_model(cls, directory, device)

@@ -16,11 +16,14 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, check_width, load_networks, merge_params, read_meta,
-                                      reserve_plan, save_networks)
+from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
 from pipelines.generators.heads import OutputHeads
-from pipelines.generators.wgan import Critic, mlp, train_wgan
+from pipelines.generators.networks import layer_norm_leaky, mlp
+from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.sampling import sample_rows
+from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier
+from pipelines.privacy.dpsgd import sampling_schedule
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 from pipelines.privacy.noise import training_generators
 
@@ -52,7 +55,7 @@ class Generator(nn.Module):
     def __init__(self, layout: Layout, latent_dim: int, hidden: list[int], tau: float) -> None:
         super().__init__()
         self.heads = OutputHeads(layout, tau)
-        self.net = mlp([latent_dim, *hidden, layout.width])
+        self.net = mlp([latent_dim, *hidden, layout.width], layer_norm_leaky)
         self.latent_dim = latent_dim
 
     def forward(self, z: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -85,8 +88,7 @@ class DPWGAN:
         if n_rows < 1:
             raise ValueError(f"n_rows must be >= 1, got {n_rows}")
         p = self.params
-        q = min(1.0, p["batch_size"] / n_rows)
-        steps = int(p["steps"]) if p["steps"] is not None else int(math.ceil(p["epochs"] / q))
+        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"])
         if budget.private:
             sigma, clip = calibrate_noise_multiplier(budget.epsilon, budget.delta, q, steps), float(p["clip_norm"])
             events: list[Event] = [PoissonGaussianEvent(sigma, q, steps)]
@@ -99,7 +101,7 @@ class DPWGAN:
         return events
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
         """Reserve the planned spend, then train; finally record the events actually spent.
 
         The plan comes from `budget` (with len(X), the public row count) if given, else from an
@@ -108,7 +110,7 @@ class DPWGAN:
         planned = reserve_plan(self, len(X), session, budget)
 
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        check_width(self.layout, data)  # rows may differ from the public n̂ the plan used
+        check_encoded(self.name, self.layout, data)  # rows may differ from the public n̂ the plan used
         self._train(data)
         session.record(planned)
 
@@ -127,22 +129,17 @@ class DPWGAN:
     def sample(self, n: int, seed: int) -> np.ndarray:
         """n synthetic encoded rows, float32, layout.width columns, all in [0, 1]; binary values near {0, 1}
         and categorical blocks near one-hot (decode by threshold / argmax: exact samples)."""
-        rng = torch.Generator(device=self.device).manual_seed(int(seed))
         self.generator.eval()
-        with torch.no_grad():
-            chunks = [self._fake(min(8192, n - i), rng).cpu() for i in range(0, n, 8192)]
-        out = torch.cat(chunks) if chunks else torch.empty(0, self.layout.width)
-        return out.numpy().astype(np.float32)
+        return sample_rows(n, self.layout.width, seed, self.device, self._fake)
+
+    @property
+    def networks(self) -> dict[str, nn.Module]:
+        return {"generator": self.generator, "critic": self.critic}
 
     def save(self, directory: Path) -> None:
         """Write generator.pt, critic.pt and dpwgan.json (params, layout, privacy plan)."""
-        save_networks(directory, self.name, {"generator": self.generator, "critic": self.critic}, {
-            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy})
+        save_model(directory, self, self.networks)
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "DPWGAN":
-        meta = read_meta(directory, cls.name)
-        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
-        load_networks(directory, {"generator": model.generator, "critic": model.critic}, device)
-        model.privacy = meta["privacy"]
-        return model
+        return load_model(cls, directory, device)

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from pipelines.errors import ParamError
+
 ESTIMATORS = ("uniform", "iw", "sniw", "miw", "id")
 
 
@@ -105,8 +107,10 @@ def weighted_mean(estimator: str, values: Tensor, w: Tensor | None) -> Tensor:
 
 
 def check_estimator(estimator: str, groups: int) -> None:
+    """`iw_mmd_gan.estimator` is one of ESTIMATORS, with `groups` >= 2 for miw (ParamError naming the key)."""
     if estimator not in ESTIMATORS:
-        raise ValueError(f"iw_mmd_gan.estimator must be one of {ESTIMATORS}, got {estimator!r}")
+        raise ParamError("iw_mmd_gan.estimator", f"must be one of {ESTIMATORS}, got {estimator!r}")
     if estimator == "miw" and not (isinstance(groups, int) and groups >= 2):
-        raise ValueError(f"iw_mmd_gan.groups must be an integer >= 2 for the median-of-means estimator, got {groups}")
+        raise ParamError("iw_mmd_gan.groups", f"must be an integer >= 2 for the median-of-means estimator, "
+                         f"got {groups}")
 

@@ -26,8 +26,6 @@ Two modes, chosen by ε:
 from __future__ import annotations
 
 import math
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,12 +36,15 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, check_encoded, load_networks, merge_params,
-                                      read_meta, reserve_plan, save_networks)
+from pipelines.errors import ParamError
+from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.iw_weights import WeightFunction, category_codes, weight_function
 from pipelines.generators.iw_estimators import (check_estimator, duplicate_indices, weighted_mean,
                                                 weighted_mmd2)
+from pipelines.generators.networks import elu, mlp
+from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import cf_features
 from pipelines.privacy.events import Event, NonPrivateEvent, event_to_dict
@@ -75,16 +76,23 @@ DEFAULTS: dict[str, Any] = {
     "noise_seed": None,             # DP noise: None = OS entropy; an integer is for tests only
 }
 PRIVATE_ESTIMATORS = ("uniform", "iw", "sniw")
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """The value ranges of an `iw_mmd_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    check_estimator(params["estimator"], params["groups"])
+    if params["kernel"] not in ("auto", "adversarial", "fixed"):
+        raise ParamError("iw_mmd_gan.kernel", f"must be auto, adversarial or fixed, got {params['kernel']!r}")
+    if params["estimator"] == "uniform" and params["weights"] is not None:
+        raise ParamError("iw_mmd_gan.weights", "is set, but estimator 'uniform' ignores iw_mmd_gan.weights; set "
+                         "weights: null or pick an importance-weighted estimator (iw, sniw, miw, id)")
+    w_max = params["w_max"]
+    if w_max is not None and not (float(w_max) > 0 and math.isfinite(float(w_max))):
+        raise ParamError("iw_mmd_gan.w_max", f"must be null or positive and finite, got {w_max}")
+    for key, least in (("steps", 0), ("batch_size", 2), ("frequencies", 1)):
+        if int(params[key]) < least:
+            raise ParamError(f"iw_mmd_gan.{key}", f"must be >= {least}, got {params[key]}")
 FakeSampler = Callable[[int, torch.Generator], torch.Tensor]
-
-
-def elu_mlp(sizes: list[int]) -> nn.Sequential:
-    """Linear → ELU hidden layers, then a linear output layer (chapter 4's networks)."""
-    layers: list[nn.Module] = []
-    for a, b in zip(sizes[:-2], sizes[1:-1]):
-        layers += [nn.Linear(a, b), nn.ELU()]
-    layers.append(nn.Linear(sizes[-2], sizes[-1]))
-    return nn.Sequential(*layers)
 
 
 class Generator(nn.Module):
@@ -93,7 +101,7 @@ class Generator(nn.Module):
     def __init__(self, layout: Layout, latent_dim: int, hidden: list[int], tau: float) -> None:
         super().__init__()
         self.heads = OutputHeads(layout, tau)
-        self.net = elu_mlp([latent_dim, *hidden, layout.width])
+        self.net = mlp([latent_dim, *hidden, layout.width], elu)
         self.latent_dim = latent_dim
 
     def forward(self, n: int, generator: torch.Generator) -> torch.Tensor:
@@ -106,8 +114,8 @@ class Autoencoder(nn.Module):
 
     def __init__(self, width: int, hidden: list[int], code_dim: int) -> None:
         super().__init__()
-        self.encoder = elu_mlp([width, *hidden, code_dim])
-        self.decoder = elu_mlp([code_dim, *reversed(hidden), width])
+        self.encoder = mlp([width, *hidden, code_dim], elu)
+        self.decoder = mlp([code_dim, *reversed(hidden), width], elu)
 
 
 class RandomFeatureTarget(nn.Module):
@@ -145,7 +153,7 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
 
     opt_g = torch.optim.RMSprop(parameters, lr=lr)
     opt_d = torch.optim.RMSprop(autoencoder.parameters(), lr=lr) if autoencoder is not None else None
-    start = time.perf_counter()
+    log = progress.TrainingLog(label, steps)
     for step in range(1, steps + 1):
         if autoencoder is not None:
             for _ in range(n_critic):
@@ -166,14 +174,8 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
         opt_g.zero_grad(set_to_none=True)
         loss.backward()
         opt_g.step()
-        _report(label, step, steps, f"{estimator} MMD² {loss.item():.5f}", start)
-
-
-def _report(label: str, step: int, steps: int, loss: str, start: float) -> None:
-    """Progress to the flow (`pipelines.progress`) and, about ten times per phase, a line on stderr."""
-    progress.report(label, step, steps)
-    if step % max(1, steps // 10) == 0 or step == steps:
-        print(f"{label} step {step}/{steps}  {loss}  {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+        if log.step(step):
+            log.line(step, f"  {estimator} MMD² {loss.item():.5f}")
 
 
 def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Parameter], target: torch.Tensor,
@@ -183,13 +185,14 @@ def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Param
     rng = torch.Generator(device=target.device).manual_seed(seed)
     opt = torch.optim.RMSprop(parameters, lr=lr)
     k = freqs.shape[0]
-    start = time.perf_counter()
+    log = progress.TrainingLog(label, steps)
     for step in range(1, steps + 1):
         loss = (target - cf_features(sample_fake(batch_size, rng), freqs).mean(0)).pow(2).sum() / k
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        _report(label, step, steps, f"random-feature MMD² {loss.item():.5f}", start)
+        if log.step(step):
+            log.line(step, f"  random-feature MMD² {loss.item():.5f}")
 
 
 class IWMMDGAN:
@@ -201,16 +204,7 @@ class IWMMDGAN:
         self.layout, self.device = layout, device
         self.params = merge_params(self.name, DEFAULTS, params, phases=())
         p = self.params
-        check_estimator(p["estimator"], p["groups"])
-        if p["kernel"] not in ("auto", "adversarial", "fixed"):
-            raise ValueError(f"iw_mmd_gan.kernel must be auto, adversarial or fixed, got {p['kernel']!r}")
-        if p["estimator"] == "uniform" and p["weights"] is not None:
-            raise ValueError("iw_mmd_gan.estimator 'uniform' ignores iw_mmd_gan.weights; set weights: null or pick "
-                             "an importance-weighted estimator (iw, sniw, miw, id)")
-        if p["w_max"] is not None and not (float(p["w_max"]) > 0 and math.isfinite(float(p["w_max"]))):
-            raise ValueError(f"iw_mmd_gan.w_max must be null or positive and finite, got {p['w_max']}")
-        if int(p["steps"]) < 0 or int(p["batch_size"]) < 2 or int(p["frequencies"]) < 1:
-            raise ValueError("iw_mmd_gan.steps must be >= 0, batch_size >= 2 and frequencies >= 1")
+        check_params(p)
         self._weight_fn: WeightFunction | None = None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(p["seed"]))
@@ -274,7 +268,7 @@ class IWMMDGAN:
         return planned
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
         """Reserve the plan, then (private) release the weighted embedding, record it and train on it, or
         (non-private) train on the rows and record. X is not read before reserve()."""
         planned = reserve_plan(self, len(X), session, budget)
@@ -323,11 +317,8 @@ class IWMMDGAN:
     def sample(self, n: int, seed: int) -> np.ndarray:
         """n encoded rows (float32, in [0, 1]); binaries thresholded at 0.5 and categorical blocks one-hot at their
         argmax (exact samples of the relaxed heads' Bernoulli / categorical distributions)."""
-        rng = torch.Generator(device=self.device).manual_seed(int(seed))
         self.generator.eval()
-        with torch.no_grad():
-            chunks = [self.generator(min(8192, n - i), rng).cpu().numpy() for i in range(0, n, 8192)]
-        out = np.concatenate(chunks) if chunks else np.zeros((0, self.layout.width), dtype=np.float32)
+        out = sample_rows(n, self.layout.width, seed, self.device, self.generator)
         for b in self.layout.blocks:
             if b.kind in ("binary", "categorical"):
                 codes = category_codes(out, b)
@@ -337,14 +328,9 @@ class IWMMDGAN:
     def save(self, directory: Path) -> None:
         """Write generator.pt, autoencoder.pt, target.pt (frequencies and the DP release) and iw_mmd_gan.json;
         the JSON's privacy.non_private labels a non-private model."""
-        save_networks(directory, self.name, self.networks, {
-            "generator": self.name, "non_private": bool(self.privacy and self.privacy["non_private"]),
-            "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy})
+        save_model(directory, self, self.networks,
+                   non_private=bool(self.privacy and self.privacy["non_private"]))
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "IWMMDGAN":
-        meta = read_meta(directory, cls.name)
-        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
-        load_networks(directory, model.networks, device)
-        model.privacy = meta["privacy"]
-        return model
+        return load_model(cls, directory, device)

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, check_encoded, finite_json, merge_params,
-                                      reserve_plan)
+from pipelines.errors import ParamError
+from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
+from pipelines.generators.persistence import save_model
 from pipelines.marginal import estimate as est
 from pipelines.marginal.discretize import Discretizer, columns_from_schema
 from pipelines.marginal.mst import plan_mst, run_mst
@@ -40,6 +41,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def check_params(params: dict[str, Any], name: str = "mst") -> None:
+    """The params-only rule of an `mst:` (or AIM's) section over DEFAULTS (ParamError naming the key); the
+    bins' columns are checked against the schema when the generator is built."""
+    if params["schema"] is None and params["bins"]:
+        raise ParamError(f"{name}.bins", "needs 'schema' (the edges are in schema units)")
+
+
 class MST:
     """MST generator (see module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
 
@@ -49,6 +57,7 @@ class MST:
     def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
         self.layout, self.device = layout, device
         self.params = merge_params(self.name, self.defaults, params)
+        check_params(self.params, self.name)
         self.discretizer = Discretizer(layout, int(self.params["n_bins"]), self._columns())
         self.privacy: dict[str, Any] | None = None
         self.model = None
@@ -57,8 +66,6 @@ class MST:
     def _columns(self) -> dict[str, dict[str, Any]]:
         p = self.params
         if p["schema"] is None:
-            if p["bins"]:
-                raise ValueError(f"{self.name}: 'bins' needs 'schema' (the edges are in schema units)")
             return {}
         from pipelines.data.schema import load_schema
         cols = columns_from_schema(load_schema(p["schema"]))
@@ -89,7 +96,7 @@ class MST:
         return events
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
         """Reserve the plan (from len(X) = public n̂), then read X, run the mechanism, record the actual events."""
         reserve_plan(self, len(X), session, budget)
         data = np.asarray(X, dtype=np.float32)
@@ -131,10 +138,7 @@ class MST:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         model = est.save_model(self.model, directory, self.name)
-        meta = {"generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
-                "discretizer": self.discretizer.to_dict(), "model": model, "structure": self.structure,
-                "privacy": self.privacy}
-        (directory / f"{self.name}.json").write_text(json.dumps(finite_json(meta), indent=2, sort_keys=True) + "\n")
+        save_model(directory, self, {}, discretizer=self.discretizer.to_dict(), model=model, structure=self.structure)
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu"):

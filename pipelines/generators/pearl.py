@@ -33,8 +33,6 @@ larger of its two softmax outputs (App. H); numerics (tanh + 1)/2.
 from __future__ import annotations
 
 import math
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +41,12 @@ import torch
 from torch import nn
 
 from pipelines import progress
-from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import (Budget, LedgerSession, check_encoded, load_networks, merge_params,
-                                      read_meta, reserve_plan, save_networks)
-from pipelines.generators.ppem import sub_layout
+from pipelines.data.layout import Block, Layout, sub_layout
+from pipelines.errors import ParamError
+from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
+from pipelines.generators.networks import batch_norm_relu, mlp
+from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import (capped_distance_sum, cf_features, class_embeddings, distance_event,
                                           embedding_event, embedding_sums, encoded_diameter, mean_distance,
@@ -74,6 +74,19 @@ DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
 DISCRETE_TARGETS = ("binary", "categorical")
 
 
+def check_params(params: dict[str, Any]) -> None:
+    """The value ranges of a `pearl:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    if not 0 < float(params["aux_share"]) < 1:
+        raise ParamError("pearl.aux_share", f"must lie strictly between 0 and 1 (the mean distance's share of the "
+                         f"budget; paper: 0.5), got {params['aux_share']}")
+    if not 0 <= float(params["critic_min_ess"]) <= 1:
+        raise ParamError("pearl.critic_min_ess", f"must lie in [0, 1] (a fraction of the k frequencies), "
+                         f"got {params['critic_min_ess']}")
+    for key, least in (("frequencies", 1), ("steps", 0), ("batch_size", 1)):
+        if int(params[key]) < least:
+            raise ParamError(f"pearl.{key}", f"must be >= {least}, got {params[key]}")
+
+
 def target_block(layout: Layout) -> Block | None:
     """The schema's target block if it is binary or categorical (the release is then class-conditional)."""
     return next((b for b in layout.blocks if b.is_target and b.kind in DISCRETE_TARGETS), None)
@@ -97,10 +110,7 @@ class TabularGenerator(nn.Module):
     def __init__(self, layout: Layout, latent_dim: int, n_classes: int, hidden: list[int]) -> None:
         super().__init__()
         self.layout, self.latent_dim, self.n_classes = layout, latent_dim, n_classes
-        dims, layers = [latent_dim + n_classes, *hidden], []
-        for a, b in zip(dims[:-1], dims[1:]):
-            layers += [nn.Linear(a, b), nn.BatchNorm1d(b), nn.ReLU()]
-        self.body = nn.Sequential(*layers, nn.Linear(dims[-1], layout.width))
+        self.body = mlp([latent_dim + n_classes, *hidden, layout.width], batch_norm_relu)
 
     def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool = False) -> torch.Tensor:
         """Rows in `layout`'s encoding from latents z and one-hot labels y (width 0 without target).
@@ -207,14 +217,7 @@ class PEARL:
         self.layout, self.device = layout, device
         self.params = merge_params(self.name, DEFAULTS, params, phases=())
         p = self.params
-        if not 0 < float(p["aux_share"]) < 1:
-            raise ValueError(f"pearl.aux_share must lie strictly between 0 and 1 (the mean distance's share of "
-                             f"the budget; paper: 0.5), got {p['aux_share']}")
-        if not 0 <= float(p["critic_min_ess"]) <= 1:
-            raise ValueError(f"pearl.critic_min_ess must lie in [0, 1] (a fraction of the k frequencies), "
-                             f"got {p['critic_min_ess']}")
-        if int(p["frequencies"]) < 1 or int(p["steps"]) < 0 or int(p["batch_size"]) < 1:
-            raise ValueError("pearl.frequencies and pearl.batch_size must be >= 1 and pearl.steps >= 0")
+        check_params(p)
         self.target = target_block(layout)
         self.n_classes = class_count(self.target)
         features = [b for b in layout.blocks if b is not self.target]
@@ -262,7 +265,7 @@ class PEARL:
         return planned
 
     # -- release and training ----------------------------------------------------------------
-    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
         """Reserve the planned spend, release ℓ̂ then the embedding, record them, train (post-processing).
         X is not read before reserve()."""
         reserve_plan(self, len(X), session, budget)
@@ -315,7 +318,7 @@ class PEARL:
         opt_c = torch.optim.Adam(self.critic.parameters(), lr=float(p["lr_critic"]))
         target, proportions = self.embedding.embeddings, self.embedding.proportions
         k = target.shape[1] // 2
-        start, report_every = time.perf_counter(), max(1, steps // 10)
+        log = progress.TrainingLog(self.name, steps)
         self.generator.train()
         for step in range(1, steps + 1):
             z = torch.randn(classes * per_class, self.generator.latent_dim, generator=rng, device=self.device)
@@ -331,42 +334,35 @@ class PEARL:
                 (-(w * disc.detach()).sum()).backward()
                 opt_c.step()
                 self.critic.project(float(p["critic_min_ess"]))
-            progress.report(self.name, step, steps)
-            if step % report_every == 0 or step == steps:
-                print(f"pearl step {step}/{steps}  CFD²_w {loss.item():.5f}  uniform CFD² {disc.mean().item():.5f}"
-                      f"  weights' ESS {self.critic.effective_sample_size():.0f}/{k}"
-                      f"  {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+            if log.step(step):
+                log.line(step, f"  CFD²_w {loss.item():.5f}  uniform CFD² {disc.mean().item():.5f}"
+                               f"  weights' ESS {self.critic.effective_sample_size():.0f}/{k}")
         self.generator.eval()
 
     # -- sampling and persistence ------------------------------------------------------------
     def sample(self, n: int, seed: int) -> np.ndarray:
         """n encoded rows (float32, layout order, in [0, 1]; one-hot blocks and binaries exact): y ~ p̂, G(z, y)."""
-        rng = torch.Generator(device=self.device).manual_seed(int(seed))
-        out = np.zeros((n, self.layout.width), dtype=np.float32)
         self.generator.eval()
-        with torch.no_grad():
-            for i in range(0, n, 8192):
-                m = min(8192, n - i)
-                y = torch.zeros(m, 0, device=self.device)
-                if self.n_classes:
-                    codes = torch.multinomial(self.embedding.proportions, m, replacement=True, generator=rng)
-                    y = nn.functional.one_hot(codes, self.n_classes).float()
-                    cols = (slice(self.target.start, self.target.start + 1) if self.target.kind == "binary"
-                            else slice(self.target.start, self.target.stop))
-                    out[i:i + m, cols] = (y[:, 1:] if self.target.kind == "binary" else y).cpu().numpy()
-                z = torch.randn(m, self.generator.latent_dim, generator=rng, device=self.device)
-                out[i:i + m, self.feature_cols] = self.generator(z, y, hard=True).cpu().numpy()
-        return out
+        return sample_rows(n, self.layout.width, seed, self.device, self._rows)
+
+    def _rows(self, m: int, rng: torch.Generator) -> torch.Tensor:
+        """m rows in layout order: labels y ~ p̂ into the target block (if any), G(z, y) into the features."""
+        rows = torch.zeros(m, self.layout.width, device=self.device)
+        y = torch.zeros(m, 0, device=self.device)
+        if self.n_classes:
+            codes = torch.multinomial(self.embedding.proportions, m, replacement=True, generator=rng)
+            y = nn.functional.one_hot(codes, self.n_classes).float()
+            cols = (slice(self.target.start, self.target.start + 1) if self.target.kind == "binary"
+                    else slice(self.target.start, self.target.stop))
+            rows[:, cols] = y[:, 1:] if self.target.kind == "binary" else y
+        z = torch.randn(m, self.generator.latent_dim, generator=rng, device=self.device)
+        rows[:, self.feature_cols] = self.generator(z, y, hard=True)
+        return rows
 
     def save(self, directory: Path) -> None:
         """Write generator.pt, critic.pt (frequencies, β), embedding.pt (the DP release) and pearl.json."""
-        save_networks(directory, self.name, self.networks, {
-            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy})
+        save_model(directory, self, self.networks)
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "PEARL":
-        meta = read_meta(directory, cls.name)
-        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
-        load_networks(directory, model.networks, device)
-        model.privacy = meta["privacy"]
-        return model
+        return load_model(cls, directory, device)

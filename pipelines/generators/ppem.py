@@ -48,8 +48,6 @@ A planned event with zero steps (every step updates the generators: energy_steps
 from __future__ import annotations
 
 import math
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +57,15 @@ from scipy.stats import chi2
 from torch import nn
 
 from pipelines import progress
-from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import (Budget, LedgerSession, check_width, load_networks, merge_params, read_meta,
-                                      reserve_plan, save_networks)
+from pipelines.data.layout import Layout, sub_layout
+from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
+from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, per_example_grads, poisson_sample
+from pipelines.privacy.dpsgd import (clip_and_noise, clip_per_example, example_grads, per_example_grads,
+                                     poisson_sample, sampling_schedule)
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 from pipelines.privacy.gates import GateResult, alpha_lmdp_gate
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
@@ -99,15 +99,6 @@ DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
                                   # an integer is for tests only: a published noise seed voids the guarantee
 }
 NUMERIC = ("continuous", "integer")
-
-
-def sub_layout(blocks: list[Block]) -> Layout:
-    """The blocks re-indexed from column 0, in order."""
-    out, start = [], 0
-    for b in blocks:
-        out.append(Block(b.column, b.kind, start, start + b.width, b.protected, b.is_target))
-        start += b.width
-    return Layout(tuple(out))
 
 
 def split_columns(layout: Layout, protected: list[str] | None) -> tuple[list[int], list[int]]:
@@ -290,8 +281,7 @@ class PPEM:
         if n_rows < 1:
             raise ValueError(f"n_rows must be >= 1, got {n_rows}")
         p = self.params
-        q = min(1.0, p["batch_size"] / n_rows)
-        steps = int(p["steps"]) if p["steps"] is not None else int(math.ceil(p["epochs"] / q))
+        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"])
         gen_steps = steps // int(p["energy_steps"])
 
         def events(sigma: float) -> list[Event]:
@@ -303,20 +293,21 @@ class PPEM:
             clip, ksd_clip, planned = float(p["clip_norm"]), float(p["ksd_clip"]), events(sigma)
         else:
             sigma, clip, ksd_clip, planned = 0.0, math.inf, math.inf, [NonPrivateEvent("epsilon: inf")]
-        if budget.private != self.private_networks:
-            self._build(budget.private)
         self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta,
                         "noise_multiplier": sigma, "sample_rate": q, "steps": steps, "generator_steps": gen_steps,
                         "clip_norm": clip, "ksd_clip": ksd_clip, "events": [event_to_dict(e) for e in planned]}
         return planned
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
         """Reserve the planned spend, then train (Algorithm 1); finally record the events spent.
         X is not read before reserve()."""
         planned = reserve_plan(self, len(X), session, budget)
+        private = math.isfinite(self.privacy["epsilon"])
+        if private != self.private_networks:  # the plan's mode, not params': LayerNorm when private
+            self._build(private)
         data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        check_width(self.layout, data)  # rows may differ from the public n̂ the plan used
+        check_encoded(self.name, self.layout, data)  # rows may differ from the public n̂ the plan used
         self._train(data[:, self.x_prime], data[:, self.x_star])
         session.record(planned)
 
@@ -332,7 +323,7 @@ class PPEM:
         opts = [torch.optim.Adam(net.parameters(), lr=p["lr_energy"] if "energy" in k else p["lr_generator"], **adam)
                 for k, net in self.networks.items()]
         cond_loss = _conditional_energy_loss(m, float(p["gp_lambda"]), len(self.x_star), float(p["lipschitz"]))
-        start, report_every, log = time.perf_counter(), max(1, steps // 10), {}
+        progress_log, log = progress.TrainingLog(self.name, steps), {}
         for net in self.networks.values():
             net.train()
         for step in range(1, steps + 1):
@@ -362,12 +353,10 @@ class PPEM:
                 opts[2].step()
                 self._step(opts[3], self.gen_c, self._conditional_generator_gradient(xp, rng, clip, sigma, expected))
                 log["generator"] = loss_m.item()
-            progress.report(self.name, step, steps)
-            if step % report_every == 0 or step == steps:
-                # Batch statistics on real rows are not covered by DP: printed only when ε = inf.
+            if progress_log.step(step):
+                # Batch statistics on real rows are not covered by DP: shown only when ε = inf.
                 ksd = "" if private else f"  batch Ŝ_l,n {log['ksd']:.2f}"
-                print(f"ppem step {step}/{steps}{ksd}  E_ξ(G_ω(z)) {log.get('generator', float('nan')):.3f}"
-                      f"  {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+                progress_log.line(step, f"{ksd}  E_ξ(G_ω(z)) {log.get('generator', float('nan')):.3f}")
         for net in self.networks.values():
             net.eval()
 
@@ -407,14 +396,15 @@ class PPEM:
     # -- sampling, the α-LMDP gate, persistence ------------------------------------------------
     def sample(self, n: int, seed: int) -> np.ndarray:
         """Algorithm 2: x′ = G_ω(z), x* = G_υ(z′|x′), assembled in layout order; float32 in [0, 1]."""
-        rng = torch.Generator(device=self.device).manual_seed(int(seed))
-        out = np.empty((n, self.layout.width), dtype=np.float32)
-        with torch.no_grad():
-            for i in range(0, n, 8192):
-                xp = self._marginal(min(8192, n - i), rng)
-                out[i:i + len(xp), self.x_prime] = xp.cpu().numpy()
-                out[i:i + len(xp), self.x_star] = self._conditional(xp, rng).cpu().numpy()
-        return out
+        return sample_rows(n, self.layout.width, seed, self.device, self._rows)
+
+    def _rows(self, n: int, rng: torch.Generator) -> torch.Tensor:
+        """n rows in layout order: x′ = G_ω(z) into the protected columns, x* = G_υ(z′|x′) into the rest."""
+        xp = self._marginal(n, rng)
+        rows = torch.empty(n, self.layout.width, device=self.device)
+        rows[:, self.x_prime] = xp
+        rows[:, self.x_star] = self._conditional(xp, rng)
+        return rows
 
     def score(self, x_prime: torch.Tensor) -> torch.Tensor:
         """s_ξ(x′) = −∇ₓ E_ξ(x′), the score of p_ξ ∝ exp(−E_ξ) (no partition function needed, §3.5)."""
@@ -437,16 +427,14 @@ class PPEM:
 
     def save(self, directory: Path) -> None:
         """Write one .pt per network and ppem.json (params, layout, privacy plan)."""
-        save_networks(directory, self.name, self.networks, {
-            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
-            "privacy": self.privacy, "private_networks": self.private_networks})
+        save_model(directory, self, self.networks, private_networks=self.private_networks)
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "PPEM":
-        meta = read_meta(directory, cls.name)
-        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
+        return load_model(cls, directory, device, cls._restore_networks)
+
+    @staticmethod
+    def _restore_networks(model: "PPEM", meta: dict[str, Any]) -> None:
+        """Rebuild the saved kind of networks (LayerNorm when trained privately) before their weights load."""
         if meta["private_networks"] != model.private_networks:
             model._build(meta["private_networks"])
-        load_networks(directory, model.networks, device)
-        model.privacy = meta["privacy"]
-        return model

@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import (Budget, LedgerSession, check_encoded, merge_params, read_meta, reserve_plan,
-                                      save_networks)
+from pipelines.errors import ParamError
+from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
+from pipelines.generators.persistence import load_model, save_model
 from pipelines.privacy.bandwidth import (bandwidth_grid, exponential_bandwidth, laplace_bandwidth,
                                          laplace_bandwidth_event, mle_bandwidth)
 from pipelines.privacy.energy import check_norm, energy_sensitivity
@@ -75,6 +76,38 @@ DEFAULTS: dict[str, Any] = {
                                      # published noise seed lets anyone replay the chains and voids the guarantee.
 }
 EXPANSIONS = ("kde_public", "kde_laplace", "kde_exponential", "repeat")
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """The value ranges of a `support_points:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    p = params
+    try:
+        check_norm(p["norm"])
+    except ValueError as e:
+        raise ParamError("support_points.norm", f"is refused: {e}") from None
+    if p["expansion"] not in EXPANSIONS:
+        raise ParamError("support_points.expansion", f"must be one of {list(EXPANSIONS)}, got {p['expansion']!r}")
+    for key in ("n_points", "chains", "burn_in", "steps", "thin", "repeats", "bandwidth_grid", "support_steps"):
+        least = 0 if key == "burn_in" else 1
+        if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < least:
+            raise ParamError(f"support_points.{key}", f"must be an integer >= {least}, got {p[key]!r}")
+    if p["chains"] < 4:
+        raise ParamError("support_points.chains", f"must be >= 4 (§5.5: the split-R̂ gate compares several chains "
+                         f"from random starts), got {p['chains']}")
+    if p["steps"] < 4 * p["thin"]:
+        raise ParamError("support_points.steps", f"must be at least 4·thin (R̂ needs >= 4 draws per chain), got "
+                         f"steps = {p['steps']}, thin = {p['thin']}")
+    if not float(p["bandwidth"]) > 0:
+        raise ParamError("support_points.bandwidth", f"must be > 0, got {p['bandwidth']}")
+    lo, hi = (float(v) for v in p["bandwidth_bounds"])
+    if not 0 < lo < hi:
+        raise ParamError("support_points.bandwidth_bounds", f"must be [lower, upper] with 0 < lower < upper, "
+                         f"got {p['bandwidth_bounds']}")
+    for key, low, high in (("bandwidth_share", 0, 1), ("target_acceptance", 0, 1)):
+        if not low < float(p[key]) < high:
+            raise ParamError(f"support_points.{key}", f"must lie strictly between {low} and {high}, got {p[key]}")
+    if not float(p["rhat_max"]) > 1:
+        raise ParamError("support_points.rhat_max", f"must exceed 1, got {p['rhat_max']}")
 
 
 def project_to_layout(x: np.ndarray, layout: Layout) -> np.ndarray:
@@ -123,37 +156,11 @@ class SupportPoints:
     def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
         self.layout, self.device = layout, device
         self.params = merge_params(self.name, DEFAULTS, params, phases=())
-        self._validate()
+        check_params(self.params)
         self.points: np.ndarray | None = None     # the release: (k·n, d) in [0, 1]^d
         self.bandwidth: float | None = None
         self.diagnostics: dict[str, Any] = {}
         self.privacy: dict[str, Any] | None = None  # set by plan()
-
-    def _validate(self) -> None:
-        p = self.params
-        check_norm(p["norm"])
-        if p["expansion"] not in EXPANSIONS:
-            raise ValueError(f"support_points.expansion must be one of {list(EXPANSIONS)}, got {p['expansion']!r}")
-        ints = ("n_points", "chains", "burn_in", "steps", "thin", "repeats", "bandwidth_grid", "support_steps")
-        bad = [k for k in ints
-               if isinstance(p[k], bool) or not isinstance(p[k], int) or p[k] < (0 if k == "burn_in" else 1)]
-        if bad:
-            raise ValueError(f"support_points: {bad} must be positive integers (burn_in may be 0)")
-        if p["chains"] < 4:
-            raise ValueError(f"support_points.chains must be >= 4 (§5.5: the split-R̂ gate compares several chains "
-                             f"from random starts), got {p['chains']}")
-        if p["steps"] < 4 * p["thin"]:
-            raise ValueError(f"support_points.steps must be at least 4·thin (R̂ needs >= 4 draws per chain), got "
-                             f"steps = {p['steps']}, thin = {p['thin']}")
-        lo, hi = (float(v) for v in p["bandwidth_bounds"])
-        if not (0 < lo < hi and float(p["bandwidth"]) > 0):
-            raise ValueError(f"support_points: need bandwidth > 0 and bandwidth_bounds [lower, upper] with "
-                             f"0 < lower < upper, got {p['bandwidth']} and {p['bandwidth_bounds']}")
-        if not 0 < float(p["bandwidth_share"]) < 1:
-            raise ValueError(f"support_points.bandwidth_share must lie strictly between 0 and 1, "
-                             f"got {p['bandwidth_share']}")
-        if not 0 < float(p["target_acceptance"]) < 1 or not float(p["rhat_max"]) > 1:
-            raise ValueError("support_points: target_acceptance must lie in (0, 1) and rhat_max must exceed 1")
 
     @property
     def repeats(self) -> int:
@@ -186,7 +193,7 @@ class SupportPoints:
         return planned
 
     # -- release -----------------------------------------------------------------------------
-    def fit(self, X: Any, session: LedgerSession, budget: Budget | None = None) -> None:
+    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
         """Reserve the plan, then draw the private set(s) and bandwidth and record them. X is not read before
         reserve()."""
         planned = reserve_plan(self, len(X), session, budget)
@@ -278,17 +285,16 @@ class SupportPoints:
 
     def save(self, directory: Path) -> None:
         """support_points.json: params, layout, privacy plan, the released points and bandwidth, diagnostics."""
-        save_networks(directory, self.name, {}, {
-            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(), "privacy": self.privacy,
-            "points": None if self.points is None else self.points.tolist(), "bandwidth": self.bandwidth,
-            "diagnostics": self.diagnostics})
+        save_model(directory, self, {}, points=None if self.points is None else self.points.tolist(),
+                   bandwidth=self.bandwidth, diagnostics=self.diagnostics)
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "SupportPoints":
-        meta = read_meta(directory, cls.name)
-        model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
-        model.privacy = meta["privacy"]
+        return load_model(cls, directory, device, cls._restore_release)
+
+    @staticmethod
+    def _restore_release(model: "SupportPoints", meta: dict[str, Any]) -> None:
+        """The saved release: points, bandwidth and the chains' diagnostics."""
         model.points = None if meta["points"] is None else np.asarray(meta["points"], dtype=np.float64)
         model.bandwidth = meta["bandwidth"]
         model.diagnostics = meta["diagnostics"]
-        return model

@@ -30,8 +30,6 @@ critic: post-processing. T critic steps spend exactly PoissonGaussianEvent(σ, q
 """
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -40,18 +38,10 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.generators.losses import Forward, gradient_penalty
+from pipelines.generators.networks import layer_norm_leaky, mlp
 from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, poisson_sample
 
 FakeSampler = Callable[[int, torch.Generator], torch.Tensor]
-
-
-def mlp(sizes: list[int]) -> nn.Sequential:
-    """Linear → LayerNorm → LeakyReLU(0.2) hidden blocks, then a linear output layer."""
-    layers: list[nn.Module] = []
-    for a, b in zip(sizes[:-2], sizes[1:-1]):
-        layers += [nn.Linear(a, b), nn.LayerNorm(b), nn.LeakyReLU(0.2)]
-    layers.append(nn.Linear(sizes[-2], sizes[-1]))
-    return nn.Sequential(*layers)
 
 
 class Critic(nn.Module):
@@ -60,7 +50,7 @@ class Critic(nn.Module):
 
     def __init__(self, width: int, hidden: list[int]) -> None:
         super().__init__()
-        self.net = mlp([width, *hidden, 1])
+        self.net = mlp([width, *hidden, 1], layer_norm_leaky)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x).squeeze(-1)
@@ -115,7 +105,7 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
     opt_d = torch.optim.Adam(critic.parameters(), lr=params["lr_critic"], betas=(0.5, 0.9))
     opt_g = torch.optim.Adam(generator.parameters(), lr=params["lr_generator"], betas=(0.5, 0.9))
     critic_params = dict(critic.named_parameters())
-    start, report_every, g_loss = time.perf_counter(), max(1, steps // 10), float("nan")
+    log, g_loss = progress.TrainingLog(label, steps), float("nan")
     critic.train()
     for step in range(1, steps + 1):
         real = data[poisson_sample(n, q, sample_rng).to(data.device)]
@@ -137,12 +127,10 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
             loss.backward(inputs=list(generator.parameters()))
             opt_g.step()
             g_loss = loss.item()
-        progress.report(label, step, steps)
-        if step % report_every == 0 or step == steps:
-            # A critic loss on real rows is not covered by DP: it is printed only when ε = inf.
+        if log.step(step):
+            # A critic loss on real rows is not covered by DP: it is shown only when ε = inf.
             with torch.no_grad():
                 fake_score = critic(fakes[b:]).mean().item()
                 loss_d = "" if private else f"  critic loss {fake_score - critic(real).mean().item():+.4f}"
-            print(f"{label} step {step}/{steps}{loss_d}  D(fake) {fake_score:+.4f}  generator loss {g_loss:+.4f}"
-                  f"  {time.perf_counter() - start:.1f}s", file=sys.stderr, flush=True)
+            log.line(step, f"{loss_d}  D(fake) {fake_score:+.4f}  generator loss {g_loss:+.4f}")
     generator.eval(), critic.eval()

@@ -23,6 +23,14 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 
+def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs: float | None) -> tuple[float, int]:
+    """(q, T) of a DP-SGD run on the public row count n̂ = `n_rows`: q = min(1, batch_size/n̂) (the lot
+    size L = q·n̂ of Abadi et al. 2016, §3.1), and T = `steps`, or ceil(epochs/q) when `steps` is None
+    (an epoch is 1/q steps). Data-independent: T steps are PoissonGaussianEvent(σ, q, T)."""
+    q = min(1.0, batch_size / n_rows)
+    return q, int(steps) if steps is not None else int(math.ceil(epochs / q))
+
+
 def poisson_sample(n: int, sample_rate: float, generator: torch.Generator) -> torch.Tensor:
     """Indices of a Poisson sample of range(n): each row kept independently with prob `sample_rate`.
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipelines.errors import LedgerIntegrityError
+from pipelines.evaluation.outside_dp import ALPHA_LMDP_GATE
 from pipelines.privacy.events import NonPrivateEvent
 from pipelines.privacy.ledger import Ledger
 
@@ -107,5 +108,5 @@ def alpha_lmdp_gate(score: Callable[[torch.Tensor], torch.Tensor], real: np.ndar
         "rejects_h0_real_marginal_fits_model": ksd_rejects,
         "rejects_h0_generated_marginal_is_real": mmd_rejects,
         "refused_because": refusals,
-        "outside_dp": "α-LMDP gate: KSD and MMD tests computed on real training rows of the protected columns",
+        "outside_dp": ALPHA_LMDP_GATE,
     })

@@ -235,7 +235,7 @@ class Ledger:
 
     def session(self, dataset: str, run_id: str, stage: str, delta: float, budget_epsilon: float,
                 internal: bool = False) -> LedgerSession:
-        """A `pipelines.generators.base.LedgerSession` bound to one (data set, run, stage); `internal`:
+        """A `pipelines.generators.base.BudgetSession` bound to one (data set, run, stage); `internal`:
         the stage serves an internal-only release, so its non-private events are marked internal."""
         return LedgerSession(self, dataset, run_id, stage, delta, budget_epsilon, internal)
 

@@ -10,4 +10,5 @@ A weight estimates the likelihood ratio w(x) = p_D(x) / p_G(x) (eq. 2) at each s
   discriminator  weights from a released DP-WGAN critic (post-processing, no budget)
   postprocess  tempering, PSIS with the k̂ diagnostic, beta calibration, effective sample size
   estimators   the registry: plan (public quantities only) and estimate, one entry per params option
+  release      the importance-weights gate (PSIS k̂), the manifest entry and the weighted-table join
 """

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from pipelines.config import check_section
 from pipelines.data.layout import Layout
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.events import Event, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
@@ -70,8 +71,9 @@ class WeightPlan:
 
 
 def settings_with_defaults(settings: dict[str, Any]) -> dict[str, Any]:
-    """The estimator knobs of `weights:` over DEFAULTS (other keys of the section are the stage's)."""
-    return {**DEFAULTS, **{k: v for k, v in settings.items() if k in DEFAULTS}}
+    """The estimator knobs of `weights:` (keys and types checked by its model, pipelines/config.py) over
+    DEFAULTS; the section's other keys are the stage's."""
+    return {**DEFAULTS, **{k: v for k, v in check_section("weights", settings).items() if k in DEFAULTS}}
 
 
 def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, n_synthetic: int,

@@ -1,5 +1,6 @@
 """Post-processing of estimated log-weights (paper §3.5): beta calibration on a public calibration set,
-tempering, Pareto-smoothed importance sampling with its k̂ diagnostic, and the effective sample size.
+tempering, Pareto-smoothed importance sampling with its k̂ diagnostic, and the effective sample size;
+`calibrate` and `released_weights` chain them as the weight stage does.
 
 Everything here is a function of already-private weights (or classifier scores) and public data, so it
 costs no budget.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy.special import logsumexp
@@ -95,3 +97,23 @@ def calibrated_log_weights(calibration: BetaCalibration, logit: np.ndarray, n_ca
     """log w = calibrated logit − log(n_real/n_synthetic) of the calibration set (eq. 1)."""
     return calibration(logit) - math.log(n_cal_real / n_cal_synthetic)
 
+
+
+def calibrate(logit: Callable[[np.ndarray], np.ndarray], calibration_rows: np.ndarray,
+              synthetic: np.ndarray) -> tuple[np.ndarray, BetaCalibration]:
+    """Calibrated log-weights of the `synthetic` rows (eq. 1) and the fitted map: beta calibration of the
+    classifier `logit` on the encoded PUBLIC real calibration rows (label 1) and the synthetic rows (label 0)."""
+    fitted = fit_beta_calibration(logit(calibration_rows), logit(synthetic))
+    return calibrated_log_weights(fitted, logit(synthetic), len(calibration_rows), len(synthetic)), fitted
+
+
+def released_weights(log_w: np.ndarray, tau: float, smooth: bool, n_rows: int) -> tuple[np.ndarray, float, np.ndarray]:
+    """(w, k̂, column): the log-weights of the first len(log_w) synthetic rows tempered by τ, Pareto-smoothed
+    when `smooth` (k̂ is computed either way), scaled to mean 1; and the released `weight` column of `n_rows`
+    rows, NaN beyond the rows an output-noised estimator released."""
+    log_w = temper(log_w, tau)
+    smoothed, khat = psis(log_w)
+    w = mean_one(smoothed if smooth else log_w)
+    column = np.full(n_rows, np.nan)
+    column[:len(w)] = w
+    return w, khat, column

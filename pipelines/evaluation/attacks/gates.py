@@ -15,7 +15,7 @@ from typing import Any
 
 from scipy.stats import norm
 
-from pipelines.errors import InputError
+from pipelines.config import PARAMS_FILE, check_section, fail
 from pipelines.evaluation.attacks.anonymeter import risk_interval
 from pipelines.privacy.gates import GateResult
 
@@ -28,18 +28,17 @@ DEFAULTS = {"membership_auc_max": 0.6,      # lower bound of the DOMIAS and DCR 
 
 
 def thresholds(raw: dict[str, Any] | None) -> dict[str, float]:
-    """`risk_gates` merged over DEFAULTS; thresholds in [0, 1], `confidence` in (0, 1)."""
-    t = {**DEFAULTS, **(raw or {})}
+    """`risk_gates` (keys and types by its model, pipelines/config.py) merged over DEFAULTS; thresholds in
+    [0, 1], `confidence` in (0, 1), each problem one InputError naming the key path."""
+    t = {**DEFAULTS, **check_section("risk_gates", raw)}
     for key, value in t.items():
-        if key not in DEFAULTS:
-            raise InputError(f"unknown risk_gates key '{key}'.", file="params.yaml", fix=f"use {sorted(DEFAULTS)}.")
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if key == "confidence" and not (number and 0 < value < 1):
-            raise InputError(f"risk_gates.confidence must be a number in (0, 1), got {value!r}.", file="params.yaml",
-                             fix="set it to 0.95.")
+            raise fail(PARAMS_FILE, "risk_gates.confidence", f"must be a number in (0, 1), got {value!r}.",
+                       "set it to 0.95.")
         if not (number and 0 <= value <= 1):
-            raise InputError(f"risk_gates.{key} must be a number in [0, 1], got {value!r}.", file="params.yaml",
-                             fix=f"set it to {DEFAULTS[key]}.")
+            raise fail(PARAMS_FILE, f"risk_gates.{key}", f"must be a number in [0, 1], got {value!r}.",
+                       f"set it to {DEFAULTS[key]}.")
     return {k: float(v) for k, v in t.items()}
 
 

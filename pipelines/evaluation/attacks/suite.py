@@ -6,12 +6,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.errors import InputError
+from pipelines.config import PARAMS_FILE, check_section, fail
 from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, disclosure
 from pipelines.evaluation.attacks.inference import attribute_inference
 from pipelines.evaluation.attacks.membership import membership_inference, split_targets
+from pipelines.evaluation.outside_dp import PRIVACY_RISK_ATTACKS
 
+SECTION = "evaluate.attacks"
 # params.yaml `evaluate.attacks` (data-independent defaults; every random choice seeded by evaluate.seed)
 DEFAULTS: dict[str, Any] = {
     "max_rows": 2000,                 # members and non-members per membership/inference attack (each)
@@ -26,23 +28,17 @@ DEFAULTS: dict[str, Any] = {
     "disclosure_fraction": 0.05,      # thesis §4.3: set size as a share of the training rows
     "near_duplicate_distance": 0.01,  # Gower DCR at or below which a synthetic row is a near duplicate
 }
-OUTSIDE_DP = ("privacy-risk attacks (membership inference, attribute inference, singling out, linkability, "
-              "inference, presence/attribute disclosure, exact-match and near-duplicate rates) computed on real "
-              "training and holdout rows")
 
 
 def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
-    """`evaluate.attacks` merged over DEFAULTS and checked against the schema (clear errors otherwise)."""
-    s = {**DEFAULTS, **(raw or {})}
-    unknown = sorted(set(s) - set(DEFAULTS))
-    if unknown:
-        raise InputError(f"unknown evaluate.attacks keys {unknown}.", file="params.yaml",
-                         fix=f"use only {sorted(DEFAULTS)}.")
+    """`evaluate.attacks` (keys and types by its model, pipelines/config.py) merged over DEFAULTS and checked
+    against the schema; every problem is one InputError naming the key path."""
+    s = {**DEFAULTS, **check_section(SECTION, raw)}
     names = [c.name for c in schema.columns]
     s["secret"] = s["secret"] or schema.target
     if s["secret"] not in names:
-        raise InputError(f"evaluate.attacks.secret must name a schema column, got {s['secret']!r}.",
-                         file="params.yaml", fix="set it to a column of the public schema (or declare a target).")
+        raise fail(PARAMS_FILE, f"{SECTION}.secret", f"must name a schema column, got {s['secret']!r}.",
+                   "set it to a column of the public schema (or declare a target).")
     s["known"] = list(s["known"] or [n for n in names if n != s["secret"]])
     links = s["linkability_columns"]
     if links is None:
@@ -51,20 +47,22 @@ def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
     for group in (s["known"], *links):
         bad = sorted(set(group) - set(names))
         if bad or not group:
-            raise InputError(f"evaluate.attacks lists columns {bad or group!r} that are not (all) schema columns.",
-                             file="params.yaml", fix=f"use non-empty lists of {names}.")
+            key = "known" if group is s["known"] else "linkability_columns"
+            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"lists columns {bad or group!r} that are not (all) schema "
+                       "columns.", f"use non-empty lists of {names}.")
     if set(links[0]) & set(links[1]) or s["secret"] in s["known"]:
-        raise InputError("the linkability column sets must be disjoint, and `known` must not contain the secret.",
-                         file="params.yaml", fix="edit evaluate.attacks.linkability_columns / known.")
+        key = "linkability_columns" if set(links[0]) & set(links[1]) else "known"
+        raise fail(PARAMS_FILE, f"{SECTION}.{key}", "the linkability column sets must be disjoint, and `known` must "
+                   "not contain the secret.", f"edit {SECTION}.linkability_columns / known.")
     s["linkability_columns"] = [list(links[0]), list(links[1])]
     for key, least in (("bootstrap", 20), ("n_attacks", 1), ("singling_out_columns", 1), ("neighbours", 1)):
         if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
-            raise InputError(f"evaluate.attacks.{key} must be an integer of at least {least}, got {s[key]!r}.",
-                             file="params.yaml", fix=f"set it to {DEFAULTS[key]}.")
+            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
+                       f"set it to {DEFAULTS[key]}.")
     for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
         if not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
-            raise InputError(f"evaluate.attacks.{key} must be in (0, 1), got {s[key]!r}.", file="params.yaml",
-                             fix=f"set it to {DEFAULTS[key]}.")
+            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be in (0, 1), got {s[key]!r}.",
+                       f"set it to {DEFAULTS[key]}.")
     return s
 
 
@@ -90,5 +88,5 @@ def privacy_risk(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame
                                               s["tolerance"], rng)},
         "disclosure": disclosure(train, synth, holdout, columns, s["disclosure_fraction"], 5, s["tolerance"], rng),
         "copies": copies(train, synth, holdout, columns, s["near_duplicate_distance"], s["max_rows"], rng),
-        "outside_dp": OUTSIDE_DP,
+        "outside_dp": PRIVACY_RISK_ATTACKS,
     }

@@ -1,0 +1,51 @@
+"""What is computed from real rows outside the DP guarantee: the one place that states it.
+
+Every artefact that holds a number read from real rows says so in words taken from here:
+- evaluate: metrics.json `computed_on_real_data` (EVALUATION_METRICS) and the privacy-risk suite's
+  `outside_dp` (PRIVACY_RISK_ATTACKS), which check@gen's risk gates copy into their evidence;
+- check: the α-LMDP gate's `outside_dp` (ALPHA_LMDP_GATE);
+- weight: weights.json `analysis.outside_dp` (WEIGHTED_ANALYSES);
+- release: the public manifest's `computed_from_real_data_outside_dp_guarantee` (`release_statements`), with
+  each gate's `data_dependent` bit (`public_gates`).
+Only these statements live here; the numbers stay with the code that computes them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+EVALUATION_METRICS = ("every metric here uses the real train and/or holdout rows (marginal distances, "
+                      "TSTR/TRTR AUROC, dimension-wise probability and prediction, k-way marginal TV, "
+                      "PCA fitted on real training rows, Wasserstein scores, target accuracy, the "
+                      "scorecard and every privacy-risk attack) and so do the plots; none is covered by "
+                      "the DP guarantee.")
+PRIVACY_RISK_ATTACKS = ("privacy-risk attacks (membership inference, attribute inference, singling out, linkability, "
+                        "inference, presence/attribute disclosure, exact-match and near-duplicate rates) computed on "
+                        "real training and holdout rows")
+ALPHA_LMDP_GATE = "α-LMDP gate: KSD and MMD tests computed on real training rows of the protected columns"
+WEIGHTED_ANALYSES = ("weighted analyses in weights.json (weighted Wasserstein-1 and MMD against the real holdout, "
+                     "AUROC on the real holdout of classifiers fitted with the weights, Bayesian logistic-regression "
+                     "posterior distance to the real training rows' posterior) computed on real rows")
+
+PUBLIC_GATES = {"ledger"}  # gates that read only the privacy ledger (public metadata), never a row
+RELEASE_BIT = ("whether this table was released at all: the conjunction of the data-dependent gates' pass/fail bits "
+               "listed here")
+
+
+def public_gates(gates: list[dict], weight_gate: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each gate's name and pass/fail bit, and whether that bit depends on real rows ("data_dependent"): every gate
+    but the ledger gate reads real rows outside the DP mechanism; the importance-weights gate (`weight_gate`, None
+    when weights are not configured) reads only the DP weights (k̂ is post-processing) unless the estimator is
+    non-private. No evidence is kept."""
+    out = [{"name": g["name"], "passed": bool(g["passed"]), "data_dependent": g["name"] not in PUBLIC_GATES}
+           for g in gates]
+    if weight_gate is not None:
+        out.append({"name": weight_gate["name"], "passed": bool(weight_gate["passed"]),
+                    "data_dependent": not weight_gate["evidence"].get("private", False)})
+    return out
+
+
+def release_statements(gates: list[dict[str, Any]]) -> list[str]:
+    """What a public manifest discloses that was computed from real rows: the bit of each data-dependent gate
+    (`public_gates`), and the release decision itself."""
+    return [f"the pass/fail bit of the '{g['name']}' gate, which reads real rows (its evidence is internal)"
+            for g in gates if g["data_dependent"]] + [RELEASE_BIT]

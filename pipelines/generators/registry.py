@@ -1,0 +1,54 @@
+"""The registry of implemented generators: name → "module:Class", imported on first use.
+
+Importing this module (or `pipelines.generators`) imports no generator: torch, jax and each method's
+dependencies load only when `generator_class(name)` is called. Lifecycle, as the train stage drives it:
+
+  gen = make_generator(name, layout, params, device)
+  gen.fit(X, session, budget)   # 1. plan(len(X), budget): data-independent, public row count only
+                                # 2. session.reserve(planned): refused here, before X is converted
+                                # 3. train; 4. session.record(actual events)
+  gen.save(dir); load_generator(name, dir); gen.sample(n, seed)
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from pathlib import Path
+
+from pipelines.data.layout import Layout
+from pipelines.generators.base import Generator, resolve_device
+
+CLASSES: dict[str, str] = {
+    "dpwgan": "pipelines.generators.dpwgan:DPWGAN",
+    "ppem": "pipelines.generators.ppem:PPEM",
+    "dp_auto_gan": "pipelines.generators.dp_auto_gan:DPAutoGAN",
+    "pearl": "pipelines.generators.pearl:PEARL",
+    "iw_mmd_gan": "pipelines.generators.iw_mmd_gan:IWMMDGAN",
+    "support_points": "pipelines.generators.support_points:SupportPoints",
+    "mst": "pipelines.generators.mst:MST",
+    "aim": "pipelines.generators.aim:AIM",
+}
+GENERATORS: tuple[str, ...] = tuple(CLASSES)  # the registry's names, in release order
+
+
+def generator_class(name: str) -> type:
+    """The class implementing generator `name`, its module imported now (torch is slow to import)."""
+    if name not in CLASSES:
+        raise ValueError(f"unknown generator {name!r}; implemented: {', '.join(GENERATORS)}")
+    module, _, cls = CLASSES[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+_INIT_LOCK = threading.Lock()
+
+
+def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> Generator:
+    """Constructors seed torch's process-wide RNG (fork_rng + manual_seed) to initialise their networks;
+    one at a time, or generators built concurrently by the flow's threads would interleave its draws."""
+    with _INIT_LOCK:
+        return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
+
+
+def load_generator(name: str, directory: Path) -> Generator:
+    """Generator `name` as saved in `directory` by its `save`."""
+    return generator_class(name).load(Path(directory))

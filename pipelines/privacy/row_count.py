@@ -1,0 +1,49 @@
+"""The public training row count n̂: the schema's documented count, or a Laplace-noised count in the ledger.
+
+The training row count is private under add/remove-one, so every plan, sample rate q = B/n and divisor
+downstream uses n̂ (tasks/prepare.py writes it to layout.json as `rows_public`, with its source).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pipelines.data.schema import Schema
+from pipelines.privacy.events import LaplaceEvent
+from pipelines.privacy.ledger import LedgerSession
+from pipelines.privacy.mechanisms import laplace_mechanism
+from pipelines.privacy.noise import numpy_noise_rng
+
+
+def count_event(epsilon: float) -> LaplaceEvent:
+    """The noisy training row count's event: Laplace(1/ε) on a count.
+
+    Sensitivity: under add/remove-one, a record added to (removed from) the table lands in the training set
+    or in the holdout by its own keyed hash alone, so the training count changes by 0 or 1: Δ₁ = 1. Laplace
+    noise of scale b = Δ₁/ε = 1/ε makes the released count ε-DP (`laplace_mechanism`); rounding and the
+    floor at 1 are post-processing.
+    """
+    return LaplaceEvent(scale=1.0 / float(epsilon), l1_sensitivity=1.0)
+
+
+def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession | None,
+                     count_rows: Callable[[], int], noise_seed: int | None = None) -> tuple[int, str]:
+    """(n̂, its source). With the schema's `rows`: round(count·(1 − holdout_fraction)), data-independent, no
+    ledger event (`session` may be None). Without: reserve `count_event` in `session` before `count_rows()`
+    reads the count, release max(1, round(count + Laplace(1/ε))) and record the event. `noise_seed`
+    (`dataset.noise_seed`) is for tests only; otherwise the noise is OS entropy or keyed (noise.py)."""
+    holdout_fraction = float(params["dataset"]["holdout_fraction"])
+    if sch.rows is not None:
+        n_hat = sch.rows.train_count(holdout_fraction)
+        return n_hat, (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
+                       f"documented: {sch.rows.source}")
+    if session is None:
+        raise ValueError("the schema declares no public rows: the noisy count needs a ledger session")
+    epsilon = float(params["privacy"]["row_count_epsilon"])
+    planned = count_event(epsilon)
+    session.reserve([planned])
+    noisy, event = laplace_mechanism(float(count_rows()), planned.l1_sensitivity, planned.scale,
+                                     numpy_noise_rng(noise_seed, "prepare:row_count"))
+    session.record([event])
+    n_hat = max(1, round(float(noisy)))
+    return n_hat, (f"training row count + Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
+                   f"(ledger stage 'prepare', run {session.run_id})")

@@ -1,0 +1,48 @@
+"""What the release of importance weights needs: the weight gate, the public manifest entry, and the released
+table with its `weight` column (paper §3.5: release only when PSIS k̂ ≤ the bound)."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from pipelines.errors import InputError
+from pipelines.privacy.gates import GateResult
+
+
+def weight_gate(khat: float, khat_bound: float, estimator: str, private: bool, internal: bool) -> GateResult:
+    """The `importance_weights` gate: passes when PSIS k̂ ≤ `khat_bound` (the paper's reliability criterion) and
+    the estimator is DP, or `internal` (privacy.internal_release) allows a non-private one; the evidence names
+    every reason for a refusal."""
+    return GateResult("importance_weights", bool(khat <= khat_bound) and (private or internal), {
+        "khat": khat, "khat_bound": khat_bound, "private": private, "internal_release": internal,
+        "label": "DP" if private else ("NON-PRIVATE (internal release only)" if internal else "NON-PRIVATE: refused"),
+        "refused_because": [why for bad, why in (
+            (khat > khat_bound, f"PSIS k̂ = {khat:.3g} > {khat_bound}: the synthetic distribution misses "
+                                f"regions of the real one; importance-weighted estimates are unreliable"),
+            (not private and not internal, f"{estimator} is not differentially private (set "
+                                           f"privacy.internal_release: true for an internal release only)")) if bad]})
+
+
+def manifest_entry(report: dict[str, Any]) -> dict[str, Any]:
+    """The public manifest's `weights` entry, from the weight stage's report (weights.json): DP or public values
+    only (estimator, ε, ledger rows, ESS and k̂ of the DP weights, the gate's bound and label)."""
+    gate = report["gate"]
+    return {"estimator": report["estimator"], "epsilon": report["epsilon"], "delta": report["delta"],
+            "ledger_rows": report["ledger_row_ids"], "run_id": report["run_id"],
+            "events": report["plan"]["events"], "n_released": report["n_released"],
+            "ess": report["ess"], "khat": report["khat"], "khat_bound": gate["evidence"]["khat_bound"],
+            "tempering": report["tempering"], "psis": report["psis"],
+            "calibration": report["calibration"], "label": gate["evidence"]["label"]}
+
+
+def weighted_table(table: pd.DataFrame, weights: pd.DataFrame, table_file: str, weights_file: str) -> pd.DataFrame:
+    """The released table: the synthetic rows `table` with the `weight` column of `weights` joined on row
+    position (the files they were read from name the culprit of an InputError)."""
+    if len(table) != len(weights):
+        raise InputError(f"the weights file has {len(weights)} rows for {len(table)} synthetic rows.",
+                         file=weights_file, fix="re-run the weight stage after the evaluate stage.")
+    if "weight" in table.columns:
+        raise InputError("the synthetic table already has a 'weight' column.", file=table_file,
+                         fix="rename that schema column; 'weight' is reserved for importance weights.")
+    return table.assign(weight=weights["weight"].to_numpy())

@@ -1,0 +1,232 @@
+"""The generator contract (issue 17), checked for EVERY registered generator: a name added to the registry is
+tested here without touching this file (a tiny configuration in TINY keeps it fast; without one its
+defaults are used).
+
+On breast cancer encoded by the schema's Encoder, each generator must
+  - reserve its plan before reading a single row (a refused reservation reads nothing);
+  - refuse encoded values outside [0, 1] and NaN naming the column, and a matrix of another width;
+  - plan purely and deterministically (equal events twice, no network parameter or state changed);
+  - record events equal to, or dominated by (ε at δ no larger than), the reserved plan;
+  - sample rows of the layout's width in [0, 1] that decode and pass the schema's validation suite;
+  - give identical samples after save/load for the same seed;
+  - draw its noise from OS entropy, not the public seed (two private fits without noise_seed differ; the
+    same noise_seed gives identical ones); an ε = ∞ fit is a function of the public seed.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from pipelines.data.transform import Encoder
+from pipelines.data.validation import conforms
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import GENERATORS, load_generator, make_generator
+from pipelines.privacy.accountant import epsilon_pld
+from pipelines.privacy.events import Event
+
+DELTA = 1e-5
+ROWS = 160            # training rows (a seeded subset of breast cancer's 569)
+N_SAMPLE = 64
+TINY: dict[str, dict[str, Any]] = {
+    "dpwgan": {"steps": 4, "batch_size": 32, "critic_hidden": [8], "generator_hidden": [8], "latent_dim": 4},
+    "ppem": {"steps": 4, "energy_steps": 2, "batch_size": 32, "hidden": 8, "latent_dim": 4,
+             "protected": ["mean_radius", "mean_texture"], "gate_bootstrap": 20, "gate_permutations": 20},
+    "dp_auto_gan": {"autoencoder_steps": 4, "steps": 4, "autoencoder_batch_size": 32, "batch_size": 32,
+                    "autoencoder_hidden": [8], "latent_dim": 3, "critic_hidden": [8], "generator_hidden": [8],
+                    "noise_dim": 4},
+    "pearl": {"frequencies": 8, "steps": 4, "batch_size": 32, "hidden": [8], "latent_dim": 4},
+    "iw_mmd_gan": {"steps": 4, "batch_size": 32, "hidden": [8], "code_dim": 4, "frequencies": 8, "n_critic": 1},
+    "support_points": {"n_points": 4, "burn_in": 100, "steps": 100, "thin": 10, "support_steps": 20},
+    "mst": {"n_bins": 4, "iters": 20},
+    "aim": {"n_bins": 4, "iters": 20, "max_rounds": 2, "final_iters": 20, "three_way": False, "max_model_size": 1.0},
+}
+
+
+class Refused(Exception):
+    """The ledger's refusal in these tests."""
+
+
+class Session:
+    """A ledger session that records what was reserved and recorded, or refuses every reservation."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse, self.reserved, self.recorded = refuse, [], []
+
+    def reserve(self, events: list[Event]) -> None:
+        if self.refuse:
+            raise Refused("budget exceeded")
+        self.reserved = list(events)
+
+    def record(self, events: list[Event]) -> list[int]:
+        self.recorded.extend(events)
+        return list(range(len(events)))
+
+
+class CountingTable:
+    """Like tasks.train.EncodedTable: len() is the public row count, every conversion to an array is a read."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self._x, self.reads = x, 0
+
+    def __len__(self) -> int:
+        return len(self._x)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        self.reads += 1
+        return self._x.astype(dtype or self._x.dtype, copy=True)
+
+
+@pytest.fixture(scope="module")
+def encoder(bc_schema) -> Encoder:
+    return Encoder(bc_schema)
+
+
+@pytest.fixture(scope="module")
+def table(bc_raw, encoder) -> np.ndarray:
+    rows = np.random.default_rng(0).choice(len(bc_raw), ROWS, replace=False)
+    return encoder.encode(bc_raw.iloc[np.sort(rows)].reset_index(drop=True))
+
+
+def build(name: str, encoder: Encoder, **params: Any):
+    return make_generator(name, encoder.layout, {**TINY.get(name, {}), **params}, "cpu")
+
+
+def fit(name: str, encoder: Encoder, table: np.ndarray, epsilon: float, **params: Any):
+    gen = build(name, encoder, epsilon=epsilon, **params)
+    session = Session()
+    gen.fit(table, session, Budget(epsilon, DELTA))
+    return gen, session
+
+
+def state(gen: Any) -> dict[str, Any]:
+    """Every network's parameters and buffers (and every array attribute), by attribute, with the module's
+    identity: a copy to compare against after a call that must not change the generator."""
+    out: dict[str, Any] = {}
+    for key, value in vars(gen).items():
+        if isinstance(value, torch.nn.Module):
+            out[key] = (id(value), {k: v.detach().clone() for k, v in value.state_dict().items()})
+        elif isinstance(value, np.ndarray):
+            out[key] = value.copy()
+    return out
+
+
+def assert_same_state(before: dict[str, Any], after: dict[str, Any]) -> None:
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(value, after[key], err_msg=key)
+            continue
+        (ident, tensors), (ident_after, tensors_after) = value, after[key]
+        assert ident == ident_after, f"plan() replaced the network '{key}'"
+        assert tensors.keys() == tensors_after.keys(), key
+        for k, t in tensors.items():
+            assert torch.equal(t, tensors_after[k]), f"plan() changed {key}.{k}"
+
+
+@pytest.fixture(scope="module")
+def private_fits(encoder, table) -> dict[str, tuple[Any, Session]]:
+    """One private fit per generator with a fixed noise_seed (tests only), computed on first use."""
+    cache: dict[str, tuple[Any, Session]] = {}
+
+    def get(name: str) -> tuple[Any, Session]:
+        if name not in cache:
+            cache[name] = fit(name, encoder, table, 1.0, noise_seed=0)
+        return cache[name]
+    return get
+
+
+names = pytest.mark.parametrize("name", GENERATORS)
+SLOW_FITS = {"mst", "aim"}  # their fits on breast cancer's 31 columns take 10 s (MST) to minutes (AIM)
+fitted_names = pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FITS else n
+                                                for n in GENERATORS])
+
+
+@names
+def test_reservation_comes_before_any_read(name, encoder, table):
+    data = CountingTable(table)
+    with pytest.raises(Refused):
+        build(name, encoder).fit(data, Session(refuse=True), Budget(1.0, DELTA))
+    assert data.reads == 0
+
+
+@names
+@pytest.mark.parametrize("bad", [1.5, np.nan])
+def test_out_of_range_values_are_refused_naming_the_column(name, bad, encoder, table):
+    block = encoder.layout.blocks[3]
+    x = table.copy()
+    x[7, block.start] = bad
+    with pytest.raises(ValueError, match=rf"column '{block.column}'.*outside \[0, 1\]"):
+        build(name, encoder).fit(x, Session(), Budget(1.0, DELTA))
+
+
+@names
+def test_a_matrix_of_another_width_is_refused(name, encoder, table):
+    with pytest.raises(ValueError, match=rf"expected \(rows, {encoder.layout.width}\)"):
+        build(name, encoder).fit(table[:, :-1], Session(), Budget(1.0, DELTA))
+
+
+@names
+@pytest.mark.parametrize("constructed, planned", [(1.0, 1.0), (math.inf, 1.0), (1.0, math.inf)])
+def test_plan_is_pure_and_deterministic(name, constructed, planned, encoder):
+    gen = build(name, encoder, epsilon=constructed)
+    before = state(gen)
+    budget = Budget(planned, DELTA)
+    first = gen.plan(ROWS, budget)
+    assert first and gen.plan(ROWS, budget) == first
+    assert build(name, encoder, epsilon=constructed).plan(ROWS, budget) == first
+    assert_same_state(before, state(gen))
+
+
+@fitted_names
+def test_recorded_events_are_dominated_by_the_reserved_plan(name, private_fits):
+    gen, session = private_fits(name)
+    assert session.reserved and session.recorded
+    if session.recorded != session.reserved:
+        assert epsilon_pld(session.recorded, DELTA) <= epsilon_pld(session.reserved, DELTA) * (1 + 1e-9)
+    assert epsilon_pld(session.reserved, DELTA) <= 1.0 * (1 + 1e-3)
+
+
+@fitted_names
+def test_samples_have_the_layout_decode_and_conform(name, private_fits, encoder, bc_schema):
+    gen, _ = private_fits(name)
+    x = gen.sample(N_SAMPLE, 3)
+    assert x.shape == (N_SAMPLE, encoder.layout.width)
+    assert np.isfinite(x).all() and (x >= 0).all() and (x <= 1).all()
+    df = encoder.decode(x)
+    result = conforms(df, bc_schema)
+    assert result["success"], result["failed"]
+
+
+@fitted_names
+def test_save_load_gives_identical_samples(name, private_fits, tmp_path: Path):
+    gen, _ = private_fits(name)
+    gen.save(tmp_path)
+    loaded = load_generator(name, tmp_path)
+    np.testing.assert_array_equal(loaded.sample(N_SAMPLE, 5), gen.sample(N_SAMPLE, 5))
+
+
+@fitted_names
+def test_noise_comes_from_os_entropy_not_the_public_seed(name, private_fits, encoder, table):
+    seeded, _ = private_fits(name)
+    again, _ = fit(name, encoder, table, 1.0, noise_seed=0)
+    np.testing.assert_array_equal(again.sample(N_SAMPLE, 1), seeded.sample(N_SAMPLE, 1))
+    first, _ = fit(name, encoder, table, 1.0)
+    second, _ = fit(name, encoder, table, 1.0)
+    assert not np.array_equal(first.sample(N_SAMPLE, 1), second.sample(N_SAMPLE, 1))
+
+
+@fitted_names
+def test_a_non_private_fit_is_a_function_of_the_public_seed(name, encoder, table):
+    first, session = fit(name, encoder, table, math.inf)
+    second, _ = fit(name, encoder, table, math.inf)
+    assert session.recorded and math.isinf(epsilon_pld(session.recorded, DELTA))
+    np.testing.assert_array_equal(first.sample(N_SAMPLE, 1), second.sample(N_SAMPLE, 1))
+
+
+def test_every_registered_generator_has_a_tiny_configuration():
+    assert set(GENERATORS) <= set(TINY), f"add a tiny configuration for {sorted(set(GENERATORS) - set(TINY))}"

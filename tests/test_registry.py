@@ -1,0 +1,38 @@
+"""The generator registry: names map to classes, and importing it imports no generator (issue 17)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipelines.data.layout import Block, Layout, sub_layout
+from pipelines.generators.registry import CLASSES, GENERATORS, generator_class
+
+
+def test_importing_the_registry_imports_no_generator_and_no_torch():
+    code = ("import sys, pipelines.generators.registry; "
+            "print(__import__('json').dumps(sorted(m for m in sys.modules if m.startswith(('pipelines.generators.', "
+            "'torch', 'jax')))))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                       check=True).stdout)
+    assert loaded == ["pipelines.generators.base", "pipelines.generators.registry"]
+
+
+@pytest.mark.parametrize("name", GENERATORS)
+def test_every_name_resolves_to_its_class(name):
+    cls = generator_class(name)
+    assert cls.name == name and f"{cls.__module__}:{cls.__name__}" == CLASSES[name]
+
+
+def test_an_unknown_name_lists_the_implemented_ones():
+    with pytest.raises(ValueError, match="unknown generator 'nope'; implemented: dpwgan, ppem"):
+        generator_class("nope")
+
+
+def test_sub_layout_reindexes_the_blocks_from_zero():
+    layout = Layout((Block("a", "continuous", 0, 1), Block("b", "categorical", 1, 4, protected=True),
+                     Block("c", "binary", 4, 5, is_target=True)))
+    assert sub_layout([layout.blocks[1], layout.blocks[2]]) == Layout((
+        Block("b", "categorical", 0, 3, protected=True), Block("c", "binary", 3, 4, is_target=True)))
