@@ -3,76 +3,108 @@ exponential-mechanism selection (`select` over `l1_score`s), each on a worst-cas
 canary, run through the mechanisms' own code. tests/test_privacy_contract.py collects them (interface:
 tests/audit_harness.py).
 
-Configs ("audit"): 2 columns of 3 categories, ε = 20, δ = 1e-5, so that each planned event's ε is large enough
-to audit with a few thousand runs. MST plans 2 one-way Gaussians, 1 selection and 1 two-way Gaussian; AIM (one
-round) 2 one-way Gaussians, the rounds' Gaussian envelope and 1 selection slot.
-- Gaussian event of multiplier σ: `measure` at σ·noise_scale of the canary's 1-way (or 2-way) marginal; the
-  score is the noisy count in the canary's cell (the canary moves that cell by +1, the only change: Δ₂ = 1).
+Configs ("audit"): 2 columns of 3 categories, planned at δ = AUDIT_DELTA = 1e-2 with the budget whose plan has
+the scale MST_SCALE (MST) or AIM_SCALE (AIM, max_rounds 1), the convention of tests/audit_cases_dpsgd.py:
+Gaussian claims ≈ 1.1–1.8 at δ = 1e-2 (at δ = 1e-5 the claim is set by tails that 1,000–2,000 runs cannot
+resolve), selection claims ε ≈ 1.1–1.7. MST plans 2 one-way Gaussians, 1 selection and 1 two-way Gaussian; AIM
+(one round) 2 one-way Gaussians, the rounds' Gaussian envelope and 1 selection slot.
+- Gaussian event of multiplier σ: `measure` at σ√k·noise_scale of the canary's 1-way (or 2-way) marginal; the
+  score is the noisy count in the canary's cell (the canary moves that cell by +1, the only change: Δ₂ = 1,
+  attained). The claim is the PLD ε at δ = 1e-2 of one of the k equal releases that compose the event (the
+  harness's k-release rule; k = GAUSSIAN_SPLIT[owner]). MST: k = 1. AIM fixes ε_sel = 2/(3x) for the
+  Gaussians' scale x, so an auditable selection (ε_sel = 1.11, x = 0.6) leaves Gaussian events of σ = 0.6
+  (ε ≈ 5 at δ = 1e-2: beyond 2,000 runs); each is audited as k = 4 releases at σ√4 = 1.2 (a selection
+  claim of 0.56 at x = 1.2 was not certifiable at half noise either: a binary output of two probabilities
+  ≥ 0.02 resolves ≈ 0.6 at the Clopper-Pearson level of 2,000 runs).
 - Selection of ε: two candidates whose L1 scores the canary moves by +1 and −1 (possible under add/remove: the
-  canary's cell is above the model in one marginal and below it in the other), drawn by `select` with
-  ε/noise_scale; the score is 1 when the first candidate is selected. Odds ratio e^ε: the claim is attainable.
+  canary's cell is above the model in one marginal and below it in the other, Δ = 1 attained with opposite
+  signs), drawn by `select` with ε/noise_scale; score 1 when the first candidate is selected. On D the first
+  candidate trails by a gap g (u = [1, 1 + g]), on D' by g − 2 (u = [2, g]), so with ε' = ε/noise_scale the
+  test "first selected" has TPR/FPR = (1 + e^{ε'g/2})/(1 + e^{ε'(g−2)/2}) < e^{ε'}: at 1× it cannot exceed the
+  claim. g = GAP_LOGIT/ε puts D's log-odds against the first candidate at GAP_LOGIT = 4 at half noise
+  (ε' = 2ε): FPR = 1/(1 + e^4) = 0.018 is measurable in 2,000 runs and the log ratio
+  log((1 + e^4)/(1 + e^{4 − 2ε})) is 2.94 for ε = 1.67 and 2.08 for ε = 1.11, above the claims.
+  (A gap of 1 would cap every test at e^{ε'/2}, which equals the claim at half noise: never certified.)
 """
 from __future__ import annotations
+
+import dataclasses
+import math
 
 import numpy as np
 from audit_harness import AuditCase
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, generator_class
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import generator_class
+from pipelines.marginal.aim import aim_events
 from pipelines.marginal.measure import measure
+from pipelines.marginal.mst import mst_events
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.events import GaussianEvent, PureEpsilonEvent
-from pipelines.privacy.noise import numpy_noise_rng
+from pipelines.privacy.events import Event, GaussianEvent, PureEpsilonEvent
 
-DELTA = 1e-5
-EPSILON = 20.0
+AUDIT_DELTA = 1e-2
+MST_SCALE = 1.2     # σ₁ = 1.70, σ₂ = 1.20, ε_sel = 1.67
+AIM_SCALE = 0.6     # σ = 0.60 (1-way and the one round; audited as 4 releases of σ = 1.2), ε_sel = 1.11
+GAUSSIAN_SPLIT = {"mst": 1, "aim": 4}
 LAYOUT = Layout((Block("a", "categorical", 0, 3), Block("b", "categorical", 3, 6)))
-CODES = np.array([[i % 3, (i // 3) % 3] for i in range(90)])
+CODES = np.array([[i % 3, (i // 3) % 3] for i in range(90)])     # 30 rows in every category of a and of b
 CANARY = np.array([[0, 0]])
 
 
-def plan(name: str):
+def budget(name: str) -> Budget:
+    """The (ε, δ = 1e-2) whose PLD-calibrated plan has the scale MST_SCALE / AIM_SCALE (to the calibration's
+    rtol): ε = the accountant's ε of the plan's events at that scale."""
+    events = mst_events(MST_SCALE, 2) if name == "mst" else aim_events(AIM_SCALE, 2, 1)
+    return Budget(epsilon_pld(events, AUDIT_DELTA), AUDIT_DELTA)
+
+
+def plan(name: str) -> list[Event]:
     params = {"max_rounds": 1} if name == "aim" else {}
-    return generator_class(name)(LAYOUT, params, "cpu").plan(len(CODES), Budget(EPSILON, DELTA))
+    return generator_class(name)(LAYOUT, params, "cpu").plan(len(CODES), budget(name))
 
 
 def gaussian_scores(sigma: float, clique: tuple[int, ...], tag: str):
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         codes = np.vstack([CODES, CANARY]) if neighbour else CODES
-        rng = numpy_noise_rng(7919 * int(neighbour) + int(100 * noise_scale), f"audit:{tag}")
+        rng = np.random.default_rng([7919 * int(neighbour) + int(100 * noise_scale), len(tag), *tag.encode()])
         return np.array([measure(codes, (3, 3), clique, sigma * noise_scale, rng)[0].ravel()[0]
                          for _ in range(n_runs)])
     return scores
 
 
+GAP_LOGIT = 4.0
+
+
 def selection_scores(epsilon: float, tag: str):
-    model_a = np.array([29.5, 30.0, 30.5])     # canary cell 0 of a: data 30 > model (score +1 with the canary)
-    model_b = np.array([31.0, 29.5, 29.5])     # canary cell 0 of b: data 30 < model (score -1 with the canary)
+    gap = GAP_LOGIT / epsilon
+    model_a = np.array([29.5, 30.0, 30.5])     # a's canary cell: data 30 > model; L1 1 on D, 2 on D' (+1)
+    model_b = np.array([31.0, 30 - gap / 2, 30 - gap / 2])   # b's canary cell: data 30 < model; L1 1 + g on D,
+                                                             # g on D' (−1)
 
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         codes = np.vstack([CODES, CANARY]) if neighbour else CODES
         ma = np.bincount(codes[:, 0], minlength=3).astype(float)
         mb = np.bincount(codes[:, 1], minlength=3).astype(float)
         u = np.array([l1_score(ma, model_a), l1_score(mb, model_b)])
-        rng = numpy_noise_rng(104729 * int(neighbour) + int(100 * noise_scale), f"audit:{tag}")
+        rng = np.random.default_rng([104729 * int(neighbour) + int(100 * noise_scale), len(tag), *tag.encode()])
         return np.array([float(select(u, 1.0, epsilon / noise_scale, rng)[0] == 0) for _ in range(n_runs)])
     return scores
 
 
-def claimed(event) -> float:
-    return float(event.epsilon) if isinstance(event, PureEpsilonEvent) else epsilon_pld([event], DELTA)
-
-
 def cases_for(name: str) -> list[AuditCase]:
-    out = []
+    out, k = [], GAUSSIAN_SPLIT[name]
     for i, e in enumerate(plan(name)):
         if isinstance(e, GaussianEvent):
             clique = (0, 1) if "2-way" in e.query else (0,)
-            out.append(AuditCase(name, "audit", i, f"{name} Gaussian measurement ({e.query})", claimed(e), DELTA,
-                                 gaussian_scores(e.sigma, clique, f"{name}:{i}")))
+            release = dataclasses.replace(e, sigma=e.sigma * math.sqrt(k))
+            for j in range(k):
+                out.append(AuditCase(name, "audit", i, f"{name} Gaussian measurement ({e.query}; release {j + 1}/{k})",
+                                     epsilon_pld([release], AUDIT_DELTA), AUDIT_DELTA,
+                                     gaussian_scores(release.sigma, clique, f"{name}:{i}:{j}")))
         elif isinstance(e, PureEpsilonEvent):
-            out.append(AuditCase(name, "audit", i, f"{name} exponential-mechanism selection", claimed(e), DELTA,
+            out.append(AuditCase(name, "audit", i, f"{name} exponential-mechanism selection", float(e.epsilon), 0.0,
                                  selection_scores(e.epsilon, f"{name}:{i}")))
     return out
 

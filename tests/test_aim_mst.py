@@ -8,15 +8,16 @@ import numpy as np
 import pytest
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, generator_class
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import generator_class
 from pipelines.marginal.aim import (AIMPlan, candidates, plan_aim, run_aim, workload, zcdp_aim_scale, zcdp_epsilon,
-                                    zcdp_rho)
+                                    zcdp_mst_scale, zcdp_rho)
 from pipelines.marginal.discretize import Discretizer
 from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.mst import plan_mst
-from pipelines.marginal.select import aim_penalty, l1_score
-from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.events import GaussianEvent, PureEpsilonEvent
+from pipelines.marginal.select import aim_penalty, l1_score, select
+from pipelines.privacy.accountant import bounded_range_rdp, epsilon_pld, epsilon_rdp
+from pipelines.privacy.events import BOUNDED_RANGE, GaussianEvent, PureEpsilonEvent
 from pipelines.privacy.noise import numpy_noise_rng
 
 DELTA = 1e-5
@@ -142,10 +143,46 @@ def test_aim_workload_and_candidate_weights():
 
 
 def test_pld_vs_zcdp_scales_are_reported_consistently():
-    # the comparison the docs report: same plan shape, σ under our PLD accountant vs under zCDP
-    p = plan_aim(15, 40, 1.0, DELTA)
-    z = zcdp_aim_scale(15, 40, 1.0, DELTA)
-    assert 0.8 < z / p.scale < 1.2
+    # the comparison the docs report: same plan shape, σ under our accountant vs under zCDP; with bounded-range
+    # selections our ε is min(PLD, RDP), so our σ is never above the papers' (to the calibration's rtol)
+    for rounds in (16, 40):
+        p = plan_aim(15, rounds, 1.0, DELTA)
+        z = zcdp_aim_scale(15, rounds, 1.0, DELTA)
+        assert 1 - 2e-3 < z / p.scale < 1.1
+    assert zcdp_mst_scale(15, 1.0, DELTA) / plan_mst(15, 1.0, DELTA).scale > 1 - 2e-3
+
+
+def test_bounded_range_selection_is_accounted_as_min_of_pld_and_rdp():
+    br, generic = PureEpsilonEvent(0.1, BOUNDED_RANGE), PureEpsilonEvent(0.1)
+    gauss = [GaussianEvent(20.0, 1.0)] * 10
+    orders = np.array([1.5, 10.0, 100.0, 1000.0])
+    np.testing.assert_allclose(bounded_range_rdp(0.1, orders), [0.001875, 0.0125, 0.1, 0.1])
+    # as ε-DP in the PLD, as ε²/8-zCDP in RDP; the ledger's ε is the smaller of the two valid bounds
+    mixed = gauss + [br] * 40
+    assert epsilon_pld(mixed, DELTA) == pytest.approx(min(epsilon_pld(gauss + [generic] * 40, DELTA),
+                                                          epsilon_rdp(mixed, DELTA)))
+    assert epsilon_pld(mixed, DELTA) < epsilon_pld(gauss + [generic] * 40, DELTA)
+    assert epsilon_rdp(mixed, DELTA) < epsilon_rdp(gauss + [generic] * 40, DELTA)
+    # lists without a bounded-range step are unchanged (PLD alone)
+    assert epsilon_pld(gauss + [generic], DELTA) == epsilon_pld(gauss + [generic], DELTA)
+    # the selections MST and AIM record are bounded-range
+    _, ev = select(np.array([1.0, 2.0]), 1.0, 0.5, np.random.default_rng(0))
+    assert ev == PureEpsilonEvent(0.5, BOUNDED_RANGE)
+    assert all(e.bounded_range for e in plan_mst(5, 1.0, DELTA).events() if isinstance(e, PureEpsilonEvent))
+
+
+def test_numpy_projection_matches_mbi_variable_elimination():
+    from pipelines.marginal import estimate as est
+    disc = Discretizer(LAYOUT, 4)
+    codes = disc.codes(toy_rows(800))
+    names, shape = disc.names, disc.shape
+    dom = est.domain(names, shape)
+    meas = [((n,), marginal(codes, shape, (i,)), 1.0) for i, n in enumerate(names)]
+    meas += [(("a", "b"), marginal(codes, shape, (0, 1)), 1.0), (("c", "y"), marginal(codes, shape, (2, 3)), 1.0)]
+    model = est.estimate(dom, meas, 800, 50)
+    cliques = [("a", "b"), ("b", "a"), ("a", "y"), ("b", "c", "y"), ("y", "a", "c"), ("c",)]
+    for r, fast in zip(cliques, est.project_many(model, cliques)):
+        np.testing.assert_allclose(fast, est.project(model, r), rtol=1e-8, atol=1e-8)
 
 
 # -- discretisation -----------------------------------------------------------------------------------------------
@@ -251,9 +288,12 @@ def test_adult_5000_rows_epsilon_1_beats_the_independence_baseline():
     scores = {}
     for name, extra in (("mst", {}), ("aim", {"max_rounds": 16})):
         gen = generator_class(name)(enc.layout, {"schema": str(root / "schemas" / "adult.yaml"),
-                                                 "bins": bench.PUBLIC_BINS, "noise_seed": 0, **extra}, "cpu")
+                                                 "noise_seed": 0, **extra}, "cpu")
         gen.fit(X, Session(), Budget(1.0, DELTA))
         synth = enc.decode(gen.sample(5000, 0))
         scores[name] = bench.kway_score(real, bench.binned(synth, train, schema), 2)
     print("2-way scores", scores, "independence baseline", base2)
-    assert scores["mst"] > base2 + 10 and scores["aim"] > base2 + 10
+    # measured (noise_seed 0, deterministic): baseline 922.2 (exact 1-way marginals: stronger than any DP product
+    # model), MST 930.7, AIM 942.4. A tree of random or no edges, or an AIM loop whose selections ignore the
+    # scores, stays at or below the baseline; AIM's adaptive 2- and 3-way measurements must beat MST's tree.
+    assert scores["mst"] > base2 + 5 and scores["aim"] > base2 + 15 and scores["aim"] > scores["mst"] + 5

@@ -11,15 +11,16 @@ model's r-marginal moved by less than the noise it was expected to add (the pape
 spends the whole remaining Gaussian budget. Candidates whose model would exceed
 max_model_size × (fraction of the Gaussian budget used) MB are dropped (the paper's size filter).
 
-Accounting: the plan, fixed before any row is read, is K = max_rounds selection slots PureEpsilonEvent(ε_sel)
-plus Gaussian measurements of total inverse variance S = (d + K)/x² (one 1-way event per column at σ = x and
-one envelope GaussianEvent(x/√K) for the rounds), with ε_sel = 2/(3x) (the paper's 0.9 / 0.1 split of a
-round's zCDP budget: 1/2σ² = 0.9ρ_t, ε²/8 = 0.1ρ_t) and x the smallest scale whose PLD composition meets
-(ε, δ) (`plan_aim`). The loop keeps Σ_t σ_t⁻² ≤ S_rounds = K/x² and uses at most K selections, so the actual
-events are dominated by the plan: Gaussian events compose exactly into one Gaussian of multiplier
-(Σσ_t⁻²)^(-1/2) ≥ the envelope's, and a sub-multiset of the planned pure events composes to at most the plan
-(PLD composition is monotone in each component). Adaptivity: σ_t is chosen from earlier outputs; the Gaussian
-part is then a fully adaptive Gaussian composition under the filter Σσ_t⁻² ≤ S, whose privacy is that of the
+Accounting: the plan, fixed before any row is read, is K = max_rounds bounded-range selection slots
+PureEpsilonEvent(ε_sel, BOUNDED_RANGE) plus Gaussian measurements of total inverse variance S = (d + K)/x²
+(one 1-way event per column at σ = x and one envelope GaussianEvent(x/√K) for the rounds), with
+ε_sel = 2/(3x) (the paper's 0.9 / 0.1 split of a round's zCDP budget: 1/2σ² = 0.9ρ_t, ε²/8 = 0.1ρ_t) and x
+the smallest scale whose composition meets (ε, δ) by the ledger's accountant (the min of the PLD and the RDP
+bound, `accountant.epsilon_pld`) (`plan_aim`). The loop keeps Σ_t σ_t⁻² ≤ S_rounds = K/x² and uses at most
+K selections, so the actual events are dominated by the plan: Gaussian events compose exactly into one
+Gaussian of multiplier (Σσ_t⁻²)^(-1/2) ≥ the envelope's, and a sub-multiset of the planned pure events
+composes to at most the plan (PLD and RDP composition are monotone in each component). Adaptivity: σ_t is
+chosen from earlier outputs; the Gaussian part is then a fully adaptive Gaussian composition under the filter Σσ_t⁻² ≤ S, whose privacy is that of the
 single Gaussian with σ = S^(-1/2) (Smith & Thakurta 2022, fully adaptive GDP composition), and the selection
 slots have fixed ε_sel; docs/aim-mst.md gives the argument and its limits.
 """
@@ -36,7 +37,7 @@ from pipelines.marginal import estimate as est
 from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.select import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.events import Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
+from pipelines.privacy.events import BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
 
 SELECT_RATIO = 2.0 / 3.0          # ε_sel = SELECT_RATIO / x (the paper's 0.1 / 0.9 zCDP split per round)
 
@@ -62,7 +63,7 @@ class AIMPlan:
 def aim_events(x: float, d: int, rounds: int) -> list[Event]:
     return ([GaussianEvent(x, 1.0, "1-way marginal counts")] * d
             + [GaussianEvent(x / math.sqrt(rounds), 1.0, "AIM rounds: envelope of Σσ_t⁻² = K/x²")]
-            + [PureEpsilonEvent(SELECT_RATIO / x, "exponential")] * rounds)
+            + [PureEpsilonEvent(SELECT_RATIO / x, BOUNDED_RANGE)] * rounds)
 
 
 def plan_aim(d: int, rounds: int, epsilon: float, delta: float) -> AIMPlan:
@@ -146,8 +147,9 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, n_public:
                    est.model_size_mb(dom, cliques + [r]) <= max_model_size * used]
         if not allowed:
             break
-        scores = np.asarray([l1_score(exact[r], est.project(model, r), cands[r],
-                                      aim_penalty(sigma, int(np.prod([sizes[a] for a in r])))) for r in allowed])
+        projected = est.project_many(model, allowed)
+        scores = np.asarray([l1_score(exact[r], p, cands[r], aim_penalty(sigma, int(np.prod([sizes[a] for a in r]))))
+                             for r, p in zip(allowed, projected)])
         k, sev = select(scores, max(cands[r] for r in allowed), plan.epsilon_select, rng)
         r = allowed[k]
         y, gev = measure(codes, shape, [idx[a] for a in r], sigma if private else 0.0, rng,
@@ -155,10 +157,10 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, n_public:
         events += [sev, gev]
         if private:
             S_left -= sigma ** -2
-        before = est.project(model, r)
+        before = projected[k]
         meas.append((r, y, sigma if private else 1.0))
         model = est.estimate(dom, meas, n_public, iters, warm_start=model, device=device)
-        moved = float(np.abs(est.project(model, r) - before).sum())
+        moved = float(np.abs(est.project_many(model, [r])[0] - before).sum())
         cells = int(np.prod([sizes[a] for a in r]))
         log.append({"round": t + 1, "clique": list(r), "sigma": sigma if private else 0.0, "moved": moved})
         if progress:

@@ -12,8 +12,9 @@ Steps, on integer codes from `discretize` (d columns):
 Budget split (the paper's, in zCDP terms): ρ/3 for the 1-way measurements (σ₁² = 3d/2ρ), ρ/3 for the d - 1
 selections (ε_sel² / 8 each), ρ/3 for the 2-way measurements (σ₂² = 3(d-1)/2ρ). We keep the shape and
 replace the ρ-to-(ε, δ) conversion by our accountant: with one scale s, σ₁ = s√d, σ₂ = s√(d-1),
-ε_sel = 2/(s√(d-1)) (the paper's ratios: s = sqrt(3/2ρ)), and s is the smallest scale whose PLD composition
-of d GaussianEvent(σ₁, 1), d - 1 GaussianEvent(σ₂, 1) and d - 1 PureEpsilonEvent(ε_sel) meets (ε, δ). The
+ε_sel = 2/(s√(d-1)) (the paper's ratios: s = sqrt(3/2ρ)), and s is the smallest scale whose composition of
+d GaussianEvent(σ₁, 1), d - 1 GaussianEvent(σ₂, 1) and d - 1 bounded-range PureEpsilonEvent(ε_sel) meets
+(ε, δ) by the ledger's accountant (min of the PLD and the RDP bound: `accountant.epsilon_pld`). The
 parameters are fixed before any row is read, so the recorded events equal the planned ones exactly.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pipelines.marginal import estimate as est
 from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.events import Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
+from pipelines.privacy.events import BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class MSTPlan:
 def mst_events(scale: float, d: int) -> list[Event]:
     s1, s2, es = scale * math.sqrt(d), scale * math.sqrt(d - 1), 2.0 / (scale * math.sqrt(d - 1))
     return ([GaussianEvent(s1, 1.0, "1-way marginal counts")] * d
-            + [PureEpsilonEvent(es, "exponential")] * (d - 1)
+            + [PureEpsilonEvent(es, BOUNDED_RANGE)] * (d - 1)
             + [GaussianEvent(s2, 1.0, "2-way marginal counts")] * (d - 1))
 
 

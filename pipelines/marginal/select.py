@@ -10,8 +10,10 @@ u(D, r) = w_r (||M_r(D) - M_r(p̂_{t-1})||₁ - sqrt(2/π) σ_t n_r) with n_r = 
 penalty term is public (σ_t, n_r) and p̂_{t-1} is post-processing, so |u(D, r) - u(D', r)| ≤ w_r · 1 and
 Δ = max_r w_r over the candidates offered.
 
-Both are drawn by `pipelines.privacy.mechanisms.exponential_mechanism` (P ∝ exp(ε u / 2Δ): ε-DP), recorded
-as PureEpsilonEvent(ε, "exponential"). ε = inf selects the argmax (non-private runs only).
+Both are drawn by `pipelines.privacy.mechanisms.exponential_mechanism` (P ∝ exp(ε u / 2Δ) over a finite set,
+sampled exactly by Gumbel-max: ε-DP and ε-bounded-range, pipelines/privacy/events.py), recorded as
+PureEpsilonEvent(ε, BOUNDED_RANGE), which the accountant composes as min(PLD as ε-DP, RDP as ε²/8-zCDP).
+ε = inf selects the argmax (non-private runs only).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import math
 
 import numpy as np
 
-from pipelines.privacy.events import NonPrivateEvent, PureEpsilonEvent
+from pipelines.privacy.events import BOUNDED_RANGE, NonPrivateEvent, PureEpsilonEvent
 from pipelines.privacy.mechanisms import exponential_mechanism
 
 
@@ -38,4 +40,5 @@ def select(scores: np.ndarray, sensitivity: float, epsilon: float,
     """Index drawn by the exponential mechanism (ε finite) or argmax (ε = inf), and its event."""
     if math.isinf(epsilon):
         return int(np.argmax(scores)), NonPrivateEvent("epsilon: inf")
-    return exponential_mechanism(np.asarray(scores, dtype=float), sensitivity, epsilon, rng)
+    index, event = exponential_mechanism(np.asarray(scores, dtype=float), sensitivity, epsilon, rng)
+    return index, PureEpsilonEvent(event.epsilon, BOUNDED_RANGE)

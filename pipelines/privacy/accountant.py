@@ -7,6 +7,10 @@ Neighbouring relation: add/remove one record (ARCHITECTURE rule 7) for every eve
   grid of `VALUE_DISCRETIZATION` so the result is an upper bound on the true ε(δ).
 * `epsilon_rdp` is the looser cross-check: Rényi DP (Mironov 2017) composed additively per order,
   converted with the improved bound of Canonne, Kamath & Steinke 2020 (Prop. 12).
+* Bounded-range steps (`PureEpsilonEvent` with mechanism BOUNDED_RANGE, the exponential mechanism of MST and
+  AIM): the PLD composes them as generic ε-DP (randomised response, their dominating pair as ε-DP steps), RDP
+  as ε²/8-zCDP (Cesar & Rogers 2021), 4× tighter per step than ε-DP's ε²/2. When a list holds such a step,
+  `epsilon_pld` returns the smaller of the two bounds (`epsilon_pld`'s docstring: why the minimum is valid).
 
 Identical mechanisms are grouped before composing (k copies of one PLD are self-composed with one
 FFT instead of k convolutions) and per-mechanism PLDs are cached, so recomputing the spend of a
@@ -98,16 +102,34 @@ def _mechanism_pld(kind: str, param: float | tuple[float, float], count: int,
 
 
 def epsilon_pld(events: Sequence[Event], delta: float) -> float:
-    """Tight ε at `delta` of composing all `events` (PLD accountant; ∞ if any event is non-private).
+    """ε at `delta` of composing all `events`: the number the ledger enforces (∞ if any event is non-private).
 
-    DP-SGD = SelfComposed(PoissonSampled(q, Gaussian(σ)), steps); Gaussian = Gaussian(σ/Δ₂);
-    Laplace = Laplace(b/Δ₁); pure ε = the PLD of `from_privacy_parameters(ε, 0)`. The PLDs are built
-    on one grid and composed by convolution; the empty list costs 0.
+    PLD accountant: DP-SGD = SelfComposed(PoissonSampled(q, Gaussian(σ)), steps); Gaussian = Gaussian(σ/Δ₂);
+    Laplace = Laplace(b/Δ₁); pure ε (bounded-range or not) = the PLD of `from_privacy_parameters(ε, 0)`.
+    The PLDs are built on one grid and composed by convolution; the empty list costs 0.
+
+    With at least one bounded-range step (`PureEpsilonEvent.bounded_range`) the result is
+    min(ε_PLD(δ), ε_RDP(δ)), ε_RDP = `epsilon_rdp` (bounded-range steps at RDP min(αε²/8, ε)). Validity: let
+    ε*(δ) = inf{ε : the composed mechanism is (ε, δ)-DP}. ε_PLD(δ) ≥ ε*(δ), since each step's PLD dominates it
+    (a bounded-range step is ε-DP, dominated by randomised response) and pessimistic PLD composition of
+    dominating pairs dominates the adaptive composition (Zhu, Dong & Wang 2022, Thm. 10). ε_RDP(δ) ≥ ε*(δ),
+    since per-order RDP bounds add under adaptive composition (Mironov 2017, Prop. 1) and the conversion of
+    Canonne, Kamath & Steinke 2020 (Prop. 12) gives (ε_RDP, δ)-DP. (ε, δ)-DP at ε ≥ ε* holds for every ε ≥ ε*
+    (δ(ε) is non-increasing), so the composition is (min(ε_PLD, ε_RDP), δ)-DP. The minimum of two functions
+    that decrease in a noise scale decreases in it, so `calibrate_noise_scale` keeps working. Lists without
+    a bounded-range step get ε_PLD alone (their numbers are unchanged).
     """
     return _epsilon_pld(events, delta, VALUE_DISCRETIZATION)
 
 
 def _epsilon_pld(events: Sequence[Event], delta: float, interval: float) -> float:
+    eps = _epsilon_pld_only(events, delta, interval)
+    if math.isfinite(eps) and any(isinstance(e, PureEpsilonEvent) and e.bounded_range for e in events):
+        eps = min(eps, epsilon_rdp(events, delta))
+    return eps
+
+
+def _epsilon_pld_only(events: Sequence[Event], delta: float, interval: float) -> float:
     _check_delta(delta)
     non_private, gaussian_nm, counts = _group(events)
     if non_private:
@@ -131,6 +153,15 @@ def pure_epsilon_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
     return np.minimum(epsilon, orders * epsilon ** 2 / 2)
 
 
+def bounded_range_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
+    """RDP curve of an ε-bounded-range step: (α, min(ε, α ε²/8)) for every order α.
+
+    ε-BR ⇒ (ε²/8)-zCDP (Cesar & Rogers 2021, Lemma 3.2; Durfee & Rogers 2019 for the exponential mechanism)
+    ⇒ D_α ≤ α ε²/8; and ε-BR ⇒ ε-DP ⇒ D_α ≤ D_∞ ≤ ε.
+    """
+    return np.minimum(epsilon, orders * epsilon ** 2 / 8)
+
+
 def epsilon_rdp(events: Sequence[Event], delta: float) -> float:
     """ε at `delta` of composing `events` by Rényi DP, the cross-check for `epsilon_pld` (always ≥ it).
 
@@ -138,7 +169,8 @@ def epsilon_rdp(events: Sequence[Event], delta: float) -> float:
     the sampled Gaussian; α/(2σ²) for the plain one). Laplace is supported there too, with the exact
     curve of Mironov 2017 (Prop. 6 / Table II): for b = Δ₁/ε,
     D_α = ε + log(1 + (α-1)(e^{(1-2α)ε} - 1)/(2α-1)) / (α-1).
-    Pure ε steps add `pure_epsilon_rdp` at the same orders. RDP composes by summing per order.
+    Pure ε steps add `pure_epsilon_rdp` at the same orders, bounded-range steps `bounded_range_rdp`. RDP
+    composes by summing per order.
     """
     _check_delta(delta)
     accountant = rdp_lib.RdpAccountant(orders=RDP_ORDERS)
@@ -156,7 +188,7 @@ def epsilon_rdp(events: Sequence[Event], delta: float) -> float:
         elif isinstance(e, LaplaceEvent):
             accountant.compose(dp_event.LaplaceDpEvent(e.scale / e.l1_sensitivity))
         elif isinstance(e, PureEpsilonEvent):
-            extra += pure_epsilon_rdp(e.epsilon, RDP_ORDERS)
+            extra += (bounded_range_rdp if e.bounded_range else pure_epsilon_rdp)(e.epsilon, RDP_ORDERS)
         else:
             raise TypeError(f"not a privacy event: {e!r}")
     return float(rdp_lib.compute_epsilon(RDP_ORDERS, accountant.rdp + extra, delta)[0])

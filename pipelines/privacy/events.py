@@ -53,12 +53,26 @@ class LaplaceEvent:
         return self.l1_sensitivity / self.scale
 
 
+# `PureEpsilonEvent.mechanism` of an ε-bounded-range step (Durfee & Rogers 2019, Def. 3.1): for all neighbours
+# D, D' the privacy loss log P_D(y)/P_D'(y) ranges over an interval of length ≤ ε as y varies. The exponential
+# mechanism P(r) ∝ exp(ε u_r / 2Δ) over a finite set, sampled exactly, is ε-BR: every log-numerator moves by
+# ε(u_r(D) − u_r(D'))/2Δ ∈ [−ε/2, ε/2] and the normaliser is common to all r. ε-BR ⇒ ε-DP and ε-BR ⇒
+# ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2); the accountant uses both (pipelines/privacy/accountant.py).
+BOUNDED_RANGE = "exponential_bounded_range"
+
+
 @dataclass(frozen=True)
 class PureEpsilonEvent:
-    """Any pure ε-DP step, e.g. the exponential mechanism (`mechanism` names it)."""
+    """Any pure ε-DP step, e.g. the exponential mechanism (`mechanism` names it). `mechanism` =
+    BOUNDED_RANGE declares the step ε-bounded-range (an exactly sampled finite exponential mechanism), which
+    the accountant may compose more tightly; any other name is treated as a generic ε-DP step."""
     epsilon: float
     mechanism: str = "exponential"
     kind: ClassVar[str] = "pure_epsilon"
+
+    @property
+    def bounded_range(self) -> bool:
+        return self.mechanism == BOUNDED_RANGE
 
 
 @dataclass(frozen=True)
