@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import math
+import warnings
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -67,7 +68,9 @@ def section_model(name: str, defaults: dict[str, Any], nullable: tuple[str, ...]
     spec: dict[str, Any] = {k: (default_type(v) | None if k in nullable else default_type(v), None)
                             for k, v in defaults.items()}
     spec.update(fields)
-    return create_model(name, __base__=Section, **spec)
+    with warnings.catch_warnings():  # a key named like a BaseModel attribute (mst/aim `schema`) only shadows it
+        warnings.filterwarnings("ignore", message="Field name .* shadows an attribute", category=UserWarning)
+        return create_model(name, __base__=Section, **spec)
 
 
 def default_type(default: Any) -> Any:

@@ -24,8 +24,14 @@ SMALL = {"dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64, "noise_seed":
          "pearl": {"epsilon": 1.0, "frequencies": 16, "steps": 20, "batch_size": 64, "noise_seed": 0},
          "support_points": {"epsilon": 1.0, "n_points": 10, "burn_in": 500, "steps": 2000, "noise_seed": 0},
          "iw_mmd_gan": {"epsilon": 1.0, "steps": 50, "noise_seed": 0},
+         "mst": {"epsilon": 1.0, "n_bins": 8, "iters": 200, "noise_seed": 0},
+         "aim": {"epsilon": 1.0, "n_bins": 8, "max_rounds": 1, "iters": 50, "final_iters": 200, "noise_seed": 0},
          "weights": {"epsilon": 1.0, "epochs": 1, "noise_seed": 0}}
-GENERATORS = ["dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points"]
+GENERATORS = ["dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points", "mst", "aim"]
+# breast cancer: d = 31 columns (30 numeric + target). MST plans and records d 1-way, d - 1 selections and d - 1
+# 2-way events; AIM (max_rounds 1: its one round is the last) plans d 1-way + the rounds' envelope + 1 selection
+# slot and records d 1-way + 1 selection + 1 round measurement.
+D = 31
 TRAIN_ROWS = sorted(  # DP-auto-GAN, PEARL and PPEM: two events each; weight@dpwgan: the DP importance weights
     [("train@dp_auto_gan", "planned")] * 2 + [("train@dp_auto_gan", "spent")] * 2
     + [("train@dpwgan", "planned"), ("train@dpwgan", "spent")]
@@ -33,6 +39,8 @@ TRAIN_ROWS = sorted(  # DP-auto-GAN, PEARL and PPEM: two events each; weight@dpw
     + [("train@pearl", "planned")] * 2 + [("train@pearl", "spent")] * 2
     + [("train@ppem", "planned")] * 2 + [("train@ppem", "spent")] * 2
     + [("train@support_points", "planned"), ("train@support_points", "spent")]
+    + [("train@mst", "planned")] * (3 * D - 2) + [("train@mst", "spent")] * (3 * D - 2)
+    + [("train@aim", "planned")] * (D + 2) + [("train@aim", "spent")] * (D + 2)
     + [("weight@dpwgan", "planned"), ("weight@dpwgan", "spent")])
 
 
