@@ -20,6 +20,8 @@ from pipelines.privacy.accountant import bounded_range_rdp, epsilon_pld, epsilon
 from pipelines.privacy.events import BOUNDED_RANGE, GaussianEvent, PureEpsilonEvent
 from pipelines.privacy.noise import numpy_noise_rng
 
+from test_dpwgan import FakeSession
+
 DELTA = 1e-5
 LAYOUT = Layout((Block("a", "categorical", 0, 3), Block("b", "binary", 3, 4), Block("c", "continuous", 4, 5),
                  Block("y", "binary", 5, 6, is_target=True)))
@@ -35,20 +37,6 @@ def toy_rows(n: int, seed: int = 0) -> np.ndarray:
     X[np.arange(n), a] = 1
     X[:, 3], X[:, 4], X[:, 5] = b, c, y
     return X
-
-
-class Session:
-    def __init__(self):
-        self.calls, self.reserved, self.recorded = [], [], []
-
-    def reserve(self, events):
-        self.calls.append("reserve")
-        self.reserved = list(events)
-
-    def record(self, events):
-        self.calls.append("record")
-        self.recorded = list(events)
-        return [1]
 
 
 class LazyX:
@@ -216,7 +204,7 @@ def test_integer_bins_from_public_edges_keep_zero_exact():
 # -- generator contract ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["mst", "aim"])
 def test_reserve_before_read_records_planned_dominating_events(name):
-    session = Session()
+    session = FakeSession()
     params = {"noise_seed": 3, "n_bins": 4, "iters": 50, **({"max_rounds": 3, "final_iters": 50} if name == "aim" else {})}
     gen = generator_class(name)(LAYOUT, params, "cpu")
     gen.fit(LazyX(toy_rows(400), session, n_public=420), session, Budget(1.0, DELTA))
@@ -232,11 +220,11 @@ def test_reserve_before_read_records_planned_dominating_events(name):
 def test_bad_input_is_refused_before_training(name):
     gen = generator_class(name)(LAYOUT, {"noise_seed": 3}, "cpu")
     with pytest.raises(ValueError, match="expected \\(rows, 6\\)"):
-        gen.fit(np.zeros((10, 5), np.float32), Session(), Budget(1.0, DELTA))
+        gen.fit(np.zeros((10, 5), np.float32), FakeSession(), Budget(1.0, DELTA))
     X = toy_rows(10)
     X[0, 4] = 2.0
     with pytest.raises(ValueError, match="column 'c'"):
-        gen.fit(X, Session(), Budget(1.0, DELTA))
+        gen.fit(X, FakeSession(), Budget(1.0, DELTA))
     with pytest.raises(ValueError, match="unknown"):
         generator_class(name)(LAYOUT, {"nope": 1}, "cpu")
 
@@ -245,7 +233,7 @@ def test_bad_input_is_refused_before_training(name):
 def test_save_load_gives_identical_samples(name, tmp_path):
     params = {"noise_seed": 4, "n_bins": 4, "iters": 50, **({"max_rounds": 2, "final_iters": 50} if name == "aim" else {})}
     gen = generator_class(name)(LAYOUT, params, "cpu")
-    gen.fit(toy_rows(300), Session(), Budget(1.0, DELTA))
+    gen.fit(toy_rows(300), FakeSession(), Budget(1.0, DELTA))
     a = gen.sample(200, 7)
     gen.save(tmp_path)
     b = generator_class(name).load(tmp_path).sample(200, 7)
@@ -256,7 +244,7 @@ def test_save_load_gives_identical_samples(name, tmp_path):
 
 def test_sampled_columns_do_not_co_move_with_row_order():
     gen = generator_class("mst")(LAYOUT, {"noise_seed": 4, "n_bins": 4, "iters": 50}, "cpu")
-    gen.fit(toy_rows(2000), Session(), Budget(4.0, DELTA))
+    gen.fit(toy_rows(2000), FakeSession(), Budget(4.0, DELTA))
     S = gen.sample(4000, 1)
     order = np.arange(len(S))
     for j in (0, 3, 4, 5):
@@ -289,7 +277,7 @@ def test_adult_5000_rows_epsilon_1_beats_the_independence_baseline():
     for name, extra in (("mst", {}), ("aim", {"max_rounds": 16})):
         gen = generator_class(name)(enc.layout, {"schema": str(root / "schemas" / "adult.yaml"),
                                                  "noise_seed": 0, **extra}, "cpu")
-        gen.fit(X, Session(), Budget(1.0, DELTA))
+        gen.fit(X, FakeSession(), Budget(1.0, DELTA))
         synth = enc.decode(gen.sample(5000, 0))
         scores[name] = bench.kway_score(real, bench.binned(synth, train, schema), 2)
     print("2-way scores", scores, "independence baseline", base2)

@@ -20,27 +20,14 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import make_generator
 from pipelines.privacy import dpsgd
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent, event_from_dict
 
+from test_dpwgan import MIXED, mixed_data
+
 DELTA = 1e-5
-MIXED = Layout((
-    Block("age", "integer", 0, 1),
-    Block("income", "continuous", 1, 2),
-    Block("smoker", "binary", 2, 3),
-    Block("region", "categorical", 3, 6, protected=True),
-    Block("outcome", "binary", 6, 7, is_target=True),
-))
-
-
-def mixed_data(n: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    region = np.eye(3)[rng.integers(0, 3, n)]
-    cols = [rng.random(n), rng.beta(2, 5, n), rng.integers(0, 2, n), *region.T, rng.integers(0, 2, n)]
-    return np.column_stack(cols).astype(np.float32)
 
 
 class Session:
