@@ -99,7 +99,7 @@ def main() -> None:
         auc = {m: round(r["tstr"]["roc"], 3) for m, r in tstr["models"].items()}
         row = {"generator": name, "rows": len(train), "epsilon": args.epsilon, "2-way": round(kway_score(real_b, sb, 2), 1),
                "3-way": round(kway_score(real_b, sb, 3), 1), "tstr_auroc": auc, "fit_s": round(fit_s, 1),
-               "privacy": {k: v for k, v in gen.privacy.items() if k != "events"}}
+               "privacy": {k: v for k, v in gen.privacy.to_dict().items() if k != "events"}}
         rows.append(row)
         print(json.dumps(row, default=str), flush=True)
     print("\n| generator | 2-way | 3-way | TSTR AUROC (" + " / ".join(rows[0]["tstr_auroc"]) + ") | fit s |")

@@ -37,9 +37,8 @@ from pipelines.data.transform import Encoder, train_holdout_split  # noqa: E402
 from pipelines.evaluation.knn_divergence import kl_divergence_knn  # noqa: E402
 from pipelines.generators.base import Budget  # noqa: E402
 from pipelines.generators.iw_mmd_gan import IWMMDGAN, train_weighted_mmd  # noqa: E402
-from pipelines.generators.networks import elu, mlp  # noqa: E402
+from pipelines.generators.networks import elu, initialise, mlp  # noqa: E402
 from pipelines.privacy.accountant import epsilon_pld  # noqa: E402
-from pipelines.privacy.events import event_from_dict  # noqa: E402
 
 DOC = ROOT / "docs" / "iw-mmd-gan.md"
 TABLE_3_2 = {"IW": (0.0343, 0.0230, 0.0037, 0.0489, 0.5133, 0.1718),
@@ -78,8 +77,7 @@ def synthetic_run(dim: int, estimator: str, seed: int, n: int, steps: int) -> tu
     x, theta1 = thinned_data(dim, n, rng, f, thinned=True)
     target, _ = thinned_data(dim, n, rng, f, thinned=False)
     w = 1 / theta1 if estimator == "sniw" else 1 / (2 * theta1)      # SNIW: M known up to a constant only
-    torch.manual_seed(seed)
-    net = mlp([10, 64, 64, dim], elu)
+    net = initialise(mlp([10, 64, 64, dim], elu), seed)
 
     def fake(m: int, g: torch.Generator) -> torch.Tensor:
         return net(torch.randn(m, 10, generator=g))
@@ -145,10 +143,10 @@ def rebalancing(draws: int) -> str:
             start = time.perf_counter()
             gen.fit(x, NullSession(), Budget(eps, 1e-5))
             seconds.append(time.perf_counter() - start)
-            sample = gen.sample(5000, seed=d)
+            sample = gen.sample(5000, d)
             shares.append(1 - sample[:, -1].mean())                     # target 0 = malignant
             gaps.append(np.abs(sample[:, :-1].mean(0) - target_means).mean())
-            spent = epsilon_pld([event_from_dict(e) for e in gen.privacy["events"]], 1e-5)
+            spent = epsilon_pld(list(gen.privacy.events), 1e-5)
         target = 0.5 if "weights" in params else 1 - float(x[:, -1].mean())
         rows.append(f"| {label} | {spent:.3g} | {target:.3f} | {np.mean(shares):.3f} ± {np.std(shares):.3f} | "
                     f"{np.mean(gaps):.3f} | {n_draws} | {np.median(seconds):.1f} |")

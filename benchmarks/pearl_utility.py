@@ -58,7 +58,7 @@ def utility(args: argparse.Namespace, overrides: dict) -> None:
             table = tstr_classifiers(train, synth, holdout, schema.columns, schema.target, args.seed,
                                      args.max_train_rows)
             print(json.dumps({"dataset": args.dataset, "epsilon": str(eps), "delta": args.delta, "critic": critic,
-                              "fit_seconds": round(seconds, 1), "length_scale": round(gen.privacy["length_scale"], 4),
+                              "fit_seconds": round(seconds, 1), "length_scale": round(gen.length_scale, 4),
                               "average": {k: {m: round(v, 3) for m, v in r.items()}
                                           for k, r in table["average"].items()},
                               "models": {n: {k: round(r[k]["roc"], 3) for k in ("tstr", "trtr")}

@@ -1,5 +1,6 @@
 """`synthrelease`: the command line that dvc.yaml, the README and stewards call.
 
+  synthrelease init --data PATH --name NAME [--force] schemas/NAME.yaml and params/NAME.yaml from the header
   synthrelease run [--params params.yaml]            the Prefect release flow
   synthrelease serve [--schedules schedules.yaml]    scheduled releases against a Prefect server
   synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
@@ -13,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-STAGES = ("validate", "prepare", "train", "check", "evaluate", "weight", "release")
+STAGES = ("validate", "prepare", "budget", "train", "check", "evaluate", "weight", "release")
 PER_GENERATOR = ("train", "check", "evaluate", "weight")
 
 for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTICS_ENABLED", "false"),
@@ -65,11 +66,29 @@ def ledger_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def init_command(args: argparse.Namespace) -> int:
+    """Write the schema and params file of a steward's table from its header alone (pipelines/data/scaffold.py)."""
+    from pipelines.data.scaffold import scaffold, write
+    root = Path.cwd()
+    files = scaffold(args.data, args.name, root, Path(args.params))
+    for path in write(files, root, force=args.force):
+        print(f"wrote {path.relative_to(root)}", file=sys.stderr)
+    print(f"next: replace every FILL_IN in {files.schema_path} with the table's public documentation, then\n"
+          f"  synthrelease --params {files.params_path} stage validate\n"
+          f"  synthrelease --params {files.params_path} run", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="synthrelease", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--params", default="params.yaml", help="release configuration (default: params.yaml)")
     sub = parser.add_subparsers(dest="command", required=True)
+    it = sub.add_parser("init", help="write schemas/NAME.yaml and params/NAME.yaml for your own table from its "
+                                     "header only (no cell is read); --params is the template (params.yaml)")
+    it.add_argument("--data", required=True, help="the table: a .csv, .csv.gz or .parquet file")
+    it.add_argument("--name", required=True, help="the data set's name (schemas/NAME.yaml, params/NAME.yaml)")
+    it.add_argument("--force", action="store_true", help="overwrite existing schemas/NAME.yaml and params/NAME.yaml")
     sub.add_parser("run", help="run the Prefect release flow (temporary local server unless PREFECT_API_URL is set)")
     sv = sub.add_parser("serve", help="register the scheduled deployments (schedules.yaml) with the Prefect server "
                                       "at PREFECT_API_URL and run their flow runs")
@@ -95,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             from flows.release import configured_flow
             print(json.dumps(configured_flow(args.params)(params_path=args.params), indent=2))
+        elif args.command == "init":
+            return init_command(args)
         elif args.command == "serve":
             from flows.deploy import serve
             serve(Path(args.schedules), Path.cwd(), limit=args.limit)

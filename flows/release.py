@@ -4,7 +4,9 @@ then release.
 
 Same task functions as `dvc repro` (via flows/cli.py); generators train concurrently, one task each,
 on the task runner params.yaml's `orchestration` section picks (threads by default; Dask: flows/runners.py).
-Before any training, the run's whole planned spend must fit the lifetime budget (tasks/budget.py).
+Before any training, the budget task divides privacy.release_epsilon across the generators and weights (the
+allocation train@gen and weight@gen read) and the run's whole planned spend must fit the lifetime budget
+(tasks/budget.py), as the `budget` stage of dvc.yaml does.
 """
 from __future__ import annotations
 

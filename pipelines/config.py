@@ -23,6 +23,7 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr,
                       ValidationError, create_model)
 
+from pipelines.data.header import ColumnMode
 from pipelines.errors import InputError, ParamError
 from pipelines.io import canonical_json, sha256_text
 
@@ -55,6 +56,19 @@ def epsilon_value(value: Any) -> float:
 
 
 Epsilon = Annotated[Any, AfterValidator(epsilon_value)]
+# a part's own ε: pinned (a positive number or inf) or null/absent: allocated from privacy.release_epsilon
+PinnedEpsilon = Annotated[Any, AfterValidator(lambda v: None if v is None else epsilon_value(v))]
+
+
+def share_value(value: Any) -> float:
+    """A part's share of the release ε: a positive finite number (pipelines/privacy/allocation.py)."""
+    share = math.nan if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+    if not (share > 0 and math.isfinite(share)):
+        raise ValueError("must be a positive finite number")
+    return share
+
+
+Share = Annotated[Any, AfterValidator(share_value)]
 
 
 class Section(BaseModel):
@@ -92,11 +106,13 @@ class Dataset(Section):
     name: StrictStr
     source: StrictStr
     holdout_fraction: Number
+    columns: ColumnMode = "strict"  # "schema": read only the schema's columns of a wider table (data/readers.py)
 
 
 class Privacy(Section):
     delta: Number
     lifetime_epsilon: Epsilon
+    release_epsilon: Epsilon = 1.0  # ε of one release run, all generators and weights composed (PLD)
     row_count_epsilon: Epsilon = 0.05
     ledger: StrictStr
     internal_release: StrictBool = False
@@ -114,7 +130,8 @@ class Orchestration(Section):
 WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
     "estimator": "priv_mlp",
     "generators": ["dpwgan"],
-    "epsilon": 1.0,
+    "epsilon": None,              # None: allocated from privacy.release_epsilon by `share`
+    "share": 1.0,
     "khat_bound": 0.7,
     "tempering": 1.0,
     "psis": True,
@@ -127,7 +144,7 @@ WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
 @cache
 def section_models() -> dict[str, type[Section]]:
     """The models of the sections whose defaults live next to the code that reads them, by key path."""
-    from pipelines.evaluation import scorecard, unsupervised
+    from pipelines.evaluation import scorecard, unsupervised, verdict
     from pipelines.evaluation.attacks import gates, suite
     from pipelines.weights import estimators
     attacks = section_model("Attacks", suite.DEFAULTS)
@@ -135,9 +152,11 @@ def section_models() -> dict[str, type[Section]]:
                              unsupervised.NULLABLE + scorecard.NULLABLE, seed=(StrictInt, None),
                              n_samples=(StrictInt | None, None), attacks=(attacks | None, None))
     weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **estimators.DEFAULTS},
-                            epsilon=(Epsilon, None), calibration=(StrictStr | None, None))
+                            epsilon=(PinnedEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None))
     return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": evaluate,
             "evaluate.attacks": attacks, "risk_gates": section_model("RiskGates", gates.DEFAULTS),
+            "utility_gate": section_model("UtilityGate", verdict.DEFAULTS, **{
+                k: (Literal[verdict.POLICIES], None) for k in verdict.REASONS}),
             "weights": weights}
 
 
@@ -150,9 +169,10 @@ def generator_defaults(name: str) -> tuple[dict[str, Any], Any]:
 
 @cache
 def generator_model(name: str) -> type[Section]:
-    """A generator's section: the keys of its DEFAULTS but `delta` (RETIRED), typed by them; ε parsed."""
+    """A generator's section: the keys of its DEFAULTS but `delta` (RETIRED), typed by them; ε parsed (absent
+    or null: allocated from privacy.release_epsilon), plus its `share` of the release ε."""
     defaults = {k: v for k, v in generator_defaults(name)[0].items() if k != "delta"}
-    return section_model(f"{name}_params", defaults, epsilon=(Epsilon, ...))
+    return section_model(f"{name}_params", defaults, epsilon=(PinnedEpsilon, None), share=(Share, None))
 
 
 def fail(file: str, key: str, problem: str, fix: str) -> InputError:
@@ -233,20 +253,37 @@ def check_section(key: str, raw: Any) -> dict[str, Any]:
     return dict(raw or {})
 
 
-def check_generator(name: str, raw: Any, file: str = PARAMS_FILE) -> dict[str, Any]:
-    """A generator's section over its DEFAULTS: keys, types, the steps-or-epochs rule of every training
-    phase, then the module's own `check_params`; returns the section with ε as a float."""
+def check_pinned_or_share(section: str, raw: dict[str, Any], file: str = PARAMS_FILE) -> None:
+    """A part of the release (a generator, `weights`) pins its own ε or takes a share of the release ε, not both."""
+    if raw.get("epsilon") is not None and raw.get("share") is not None:
+        raise fail(file, f"{section}.share", f"given together with '{section}.epsilon': a pinned ε keeps its value "
+                   f"and takes no share of privacy.release_epsilon.",
+                   f"remove 'share:' (keep the pinned ε) or 'epsilon:' (allocate '{section}' from the release ε).")
+
+
+def allocated_section(section: dict[str, Any], epsilon: float) -> dict[str, Any]:
+    """A generator's section as its class takes it: ε set to the allocated (or pinned) value, `share` dropped
+    (the share is the allocation's, pipelines/privacy/allocation.py)."""
+    return {**{k: v for k, v in section.items() if k != "share"}, "epsilon": float(epsilon)}
+
+
+def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilon: float = 1.0) -> dict[str, Any]:
+    """A generator's section over its DEFAULTS: keys, types, pinned ε or share, the steps-or-epochs rule of every
+    training phase, then the module's own `check_params` (at the pinned ε, else at `release_epsilon`, which
+    says whether the allocated ε will be finite); returns the section with a given ε and share as floats (no ε,
+    or ε null: allocated from the release ε)."""
     section = check(generator_model(name), raw, name, file, kind="generator")
+    check_pinned_or_share(name, raw, file)
     defaults, check_params = generator_defaults(name)
     for steps in (k for k in defaults if k.endswith("steps") and k[:-5] + "epochs" in defaults):
         epochs = steps[:-5] + "epochs"
         if raw.get(steps) is not None and raw.get(epochs) is not None:
             raise fail(file, f"{name}.{epochs}", f"given together with '{name}.{steps}'.",
                        f"give '{steps}' or '{epochs}', not both.")
-    params = {**raw, "epsilon": section.epsilon}
+    params = {**raw, **{k: getattr(section, k) for k in ("epsilon", "share") if k in raw}}  # parsed where given
     if check_params is not None:
         try:
-            check_params({**defaults, **params})
+            check_params({**defaults, **allocated_section(params, section.epsilon or release_epsilon)})
         except ParamError as e:
             raise fail(file, e.key, f"{e.problem}.".replace("..", "."), f"correct '{e.key}' (the keys and "
                        f"defaults of '{name}:': {generator_module(name)}.DEFAULTS).") from None
@@ -257,9 +294,9 @@ def check_generator(name: str, raw: Any, file: str = PARAMS_FILE) -> dict[str, A
 
 
 def generator_module(name: str) -> str:
-    """The module of registered generator `name` (registry.CLASSES), not imported."""
-    from pipelines.generators.registry import CLASSES
-    return CLASSES[name].partition(":")[0]
+    """The parameters module of registered generator `name` (DEFAULTS, check_params; imports no torch)."""
+    from pipelines.generators.registry import params_module
+    return params_module(name)
 
 
 def release_model() -> type[Section]:
@@ -270,7 +307,7 @@ def release_model() -> type[Section]:
                         privacy=(models["privacy"], ...), device=(Literal["auto", "cpu", "cuda"], None),
                         orchestration=(models["orchestration"] | None, None), generators=(list[StrictStr], ...),
                         evaluate=(models["evaluate"] | None, None), risk_gates=(models["risk_gates"] | None, None),
-                        weights=(models["weights"] | None, None),
+                        weights=(models["weights"] | None, None), utility_gate=(models["utility_gate"] | None, None),
                         **{g: (dict[str, Any] | None, None) for g in GENERATORS})
 
 
@@ -299,12 +336,14 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
             close = difflib.get_close_matches(g, GENERATORS, n=1)
             raise fail(file, "generators", f"'{g}' is not a registered generator.",
                        f"{'did you mean ' + repr(close[0]) + '? ' if close else ''}use {', '.join(GENERATORS)}.")
-        if not isinstance(params.get(g), dict):
+        if g not in params:
             raise fail(file, g, f"generator '{g}' is listed but has no '{g}:' section.",
-                       f"add a '{g}:' section with at least 'epsilon:'.")
-    for g in (g for g in GENERATORS if params.get(g) is not None):
-        params[g] = check_generator(g, params[g], file)
+                       f"add a '{g}:' section (empty: every default, and an equal share of privacy.release_epsilon).")
+        params[g] = params[g] or {}
     privacy = config.privacy
+    for g in (g for g in GENERATORS if params.get(g) is not None):
+        params[g] = check_generator(g, params[g], file, privacy.release_epsilon)
+    check_pinned_or_share("weights", params.get("weights") or {}, file)
     if not 0 < privacy.delta < 1:
         raise fail(file, "privacy.delta", f"must lie in (0, 1), got {privacy.delta!r}.",
                    "use e.g. 1.0e-5 (well below 1/number of rows).")
@@ -314,6 +353,7 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
                    "set 'row_count_epsilon: 0.05', or declare rows: {count, source} in the schema.")
     params["privacy"]["row_count_epsilon"] = privacy.row_count_epsilon
     params["privacy"]["lifetime_epsilon"] = privacy.lifetime_epsilon
+    params["privacy"]["release_epsilon"] = privacy.release_epsilon
     params.setdefault("device", "auto")
     params.setdefault("evaluate", {})
     return params
@@ -356,6 +396,15 @@ class Paths:
 
     def synthetic(self, gen: str) -> Path:
         return self.root / "data" / "synthetic" / self.dataset / f"{gen}.parquet"
+
+    @property
+    def allocations(self) -> Path:
+        """The budget stage's output: how the release ε is divided (tasks/budget.py)."""
+        return self.root / "data" / "allocation" / self.dataset
+
+    def allocation(self, part: str) -> Path:
+        """One part's allocated ε (a generator, or `weights`), what train@gen / weight@gen read."""
+        return self.allocations / f"{part}.json"
 
     @property
     def releases(self) -> Path:

@@ -1,8 +1,16 @@
-"""Pre-flight budget check of a whole release run: every generator's plan, before any stage trains.
+"""Stage budget (after prepare, before any training): divide the release ε, then check the whole run's plan.
 
-Each train stage still reserves its own plan atomically (the ledger refuses a stage that no longer
-fits when two runs race); this check makes a run that cannot fit fail before it trains anything,
-so a scheduled run over the lifetime budget spends nothing and releases nothing.
+1. Allocation. `privacy.release_epsilon` is the ε of this release run: every configured generator and the
+   importance weights (`weights:`, when `weights.generators` is not empty), composed by the ledger's accountant.
+   Parts that pin their own `epsilon` keep it; the others share the rest by their `share` (equal by default),
+   calibrated so that the composed ε of all planned events equals the release ε (pipelines/privacy/allocation.py).
+   Plans use only public facts (n̂ = `rows_public` of data/prepared/<ds>/layout.json and the params), so the
+   allocation reads no private row and costs nothing. Written to data/allocation/<ds>/: `<part>.json` per part
+   (what train@gen and weight@gen read, `tasks.common.allocated_epsilon`; only the part's own ε, so a change
+   that leaves a part's ε alone does not retrain it) and `release.json` (the whole allocation).
+2. Pre-flight. Each train/weight stage still reserves its own plan atomically (the ledger refuses a stage that
+   no longer fits when two runs race); this check makes a run that cannot fit the lifetime budget fail before
+   it trains anything, so a scheduled run over the budget spends nothing and releases nothing.
 """
 from __future__ import annotations
 
@@ -11,51 +19,102 @@ from typing import Any
 
 from prefect import task
 
+from pipelines.config import Paths, allocated_section
 from pipelines.data.layout import Layout
+from pipelines.errors import InputError
 from pipelines.generators.base import Budget
+from pipelines.generators.persistence import finite_json
 from pipelines.generators.registry import make_generator
-from pipelines.io import read_json
-from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.events import Event
+from pipelines.io import atomic_dir, read_json, write_json
+from pipelines.privacy.allocation import Allocation, AllocationError, Part, allocate
 from pipelines.weights import estimators as weight_estimators
 from tasks import common
 from tasks.artifacts import publish
 from tasks.train import EncodedTable
 from tasks.weight import settings as weight_settings
 
+WEIGHTS = "weights"            # the importance weights' part (one ε for every weight@gen stage)
+SUMMARY = "release.json"       # the whole allocation, next to the parts' files
 
-def planned_events(params: dict[str, Any], root: Path) -> dict[str, list[Event]]:
-    """Each generator's and each weight@gen stage's planned events, from public quantities only (the public
-    training row count n̂ that prepare wrote, `EncodedTable.__len__`; the synthetic row count is
-    evaluate.n_samples or n̂)."""
+
+def release_parts(params: dict[str, Any], root: Path) -> tuple[list[Part], dict[str, list[str]]]:
+    """The run's parts (a planner each, pinned ε or share) and the stages each part's events belong to.
+
+    Planners are pure: public n̂ (`EncodedTable.__len__`, from layout.json), the layout and the params; the
+    synthetic row count of weight@gen is evaluate.n_samples or n̂. The weights part's events are those of every
+    weight@gen stage (one plan per weighted generator)."""
     p, delta = common.paths(params, root), float(params["privacy"]["delta"])
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     n_rows = len(EncodedTable(p.prepared / "train_encoded.parquet"))
-    plans = {g: make_generator(g, layout, params[g], "cpu").plan(n_rows, Budget(float(params[g]["epsilon"]), delta))
-             for g in params["generators"]}
+
+    def generator_planner(name: str):
+        section = params[name]
+        return lambda eps: make_generator(name, layout, allocated_section(section, eps), "cpu").plan(
+            n_rows, Budget(eps, delta)).events
+
+    parts = [Part(g, generator_planner(g), params[g].get("epsilon"), params[g].get("share") or 1.0)
+             for g in params["generators"]]
+    stages = {g: [f"train@{g}"] for g in params["generators"]}
     s = weight_settings(params)
-    n_synthetic = int((params.get("evaluate") or {}).get("n_samples") or n_rows)
-    for g in s["generators"]:
-        plans[f"weight@{g}"] = weight_estimators.plan(s["estimator"], s, layout, n_rows, n_synthetic,
-                                                      s["epsilon"], delta).events
-    return plans
+    if s["generators"]:
+        n_synthetic = int((params.get("evaluate") or {}).get("n_samples") or n_rows)
+
+        def weights_planner(eps: float):
+            one = weight_estimators.plan(s["estimator"], s, layout, n_rows, n_synthetic, eps, delta).events
+            return [e for _ in s["generators"] for e in one]
+        parts.append(Part(WEIGHTS, weights_planner, s["epsilon"], float(s["share"])))
+        stages[WEIGHTS] = [f"weight@{g}" for g in s["generators"]]
+    return parts, stages
+
+
+def allocation(params: dict[str, Any], root: Path) -> tuple[Allocation, dict[str, list[str]]]:
+    """Divide privacy.release_epsilon across the run's parts; an impossible division is an InputError."""
+    priv = params["privacy"]
+    parts, stages = release_parts(params, root)
+    try:
+        return allocate(parts, float(priv["release_epsilon"]), float(priv["delta"])), stages
+    except (AllocationError, ValueError) as e:
+        raise InputError(f"'privacy.release_epsilon': cannot divide the release ε {priv['release_epsilon']} across "
+                         f"{[p.name for p in parts]}: {e}.", file="params.yaml",
+                         fix="raise 'privacy.release_epsilon', or lower or remove the pinned 'epsilon:' of a "
+                             "generator (or of 'weights:') so that the others can share the rest.") from e
+
+
+def write_allocation(p: Paths, alloc: Allocation, stages: dict[str, list[str]], extra: dict[str, Any]) -> None:
+    """data/allocation/<ds>/: one file per part (its own ε and what `allocated_epsilon` checks it against) and
+    the whole allocation in release.json."""
+    with atomic_dir(p.allocations) as out:
+        for name, part in alloc.parts.items():
+            entry = {"part": name, "epsilon": part.epsilon, "pinned": part.pinned, "delta": alloc.delta}
+            if not part.pinned:  # a pinned part's file stays the same when the release ε changes: no retraining
+                entry.update(share=part.share, release_epsilon=alloc.release_epsilon)
+            write_json(out / f"{name}.json", finite_json(entry))
+        write_json(out / SUMMARY, finite_json({**alloc.to_dict(), "stages": stages, **extra}))
 
 
 @task(name="budget")
 def budget(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
-    """Raise BudgetExceededError (spent / planned / remaining) unless the run's whole plan fits."""
+    """Allocate the release ε (written to data/allocation/<ds>/), then raise BudgetExceededError (spent / planned
+    / remaining) unless the run's whole plan fits the lifetime budget; nothing is written when it does not."""
     ds, priv = params["dataset"]["name"], params["privacy"]
     delta, lifetime = float(priv["delta"]), float(priv["lifetime_epsilon"])
+    p = common.paths(params, root)
+    alloc, stages = allocation(params, root)
     led = common.ledger(params, root)
-    plans = planned_events(params, root)
     session = led.session(ds, "preflight", "budget", delta, lifetime, internal=bool(priv.get("internal_release", False)))
     spent = led.spent(ds, delta)
-    after = session.check([e for events in plans.values() for e in events])
-    rows = [{"generator": g, "epsilon_planned": round(epsilon_pld(ev, delta), 6)} for g, ev in plans.items()]
-    summary = {"dataset": ds, "epsilon_spent": spent, "epsilon_after": after, "lifetime_epsilon": lifetime,
-               "epsilon_remaining_after": max(lifetime - after, 0.0), "delta": delta, "plans": rows}
-    publish(f"{ds}-budget", table=rows, markdown=(
-        f"## Budget of `{ds}` before training\n\nspent ε = {spent:.4g}; with this run's plans (composed, "
-        f"PLD) ε = {after:.4g} of the lifetime {lifetime:g}; remaining ε = "
-        f"{max(lifetime - after, 0.0):.4g} at δ = {delta:g}"))
+    after = session.check(alloc.events)
+    rows = [{"part": name, "stages": ", ".join(stages[name]), "pinned": part.pinned,
+             "epsilon_allocated": part.epsilon, "epsilon_planned": round(part.epsilon_planned, 6)}
+            for name, part in alloc.parts.items()]
+    write_allocation(p, alloc, stages, {"dataset": ds, "rows_public": len(EncodedTable(
+        p.prepared / "train_encoded.parquet")), "hashes": common.hashes(params, "budget", common.schema(params, root))})
+    summary = {"dataset": ds, "release_epsilon": alloc.release_epsilon, "epsilon_release": alloc.epsilon_composed,
+               "epsilon_spent": spent, "epsilon_after": after, "lifetime_epsilon": lifetime,
+               "epsilon_remaining_after": max(lifetime - after, 0.0), "delta": delta, "parts": rows}
+    publish(f"{ds}-budget", table=finite_json(rows), markdown=(
+        f"## Budget of `{ds}` before training\n\nThis release: ε = {alloc.epsilon_composed:.4g} (all its "
+        f"generators and weights composed, PLD; release ε {alloc.release_epsilon:g}) at δ = {delta:g}.\n\n"
+        f"Lifetime of `{ds}`: spent ε = {spent:.4g} before this run, {after:.4g} after it, of {lifetime:g}; "
+        f"remaining ε = {max(lifetime - after, 0.0):.4g}."))
     return summary

@@ -1,7 +1,8 @@
 """Stage 6: the release gates for one trained and evaluated generator; writes checks.json.
 
 Runs after evaluate@gen: the privacy-risk gates (params.yaml `risk_gates`) read the attack results in
-metrics.json (docs/privacy-risk.md)."""
+metrics.json, and the utility gate applies `utility_gate`'s policy to evaluate's utility verdict
+(docs/privacy-risk.md)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
+from pipelines.evaluation import verdict
 from pipelines.evaluation.attacks.gates import risk_gates, thresholds
 from pipelines.generators.registry import load_generator
 from pipelines.io import read_json, write_json
@@ -36,7 +38,9 @@ def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dic
     model = load_generator(generator, p.model(generator))
     if hasattr(model, "release_gates"):  # a generator's own gates (e.g. PPEM's α-LMDP tests) may read real rows (rule 6)
         gates += model.release_gates(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy())
-    gates += risk_gates(read_json(p.metrics(generator))["privacy_risk"], thresholds(params.get("risk_gates")))
+    metrics = read_json(p.metrics(generator))
+    gates += risk_gates(metrics["privacy_risk"], thresholds(params.get("risk_gates")))
+    gates.append(verdict.utility_gate(metrics["utility_verdict"], verdict.settings(params.get("utility_gate"))))
     result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in gates),
               "gates": [g.to_dict() for g in gates], "hashes": common.hashes(params, "check", sch, generator)}
     write_json(p.checks(generator), result)

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.config import Paths, params_hash
+from pipelines.config import Paths, allocated_section, epsilon_value, params_hash
 from pipelines.data.schema import Schema, load_schema
 from pipelines.errors import InputError
 from pipelines.io import read_json
@@ -33,9 +33,12 @@ def stage_params(dvc_yaml: Path = DVC_YAML) -> dict[str, tuple[str, ...]]:
         for entry in body.get("params") or ():
             if isinstance(entry, dict):  # {params-file: [keys]}: only params.yaml is the release configuration
                 keys += [k for f, ks in entry.items() if Path(f).name == "params.yaml" for k in ks or ()]
+                if any(Path(f).name == "params.yaml" and not ks for f, ks in entry.items()):
+                    break  # `- params.yaml:` with no keys: the whole file (a stage missing here hashes all of it)
             else:
                 keys.append(str(entry))
-        out[name] = tuple(keys)
+        else:
+            out[name] = tuple(keys)
     return out
 
 
@@ -82,3 +85,29 @@ def hashes(params: dict[str, Any], stage: str, sch: Schema, generator: str | Non
     keys = [generator if k == ITEM else k for k in STAGE_PARAMS.get(stage, tuple(sorted(params)))
             if k != ITEM or generator]
     return {"schema": sch.hash(), "params": params_hash({k: param_value(params, k) for k in keys})}
+
+
+def allocated_epsilon(params: dict[str, Any], part: str, root: Path) -> float:
+    """The ε that `part` (a generator, or "weights") plans and spends: its section's pinned `epsilon`, else what
+    the budget stage allocated to it from privacy.release_epsilon (`Paths.allocation`, tasks/budget.py).
+
+    A missing allocation, or one written for another release ε, δ or a then-pinned part, is an InputError:
+    training at a stale ε would spend other than the release states."""
+    pinned = (params.get(part) or {}).get("epsilon")
+    if pinned is not None:
+        return epsilon_value(pinned)
+    path, priv = paths(params, root).allocation(part), params["privacy"]
+    fix = "run the budget stage first: `synthrelease stage budget` (`dvc repro` and the flow run it before training)."
+    if not path.exists():
+        raise InputError(f"'{part}' has no ε of its own and no allocated ε.", file=str(path), fix=fix)
+    entry = read_json(path)
+    now = {"release_epsilon": float(priv["release_epsilon"]), "delta": float(priv["delta"])}
+    if entry.get("pinned") or any(float(entry.get(k, "nan")) != v for k, v in now.items()):
+        raise InputError(f"the allocation of '{part}' was made for another configuration ({entry}; now {now}).",
+                         file=str(path), fix=fix)
+    return float(entry["epsilon"])
+
+
+def generator_section(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
+    """The generator's params.yaml section at its allocated (or pinned) ε, as its class takes it."""
+    return allocated_section(params[generator], allocated_epsilon(params, generator, root))

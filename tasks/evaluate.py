@@ -3,7 +3,8 @@
 Besides the marginal distances and TSTR AUROC, the DP-auto-GAN paper's evaluation (§4, docs/metrics.md):
 dimension-wise probability and prediction, k-way marginal TV, 2-way PCA marginal, Wasserstein score and
 the target accuracy of its Table 2; the release scorecard (2-way marginals, correlation difference, MMD, W1,
-detection AUC, PEARL's 10 classifiers and range queries) and the privacy-risk attacks (docs/privacy-risk.md),
+detection AUC, PEARL's 10 classifiers and range queries), the privacy-risk attacks (docs/privacy-risk.md)
+and the utility verdict against chance and an independent-marginals baseline (pipelines/evaluation/verdict.py),
 whose results check@gen turns into gates. The plots are PNGs next to metrics.json (DVC plots).
 """
 from __future__ import annotations
@@ -17,12 +18,12 @@ from prefect import task
 from pipelines.config import PARAMS_FILE, check_section, fail
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
-from pipelines.evaluation import outside_dp, plots, scorecard, unsupervised
+from pipelines.evaluation import outside_dp, plots, scorecard, unsupervised, verdict
 from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.report import evaluation_markdown, key_figures
 from pipelines.evaluation.unsupervised import paper_metrics
-from pipelines.evaluation.utility import tstr_auroc
+from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.generators.registry import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
 from tasks import common
@@ -69,6 +70,7 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
     k = knobs(settings)
     card_knobs = {**knobs(settings, scorecard.DEFAULTS, scorecard.NULLABLE), **k}
     attack_settings = suite.settings(settings.get("attacks"), sch)
+    verdict_settings = verdict.settings(params.get("utility_gate"))
     train = pd.read_parquet(p.prepared / "train.parquet")
     holdout = pd.read_parquet(p.prepared / "holdout.parquet")
     n = int(settings.get("n_samples") or len(EncodedTable(p.prepared / "train_encoded.parquet")))  # n̂, public
@@ -77,13 +79,17 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
     distances = marginal_distances(holdout, synth, sch.columns)
     paper, pngs = paper_metrics(train, synth, holdout, sch, seed, k)
     risk = suite.privacy_risk(train, synth, holdout, sch, attack_settings, seed)
+    baselines = verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"])  # exact training marginals
+    scored = target_scores({"tstr": synth, "trtr": train, **baselines}, holdout, sch.columns, sch.target, seed)
     pngs["membership_roc"] = plots.roc_curves({"DOMIAS": risk["membership"]["domias"], "DCR": risk["membership"]["dcr"]},
                                               "Membership inference on the released table")
     metrics = {
         "generator": generator, "n_synthetic": n, "seed": seed, "settings": k,
         "schema_conformance": conformance["success"],
         "fidelity": distances, "fidelity_summary": summarise(distances),
-        "utility": tstr_auroc(train, synth, holdout, sch.columns, sch.target, seed),
+        "utility": auroc_table(scored),
+        "utility_verdict": verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns, k["kway_bins"],
+                                                   verdict_settings, seed),
         **paper,
         "scorecard": scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs),
         "privacy_risk": risk,

@@ -17,7 +17,7 @@ class StageProgress:
     def __init__(self, key: str, stage: str) -> None:
         self.key, self.stage = key, stage
         self.artifact_id = None
-        self.logger = _logger()
+        self.logger = run_logger()
 
     def __call__(self, phase: str, step: int, total: int) -> None:
         self.logger.info("%s: %s step %d/%d", self.stage, phase, step, total)
@@ -52,7 +52,7 @@ def stage_progress(key: str, stage: str) -> Iterator[StageProgress]:
         TRAINING_LOG.propagate = propagate
 
 
-def _logger() -> logging.Logger | logging.LoggerAdapter:
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
     if _in_prefect_run():
         from prefect import get_run_logger
         return get_run_logger()

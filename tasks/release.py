@@ -24,10 +24,11 @@ from pipelines.evaluation.plots import marginal_histograms
 from pipelines.evaluation.report import public_html, public_markdown, render_html, render_markdown
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
 from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json, write_parquet
-from pipelines.evaluation.outside_dp import public_gates, release_statements
+from pipelines.evaluation.outside_dp import public_gates, public_verdict, release_statements
 from pipelines.weights.release import weighted_table
 from tasks import common
 from tasks.artifacts import publish
+from tasks.budget import SUMMARY
 from tasks.weight import for_release
 
 LIBRARIES = ("torch", "opacus", "dp-accounting", "prefect", "dvc", "pandas", "pyarrow", "numpy",
@@ -54,12 +55,13 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
     hashes = {"schema": sch.hash(), "params": params_hash(params),
               "model": sha256_tree(p.model(generator)), "synthetic": sha256_file(p.synthetic(generator))}
     weights = for_release(params, generator, root)  # importance weights (tasks/weight.py), None if not configured
-    if weights is not None:
+    if weights is not None and weights["passed"]:  # refused weights are withheld; the table may still be released
         hashes["weights"] = weights["hash"]
     content = hashes["params"] + hashes["model"] + hashes["synthetic"] + hashes.get("weights", "")
     delta = float(priv["delta"])
     ledger_evidence = next(g["evidence"] for g in checks["gates"] if g["name"] == "ledger")
     gates = public_gates(checks["gates"], None if weights is None else weights["gate"])
+    verdict = public_verdict(checks["gates"])
     return {
         "dataset": p.dataset, "generator": generator, "release_id": f"{generator}-{sha256_text(content)[:12]}",
         "audience": "internal only" if priv.get("internal_release", False) else "public",
@@ -68,14 +70,27 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
                     "epsilon_dataset_total": ledger.spent(p.dataset, delta),
                     "epsilon_dataset_total_rdp": ledger.spent_rdp(p.dataset, delta),
                     "delta": delta, "lifetime_budget": float(priv["lifetime_epsilon"]),
+                    **release_budget(p, ledger.spent(p.dataset, delta), float(priv["lifetime_epsilon"])),
                     "ledger_rows": privacy["ledger_row_ids"], "ledger_head": ledger.verify()["head"],
                     "events": privacy["events"], "run_id": privacy["run_id"],
                     "rows_public": privacy["rows_public"], "rows_public_source": privacy["rows_public_source"]},
-        "gates": gates, "rows": metrics["n_synthetic"],
-        "weights": None if weights is None else weights["manifest"],
-        "computed_from_real_data_outside_dp_guarantee": release_statements(gates),
+        "gates": gates, "rows": metrics["n_synthetic"], "utility_verdict": verdict,
+        "weights": None if weights is None else {**weights["manifest"], "released": weights["passed"], **(
+            {} if weights["passed"] else {"withheld_because": weights["gate"]["evidence"]["refused_because"]})},
+        "computed_from_real_data_outside_dp_guarantee": release_statements(gates, verdict),
         "hashes": hashes, "libraries": library_versions(),
     }
+
+
+def release_budget(p: Paths, spent: float, lifetime: float) -> dict[str, Any]:
+    """The release's budget for the manifest (all public: params and the budget stage's data-independent allocation):
+    `release_epsilon` (the configured ε of this release run), `epsilon_release_planned` (its planned events
+    composed, PLD), `epsilon_allocated` ({generator or "weights": the ε it planned at}), and the data set's
+    lifetime: `epsilon_lifetime_spent` (every ledger event so far, PLD) and `epsilon_lifetime_remaining`."""
+    alloc = read_json(p.allocations / SUMMARY)
+    return {"release_epsilon": float(alloc["release_epsilon"]), "epsilon_release_planned": alloc["epsilon_composed"],
+            "epsilon_allocated": {n: float(a["epsilon"]) for n, a in alloc["parts"].items()},
+            "epsilon_lifetime_spent": spent, "epsilon_lifetime_remaining": max(lifetime - spent, 0.0)}
 
 
 def _ledger_rows(params: dict[str, Any], root: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -127,7 +142,7 @@ def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]
               "plots": {"synthetic_marginals": marginal_histograms(None, synth, sch.columns)}}
     weights = for_release(params, generator, root)
     with atomic_dir(p.releases / release_id) as out:
-        if weights is None:
+        if weights is None or not weights["passed"]:  # no weights configured, or weights refused: the table alone
             shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")
         else:  # the `weight` column joined on row position
             write_parquet(out / "synthetic.parquet", weighted_table(
@@ -165,25 +180,29 @@ def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     for generator in params["generators"]:
         checks = read_json(p.checks(generator))
         weights = for_release(params, generator, root)
-        if checks["passed"] and (weights is None or weights["passed"]):
+        if checks["passed"]:  # the table's own gates; a weight-gate failure withholds only the weight column
             m = bundle(params, generator, root)
             internal = steward_dir(p, m["release_id"])
             released.append({"generator": generator, "release_id": m["release_id"],
                              "path": str((p.releases / m["release_id"]).relative_to(root)),
-                             "epsilon_generator": m["privacy"]["epsilon_generator"]})
+                             "epsilon_generator": m["privacy"]["epsilon_generator"],
+                             "utility_verdict": (m["utility_verdict"] or {}).get("verdict"),
+                             **({} if weights is None or weights["passed"] else {
+                                 "weights_withheld": weights["gate"]["evidence"]["refused_because"]})})
         else:
             internal = steward_report(params, generator, root, manifest_of(params, generator, root),
                                       f"refused-{generator}")
-            refused.append({"generator": generator,
-                            "failed_gates": [g["name"] for g in checks["gates"] if not g["passed"]] + (
-                                [] if weights is None or weights["passed"] else [weights["gate"]["name"]])})
+            failed = [g for g in checks["gates"] if not g["passed"]]
+            refused.append({"generator": generator, "failed_gates": [g["name"] for g in failed],
+                            "reasons": [g["evidence"]["reason"] for g in failed if "reason" in g["evidence"]]})
         steward[generator] = str(internal.relative_to(root))  # internal: under reports/, never releases/
     index = {"dataset": p.dataset, "released": released, "refused": refused, "steward_reports": steward,
              "hashes": {"schema": common.schema(params, root).hash(), "params": params_hash(params)},
              # check@gen verifies the chain still holds this row (deleted trailing rows are caught)
              "ledger_head": common.ledger(params, root).head()}
     write_json(p.release_index, index)
-    lines = [f"- `{r['generator']}` → `{r['path']}` (ε = {r['epsilon_generator']:.3g})" for r in released]
+    lines = [f"- `{r['generator']}` → `{r['path']}` (ε = {r['epsilon_generator']:.3g}; utility: "
+             f"{r['utility_verdict']}{'; weights withheld' if 'weights_withheld' in r else ''})" for r in released]
     lines += [f"- `{r['generator']}` REFUSED: failed {', '.join(r['failed_gates'])}" for r in refused]
     publish(f"{p.dataset}-release", markdown=f"## Release of `{p.dataset}`\n\n" + "\n".join(lines),
             table=release_table(params, root, released, refused))

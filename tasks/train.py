@@ -19,7 +19,7 @@ from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, sha256_file, write_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict
-from pipelines.privacy.noise import keyed_noise, load_noise_key
+from pipelines.privacy.noise import NoiseSource, load_noise_key
 from tasks import common
 from tasks.artifacts import publish
 from tasks.progress import stage_progress
@@ -67,17 +67,18 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
     ds, priv = params["dataset"]["name"], params["privacy"]
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     table = EncodedTable(p.prepared / "train_encoded.parquet")
-    gen = make_generator(generator, layout, params[generator], params.get("device", "auto"))
-    budget = Budget(float(params[generator]["epsilon"]), float(priv["delta"]))
+    gen = make_generator(generator, layout, common.generator_section(params, generator, root),
+                         params.get("device", "auto"))
+    budget = Budget(common.allocated_epsilon(params, generator, root), float(priv["delta"]))
     run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
     led = common.ledger(params, root)
     session = led.session(ds, run_id, f"train@{generator}", float(priv["delta"]), float(priv["lifetime_epsilon"]),
                           internal=bool(priv.get("internal_release", False)))
-    noise_key = load_noise_key(priv.get("noise_key_file"), root)
     stage_hashes = common.hashes(params, "train", sch, generator)
-    with keyed_noise(noise_key, table.content_hash, f"{ds}/train@{generator}", stage_hashes["params"]), \
-            stage_progress(f"{ds}-{generator}-train-progress", f"train@{generator}"):
-        gen.fit(table, session, budget)  # reserves the planned spend before converting `table`
+    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), table.content_hash,
+                              f"{ds}/train@{generator}", stage_hashes["params"])
+    with stage_progress(f"{ds}-{generator}-train-progress", f"train@{generator}"):
+        gen.fit(table, session, budget, noise)  # reserves the planned spend before converting `table`
     spent = {r["seq"]: r for r in led.rows(ds) if r["seq"] in session.row_ids}
     events = [event_from_dict(json.loads(spent[i]["event_json"])) for i in session.row_ids]
     row_ids = list(session.reservation.row_ids) + list(session.row_ids)

@@ -6,11 +6,12 @@ from typing import Any
 
 from prefect import task
 
-from pipelines.data.readers import read_table
+from pipelines.data.readers import read_source
 from pipelines.data.validation import validate_table
 from pipelines.io import write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
+from tasks.progress import run_logger
 
 
 @task(name="validate")
@@ -19,15 +20,22 @@ def validate(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     source = str(params["dataset"]["source"])
     if not source.startswith("bundled:") and not Path(source).is_absolute():
         source = str(Path(root) / source)
-    raw, label = read_table(source, sch)
-    clean, report = validate_table(raw, sch, label)
+    table = read_source(source, sch, params["dataset"].get("columns", "strict"))
+    label = table.label
+    clean, report = validate_table(table.frame, sch, label)
+    report["ignored_columns"] = list(table.ignored)  # names only, never their values
+    if table.ignored:
+        run_logger().warning("validate: ignored %d columns of %s that schema '%s' does not declare "
+                          "(dataset.columns: schema; their values were not kept): %s",
+                          len(table.ignored), label, sch.name, ", ".join(table.ignored))
     report["hashes"] = common.hashes(params, "validate", sch)
     write_parquet(p.validated, clean)
     write_json(p.validation_report, report)
     rows = [{"column": c, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}}
             for c, r in report.get("columns", {}).items()]
+    ignored = f"\n\nignored columns (not in the schema; values not kept): {', '.join(table.ignored)}"
     publish(f"{p.dataset}-validation", markdown=(
         f"## Validation of `{label}`\n\nrows in: {report['rows_in']}, rows out: {report['rows_out']}, "
-        f"dropped: {report['rows_dropped']}; Great Expectations success: {report['gx']['success']}"),
-        table=rows)
+        f"dropped: {report['rows_dropped']}; Great Expectations success: {report['gx']['success']}"
+        + (ignored if table.ignored else "")), table=rows)
     return report

@@ -27,6 +27,7 @@ from pipelines.evaluation import weighted
 from pipelines.generators.persistence import finite_json
 from pipelines.io import read_json, sha256_file, write_json, write_parquet
 from pipelines.privacy.accountant import epsilon_pld
+from pipelines.privacy.noise import NoiseSource, load_noise_key
 from pipelines.weights import estimators, postprocess
 from pipelines.weights.discriminator import critic_scorer
 from pipelines.weights.release import manifest_entry, weight_gate
@@ -54,8 +55,8 @@ def settings(params: dict[str, Any]) -> dict[str, Any]:
     if any(g not in params["generators"] for g in s["generators"]):
         raise fail(PARAMS_FILE, "weights.generators", f"must be a list of generators from 'generators', got "
                    f"{s['generators']!r}.", "e.g. 'generators: [dpwgan]' or [].")
-    s["epsilon"], s["khat_bound"], s["tempering"] = (epsilon_value(s["epsilon"]), float(s["khat_bound"]),
-                                                      float(s["tempering"]))
+    s["epsilon"] = None if s["epsilon"] is None else epsilon_value(s["epsilon"])  # None: allocated (tasks/budget.py)
+    s["share"], s["khat_bound"], s["tempering"] = float(s["share"]), float(s["khat_bound"]), float(s["tempering"])
     if not 0 <= s["tempering"] <= 1:
         raise fail(PARAMS_FILE, "weights.tempering", f"must lie in [0, 1], got {s['tempering']}.",
                    "set 'weights.tempering: 1.0' (no tempering).")
@@ -96,7 +97,8 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     synthetic = Encoder(sch).encode(synth).astype(float)
     table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() = public n̂: no row read
     try:
-        plan = estimators.plan(s["estimator"], s, layout, len(table), len(synthetic), s["epsilon"], delta)
+        plan = estimators.plan(s["estimator"], s, layout, len(table), len(synthetic),
+                               common.allocated_epsilon(params, "weights", root), delta)
     except ValueError as e:
         raise InputError(f"weights.estimator: {e}.", file="params.yaml",
                          fix="see the estimator's limits in docs/importance-weights.md.") from e
@@ -108,7 +110,9 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
         session.reserve(plan.events)  # refused here, before any private row is read
     real = np.asarray(table, dtype=float) if plan.estimator in estimators.READS_PRIVATE_ROWS else None
     critic = critic_scorer(generator, p.model(generator)) if plan.estimator == "discriminator" else None
-    log_w, logit = estimators.estimate(plan, s, real, synthetic, critic)
+    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), table.content_hash,
+                              f"{p.dataset}/weight@{generator}", common.hashes(params, "weight", sch, generator)["params"])
+    log_w, logit = estimators.estimate(plan, s, real, synthetic, critic, noise)
     if plan.events:
         session.record(plan.events)
     calibration = None

@@ -29,6 +29,7 @@ Clopper-Pearson bound, while at δ = 1e-2 half the noise is detected with margin
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from collections.abc import Callable, Iterator
 from functools import lru_cache
@@ -160,16 +161,20 @@ class NullSession:
 
 
 class Owner:
-    """The audited object, its networks (reset before every run) and its planned noise multiplier."""
+    """The audited object, its networks (reset before every run) and how to scale its planned noise multipliers."""
 
-    def __init__(self, obj: Any, networks: dict[str, torch.nn.Module], sigma_keys: tuple[str, ...],
-                 holder: dict[str, Any]) -> None:
-        self.obj, self.networks, self.holder = obj, networks, holder
-        self.planned = {k: float(holder[k]) for k in sigma_keys}
+    def __init__(self, obj: Any, networks: dict[str, torch.nn.Module], scale_sigma: Callable[[float], None]) -> None:
+        self.obj, self.networks, self.scale_sigma = obj, networks, scale_sigma
 
-    def scale_sigma(self, scale: float) -> None:
-        """Every planned noise multiplier times `scale` (1.0 restores the plan)."""
-        self.holder.update({k: v * scale for k, v in self.planned.items()})
+
+def plan_scaler(gen: Any, fields: tuple[str, ...]) -> Callable[[float], None]:
+    """Scale the noise-multiplier `fields` of `gen`'s typed plan (as made before the runs) by a factor: the plan
+    is replaced by a copy (`dataclasses.replace`); 1.0 restores the plan itself."""
+    planned = gen.privacy
+
+    def scale(factor: float) -> None:
+        gen.privacy = dataclasses.replace(planned, **{f: getattr(planned, f) * factor for f in fields})
+    return scale
 
 
 # -- dpwgan: the critic step ------------------------------------------------------------------------
@@ -195,7 +200,7 @@ def _dpwgan() -> Any:
 
 
 def dpwgan_plan() -> list[Event]:
-    return _dpwgan().plan(len(D_PRIME), budget_for(1))
+    return list(_dpwgan().plan(len(D_PRIME), budget_for(1)).events)
 
 
 def _dpwgan_setup() -> tuple[Owner, Callable]:
@@ -206,7 +211,7 @@ def _dpwgan_setup() -> tuple[Owner, Callable]:
     def run(owner: Owner, data: torch.Tensor, seed: int) -> None:
         owner.obj.params["noise_seed"] = seed
         owner.obj.fit(data, NullSession())
-    return Owner(gen, {"critic": gen.critic, "generator": gen.generator}, ("noise_multiplier",), gen.privacy), run
+    return Owner(gen, {"critic": gen.critic, "generator": gen.generator}, plan_scaler(gen, ("noise_multiplier",))), run
 
 
 # -- dp_auto_gan: the autoencoder step and the phase-2 critic step -----------------------------------
@@ -221,7 +226,7 @@ def _dp_auto_gan() -> Any:
 
 
 def dp_auto_gan_plan() -> list[Event]:
-    return _dp_auto_gan().plan(len(D_PRIME), _dp_auto_gan_budget())
+    return list(_dp_auto_gan().plan(len(D_PRIME), _dp_auto_gan_budget()).events)
 
 
 def _dp_auto_gan_budget() -> Budget:
@@ -240,7 +245,7 @@ def _dp_auto_gan_setup() -> tuple[Owner, Callable]:
         owner.obj.params["noise_seed"] = seed
         owner.obj.fit(data, NullSession())
     nets = {"autoencoder": gen.autoencoder, "critic": gen.critic, "generator": gen.generator}
-    return Owner(gen, nets, ("autoencoder_noise_multiplier", "noise_multiplier"), gen.privacy), run
+    return Owner(gen, nets, plan_scaler(gen, ("autoencoder_noise_multiplier", "noise_multiplier"))), run
 
 
 # -- ppem: the energy step (ξ with the KSD penalty, γ) and the generator step (ξ, γ, υ) --------------
@@ -304,7 +309,7 @@ def _ppem_releases(config: str) -> int:
 
 
 def ppem_plan(config: str) -> Callable[[], list[Event]]:
-    return lambda: _ppem(config).plan(len(PPEM_D) + 1, budget_for(_ppem_releases(config)))
+    return lambda: list(_ppem(config).plan(len(PPEM_D) + 1, budget_for(_ppem_releases(config))).events)
 
 
 def _ppem_setup(config: str) -> Callable[[], tuple[Owner, Callable]]:
@@ -316,7 +321,7 @@ def _ppem_setup(config: str) -> Callable[[], tuple[Owner, Callable]]:
         def run(owner: Owner, data: torch.Tensor, seed: int) -> None:
             owner.obj.params["noise_seed"] = seed
             owner.obj.fit(data, NullSession())
-        return Owner(gen, gen.networks, ("noise_multiplier",), gen.privacy), run
+        return Owner(gen, gen.networks, plan_scaler(gen, ("noise_multiplier",))), run
     return setup
 
 
@@ -362,7 +367,11 @@ def _priv_mlp_setup() -> tuple[Owner, Callable]:
             estimators.estimate(plan, {**PRIV_MLP_SETTINGS, "noise_seed": seed}, data.numpy(), SYNTHETIC)
         finally:
             relaxed_dpsgd.classifier = original
-    owner = Owner(plan, {}, ("noise_multiplier",), plan.details)
+    planned = float(plan.details["noise_multiplier"])
+
+    def scale(factor: float) -> None:
+        plan.details["noise_multiplier"] = planned * factor
+    owner = Owner(plan, {}, scale)
     owner.classifier = holder
     return owner, run
 

@@ -61,8 +61,9 @@ def budget(name: str) -> Budget:
 
 
 def plan(name: str) -> list[Event]:
+    """The planned events of the generator's own plan() for the audit layout."""
     params = {"max_rounds": 1} if name == "aim" else {}
-    return generator_class(name)(LAYOUT, params, "cpu").plan(len(CODES), budget(name))
+    return list(generator_class(name)(LAYOUT, params, "cpu").plan(len(CODES), budget(name)).events)
 
 
 def gaussian_scores(sigma: float, clique: tuple[int, ...], tag: str):

@@ -52,7 +52,7 @@ from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.bandwidth import exponential_bandwidth, laplace_bandwidth
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import Event, LaplaceEvent, PureEpsilonEvent
-from pipelines.privacy.noise import numpy_noise_rng
+from pipelines.privacy.noise import NoiseSource
 from pipelines.weights import estimators, logistic
 
 # Gaussian claims are made at δ = 1e-2 (as tests/audit_cases_dpsgd.py): at δ = 1e-5 the claim is set by tails that
@@ -130,7 +130,7 @@ PEARL_N = 50   # the public n̂; the distance case needs 2D/n̂ above the floor 
 
 
 def pearl_plan(n: int = PEARL_N) -> list[Event]:
-    return PEARL(PEARL_LAYOUT, PEARL_PARAMS).plan(n, Budget(PEARL_PARAMS["epsilon"], DELTA))
+    return list(PEARL(PEARL_LAYOUT, PEARL_PARAMS).plan(n, Budget(PEARL_PARAMS["epsilon"], DELTA)).events)
 
 
 def pearl_scores(rows: np.ndarray, canary: np.ndarray, read: Callable[[PEARL, list], float]) -> Scores:
@@ -140,9 +140,10 @@ def pearl_scores(rows: np.ndarray, canary: np.ndarray, read: Callable[[PEARL, li
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         data = np.vstack([rows, canary]) if neighbour else rows
         model = PEARL(PEARL_LAYOUT, PEARL_PARAMS)
-        model.plan(PEARL_N, Budget(PEARL_PARAMS["epsilon"], DELTA))
-        model.privacy["distance_noise_multiplier"] *= noise_scale
-        model.privacy["embedding_noise_multiplier"] *= noise_scale
+        plan = model.plan(PEARL_N, Budget(PEARL_PARAMS["epsilon"], DELTA))
+        model.privacy = dataclasses.replace(
+            plan, distance_noise_multiplier=plan.distance_noise_multiplier * noise_scale,
+            embedding_noise_multiplier=plan.embedding_noise_multiplier * noise_scale)
         out = np.empty(n_runs)
         with tapped(pearl_module, "release_embedding") as releases:
             for run in range(n_runs):
@@ -165,7 +166,7 @@ def pearl_cases() -> list[AuditCase]:
     assert priority[0] < priority[1], "the distance case needs the canary a = 0 to rank before the rows a = 1"
     ones_a = np.tile(np.array([[1.0, 0.0]], np.float32), (PEARL_N, 1))
     dist_scores = pearl_scores(ones_a, np.array([[0.0, 0.0]], np.float32),
-                               lambda model, _: float(model.privacy["length_scale"]))
+                               lambda model, _: model.length_scale)
     # Embedding: every record (and the canary) is a = 0, class 1, so the pair sum is 0 on both data sets (ℓ̂ carries
     # no trace of the canary beyond the public n) and cos(ω·0) = 1, sin = 0 whatever the noisy frequencies:
     # the canary adds v = e₁ ⊗ [√k, 1…1, 0…0], ‖v‖ = √(2k), the planned Δ₂. Score: the noisy sums along v.
@@ -195,7 +196,7 @@ def iw_params(estimator: str) -> dict:
 
 
 def iw_plan(estimator: str) -> list[Event]:
-    return IWMMDGAN(IW_LAYOUT, iw_params(estimator)).plan(IW_N, Budget(IW_PARAMS["epsilon"], DELTA))
+    return list(IWMMDGAN(IW_LAYOUT, iw_params(estimator)).plan(IW_N, Budget(IW_PARAMS["epsilon"], DELTA)).events)
 
 
 def iw_scores(estimator: str) -> Scores:
@@ -210,8 +211,8 @@ def iw_scores(estimator: str) -> Scores:
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         data = np.vstack([rows, canary]) if neighbour else rows
         model = IWMMDGAN(IW_LAYOUT, iw_params(estimator))
-        model.plan(len(data), Budget(IW_PARAMS["epsilon"], DELTA))
-        model.privacy["noise_multiplier"] *= noise_scale
+        plan = model.plan(len(data), Budget(IW_PARAMS["epsilon"], DELTA))
+        model.privacy = dataclasses.replace(plan, noise_multiplier=plan.noise_multiplier * noise_scale)
         out = np.empty(n_runs)
         with tapped(iw_module, "release_weighted_embedding") as releases:
             for run in range(n_runs):
@@ -251,8 +252,7 @@ def sp_model(config: str, n: int = SP_N) -> SupportPoints:
 
 
 def sp_plan(config: str) -> list[Event]:
-    return SupportPoints(SP_LAYOUT, {**SP_BASE, **SP_CONFIGS[config]}).plan(SP_N, Budget(SP_CONFIGS[config]["epsilon"],
-                                                                                         DELTA))
+    return list(sp_model(config).privacy.events)
 
 
 def sp_points_scores(config: str) -> Scores:
@@ -268,11 +268,12 @@ def sp_points_scores(config: str) -> Scores:
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         data = np.vstack([rows, canary]) if neighbour else rows
         model = sp_model(config, len(data))
-        p, priv = model.params, model.privacy
-        rng = numpy_noise_rng(1_000_003 * int(neighbour) + int(1 / noise_scale), "audit:support_points")
+        p, plan = model.params, model.privacy
+        rng = np.random.default_rng(NoiseSource(noise_seed=1_000_003 * int(neighbour) + int(1 / noise_scale))
+                                    .seed("audit:support_points"))
         with np.errstate(invalid="ignore"):         # split-R̂ of chains that never moved: 0/0, not used here
             result = sample_energy_mechanism(
-                data, int(p["n_points"]), priv["epsilon_per_set"] / noise_scale, priv["sensitivity"], priv["norm"],
+                data, int(p["n_points"]), plan.epsilon_per_set / noise_scale, plan.sensitivity, plan.norm,
                 rng, chains=n_runs, burn_in=int(p["burn_in"]), steps=int(p["steps"]), thin=int(p["thin"]),
                 target_acceptance=float(p["target_acceptance"]), phase="audit:support_points")
         return result.finals[:, 0, 0]
@@ -291,9 +292,10 @@ def sp_bandwidth_scores(config: str, n_rows: int) -> Scores:
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         data = np.vstack([rows, canary]) if neighbour else rows
         model = sp_model(config, len(data))
-        grid, eps = model._grid(), model.privacy["epsilon_bandwidth"] / noise_scale
+        grid, eps = model._grid(), model.privacy.epsilon_bandwidth / noise_scale
         return np.array([mechanism(data, centres, grid, eps,
-                                   numpy_noise_rng(1_000_003 * int(neighbour) + run, "audit:bandwidth"))[0]
+                                   np.random.default_rng(NoiseSource(noise_seed=1_000_003 * int(neighbour) + run)
+                                                         .seed("audit:bandwidth")))[0]
                          for run in range(n_runs)])
     return scores
 

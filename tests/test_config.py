@@ -102,7 +102,7 @@ def test_a_top_level_typo_and_an_unregistered_generator(tmp_path):
 def test_the_values_the_tasks_read_are_the_files_own(tmp_path):
     """No default is injected beyond the ones load_params always filled (the params hashes stay put)."""
     params = load_params(ROOT / "params.yaml")
-    assert params["dpwgan"] == {"epsilon": 3.0} and params["risk_gates"] == BASE["risk_gates"]
+    assert params["dpwgan"] == {} and params["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
     assert params["evaluate"] == BASE["evaluate"] and params["weights"] == BASE["weights"]
     assert params["privacy"]["row_count_epsilon"] == 0.05 and params["device"] == "auto"
 
@@ -111,7 +111,8 @@ def test_the_values_the_tasks_read_are_the_files_own(tmp_path):
                          ids=lambda p: p.name)
 def test_every_bundled_params_file_parses(path):
     params = load_params(path)
-    assert params["generators"] and all(isinstance(params[g]["epsilon"], float) for g in params["generators"])
+    assert params["generators"] and isinstance(params["privacy"]["release_epsilon"], float)
+    assert all(isinstance(params[g].get("epsilon", 0.0), float) for g in params["generators"])  # pinned or allocated
 
 
 @pytest.mark.parametrize("path,typo,known", TYPOS[:8])

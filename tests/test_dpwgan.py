@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, Generator
+from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import make_generator
 from pipelines.generators.dpwgan import DPWGAN
 from pipelines.privacy.accountant import epsilon_pld
@@ -87,7 +87,7 @@ def fitted(params: dict, epsilon: float = 2.0, n: int = 64, seed: int = 0) -> DP
 
 def test_is_a_registered_generator():
     gen = make_generator("dpwgan", MIXED, FAST, "cpu")
-    assert isinstance(gen, DPWGAN) and isinstance(gen, Generator)
+    assert isinstance(gen, DPWGAN) and isinstance(gen, PrivateGenerator)
     with pytest.raises(ValueError, match="unknown dpwgan parameters"):
         DPWGAN(MIXED, {"epoch": 3})
     with pytest.raises(ValueError, match="not both"):
@@ -96,21 +96,22 @@ def test_is_a_registered_generator():
 
 def test_plan_is_data_independent_and_meets_the_target():
     budget = Budget(3.0, 1e-5)
-    events = DPWGAN(MIXED, {"epochs": 5, "batch_size": 64}).plan(1000, budget)
+    plan = DPWGAN(MIXED, {"epochs": 5, "batch_size": 64}).plan(1000, budget)
     again = DPWGAN(MIXED, {"epochs": 5, "batch_size": 64, "seed": 7}).plan(1000, budget)
-    assert events == again
+    assert plan == again
+    events = list(plan.events)
     (event,) = events
     assert isinstance(event, PoissonGaussianEvent)
     assert event.sample_rate == pytest.approx(0.064) and event.steps == math.ceil(5 / 0.064)
     eps = epsilon_pld(events, budget.delta)
     assert 0.99 * budget.epsilon <= eps <= budget.epsilon
-    assert DPWGAN(MIXED, {"steps": 10, "batch_size": 500}).plan(100, budget)[0].sample_rate == 1.0
+    assert DPWGAN(MIXED, {"steps": 10, "batch_size": 500}).plan(100, budget).events[0].sample_rate == 1.0
 
 
 def test_plan_non_private():
     gen = DPWGAN(MIXED, {"epsilon": "inf"})
-    assert gen.plan(100, Budget(math.inf, 1e-5)) == [NonPrivateEvent("epsilon: inf")]
-    assert gen.privacy["noise_multiplier"] == 0.0 and gen.privacy["clip_norm"] == math.inf
+    assert gen.plan(100, Budget(math.inf, 1e-5)).events == (NonPrivateEvent("epsilon: inf"),)
+    assert gen.privacy.noise_multiplier == 0.0 and gen.privacy.clip_norm == math.inf
 
 
 @pytest.mark.parametrize("pre_plan", [True, False])
@@ -119,7 +120,7 @@ def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     gen = DPWGAN(MIXED, {**FAST, "epsilon": 2.0, "delta": 1e-5})
     data = GuardedData(mixed_data(40), session)
     if pre_plan:
-        planned = gen.plan(40, Budget(2.0, 1e-5))
+        planned = list(gen.plan(40, Budget(2.0, 1e-5)).events)
         gen.fit(data, session)
     else:  # the train stage's form: the budget is passed to fit, which plans from len(X)
         gen.fit(data, session, Budget(2.0, 1e-5))
@@ -140,30 +141,30 @@ def test_fit_keeps_the_public_count_when_the_rows_differ():
     """The actual row count is private and may differ from the public n̂ of the plan: fit trains on the rows
     it gets at the planned q = B/n̂ and refuses only another width."""
     gen = DPWGAN(MIXED, FAST)
-    planned = gen.plan(50, Budget(2.0, 1e-5))
+    planned = list(gen.plan(50, Budget(2.0, 1e-5)).events)
     session = FakeSession()
     gen.fit(mixed_data(60), session)
-    assert session.recorded == planned and gen.privacy["n_rows"] == 50
+    assert session.recorded == planned and gen.privacy.n_rows == 50
     with pytest.raises(ValueError, match="expected \\(rows, "):
         gen.fit(mixed_data(50)[:, :-1], FakeSession())
 
 
 def test_sample_respects_layout():
-    x = fitted({}).sample(200, seed=3)
+    x = fitted({}).sample(200, 3)
     assert x.dtype == np.float32 and x.shape == (200, MIXED.width)
     assert np.all((x >= 0) & (x <= 1))
     np.testing.assert_allclose(x[:, 3:6].sum(1), 1.0, rtol=1e-5)
-    assert fitted({}).sample(0, seed=3).shape == (0, MIXED.width)
+    assert fitted({}).sample(0, 3).shape == (0, MIXED.width)
 
 
 def test_training_noise_is_secret_by_default_and_seeded_only_on_request():
     a, b = fitted({"noise_seed": 5}), fitted({"noise_seed": 5})
-    np.testing.assert_array_equal(a.sample(100, seed=1), b.sample(100, seed=1))
-    assert not np.array_equal(a.sample(100, seed=1), fitted({"noise_seed": 6}).sample(100, seed=1))
-    assert not np.array_equal(a.sample(100, seed=1), a.sample(100, seed=2))
+    np.testing.assert_array_equal(a.sample(100, 1), b.sample(100, 1))
+    assert not np.array_equal(a.sample(100, 1), fitted({"noise_seed": 6}).sample(100, 1))
+    assert not np.array_equal(a.sample(100, 1), a.sample(100, 2))
     # the public seed alone does not fix the DP noise or the Poisson batches (pipelines/privacy/noise.py)
-    assert not np.array_equal(fitted({"noise_seed": None}).sample(100, seed=1),
-                              fitted({"noise_seed": None}).sample(100, seed=1))
+    assert not np.array_equal(fitted({"noise_seed": None}).sample(100, 1),
+                              fitted({"noise_seed": None}).sample(100, 1))
 
 
 @pytest.mark.parametrize("epsilon", [2.0, math.inf])
@@ -174,7 +175,7 @@ def test_save_load_round_trip(tmp_path, epsilon):
                       parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     assert meta["privacy"]["steps"] == FAST["steps"]
     loaded = DPWGAN.load(tmp_path)
-    np.testing.assert_array_equal(gen.sample(300, seed=9), loaded.sample(300, seed=9))
+    np.testing.assert_array_equal(gen.sample(300, 9), loaded.sample(300, 9))
     assert loaded.privacy == gen.privacy and loaded.params == gen.params and loaded.layout == gen.layout
 
 

@@ -28,9 +28,12 @@ TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []}
 
 def test_stage_params_are_read_from_dvc_yaml():
     stages = yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"]
-    assert set(common.STAGE_PARAMS) == set(stages)
+    # budget tracks the whole params.yaml (every section shapes the allocation): absent, so hashes() takes it all
+    whole = {n for n, st in stages.items() if {"params.yaml": None} in (st.get("do", st).get("params") or [])}
+    assert whole == {"budget"} and set(common.STAGE_PARAMS) == set(stages) - whole
     for name, stage in stages.items():
-        assert list(common.STAGE_PARAMS[name]) == stage.get("do", stage).get("params", [])
+        if name not in whole:
+            assert list(common.STAGE_PARAMS[name]) == stage.get("do", stage).get("params", [])
     for name in SPENDING:
         assert not set(common.STAGE_PARAMS[name]) & set(NOT_THE_METHOD), name
     assert {"dataset", "privacy.delta", "privacy.internal_release", common.ITEM} <= set(common.STAGE_PARAMS["train"])

@@ -7,14 +7,20 @@ On breast cancer encoded by the schema's Encoder, each generator must
   - refuse encoded values outside [0, 1] and NaN naming the column, and a matrix of another width;
   - plan purely and deterministically (equal events twice, no network parameter or state changed);
   - record events equal to, or dominated by (ε at δ no larger than), the reserved plan;
-  - sample rows of the layout's width in [0, 1] that decode and pass the schema's validation suite;
+  - be a PrivateGenerator whose plan is a typed PrivacyPlan that survives a JSON round trip;
+  - sample exact rows of the layout (binaries 0/1, categorical blocks one-hot, numerics in [0, 1]) that
+    decode and pass the schema's validation suite;
+  - initialise from its public seed alone: generators built concurrently in threads are identical (no
+    process-wide RNG, no lock);
   - give identical samples after save/load for the same seed;
   - draw its noise from OS entropy, not the public seed (two private fits without noise_seed differ; the
     same noise_seed gives identical ones); an ε = ∞ fit is a function of the public seed.
 """
 from __future__ import annotations
 
+import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +30,12 @@ import torch
 
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
-from pipelines.generators.base import Budget
+from pipelines.generators.base import Budget, PrivateGenerator
+from pipelines.generators.persistence import finite_json
 from pipelines.generators.registry import GENERATORS, load_generator, make_generator
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import Event
+from pipelines.privacy.plan import PrivacyPlan, plan_from_dict
 
 DELTA = 1e-5
 ROWS = 160            # training rows (a seeded subset of breast cancer's 569)
@@ -182,6 +190,30 @@ def test_plan_is_pure_and_deterministic(name, constructed, planned, encoder):
     assert_same_state(before, state(gen))
 
 
+@names
+def test_the_plan_is_typed_and_round_trips_through_strict_json(name, encoder):
+    gen = build(name, encoder)
+    assert isinstance(gen, PrivateGenerator)
+    for epsilon in (1.0, math.inf):
+        plan = gen.plan(ROWS, Budget(epsilon, DELTA))
+        assert isinstance(plan, PrivacyPlan) and plan.n_rows == ROWS and plan.epsilon == epsilon
+        text = json.dumps(finite_json(plan.to_dict()), allow_nan=False)
+        assert plan_from_dict(json.loads(text)) == plan
+
+
+@names
+def test_concurrent_construction_is_identical(name, encoder):
+    with ThreadPoolExecutor(4) as pool:
+        built = list(pool.map(lambda _: build(name, encoder), range(4)))
+    reference = state(built[0])
+    for gen in built[1:]:
+        other = state(gen)
+        assert reference.keys() == other.keys()
+        for key, (_, tensors) in reference.items():
+            for k, t in tensors.items():
+                assert torch.equal(t, other[key][1][k]), f"{key}.{k} differs between threads"
+
+
 @fitted_names
 def test_recorded_events_are_dominated_by_the_reserved_plan(name, private_fits):
     gen, session = private_fits(name)
@@ -197,6 +229,12 @@ def test_samples_have_the_layout_decode_and_conform(name, private_fits, encoder,
     x = gen.sample(N_SAMPLE, 3)
     assert x.shape == (N_SAMPLE, encoder.layout.width)
     assert np.isfinite(x).all() and (x >= 0).all() and (x <= 1).all()
+    for b in encoder.layout.blocks:
+        if b.kind == "binary":
+            assert set(np.unique(x[:, b.start])) <= {0.0, 1.0}, b.column
+        elif b.kind == "categorical":
+            block = x[:, b.start:b.stop]
+            assert set(np.unique(block)) <= {0.0, 1.0} and (block.sum(1) == 1).all(), b.column
     df = encoder.decode(x)
     result = conforms(df, bc_schema)
     assert result["success"], result["failed"]

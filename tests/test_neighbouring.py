@@ -188,6 +188,6 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
         evaluate.evaluate.fn(params, "dpwgan", root)
     assert seen["n"] == 300  # evaluate.n_samples: null -> n̂, not the file's row count
 
-    from tasks.budget import planned_events
-    plans = planned_events({**params, "generators": ["dpwgan"], "weights": {"generators": []}}, root)
-    assert plans["dpwgan"][0].sample_rate == pytest.approx(64 / 300)  # the pre-flight check plans with n̂ too
+    from tasks.budget import release_parts
+    (part,), _ = release_parts({**params, "generators": ["dpwgan"], "weights": {"generators": []}}, root)
+    assert part.planner(1.0)[0].sample_rate == pytest.approx(64 / 300)  # the pre-flight check plans with n̂ too

@@ -28,8 +28,7 @@ FAST = {"generators": ["dpwgan"], "dpwgan": {"epsilon": 3.0, "steps": 40, "batch
 
 def _seed(key: bytes | None, data: str = "d" * 64, stage: str = "bc/train@g", params: str = "p" * 64,
           context: str = "g:noise") -> int:
-    with noise.keyed_noise(key, lambda: data, stage, params):
-        return noise.noise_seed_value(None, context)
+    return noise.NoiseSource.keyed(key, lambda: data, stage, params).seed(context)
 
 
 def test_keyed_noise_seed_is_the_hmac_of_data_stage_params_and_context():
@@ -41,7 +40,7 @@ def test_keyed_noise_seed_is_the_hmac_of_data_stage_params_and_context():
               _seed(key, params="q" * 64), _seed(key, context="g:poisson")}
     assert expected not in others and len(others) == 5        # every input changes the noise
     assert _seed(None) != _seed(None)                          # no key: fresh OS entropy each time
-    assert noise.noise_seed_value(None, "g:noise") != noise.noise_seed_value(None, "g:noise")  # outside the block
+    assert noise.NoiseSource().seed("g:noise") != noise.NoiseSource().seed("g:noise")  # no source: OS entropy
 
 
 def test_noise_key_sources_and_refusals(tmp_path, monkeypatch):
@@ -116,8 +115,8 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
     """Pre-flight: a run whose plan does not fit fails before training with spent / planned / remaining."""
     from tasks.budget import budget
     from tasks.train import EncodedTable
-    root, params = _fresh(prepared, tmp_path, {"privacy": {"lifetime_epsilon": 3.2},
-                                               "weights": {"generators": ["dpwgan"]}})
+    root, params = _fresh(prepared, tmp_path, {"privacy": {"lifetime_epsilon": 3.2, "release_epsilon": 4.0},
+                                               "weights": {"generators": ["dpwgan"]}})  # dpwgan pinned at 3
     led = Ledger(params["privacy"]["ledger"])
     led.reserve("breast_cancer", "earlier", "train@x", [GaussianEvent(2.0, 1.0)], DELTA, 3.2)
     monkeypatch.setattr(EncodedTable, "__array__", lambda *a, **k: pytest.fail("private rows were read"))
@@ -127,10 +126,11 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
         budget.fn(params, root)
     assert len(led.rows()) == 1 and led.verify()["rows"] == 1
     params["privacy"]["lifetime_epsilon"] = 10.0
-    summary = budget.fn(params, root)
-    weights = float(params["weights"]["epsilon"])  # weight@dpwgan's DP importance weights are planned too
-    assert summary["epsilon_spent"] == pytest.approx(spent) and 3.0 < summary["epsilon_after"] < spent + 3.0 + weights
-    assert [p["generator"] for p in summary["plans"]] == ["dpwgan", "weight@dpwgan"]
+    summary = budget.fn(params, root)  # the weights share what the pinned DP-WGAN leaves of the release ε
+    assert summary["epsilon_spent"] == pytest.approx(spent) and 4.0 < summary["epsilon_after"] < spent + 4.0
+    assert summary["release_epsilon"] == 4.0 and 0.999 * 4.0 <= summary["epsilon_release"] <= 4.0
+    assert [(r["part"], r["stages"], r["pinned"]) for r in summary["parts"]] == [
+        ("dpwgan", "train@dpwgan", True), ("weights", "weight@dpwgan", False)]
     assert len(led.rows()) == 1  # wrote nothing
 
 

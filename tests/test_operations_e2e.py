@@ -144,8 +144,8 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     bundle and artefacts; the third would pass the lifetime budget and fails before training anything."""
     root = make_root(tmp_path, TINY)
     run_stages(root, "prepare")
-    from tasks.budget import planned_events
-    [plan] = planned_events(load_params(root / "params.yaml"), root).values()
+    from tasks.budget import allocation
+    plan = allocation(load_params(root / "params.yaml"), root)[0].events  # the whole run's (dpwgan's) plan
     two, three = epsilon_pld(plan * 2, DELTA), epsilon_pld(plan * 3, DELTA)
     params_text = (root / "params.yaml").read_text().replace("lifetime_epsilon: 10.0",
                                                              f"lifetime_epsilon: {(two + three) / 2:.6f}")

@@ -14,10 +14,10 @@ from scipy import stats
 from test_dpwgan import MIXED, FakeSession, GuardedData, assert_fit_rejects_bad_input, mixed_data
 
 from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, Generator
+from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import make_generator
 from pipelines.generators.cf_two_sample import rejection_rates
-from pipelines.generators.pearl import PEARL, FrequencyCritic, weighted_cfd
+from pipelines.generators.pearl import PEARL, FrequencyCritic, PEARLPlan, weighted_cfd
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.embeddings import (capped_distance_sum, class_embeddings, distance_event,
                                           distance_sum_sensitivity, embedding_event, embedding_sums, encoded_diameter,
@@ -141,7 +141,7 @@ def test_distance_sensitivity_holds_for_any_row_count():
     # the uncapped sum over all 12 + 1 rows moves by ≈ 12·D, beyond the bound
     assert pairwise_distance_sum(torch.cat([x, record]), diameter) - pairwise_distance_sum(x, diameter) > 1.5 * bound
     gen = PEARL(MIXED, FAST)
-    aux, _ = gen.plan(50, Budget(1.0, DELTA))
+    aux, _ = gen.plan(50, Budget(1.0, DELTA)).events
     assert aux.l2_sensitivity == pytest.approx(49 * encoded_diameter(MIXED.blocks[:4]))
 
 
@@ -151,7 +151,7 @@ def test_distance_sensitivity_holds_for_any_row_count():
 def test_plan_splits_the_budget_and_composes_to_the_target(share):
     budget = Budget(1.0, DELTA)
     gen = PEARL(MIXED, {**FAST, "aux_share": share})
-    aux, emb = gen.plan(1000, budget)
+    aux, emb = gen.plan(1000, budget).events
     assert gen.plan(1000, budget) == PEARL(MIXED, {**FAST, "aux_share": share, "seed": 9}).plan(1000, budget)
     assert aux.l2_sensitivity == pytest.approx(999 * math.sqrt(5))          # (n̂ − 1)D
     assert emb.l2_sensitivity == pytest.approx(math.sqrt(2 * 16))
@@ -164,7 +164,9 @@ def test_plan_splits_the_budget_and_composes_to_the_target(share):
 
 def test_plan_non_private_and_bad_parameters():
     gen = PEARL(MIXED, FAST)
-    assert gen.plan(10, Budget(math.inf, DELTA)) == [NonPrivateEvent("epsilon: inf")]
+    plan = gen.plan(10, Budget(math.inf, DELTA))
+    assert plan.events == (NonPrivateEvent("epsilon: inf"),) and not plan.private
+    assert plan.distance_noise_multiplier == plan.embedding_noise_multiplier == 0.0
     with pytest.raises(ValueError, match="at least 2 training rows"):
         gen.plan(1, Budget(1.0, DELTA))
     with pytest.raises(ValueError, match="aux_share"):
@@ -173,7 +175,7 @@ def test_plan_non_private_and_bad_parameters():
         PEARL(MIXED, {"critic_min_ess": 2})
     with pytest.raises(ValueError, match="unknown pearl parameters"):
         PEARL(MIXED, {"epochs": 3})
-    assert isinstance(make_generator("pearl", MIXED, FAST, "cpu"), Generator)
+    assert isinstance(make_generator("pearl", MIXED, FAST, "cpu"), PrivateGenerator)
 
 
 # -- Lemma 1 and the critic ----------------------------------------------------------------------------
@@ -245,7 +247,7 @@ def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     gen = PEARL(MIXED, FAST)
     data = GuardedData(mixed_data(80), session)
     if pre_plan:
-        planned = gen.plan(80, Budget(2.0, DELTA))
+        planned = list(gen.plan(80, Budget(2.0, DELTA)).events)
         gen.fit(data, session)
     else:
         gen.fit(data, session, Budget(2.0, DELTA))
@@ -261,7 +263,7 @@ def test_fit_rejects_bad_input_with_the_column_and_the_fix():
 
 def test_sample_respects_layout_and_the_released_class_proportions():
     gen = fitted({"steps": 30}, epsilon=math.inf, n=400)
-    x = gen.sample(2000, seed=3)
+    x = gen.sample(2000, 3)
     assert x.dtype == np.float32 and x.shape == (2000, MIXED.width)
     assert np.all((x >= 0) & (x <= 1))
     np.testing.assert_array_equal(x[:, 3:6].sum(1), 1.0)
@@ -269,8 +271,8 @@ def test_sample_respects_layout_and_the_released_class_proportions():
     true_rate = mixed_data(400)[:, 6].mean()
     assert gen.embedding.proportions[1].item() == pytest.approx(true_rate, abs=1e-6)     # ε = inf: exact
     assert x[:, 6].mean() == pytest.approx(true_rate, abs=0.04)                            # 4.5 binomial sd
-    assert gen.sample(0, seed=1).shape == (0, MIXED.width)
-    u = fitted({}, layout=NUMERIC).sample(50, seed=0)                                   # no target
+    assert gen.sample(0, 1).shape == (0, MIXED.width)
+    u = fitted({}, layout=NUMERIC).sample(50, 0)                                   # no target
     assert u.shape == (50, 2) and np.all((u >= 0) & (u <= 1))
 
 
@@ -282,7 +284,7 @@ def test_training_fits_the_marginals_without_noise(critic, steps):
     gen = PEARL(MIXED, {**FAST, "frequencies": 200, "steps": steps, "batch_size": 512, "hidden": [64, 64],
                         "critic": critic})
     gen.fit(data, FakeSession(), Budget(math.inf, DELTA))
-    np.testing.assert_allclose(gen.sample(4000, seed=2).mean(0), data.mean(0), atol=0.04)
+    np.testing.assert_allclose(gen.sample(4000, 2).mean(0), data.mean(0), atol=0.04)
 
 
 def test_critic_ablation_keeps_uniform_weights_and_critic_moves_them():
@@ -297,7 +299,7 @@ def test_noise_is_secret_by_default_and_seeded_only_on_request():
     assert not torch.equal(a.embedding.embeddings, b.embedding.embeddings)
     c, d = fitted({"noise_seed": 4}), fitted({"noise_seed": 4})
     assert torch.equal(c.embedding.embeddings, d.embedding.embeddings)
-    np.testing.assert_array_equal(c.sample(100, seed=1), d.sample(100, seed=1))
+    np.testing.assert_array_equal(c.sample(100, 1), d.sample(100, 1))
 
 
 @pytest.mark.parametrize("epsilon", [1.0, math.inf])
@@ -306,8 +308,10 @@ def test_save_load_round_trip(tmp_path, epsilon):
     gen.save(tmp_path)
     meta = json.loads((tmp_path / "pearl.json").read_text(),
                       parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
-    assert meta["privacy"]["frequencies"] == FAST["frequencies"]
+    assert meta["generator"] == "pearl"
     loaded = PEARL.load(tmp_path)
-    np.testing.assert_array_equal(gen.sample(300, seed=9), loaded.sample(300, seed=9))
+    assert isinstance(loaded.privacy, PEARLPlan) and loaded.privacy.frequencies == FAST["frequencies"]
+    np.testing.assert_array_equal(gen.sample(300, 9), loaded.sample(300, 9))
     assert loaded.privacy == gen.privacy and loaded.params == gen.params and loaded.layout == gen.layout
     assert torch.equal(loaded.critic.frequencies, gen.critic.frequencies)
+    assert loaded.length_scale == gen.length_scale != 1.0                     # the released ℓ̂ travels too

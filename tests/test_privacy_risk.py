@@ -128,30 +128,31 @@ def _release(rng: np.random.Generator, auc_shift: float, p_control: float, risk:
     attacks = {a: anonymeter.privacy_risk((rng.binomial(n, p_main), n), (rng.binomial(n, p_control), n), (0, n))
                for a in ("singling_out_univariate", "singling_out_multivariate", "linkability", "inference")}
     return {"outside_dp": "real rows", "membership": member, "anonymeter": attacks,
-            "copies": {"exact_match_rate": 0.0, "holdout_exact_match_rate": 0.0}}
+            "copies": {"exact_match_rate": 0.0, "holdout_exact_match_rate": 0.0,
+                       "exact_match_counts": {"synthetic": [0, n], "holdout": [0, n]}}}
 
 
 def test_family_wise_bound_hand_computed():
-    assert family_z(0.95, 6) == pytest.approx(2.39398, abs=1e-5)  # Φ⁻¹(1 − 0.05/6)
+    assert family_z(0.95, 7) == pytest.approx(2.45000, abs=1e-5)  # Φ⁻¹(1 − 0.05/7)
     risk = _release(np.random.default_rng(0), 0.0, 0.5, 0.0, 200)
     risk["anonymeter"]["inference"] = anonymeter.privacy_risk((90, 100), (40, 100), (5, 100))
     gates = {g.name: g.evidence for g in risk_gates(risk, thresholds(None))}
-    z = family_z(0.95, 6)
+    z = family_z(0.95, 7)  # 2 membership AUCs, the exact-copy excess, 4 anonymeter risks
     (rm, em), (rc, ec) = anonymeter.wilson(90, 100, z), anonymeter.wilson(40, 100, z)
     low = (rm - rc) / (1 - rc) - math.hypot(em / (1 - rc), ec * (1 - rm) / (1 - rc) ** 2)
     assert gates["inference_risk"]["risk_lower_bound"] == pytest.approx(low)
     assert low < risk["anonymeter"]["inference"]["risk_ci95"][0]  # stricter than the per-test 95 % bound
     dcr = risk["membership"]["dcr"]
     assert gates["membership_inference"]["dcr_auc_lower_bound"] == pytest.approx(dcr["auc"] - z * dcr["auc_se"])
-    assert gates["membership_inference"]["family_tests"] == 6
+    assert gates["membership_inference"]["family_tests"] == gates["exact_copies"]["family_tests"] == 7
     with pytest.raises(InputError, match=r"'risk_gates\.confidence': must be a number in \(0, 1\).*Fix:"):
         thresholds({"confidence": 1})
 
 
 def test_family_wise_refusal_rate_at_the_thresholds():
     """A release whose true risks sit exactly at every threshold (AUC 0.6, R = 0.1) is refused by chance in at
-    most ≈ α = 5 % of releases; per-test 95 % intervals (z = 1.96, i.e. confidence 1 − 6 · 0.025) refuse
-    ≈ 1 − 0.975⁶ = 14 %."""
+    most ≈ α = 5 % of releases; per-test 95 % intervals (z = 1.96, i.e. confidence 1 − 7 · 0.025) refuse
+    ≈ 1 − 0.975⁶ = 14 % (no copies here: the exact-copy bound never refuses)."""
     rng = np.random.default_rng(1)
     shift = math.sqrt(2) * 0.2533471  # Φ(shift/√2) = 0.6
     releases = [_release(rng, shift, 0.5, 0.1, 400) for _ in range(500)]
@@ -161,7 +162,7 @@ def test_family_wise_refusal_rate_at_the_thresholds():
         return float(np.mean([not all(g.passed for g in risk_gates(r, t)) for r in releases]))
 
     assert refused(0.95) <= 0.075
-    assert refused(1 - 6 * 0.025) >= 0.09
+    assert refused(1 - 7 * 0.025) >= 0.09
 
 
 # --- the planted leak -----------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     raw = bc_raw.copy()
     raw.loc[raw.index[CANARY_ROW], CANARY_COLUMN] = CANARY
     raw.to_csv(root / "raw.csv", index=False)
-    run_stages(root, "prepare")
+    run_stages(root, "budget")
     params = load_params(root / "params.yaml")
     train.fn(params, "dpwgan", "canary", root)
     evaluate.fn(params, "dpwgan", root)

@@ -110,7 +110,7 @@ def test_structural_errors_name_file_column_and_fix(tmp_path: Path, toy: Schema,
         expect = ["missing columns ['v', 'c']", "add the columns"]
     elif case == "extra_columns":
         source, column = toy_table(tmp_path, "n,v,ssn,c,y,zip\n1,0.5,123,a,0,9\n"), "ssn"
-        expect = ["extra columns ['ssn', 'zip']", "drop them", "add them to the schema"]
+        expect = ["extra columns ['ssn', 'zip']", "drop them", "add them to the schema", "'columns: schema'"]
     elif case == "not_numbers":
         source, column = toy_table(tmp_path, "n,v,c,y\n1,0.5,a,0\n2,abc,a,0\n3,,a,0\n4,1;5,a,0\n"), "v"
         expect = ["2 values", "row 2: 'abc'", "row 4: '1;5'"]
@@ -128,6 +128,33 @@ def test_structural_errors_name_file_column_and_fix(tmp_path: Path, toy: Schema,
         assert f"column '{column}'" in msg and err.value.column == column, msg
     for text in expect:
         assert text in msg, msg
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_schema_columns_mode_reads_only_the_schema_columns(tmp_path: Path, toy: Schema, fmt: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """dataset.columns: schema: the extra columns are named (file order), never returned, and the file reader
+    is asked for the schema's columns only; a missing schema column is still an error."""
+    import pipelines.data.readers as readers
+    wide = pd.DataFrame({"ssn": ["123-45-6789", "987-65-4321"], "n": ["1", "2"], "v": ["0.5", "0.25"],
+                         "c": ["a", "b"], "note": ["secret", "text"], "y": ["0", "1"]})
+    source = str(tmp_path / f"wide.{fmt}")
+    wide.to_csv(source, index=False) if fmt == "csv" else wide.to_parquet(source)
+    asked: list = []
+    for fn in ("read_csv", "read_parquet"):
+        real = getattr(pd, fn)
+        monkeypatch.setattr(readers.pd, fn, lambda path, *a, _real=real, **k: asked.append(
+            k.get("usecols", k.get("columns"))) or _real(path, *a, **k))
+    table = readers.read_source(source, toy, "schema")
+    assert table.ignored == ("ssn", "note") and table.label == source
+    assert asked == [toy.names]
+    assert list(table.frame.columns) == toy.names and table.frame["n"].tolist() == [1, 2]
+    with pytest.raises(InputError, match=r"extra columns \['ssn', 'note'\].*'columns: schema'"):
+        readers.read_source(source, toy)  # strict (the default) refuses, and names the option
+    narrow = str(tmp_path / f"narrow.{fmt}")
+    wide.drop(columns="v").to_csv(narrow, index=False) if fmt == "csv" else wide.drop(columns="v").to_parquet(narrow)
+    with pytest.raises(InputError, match=r"missing columns \['v'\]"):
+        readers.read_source(narrow, toy, "schema")
 
 
 def test_policies_clip_drop_and_report(tmp_path: Path, toy: Schema) -> None:

@@ -11,13 +11,27 @@ from pipelines.data.layout import Block, Layout, sub_layout
 from pipelines.generators.registry import CLASSES, GENERATORS, generator_class
 
 
-def test_importing_the_registry_imports_no_generator_and_no_torch():
-    code = ("import sys, pipelines.generators.registry; "
+def loaded_modules(statement: str) -> list[str]:
+    """The generator, torch and jax modules a fresh interpreter holds after `statement`."""
+    code = (f"import sys; {statement}; "
             "print(__import__('json').dumps(sorted(m for m in sys.modules if m.startswith(('pipelines.generators.', "
-            "'torch', 'jax')))))")
-    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                       check=True).stdout)
-    assert loaded == ["pipelines.generators.base", "pipelines.generators.registry"]
+            "'torch', 'jax', 'mbi')))))")
+    return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+def test_importing_the_registry_imports_no_generator_and_no_torch():
+    assert loaded_modules("import pipelines.generators.registry") == [
+        "pipelines.generators.base", "pipelines.generators.persistence", "pipelines.generators.registry"]
+
+
+def test_checking_params_yaml_imports_no_generator_method():
+    """pipelines.config checks every generator's section from its params module alone (no method, no jax or
+    mbi; torch still comes with the evaluation and weights sections' modules)."""
+    loaded = loaded_modules("from pipelines.config import load_params; load_params('params.yaml')")
+    methods = {c.partition(":")[0] for c in CLASSES.values()}
+    assert not methods & set(loaded) and not [m for m in loaded if m.startswith(("jax", "mbi"))]
+    assert {f"pipelines.generators.params.{g}" for g in GENERATORS} <= set(loaded)
 
 
 @pytest.mark.parametrize("name", GENERATORS)

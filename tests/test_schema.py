@@ -103,6 +103,22 @@ def test_public_row_count(tmp_path: Path, adult_schema: Schema, bc_schema: Schem
     assert (adult_schema.rows.train_count(0.2), bc_schema.rows.train_count(0.2)) == (39074, 455)
 
 
+def test_schema_level_policy_applies_where_the_kind_allows_it(tmp_path: Path) -> None:
+    """A schema-level clip clips the numeric columns and leaves categorical/binary ones at drop; drop and fatal
+    reach every column; a column's own policy wins; a column-level clip on a category is still refused."""
+    text = GOOD.replace("on_invalid: drop", "on_invalid: clip").replace(", on_invalid: clip}", "}")
+    text = text.replace("columns:\n", "columns:\n  v: {kind: continuous, lower: 0, upper: 1, on_invalid: fatal}\n")
+    s = load_schema(write(tmp_path, text))
+    assert s.on_invalid == "clip"
+    assert {c.name: c.on_invalid for c in s.columns} == {"v": "fatal", "x": "clip", "c": "drop", "y": "drop"}
+    for default in ("drop", "fatal"):
+        s = load_schema(write(tmp_path, text.replace("on_invalid: clip", f"on_invalid: {default}"), f"{default}.yaml"))
+        assert {c.name: c.on_invalid for c in s.columns} == {"v": "fatal", "x": default, "c": default, "y": default}
+    with pytest.raises(SchemaError, match=r"column 'c'.*clip is undefined for a categorical column"):
+        load_schema(write(tmp_path, text.replace('categories: [a, b, "?"]}', 'categories: [a, b], on_invalid: clip}'),
+                          "bad.yaml"))
+
+
 BAD = [
     ("x: {kind: integer, lower: 0, upper: 10, on_invalid: clip}", "x: {kind: real, lower: 0, upper: 1}",
      "x", "unknown kind"),
@@ -134,7 +150,6 @@ BAD = [
     ('c: {kind: categorical, categories: [a, b, "?"]}', "c: {kind: categorical, categories: [a, b], upper: 3}",
      "c", "cannot have bounds"),
     ("y: {kind: binary, categories: [0, 1]}", "y: {kind: binary, categories: [0, 1, 2]}", "y", "not 2"),
-    ("on_invalid: drop", "on_invalid: clip", "c", "clip is undefined"),  # default clip reaches a categorical
     ("target: y", "target: z", "z", "target 'z' is not a column"),
     ("protected: [c]", "protected: [c, race]", "race", "protected column 'race' is not a column"),
     ("  y: {kind: binary", "  c: {kind: binary, categories: [0, 1]}\n  y: {kind: binary", "c", "duplicate key"),

@@ -14,15 +14,15 @@ import pytest
 from scipy import stats
 from test_dpwgan import MIXED, FakeSession, GuardedData, mixed_data
 
-from pipelines.data.layout import Block, Layout
-from pipelines.generators.base import Budget, Generator
+from pipelines.data.layout import Block, Layout, project_to_layout
+from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import load_generator, make_generator
-from pipelines.generators.support_points import SupportPoints, project_to_layout, support_points
+from pipelines.generators.support_points import SupportPoints, support_points
 from pipelines.privacy.bandwidth import (bandwidth_grid, kde_log_likelihoods, likelihood_range,
                                          mle_bandwidth)
 from pipelines.privacy.energy import EnergyChains, energy_distance, energy_sensitivity
 from pipelines.privacy.energy_sampler import reflect, sample_energy_mechanism
-from pipelines.privacy.events import LaplaceEvent, NonPrivateEvent, PureEpsilonEvent, event_from_dict
+from pipelines.privacy.events import LaplaceEvent, NonPrivateEvent, PureEpsilonEvent
 
 DELTA = 1e-5
 FAST = {"n_points": 4, "burn_in": 300, "steps": 400, "thin": 10, "noise_seed": 0}
@@ -218,12 +218,12 @@ def fitted(params: dict, epsilon: float = 1.0, n: int = 120) -> SupportPoints:
     ("repeat", [PureEpsilonEvent(2.0 / 3)] * 3)])
 def test_plan_splits_the_budget_and_fit_records_it(expansion, events):
     gen = fitted({"expansion": expansion, "repeats": 3}, epsilon=2.0)
-    got = [event_from_dict(e) for e in gen.privacy["events"]]
+    got = list(gen.privacy.events)
     assert [type(e) for e in got] == [type(e) for e in events]
     for e, want in zip(got, events):
         assert astuple(e) == pytest.approx(astuple(want)) if isinstance(e, LaplaceEvent) else e.epsilon == \
             pytest.approx(want.epsilon)
-    assert gen.privacy["sensitivity"] == pytest.approx(energy_sensitivity(120, MIXED.width, 2.0))
+    assert gen.privacy.sensitivity == pytest.approx(energy_sensitivity(120, MIXED.width, 2.0))
     assert len(gen.points) == 4 * (3 if expansion == "repeat" else 1)
     lo, hi = gen.params["bandwidth_bounds"]
     assert lo <= gen.bandwidth <= hi or expansion in ("kde_public", "repeat")
@@ -231,15 +231,15 @@ def test_plan_splits_the_budget_and_fit_records_it(expansion, events):
 
 def test_sample_is_in_the_encoded_domain_and_survives_save_load(tmp_path):
     gen = fitted({})
-    assert isinstance(gen, Generator)
-    rows = gen.sample(500, seed=3)
+    assert isinstance(gen, PrivateGenerator)
+    rows = gen.sample(500, 3)
     assert rows.shape == (500, MIXED.width) and rows.dtype == np.float32
     assert rows.min() >= 0 and rows.max() <= 1
     np.testing.assert_array_equal(rows[:, 3:6].sum(1), 1)                    # one-hot block exact
     assert set(np.unique(rows[:, [2, 6]])) <= {0.0, 1.0}
     gen.save(tmp_path)
     again = load_generator("support_points", tmp_path)
-    np.testing.assert_array_equal(again.sample(500, seed=3), rows)
+    np.testing.assert_array_equal(again.sample(500, 3), rows)
     assert again.release_gates(np.zeros((1, MIXED.width)))[0].to_dict() == gen.release_gates(None)[0].to_dict()
 
 
@@ -275,7 +275,7 @@ def test_private_sets_approach_the_support_points_as_epsilon_grows():
 
 def test_non_private_mode_releases_the_support_points():
     gen = fitted({"expansion": "kde_laplace"}, epsilon=math.inf)
-    assert [e["kind"] for e in gen.privacy["events"]] == [NonPrivateEvent.kind]
+    assert [type(e) for e in gen.privacy.events] == [NonPrivateEvent]
     assert gen.release_gates(None) == []
     x = mixed_data(120).astype(float)
     assert energy_distance(x, gen.points, 2.0) < 0.5 * energy_distance(x, x[:4], 2.0)

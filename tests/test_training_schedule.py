@@ -23,7 +23,7 @@ import pytest
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import make_generator
 from pipelines.privacy import dpsgd
-from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent, event_from_dict
+from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent
 
 from test_dpwgan import MIXED, mixed_data
 
@@ -81,7 +81,7 @@ class Schedule:
 
 
 def planned_events(gen: Any) -> list[PoissonGaussianEvent]:
-    return [event_from_dict(e) for e in gen.privacy["events"]]
+    return list(gen.privacy.events)
 
 
 def assert_phase(schedule: Schedule, phase: str, event: PoissonGaussianEvent, n: int, sigma: float,
@@ -117,7 +117,7 @@ def test_dpwgan_runs_the_planned_critic_steps_at_the_planned_rate(monkeypatch, n
     gen.fit(mixed_data(n), Session())
     (event,) = planned_events(gen)
     assert (event.sample_rate, event.steps) == (10 / n_hat, math.ceil(n_hat / 10))  # T = ceil(epochs / q)
-    assert_phase(schedule, "critic", event, n, event.noise_multiplier, releases=1, public_rows=gen.privacy["n_rows"])
+    assert_phase(schedule, "critic", event, n, event.noise_multiplier, releases=1, public_rows=gen.privacy.n_rows)
 
 
 def test_dp_auto_gan_runs_both_planned_phases_at_their_rates(monkeypatch):
@@ -132,7 +132,7 @@ def test_dp_auto_gan_runs_both_planned_phases_at_their_rates(monkeypatch):
     gen.fit(mixed_data(n), Session(), Budget(2.0, DELTA))
     autoencoder, critic = planned_events(gen)
     assert (autoencoder.steps, critic.steps) == (3, 5)
-    n_hat = gen.privacy["n_rows"]
+    n_hat = gen.privacy.n_rows
     assert_phase(schedule, "autoencoder", autoencoder, n, autoencoder.noise_multiplier, releases=1, public_rows=n_hat)
     assert_phase(schedule, "critic", critic, n, critic.noise_multiplier, releases=1, public_rows=n_hat)
     assert [e[1] for e in schedule.log if e[0] == "batch"] == ["autoencoder"] * 3 + ["critic"] * 5  # phase 1 first
@@ -148,7 +148,7 @@ def test_ppem_runs_the_planned_energy_and_generator_steps(monkeypatch):
                                          "latent_dim": 4, "protected": ["age", "income"], "noise_seed": 0}, "cpu")
     gen.fit(mixed_data(n), Session(), Budget(2.0, DELTA))
     energy, generator = planned_events(gen)
-    sigma, q = gen.privacy["noise_multiplier"], 16 / n
+    sigma, q = gen.privacy.noise_multiplier, 16 / n
     assert (energy.steps, generator.steps) == (5, 2) and energy.sample_rate == generator.sample_rate == q
     assert energy.noise_multiplier == pytest.approx(sigma / math.sqrt(2))
     assert generator.noise_multiplier == pytest.approx(sigma / math.sqrt(3))
@@ -156,7 +156,7 @@ def test_ppem_runs_the_planned_energy_and_generator_steps(monkeypatch):
     assert set(schedule.batches("ppem")) == {(n, q)}
     per_batch = schedule.releases_per_batch("ppem")
     assert [len(r) for r in per_batch] == [2, 2, 3, 2, 2, 3, 2]          # generator steps after every 3rd
-    assert_releases(per_batch, sigma, q * gen.privacy["n_rows"])
+    assert_releases(per_batch, sigma, q * gen.privacy.n_rows)
 
 
 def test_priv_mlp_runs_the_planned_lots_at_the_planned_rate(monkeypatch):
@@ -191,8 +191,8 @@ def test_non_private_loops_keep_the_planned_schedule(monkeypatch, name, params):
     gen = make_generator(name, MIXED, params, "cpu")
     gen.fit(mixed_data(50), Session(), Budget(math.inf, DELTA))
     assert planned_events(gen)[0] == NonPrivateEvent("epsilon: inf")
-    assert schedule.batches(name) == [(50, gen.privacy["sample_rate"])] * gen.privacy["steps"]
-    assert gen.privacy["steps"] == (5 if name == "dpwgan" else 4)
+    assert schedule.batches(name) == [(50, gen.privacy.sample_rate)] * gen.privacy.steps
+    assert gen.privacy.steps == (5 if name == "dpwgan" else 4)
 
 
 # -- ε = inf: streams from the public seed, never OS entropy ---------------------------------------------
@@ -225,7 +225,7 @@ def test_non_private_generators_are_a_function_of_the_public_seed(no_os_entropy,
     def run(seed: int) -> np.ndarray:
         gen = make_generator(name, MIXED, {**NON_PRIVATE[name], "seed": seed}, "cpu")
         gen.fit(mixed_data(48), Session(), Budget(math.inf, DELTA))
-        return gen.sample(20, seed=1)
+        return gen.sample(20, 1)
     first = run(0)
     np.testing.assert_array_equal(first, run(0))
     assert not np.array_equal(first, run(3))
@@ -246,12 +246,11 @@ def test_non_private_weight_estimators_are_a_function_of_the_public_seed(no_os_e
 
 
 def test_private_paths_still_draw_os_entropy_without_a_noise_seed():
-    from pipelines.privacy.noise import noise_seed_value
-    assert noise_seed_value(None, "g:noise") != noise_seed_value(None, "g:noise")
-    assert noise_seed_value(None, "g:noise", private=False, seed=0) == noise_seed_value(None, "g:noise",
-                                                                                         private=False, seed=0)
-    assert noise_seed_value(None, "g:noise", private=False, seed=0) != noise_seed_value(None, "g:noise",
-                                                                                         private=False, seed=1)
-    assert noise_seed_value(7, "g:noise", private=False, seed=0) == noise_seed_value(7, "g:noise")
+    from pipelines.privacy.noise import NoiseSource
+    source, seeded = NoiseSource(), NoiseSource(noise_seed=7)
+    assert source.seed("g:noise") != source.seed("g:noise")
+    assert source.seed("g:noise", private=False, seed=0) == source.seed("g:noise", private=False, seed=0)
+    assert source.seed("g:noise", private=False, seed=0) != source.seed("g:noise", private=False, seed=1)
+    assert seeded.seed("g:noise", private=False, seed=0) == seeded.seed("g:noise")
     with pytest.raises(ValueError, match="public seed"):
-        noise_seed_value(None, "g:noise", private=False)
+        source.seed("g:noise", private=False)

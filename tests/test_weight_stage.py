@@ -13,7 +13,7 @@ from pipelines.errors import BudgetExceededError, InputError
 from pipelines.io import read_json, write_parquet
 from test_pipeline import ledger_rows, make_root, run_stages
 
-FAST = {"epochs": 1, "analysis_max_rows": 200, "noise_seed": 0}
+FAST = {"epsilon": 1.0, "epochs": 1, "analysis_max_rows": 200, "noise_seed": 0}  # pinned: no budget stage needed
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +131,8 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
     strict = load_params(root / "params.yaml")
     strict["weights"]["khat_bound"] = -10.0
     weight.fn(strict, "dpwgan", "test", root)
-    index = release.fn(strict, root)
-    assert index["released"] == []
-    assert index["refused"] == [{"generator": "dpwgan", "failed_gates": ["importance_weights"]}]
+    index = release.fn(strict, root)  # the weights are refused, the table (whose own gates pass) is not
+    [entry] = index["released"]
+    assert index["refused"] == [] and "k̂" in entry["weights_withheld"][0]
+    assert "weight" not in pd.read_parquet(root / entry["path"] / "synthetic.parquet").columns
+    assert read_json(root / entry["path"] / "manifest.json")["weights"]["released"] is False

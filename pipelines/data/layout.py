@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Block:
@@ -52,3 +54,18 @@ def sub_layout(blocks: list[Block]) -> Layout:
         out.append(Block(b.column, b.kind, start, start + b.width, b.protected, b.is_target))
         start += b.width
     return Layout(tuple(out))
+
+
+def project_to_layout(x: np.ndarray, layout: Layout) -> np.ndarray:
+    """Rows in the encoded domain: numerics clipped into [0, 1], binaries thresholded at 0.5, one-hot blocks
+    set to their argmax (the decoder's rule, `Encoder.decode`), float32: the one discretiser of every generator's samples
+    (`PrivateGenerator.sample`), so a sample is an exact row of the layout."""
+    out = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
+    for b in layout.blocks:
+        if b.kind == "binary":
+            out[:, b.start] = out[:, b.start] >= 0.5
+        elif b.kind == "categorical":
+            block = np.zeros((len(out), b.width))
+            block[np.arange(len(out)), out[:, b.start:b.stop].argmax(1)] = 1.0
+            out[:, b.start:b.stop] = block
+    return out.astype(np.float32)

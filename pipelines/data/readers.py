@@ -2,15 +2,17 @@
 
 Only structural problems are raised here (missing file, bad format, missing/extra columns, numbers
 that do not parse); out-of-domain values are left for ``validation.validate_table`` to count and
-handle by policy.
+handle by policy. A file's columns are checked against the schema from its header alone
+(``header.read_header``) before any cell is read, and only the schema's columns are read.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
+from pipelines.data.header import ColumnMode, read_header
 from pipelines.data.schema import Column, Schema
 from pipelines.errors import InputError
 
@@ -22,19 +24,59 @@ _NUMERIC_NULLS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 _EXAMPLES = 5
 
 
+@dataclass(frozen=True)
+class SourceTable:
+    """A raw table read into the schema's columns, the label naming its file, and the names of the table's
+    columns outside the schema that were left unread (``columns="schema"``; empty under "strict")."""
+    frame: pd.DataFrame
+    label: str
+    ignored: tuple[str, ...]
+
+
 def read_table(source: str, schema: Schema) -> tuple[pd.DataFrame, str]:
-    """Return (frame with exactly the schema's columns in schema order, label naming the file).
+    """(frame, label) of ``read_source(source, schema)``: a table with exactly the schema's columns."""
+    table = read_source(source, schema)
+    return table.frame, table.label
+
+
+def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> SourceTable:
+    """Read ``source`` into a frame with exactly the schema's columns in schema order.
 
     ``source`` is ``bundled:<name>`` (see ``BUNDLED``) or a path to a .csv, .csv.gz or .parquet file.
+    ``columns="strict"`` refuses a table with columns the schema lacks; ``"schema"`` reads only the schema's
+    columns (CSV ``usecols``: the parser splits each line into fields but keeps and converts only those;
+    Parquet ``columns=``: the other column chunks are not read) and returns the others' names.
     Numeric columns come back as float64 (integer columns as int64 when every value is a whole number
     and none is null); categorical/binary columns as str (string categories, whitespace stripped) or
     int64 (integer categories; object when some value is not an integer).
     """
     if source.startswith("bundled:"):
         raw, label = _read_bundled(source.removeprefix("bundled:"))
+        raw = raw.rename(columns=str)
+        ignored = _check_columns(list(raw.columns), schema, label, columns)
+        raw = raw[schema.names]
     else:
-        raw, label = _read_file(Path(source)), source
-    return _conform(raw, schema, label), label
+        label = source
+        ignored = _check_columns(read_header(source), schema, label, columns)
+        raw = _read_file(Path(source), schema.names)
+    return SourceTable(_conform(raw, schema, label), label, tuple(ignored))
+
+
+def _check_columns(header: list[str], schema: Schema, label: str, columns: ColumnMode) -> list[str]:
+    """The header's columns outside the schema (allowed only under ``columns="schema"``); InputError for a
+    schema column the table lacks, or for extra columns under "strict"."""
+    names = schema.names
+    missing = [c for c in names if c not in header]
+    if missing:
+        raise InputError(f"missing columns {missing} required by schema '{schema.name}'.", file=label,
+                         column=missing[0], fix="add the columns to the table, or remove them from the schema.")
+    extra = [c for c in header if c not in names]
+    if extra and columns == "strict":
+        raise InputError(f"extra columns {extra} not in schema '{schema.name}'.", file=label, column=extra[0],
+                         fix="drop them from the table, or add them to the schema, or set 'columns: schema' "
+                             "under 'dataset:' in the params file to read only the schema's columns (the "
+                             "others are then named in the validation report; their values are not kept).")
+    return extra
 
 
 def _read_bundled(name: str) -> tuple[pd.DataFrame, str]:
@@ -50,26 +92,20 @@ def _read_bundled(name: str) -> tuple[pd.DataFrame, str]:
                      fix=f"use one of {', '.join('bundled:' + b for b in BUNDLED)}, or a .csv/.parquet path.")
 
 
-def _read_file(path: Path) -> pd.DataFrame:
-    if not path.is_file():
-        raise InputError("file not found.", file=str(path),
-                         fix="check the path (relative paths start at the project root), or use bundled:<name>.")
-    name = path.name.lower()
-    if name.endswith((".csv", ".csv.gz")):
-        return _read_csv(path)
-    if name.endswith(".parquet"):
+def _read_file(path: Path, names: list[str]) -> pd.DataFrame:
+    """Only the columns ``names`` of a file whose header ``read_header`` has checked."""
+    if path.name.lower().endswith(".parquet"):
         try:
-            return pd.read_parquet(path)
+            return pd.read_parquet(path, columns=names)
         except Exception as e:  # pyarrow raises several unrelated types for a corrupt file
             raise InputError(f"not a readable Parquet file ({type(e).__name__}: {e}).", file=str(path),
                              fix="re-export the table as Parquet, or as CSV with a header row.") from e
-    raise InputError(f"unsupported file type '{path.suffix}'.", file=str(path),
-                     fix="provide a .csv, .csv.gz or .parquet file.")
+    return _read_csv(path, names)
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path, names: list[str] | None = None) -> pd.DataFrame:
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""], usecols=names)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
@@ -78,19 +114,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
-    raw = raw.rename(columns=str)
     if raw.shape[0] == 0:
         raise InputError("the table is empty (no data rows).", file=label,
                          fix="point the source at a table with a header row and at least one row.")
-    names = schema.names
-    missing = [c for c in names if c not in raw.columns]
-    if missing:
-        raise InputError(f"missing columns {missing} required by schema '{schema.name}'.", file=label,
-                         column=missing[0], fix="add the columns to the table, or remove them from the schema.")
-    extra = [c for c in raw.columns if c not in names]
-    if extra:
-        raise InputError(f"extra columns {extra} not in schema '{schema.name}'.", file=label, column=extra[0],
-                         fix="drop them from the table, or add them to the schema.")
     return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.columns})
 
 

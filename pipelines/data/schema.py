@@ -1,7 +1,8 @@
 """Public schema: the only source of column kinds, bounds and category lists (privacy rule 1).
 
 A schema is a YAML file ``schemas/<name>.yaml``; ``load_schema`` parses and checks it and raises
-``SchemaError`` (naming the file, the column and the fix) for anything malformed.
+``SchemaError`` (naming the file, the column and the fix) for anything malformed, first for any
+``PLACEHOLDER`` value that ``synthrelease init`` wrote and the steward has not yet filled.
 """
 from __future__ import annotations
 
@@ -20,6 +21,20 @@ NUMERIC_KINDS = ("continuous", "integer")
 CATEGORICAL_KINDS = ("categorical", "binary")
 KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS
 POLICIES = ("clip", "drop", "fatal")
+# The value `synthrelease init` (pipelines/data/scaffold.py) writes where the steward must write a fact taken
+# from the table's public documentation; load_schema refuses a schema that still has one.
+PLACEHOLDER = "FILL_IN"
+_PLACEHOLDER_FIX = {
+    "kind": f"set kind to one of {list(KINDS)} as the table's public documentation describes the column.",
+    "lower": "write the smallest possible value from the public documentation (never the minimum of the rows), "
+             "or delete the line if the column is categorical or binary.",
+    "upper": "write the largest possible value from the public documentation (never the maximum of the rows), "
+             "or delete the line if the column is categorical or binary.",
+    "categories": "list every possible value from the public documentation (never the values seen in the rows), "
+                  "or delete the line if the column is continuous or integer.",
+    "documentation": "cite where the bounds and categories come from (a URL or document), e.g. "
+                     "documentation: \"UCI adult.names, https://archive.ics.uci.edu/dataset/2/adult\".",
+}
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows"}
 _ROWS_KEYS = {"count", "source"}
 _COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins"}
@@ -30,7 +45,8 @@ class Column:
     """One public column. Numeric kinds carry bounds, categorical kinds carry their category list.
 
     ``on_invalid`` is the resolved policy for out-of-domain values and nulls: clip (numeric only),
-    drop (drop the row) or fatal (raise).
+    drop (drop the row) or fatal (raise). A column without its own takes the schema's, except that a
+    schema-level clip leaves categorical and binary columns at drop.
     """
     name: str
     kind: str
@@ -128,6 +144,35 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _placeholders(raw: dict) -> list[tuple[str, str]]:
+    """(where, key) of every PLACEHOLDER value left in a parsed schema: where is the column name for a
+    column's key, the key path otherwise (e.g. source.documentation)."""
+    found: list[tuple[str, str]] = []
+    for key, value in raw.items():
+        if value == PLACEHOLDER:
+            found.append((key, key))
+        elif key == "columns" and isinstance(value, dict):
+            found += [(str(name), k) for name, spec in value.items() if isinstance(spec, dict)
+                      for k, v in spec.items() if v == PLACEHOLDER]
+        elif isinstance(value, dict):
+            found += [(f"{key}.{k}", k) for k, v in value.items() if v == PLACEHOLDER]
+    return found
+
+
+def _refuse_placeholders(raw: dict, file: str) -> None:
+    """One SchemaError for the first placeholder left (and how many others remain)."""
+    left = _placeholders(raw)
+    if not left:
+        return
+    where, key = left[0]
+    others = len(left) - 1
+    rest = f" {others} more placeholder{'s' * (others != 1)} remain in this schema." if others else ""
+    raise SchemaError(f"'{key}' is still the placeholder {PLACEHOLDER} written by `synthrelease init`.{rest}",
+                      file=file, column=where,
+                      fix=_PLACEHOLDER_FIX.get(key, f"replace {PLACEHOLDER} with the documented value.")
+                      + f" Then look for every remaining {PLACEHOLDER} in the file.")
+
+
 def _number(value: Any, what: str, file: str, column: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SchemaError(f"{what} is {value!r}, not a finite number.", file=file, column=column,
@@ -150,6 +195,8 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
     if kind not in KINDS:
         raise SchemaError(f"unknown kind {kind!r}.", file=file, column=name, fix=f"set kind to one of {list(KINDS)}.")
     policy = spec.get("on_invalid", default_policy)
+    if kind in CATEGORICAL_KINDS and "on_invalid" not in spec and default_policy == "clip":
+        policy = "drop"  # the schema-level clip applies to the numeric columns; a category has no bound to clip to
     if policy not in POLICIES:
         raise SchemaError(f"unknown on_invalid policy {policy!r}.", file=file, column=name,
                           fix=f"set on_invalid to one of {list(POLICIES)}.")
@@ -264,6 +311,7 @@ def load_schema(path: str | Path) -> Schema:
                           fix="fix the YAML syntax (quote values such as \"?\" or \"yes\").") from e
     if not isinstance(raw, dict):
         raise SchemaError("the schema is not a YAML mapping.", file=file, fix="start from schemas/adult.yaml.")
+    _refuse_placeholders(raw, file)
     unknown = sorted(set(raw) - _SCHEMA_KEYS)
     if unknown:
         raise SchemaError(f"unknown top-level keys {unknown}.", file=file, fix=f"use only {sorted(_SCHEMA_KEYS)}.")

@@ -16,7 +16,6 @@ from itertools import combinations
 from typing import Any, Sequence
 
 import numpy as np
-import ot
 import pandas as pd
 from sklearn.decomposition import PCA
 
@@ -137,7 +136,9 @@ def max_distance(columns: Sequence[Any]) -> float:
 
 def _optimal_transport_cost(x: np.ndarray, y: np.ndarray, metric: str) -> float:
     """min_π Σ π_ij c(x_i, y_j) between the empirical (uniform) measures on the rows of x and y, solved
-    exactly as a linear program by POT's network simplex (``ot.emd2``)."""
+    exactly as a linear program by POT's network simplex (``ot.emd2``; imported here: POT loads torch and jax
+    backends on import, which `pipelines.config` must not pay for)."""
+    import ot
     cost = ot.dist(np.asarray(x, dtype=float), np.asarray(y, dtype=float), metric=metric)
     value, log = ot.emd2(np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y)), cost,
                          numItermax=100 * cost.size, log=True)

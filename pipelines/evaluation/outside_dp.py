@@ -6,7 +6,7 @@ Every artefact that holds a number read from real rows says so in words taken fr
 - check: the α-LMDP gate's `outside_dp` (ALPHA_LMDP_GATE);
 - weight: weights.json `analysis.outside_dp` (WEIGHTED_ANALYSES);
 - release: the public manifest's `computed_from_real_data_outside_dp_guarantee` (`release_statements`), with
-  each gate's `data_dependent` bit (`public_gates`).
+  each gate's `data_dependent` bit (`public_gates`) and the utility verdict word (`public_verdict`).
 Only these statements live here; the numbers stay with the code that computes them.
 """
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 EVALUATION_METRICS = ("every metric here uses the real train and/or holdout rows (marginal distances, "
                       "TSTR/TRTR AUROC, dimension-wise probability and prediction, k-way marginal TV, "
                       "PCA fitted on real training rows, Wasserstein scores, target accuracy, the "
-                      "scorecard and every privacy-risk attack) and so do the plots; none is covered by "
+                      "scorecard, the utility verdict and its independent-marginals baseline, and every "
+                      "privacy-risk attack) and so do the plots; none is covered by "
                       "the DP guarantee.")
 PRIVACY_RISK_ATTACKS = ("privacy-risk attacks (membership inference, attribute inference, singling out, linkability, "
                         "inference, presence/attribute disclosure, exact-match and near-duplicate rates) computed on "
@@ -44,8 +45,19 @@ def public_gates(gates: list[dict], weight_gate: dict[str, Any] | None) -> list[
     return out
 
 
-def release_statements(gates: list[dict[str, Any]]) -> list[str]:
+def public_verdict(gates: list[dict]) -> dict[str, Any] | None:
+    """The utility verdict a public manifest shows (check.json's `utility` gate, None where it did not run): the
+    verdict word, what the policy did with it ("refuse", "label" or "none") and that it reads real rows. None of
+    its numbers."""
+    g = next((g for g in gates if g["name"] == "utility"), None)
+    return None if g is None else {"verdict": g["evidence"]["verdict"], "action": g["evidence"]["action"],
+                                   "data_dependent": True}
+
+
+def release_statements(gates: list[dict[str, Any]], verdict: dict[str, Any] | None = None) -> list[str]:
     """What a public manifest discloses that was computed from real rows: the bit of each data-dependent gate
-    (`public_gates`), and the release decision itself."""
+    (`public_gates`), the utility verdict word (`public_verdict`), and the release decision itself."""
     return [f"the pass/fail bit of the '{g['name']}' gate, which reads real rows (its evidence is internal)"
-            for g in gates if g["data_dependent"]] + [RELEASE_BIT]
+            for g in gates if g["data_dependent"]] + ([
+        f"the utility verdict '{verdict['verdict']}' (fit / weak / inverted), which reads real rows: a data-dependent "
+        "outcome published like a gate's pass/fail bit, its evidence internal"] if verdict else []) + [RELEASE_BIT]

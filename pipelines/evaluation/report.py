@@ -89,10 +89,15 @@ PUBLIC_GUARANTEES = GUARANTEES[:3] + [
 CAPTIONS = {**PLOT_CAPTIONS, **PUBLIC_PLOTS}
 PUBLIC_KEYS = ("dataset", "generator", "release_id", "rows", "guarantee", "audience", "libraries")
 PUBLIC_PRIVACY = ("epsilon_generator", "epsilon_generator_rdp", "epsilon_dataset_total", "epsilon_dataset_total_rdp",
-                  "delta", "lifetime_budget", "ledger_head", "events", "run_id")
+                  "delta", "lifetime_budget", "ledger_head", "events", "run_id", "release_epsilon",
+                  "epsilon_release_planned", "epsilon_allocated", "epsilon_lifetime_spent", "epsilon_lifetime_remaining")
 PUBLIC_LEDGER = ("seq", "run_id", "stage", "status", "event_json")
-PUBLIC_WEIGHTS = ("estimator", "label", "epsilon", "delta", "n_released", "khat", "khat_bound", "ess", "tempering",
-                  "psis")
+PUBLIC_WEIGHTS = ("released", "withheld_because", "estimator", "label", "epsilon", "delta", "n_released", "khat",
+                  "khat_bound", "ess", "tempering", "psis")
+PUBLIC_VERDICT = ("verdict", "action", "data_dependent")
+VERDICT_WORDS = {"fit": "fit: beats an independent-marginals baseline", "weak": "WEAK: not measurably better than "
+                 "independent columns drawn from the real 1-way marginals", "inverted": "INVERTED: models fitted on "
+                 "this table predict the opposite of the truth", "not_assessed": "not assessed"}
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -118,7 +123,9 @@ def _privacy_blocks(privacy: dict | None) -> list[Block]:
         return blocks + [("p", NA)]
     total, budget = privacy.get("epsilon_dataset_total"), privacy.get("lifetime_budget")
     remaining = budget - total if isinstance(total, Real) and isinstance(budget, Real) else None
-    rows = [["ε spent by this generator", privacy.get("epsilon_generator")],
+    rows = [*([["ε of this release run (all its generators and weights, composed)", privacy["release_epsilon"]]]
+              if "release_epsilon" in privacy else []),
+            ["ε spent by this generator", privacy.get("epsilon_generator")],
             ["Total ε spent on this data set (all releases, PLD/PRV accountant)", total],
             ["Total ε, RDP accountant cross-check", privacy.get("epsilon_dataset_total_rdp")],
             ["Lifetime ε budget of this data set", budget],
@@ -201,11 +208,40 @@ def _notice(summary: dict) -> Block:
     return ("notice", "Not covered by the DP guarantee", text, items)
 
 
+def _verdict_text(verdict: dict) -> str:
+    """The utility verdict word as a steward or analyst reads it (manifest `utility_verdict`)."""
+    return (f"{VERDICT_WORDS.get(verdict.get('verdict'), _fmt(verdict.get('verdict')))} (policy: "
+            f"{_fmt(verdict.get('action'))}; data-dependent: it reads real rows, only this word is published)")
+
+
 def _release_blocks(summary: dict) -> list[Block]:
     rows = [["Data set", summary.get("dataset")], ["Generator", summary.get("generator")],
             ["Release id", summary.get("release_id")], ["Synthetic rows", summary.get("rows")],
-            ["Guarantee", summary.get("guarantee")], ["Audience", summary.get("audience")]]
+            ["Guarantee", summary.get("guarantee")], ["Audience", summary.get("audience")],
+            *([["Utility verdict", _verdict_text(summary["utility_verdict"])]]
+              if summary.get("utility_verdict") else [])]
     return [("h", "What was released"), ("table", ["Item", "Value"], [[k, _fmt(v)] for k, v in rows])]
+
+
+def _verdict_blocks(verdict: dict | None) -> list[Block]:
+    """Steward only: the utility verdict's numbers (evaluate's metrics.json `utility_verdict`)."""
+    if not verdict:
+        return []
+    task, pairs = verdict.get("task") or {}, verdict.get("two_way") or {}
+    on_task = (_fmt(task["skipped"]) if "skipped" in task else
+               f"inverted {_fmt(task.get('inverted'))}, beats the baseline {_fmt(task.get('beats_baseline'))}")
+    rows = [[name, _fmt(m.get("auroc")), _fmt(m.get("auroc_upper_bound")), _fmt(m.get("baseline_auroc")),
+             _fmt(m.get("baseline_auroc_sd")), _fmt(m.get("excess_lower_bound"))]
+            for name, m in (task.get("models") or {}).items()]
+    return [("h", f"Utility verdict: {_fmt(verdict.get('verdict'))}"),
+            ("p", f"Baseline: {_fmt(verdict.get('baseline'))}. Confidence {_fmt(verdict.get('confidence'))} "
+                  f"(family-wise over {_fmt(verdict.get('family_claims'))} 'fit' claims). Target task: "
+                  f"{on_task}. "
+                  f"2-way TV against the holdout: table {_fmt(pairs.get('mean_tv'))}, baseline "
+                  f"{_fmt(pairs.get('baseline_mean_tv'))}, improvement lower bound "
+                  f"{_fmt(pairs.get('improvement_lower_bound'))} (beats baseline {_fmt(pairs.get('beats_baseline'))})."),
+            *([("table", ["Model", "AUROC", "Upper bound", "Baseline AUROC (mean)", "Baseline SD",
+                          "Excess lower bound"], rows)] if rows else [])]
 
 
 def _ci(interval: list | None) -> str:
@@ -329,13 +365,15 @@ def public_view(summary: dict) -> dict:
 
     Kept: the release's identity and row count, the guarantee label and audience, ε/δ (generator, data set
     total, budget), the ledger rows' public columns and head, the mechanisms' events, each gate's name,
-    pass/fail bit and whether it read real rows ("data_dependent"), the importance weights' estimator, ε, k̂
-    and ESS, "synthetic_summary" (statistics of the synthetic table alone), the hashes, the library versions,
+    pass/fail bit and whether it read real rows ("data_dependent"), the utility verdict word and its policy
+    action (PUBLIC_VERDICT, data-dependent), the importance weights' estimator, ε, k̂ and ESS and whether the
+    weight column was released (or why not), "synthetic_summary" (statistics of the synthetic table alone), the hashes, the library versions,
     and of "plots" only the synthetic-only figures of PUBLIC_PLOTS. Dropped, whatever the caller passes:
     gate evidence, metrics, fidelity, utility, validation counts, weighted analyses, real-data plots.
     """
     privacy = summary.get("privacy") or {}
     weights = summary.get("weights") or None
+    verdict = summary.get("utility_verdict") or None
     return {
         **{k: summary[k] for k in PUBLIC_KEYS if k in summary},
         "privacy": {**{k: privacy[k] for k in PUBLIC_PRIVACY if k in privacy},
@@ -344,6 +382,7 @@ def public_view(summary: dict) -> dict:
         "gates": [{"name": g.get("name"), "passed": g.get("passed"),
                    "data_dependent": g.get("data_dependent", True)} for g in summary.get("gates") or []],
         "weights": None if weights is None else {k: weights[k] for k in PUBLIC_WEIGHTS if k in weights},
+        "utility_verdict": None if verdict is None else {k: verdict[k] for k in PUBLIC_VERDICT if k in verdict},
         "synthetic_summary": summary.get("synthetic_summary"),
         "hashes": {k: v for k, v in (summary.get("hashes") or {}).items() if isinstance(v, str)},
         "plots": {k: v for k, v in (summary.get("plots") or {}).items() if k in PUBLIC_PLOTS},
@@ -359,19 +398,25 @@ def _public_gate_blocks(gates: list[dict]) -> list[Block]:
     return [("h", "Release gates"),
             ("p", "Every gate passed, so the table was released. A data-dependent gate read real rows outside the "
                   "DP mechanism: only its pass/fail bit is published, declared in the manifest."
-                  if all(g["passed"] for g in gates) else "Not every gate passed."),
+                  if all(g["passed"] for g in gates) else
+                  f"Failed: {', '.join(_fmt(g['name']) for g in gates if not g['passed'])}. The importance_weights "
+                  "gate judges only the weights: when it fails, the table is released without its `weight` column "
+                  "(see Importance weights)."),
             ("table", ["Gate", "Result", "Data-dependent"], rows)]
 
 
 def _public_weights_blocks(weights: dict | None) -> list[Block]:
     if not weights:
         return []
-    labels = {"estimator": "Estimator", "label": "Guarantee", "epsilon": "ε of the weights", "delta": "δ",
+    labels = {"released": "Weight column released", "withheld_because": "Withheld because",
+              "estimator": "Estimator", "label": "Guarantee", "epsilon": "ε of the weights", "delta": "δ",
               "n_released": "Weighted synthetic rows", "khat": "PSIS k̂", "khat_bound": "k̂ bound",
               "ess": "Effective sample size", "tempering": "Tempering", "psis": "PSIS smoothing"}
     return [("h", "Importance weights"),
-            ("p", "The `weight` column of the synthetic table: a DP estimate of p_real / p_synthetic at each synthetic "
-                  "row. k̂ and the effective sample size are computed from these weights alone (post-processing)."),
+            ("p", ("The `weight` column of the synthetic table: a DP estimate of p_real / p_synthetic at each "
+                   "synthetic row." if weights.get("released", True) else "The importance weights were REFUSED, "
+                   "so the table is released without its `weight` column; the ε they cost is still spent.")
+                  + " k̂ and the effective sample size are computed from these weights alone (post-processing)."),
             ("table", ["Quantity", "Value"], [[labels[k], _fmt(v)] for k, v in weights.items()])]
 
 
@@ -444,6 +489,7 @@ def _document(summary: dict) -> tuple[str, list[Block]]:
               "releases/; the public bundle carries its own report.html."),
         _notice(summary),
         *_release_blocks(summary),
+        *_verdict_blocks((summary.get("metrics") or {}).get("utility_verdict")),
         *_privacy_blocks(summary.get("privacy")),
         *_gate_blocks(summary.get("gates")),
         *_risk_blocks((summary.get("metrics") or {}).get("privacy_risk")),

@@ -73,9 +73,9 @@ def _labels(frame: pd.DataFrame, col: Any, label: str) -> np.ndarray:
     return (values == col.categories[1]).to_numpy(dtype=int)
 
 
-def _auroc(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarray, y: np.ndarray,
-           x_test: np.ndarray, y_test: np.ndarray) -> float | None:
-    """Test AUROC of a model fitted on (x, y); None when y has fewer than two classes.
+def _test_scores(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarray, y: np.ndarray,
+                 x_test: np.ndarray) -> np.ndarray | None:
+    """P(positive) on `x_test` of a model fitted on (x, y); None when y has fewer than two classes.
 
     One BLAS/OpenMP thread: these fits are small, and generators are evaluated concurrently, where
     OpenMP oversubscription slowed one HistGradientBoosting fit from 0.5 s to 2-33 s (2 busy cores).
@@ -83,8 +83,64 @@ def _auroc(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarra
     if np.unique(y).size < 2:
         return None
     with threadpool_limits(limits=1):
-        model = make_model(seed).fit(x, y)
-        return float(roc_auc_score(y_test, model.predict_proba(x_test)[:, 1]))
+        return make_model(seed).fit(x, y).predict_proba(x_test)[:, 1]
+
+
+SETS = {"tstr": "synthetic", "trtr": "real training", "baseline": "independent-marginals baseline"}  # readable names
+
+
+def target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any],
+                  target: str | None, seed: int) -> dict:
+    """Each model of MODELS fitted on each table of `train_sets` ({name: table}), scored on `test_real`.
+
+    Returns {"target", "positive_class", "y_test", "scores": {model: {name: P(positive) per test row}},
+    "notes": {model: [...]}, "rows": {name: rows, "test": rows}}. A table whose target has a single class
+    cannot fit a classifier: its scores are the constant 0.5 (AUROC 0.5, chance) with a note.
+    {"skipped": reason} when there is no target or the test set has a single class.
+    """
+    if target is None:
+        return {"skipped": "schema declares no target"}
+    col = next((c for c in columns if c.name == target), None)
+    if col is None or col.kind not in CATEGORICAL_KINDS:
+        raise InputError("the target must be a categorical or binary column of the schema.", column=target,
+                         fix="declare a categorical or binary target in the public schema, or none.")
+    rows = {**{name: len(t) for name, t in train_sets.items()}, "test": len(test_real)}
+    y_test = _labels(test_real, col, "real test")
+    if np.unique(y_test).size < 2:
+        return {"skipped": "the real test set has a single target class; AUROC is undefined", "rows": rows}
+    x_test = featurise(test_real, columns, target)
+    labels = {name: SETS.get(name.split("_")[0], name) for name in train_sets}
+    train = {name: (featurise(t, columns, target), _labels(t, col, labels[name])) for name, t in train_sets.items()}
+    scores: dict[str, dict[str, np.ndarray]] = {}
+    notes: dict[str, list[str]] = {}
+    for model, make_model in MODELS.items():
+        scores[model], notes[model] = {}, []
+        for name, (x, y) in train.items():
+            s = _test_scores(make_model, seed, x, y, x_test)
+            if s is None:
+                notes[model].append(f"{name}: the {labels[name]} target has a single class ({len(y)} rows), so no "
+                                    f"classifier can be fitted; AUROC set to 0.5 (chance)")
+                s = np.full(len(y_test), 0.5)
+            scores[model][name] = s
+    return {"target": target, "positive_class": col.categories[1], "y_test": y_test, "scores": scores,
+            "notes": notes, "rows": rows}
+
+
+def auroc_table(scored: dict) -> dict:
+    """`tstr_auroc`'s result from `target_scores` of {"tstr": synthetic, "trtr": real training} tables."""
+    if "skipped" in scored:
+        rows = scored.get("rows")
+        return {"skipped": scored["skipped"], **({} if rows is None else {
+            "n_train_real": rows["trtr"], "n_synth": rows["tstr"], "n_test": rows["test"]})}
+    models = {}
+    for model, by_set in scored["scores"].items():
+        auc = {key: float(roc_auc_score(scored["y_test"], by_set[key])) for key in ("tstr", "trtr")}
+        models[model] = {**auc, "gap": auc["trtr"] - auc["tstr"]}
+        if scored["notes"][model]:
+            models[model]["note"] = "; ".join(scored["notes"][model])
+    rows = scored["rows"]
+    return {"target": scored["target"], "positive_class": scored["positive_class"], "models": models,
+            "n_train_real": rows["trtr"], "n_synth": rows["tstr"], "n_test": rows["test"]}
 
 
 def tstr_auroc(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: pd.DataFrame,
@@ -96,31 +152,4 @@ def tstr_auroc(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: pd.Data
     scores 0.5 (chance) with a "note"; {"skipped": reason} when there is no target or the test set
     has a single class.
     """
-    if target is None:
-        return {"skipped": "schema declares no target"}
-    col = next((c for c in columns if c.name == target), None)
-    if col is None or col.kind not in CATEGORICAL_KINDS:
-        raise InputError("the target must be a categorical or binary column of the schema.", column=target,
-                         fix="declare a categorical or binary target in the public schema, or none.")
-    counts = {"n_train_real": len(train_real), "n_synth": len(synth), "n_test": len(test_real)}
-    y_test = _labels(test_real, col, "real test")
-    if np.unique(y_test).size < 2:
-        return {"skipped": "the real test set has a single target class; AUROC is undefined", **counts}
-    x_test = featurise(test_real, columns, target)
-    train = {"tstr": (featurise(synth, columns, target), _labels(synth, col, "synthetic")),
-             "trtr": (featurise(train_real, columns, target), _labels(train_real, col, "real training"))}
-    models = {}
-    for name, make_model in MODELS.items():
-        scores, notes = {}, []
-        for key, (x, y) in train.items():
-            auroc = _auroc(make_model, seed, x, y, x_test, y_test)
-            if auroc is None:
-                source = "synthetic" if key == "tstr" else "real training"
-                notes.append(f"{key}: the {source} target has a single class ({len(y)} rows), so no "
-                             f"classifier can be fitted; AUROC set to 0.5 (chance)")
-                auroc = 0.5
-            scores[key] = auroc
-        models[name] = {**scores, "gap": scores["trtr"] - scores["tstr"]}
-        if notes:
-            models[name]["note"] = "; ".join(notes)
-    return {"target": target, "positive_class": col.categories[1], "models": models, **counts}
+    return auroc_table(target_scores({"tstr": synth, "trtr": train_real}, test_real, columns, target, seed))

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-import ot
 import pandas as pd
+from scipy.spatial.distance import cdist
 from sklearn.base import ClassifierMixin
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -59,6 +59,7 @@ def weighted_wasserstein1(synthetic: np.ndarray, weights: np.ndarray | None, rea
     """W₁ between Σ a_i δ_{x_i} (a ∝ w) and the uniform empirical measure of `real`: the optimal-transport
     problem with the Euclidean cost matrix and the weights as the source marginal (appendix B.1),
     solved exactly by POT's network simplex. At most `max_rows` rows per side (seeded subsets)."""
+    import ot  # here: POT loads torch and jax backends on import
     rng = np.random.default_rng(seed)
     x, a = _cap(np.asarray(synthetic, float), _normalised(weights, len(synthetic)), max_rows, rng)
     z, b = _cap(np.asarray(real, float), _normalised(None, len(real)), max_rows, rng)
@@ -66,7 +67,7 @@ def weighted_wasserstein1(synthetic: np.ndarray, weights: np.ndarray | None, rea
 
 
 def gaussian_gram(x: np.ndarray, y: np.ndarray, bandwidth: float) -> np.ndarray:
-    return np.exp(-ot.dist(x, y, metric="sqeuclidean") / (2 * bandwidth ** 2))
+    return np.exp(-cdist(x, y, metric="sqeuclidean") / (2 * bandwidth ** 2))
 
 
 def weighted_mmd2(synthetic: np.ndarray, weights: np.ndarray | None, real: np.ndarray,

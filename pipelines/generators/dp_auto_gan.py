@@ -12,8 +12,8 @@ block's output added to the next one's where the widths agree). A fake row is he
 judged by the critic D_y against real encoded rows; the decoder is frozen, so the generator step
 updates w only and reads no data. `heads` (`pipelines.generators.heads`) are sigmoid for numerics and
 a relaxed sample of the Bernoulli / categorical distribution the logits define for discrete blocks:
-their threshold / argmax, which `Encoder.decode` takes, is an exact sample of the distribution the
-reconstruction loss fits. `sample()` returns heads(De_θ(G_w(z))) in the encoded layout.
+their threshold / argmax, which `sample()` returns (`project_to_layout`), is an exact sample of the
+distribution the reconstruction loss fits.
 
 Privacy (add/remove-one neighbours, Poisson sampling; every trained parameter is a function of the
 data, the release is (G_w, De_θ); the encoder is never released and `save` does not write it).
@@ -47,8 +47,8 @@ then scaled by one factor k, the smallest with PLD ε(PG(kσ1°, q1, T1) + PG(k�
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -56,59 +56,30 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Layout
-from pipelines.errors import ParamError
-from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
+from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward
-from pipelines.generators.networks import leaky, mlp
-from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.networks import initialise, leaky, mlp
+from pipelines.generators.params.dp_auto_gan import DEFAULTS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
 from pipelines.privacy.dpsgd import clip_and_noise, example_grads, poisson_sample, sampling_schedule
-from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
-from pipelines.privacy.noise import training_generators
-
-DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
-    "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
-    "delta": 1e-5,                # used only when fit() gets no budget and plan() was not called
-    "autoencoder_share": 0.5,     # s: the autoencoder's share of ε (split rule, module docstring)
-    # phase 1: autoencoder (Algorithm 2)
-    "autoencoder_epochs": 100,    # T1 = ceil(epochs / q1) DP-SGD steps ...
-    "autoencoder_steps": None,    # ... unless autoencoder_steps (T1) is given instead
-    "autoencoder_batch_size": 64, # expected batch q1·n (paper: 64)
-    "autoencoder_clip_norm": 1.0, # C1, joint clipping of encoder + decoder per-example gradients
-    "autoencoder_lr": 5e-3,       # Adam, betas (0.9, 0.999) (paper)
-    "autoencoder_hidden": [60],   # encoder n-60-d, decoder d-60-n (paper)
-    "latent_dim": 15,             # d (paper)
-    # phase 2: WGAN in latent space (Algorithms 3, 4)
-    "epochs": 60,                 # T2 = ceil(epochs / q2) critic steps ...
-    "steps": None,                # ... unless steps (T2) is given instead
-    "batch_size": 128,            # expected real batch q2·n (paper: 128)
-    "n_critic": 2,                # critic steps per generator step (paper: 15)
-    "clip_norm": 1.0,             # C of the critic step
-    "lr_critic": 2e-3,            # Adam, betas (0.5, 0.9) (paper: RMSProp, lr 0.005)
-    "lr_generator": 2e-3,
-    "gp_lambda": 10.0,            # λ of the gradient penalty
-    "critic_hidden": [32],        # paper: [70, 35]
-    "noise_dim": 64,              # generator input z ~ N(0, I) (paper: 64)
-    "generator_hidden": [64, 64], # paper: [64, 64] then d
-    "gumbel_tau": 0.2,            # temperature of the relaxed binary / categorical output heads
-    "seed": 0,                    # initialisation and sampling (public)
-    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
-                                  # an integer is for tests only: a published noise seed voids the guarantee
-}
-PHASES = ("autoencoder_", "")
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
+from pipelines.privacy.noise import Streams
+from pipelines.privacy.plan import DPSGDPlan
 
 
-def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of a `dp_auto_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
-    if not 0 < float(params["autoencoder_share"]) < 1:
-        raise ParamError("dp_auto_gan.autoencoder_share", f"must lie strictly between 0 and 1 (both phases read "
-                         f"data, so both need budget), got {params['autoencoder_share']}")
-    if int(params["batch_size"]) < 2:
-        raise ParamError("dp_auto_gan.batch_size", f"must be at least 2, got {params['batch_size']}: a generator "
-                         f"step normalises its batch_size fakes with BatchNorm (Appendix C.3)")
+@dataclass(frozen=True, kw_only=True)
+class DPAutoGANPlan(DPSGDPlan):
+    """Both phases' DP-SGD parameters: the critic phase's (σ2, q2, T2, C) are DPSGDPlan's fields, the
+    autoencoder phase's (σ1, q1, T1, C1) the `autoencoder_` ones; `events` holds one event per phase,
+    autoencoder first (∞ clipping and σ = 0 when ε = ∞)."""
+    autoencoder_noise_multiplier: float
+    autoencoder_sample_rate: float
+    autoencoder_steps: int
+    autoencoder_clip_norm: float
+    kind: ClassVar[str] = "dp_auto_gan"
 
 
 class Autoencoder(nn.Module):
@@ -171,40 +142,45 @@ def autoencoder_gradient(autoencoder: nn.Module, loss: Any, batch: torch.Tensor,
                           expected_batch_size, generator, draws=draws)
 
 
-class DPAutoGAN:
-    """DP-auto-GAN generator (module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+class DPAutoGAN(PrivateGenerator):
+    """DP-auto-GAN generator (module docstring). `params`: the params.yaml section over
+    `pipelines.generators.params.dp_auto_gan.DEFAULTS`."""
 
     name = "dp_auto_gan"
+    defaults = DEFAULTS
+    phases = ("autoencoder_", "")
+    check_params = staticmethod(check_params)
 
-    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        self.layout, self.device = layout, device
-        self.params = merge_params(self.name, DEFAULTS, params, PHASES)
-        p = self.params
-        check_params(p)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(p["seed"]))
-            self.autoencoder = Autoencoder(layout.width, list(p["autoencoder_hidden"]), int(p["latent_dim"])).to(device)
-            self.generator = LatentGenerator(int(p["noise_dim"]), list(p["generator_hidden"]),
-                                             int(p["latent_dim"])).to(device)
-            self.critic = Critic(layout.width, list(p["critic_hidden"])).to(device)
-        self.heads = OutputHeads(layout, float(p["gumbel_tau"])).to(device)
-        self.privacy: dict[str, Any] | None = None  # set by plan()
+    def build(self) -> None:
+        """(En_φ, De_θ), G_w and the critic, initialised from the public seed, seed + 1, seed + 2."""
+        p, seed = self.params, int(self.params["seed"])
+        self.autoencoder = Autoencoder(self.layout.width, list(p["autoencoder_hidden"]), int(p["latent_dim"]))
+        self.generator = LatentGenerator(int(p["noise_dim"]), list(p["generator_hidden"]), int(p["latent_dim"]))
+        self.critic = Critic(self.layout.width, list(p["critic_hidden"]))
+        for i, net in enumerate((self.autoencoder, self.generator, self.critic)):
+            initialise(net, seed + i).to(self.device)
+        self.heads = OutputHeads(self.layout, float(p["gumbel_tau"])).to(self.device)
 
     @property
     def decoder(self) -> nn.Module:
         return self.autoencoder.decoder
 
-    # -- privacy plan ------------------------------------------------------------------------
-    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
-        """Both phases' spend for `n_rows` rows under `budget`; data-independent (public row count only).
+    @property
+    def networks(self) -> dict[str, nn.Module]:
+        """The released networks (G_w, De_θ), the ones `save` writes: the encoder and the critic are not
+        needed to sample and are not written."""
+        return {"decoder": self.decoder, "generator": self.generator}
 
-        q1 = min(1, autoencoder_batch_size/n), T1 = autoencoder_steps or ceil(autoencoder_epochs/q1);
+    # -- privacy plan ------------------------------------------------------------------------
+    def _plan(self, n_rows: int, budget: Budget) -> DPAutoGANPlan:
+        """Both phases' spend for n̂ = `n_rows` under `budget`; data-independent (public row count only).
+
+        q1 = min(1, autoencoder_batch_size/n̂), T1 = autoencoder_steps or ceil(autoencoder_epochs/q1);
         q2, T2 likewise for the critic; σ1, σ2 by the split rule (module docstring).
         """
-        if n_rows < 1:
-            raise ValueError(f"n_rows must be >= 1, got {n_rows}")
         p = self.params
-        (q1, t1), (q2, t2) = (self._schedule(phase, n_rows) for phase in PHASES)
+        (q1, t1), (q2, t2) = (sampling_schedule(p[f"{phase}batch_size"], n_rows, p[f"{phase}steps"],
+                                                p[f"{phase}epochs"]) for phase in self.phases)
         if budget.private:
             s = float(p["autoencoder_share"])
             base1 = calibrate_noise_multiplier(s * budget.epsilon, budget.delta, q1, t1)
@@ -212,58 +188,42 @@ class DPAutoGAN:
 
             def events(k: float) -> list[Event]:
                 return [PoissonGaussianEvent(k * base1, q1, t1), PoissonGaussianEvent(k * base2, q2, t2)]
-            planned = events(calibrate_noise_scale(budget.epsilon, budget.delta, events))
+            planned: list[Event] = events(calibrate_noise_scale(budget.epsilon, budget.delta, events))
             sigma1, sigma2 = planned[0].noise_multiplier, planned[1].noise_multiplier
             clip1, clip2 = float(p["autoencoder_clip_norm"]), float(p["clip_norm"])
         else:
             sigma1 = sigma2 = 0.0
             clip1 = clip2 = math.inf
             planned = [NonPrivateEvent("epsilon: inf (autoencoder)"), NonPrivateEvent("epsilon: inf (critic)")]
-        self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta,
-                        "autoencoder_noise_multiplier": sigma1, "autoencoder_sample_rate": q1,
-                        "autoencoder_steps": t1, "autoencoder_clip_norm": clip1,
-                        "noise_multiplier": sigma2, "sample_rate": q2, "steps": t2, "clip_norm": clip2,
-                        "events": [event_to_dict(e) for e in planned]}
-        return planned
-
-    def _schedule(self, phase: str, n_rows: int) -> tuple[float, int]:
-        """(q, T) of one phase: q = min(1, batch/n), T = steps or ceil(epochs/q)."""
-        p = self.params
-        return sampling_schedule(p[f"{phase}batch_size"], n_rows, p[f"{phase}steps"], p[f"{phase}epochs"])
+        return DPAutoGANPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=tuple(planned),
+                             autoencoder_noise_multiplier=sigma1, autoencoder_sample_rate=q1, autoencoder_steps=t1,
+                             autoencoder_clip_norm=clip1, noise_multiplier=sigma2, sample_rate=q2, steps=t2,
+                             clip_norm=clip2)
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
-        """Reserve both phases' planned spend, then train (Algorithm 1); finally record the events spent.
-        The plan comes from `budget` and len(X) if given, else from an earlier plan(), else from params.
-        X is not read before reserve()."""
-        planned = reserve_plan(self, len(X), session, budget)
-        data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        check_encoded(self.name, self.layout, data)  # rows may differ from the public n̂ the plan used
-        streams = {"private": math.isfinite(self.privacy["epsilon"]), "seed": self.params["seed"]}
-        noise_seed = self.params["noise_seed"]
-        self._train_autoencoder(data, *training_generators(noise_seed, f"{self.name}:autoencoder", self.device,
-                                                           **streams))
-        priv = self.privacy
+    def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
+        """Algorithm 1: phase 1 (T1 private autoencoder steps), then phase 2 (T2 private critic steps,
+        `train_wgan`) on a frozen decoder; the plan's events are exactly spent."""
+        plan, rows = self.privacy, torch.as_tensor(data, device=self.device)
+        self._train_autoencoder(rows, *streams.training(f"{self.name}:autoencoder", self.device))
         self.autoencoder.eval()  # phase 2: the decoder is frozen (the generator step updates w only)
-        train_wgan(self.name, self.critic, self.generator, self._fake, data, priv["sample_rate"], priv["steps"],
-                   priv["noise_multiplier"], priv["clip_norm"], self.params,
-                   *training_generators(noise_seed, f"{self.name}:wgan", self.device, **streams),
-                   public_rows=priv["n_rows"])
-        session.record(planned)
+        train_wgan(self.name, self.critic, self.generator, self._fake, rows, plan.sample_rate, plan.steps,
+                   plan.noise_multiplier, plan.clip_norm, self.params,
+                   *streams.training(f"{self.name}:wgan", self.device), public_rows=plan.n_rows)
+        return plan.events
 
     def _train_autoencoder(self, data: torch.Tensor, rng: torch.Generator, sample_rng: torch.Generator) -> None:
         """Phase 1: T1 DP-SGD steps on the joint (encoder, decoder) per-example gradient (module docstring)."""
-        p, priv, n = self.params, self.privacy, data.shape[0]
-        q, clip = priv["autoencoder_sample_rate"], priv["autoencoder_clip_norm"]
-        sigma = priv["autoencoder_noise_multiplier"]
+        p, plan, n = self.params, self.privacy, data.shape[0]
+        q, clip, sigma = plan.autoencoder_sample_rate, plan.autoencoder_clip_norm, plan.autoencoder_noise_multiplier
         loss = reconstruction_loss(self.layout, self.device)
         opt = torch.optim.Adam(self.autoencoder.parameters(), lr=p["autoencoder_lr"], betas=(0.9, 0.999))
-        params, steps = dict(self.autoencoder.named_parameters()), priv["autoencoder_steps"]
+        params, steps = dict(self.autoencoder.named_parameters()), plan.autoencoder_steps
         log = progress.TrainingLog(f"{self.name}:autoencoder", steps, f"{self.name} autoencoder")
         self.autoencoder.train()
         for step in range(1, steps + 1):
             batch = data[poisson_sample(n, q, sample_rng).to(self.device)]
-            grads = autoencoder_gradient(self.autoencoder, loss, batch, clip, sigma, q * priv["n_rows"], rng)
+            grads = autoencoder_gradient(self.autoencoder, loss, batch, clip, sigma, q * plan.n_rows, rng)
             for name, param in params.items():
                 param.grad = grads[name]
             opt.step()
@@ -282,23 +242,9 @@ class DPAutoGAN:
         z = torch.randn(n, self.generator.noise_dim, generator=rng, device=self.device)
         return self.heads(self.decoder(self.generator(z)), self.heads.uniforms(n, rng))
 
-    # -- sampling and persistence ------------------------------------------------------------
-    def sample(self, n: int, seed: int) -> np.ndarray:
-        """n synthetic encoded rows, float32, layout.width columns in [0, 1]: heads(De_θ(G_w(z))), binary
-        values near {0, 1} and categorical blocks near one-hot (threshold / argmax: exact samples)."""
+    # -- sampling ----------------------------------------------------------------------------
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """heads(De_θ(G_w(z))): binary values near {0, 1} and categorical blocks near one-hot (their threshold /
+        argmax are exact samples; `sample` discretises them)."""
         self.generator.eval(), self.decoder.eval()
-        return sample_rows(n, self.layout.width, seed, self.device, self._fake)
-
-    @property
-    def networks(self) -> dict[str, nn.Module]:
-        """The released networks (G_w, De_θ), the ones `save` writes."""
-        return {"decoder": self.decoder, "generator": self.generator}
-
-    def save(self, directory: Path) -> None:
-        """Write the release, decoder.pt and generator.pt, and dp_auto_gan.json (params, layout, privacy plan);
-        the encoder and the critic are not needed to sample and are not written."""
-        save_model(directory, self, self.networks)
-
-    @classmethod
-    def load(cls, directory: Path, device: str = "cpu") -> "DPAutoGAN":
-        return load_model(cls, directory, device)
+        return sample_rows(n, self.layout.width, rng, self.device, self._fake)

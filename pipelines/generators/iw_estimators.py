@@ -19,9 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pipelines.errors import ParamError
-
-ESTIMATORS = ("uniform", "iw", "sniw", "miw", "id")
+from pipelines.generators.params.iw_mmd_gan import ESTIMATORS
 
 
 def gaussian_kernel(a: Tensor, b: Tensor, bandwidths: list[float] | tuple[float, ...]) -> Tensor:
@@ -104,13 +102,4 @@ def weighted_mean(estimator: str, values: Tensor, w: Tensor | None) -> Tensor:
     if estimator == "sniw":
         return (w * values).sum() / w.sum()
     return (w * values).mean()
-
-
-def check_estimator(estimator: str, groups: int) -> None:
-    """`iw_mmd_gan.estimator` is one of ESTIMATORS, with `groups` >= 2 for miw (ParamError naming the key)."""
-    if estimator not in ESTIMATORS:
-        raise ParamError("iw_mmd_gan.estimator", f"must be one of {ESTIMATORS}, got {estimator!r}")
-    if estimator == "miw" and not (isinstance(groups, int) and groups >= 2):
-        raise ParamError("iw_mmd_gan.groups", f"must be an integer >= 2 for the median-of-means estimator, "
-                         f"got {groups}")
 

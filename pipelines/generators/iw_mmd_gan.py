@@ -8,7 +8,7 @@ uniform (eq. 3.2), iw (eq. 3.3), sniw (eq. 3.5), miw (eq. 3.4), id (§3.2.5).
 
 Two modes, chosen by ε:
 
-* ε = inf (NON-PRIVATE, planned as a NonPrivateEvent; `privacy["non_private"]` is true in the saved model):
+* ε = inf (NON-PRIVATE, planned as a NonPrivateEvent: the saved plan's ε is inf, `not plan.private`):
   - kernel `adversarial` (default): MMD-GAN (Li et al. 2017) as in chapter 4: the kernel is a Gaussian mixture on
     the codes of an autoencoder (encoder and decoder 3×100 ELU, bottleneck 64) that the discriminator trains to
     maximise the weighted MMD² (weighted 0.1 in its loss) while reconstructing real and generated rows; the
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -36,62 +36,37 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Layout
-from pipelines.errors import ParamError
-from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
+from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
-from pipelines.generators.iw_weights import WeightFunction, category_codes, weight_function
-from pipelines.generators.iw_estimators import (check_estimator, duplicate_indices, weighted_mean,
-                                                weighted_mmd2)
-from pipelines.generators.networks import elu, mlp
-from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.iw_estimators import duplicate_indices, weighted_mean, weighted_mmd2
+from pipelines.generators.iw_weights import WeightFunction, weight_function
+from pipelines.generators.networks import elu, initialise, mlp
+from pipelines.generators.params.iw_mmd_gan import DEFAULTS, PRIVATE_ESTIMATORS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import cf_features
-from pipelines.privacy.events import Event, NonPrivateEvent, event_to_dict
-from pipelines.privacy.noise import numpy_noise_rng
+from pipelines.privacy.events import Event, NonPrivateEvent
+from pipelines.privacy.noise import Streams
+from pipelines.privacy.plan import PrivacyPlan
 from pipelines.privacy.weighted_embedding import (mean_embedding, random_frequencies, release_weighted_embedding,
                                                   weighted_embedding_event)
 
-DEFAULTS: dict[str, Any] = {
-    "epsilon": 1.0,                 # finite: one private embedding release; "inf": NON-PRIVATE MMD-GAN
-    "delta": 1e-5,                  # used only when fit() gets no budget
-    "estimator": "sniw",            # uniform | iw | sniw | miw | id (Table 3.1); private: uniform, iw, sniw
-    "weights": None,                # null (w ≡ 1) | {rebalance: {...}} | {regressor: {file}} (iw_weights.py)
-    "w_max": None,                  # clip weights to [0, w_max]; null: the weight function's own public bound
-    "groups": 8,                    # miw: groups per batch (App. A.3.2: a batch of 128 in 8 groups of 16)
-    "kernel": "auto",               # auto (adversarial if ε = inf, else random features) | adversarial | fixed
-    "bandwidths": [0.5, 1.0, 2.0],  # fixed / random-feature Gaussian mixture on encoded rows (public, not from data)
-    "code_bandwidths": [1.0, 2.0, 4.0, 8.0, 16.0],  # adversarial: mixture on the codes (Li et al. 2017)
-    "frequencies": 200,             # k random features of the private release (DP noise in the MMD² grows with k)
-    "steps": 500,                   # generator iterations
-    "n_critic": 5,                  # adversarial: discriminator iterations per generator iteration (Li et al.)
-    "batch_size": 128,
-    "lr": 1e-3,                     # RMSProp, generator and discriminator (chapter 4)
-    "mmd_weight": 0.1,              # weight of the MMD² in the discriminator loss (chapter 4)
-    "latent_dim": 10,
-    "hidden": [100, 100, 100],      # generator, encoder and decoder widths, ELU (chapter 4)
-    "code_dim": 64,                 # bottleneck (chapter 4)
-    "gumbel_tau": 0.2,              # temperature of the relaxed binary / categorical output heads
-    "seed": 0,                      # initialisation, frequencies, batches, sampling (public)
-    "noise_seed": None,             # DP noise: None = OS entropy; an integer is for tests only
-}
-PRIVATE_ESTIMATORS = ("uniform", "iw", "sniw")
+
+@dataclass(frozen=True, kw_only=True)
+class IWMMDGANPlan(PrivacyPlan):
+    """What one IW-MMD-GAN fit spends and how (module docstring): Table 3.1's `estimator`, the `kernel`
+    (random_features when private; adversarial or fixed when ε = ∞), k `frequencies`, the weights' public bound
+    `w_max` and the release's noise multiplier (0 when ε = ∞); `weights` describes the public weight function
+    (its kind and public parameters, saved with the model)."""
+    estimator: str
+    kernel: str
+    frequencies: int
+    w_max: float
+    noise_multiplier: float
+    weights: dict[str, Any]
+    kind: ClassVar[str] = "iw_mmd_gan"
 
 
-def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of an `iw_mmd_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
-    check_estimator(params["estimator"], params["groups"])
-    if params["kernel"] not in ("auto", "adversarial", "fixed"):
-        raise ParamError("iw_mmd_gan.kernel", f"must be auto, adversarial or fixed, got {params['kernel']!r}")
-    if params["estimator"] == "uniform" and params["weights"] is not None:
-        raise ParamError("iw_mmd_gan.weights", "is set, but estimator 'uniform' ignores iw_mmd_gan.weights; set "
-                         "weights: null or pick an importance-weighted estimator (iw, sniw, miw, id)")
-    w_max = params["w_max"]
-    if w_max is not None and not (float(w_max) > 0 and math.isfinite(float(w_max))):
-        raise ParamError("iw_mmd_gan.w_max", f"must be null or positive and finite, got {w_max}")
-    for key, least in (("steps", 0), ("batch_size", 2), ("frequencies", 1)):
-        if int(params[key]) < least:
-            raise ParamError(f"iw_mmd_gan.{key}", f"must be >= {least}, got {params[key]}")
 FakeSampler = Callable[[int, torch.Generator], torch.Tensor]
 
 
@@ -195,25 +170,26 @@ def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Param
             log.line(step, f"  random-feature MMD² {loss.item():.5f}")
 
 
-class IWMMDGAN:
-    """Importance-weighted MMD-GAN (module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+class IWMMDGAN(PrivateGenerator):
+    """Importance-weighted MMD-GAN (module docstring). `params`: the params.yaml section over
+    `pipelines.generators.params.iw_mmd_gan.DEFAULTS`."""
 
     name = "iw_mmd_gan"
+    defaults = DEFAULTS
+    phases = ()
+    check_params = staticmethod(check_params)
 
-    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        self.layout, self.device = layout, device
-        self.params = merge_params(self.name, DEFAULTS, params, phases=())
+    def build(self) -> None:
+        """The networks from the public `seed` (generator: seed, autoencoder: seed + 3; the frequencies:
+        seed + 1; training batches: seed + 2), drawn without data."""
         p = self.params
-        check_params(p)
         self._weight_fn: WeightFunction | None = None
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(p["seed"]))
-            self.generator = Generator(layout, int(p["latent_dim"]), list(p["hidden"]),
-                                       float(p["gumbel_tau"])).to(device)
-            self.autoencoder = Autoencoder(layout.width, list(p["hidden"]), int(p["code_dim"])).to(device)
-        freqs = random_frequencies(int(p["frequencies"]), layout.width, list(p["bandwidths"]), int(p["seed"]) + 1)
-        self.target = RandomFeatureTarget(freqs).to(device)
-        self.privacy: dict[str, Any] | None = None  # set by plan()
+        self.generator = Generator(self.layout, int(p["latent_dim"]), list(p["hidden"]), float(p["gumbel_tau"]))
+        self.autoencoder = Autoencoder(self.layout.width, list(p["hidden"]), int(p["code_dim"]))
+        initialise(self.generator, int(p["seed"])).to(self.device)
+        initialise(self.autoencoder, int(p["seed"]) + 3).to(self.device)
+        freqs = random_frequencies(int(p["frequencies"]), self.layout.width, list(p["bandwidths"]), int(p["seed"]) + 1)
+        self.target = RandomFeatureTarget(freqs).to(self.device)
 
     @property
     def weight_fn(self) -> WeightFunction:
@@ -233,7 +209,7 @@ class IWMMDGAN:
         return {"generator": self.generator, "autoencoder": self.autoencoder, "target": self.target}
 
     # -- privacy plan ------------------------------------------------------------------------
-    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
+    def _plan(self, n_rows: int, budget: Budget) -> IWMMDGANPlan:
         """One GaussianEvent (the weighted embedding, z from the PLD accountant) if ε is finite, else one
         NonPrivateEvent; refuses estimator/kernel combinations that cannot be private. Data-independent."""
         p, est = self.params, self.params["estimator"]
@@ -253,84 +229,59 @@ class IWMMDGAN:
             w_max = self.w_max if est != "uniform" else 1.0
             z = calibrate_noise_scale(budget.epsilon, budget.delta,
                                       lambda s: [weighted_embedding_event(k, self_normalised, n_rows, w_max, s)])
-            planned: list[Event] = [weighted_embedding_event(k, self_normalised, n_rows, w_max, z)]
+            planned: tuple[Event, ...] = (weighted_embedding_event(k, self_normalised, n_rows, w_max, z),)
             kernel = "random_features"
         else:
             kernel = "adversarial" if p["kernel"] == "auto" else p["kernel"]
             z, w_max = 0.0, self.w_max
-            planned = [NonPrivateEvent(f"epsilon: inf (iw_mmd_gan: {est} estimator, {kernel} kernel, rows read at "
-                                       f"every step)")]
-        self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta,
-                        "non_private": not budget.private, "estimator": est, "kernel": kernel, "frequencies": k,
-                        "w_max": w_max, "noise_multiplier": z,
-                        "weights": {"kind": self.weight_fn.kind, **self.weight_fn.info},
-                        "events": [event_to_dict(e) for e in planned]}
-        return planned
+            planned = (NonPrivateEvent(f"epsilon: inf (iw_mmd_gan: {est} estimator, {kernel} kernel, rows read at "
+                                       f"every step)"),)
+        return IWMMDGANPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=planned, estimator=est,
+                            kernel=kernel, frequencies=k, w_max=w_max, noise_multiplier=z,
+                            weights={"kind": self.weight_fn.kind, **self.weight_fn.info})
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
-        """Reserve the plan, then (private) release the weighted embedding, record it and train on it, or
-        (non-private) train on the rows and record. X is not read before reserve()."""
-        planned = reserve_plan(self, len(X), session, budget)
-        data = np.asarray(X, dtype=np.float32)
-        self._check(data)
-        priv, p = self.privacy, self.params
-        w = torch.as_tensor(np.ones(len(data)) if priv["estimator"] == "uniform"
-                            else np.minimum(self.weight_fn(data), priv["w_max"]), device=self.device)  # float64
+    def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
+        """Private: release the weighted embedding (the one access to the rows) and train on it
+        (post-processing). Non-private: train on the rows (`train_weighted_mmd`)."""
+        plan, p = self.privacy, self.params
+        w = torch.as_tensor(np.ones(len(data)) if plan.estimator == "uniform"
+                            else np.minimum(self.weight_fn(data), plan.w_max), device=self.device)  # float64
         real = torch.as_tensor(data, device=self.device)
-        del data
-        if not priv["non_private"]:
-            self_normalised = priv["estimator"] == "sniw"
-            sums, event = release_weighted_embedding(real.double(), w, self.target.freqs.double(),
-                                                     self_normalised, priv["w_max"], priv["noise_multiplier"],
-                                                     numpy_noise_rng(p["noise_seed"], "iw_mmd_gan embedding"),
-                                                     n=priv["n_rows"])
+        self.generator.train()
+        if plan.private:
+            spent: tuple[Event, ...] = (self._release(real, w, streams),)
             del real, w
-            self.target.embedding.copy_(torch.as_tensor(mean_embedding(sums, priv["n_rows"], self_normalised),
-                                                        dtype=torch.float32))
-            session.record([event])
-            self._train_private()
-            return
-        self.generator.train()
-        adversarial = priv["kernel"] == "adversarial"
-        train_weighted_mmd(self.generator, list(self.generator.parameters()), real, w.float(), priv["estimator"],
-                           steps=int(p["steps"]), batch_size=int(p["batch_size"]), lr=float(p["lr"]),
-                           bandwidths=list(p["code_bandwidths"] if adversarial else p["bandwidths"]),
-                           groups=int(p["groups"]), seed=int(p["seed"]) + 2,
-                           autoencoder=self.autoencoder if adversarial else None, n_critic=int(p["n_critic"]),
-                           mmd_weight=float(p["mmd_weight"]))
+            train_embedding_matching(self.generator, list(self.generator.parameters()), self.target.embedding,
+                                     self.target.freqs, steps=int(p["steps"]), batch_size=int(p["batch_size"]),
+                                     lr=float(p["lr"]), seed=int(p["seed"]) + 2)
+        else:
+            spent = plan.events
+            adversarial = plan.kernel == "adversarial"
+            train_weighted_mmd(self.generator, list(self.generator.parameters()), real, w.float(), plan.estimator,
+                               steps=int(p["steps"]), batch_size=int(p["batch_size"]), lr=float(p["lr"]),
+                               bandwidths=list(p["code_bandwidths"] if adversarial else p["bandwidths"]),
+                               groups=int(p["groups"]), seed=int(p["seed"]) + 2,
+                               autoencoder=self.autoencoder if adversarial else None, n_critic=int(p["n_critic"]),
+                               mmd_weight=float(p["mmd_weight"]))
         self.generator.eval()
-        session.record(planned)
+        return spent
 
-    def _train_private(self) -> None:
-        p = self.params
-        self.generator.train()
-        train_embedding_matching(self.generator, list(self.generator.parameters()), self.target.embedding,
-                                 self.target.freqs, steps=int(p["steps"]), batch_size=int(p["batch_size"]),
-                                 lr=float(p["lr"]), seed=int(p["seed"]) + 2)
+    def _release(self, real: torch.Tensor, w: torch.Tensor, streams: Streams) -> Event:
+        """The weighted random-feature embedding sums + Gaussian noise from the stream "iw_mmd_gan embedding",
+        post-processed into μ̃_P (`mean_embedding`: over the public n̂, or the noisy weight total for sniw)."""
+        plan = self.privacy
+        self_normalised = plan.estimator == "sniw"
+        sums, event = release_weighted_embedding(real.double(), w, self.target.freqs.double(), self_normalised,
+                                                 plan.w_max, plan.noise_multiplier,
+                                                 streams.numpy("iw_mmd_gan embedding"), n=plan.n_rows)
+        self.target.embedding.copy_(torch.as_tensor(mean_embedding(sums, plan.n_rows, self_normalised),
+                                                    dtype=torch.float32))
+        return event
+
+    # -- sampling ----------------------------------------------------------------------------
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Relaxed rows from the generator's heads (`sample` thresholds binaries at 0.5 and sets categorical
+        blocks to their argmax: exact samples of the heads' Bernoulli / categorical distributions)."""
         self.generator.eval()
-
-    def _check(self, data) -> None:
-        check_encoded(self.name, self.layout, data)
-
-    # -- sampling and persistence ------------------------------------------------------------
-    def sample(self, n: int, seed: int) -> np.ndarray:
-        """n encoded rows (float32, in [0, 1]); binaries thresholded at 0.5 and categorical blocks one-hot at their
-        argmax (exact samples of the relaxed heads' Bernoulli / categorical distributions)."""
-        self.generator.eval()
-        out = sample_rows(n, self.layout.width, seed, self.device, self.generator)
-        for b in self.layout.blocks:
-            if b.kind in ("binary", "categorical"):
-                codes = category_codes(out, b)
-                out[:, b.start:b.stop] = codes[:, None] if b.kind == "binary" else np.eye(b.width)[codes]
-        return out.astype(np.float32)
-
-    def save(self, directory: Path) -> None:
-        """Write generator.pt, autoencoder.pt, target.pt (frequencies and the DP release) and iw_mmd_gan.json;
-        the JSON's privacy.non_private labels a non-private model."""
-        save_model(directory, self, self.networks,
-                   non_private=bool(self.privacy and self.privacy["non_private"]))
-
-    @classmethod
-    def load(cls, directory: Path, device: str = "cpu") -> "IWMMDGAN":
-        return load_model(cls, directory, device)
+        return sample_rows(n, self.layout.width, rng, self.device, self.generator)

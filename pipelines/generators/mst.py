@@ -1,5 +1,5 @@
-"""MST generator (McKenna, Miklau & Sheldon 2021) on Private-PGM (`mbi`): the mechanism is
-`pipelines.marginal.mst`; this module wraps it in the generator contract (plan / fit / sample / save / load).
+"""MST generator (McKenna, Miklau & Sheldon 2021) on Private-PGM (`mbi`): the mechanism and its plan are
+`pipelines.marginal.mst`; this module wraps it in the generator contract (`PrivateGenerator`).
 
 Encoded rows are discretised from public facts only (`pipelines.marginal.discretize`): equal-width bins over
 the schema bounds (`n_bins`), or, when `schema` names the data set's schema YAML, integer-aligned bins and the
@@ -9,61 +9,39 @@ inside it. Design, derivations and evidence: docs/aim-mst.md.
 """
 from __future__ import annotations
 
-import json
-import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from pipelines.data.layout import Layout
-from pipelines.errors import ParamError
-from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
-from pipelines.generators.persistence import save_model
+from pipelines.generators.base import Budget, PrivateGenerator
+from pipelines.generators.params.mst import DEFAULTS, check_params
 from pipelines.marginal import estimate as est
 from pipelines.marginal.discretize import Discretizer, columns_from_schema
-from pipelines.marginal.mst import plan_mst, run_mst
-from pipelines.privacy.events import Event, event_to_dict
-from pipelines.privacy.noise import numpy_noise_rng
+from pipelines.marginal.mst import MSTPlan, plan_mst, run_mst
+from pipelines.privacy.events import Event
+from pipelines.privacy.noise import Streams
 from pipelines.progress import report
 
-DEFAULTS: dict[str, Any] = {
-    "epsilon": 1.0,        # target ε; "inf" measures exact marginals (non-private)
-    "delta": 1e-5,         # used only when fit() gets no budget and plan() was not called
-    "n_bins": 32,          # equal-width bins per numeric column (over the schema bounds)
-    "schema": None,        # path of the data set's schema YAML: integer-aligned bins and its public `bins` edges
-    "bins": {},            # {column: [edges in schema units]}: public edges (needs `schema`), over the schema's
-    "iters": 2000,         # mirror-descent iterations of the final estimation
-    "steps": None,         # unused (contract: merge_params reads steps/epochs)
-    "epochs": None,
-    "seed": 0,             # sampling (public)
-    "noise_seed": None,    # DP noise: None = OS entropy (pipelines/privacy/noise.py); an integer is for tests only
-}
 
-
-def check_params(params: dict[str, Any], name: str = "mst") -> None:
-    """The params-only rule of an `mst:` (or AIM's) section over DEFAULTS (ParamError naming the key); the
-    bins' columns are checked against the schema when the generator is built."""
-    if params["schema"] is None and params["bins"]:
-        raise ParamError(f"{name}.bins", "needs 'schema' (the edges are in schema units)")
-
-
-class MST:
-    """MST generator (see module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+class MST(PrivateGenerator):
+    """MST generator (see module docstring). `params`: the params.yaml section over
+    `pipelines.generators.params.mst.DEFAULTS`. The fitted graphical model is saved as <name>.npz (no pickle)
+    next to <name>.json."""
 
     name = "mst"
     defaults = DEFAULTS
+    check_params = staticmethod(check_params)
+    input_note = " (MST discretises encoded values by the schema's public bins, which cover [0, 1])"
 
-    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        self.layout, self.device = layout, device
-        self.params = merge_params(self.name, self.defaults, params)
-        check_params(self.params, self.name)
-        self.discretizer = Discretizer(layout, int(self.params["n_bins"]), self._columns())
-        self.privacy: dict[str, Any] | None = None
-        self.model = None
-        self.structure: dict[str, Any] = {}
+    def build(self) -> None:
+        self.discretizer = Discretizer(self.layout, int(self.params["n_bins"]), self._columns())
+        self.model = None                          # the fitted mbi MarkovRandomField
+        self.structure: dict[str, Any] = {}        # what the mechanism selected (public: DP outputs)
 
     def _columns(self) -> dict[str, dict[str, Any]]:
+        """The schema's public numeric column facts, with this section's `bins` edges over them."""
         p = self.params
         if p["schema"] is None:
             return {}
@@ -79,43 +57,17 @@ class MST:
     def names(self) -> list[str]:
         return self.discretizer.names
 
-    # -- privacy plan ------------------------------------------------------------------------
-    def _plan(self, n_rows: int, budget: Budget) -> tuple[dict[str, Any], list[Event]]:
-        plan = plan_mst(len(self.names), budget.epsilon, budget.delta)
-        return {"scale": plan.scale, "sigma_1way": plan.sigma_1way, "sigma_2way": plan.sigma_2way,
-                "epsilon_select": plan.epsilon_select}, plan.events()
+    def _plan(self, n_rows: int, budget: Budget) -> MSTPlan:
+        """`plan_mst` for the layout's columns: data-independent (schema and ε, δ only)."""
+        return plan_mst(len(self.names), budget.epsilon, budget.delta, n_rows=n_rows)
 
-    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
-        """The planned events for `n_rows` (public n̂) under `budget`: data-independent (schema and ε, δ only)."""
-        if n_rows < 1:
-            raise ValueError(f"n_rows must be >= 1, got {n_rows}")
-        info, events = self._plan(n_rows, budget)
-        self.privacy = {"n_rows": int(n_rows), "epsilon": budget.epsilon, "delta": budget.delta,
-                        "domain": dict(zip(self.names, self.discretizer.shape)), **info,
-                        "events": [event_to_dict(e) for e in events]}
-        return events
-
-    # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
-        """Reserve the plan (from len(X) = public n̂), then read X, run the mechanism, record the actual events."""
-        reserve_plan(self, len(X), session, budget)
-        data = np.asarray(X, dtype=np.float32)
-        check_encoded(self.name, self.layout, data,
-                      " (MST discretises encoded values by the schema's public bins, which cover [0, 1])")
+    def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
+        """Discretise the rows, run the mechanism with its noise from `streams`; the actual events."""
         codes = self.discretizer.codes(data)
-        priv, p = self.privacy, self.params
-        rng = numpy_noise_rng(p["noise_seed"], f"{self.name}:mechanism",
-                              private=math.isfinite(priv["epsilon"]), seed=p["seed"])
-        events = self._run(codes, rng)
-        session.record(events)
-
-    def _run(self, codes: np.ndarray, rng: np.random.Generator) -> list[Event]:
-        priv, p = self.privacy, self.params
-        from pipelines.marginal.mst import MSTPlan
-        plan = MSTPlan(priv["scale"], priv["sigma_1way"], priv["sigma_2way"], priv["epsilon_select"], len(self.names))
         report(self.name, 0, 1)
-        self.model, events, edges = run_mst(codes, self.discretizer.shape, self.names, plan, priv["n_rows"], rng,
-                                            iters=int(p["iters"]), device=self._jax_device())
+        self.model, events, edges = run_mst(codes, self.discretizer.shape, self.names, self.privacy,
+                                            streams.numpy(f"{self.name}:mechanism"), iters=int(self.params["iters"]),
+                                            device=self._jax_device())
         self.structure = {"edges": [[self.names[i], self.names[j]] for i, j in edges]}
         report(self.name, 1, 1)
         return events
@@ -123,34 +75,34 @@ class MST:
     def _jax_device(self) -> str:
         return "cuda" if self.device == "cuda" else "cpu"
 
-    # -- sampling and persistence ------------------------------------------------------------
-    def sample(self, n: int, seed: int) -> np.ndarray:
-        """n encoded rows (float32, in [0, 1]): codes from the model, numeric bins decoded uniformly."""
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n encoded rows: codes from the model (mbi's sampler, seeded from `rng`), numeric bins decoded
+        uniformly inside the bin."""
         if self.model is None:
             raise RuntimeError(f"{self.name}: fit() or load() first")
-        if n <= 0:
-            return np.zeros((0, self.layout.width), dtype=np.float32)
-        codes = est.sample_codes(self.model, n, seed, self.names)
-        return self.discretizer.decode(codes, np.random.default_rng([int(seed), 2]))
+        codes = est.sample_codes(self.model, n, int(rng.integers(2**32)), self.names)
+        return self.discretizer.decode(codes, rng)
+
+    def _state(self) -> dict[str, Any]:
+        """The discretiser actually used (authoritative on load, whatever the schema file says by then) and
+        the selected structure; the model's potentials go to <name>.npz (`save`)."""
+        return {"discretizer": self.discretizer.to_dict(), "structure": self.structure}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.discretizer = Discretizer.from_dict(self.layout, state["discretizer"])
+        self.structure = state["structure"]
 
     def save(self, directory: Path) -> None:
-        """Write <name>.npz (model potentials, no pickle) and <name>.json (params, layout, bins, privacy plan)."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        model = est.save_model(self.model, directory, self.name)
-        save_model(directory, self, {}, discretizer=self.discretizer.to_dict(), model=model, structure=self.structure)
+        """<name>.json (`PrivateGenerator.save`) and the fitted model as <name>.npz."""
+        super().save(directory)
+        if self.model is not None:
+            est.save_model(self.model, Path(directory) / f"{self.name}.npz")
 
     @classmethod
-    def load(cls, directory: Path, device: str = "cpu"):
-        meta = json.loads((Path(directory) / f"{cls.name}.json").read_text())
-        layout = Layout.from_dict(meta["layout"])
-        params = dict(meta["params"], schema=None, bins={})     # the saved bins are authoritative
-        out = cls(layout, params, device)
-        out.params = meta["params"]
-        out.discretizer = Discretizer.from_dict(layout, meta["discretizer"])
-        out.model = est.load_model(directory, cls.name, meta["model"], out._jax_device())
-        out.structure, out.privacy = meta["structure"], meta["privacy"]
-        if out.privacy is not None:
-            out.privacy["epsilon"] = float(out.privacy["epsilon"])
-            out.privacy["epsilon_select"] = float(out.privacy["epsilon_select"])
+    def load(cls, directory: Path, device: str = "cpu") -> "MST":
+        """`PrivateGenerator.load`, then the model from <name>.npz when one was saved."""
+        out = super().load(directory, device)
+        path = Path(directory) / f"{cls.name}.npz"
+        if path.exists():
+            out.model = est.load_model(path, out._jax_device())
         return out

@@ -1,10 +1,12 @@
-"""MLP builders shared by the generators' networks: Linear layers, each hidden one followed by an
-activation block. Layers are created in order, so a seeded torch RNG initialises them reproducibly, and the
-nn.Sequential indices (the saved state dicts' keys) are those of the flat list of modules."""
+"""MLP builders shared by the generators' networks (Linear layers, each hidden one followed by an activation
+block; the nn.Sequential indices, the saved state dicts' keys, are those of the flat list of modules) and
+their initialisation from an explicit seed (`initialise`), never from torch's process-wide RNG."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
+import torch
 from torch import nn
 
 Activation = Callable[[int], list[nn.Module]]
@@ -39,3 +41,26 @@ def elu(width: int) -> list[nn.Module]:
 def batch_norm_relu(width: int) -> list[nn.Module]:
     """BatchNorm → ReLU (PEARL's fc-bn-relu, App. H): mixes a batch's rows, for networks that never see data."""
     return [nn.BatchNorm1d(width), nn.ReLU()]
+
+
+def initialise(module: nn.Module, seed: int) -> nn.Module:
+    """Re-draw every parameter of `module` from one torch.Generator seeded by `seed`, in module order, with
+    PyTorch's default rules: Linear weights Kaiming-uniform (a = √5, i.e. U(±1/√fan_in)) and biases
+    U(±1/√fan_in); LayerNorm / BatchNorm affine ones and zeros (their running statistics reset). No global
+    RNG is touched, so generators may be built concurrently. A module with other parameters is refused:
+    its owner must initialise it explicitly."""
+    rng = torch.Generator().manual_seed(int(seed))
+    with torch.no_grad():
+        for sub in module.modules():
+            own = list(sub.parameters(recurse=False))
+            if isinstance(sub, nn.Linear):
+                nn.init.kaiming_uniform_(sub.weight, a=math.sqrt(5), generator=rng)
+                if sub.bias is not None:
+                    bound = 1 / math.sqrt(sub.in_features) if sub.in_features > 0 else 0.0
+                    nn.init.uniform_(sub.bias, -bound, bound, generator=rng)
+            elif isinstance(sub, (nn.LayerNorm, nn.BatchNorm1d)):
+                sub.reset_parameters()
+            elif own:
+                raise TypeError(f"initialise: {type(sub).__name__} has parameters this function does not know "
+                                f"how to draw; initialise them from an explicit generator in its owner")
+    return module

@@ -11,9 +11,10 @@ Release: the only two accesses to data (`pipelines.privacy.embeddings`, one Gaus
 Budget split (`aux_share` s, data-independent; paper: equal): the releases get noise multipliers
 z/√s and z/√(1−s). Two Gaussians compose exactly as one of multiplier (Σ z_i⁻²)^(−1/2) = z (μ-GDP,
 Dong, Roth & Su 2022), so s is the auxiliary release's share of μ² (of the RDP budget, the paper's
-accounting), and z is the smallest multiplier whose PLD ε at δ meets the target.
-The DP noise comes from fresh OS entropy: the noisy embedding is saved with the model, and noise
-drawn from the public `seed` could be regenerated and subtracted (`noise_seed` exists for tests).
+accounting), and z is the smallest multiplier whose PLD ε at δ meets the target (`PEARLPlan`).
+The DP noise comes from the `NoiseSource` passed to `fit` (OS entropy or a steward's key), never the public
+`seed`: the noisy embedding is saved with the model, and noise drawn from the public `seed` could be
+regenerated and subtracted (`noise_seed` exists for tests).
 
 Training is post-processing (Algorithm 1, App. E). Generator G_θ(z, y) (App. H): fc-bn-relu ×2, fc,
 then per block tanh for numerics, mapped affinely to our [0, 1] encoding as (tanh + 1)/2, a two-way
@@ -28,13 +29,14 @@ P = {β : the weights' effective sample size ≥ critic_min_ess·k} (ours, `Freq
 the weights collapse onto one frequency on Adult). One generator step then one critic step (projected
 onto P), Adam lr 0.01 each (App. H). `critic: false` is the "w/o critic" ablation.
 Sampling: y ~ p̂, x = G(z, y) with each categorical block set to its argmax and each binary to the
-larger of its two softmax outputs (App. H); numerics (tanh + 1)/2.
+larger of its two softmax outputs (App. H: the layout's one discretiser, `project_to_layout`); numerics
+(tanh + 1)/2.
 """
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -42,49 +44,33 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Block, Layout, sub_layout
-from pipelines.errors import ParamError
-from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
-from pipelines.generators.networks import batch_norm_relu, mlp
-from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.base import Budget, PrivateGenerator
+from pipelines.generators.networks import batch_norm_relu, initialise, mlp
+from pipelines.generators.params.pearl import DEFAULTS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import (capped_distance_sum, cf_features, class_embeddings, distance_event,
                                           embedding_event, embedding_sums, encoded_diameter, mean_distance,
                                           release_embedding, release_mean_distance)
-from pipelines.privacy.events import Event, NonPrivateEvent, event_to_dict
-from pipelines.privacy.noise import numpy_noise_rng
+from pipelines.privacy.events import Event, NonPrivateEvent
+from pipelines.privacy.noise import Streams
+from pipelines.privacy.plan import PrivacyPlan
 
-DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
-    "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
-    "delta": 1e-5,                # used only when fit() gets no budget
-    "frequencies": 1000,          # k
-    "aux_share": 0.5,             # the mean distance's share of the budget (μ²); paper: equal
-    "critic": True,               # False: the "w/o critic" ablation (uniform weights, eq. 7)
-    "critic_min_ess": 0.5,        # the critic's set P: weights keep an effective sample size ≥ this·k (ours)
-    "steps": 8000,                # training iterations (post-processing)
-    "batch_size": 1100,           # generated rows per step, split evenly over the classes
-    "lr": 0.01,                   # Adam, generator
-    "lr_critic": 0.01,            # Adam, critic
-    "latent_dim": 32,             # not in the paper
-    "hidden": [128, 128],         # widths of the two fc-bn-relu layers (not in the paper)
-    "seed": 0,                    # frequencies, initialisation, training
-    "noise_seed": None,           # DP noise: None = OS entropy. An integer is for tests only: a published
-                                  # noise seed lets anyone subtract the noise and voids the guarantee.
-}
 DISCRETE_TARGETS = ("binary", "categorical")
 
 
-def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of a `pearl:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
-    if not 0 < float(params["aux_share"]) < 1:
-        raise ParamError("pearl.aux_share", f"must lie strictly between 0 and 1 (the mean distance's share of the "
-                         f"budget; paper: 0.5), got {params['aux_share']}")
-    if not 0 <= float(params["critic_min_ess"]) <= 1:
-        raise ParamError("pearl.critic_min_ess", f"must lie in [0, 1] (a fraction of the k frequencies), "
-                         f"got {params['critic_min_ess']}")
-    for key, least in (("frequencies", 1), ("steps", 0), ("batch_size", 1)):
-        if int(params[key]) < least:
-            raise ParamError(f"pearl.{key}", f"must be >= {least}, got {params[key]}")
+@dataclass(frozen=True, kw_only=True)
+class PEARLPlan(PrivacyPlan):
+    """PEARL's two Gaussian releases (module docstring): k frequencies, the auxiliary release's share s of
+    μ², the multipliers z/√s (mean pairwise distance, Δ₂ = (n̂ − 1)D) and z/√(1−s) (embedding sums,
+    Δ₂ = √(2k) class-conditional, √k otherwise); both 0 when ε = ∞. D is the features' encoded diameter."""
+    frequencies: int
+    aux_share: float
+    distance_noise_multiplier: float
+    embedding_noise_multiplier: float
+    diameter: float
+    conditional: bool
+    kind: ClassVar[str] = "pearl"
 
 
 def target_block(layout: Layout) -> Block | None:
@@ -112,18 +98,18 @@ class TabularGenerator(nn.Module):
         self.layout, self.latent_dim, self.n_classes = layout, latent_dim, n_classes
         self.body = mlp([latent_dim + n_classes, *hidden, layout.width], batch_norm_relu)
 
-    def forward(self, z: torch.Tensor, y: torch.Tensor, hard: bool = False) -> torch.Tensor:
-        """Rows in `layout`'s encoding from latents z and one-hot labels y (width 0 without target).
-        hard: argmax one-hot blocks and 0/1 binaries (sampling); else softmax / sigmoid (training)."""
+    def forward(self, z: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Rows in `layout`'s encoding from latents z and one-hot labels y (width 0 without target): a softmax
+        per categorical block, a sigmoid per binary (the two-way softmax), (tanh + 1)/2 per numeric. Sampling
+        takes each block's argmax (`PrivateGenerator.sample`'s `project_to_layout`: App. H's rule)."""
         logits = self.body(torch.cat([z, y], dim=1))
         out = []
         for b in self.layout.blocks:
             ell = logits[:, b.start:b.stop]
             if b.kind == "categorical":
-                out.append(nn.functional.one_hot(ell.argmax(1), b.width).to(ell.dtype) if hard
-                           else torch.softmax(ell, dim=1))
+                out.append(torch.softmax(ell, dim=1))
             elif b.kind == "binary":
-                out.append((ell > 0).to(ell.dtype) if hard else torch.sigmoid(ell))
+                out.append(torch.sigmoid(ell))
             else:
                 out.append((torch.tanh(ell) + 1) / 2)
         return torch.cat(out, dim=1)
@@ -208,38 +194,45 @@ def weighted_cfd(target: torch.Tensor, generated: torch.Tensor, proportions: tor
     return (proportions[:, None] * (sq[:, :k] + sq[:, k:])).sum(0)
 
 
-class PEARL:
-    """PEARL generator (module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+class PEARL(PrivateGenerator):
+    """PEARL generator (module docstring). `params`: the params.yaml section over
+    `pipelines.generators.params.pearl.DEFAULTS`."""
 
     name = "pearl"
+    defaults = DEFAULTS
+    phases = ()
+    check_params = staticmethod(check_params)
+    input_note = " (the encoded diameter D that bounds the distance release's sensitivity assumes [0, 1])"
 
-    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        self.layout, self.device = layout, device
-        self.params = merge_params(self.name, DEFAULTS, params, phases=())
+    def build(self) -> None:
+        """The networks from the public params: G_θ initialised from `seed`, the frequencies' directions
+        u_j ~ N(0, I_d) drawn from `seed` + 1 (no data), the released embedding's buffers."""
         p = self.params
-        check_params(p)
-        self.target = target_block(layout)
+        self.target = target_block(self.layout)
         self.n_classes = class_count(self.target)
-        features = [b for b in layout.blocks if b is not self.target]
+        features = [b for b in self.layout.blocks if b is not self.target]
         self.feature_cols = [c for b in features for c in range(b.start, b.stop)]
         self.diameter = encoded_diameter(features)
         k = int(p["frequencies"])
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(p["seed"]))
-            self.generator = TabularGenerator(sub_layout(features), int(p["latent_dim"]), self.n_classes,
-                                              list(p["hidden"])).to(device)
+        self.generator = TabularGenerator(sub_layout(features), int(p["latent_dim"]), self.n_classes,
+                                          list(p["hidden"]))
+        initialise(self.generator, int(p["seed"])).to(self.device)
         base = torch.randn(k, len(self.feature_cols), generator=torch.Generator().manual_seed(int(p["seed"]) + 1))
-        self.critic = FrequencyCritic(base).to(device)            # u_j ~ N(0, I_d)
-        self.embedding = ReleasedEmbedding(self.n_classes, k).to(device)
-        self.privacy: dict[str, Any] | None = None  # set by plan()
+        self.critic = FrequencyCritic(base).to(self.device)            # u_j ~ N(0, I_d)
+        self.embedding = ReleasedEmbedding(self.n_classes, k).to(self.device)
 
     @property
     def networks(self) -> dict[str, nn.Module]:
         return {"generator": self.generator, "critic": self.critic, "embedding": self.embedding}
 
+    @property
+    def length_scale(self) -> float:
+        """ℓ̂, the released mean pairwise distance (App. D; 1 before `fit`): post-processing of a DP release."""
+        return float(self.critic.length_scale)
+
     # -- privacy plan ------------------------------------------------------------------------
-    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
-        """[mean-distance event, embedding event] for `n_rows` rows under `budget`; data-independent.
+    def _plan(self, n_rows: int, budget: Budget) -> PEARLPlan:
+        """The mean-distance and embedding events for n̂ = `n_rows` under `budget`; data-independent.
 
         z = smallest multiplier with PLD ε(Gaussian(z/√s) + Gaussian(z/√(1−s)); δ) ≤ ε, s = aux_share.
         ε = inf: both statistics released exactly, one NonPrivateEvent.
@@ -255,57 +248,47 @@ class PEARL:
 
         if budget.private:
             z = calibrate_noise_scale(budget.epsilon, budget.delta, events)
-            planned, aux_z, emb_z = events(z), z / math.sqrt(s), z / math.sqrt(1 - s)
+            planned, aux_z, emb_z = tuple(events(z)), z / math.sqrt(s), z / math.sqrt(1 - s)
         else:
-            planned, aux_z, emb_z = [NonPrivateEvent("epsilon: inf")], 0.0, 0.0
-        self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta, "frequencies": k,
-                        "aux_share": s, "distance_noise_multiplier": aux_z, "embedding_noise_multiplier": emb_z,
-                        "diameter": self.diameter, "conditional": conditional,
-                        "events": [event_to_dict(e) for e in planned]}
-        return planned
+            planned, aux_z, emb_z = (NonPrivateEvent("epsilon: inf"),), 0.0, 0.0
+        return PEARLPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=planned, frequencies=k,
+                         aux_share=s, distance_noise_multiplier=aux_z, embedding_noise_multiplier=emb_z,
+                         diameter=self.diameter, conditional=conditional)
 
     # -- release and training ----------------------------------------------------------------
-    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
-        """Reserve the planned spend, release ℓ̂ then the embedding, record them, train (post-processing).
-        X is not read before reserve()."""
-        reserve_plan(self, len(X), session, budget)
-        data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        self._check(data)
-        spent = self._release(data)
-        del data
-        session.record(spent)
+    def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
+        """Release ℓ̂ then the embedding (the only accesses to the rows), then train (post-processing)."""
+        spent = self._release(torch.as_tensor(data, device=self.device), streams)
         self._train()
+        return spent
 
-    def _check(self, data) -> None:
-        check_encoded(self.name, self.layout, data)
-
-    def _release(self, data: torch.Tensor) -> list[Event]:
-        """App. E, lines 1-3: ℓ̂ (App. D), frequencies ω = u/ℓ̂, the sanitised embedding (eq. 6)."""
-        priv, n = self.privacy, self.privacy["n_rows"]  # n̂: the public row count, not data.shape[0]
+    def _release(self, data: torch.Tensor, streams: Streams) -> tuple[Event, ...]:
+        """App. E, lines 1-3: ℓ̂ (App. D), frequencies ω = u/ℓ̂, the sanitised embedding (eq. 6), both releases'
+        noise from the stream f"{name}:embedding"."""
+        plan = self.privacy
+        n = plan.n_rows  # n̂: the public row count, not data.shape[0]
         x = data[:, self.feature_cols]
         labels = labels_of(data, self.target) if self.target is not None else None
-        private = priv["embedding_noise_multiplier"] > 0
-        rng = numpy_noise_rng(self.params["noise_seed"], f"{self.name}:embedding", private=private,
-                              seed=self.params["seed"])
-        if private:
-            length_scale, aux = release_mean_distance(x, self.diameter, priv["distance_noise_multiplier"], rng, n=n)
+        if plan.private:
+            rng = streams.numpy(f"{self.name}:embedding")
+            length_scale, aux = release_mean_distance(x, self.diameter, plan.distance_noise_multiplier, rng, n=n)
         else:
             length_scale = mean_distance(capped_distance_sum(x, n, self.diameter), n, self.diameter)
         self.critic.reset(length_scale)
         freqs = self.critic.frequencies
-        if private:
-            sums, emb = release_embedding(x, labels, self.n_classes, freqs, priv["embedding_noise_multiplier"], rng,
+        if plan.private:
+            sums, emb = release_embedding(x, labels, self.n_classes, freqs, plan.embedding_noise_multiplier, rng,
                                           n=n)
         else:
             sums = embedding_sums(x, labels, self.n_classes, freqs)
         proportions, embeddings = class_embeddings(sums, n, self.target is not None)
         self.embedding.proportions.copy_(torch.as_tensor(proportions, dtype=torch.float32))
         self.embedding.embeddings.copy_(torch.as_tensor(embeddings, dtype=torch.float32))
-        priv["length_scale"] = length_scale
-        return [aux, emb] if private else [NonPrivateEvent("epsilon: inf")]
+        return (aux, emb) if plan.private else plan.events
 
     def _train(self) -> None:
-        """Alternating minimisation over θ and maximisation over β of CFD²_w (eq. 1, 8; Algorithm 1)."""
+        """Alternating minimisation over θ and maximisation over β of CFD²_w (eq. 1, 8; Algorithm 1); the
+        generated batches' latents from the public `seed` + 2 (post-processing: no DP noise)."""
         p = self.params
         steps, classes, use_critic = int(p["steps"]), max(self.n_classes, 1), bool(p["critic"])
         per_class = math.ceil(int(p["batch_size"]) / classes)
@@ -339,11 +322,11 @@ class PEARL:
                                f"  weights' ESS {self.critic.effective_sample_size():.0f}/{k}")
         self.generator.eval()
 
-    # -- sampling and persistence ------------------------------------------------------------
-    def sample(self, n: int, seed: int) -> np.ndarray:
-        """n encoded rows (float32, layout order, in [0, 1]; one-hot blocks and binaries exact): y ~ p̂, G(z, y)."""
+    # -- sampling ----------------------------------------------------------------------------
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n rows in layout order: y ~ p̂, G(z, y) (`sample` takes each block's argmax)."""
         self.generator.eval()
-        return sample_rows(n, self.layout.width, seed, self.device, self._rows)
+        return sample_rows(n, self.layout.width, rng, self.device, self._rows)
 
     def _rows(self, m: int, rng: torch.Generator) -> torch.Tensor:
         """m rows in layout order: labels y ~ p̂ into the target block (if any), G(z, y) into the features."""
@@ -356,13 +339,5 @@ class PEARL:
                     else slice(self.target.start, self.target.stop))
             rows[:, cols] = y[:, 1:] if self.target.kind == "binary" else y
         z = torch.randn(m, self.generator.latent_dim, generator=rng, device=self.device)
-        rows[:, self.feature_cols] = self.generator(z, y, hard=True)
+        rows[:, self.feature_cols] = self.generator(z, y)
         return rows
-
-    def save(self, directory: Path) -> None:
-        """Write generator.pt, critic.pt (frequencies, β), embedding.pt (the DP release) and pearl.json."""
-        save_model(directory, self, self.networks)
-
-    @classmethod
-    def load(cls, directory: Path, device: str = "cpu") -> "PEARL":
-        return load_model(cls, directory, device)

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pipelines.data.layout import Layout
-
-T = TypeVar("T")
-PLAN_FLOATS = ("epsilon", "clip_norm", "ksd_clip", "autoencoder_clip_norm")  # may be inf in a privacy plan
+from typing import Any
 
 
 def finite_json(obj: Any) -> Any:
@@ -37,12 +31,8 @@ def save_networks(directory: Path, name: str, networks: dict[str, Any], meta: di
 
 
 def read_meta(directory: Path, name: str) -> dict[str, Any]:
-    """<name>.json as written by `save_networks`, with the privacy plan's non-finite floats restored."""
-    meta = json.loads((Path(directory) / f"{name}.json").read_text())
-    privacy = meta.get("privacy")
-    if privacy is not None:
-        privacy.update({k: float(v) for k, v in privacy.items() if k in PLAN_FLOATS})
-    return meta
+    """<name>.json as written by `save_networks` (the plan's "inf" strings are restored by `plan_from_dict`)."""
+    return json.loads((Path(directory) / f"{name}.json").read_text())
 
 
 def load_networks(directory: Path, networks: dict[str, Any], device: str) -> None:
@@ -53,23 +43,3 @@ def load_networks(directory: Path, networks: dict[str, Any], device: str) -> Non
     for key, net in networks.items():
         net.load_state_dict(torch.load(Path(directory) / f"{key}.pt", map_location=device))
         net.eval()
-
-
-def save_model(directory: Path, generator: Any, networks: dict[str, Any], /, **extra: Any) -> None:
-    """Write `generator` (its name, params, layout, privacy plan) with its `networks` and the `extra` JSON keys."""
-    save_networks(directory, generator.name, networks, {
-        "generator": generator.name, "params": generator.params, "layout": generator.layout.to_dict(),
-        "privacy": generator.privacy, **extra})
-
-
-def load_model(cls: type[T], directory: Path, device: str,
-               restore: Callable[[T, dict[str, Any]], None] | None = None) -> T:
-    """A generator saved by `save_model`: constructed from the saved layout and params, `restore(model, meta)`
-    (what else it saved), its `networks` property's state dicts loaded (none without one), its privacy plan."""
-    meta = read_meta(directory, cls.name)
-    model = cls(Layout.from_dict(meta["layout"]), meta["params"], device)
-    if restore is not None:
-        restore(model, meta)
-    load_networks(directory, getattr(model, "networks", {}), device)
-    model.privacy = meta["privacy"]
-    return model

@@ -48,8 +48,8 @@ A planned event with zero steps (every step updates the generators: energy_steps
 from __future__ import annotations
 
 import math
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -58,47 +58,32 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Layout, sub_layout
-from pipelines.generators.base import Budget, BudgetSession, check_encoded, merge_params, reserve_plan
+from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
-from pipelines.generators.persistence import load_model, save_model
+from pipelines.generators.networks import initialise
+from pipelines.generators.params.ppem import DEFAULTS
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.dpsgd import (clip_and_noise, clip_per_example, example_grads, per_example_grads,
                                      poisson_sample, sampling_schedule)
-from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
 from pipelines.privacy.gates import GateResult, alpha_lmdp_gate
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
-from pipelines.privacy.noise import training_generators
+from pipelines.privacy.noise import Streams
+from pipelines.privacy.plan import DPSGDPlan
 
-DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
-    "epsilon": 1.0,               # target ε (paper: 1); "inf" trains without clipping or noise
-    "delta": 1e-5,                # used only when fit() gets no budget (paper: 1/n)
-    "epochs": 100,                # T = ceil(epochs / q) energy steps ...
-    "steps": None,                # ... unless steps (T) is given instead
-    "batch_size": 128,            # expected real batch size q·n (Poisson sampling)
-    "energy_steps": 5,            # energy-model steps per generator step
-    "margin": 10.0,               # m of Eq. 6, 7
-    "gp_lambda": 1.0,             # λ_L, Lipschitz penalty (§3.7)
-    "lipschitz": 1.0,             # K, the penalty's target gradient norm on the [0, 1] encoding
-    "alpha": 0.05,                # α of α-LMDP
-    "alpha_lambda": 10.0,         # λ_α of Eq. 18; 0 disables the α-LMDP penalty
-    "hidden": 256,                # MLP layer width, all networks
-    "latent_dim": 128,            # both generators
-    "lr_energy": 1e-3,            # Adam; betas (0.5, 0.9) (not in the paper: the usual GAN setting)
-    "lr_generator": 5e-4,
-    "clip_norm": 1.0,             # C, per-example clipping (not in the paper)
-    "ksd_clip": 0.5,              # C_α, clipping of the batch-coupled KSD-penalty gradient (ours)
-    "protected": None,            # x′: numeric columns; None = the schema's protected columns
-    "gumbel_tau": 0.2,            # relaxed discrete output heads of G_υ
-    "gate_bootstrap": 1000,       # α-LMDP gate: wild-bootstrap draws of the quadratic KSD test
-    "gate_permutations": 1000,    # permutations of the MMD test
-    "gate_max_rows": 2000,        # rows (a seeded random subset) the O(n²) gate statistics use
-    "seed": 0,                    # initialisation, sampling and the gate's subset (public)
-    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
-                                  # an integer is for tests only: a published noise seed voids the guarantee
-}
 NUMERIC = ("continuous", "integer")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PPEMPlan(DPSGDPlan):
+    """PPEM's schedule: T = `steps` energy steps at Poisson rate q, of which T_G = `generator_steps` also update
+    the generators; `noise_multiplier` is σ of EACH release (ξ, γ, υ; the events carry σ/√2 and σ/√3), `clip_norm`
+    C and `ksd_clip` C_α (∞, σ = 0 when ε = ∞)."""
+    generator_steps: int
+    ksd_clip: float
+    kind: ClassVar[str] = "ppem"
 
 
 def split_columns(layout: Layout, protected: list[str] | None) -> tuple[list[int], list[int]]:
@@ -238,32 +223,34 @@ def marginal_energy_gradient(energy: nn.Module, real: torch.Tensor, paired_fake:
     return {k: private[k] + fake_term[k].sum(0) / fake.shape[0] for k in private}, s
 
 
-class PPEM:
-    """PPEM generator (module docstring). `params`: the params.yaml section; DEFAULTS fill gaps."""
+class PPEM(PrivateGenerator):
+    """PPEM generator (module docstring). `params`: the params.yaml section over
+    `pipelines.generators.params.ppem.DEFAULTS`."""
 
     name = "ppem"
+    defaults = DEFAULTS
 
-    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        self.layout, self.device = layout, device
-        self.params = merge_params(self.name, DEFAULTS, params)
-        self.x_prime, self.x_star = split_columns(layout, self.params["protected"])
-        self.privacy: dict[str, Any] | None = None  # set by plan()
+    def build(self) -> None:
+        """The networks of the run the params describe (LayerNorm generators when params' ε < ∞); `_fit` rebuilds
+        them for the plan's privacy if it differs, before training, and `_restore` for the saved kind."""
+        self.x_prime, self.x_star = split_columns(self.layout, self.params["protected"])
         self._build(math.isfinite(self.params["epsilon"]))
 
     def _build(self, private: bool) -> None:
+        """Fresh networks from the public seed (energies seed, seed+1; G_ω, G_υ seed+2, seed+3); `private`: no
+        cross-record normalisation in the generators (LayerNorm, module docstring), else the paper's BatchNorm."""
         p, d1, d2 = self.params, len(self.x_prime), len(self.x_star)
-        hidden, latent = int(p["hidden"]), int(p["latent_dim"])
+        hidden, latent, seed = int(p["hidden"]), int(p["latent_dim"]), int(p["seed"])
         self.private_networks = private
+        marginal = sub_layout([b for b in self.layout.blocks if b.start in set(self.x_prime)])
         rest = sub_layout([b for b in self.layout.blocks if b.start in set(self.x_star)])
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(int(p["seed"]))
-            self.energy_m = Energy(d1, 0, hidden).to(self.device)
-            self.energy_c = Energy(d2, d1, hidden).to(self.device)
-            norm = "layer" if private else "batch"  # DP mode: no cross-record normalisation (module docstring)
-            self.gen_m = ResidualGenerator(latent, 0, hidden, OutputHeads(sub_layout(
-                [b for b in self.layout.blocks if b.start in set(self.x_prime)]), 1.0), d1, norm).to(self.device)
-            self.gen_c = ResidualGenerator(latent, d1, hidden, OutputHeads(rest, float(p["gumbel_tau"])), d2,
-                                           norm).to(self.device)
+        norm = "layer" if private else "batch"
+        self.energy_m = Energy(d1, 0, hidden)
+        self.energy_c = Energy(d2, d1, hidden)
+        self.gen_m = ResidualGenerator(latent, 0, hidden, OutputHeads(marginal, 1.0), d1, norm)
+        self.gen_c = ResidualGenerator(latent, d1, hidden, OutputHeads(rest, float(p["gumbel_tau"])), d2, norm)
+        for i, net in enumerate(self.networks.values()):
+            initialise(net, seed + i).to(self.device)
 
     @property
     def networks(self) -> dict[str, nn.Module]:
@@ -271,15 +258,14 @@ class PPEM:
                 "generator_marginal": self.gen_m, "generator_conditional": self.gen_c}
 
     # -- privacy plan ------------------------------------------------------------------------
-    def plan(self, n_rows: int, budget: Budget) -> list[Event]:
-        """The spend for `n_rows` rows under `budget`; data-independent (public row count only).
+    def _plan(self, n_rows: int, budget: Budget) -> PPEMPlan:
+        """The spend for n̂ = `n_rows` under `budget`; data-independent (public row count only), and it builds
+        nothing (the networks' kind follows the plan in `_fit`).
 
-        q = min(1, batch/n), T = steps or ceil(epochs/q), T_G = T // energy_steps; σ = smallest
+        q = min(1, batch/n̂), T = steps or ceil(epochs/q), T_G = T // energy_steps; σ = smallest
         noise scale with PLD ε(PoissonGaussian(σ/√2, q, T − T_G) + PoissonGaussian(σ/√3, q, T_G); δ)
         ≤ ε (module docstring). ε = inf: no clipping, no noise, a NonPrivateEvent.
         """
-        if n_rows < 1:
-            raise ValueError(f"n_rows must be >= 1, got {n_rows}")
         p = self.params
         q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"])
         gen_steps = steps // int(p["energy_steps"])
@@ -293,32 +279,29 @@ class PPEM:
             clip, ksd_clip, planned = float(p["clip_norm"]), float(p["ksd_clip"]), events(sigma)
         else:
             sigma, clip, ksd_clip, planned = 0.0, math.inf, math.inf, [NonPrivateEvent("epsilon: inf")]
-        self.privacy = {"n_rows": n_rows, "epsilon": budget.epsilon, "delta": budget.delta,
-                        "noise_multiplier": sigma, "sample_rate": q, "steps": steps, "generator_steps": gen_steps,
-                        "clip_norm": clip, "ksd_clip": ksd_clip, "events": [event_to_dict(e) for e in planned]}
-        return planned
+        return PPEMPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=tuple(planned),
+                        noise_multiplier=sigma, sample_rate=q, steps=steps, clip_norm=clip,
+                        generator_steps=gen_steps, ksd_clip=ksd_clip)
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None) -> None:
-        """Reserve the planned spend, then train (Algorithm 1); finally record the events spent.
-        X is not read before reserve()."""
-        planned = reserve_plan(self, len(X), session, budget)
-        private = math.isfinite(self.privacy["epsilon"])
-        if private != self.private_networks:  # the plan's mode, not params': LayerNorm when private
-            self._build(private)
-        data = torch.as_tensor(np.asarray(X, dtype=np.float32), device=self.device)
-        check_encoded(self.name, self.layout, data)  # rows may differ from the public n̂ the plan used
-        self._train(data[:, self.x_prime], data[:, self.x_star])
-        session.record(planned)
+    def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
+        """Algorithm 1 on the rows read, with networks of the plan's kind (rebuilt from the public seed, before
+        any training, when the plan's privacy differs from params'); the plan's events are exactly spent."""
+        if self.privacy.private != self.private_networks:
+            self._build(self.privacy.private)
+        rows = torch.as_tensor(data, device=self.device)
+        self._train(rows[:, self.x_prime], rows[:, self.x_star], *streams.training(self.name, self.device))
+        return self.privacy.events
 
-    def _train(self, xp_all: torch.Tensor, xs_all: torch.Tensor) -> None:
-        p, priv = self.params, self.privacy
-        n, q, steps = xp_all.shape[0], priv["sample_rate"], priv["steps"]
-        sigma, clip, ksd_clip = priv["noise_multiplier"], priv["clip_norm"], priv["ksd_clip"]
+    def _train(self, xp_all: torch.Tensor, xs_all: torch.Tensor, rng: torch.Generator,
+               sample_rng: torch.Generator) -> None:
+        """T energy steps, a generator step after every `energy_steps`-th (Algorithm 1, module docstring); `rng`
+        draws the noise and the fakes, `sample_rng` the Poisson batches."""
+        p, plan = self.params, self.privacy
+        n, q, steps = xp_all.shape[0], plan.sample_rate, plan.steps
+        sigma, clip, ksd_clip = plan.noise_multiplier, plan.clip_norm, plan.ksd_clip
         # Poisson batches over the n actual rows; the divisor q·n̂ uses the public row count n̂ (plan()).
-        expected, n_fake, m, private = q * priv["n_rows"], int(p["batch_size"]), float(p["margin"]), sigma > 0
-        rng, sample_rng = training_generators(p["noise_seed"], self.name, self.device,
-                                              private=math.isfinite(priv["epsilon"]), seed=p["seed"])
+        expected, n_fake, m, private = q * plan.n_rows, int(p["batch_size"]), float(p["margin"]), sigma > 0
         adam = {"betas": (0.5, 0.9)}
         opts = [torch.optim.Adam(net.parameters(), lr=p["lr_energy"] if "energy" in k else p["lr_generator"], **adam)
                 for k, net in self.networks.items()]
@@ -394,9 +377,9 @@ class PPEM:
         return self.gen_c(self._conditional_input(xp, rng))
 
     # -- sampling, the α-LMDP gate, persistence ------------------------------------------------
-    def sample(self, n: int, seed: int) -> np.ndarray:
-        """Algorithm 2: x′ = G_ω(z), x* = G_υ(z′|x′), assembled in layout order; float32 in [0, 1]."""
-        return sample_rows(n, self.layout.width, seed, self.device, self._rows)
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Algorithm 2: x′ = G_ω(z), x* = G_υ(z′|x′), assembled in layout order (`sample` discretises them)."""
+        return sample_rows(n, self.layout.width, rng, self.device, self._rows)
 
     def _rows(self, n: int, rng: torch.Generator) -> torch.Tensor:
         """n rows in layout order: x′ = G_ω(z) into the protected columns, x* = G_υ(z′|x′) into the rest."""
@@ -412,7 +395,7 @@ class PPEM:
         return -torch.autograd.grad(self.energy_m(x).sum(), x)[0].detach()
 
     def release_gates(self, real_encoded: np.ndarray) -> list[GateResult]:
-        """The generator's own gates for `check@ppem` (base.Generator.release_gates)."""
+        """The generator's own gates for `check@ppem` (`PrivateGenerator`'s docstring: run after the ledger gate)."""
         return [self.alpha_lmdp_gate(real_encoded)]
 
     def alpha_lmdp_gate(self, real_encoded: np.ndarray, seed: int | None = None) -> GateResult:
@@ -425,16 +408,11 @@ class PPEM:
         return alpha_lmdp_gate(self.score, real, generated, float(p["alpha"]), int(p["gate_bootstrap"]),
                                int(p["gate_permutations"]), int(p["gate_max_rows"]), seed)
 
-    def save(self, directory: Path) -> None:
-        """Write one .pt per network and ppem.json (params, layout, privacy plan)."""
-        save_model(directory, self, self.networks, private_networks=self.private_networks)
+    def _state(self) -> dict[str, Any]:
+        """The kind of networks trained (LayerNorm when the plan was private), which `load` rebuilds."""
+        return {"private_networks": self.private_networks}
 
-    @classmethod
-    def load(cls, directory: Path, device: str = "cpu") -> "PPEM":
-        return load_model(cls, directory, device, cls._restore_networks)
-
-    @staticmethod
-    def _restore_networks(model: "PPEM", meta: dict[str, Any]) -> None:
-        """Rebuild the saved kind of networks (LayerNorm when trained privately) before their weights load."""
-        if meta["private_networks"] != model.private_networks:
-            model._build(meta["private_networks"])
+    def _restore(self, state: dict[str, Any]) -> None:
+        """Rebuild the saved kind of networks before their weights load."""
+        if state["private_networks"] != self.private_networks:
+            self._build(state["private_networks"])

@@ -4,19 +4,21 @@ Importing this module (or `pipelines.generators`) imports no generator: torch, j
 dependencies load only when `generator_class(name)` is called. Lifecycle, as the train stage drives it:
 
   gen = make_generator(name, layout, params, device)
-  gen.fit(X, session, budget)   # 1. plan(len(X), budget): data-independent, public row count only
-                                # 2. session.reserve(planned): refused here, before X is converted
-                                # 3. train; 4. session.record(actual events)
-  gen.save(dir); load_generator(name, dir); gen.sample(n, seed)
+  gen.fit(X, session, budget, noise)  # 1. plan(len(X), budget): data-independent, public row count only
+                                      # 2. session.reserve(plan.events): refused here, before X is converted
+                                      # 3. train; 4. session.record(actual events)
+  gen.save(dir); load_generator(name, dir); gen.sample(n, rng)
+
+The lifecycle itself is `pipelines.generators.base.PrivateGenerator`; each generator's parameters are
+`pipelines.generators.params.<name>` (no torch), which `pipelines.config` reads to check params.yaml.
 """
 from __future__ import annotations
 
 import importlib
-import threading
 from pathlib import Path
 
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Generator, resolve_device
+from pipelines.generators.base import PrivateGenerator, resolve_device
 
 CLASSES: dict[str, str] = {
     "dpwgan": "pipelines.generators.dpwgan:DPWGAN",
@@ -31,7 +33,14 @@ CLASSES: dict[str, str] = {
 GENERATORS: tuple[str, ...] = tuple(CLASSES)  # the registry's names, in release order
 
 
-def generator_class(name: str) -> type:
+def params_module(name: str) -> str:
+    """The module holding generator `name`'s DEFAULTS (and check_params), not imported."""
+    if name not in CLASSES:
+        raise ValueError(f"unknown generator {name!r}; implemented: {', '.join(GENERATORS)}")
+    return f"pipelines.generators.params.{name}"
+
+
+def generator_class(name: str) -> type[PrivateGenerator]:
     """The class implementing generator `name`, its module imported now (torch is slow to import)."""
     if name not in CLASSES:
         raise ValueError(f"unknown generator {name!r}; implemented: {', '.join(GENERATORS)}")
@@ -39,16 +48,11 @@ def generator_class(name: str) -> type:
     return getattr(importlib.import_module(module), cls)
 
 
-_INIT_LOCK = threading.Lock()
+def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> PrivateGenerator:
+    """Generator `name` built from its params.yaml section (networks initialised from its public seed)."""
+    return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
 
 
-def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> Generator:
-    """Constructors seed torch's process-wide RNG (fork_rng + manual_seed) to initialise their networks;
-    one at a time, or generators built concurrently by the flow's threads would interleave its draws."""
-    with _INIT_LOCK:
-        return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
-
-
-def load_generator(name: str, directory: Path) -> Generator:
+def load_generator(name: str, directory: Path) -> PrivateGenerator:
     """Generator `name` as saved in `directory` by its `save`."""
     return generator_class(name).load(Path(directory))

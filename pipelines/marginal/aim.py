@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import combinations
+from typing import ClassVar
 
 import numpy as np
 from scipy import optimize
@@ -38,26 +39,24 @@ from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.select import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
+from pipelines.privacy.plan import PrivacyPlan
 
 SELECT_RATIO = 2.0 / 3.0          # ε_sel = SELECT_RATIO / x (the paper's 0.1 / 0.9 zCDP split per round)
 
 
-@dataclass(frozen=True)
-class AIMPlan:
+@dataclass(frozen=True, kw_only=True)
+class AIMPlan(PrivacyPlan):
+    """AIM's spend (the generator's privacy plan): `events` as `aim_events` lists them (ε = ∞: scale 0)."""
     scale: float                  # x: σ of each 1-way measurement and of a round before any annealing
     rounds: int                   # K: selection slots (the wall-clock-independent round limit)
     epsilon_select: float
     d: int
+    kind: ClassVar[str] = "aim"
 
     @property
     def gaussian_rounds_budget(self) -> float:
         """S_rounds = K / x²: the total inverse variance the rounds may spend."""
         return self.rounds / self.scale ** 2 if self.scale > 0 else math.inf
-
-    def events(self) -> list[Event]:
-        if self.scale == 0:
-            return [NonPrivateEvent("epsilon: inf")]
-        return aim_events(self.scale, self.d, self.rounds)
 
 
 def aim_events(x: float, d: int, rounds: int) -> list[Event]:
@@ -66,13 +65,17 @@ def aim_events(x: float, d: int, rounds: int) -> list[Event]:
             + [PureEpsilonEvent(SELECT_RATIO / x, BOUNDED_RANGE)] * rounds)
 
 
-def plan_aim(d: int, rounds: int, epsilon: float, delta: float) -> AIMPlan:
+def plan_aim(d: int, rounds: int, epsilon: float, delta: float, *, n_rows: int) -> AIMPlan:
+    """The AIM parameters for d columns and K = `rounds` at (ε, δ) (PLD-calibrated; ε = inf: no noise); `n_rows`
+    is the public n̂ the estimation uses as the table's total."""
     if rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {rounds}")
     if math.isinf(epsilon):
-        return AIMPlan(0.0, rounds, math.inf, d)
+        return AIMPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=(NonPrivateEvent("epsilon: inf"),),
+                       scale=0.0, rounds=rounds, epsilon_select=math.inf, d=d)
     x = calibrate_noise_scale(epsilon, delta, lambda s: aim_events(s, d, rounds))
-    return AIMPlan(x, rounds, SELECT_RATIO / x, d)
+    return AIMPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=tuple(aim_events(x, d, rounds)), scale=x,
+                   rounds=rounds, epsilon_select=SELECT_RATIO / x, d=d)
 
 
 # -- zCDP comparison (the papers' accounting) ---------------------------------------------------------------
@@ -117,9 +120,9 @@ def candidates(work: list[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
     return {r: float(sum(len(set(r) & set(s)) for s in work)) for r in sorted(closure)}
 
 
-def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, n_public: int, rng, work,
-            max_model_size: float, iters: int, final_iters: int, device: str = "cpu", progress=None):
-    """Run AIM; returns (model, actual events, the rounds' log)."""
+def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work, max_model_size: float,
+            iters: int, final_iters: int, device: str = "cpu", progress=None):
+    """Run AIM under `plan` (its n̂ as the estimation's total); returns (model, actual events, the rounds' log)."""
     dom = est.domain(names, shape, device)
     idx = {n: i for i, n in enumerate(names)}
     sizes = dict(zip(names, shape))
@@ -131,7 +134,7 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, n_public:
         y, ev = measure(codes, shape, (idx[n],), plan.scale, rng, query=f"1-way {n}")
         meas.append(((n,), y, plan.scale))
         events.append(ev)
-    model = est.estimate(dom, meas, n_public, iters, device=device)
+    model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     S_total = plan.gaussian_rounds_budget
     S_left = S_total
     sigma = plan.scale
@@ -159,7 +162,7 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, n_public:
             S_left -= sigma ** -2
         before = projected[k]
         meas.append((r, y, sigma if private else 1.0))
-        model = est.estimate(dom, meas, n_public, iters, warm_start=model, device=device)
+        model = est.estimate(dom, meas, plan.n_rows, iters, warm_start=model, device=device)
         moved = float(np.abs(est.project_many(model, [r])[0] - before).sum())
         cells = int(np.prod([sizes[a] for a in r]))
         log.append({"round": t + 1, "clique": list(r), "sigma": sigma if private else 0.0, "moved": moved})
@@ -169,7 +172,7 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, n_public:
             break
         if private and moved <= aim_penalty(sigma, cells):
             sigma /= 2                                       # anneal; the next round's `last` test caps it
-    model = est.estimate(dom, meas, n_public, final_iters, warm_start=model, device=device)
+    model = est.estimate(dom, meas, plan.n_rows, final_iters, warm_start=model, device=device)
     if not private:
         events = [NonPrivateEvent("epsilon: inf")]
     return model, events, log

@@ -15,7 +15,6 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -102,28 +101,26 @@ def sample_codes(model, n: int, seed: int, names: Sequence[str]) -> np.ndarray:
     return codes[np.random.default_rng([int(seed), 1]).permutation(len(codes))]
 
 
-def save_model(model, directory: Path, name: str) -> dict[str, Any]:
-    """Write the model's potentials (one array per clique) to <name>.npz, no pickle; returns the JSON part."""
+def save_model(model, path: Path) -> None:
+    """Write the model to the .npz `path`, no pickle: one array per clique's potentials and, as a JSON string, the
+    domain, the cliques and the total."""
     pots = model.potentials
     arrays = {f"p{i}": np.asarray(pots.tables[cl].values) for i, cl in enumerate(pots.cliques)}
-    np.savez_compressed(Path(directory) / f"{name}.npz", **arrays)
-    return {"cliques": [list(cl) for cl in pots.cliques], "total": float(model.total),
+    meta = {"cliques": [list(cl) for cl in pots.cliques], "total": float(model.total),
             "attributes": list(pots.domain.attributes), "shape": list(pots.domain.shape)}
+    np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
 
 
-def load_model(directory: Path, name: str, meta: dict[str, Any], device: str = "cpu"):
-    """The MarkovRandomField saved by `save_model` (marginals recomputed from the potentials)."""
+def load_model(path: Path, device: str = "cpu"):
+    """The MarkovRandomField saved by `save_model` at `path` (marginals recomputed from the potentials)."""
     mbi = _mbi(device)
     from mbi import marginal_oracles
     import jax.numpy as jnp
-    dom = mbi.Domain(tuple(meta["attributes"]), tuple(meta["shape"]))
-    cliques = [tuple(c) for c in meta["cliques"]]
-    with np.load(Path(directory) / f"{name}.npz") as z:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        dom = mbi.Domain(tuple(meta["attributes"]), tuple(meta["shape"]))
+        cliques = [tuple(c) for c in meta["cliques"]]
         tables = {cl: mbi.Factor(dom.project(cl), jnp.asarray(z[f"p{i}"])) for i, cl in enumerate(cliques)}
     pots = mbi.CliqueVector(dom, cliques, tables)
     marginals = marginal_oracles.message_passing_stable(pots, float(meta["total"]))
     return mbi.MarkovRandomField(potentials=pots, marginals=marginals, total=float(meta["total"]))
-
-
-def meta_json(meta: dict[str, Any]) -> str:
-    return json.dumps(meta, sort_keys=True)

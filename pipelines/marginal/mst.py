@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import combinations
+from typing import ClassVar
 
 import numpy as np
 
@@ -30,20 +31,19 @@ from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
+from pipelines.privacy.plan import PrivacyPlan
 
 
-@dataclass(frozen=True)
-class MSTPlan:
+@dataclass(frozen=True, kw_only=True)
+class MSTPlan(PrivacyPlan):
+    """MST's spend for d columns (the generator's privacy plan): one scale s (0 when ε = ∞), the measurements'
+    σ₁ = s√d and σ₂ = s√(d-1), the selections' ε_sel = 2/(s√(d-1)); `events` as `mst_events` lists them."""
     scale: float
     sigma_1way: float
     sigma_2way: float
     epsilon_select: float
     d: int
-
-    def events(self) -> list[Event]:
-        if self.scale == 0:
-            return [NonPrivateEvent("epsilon: inf")]
-        return mst_events(self.scale, self.d)
+    kind: ClassVar[str] = "mst"
 
 
 def mst_events(scale: float, d: int) -> list[Event]:
@@ -53,14 +53,18 @@ def mst_events(scale: float, d: int) -> list[Event]:
             + [GaussianEvent(s2, 1.0, "2-way marginal counts")] * (d - 1))
 
 
-def plan_mst(d: int, epsilon: float, delta: float) -> MSTPlan:
-    """The MST parameters for d columns at (ε, δ) (PLD-calibrated; ε = inf: no noise)."""
+def plan_mst(d: int, epsilon: float, delta: float, *, n_rows: int) -> MSTPlan:
+    """The MST parameters for d columns at (ε, δ) (PLD-calibrated; ε = inf: no noise); `n_rows` is the public n̂
+    the estimation uses as the table's total."""
     if d < 2:
         raise ValueError(f"MST needs at least 2 columns, got {d}")
     if math.isinf(epsilon):
-        return MSTPlan(0.0, 0.0, 0.0, math.inf, d)
+        return MSTPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=(NonPrivateEvent("epsilon: inf"),),
+                       scale=0.0, sigma_1way=0.0, sigma_2way=0.0, epsilon_select=math.inf, d=d)
     s = calibrate_noise_scale(epsilon, delta, lambda x: mst_events(x, d))
-    return MSTPlan(s, s * math.sqrt(d), s * math.sqrt(d - 1), 2.0 / (s * math.sqrt(d - 1)), d)
+    return MSTPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=tuple(mst_events(s, d)), scale=s,
+                   sigma_1way=s * math.sqrt(d), sigma_2way=s * math.sqrt(d - 1),
+                   epsilon_select=2.0 / (s * math.sqrt(d - 1)), d=d)
 
 
 def select_tree(codes: np.ndarray, shape, names, model, epsilon: float, rng, progress=None):
@@ -91,9 +95,10 @@ def select_tree(codes: np.ndarray, shape, names, model, epsilon: float, rng, pro
     return edges, events
 
 
-def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, n_public: int, rng, iters: int = 2000,
-            device: str = "cpu", progress=None):
-    """Run MST on integer codes; returns (model, actual events, selected edges)."""
+def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, rng, iters: int = 2000, device: str = "cpu",
+            progress=None):
+    """Run MST on integer codes under `plan` (its n̂ as the estimation's total); returns (model, actual events,
+    selected edges)."""
     dom = est.domain(names, shape, device)
     d = len(names)
     meas, events = [], []
@@ -101,7 +106,7 @@ def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, n_public: int, rng, 
         y, ev = measure(codes, shape, (i,), plan.sigma_1way, rng, query=f"1-way {names[i]}")
         meas.append(((names[i],), y, plan.sigma_1way))
         events.append(ev)
-    one_way = est.estimate(dom, meas, n_public, max(100, iters // 10), device=device)
+    one_way = est.estimate(dom, meas, plan.n_rows, max(100, iters // 10), device=device)
     edges, sel_events = select_tree(codes, shape, names, one_way, plan.epsilon_select, rng)
     events += sel_events
     if progress:
@@ -110,7 +115,7 @@ def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, n_public: int, rng, 
         y, ev = measure(codes, shape, (i, j), plan.sigma_2way, rng, query=f"2-way {names[i]} x {names[j]}")
         meas.append(((names[i], names[j]), y, plan.sigma_2way))
         events.append(ev)
-    model = est.estimate(dom, meas, n_public, iters, device=device)
+    model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     if plan.scale == 0:
         events = [NonPrivateEvent("epsilon: inf")]
     return model, events, edges

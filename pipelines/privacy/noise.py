@@ -7,7 +7,7 @@ generator seeded by the operating system. `noise_seed` (an integer) exists for t
 
 Bit-for-bit reproducible releases need the noise again, so a data steward may hold a secret key
 (env SYNTHRELEASE_NOISE_KEY, or the file `privacy.noise_key_file` outside the repository; 64+ hex
-digits). Inside `keyed_noise(...)` (tasks/train.py wraps `fit` in it) every seed is then
+digits). With `NoiseSource.keyed(...)` (tasks/train.py passes one to `fit`) every seed is then
 HMAC-SHA256(key, data hash | stage | params hash | context): a function of the training data's
 content, so the same noise is never reused on different (e.g. neighbouring) data, and unknown to
 anyone without the key. Without a key the noise is fresh OS entropy and a release is not
@@ -15,8 +15,9 @@ bit-reproducible.
 
 Non-private runs (ε = inf: `private=False`) protect nothing, so they draw no OS entropy: their
 streams (batches, fakes, interpolation points) are derived from the public `seed`, and such a run,
-a non-private test included, gives the same numbers on every run (threads fixed). Every generator
-and weight estimator passes `private=` and `seed=` to the functions below; nothing else decides.
+a non-private test included, gives the same numbers on every run (threads fixed). Noise is never
+ambient: a `NoiseSource` is passed to whatever draws it, and `Streams` binds it to one fit's privacy and
+public seed.
 """
 from __future__ import annotations
 
@@ -25,11 +26,9 @@ import hmac
 import os
 import re
 import secrets
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
@@ -41,24 +40,11 @@ MIN_KEY_HEX = 64                                   # 256-bit keys
 
 @dataclass(frozen=True)
 class NoiseBinding:
-    """A steward-held key and what one training run's noise is bound to."""
+    """A steward-held key and what one stage's noise is bound to."""
     key: bytes
     data_hash: Callable[[], str]                   # lazy: the data is hashed at the first draw (after reserve)
     stage: str
     params_hash: str
-
-
-_binding: ContextVar[NoiseBinding | None] = ContextVar("synthrelease_noise_binding", default=None)
-
-
-@contextmanager
-def keyed_noise(key: bytes | None, data_hash: Callable[[], str], stage: str, params_hash: str) -> Iterator[None]:
-    """Within the block, draws without `noise_seed` are HMAC-derived from `key` (OS entropy if key is None)."""
-    token = _binding.set(None if key is None else NoiseBinding(key, data_hash, stage, params_hash))
-    try:
-        yield
-    finally:
-        _binding.reset(token)
 
 
 def load_noise_key(key_file: str | None, repo_root: Path) -> bytes | None:
@@ -90,45 +76,69 @@ def _derived(label: str, context: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{label}:{context}".encode()).digest()[:8], "big") >> 1
 
 
-def noise_seed_value(noise_seed: int | None, context: str = "", *, private: bool = True,
-                     seed: int | None = None) -> int:
-    """The seed of one named stream (`context`: generator and phase), in this order:
-    with `noise_seed` (tests, audits), sha256 of (noise_seed, context); for a non-private run
-    (`private=False`), sha256 of ("public", the public `seed`, context), so that ε = inf never reads OS
-    entropy; inside `keyed_noise`, 63 bits of HMAC-SHA256(key, data hash | stage | params hash |
-    context); else 63 fresh bits of OS entropy."""
-    if noise_seed is not None:
-        return _derived(str(int(noise_seed)), context)
-    if not private:
-        if seed is None:
-            raise ValueError("a non-private run derives its streams from the public seed: pass seed=")
-        return _derived(f"public:{int(seed)}", context)
-    binding = _binding.get()
-    if binding is None:
-        return secrets.randbits(63)
-    message = "\x1f".join((binding.data_hash(), binding.stage, binding.params_hash, context)).encode()
-    return int.from_bytes(hmac.new(binding.key, message, hashlib.sha256).digest()[:8], "big") >> 1
+@dataclass(frozen=True)
+class NoiseSource:
+    """Where the DP noise of one stage comes from, passed explicitly to the code that draws it.
+
+    `binding`: a steward key and what it binds (keyed, reproducible noise); `noise_seed`: an integer for
+    tests and audits only (a published noise seed voids the guarantee). Neither: fresh OS entropy.
+    """
+    binding: NoiseBinding | None = None
+    noise_seed: int | None = None
+
+    @classmethod
+    def keyed(cls, key: bytes | None, data_hash: Callable[[], str], stage: str, params_hash: str) -> "NoiseSource":
+        """Noise HMAC-derived from `key` and bound to the data, stage and params (OS entropy if key is None)."""
+        return cls(None if key is None else NoiseBinding(key, data_hash, stage, params_hash))
+
+    def overridden(self, noise_seed: int | None) -> "NoiseSource":
+        """This source, or, when a params' `noise_seed` is set (tests, audits), one seeded by it."""
+        return self if noise_seed is None else NoiseSource(self.binding, int(noise_seed))
+
+    def seed(self, context: str = "", *, private: bool = True, seed: int | None = None) -> int:
+        """The seed of one named stream (`context`: generator and phase), in this order:
+        with `noise_seed` (tests, audits), sha256 of (noise_seed, context); for a non-private run
+        (`private=False`), sha256 of ("public", the public `seed`, context), so that ε = inf never reads OS
+        entropy; with a `binding`, 63 bits of HMAC-SHA256(key, data hash | stage | params hash | context);
+        else 63 fresh bits of OS entropy."""
+        if self.noise_seed is not None:
+            return _derived(str(int(self.noise_seed)), context)
+        if not private:
+            if seed is None:
+                raise ValueError("a non-private run derives its streams from the public seed: pass seed=")
+            return _derived(f"public:{int(seed)}", context)
+        b = self.binding
+        if b is None:
+            return secrets.randbits(63)
+        message = "\x1f".join((b.data_hash(), b.stage, b.params_hash, context)).encode()
+        return int.from_bytes(hmac.new(b.key, message, hashlib.sha256).digest()[:8], "big") >> 1
+
+    def streams(self, private: bool, seed: int) -> "Streams":
+        """This source bound to one fit: its privacy (ε < ∞) and its public seed."""
+        return Streams(self, private, int(seed))
 
 
-def numpy_noise_rng(noise_seed: int | None, context: str = "", *, private: bool = True,
-                    seed: int | None = None) -> np.random.Generator:
-    """A NumPy generator for DP noise (`noise_seed_value` says where its seed comes from)."""
-    return np.random.default_rng(noise_seed_value(noise_seed, context, private=private, seed=seed))
+@dataclass(frozen=True)
+class Streams:
+    """The random streams of one fit or estimator: a noise source, whether the fit is private (ε < ∞; else
+    every stream derives from the public `seed`) and that seed. Every generator and weight estimator draws
+    its noise, Poisson batches and noise-coupled draws from here; nothing else decides."""
+    source: NoiseSource
+    private: bool
+    seed: int
 
+    def numpy(self, context: str) -> np.random.Generator:
+        """A NumPy generator for the stream `context`."""
+        return np.random.default_rng(self.source.seed(context, private=self.private, seed=self.seed))
 
-def torch_noise_generator(noise_seed: int | None, context: str = "", device: str = "cpu", *,
-                          private: bool = True, seed: int | None = None):
-    """A torch.Generator on `device` for DP noise (`noise_seed_value` says where its seed comes from)."""
-    import torch
-    return torch.Generator(device=device).manual_seed(
-        noise_seed_value(noise_seed, context, private=private, seed=seed))
+    def torch(self, context: str, device: str = "cpu"):
+        """A torch.Generator on `device` for the stream `context`."""
+        import torch
+        return torch.Generator(device=device).manual_seed(
+            self.source.seed(context, private=self.private, seed=self.seed))
 
-
-def training_generators(noise_seed: int | None, context: str, device: str = "cpu", *, private: bool = True,
-                        seed: int | None = None):
-    """(rng, sample_rng) for DP-SGD training: `rng` on `device` draws the Gaussian noise (and the
-    fakes and interpolation points of the same step), `sample_rng` on the CPU draws the Poisson
-    batches, which must stay secret too (amplification by subsampling assumes nobody knows them).
-    `private=False` (ε = inf) derives both from the public `seed` (`noise_seed_value`)."""
-    return (torch_noise_generator(noise_seed, f"{context}:noise", device, private=private, seed=seed),
-            torch_noise_generator(noise_seed, f"{context}:poisson", private=private, seed=seed))
+    def training(self, context: str, device: str = "cpu"):
+        """(rng, sample_rng) for DP-SGD training: `rng` on `device` draws the Gaussian noise (and the fakes
+        and interpolation points of the same step), `sample_rng` on the CPU draws the Poisson batches, which
+        must stay secret too (amplification by subsampling assumes nobody knows them)."""
+        return self.torch(f"{context}:noise", device), self.torch(f"{context}:poisson")

@@ -11,7 +11,7 @@ from pipelines.data.schema import Schema
 from pipelines.privacy.events import LaplaceEvent
 from pipelines.privacy.ledger import LedgerSession
 from pipelines.privacy.mechanisms import laplace_mechanism
-from pipelines.privacy.noise import numpy_noise_rng
+from pipelines.privacy.noise import NoiseSource
 
 
 def count_event(epsilon: float) -> LaplaceEvent:
@@ -26,11 +26,11 @@ def count_event(epsilon: float) -> LaplaceEvent:
 
 
 def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession | None,
-                     count_rows: Callable[[], int], noise_seed: int | None = None) -> tuple[int, str]:
+                     count_rows: Callable[[], int], noise: NoiseSource) -> tuple[int, str]:
     """(n̂, its source). With the schema's `rows`: round(count·(1 − holdout_fraction)), data-independent, no
     ledger event (`session` may be None). Without: reserve `count_event` in `session` before `count_rows()`
-    reads the count, release max(1, round(count + Laplace(1/ε))) and record the event. `noise_seed`
-    (`dataset.noise_seed`) is for tests only; otherwise the noise is OS entropy or keyed (noise.py)."""
+    reads the count, release max(1, round(count + Laplace(1/ε))) and record the event, the noise drawn
+    from `noise` (keyed or OS entropy; a `noise_seed` in it, from `dataset.noise_seed`, is for tests only)."""
     holdout_fraction = float(params["dataset"]["holdout_fraction"])
     if sch.rows is not None:
         n_hat = sch.rows.train_count(holdout_fraction)
@@ -42,7 +42,7 @@ def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession
     planned = count_event(epsilon)
     session.reserve([planned])
     noisy, event = laplace_mechanism(float(count_rows()), planned.l1_sensitivity, planned.scale,
-                                     numpy_noise_rng(noise_seed, "prepare:row_count"))
+                                     noise.streams(private=True, seed=0).numpy("prepare:row_count"))
     session.record([event])
     n_hat = max(1, round(float(noisy)))
     return n_hat, (f"training row count + Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "

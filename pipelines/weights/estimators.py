@@ -25,7 +25,7 @@ from pipelines.config import check_section
 from pipelines.data.layout import Layout
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.events import Event, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
-from pipelines.privacy.noise import numpy_noise_rng, torch_noise_generator
+from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.weights import logistic, relaxed_dpsgd
 from pipelines.weights.discriminator import critic_log_weights
 
@@ -119,13 +119,20 @@ def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, 
 Logit = Callable[[np.ndarray], np.ndarray]
 
 
+def streams(source: NoiseSource | None, settings: dict[str, Any], private: bool) -> Streams:
+    """The estimator's random streams: `source` (OS entropy when None; settings' `noise_seed` overrides it,
+    for tests) bound to its privacy and its public `seed`."""
+    return (source or NoiseSource()).overridden(settings["noise_seed"]).streams(private, int(settings["seed"]))
+
+
 def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, synthetic: np.ndarray,
-             critic: Logit | None = None) -> tuple[np.ndarray, Logit | None]:
+             critic: Logit | None = None, noise_source: NoiseSource | None = None) -> tuple[np.ndarray, Logit | None]:
     """(log-weights of synthetic rows 0..N_S-1, classifier logit function or None).
 
     `real`: the private encoded rows (None for `discriminator`, which never reads them); `critic`: the
     released critic's D(x) for `discriminator`. The logit function is None for the output-noised
-    estimators: their classifier is not private, only the released weights are.
+    estimators: their classifier is not private, only the released weights are. `noise_source`: where the
+    DP noise comes from (the weight stage passes a keyed one; OS entropy when None).
     """
     s = settings_with_defaults(settings)
     released = synthetic[:p.n_released]
@@ -142,7 +149,7 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
         private = p.estimator == "priv_mlp"
         q = p.details["sample_rate"] if private else min(1.0, float(s["batch_size"]) / (p.n_real + p.n_synthetic))
         steps = p.details["steps"] if private else relaxed_dpsgd.steps_for(s["epochs"], q)
-        noise = torch_noise_generator(s["noise_seed"], "weights:priv_mlp", private=private, seed=s["seed"])
+        noise = streams(noise_source, s, private).torch("weights:priv_mlp")
         model = relaxed_dpsgd.train_classifier(real, synthetic, s, q, steps,
                                                p.details["noise_multiplier"] if private else 0.0,
                                                p.details["clip_norm"] if private else math.inf, noise,
@@ -151,8 +158,7 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
         return logit(released) - prior, logit
     n_total, l2 = p.n_real + p.n_synthetic, float(s["l2"])
     beta = logistic.fit_coefficients(real, synthetic, l2, n_total)
-    rng = numpy_noise_rng(s["noise_seed"], f"weights:{p.estimator}", private=p.private,
-                          seed=s["seed"])
+    rng = streams(noise_source, s, p.private).numpy(f"weights:{p.estimator}")
     if p.estimator in ("logreg", "beta_noised"):
         if p.estimator == "beta_noised":
             event = p.events[0]

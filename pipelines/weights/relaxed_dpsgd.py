@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipelines.generators.networks import initialise
 from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, poisson_sample
 
 
@@ -88,9 +89,7 @@ def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, 
     Private lots and noise use `noise` (secret); the synthetic lots and initialisation use params['seed'].
     """
     seed = int(params["seed"])
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = classifier(real.shape[1], list(params["hidden"])).to(device)
+    model = initialise(classifier(real.shape[1], list(params["hidden"])), seed).to(device)
     x_real = torch.as_tensor(real, dtype=torch.float32, device=device)
     x_syn = torch.as_tensor(synthetic, dtype=torch.float32, device=device)
     public = torch.Generator(device=device).manual_seed(seed + 1)

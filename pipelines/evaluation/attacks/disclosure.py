@@ -120,15 +120,18 @@ def copies(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, colu
            near_distance: float, max_rows: int | None, rng: np.random.Generator) -> dict:
     """Exact-match rate (synthetic rows equal to a training row in every column) and near-duplicate rate
     (Gower distance to the closest training record, DCR, ≤ `near_distance`), with the same rates for the real
-    holdout as the baseline a fresh sample of the population gets; DCR quantiles of both (on at most
-    `max_rows` seeded rows each). DCR is reported, never gated on alone."""
+    holdout as the baseline a fresh sample of the population gets, and both as counts [matches, rows] (the
+    copy gate's interval); DCR quantiles of both (on at most `max_rows` seeded rows each). DCR is reported,
+    never gated on alone."""
     keys = set(_row_keys(train, columns).tolist())
-    exact = {name: float(np.mean([k in keys for k in _row_keys(f, columns)])) if len(f) else 0.0
-             for name, f in (("synthetic", synth), ("holdout", holdout))}
+    counts = {name: [int(sum(k in keys for k in _row_keys(f, columns))), len(f)]
+              for name, f in (("synthetic", synth), ("holdout", holdout))}
+    exact = {name: k / n if n else 0.0 for name, (k, n) in counts.items()}
     pool = gower_features(train, columns)
     dcr = {name: nearest(gower_features(f.iloc[row_sample(len(f), max_rows, rng)], columns), pool)[0][:, 0]
            for name, f in (("synthetic", synth), ("holdout", holdout))}
     return {"exact_match_rate": exact["synthetic"], "holdout_exact_match_rate": exact["holdout"],
+            "exact_match_counts": counts,
             "near_duplicate_distance": near_distance,
             "near_duplicate_rate": float((dcr["synthetic"] <= near_distance).mean()),
             "holdout_near_duplicate_rate": float((dcr["holdout"] <= near_distance).mean()),

@@ -1,0 +1,218 @@
+"""The utility verdict of one synthetic table: *fit*, *weak* or *inverted* for the schema's task, and the
+`utility` release gate that applies params.yaml `utility_gate`'s policy to it (docs/privacy-risk.md).
+
+Two references a steward can read without statistics:
+- **chance**: a classifier whose test AUROC is 0.5 has learnt nothing about the target;
+- **independent marginals**: a table whose every column is drawn independently from the *exact* training
+  1-way marginals (``independent_marginals``). It has every column's distribution right and no relationship
+  between columns at all, so a table that does not beat it models nothing beyond the marginals.
+  (The exact marginals, not DP ones: this baseline feeds only the steward-side verdict, costs no ε, and the
+  exact reference is the stricter question; docs/architecture.md, departures.)
+
+The verdict, on the real holdout rows:
+- **inverted**: for every model of ``utility.MODELS`` fitted on the table (train on synthetic, test on real),
+  the one-sided upper confidence bound of the AUROC at `confidence` lies below 0.5 (DeLong et al. 1988
+  variance). An intersection-union test (every model must be below): its level is that of each test, no
+  multiplicity correction; a model fitted on such a table predicts the opposite of the truth. Where the
+  features track the target closely (breast cancer), even a table with no relationship at all can land here
+  (a classifier fitted on it is a random function whose sign is random); the harm to an analyst is the same.
+- **fit**: the table beats the baseline on the target task (for some model, the lower bound of AUROC_table
+  minus the mean AUROC of R baseline tables, with the baseline draws' spread, is above 0) or on 2-way
+  fidelity (the lower bound of mean 2-way TV_baseline − TV_table against the holdout, bootstrap standard
+  error over all three tables' rows, is above 0). These M + 1 claims are Bonferroni-corrected, each
+  one-sided at level α/(M + 1), α = 1 − `confidence`: a table that models nothing beyond its marginals is
+  called fit by chance with probability at most about α (the bounds are normal, Student or bootstrap
+  approximations).
+- **weak**: neither inverted nor fit. The margin is the confidence bound itself: "not better" means the
+  improvement is within what the sampling noise of the holdout and of both tables produces.
+Everything here reads real rows (training marginals, holdout): steward evidence; the public manifest shows
+the verdict word alone, declared data-dependent.
+"""
+from __future__ import annotations
+
+import math
+from itertools import combinations
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from scipy.stats import norm, rankdata
+from scipy.stats import t as student_t
+
+from pipelines.config import PARAMS_FILE, check_section, fail
+from pipelines.evaluation.marginals import cell_codes
+from pipelines.privacy.gates import GateResult
+
+SECTION = "utility_gate"
+POLICIES = ("refuse", "label")
+# params.yaml `utility_gate` (data-independent defaults)
+DEFAULTS: dict[str, Any] = {"inverted": "refuse",   # refuse | label: a table that predicts the opposite of the truth
+                            "weak": "label",        # refuse | label: a table no better than independent marginals
+                            "confidence": 0.95,     # of the inverted bound; family-wise over the "fit" claims
+                            "bootstrap": 200,       # resamples of the 2-way TV difference's standard error
+                            "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the
+                                                    # task's noise floor (each costs one fit per model)
+BASELINE = ("every column drawn independently from the exact 1-way marginals of the real training rows "
+            "(resampled training values): right marginals, no relationship between columns")
+OUTSIDE_DP = ("utility verdict: TSTR AUROC on real holdout rows, 2-way TV against real holdout rows, and a baseline "
+              "drawn from the real training rows' exact marginals")
+REASONS = {"inverted": "models fitted on this table predict the opposite of the truth on real rows (AUROC clearly "
+                       "below 0.5)",
+           "weak": "this table is not measurably better than independent columns drawn from the real 1-way "
+                   "marginals, on the target task or on 2-way fidelity"}
+
+
+def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """`utility_gate` (keys and types by its model, pipelines/config.py) over DEFAULTS; every bad value is one
+    InputError naming the key path and the fix."""
+    s = {**DEFAULTS, **check_section(SECTION, raw)}
+    if not 0 < s["confidence"] < 1:
+        raise fail(PARAMS_FILE, f"{SECTION}.confidence", f"must be a number in (0, 1), got {s['confidence']!r}.",
+                   "set it to 0.95.")
+    for key, least in (("bootstrap", 20), ("baseline_draws", 2)):
+        if s[key] < least:
+            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
+                       f"set it to {DEFAULTS[key]}.")
+    return s
+
+
+def independent_marginals(train: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    """`n` rows whose columns are drawn independently, each from the training rows' own values (with
+    replacement): a sample of the product of the exact 1-way marginals."""
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({c: train[c].to_numpy()[rng.integers(0, len(train), n)] for c in train.columns})
+
+
+def baseline_tables(train: pd.DataFrame, n: int, seed: int, draws: int) -> dict[str, pd.DataFrame]:
+    """`draws` independent-marginals tables of `n` rows, {"baseline_<r>": table}, seeded by (seed, r)."""
+    return {f"baseline_{r}": independent_marginals(train, n, seed * 1000 + r) for r in range(draws)}
+
+
+def delong(y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """AUROCs of the k score vectors `scores` (k × rows) for labels `y` (0/1) and their k × k covariance
+    (DeLong, DeLong & Clarke-Pearson 1988, eq. 4-5, midrank form of Sun & Xu 2014): V10_i = share of
+    negatives below positive i (ties ½), V01_j = share of positives above negative j; AUROC = mean V10,
+    Cov = S10/m + S01/n with S the sample covariances of the placements over the m positives, n negatives."""
+    scores = np.atleast_2d(np.asarray(scores, dtype=float))
+    pos, neg = scores[:, y == 1], scores[:, y == 0]
+    m, n = pos.shape[1], neg.shape[1]
+    if m < 2 or n < 2:
+        raise ValueError(f"DeLong's variance needs at least 2 rows of each class, got {m} positive, {n} negative")
+    both = rankdata(np.hstack([pos, neg]), axis=1)
+    v10 = (both[:, :m] - rankdata(pos, axis=1)) / n
+    v01 = 1 - (both[:, m:] - rankdata(neg, axis=1)) / m
+    return v10.mean(axis=1), np.atleast_2d(np.cov(v10)) / m + np.atleast_2d(np.cov(v01)) / n
+
+
+def task_comparison(scored: dict, z_inverted: float, beats_level: float) -> dict:
+    """Per model: the table's AUROC, its DeLong SE and upper bound (AUROC + z_inverted·SE); the mean AUROC
+    ā and standard deviation s_b of the same model fitted on R independent-marginals tables; and the lower
+    bound of the excess Δ = AUROC − ā, Δ − t·√(s_b²(1 + 1/R) + SE²), t the one-sided Student quantile at
+    `beats_level` with R − 1 degrees of freedom (a prediction interval for one more model-free table).
+
+    The baseline's spread is measured, not modelled: a classifier fitted on a table with no relationship is
+    a random function of the features, and where features are strongly correlated with the target (breast
+    cancer) its test AUROC ranges far from 0.5 (0.65-0.90 for a random forest over draws), far beyond the
+    test-set noise alone. `scored` is ``utility.target_scores`` with the "tstr" (table) and "baseline_<r>" sets."""
+    if "skipped" in scored:
+        return {"skipped": scored["skipped"]}
+    y = scored["y_test"]
+    if min(int(y.sum()), int(len(y) - y.sum())) < 2:
+        return {"skipped": "the real test set has fewer than 2 rows of a target class"}
+    models = {}
+    for model, by_set in scored["scores"].items():
+        base = [by_set[k] for k in by_set if k.startswith("baseline_")]
+        auc, cov = delong(y, np.vstack([by_set["tstr"], *base]))
+        se, draws = math.sqrt(max(cov[0, 0], 0.0)), len(base)
+        t = float(student_t.ppf(beats_level, draws - 1))
+        mean, spread = float(auc[1:].mean()), float(auc[1:].std(ddof=1))
+        excess = float(auc[0]) - mean
+        models[model] = {"auroc": float(auc[0]), "auroc_se": se, "auroc_upper_bound": float(auc[0]) + z_inverted * se,
+                         "baseline_auroc": mean, "baseline_auroc_sd": spread, "baseline_draws": draws,
+                         "excess": excess,
+                         "excess_lower_bound": excess - t * math.sqrt(spread ** 2 * (1 + 1 / draws) + se ** 2)}
+    return {"target": scored["target"], "models": models, "reference": "real holdout rows",
+            "inverted": all(m["auroc_upper_bound"] < 0.5 for m in models.values()),
+            "beats_baseline": any(m["excess_lower_bound"] > 0 for m in models.values())}
+
+
+def _pair_cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """(rows × cells) indicator of each row's cell in every 2-way histogram (cells of ``cell_codes``, all
+    column pairs side by side), and where each pair's cells start."""
+    coded = [cell_codes(frame, col, bins) for col in columns]
+    pairs = list(combinations(range(len(columns)), 2))
+    sizes = np.array([coded[i][1] * coded[j][1] for i, j in pairs])
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    cells = np.column_stack([start + coded[i][0] * coded[j][1] + coded[j][0]
+                             for start, (i, j) in zip(starts, pairs)])
+    rows = np.repeat(np.arange(len(frame)), len(pairs))
+    return sparse.csr_matrix((np.ones(cells.size), (rows, cells.ravel())), shape=(len(frame), int(sizes.sum()))), starts
+
+
+def _mean_tv(p: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Mean over pairs of ½ Σ_cells |p − q| for each row of histograms p, q (resamples × cells)."""
+    return 0.5 * np.add.reduceat(np.abs(p - q), starts, axis=1).mean(axis=1)
+
+
+def two_way_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
+                       bins: int, resamples: int, z: float, seed: int, chunk: int = 25) -> dict:
+    """Mean 2-way marginal TV (all column pairs, numeric columns in `bins` schema-bound bins) of the table and
+    of the baseline against the holdout, their difference d = TV_baseline − TV_table, its bootstrap standard
+    error (every resample redraws the rows of all three tables) and the lower bound d − z·SE."""
+    columns = list(columns)
+    if len(columns) < 2:
+        return {"skipped": f"the schema has {len(columns)} column(s); no 2-way marginal"}
+    rng = np.random.default_rng(seed)
+    (h, starts), (s, _), (b, _) = (_pair_cells(f, columns, bins) for f in (holdout, synth, baseline))
+
+    def hist(a: sparse.csr_matrix, weights: np.ndarray) -> np.ndarray:
+        return np.asarray((a.T @ weights.T).T) / a.shape[0]
+
+    def point(a: sparse.csr_matrix) -> np.ndarray:
+        return hist(a, np.ones((1, a.shape[0])))
+
+    table, base = _mean_tv(point(s), point(h), starts)[0], _mean_tv(point(b), point(h), starts)[0]
+    diffs = []
+    for done in range(0, resamples, chunk):
+        k = min(chunk, resamples - done)
+        w = {name: np.stack([np.bincount(rng.integers(0, a.shape[0], a.shape[0]), minlength=a.shape[0])
+                             for _ in range(k)]).astype(float) for name, a in (("h", h), ("s", s), ("b", b))}
+        ph = hist(h, w["h"])
+        diffs.append(_mean_tv(hist(b, w["b"]), ph, starts) - _mean_tv(hist(s, w["s"]), ph, starts))
+    se = float(np.std(np.concatenate(diffs), ddof=1))
+    improvement = float(base - table)
+    return {"pairs": len(starts), "bins": bins, "reference": "real holdout rows", "mean_tv": float(table),
+            "baseline_mean_tv": float(base), "improvement": improvement, "improvement_se": se,
+            "improvement_lower_bound": improvement - z * se, "beats_baseline": improvement - z * se > 0}
+
+
+def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.DataFrame], holdout: pd.DataFrame,
+                    columns: Sequence[Any], bins: int, s: dict[str, Any], seed: int) -> dict:
+    """The verdict (module docstring) from `scored` (``utility.target_scores`` of {"tstr": synth, "trtr": ...,
+    **baselines}, `baselines` from ``baseline_tables``) and the 2-way comparison against the first baseline
+    table; "not_assessed" when neither comparison applies."""
+    alpha = 1 - s["confidence"]
+    claims = (0 if "skipped" in scored else len(scored["scores"])) + (len(list(columns)) >= 2)
+    level = 1 - alpha / max(claims, 1)
+    z_beats = float(norm.ppf(level))
+    task = task_comparison(scored, float(norm.ppf(s["confidence"])), level)
+    pairs = two_way_comparison(synth, next(iter(baselines.values())), holdout, columns, bins, s["bootstrap"],
+                               z_beats, seed)
+    assessed = [c for c in (task, pairs) if "skipped" not in c]
+    verdict = ("not_assessed" if not assessed else "inverted" if task.get("inverted")
+               else "fit" if any(c["beats_baseline"] for c in assessed) else "weak")
+    return {"verdict": verdict, "confidence": s["confidence"], "family_claims": claims, "z_fit": z_beats,
+            "baseline": BASELINE, "task": task, "two_way": pairs, "outside_dp": OUTSIDE_DP}
+
+
+def utility_gate(verdict: dict[str, Any], s: dict[str, Any]) -> GateResult:
+    """The `utility` gate: fails when `s` (``settings``) says to refuse tables with this verdict; a labelled
+    verdict passes and travels to the manifest and both reports. The evidence keeps the numbers."""
+    word = verdict["verdict"]
+    action = s.get(word) if word in REASONS else None
+    evidence = {"verdict": word, "policy": {k: s[k] for k in REASONS}, "action": action or "none",
+                "task": verdict["task"], "two_way": verdict["two_way"], "outside_dp": verdict["outside_dp"]}
+    if action is not None:
+        evidence["reason"] = f"utility verdict '{word}' ({SECTION}.{word}: {action}): {REASONS[word]}"
+    return GateResult("utility", action != "refuse", evidence)

@@ -1,0 +1,46 @@
+"""DP-auto-GAN's parameters (`pipelines.generators.dp_auto_gan`)."""
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.errors import ParamError
+
+DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
+    "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
+    "delta": 1e-5,                # used only when fit() gets no budget and plan() was not called
+    "autoencoder_share": 0.5,     # s: the autoencoder's share of ε (split rule, dp_auto_gan's docstring)
+    # phase 1: autoencoder (Algorithm 2)
+    "autoencoder_epochs": 100,    # T1 = ceil(epochs / q1) DP-SGD steps ...
+    "autoencoder_steps": None,    # ... unless autoencoder_steps (T1) is given instead
+    "autoencoder_batch_size": 64, # expected batch q1·n (paper: 64)
+    "autoencoder_clip_norm": 1.0, # C1, joint clipping of encoder + decoder per-example gradients
+    "autoencoder_lr": 5e-3,       # Adam, betas (0.9, 0.999) (paper)
+    "autoencoder_hidden": [60],   # encoder n-60-d, decoder d-60-n (paper)
+    "latent_dim": 15,             # d (paper)
+    # phase 2: WGAN in latent space (Algorithms 3, 4)
+    "epochs": 60,                 # T2 = ceil(epochs / q2) critic steps ...
+    "steps": None,                # ... unless steps (T2) is given instead
+    "batch_size": 128,            # expected real batch q2·n (paper: 128)
+    "n_critic": 2,                # critic steps per generator step (paper: 15)
+    "clip_norm": 1.0,             # C of the critic step
+    "lr_critic": 2e-3,            # Adam, betas (0.5, 0.9) (paper: RMSProp, lr 0.005)
+    "lr_generator": 2e-3,
+    "gp_lambda": 10.0,            # λ of the gradient penalty
+    "critic_hidden": [32],        # paper: [70, 35]
+    "noise_dim": 64,              # generator input z ~ N(0, I) (paper: 64)
+    "generator_hidden": [64, 64], # paper: [64, 64] then d
+    "gumbel_tau": 0.2,            # temperature of the relaxed binary / categorical output heads
+    "seed": 0,                    # initialisation and sampling (public)
+    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
+                                  # an integer is for tests only: a published noise seed voids the guarantee
+}
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """The value ranges of a `dp_auto_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    if not 0 < float(params["autoencoder_share"]) < 1:
+        raise ParamError("dp_auto_gan.autoencoder_share", f"must lie strictly between 0 and 1 (both phases read "
+                         f"data, so both need budget), got {params['autoencoder_share']}")
+    if int(params["batch_size"]) < 2:
+        raise ParamError("dp_auto_gan.batch_size", f"must be at least 2, got {params['batch_size']}: a generator "
+                         f"step normalises its batch_size fakes with BatchNorm (Appendix C.3)")

@@ -1,0 +1,24 @@
+"""DP-WGAN's parameters (`pipelines.generators.dpwgan`)."""
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {
+    "epsilon": 1.0,             # target ε; "inf" trains without clipping or noise
+    "delta": 1e-5,              # used only when fit() gets no budget and plan() was not called
+    "epochs": 60,               # T = ceil(epochs / q) critic (DP-SGD) steps ...
+    "steps": None,              # ... unless steps (T) is given instead
+    "batch_size": 128,          # expected real batch size q·n (Poisson sampling)
+    "n_critic": 2,              # critic steps per generator step
+    "clip_norm": 1.0,           # per-example L2 clipping norm C
+    "lr_critic": 2e-3,          # Adam, betas (0.5, 0.9), for both networks
+    "lr_generator": 2e-3,
+    "gp_lambda": 10.0,          # λ of the gradient penalty
+    "latent_dim": 32,
+    "critic_hidden": [32],      # small on purpose: DP noise grows with the number of critic parameters
+    "generator_hidden": [64, 64],
+    "gumbel_tau": 0.2,          # temperature of the relaxed binary / categorical output heads
+    "seed": 0,                  # initialisation and sampling (public)
+    "noise_seed": None,         # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
+                                # an integer is for tests only: a published noise seed voids the guarantee
+}

@@ -1,0 +1,54 @@
+"""IW-MMD-GAN's parameters (`pipelines.generators.iw_mmd_gan`; chapter 4 of the Diesendruck thesis unless noted)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipelines.errors import ParamError
+
+ESTIMATORS = ("uniform", "iw", "sniw", "miw", "id")   # Table 3.1 (`pipelines.generators.iw_estimators`)
+PRIVATE_ESTIMATORS = ("uniform", "iw", "sniw")        # those with a one-shot private release
+DEFAULTS: dict[str, Any] = {
+    "epsilon": 1.0,                 # finite: one private embedding release; "inf": NON-PRIVATE MMD-GAN
+    "delta": 1e-5,                  # used only when fit() gets no budget
+    "estimator": "sniw",            # uniform | iw | sniw | miw | id (Table 3.1); private: uniform, iw, sniw
+    "weights": None,                # null (w ≡ 1) | {rebalance: {...}} | {regressor: {file}} (iw_weights.py)
+    "w_max": None,                  # clip weights to [0, w_max]; null: the weight function's own public bound
+    "groups": 8,                    # miw: groups per batch (App. A.3.2: a batch of 128 in 8 groups of 16)
+    "kernel": "auto",               # auto (adversarial if ε = inf, else random features) | adversarial | fixed
+    "bandwidths": [0.5, 1.0, 2.0],  # fixed / random-feature Gaussian mixture on encoded rows (public, not from data)
+    "code_bandwidths": [1.0, 2.0, 4.0, 8.0, 16.0],  # adversarial: mixture on the codes (Li et al. 2017)
+    "frequencies": 200,             # k random features of the private release (DP noise in the MMD² grows with k)
+    "steps": 500,                   # generator iterations
+    "n_critic": 5,                  # adversarial: discriminator iterations per generator iteration (Li et al.)
+    "batch_size": 128,
+    "lr": 1e-3,                     # RMSProp, generator and discriminator (chapter 4)
+    "mmd_weight": 0.1,              # weight of the MMD² in the discriminator loss (chapter 4)
+    "latent_dim": 10,
+    "hidden": [100, 100, 100],      # generator, encoder and decoder widths, ELU (chapter 4)
+    "code_dim": 64,                 # bottleneck (chapter 4)
+    "gumbel_tau": 0.2,              # temperature of the relaxed binary / categorical output heads
+    "seed": 0,                      # initialisation, frequencies, batches, sampling (public)
+    "noise_seed": None,             # DP noise: None = OS entropy; an integer is for tests only
+}
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """The value ranges of an `iw_mmd_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    estimator, groups = params["estimator"], params["groups"]
+    if estimator not in ESTIMATORS:
+        raise ParamError("iw_mmd_gan.estimator", f"must be one of {ESTIMATORS}, got {estimator!r}")
+    if estimator == "miw" and not (isinstance(groups, int) and groups >= 2):
+        raise ParamError("iw_mmd_gan.groups", f"must be an integer >= 2 for the median-of-means estimator, "
+                         f"got {groups}")
+    if params["kernel"] not in ("auto", "adversarial", "fixed"):
+        raise ParamError("iw_mmd_gan.kernel", f"must be auto, adversarial or fixed, got {params['kernel']!r}")
+    if estimator == "uniform" and params["weights"] is not None:
+        raise ParamError("iw_mmd_gan.weights", "is set, but estimator 'uniform' ignores iw_mmd_gan.weights; set "
+                         "weights: null or pick an importance-weighted estimator (iw, sniw, miw, id)")
+    w_max = params["w_max"]
+    if w_max is not None and not (float(w_max) > 0 and math.isfinite(float(w_max))):
+        raise ParamError("iw_mmd_gan.w_max", f"must be null or positive and finite, got {w_max}")
+    for key, least in (("steps", 0), ("batch_size", 2), ("frequencies", 1)):
+        if int(params[key]) < least:
+            raise ParamError(f"iw_mmd_gan.{key}", f"must be >= {least}, got {params[key]}")

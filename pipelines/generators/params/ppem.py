@@ -1,0 +1,32 @@
+"""PPEM's parameters (`pipelines.generators.ppem`)."""
+from __future__ import annotations
+
+from typing import Any
+
+DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
+    "epsilon": 1.0,               # target ε (paper: 1); "inf" trains without clipping or noise
+    "delta": 1e-5,                # used only when fit() gets no budget (paper: 1/n)
+    "epochs": 100,                # T = ceil(epochs / q) energy steps ...
+    "steps": None,                # ... unless steps (T) is given instead
+    "batch_size": 128,            # expected real batch size q·n (Poisson sampling)
+    "energy_steps": 5,            # energy-model steps per generator step
+    "margin": 10.0,               # m of Eq. 6, 7
+    "gp_lambda": 1.0,             # λ_L, Lipschitz penalty (§3.7)
+    "lipschitz": 1.0,             # K, the penalty's target gradient norm on the [0, 1] encoding
+    "alpha": 0.05,                # α of α-LMDP
+    "alpha_lambda": 10.0,         # λ_α of Eq. 18; 0 disables the α-LMDP penalty
+    "hidden": 256,                # MLP layer width, all networks
+    "latent_dim": 128,            # both generators
+    "lr_energy": 1e-3,            # Adam; betas (0.5, 0.9) (not in the paper: the usual GAN setting)
+    "lr_generator": 5e-4,
+    "clip_norm": 1.0,             # C, per-example clipping (not in the paper)
+    "ksd_clip": 0.5,              # C_α, clipping of the batch-coupled KSD-penalty gradient (ours)
+    "protected": None,            # x′: numeric columns; None = the schema's protected columns
+    "gumbel_tau": 0.2,            # relaxed discrete output heads of G_υ
+    "gate_bootstrap": 1000,       # α-LMDP gate: wild-bootstrap draws of the quadratic KSD test
+    "gate_permutations": 1000,    # permutations of the MMD test
+    "gate_max_rows": 2000,        # rows (a seeded random subset) the O(n²) gate statistics use
+    "seed": 0,                    # initialisation, sampling and the gate's subset (public)
+    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
+                                  # an integer is for tests only: a published noise seed voids the guarantee
+}

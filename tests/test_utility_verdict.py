@@ -1,0 +1,252 @@
+"""Issue 22: the utility verdict (fit / weak / inverted) and its gate, the exact-copy gate on a confidence bound,
+and a release that withholds refused importance weights but publishes the table."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from pipelines.errors import InputError
+from pipelines.evaluation import verdict
+from pipelines.evaluation.attacks.anonymeter import wilson
+from pipelines.evaluation.attacks.disclosure import copies
+from pipelines.evaluation.attacks.gates import excess_lower_bound, family_z, risk_gates, thresholds
+from pipelines.evaluation.report import public_markdown, public_view
+from pipelines.evaluation.utility import target_scores
+
+# --- known answers ----------------------------------------------------------------------------------
+
+
+def test_delong_hand_computed_and_against_brute_force():
+    # positives 0.9, 0.4; negatives 0.5, 0.1: V10 = [1, ½], V01 = [½, 1]; AUC = ¾;
+    # Var = var(V10)/2 + var(V01)/2 = 0.125/2 + 0.125/2 (sample variances, ddof 1)
+    auc, cov = verdict.delong(np.array([1, 1, 0, 0]), np.array([0.9, 0.4, 0.5, 0.1]))
+    assert auc[0] == 0.75 and cov[0, 0] == pytest.approx(0.125)
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 80)
+    scores = np.vstack([rng.normal(y, 1), np.round(rng.normal(0.5 * y, 1), 1)])  # ties in the second
+    auc, cov = verdict.delong(y, scores)
+    psi = [(s[y == 1][:, None] > s[y == 0][None, :]) + 0.5 * (s[y == 1][:, None] == s[y == 0][None, :])
+           for s in scores]
+    m, n = (y == 1).sum(), (y == 0).sum()
+    brute = np.cov([p.mean(1) for p in psi]) / m + np.cov([p.mean(0) for p in psi]) / n
+    np.testing.assert_allclose(auc, [roc_auc_score(y, s) for s in scores])
+    np.testing.assert_allclose(cov, brute, atol=1e-15)
+    with pytest.raises(ValueError, match="at least 2 rows of each class"):
+        verdict.delong(np.array([1, 0, 0]), np.array([0.2, 0.1, 0.3]))
+
+
+def test_independent_marginals_keep_each_column_and_drop_every_relationship():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=4000)
+    train = pd.DataFrame({"x": x, "y": x.copy(), "c": np.where(x > 0, "a", "b")})
+    base = verdict.independent_marginals(train, 4000, 0)
+    assert set(base["x"]) <= set(x) and set(base["c"]) <= {"a", "b"}
+    assert abs(base["x"].mean() - x.mean()) < 0.05 and abs((base["c"] == "a").mean() - (x > 0).mean()) < 0.03
+    assert abs(np.corrcoef(base["x"], base["y"])[0, 1]) < 0.05  # 1.0 in the training rows
+    assert verdict.independent_marginals(train, 10, 3).equals(verdict.independent_marginals(train, 10, 3))
+    assert list(verdict.baseline_tables(train, 5, 0, 3)) == ["baseline_0", "baseline_1", "baseline_2"]
+
+
+def _verdict_dict(word: str) -> dict:
+    return {"verdict": word, "task": {}, "two_way": {}, "outside_dp": "real rows"}
+
+
+@pytest.mark.parametrize("word, policy, passed, action", [
+    ("fit", {}, True, "none"), ("not_assessed", {}, True, "none"),
+    ("weak", {}, True, "label"), ("weak", {"weak": "refuse"}, False, "refuse"),
+    ("inverted", {}, False, "refuse"), ("inverted", {"inverted": "label"}, True, "label")])
+def test_utility_gate_applies_the_policy(word, policy, passed, action):
+    gate = verdict.utility_gate(_verdict_dict(word), verdict.settings(policy))
+    assert (gate.name, gate.passed, gate.evidence["action"]) == ("utility", passed, action)
+    assert ("reason" in gate.evidence) == (action != "none")
+    if action != "none":
+        assert f"'{word}'" in gate.evidence["reason"] and f"utility_gate.{word}: {action}" in gate.evidence["reason"]
+
+
+def test_utility_gate_settings_refuse_bad_values():
+    assert verdict.settings(None) == verdict.DEFAULTS
+    with pytest.raises(InputError, match=r"'utility_gate\.inverted': input should be 'refuse' or 'label'.*Fix:"):
+        verdict.settings({"inverted": "drop"})
+    with pytest.raises(InputError, match=r"'utility_gate\.weakly': unknown utility_gate keys.*did you mean 'weak'"):
+        verdict.settings({"weakly": "label"})
+    with pytest.raises(InputError, match=r"'utility_gate\.confidence': must be a number in \(0, 1\)"):
+        verdict.settings({"confidence": 1.0})
+    with pytest.raises(InputError, match=r"'utility_gate\.baseline_draws': must be an integer of at least 2"):
+        verdict.settings({"baseline_draws": 1})
+
+
+# --- the verdict on breast cancer ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cancer_verdicts(bc_raw, bc_schema):
+    """Training, holdout and a disjoint fresh real sample; verdicts of the fresh sample (a perfect generator),
+    the same rows with the diagnosis flipped (planted inversion) and an independent-marginals table."""
+    rows = bc_raw.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    train, holdout, fresh = rows.iloc[:280], rows.iloc[280:420], rows.iloc[420:].reset_index(drop=True)
+    target = next(c for c in bc_schema.columns if c.name == bc_schema.target)
+    swap = dict(zip(target.categories, reversed(target.categories)))
+    tables = {"fresh": fresh, "flipped": fresh.assign(**{target.name: fresh[target.name].map(swap)}),
+              "marginals": verdict.independent_marginals(train, len(fresh), 101)}
+    s = verdict.settings(None)
+    out = {}
+    for name, synth in tables.items():
+        baselines = verdict.baseline_tables(train, len(synth), 0, s["baseline_draws"])
+        scored = target_scores({"tstr": synth, "trtr": train, **baselines}, holdout, bc_schema.columns,
+                               bc_schema.target, 0)
+        out[name] = verdict.utility_verdict(scored, synth, baselines, holdout, bc_schema.columns, 10, s, 0)
+    return out
+
+
+def test_a_real_sample_is_fit(cancer_verdicts):
+    v = cancer_verdicts["fresh"]
+    assert v["verdict"] == "fit" and v["family_claims"] == 4
+    assert v["two_way"]["improvement_lower_bound"] > 0.02  # measured 0.047
+    assert all(m["auroc"] > 0.95 for m in v["task"]["models"].values())
+    assert verdict.utility_gate(v, verdict.settings(None)).passed
+
+
+def test_a_planted_inverted_table_is_refused_or_labelled(cancer_verdicts):
+    v = cancer_verdicts["flipped"]
+    assert v["verdict"] == "inverted"
+    assert all(m["auroc_upper_bound"] < 0.1 for m in v["task"]["models"].values())  # measured ≤ 0.052
+    refused = verdict.utility_gate(v, verdict.settings(None))
+    labelled = verdict.utility_gate(v, verdict.settings({"inverted": "label"}))
+    assert not refused.passed and "opposite of the truth" in refused.evidence["reason"]
+    assert labelled.passed and labelled.evidence["action"] == "label"
+
+
+def test_a_marginals_only_table_is_weak(cancer_verdicts):
+    """A table with the right columns and no relationship between them is neither fit nor (this draw) inverted:
+    its 2-way TV is the baseline's within noise, and its AUROCs lie inside the baseline draws' spread."""
+    v = cancer_verdicts["marginals"]
+    assert v["verdict"] == "weak"
+    assert abs(v["two_way"]["improvement"]) < v["two_way"]["improvement_se"] * 2
+    assert not v["task"]["beats_baseline"] and not v["task"]["inverted"]
+    assert verdict.utility_gate(v, verdict.settings(None)).passed
+    assert not verdict.utility_gate(v, verdict.settings({"weak": "refuse"})).passed
+
+
+def test_the_public_view_keeps_only_the_verdict_word():
+    summary = {"dataset": "d", "generator": "g", "utility_verdict": {
+        "verdict": "weak", "action": "label", "data_dependent": True, "mean_tv": 0.123456}}
+    assert public_view(summary)["utility_verdict"] == {"verdict": "weak", "action": "label", "data_dependent": True}
+    page = public_markdown(summary)
+    assert "WEAK" in page and "data-dependent" in page and "0.1235" not in page
+
+
+# --- the exact-copy gate ------------------------------------------------------------------------------
+
+def test_excess_lower_bound_hand_computed():
+    z = family_z(0.95, 7)
+    (cs, hs), (ch, hh) = wilson(40, 400, z), wilson(10, 200, z)
+    expected = 0.1 - 0.05 - math.hypot(0.1 - (cs - hs), (ch + hh) - 0.05)
+    assert excess_lower_bound((40, 400), (10, 200), z) == pytest.approx(expected)
+    assert excess_lower_bound((400, 400), (0, 200), z) > 0.95  # a copy of a table no holdout row matches
+    assert excess_lower_bound((0, 400), (0, 200), z) < 0
+
+
+LOW_CARD = [SimpleNamespace(name=f"c{i}", kind="categorical", categories=[str(j) for j in range(len(p))])
+            for i, p in enumerate(([5, 3, 1], [6, 2, 1], [3, 1], [5, 3, 2, 1], [4, 1], [2, 1, 1]))]
+LOW_CARD_P = [np.array(p) / sum(p) for p in ([5, 3, 1], [6, 2, 1], [3, 1], [5, 3, 2, 1], [4, 1], [2, 1, 1])]
+
+
+def _low_cardinality(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    return pd.DataFrame({c.name: rng.choice(c.categories, n, p=p) for c, p in zip(LOW_CARD, LOW_CARD_P)})
+
+
+def test_exact_copy_gate_passes_chance_coincidences_and_fails_a_copy():
+    """Six columns, 432 cells, skewed: about 70 % of fresh rows equal some training row. A table sampled from
+    the real distribution passes in ≥ 38 of 40 seeds (measured: 40; the point rule "excess ≤ 0" refuses 20),
+    a copy of the training rows fails in all 40."""
+    t = thresholds(None)
+    sample_passes, copy_fails, point_rule_fails = 0, 0, 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        train, holdout, sample = _low_cardinality(rng, 400), _low_cardinality(rng, 200), _low_cardinality(rng, 400)
+        for name, synth in (("sample", sample), ("copy", train)):
+            risk = {"outside_dp": "real rows", "anonymeter": {},
+                    "membership": {a: {"auc": 0.5, "auc_se": 0.01, "auc_ci95": [0.48, 0.52], "tpr_at_1pct_fpr": 0.01}
+                                   for a in ("domias", "dcr")},
+                    "copies": copies(train, synth, holdout, LOW_CARD, 0.01, 200, rng)}
+            gate = next(g for g in risk_gates(risk, t) if g.name == "exact_copies")
+            if name == "sample":
+                sample_passes += gate.passed
+                point_rule_fails += gate.evidence["excess"] > 0
+            else:
+                copy_fails += not gate.passed
+    assert sample_passes >= 38 and copy_fails == 40
+    assert point_rule_fails >= 10  # the old rule refused sound tables at random
+
+
+# --- the release: refusals with reasons, labels, withheld weights ---------------------------------------------
+
+@pytest.mark.slow
+def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_bad_weights(tmp_path, monkeypatch):
+    """A planted inverted table (real non-member rows, diagnosis flipped) through evaluate → weight → check →
+    release: refused with its reason under the default policy; published with the verdict under
+    `inverted: label`, and, its weights' k̂ being 0.93 > 0.7, published without the `weight` column."""
+    from pipelines.config import load_params
+    from pipelines.io import read_json, write_json
+    from pipelines.weights.release import weight_gate
+    from tasks import common
+    from tasks import evaluate as evaluate_stage
+    from tasks.check import check
+    from tasks.release import release
+    from tasks.train import train
+    from tasks.weight import report_path, weight
+    from test_pipeline import make_root, run_stages
+    root = make_root(tmp_path, {"generators": ["dpwgan"], "dpwgan": {"steps": 20},
+                                "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200,
+                                            "noise_seed": 0},
+                                "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}}})
+    run_stages(root, "budget")  # validate, prepare, and the release ε's allocation
+    params = load_params(root / "params.yaml")
+    p, sch = common.paths(params, root), common.schema(params, root)
+    holdout = pd.read_parquet(p.prepared / "holdout.parquet")
+    target = next(c for c in sch.columns if c.name == sch.target)
+    swap = dict(zip(target.categories, reversed(target.categories)))
+
+    def planted(params, generator, root, n):
+        rows = holdout.sample(n, replace=True, random_state=0).reset_index(drop=True)
+        return rows.assign(**{target.name: rows[target.name].map(swap)}), {"success": True, "failed": []}
+
+    monkeypatch.setattr(evaluate_stage, "synthetic_table", planted)
+    train.fn(params, "dpwgan", "test", root)
+    assert evaluate_stage.evaluate.fn(params, "dpwgan", root)["utility_verdict"]["verdict"] == "inverted"
+    weight.fn(params, "dpwgan", "test", root)
+    checks = check.fn(params, "dpwgan", root)
+    assert [g["name"] for g in checks["gates"] if not g["passed"]] == ["utility"]
+    index = release.fn(params, root)
+    [refusal] = index["refused"]
+    assert index["released"] == [] and refusal["failed_gates"] == ["utility"]
+    assert "'inverted'" in refusal["reasons"][0] and "utility_gate.inverted: refuse" in refusal["reasons"][0]
+
+    labelled = load_params(root / "params.yaml")
+    labelled["utility_gate"] = {"inverted": "label"}
+    assert check.fn(labelled, "dpwgan", root)["passed"]
+    report = read_json(report_path(p, "dpwgan"))  # weights whose PSIS k̂ is 0.93: refused by the 0.7 bound
+    gate = weight_gate(0.93, 0.7, report["estimator"], True, False)
+    write_json(report_path(p, "dpwgan"), {**report, "khat": 0.93, "gate": gate.to_dict()})
+    index = release.fn(labelled, root)
+    [entry] = index["released"]
+    assert index["refused"] == [] and entry["utility_verdict"] == "inverted"
+    assert "k̂ = 0.93 > 0.7" in entry["weights_withheld"][0]
+    bundle = root / entry["path"]
+    assert "weight" not in pd.read_parquet(bundle / "synthetic.parquet").columns
+    manifest = read_json(bundle / "manifest.json")
+    assert manifest["utility_verdict"] == {"verdict": "inverted", "action": "label", "data_dependent": True}
+    assert manifest["weights"]["released"] is False and manifest["weights"]["khat"] == 0.93
+    assert manifest["weights"]["ess"] == report["ess"] and "k̂ = 0.93" in manifest["weights"]["withheld_because"][0]
+    assert "weights" not in manifest["hashes"]
+    assert any("utility verdict 'inverted'" in s for s in manifest["computed_from_real_data_outside_dp_guarantee"])
+    page = (bundle / "report.md").read_text()
+    first_screen = page[:page.index("## Privacy")]
+    assert "INVERTED" in first_screen and "data-dependent" in first_screen
+    assert "without its `weight` column" in page and "AUROC" not in page
+    steward = (root / index["steward_reports"]["dpwgan"] / "steward_report.md").read_text()
+    assert "Utility verdict: inverted" in steward[:steward.index("## Privacy")]
