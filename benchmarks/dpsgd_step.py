@@ -1,68 +1,206 @@
-"""Wall time of one private DP-WGAN critic step vs the same step without privacy (CPU, 2 threads).
+"""Wall time of every DP-SGD generator's private step vs the same step without privacy, at default sizes.
 
-private:     wgan.critic_gradient — per-example grads (torch.func, nested grad for the gradient
-             penalty), split clipping, Gaussian noise (Abadi et al. 2016, Alg. 1)
-non-private: plain autograd on the batch-mean WGAN-GP loss (Gulrajani et al. 2017, Eq. 3)
-Same critic, same batch, same run; medians over --repeats after warm-up.
+One row per private step the generators run (the code the training loops call, on networks built with the
+defaults of pipelines/generators/params/*.py and pipelines/weights/estimators.py):
 
-    .venv/bin/python benchmarks/dpsgd_step.py --repeats 50
+  wgan critic        wgan.critic_gradient (DP-WGAN; DP-auto-GAN's phase 2 runs the same step at the same
+                     default sizes): −D(x_i) and the gradient penalty clipped to C/2 each, fake term clipped
+  dp_auto_gan ae     dp_auto_gan.autoencoder_gradient: joint encoder+decoder clipping (phase 1)
+  ppem energy ξ      ppem.marginal_energy_gradient: E(x′_i) + penalty clipped, KSD penalty P_α coupled
+  ppem energy γ      the conditional energy's release (real, margin and penalty terms clipped together)
+  ppem generator υ   PPEM._conditional_generator_gradient (G_υ reads the real x′_i)
+  priv_mlp           relaxed_dpsgd.relaxed_dpsgd_gradient (the importance-weight classifier)
+
+private:     the function above with a finite clip norm and σ = 1 (per-example gradients, clipping, noise)
+non-private: plain autograd on the batch loss of the same terms (one forward, one backward; the gradient
+             penalties by create_graph), what a non-private implementation would run.
+Same networks, same batch, same process; the two are timed alternately, `--repeats` times each after
+warm-up, so machine load hits both alike: the ratio of the medians is the figure to read.
+
+    .venv/bin/python benchmarks/dpsgd_step.py --repeats 50 --threads 1
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
+from torch import nn
 
-from pipelines.generators.dpwgan import DEFAULTS
+from pipelines.data.layout import Block, Layout
+from pipelines.generators import ppem as ppem_module
+from pipelines.generators.dp_auto_gan import Autoencoder, autoencoder_gradient, reconstruction_loss
+from pipelines.generators.params.dp_auto_gan import DEFAULTS as AUTO_GAN
+from pipelines.generators.params.dpwgan import DEFAULTS as WGAN
+from pipelines.generators.params.ppem import DEFAULTS as PPEM_DEFAULTS
 from pipelines.generators.wgan import Critic, critic_gradient
+from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
+from pipelines.weights import relaxed_dpsgd
+from pipelines.weights.estimators import DEFAULTS as WEIGHTS
+
+Step = Callable[[], object]
 
 
-def median_ms(fn: Callable[[], object], repeats: int) -> float:
+def alternating_medians(private: Step, plain: Step, repeats: int) -> tuple[float, float]:
+    """Median ms of each, timed alternately (after 3 warm-up calls each)."""
     for _ in range(3):
-        fn()
-    times = []
+        private(), plain()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+        for fn, out in ((private, times[0]), (plain, times[1])):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times[0]), 1e3 * statistics.median(times[1])
 
 
-def non_private_step(critic: Critic, real: torch.Tensor, fake: torch.Tensor, u: torch.Tensor,
-                     gp_lambda: float) -> None:
-    critic.zero_grad(set_to_none=True)
+def backward(net: nn.Module, loss: torch.Tensor) -> None:
+    net.zero_grad(set_to_none=True)
+    loss.backward()
+
+
+def penalty(net: Callable[[torch.Tensor], torch.Tensor], real: torch.Tensor, fake: torch.Tensor, u: torch.Tensor,
+            lam: float, target: float = 1.0, width: int | None = None) -> torch.Tensor:
+    """Batch-mean gradient penalty λ(‖∇D(x̂)‖ − K)² (non-private, create_graph)."""
     x_hat = (u * real + (1 - u) * fake).requires_grad_()
-    (g,) = torch.autograd.grad(critic(x_hat).sum(), x_hat, create_graph=True)
-    penalty = gp_lambda * ((g.pow(2).sum(1) + 1e-12).sqrt() - 1).pow(2).mean()
-    (critic(fake).mean() - critic(real).mean() + penalty).backward()
+    (g,) = torch.autograd.grad(net(x_hat).sum(), x_hat, create_graph=True)
+    g = g if width is None else g[:, :width]
+    return lam * ((g.pow(2).sum(1) + 1e-12).sqrt() - target).pow(2).mean()
+
+
+def wgan_critic(width: int, sigma: float) -> tuple[Step, Step]:
+    batch, lam = int(WGAN["batch_size"]), float(WGAN["gp_lambda"])
+    critic = Critic(width, list(WGAN["critic_hidden"]))
+    real, paired, fake = (torch.rand(batch, width) for _ in range(3))
+    u, rng = torch.rand(batch, 1), torch.Generator().manual_seed(0)
+
+    def private() -> object:
+        return critic_gradient(critic, real, paired, u, fake, float(WGAN["clip_norm"]), sigma, float(batch), lam, rng)
+
+    def plain() -> None:
+        backward(critic, critic(fake).mean() - critic(real).mean() + penalty(critic, real, paired, u, lam))
+    return private, plain
+
+
+def layout_of(width: int, protected: int = 0) -> Layout:
+    """`protected` continuous columns, then 8 more, then 4-level categoricals up to `width` encoded columns."""
+    blocks, start = [], 0
+    for i in range(protected + 8):
+        blocks.append(Block(f"n{i}", "continuous", start, start + 1, protected=i < protected))
+        start += 1
+    while start < width:
+        stop = min(width, start + 4)
+        blocks.append(Block(f"c{len(blocks)}", "categorical", start, stop))
+        start = stop
+    return Layout(tuple(blocks))
+
+
+def encoded_rows(layout: Layout, n: int) -> torch.Tensor:
+    rows = torch.rand(n, layout.width)
+    for b in layout.blocks:
+        if b.kind == "categorical":
+            rows[:, b.start:b.stop] = nn.functional.one_hot(torch.randint(b.stop - b.start, (n,)),
+                                                            b.stop - b.start).float()
+    return rows
+
+
+def autoencoder(width: int, sigma: float) -> tuple[Step, Step]:
+    layout = layout_of(width)
+    net = Autoencoder(width, list(AUTO_GAN["autoencoder_hidden"]), int(AUTO_GAN["latent_dim"]))
+    batch, loss = encoded_rows(layout, int(AUTO_GAN["autoencoder_batch_size"])), reconstruction_loss(layout)
+    rng = torch.Generator().manual_seed(0)
+
+    def private() -> object:
+        return autoencoder_gradient(net, loss, batch, float(AUTO_GAN["autoencoder_clip_norm"]), sigma,
+                                    float(len(batch)), rng)
+    return private, lambda: backward(net, loss(net, batch) / len(batch))
+
+
+def ppem_steps(width: int, protected: int, sigma: float) -> Iterator[tuple[str, Step, Step]]:
+    """PPEM's three releases on one built PPEM (private networks) at default sizes."""
+    layout, p = layout_of(width, protected), dict(PPEM_DEFAULTS, epsilon=1.0)
+    model = ppem_module.PPEM(layout, p)
+    batch, m, lam = int(p["batch_size"]), float(p["margin"]), float(p["gp_lambda"])
+    rows = encoded_rows(layout, batch)
+    xp, xs = rows[:, model.x_prime], rows[:, model.x_star]
+    rng, clip = torch.Generator().manual_seed(0), float(p["clip_norm"])
+    with torch.no_grad():
+        fake_m, fake_c = model._marginal(2 * batch, rng), model._conditional(xp, rng)
+    u, e_m, e_c = torch.rand(batch, 1), model.energy_m, model.energy_c
+
+    def marginal() -> object:
+        return ppem_module.marginal_energy_gradient(
+            e_m, xp, fake_m[:batch], u, fake_m[batch:], clip, float(p["ksd_clip"]), sigma, float(batch), m, lam,
+            float(p["lipschitz"]), float(p["alpha"]), float(p["alpha_lambda"]), rng)
+
+    def marginal_plain() -> None:
+        x = xp.detach().requires_grad_()
+        score = -torch.autograd.grad(e_m(x).sum(), x, create_graph=True)[0]
+        ksd = float(p["alpha_lambda"]) * torch.relu(3.84 - normalized_linear_ksd(linear_terms(x, score)))
+        loss = (e_m(xp).mean() + torch.relu(m - e_m(fake_m[batch:])).mean()
+                + penalty(e_m, xp, fake_m[:batch], u, lam, float(p["lipschitz"])) + ksd)
+        backward(e_m, loss)
+    yield "ppem energy ξ (+KSD)", marginal, marginal_plain
+
+    cond_loss = ppem_module._conditional_energy_loss(m, lam, len(model.x_star), float(p["lipschitz"]))
+    real_c, fake_cc = torch.cat([xs, xp], 1), torch.cat([fake_c, xp], 1)
+
+    def conditional() -> object:
+        grads = ppem_module.example_grads(e_c, cond_loss, clip, real_c, fake_cc, u)
+        return ppem_module.clip_and_noise(grads, clip, sigma, float(batch), rng)
+    yield "ppem energy γ", conditional, lambda: backward(e_c, cond_loss(e_c, real_c, fake_cc, u) / batch)
+
+    def generator_plain() -> None:
+        inp = model._conditional_input(xp, rng)
+        backward(model.gen_c, e_c(torch.cat([model.gen_c(inp), xp], 1)).mean())
+    yield "ppem generator υ", lambda: model._conditional_generator_gradient(xp, rng, clip, sigma, float(batch)), \
+        generator_plain
+
+
+def priv_mlp(width: int, sigma: float) -> tuple[Step, Step]:
+    model = relaxed_dpsgd.classifier(width, list(WEIGHTS["hidden"]))
+    half = int(WEIGHTS["batch_size"]) // 2  # the lot: L in expectation over real + synthetic rows
+    real, synthetic, rng = torch.rand(half, width), torch.rand(half, width), torch.Generator().manual_seed(0)
+
+    def private() -> object:
+        return relaxed_dpsgd.relaxed_dpsgd_gradient(model, real, synthetic, float(WEIGHTS["clip_norm"]), sigma,
+                                                    float(2 * half), rng)
+
+    def plain() -> None:
+        loss = (nn.functional.softplus(-model(real)).sum() + nn.functional.softplus(model(synthetic)).sum())
+        backward(model, loss / (2 * half))
+    return private, plain
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--widths", type=int, nargs="+", default=[31, 110], help="31: breast cancer, 110: adult")
-    parser.add_argument("--batch", type=int, default=DEFAULTS["batch_size"])
-    parser.add_argument("--hidden", type=int, nargs="+", default=DEFAULTS["critic_hidden"])
+    parser.add_argument("--ppem-width", type=int, default=60, help="PPEM's encoded width (issue 20: ~60 columns)")
+    parser.add_argument("--ppem-protected", type=int, default=4, help="protected (x′) columns of the PPEM table")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (1: what pipelines.runtime gives each of two tasks on two cores)")
     args = parser.parse_args()
-    torch.set_num_threads(2)
-    gp_lambda = float(DEFAULTS["gp_lambda"])
-    print(f"critic hidden {args.hidden}, batch {args.batch}, {torch.get_num_threads()} threads, "
-          f"median of {args.repeats}")
-    print(f"{'width':>5} {'params':>7} {'private ms':>11} {'non-private ms':>15} {'ratio':>6}")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    sigma = 1.0
+    load = os.getloadavg()[0]
+    print(f"{torch.get_num_threads()} torch thread(s), {os.cpu_count()} cores, 1-min load {load:.2f}, "
+          f"medians of {args.repeats} alternating calls")
+    cases: list[tuple[str, Step, Step]] = []
     for width in args.widths:
-        torch.manual_seed(0)
-        critic = Critic(width, args.hidden)
-        real, fake, fake_term = (torch.rand(args.batch, width) for _ in range(3))
-        u = torch.rand(args.batch, 1)
-        rng = torch.Generator().manual_seed(0)
-        private = median_ms(lambda: critic_gradient(critic, real, fake, u, fake_term, 1.0, 1.0, float(args.batch),
-                                                    gp_lambda, rng), args.repeats)
-        plain = median_ms(lambda: non_private_step(critic, real, fake, u, gp_lambda), args.repeats)
-        n_params = sum(p.numel() for p in critic.parameters())
-        print(f"{width:>5} {n_params:>7} {private:>11.2f} {plain:>15.2f} {private / plain:>6.1f}")
+        cases.append((f"wgan critic  d={width}", *wgan_critic(width, sigma)))
+        cases.append((f"dp_auto_gan ae  d={width}", *autoencoder(width, sigma)))
+        cases.append((f"priv_mlp  d={width}", *priv_mlp(width, sigma)))
+    cases += [(f"{name}  d={args.ppem_width}", *fns)
+              for name, *fns in ppem_steps(args.ppem_width, args.ppem_protected, sigma)]
+    print(f"{'step':<30} {'private ms':>11} {'non-private ms':>15} {'ratio':>6}")
+    for name, private, plain in cases:
+        p_ms, n_ms = alternating_medians(private, plain, args.repeats)
+        print(f"{name:<30} {p_ms:>11.2f} {n_ms:>15.2f} {p_ms / n_ms:>6.2f}", flush=True)
 
 
 if __name__ == "__main__":

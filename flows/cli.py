@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-STAGES = ("validate", "prepare", "budget", "train", "check", "evaluate", "weight", "release")
+STAGES = ("validate", "prepare", "budget", "baseline", "train", "check", "evaluate", "weight", "release")
 PER_GENERATOR = ("train", "check", "evaluate", "weight")
 
 for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTICS_ENABLED", "false"),

@@ -6,7 +6,8 @@ Same task functions as `dvc repro` (via flows/cli.py); generators train concurre
 on the task runner params.yaml's `orchestration` section picks (threads by default; Dask: flows/runners.py).
 Before any training, the budget task divides privacy.release_epsilon across the generators and weights (the
 allocation train@gen and weight@gen read) and the run's whole planned spend must fit the lifetime budget
-(tasks/budget.py), as the `budget` stage of dvc.yaml does.
+(tasks/budget.py), as the `budget` stage of dvc.yaml does. The baseline task computes what every evaluate@gen
+would recompute from real rows alone once, before them (tasks/baseline.py, the `baseline` stage).
 """
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from prefect import Flow, flow
 from prefect.context import get_run_context
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.runners import task_runner, torch_resources
+from flows.runners import concurrent_tasks, task_runner, torch_resources
 from pipelines.config import load_params
+from pipelines.runtime import torch_threads
+from tasks.baseline import baseline
 from tasks.budget import budget
 from tasks.check import check
 from tasks.evaluate import evaluate
@@ -34,17 +37,21 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     """One release run of every configured generator; artefact paths are relative to `root`."""
     base = Path(root).resolve()
     params = load_params(base / params_path)
+    torch_threads(concurrent_tasks(params))  # the tasks share this process's cores (pipelines/runtime.py)
     run_id = f"prefect-{get_run_context().flow_run.id}"
     validated = validate.submit(params, base)
     prepared = prepare.submit(params, base, wait_for=[validated])
     budget.submit(params, base, wait_for=[prepared]).result()  # a run that cannot fit trains nothing
+    trained = {}
+    for gen in params["generators"]:  # submitted first: training is the long pole, the workers take it first
+        with torch_resources(params):
+            trained[gen] = train.with_options(task_run_name=f"train@{gen}").submit(params, gen, run_id, base)
+    real_side = baseline.submit(params, base, wait_for=[prepared])  # once, before every evaluate@gen (issue 20)
     evaluated = []
     for gen in params["generators"]:
         with torch_resources(params):
-            trained = train.with_options(task_run_name=f"train@{gen}").submit(params, gen, run_id, base)
-        with torch_resources(params):
             evaluated.append(evaluate.with_options(task_run_name=f"evaluate@{gen}").submit(
-                params, gen, base, wait_for=[trained]))
+                params, gen, base, wait_for=[trained[gen], real_side]))
         checked = check.with_options(task_run_name=f"check@{gen}").submit(params, gen, base,
                                                                          wait_for=[evaluated[-1]])
         if gen in weight_settings(params)["generators"]:  # importance weights (tasks/weight.py)

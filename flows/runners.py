@@ -57,6 +57,13 @@ def task_runner(params: dict[str, Any]) -> TaskRunner:
                                           **worker})
 
 
+def concurrent_tasks(params: dict[str, Any]) -> int:
+    """Tasks the flow's own process runs at once: max_workers with the threads runner; 1 with Dask (each
+    worker process sizes its own threads, pipelines/runtime.py)."""
+    cfg = orchestration(params)
+    return cfg["max_workers"] if cfg["task_runner"] == "threads" else 1
+
+
 def torch_resources(params: dict[str, Any]) -> AbstractContextManager:
     """Around a torch stage's submit: Dask resource `GPU: 1` when params say `device: cuda`."""
     if params.get("device") == "cuda" and orchestration(params)["task_runner"] == "dask":

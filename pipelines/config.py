@@ -407,6 +407,12 @@ class Paths:
         return self.allocations / f"{part}.json"
 
     @property
+    def real_side(self) -> Path:
+        """The baseline stage's output: what evaluate@gen computes from real rows alone (tasks/baseline.py);
+        steward-internal, never in a release."""
+        return self.root / "data" / "baseline" / self.dataset / "real_side.json"
+
+    @property
     def releases(self) -> Path:
         return self.root / "releases" / self.dataset
 

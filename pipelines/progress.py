@@ -1,8 +1,10 @@
-"""Training progress: generators report (phase, step, total); the caller decides where it goes.
+"""Progress of training and evaluation: library code reports (phase, step, total); the caller decides where it goes.
 
-`pipelines` must not import Prefect, so a training loop calls `report(...)` and the task that runs it
-(tasks/train.py) installs a sink with `reporting(sink)`: a log line and a Prefect progress artefact
-in a flow run, nothing under plain library use. Reports are thinned to about `UPDATES` per phase.
+`pipelines` must not import Prefect and never prints, so a training loop calls `report(...)` (or `TrainingLog`,
+or `Steps` for a phase made of unlike steps such as an evaluation's attacks) and the task that runs it
+(tasks/train.py, tasks/evaluate.py) installs a sink with `reporting(sink)`: tasks/progress.py renders a bar with
+an ETA on a terminal, plain lines elsewhere, and the run log and a Prefect progress artefact in a flow run;
+nothing happens under plain library use. Reports are thinned to about `UPDATES` per phase.
 
 A training loop's loss line (about `DETAILS` per phase, when `detail_due`) goes to `detail(message)`: an
 INFO record on the `synthrelease.training` logger, which has no handler here; the caller attaches one
@@ -14,12 +16,13 @@ import logging
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 UPDATES = 20
 DETAILS = 10
 TRAINING_LOG = logging.getLogger("synthrelease.training")
 Sink = Callable[[str, int, int], None]
+T = TypeVar("T")
 _sink: ContextVar[Sink | None] = ContextVar("synthrelease_progress_sink", default=None)
 
 
@@ -67,3 +70,16 @@ class TrainingLog:
     def line(self, step: int, message: str) -> None:
         """The loss line of `step`; `message` starts with its own separator."""
         detail(f"{self.title} step {step}/{self.steps}{message}  {time.perf_counter() - self.start:.1f}s")
+
+
+class Steps:
+    """A phase of `total` unlike steps (an evaluation's measurements, its attacks): `done(value)` reports the next
+    step finished and returns `value`, so a step is counted where its result is used."""
+
+    def __init__(self, phase: str, total: int) -> None:
+        self.phase, self.total, self.count = phase, total, 0
+
+    def done(self, value: T) -> T:
+        self.count += 1
+        report(self.phase, self.count, self.total)
+        return value

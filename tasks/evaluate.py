@@ -6,6 +6,8 @@ the target accuracy of its Table 2; the release scorecard (2-way marginals, corr
 detection AUC, PEARL's 10 classifiers and range queries), the privacy-risk attacks (docs/privacy-risk.md)
 and the utility verdict against chance and an independent-marginals baseline (pipelines/evaluation/verdict.py),
 whose results check@gen turns into gates. The plots are PNGs next to metrics.json (DVC plots).
+What these compute from real rows alone (train-on-real fits, baseline scores, holdout references) is read from
+the baseline stage's cache (tasks/baseline.py), so only the synthetic side is computed per generator.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import PARAMS_FILE, check_section, fail
+from pipelines.config import PARAMS_FILE, fail
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.evaluation import outside_dp, plots, scorecard, unsupervised, verdict
@@ -26,9 +28,10 @@ from pipelines.evaluation.unsupervised import paper_metrics
 from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.generators.registry import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
-from tasks import common
+from pipelines.progress import Steps
+from tasks import baseline, common
 from tasks.artifacts import publish
-from tasks.train import EncodedTable
+from tasks.progress import stage_progress
 
 
 PLOTS = unsupervised.PLOTS + ("membership_roc",)  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
@@ -63,24 +66,21 @@ def synthetic_table(params: dict[str, Any], generator: str, root: Path, n: int) 
     return synth, conformance
 
 
-@task(name="evaluate")
-def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dict[str, Any]:
-    p, sch = common.paths(params, root), common.schema(params, root)
-    settings = check_section("evaluate", params.get("evaluate"))
-    k = knobs(settings)
-    card_knobs = {**knobs(settings, scorecard.DEFAULTS, scorecard.NULLABLE), **k}
-    attack_settings = suite.settings(settings.get("attacks"), sch)
-    verdict_settings = verdict.settings(params.get("utility_gate"))
-    train = pd.read_parquet(p.prepared / "train.parquet")
-    holdout = pd.read_parquet(p.prepared / "holdout.parquet")
-    n = int(settings.get("n_samples") or len(EncodedTable(p.prepared / "train_encoded.parquet")))  # n̂, public
-    seed = int(settings.get("seed", 0))
-    synth, conformance = synthetic_table(params, generator, root, n)
-    distances = marginal_distances(holdout, synth, sch.columns)
-    paper, pngs = paper_metrics(train, synth, holdout, sch, seed, k)
-    risk = suite.privacy_risk(train, synth, holdout, sch, attack_settings, seed)
-    baselines = verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"])  # exact training marginals
-    scored = target_scores({"tstr": synth, "trtr": train, **baselines}, holdout, sch.columns, sch.target, seed)
+def measure(params: dict[str, Any], generator: str, root: Path) -> tuple[pd.DataFrame, dict[str, bytes], dict]:
+    """The synthetic table, its plots and metrics.json's content; each measurement is a step of the 'evaluate'
+    progress phase (the attacks, classifiers and scorecard report their own phases)."""
+    i = baseline.inputs(params, root)
+    train, holdout, sch, n, k = i.train, i.holdout, i.sch, i.n, i.knobs  # n: evaluate.n_samples or n̂, public
+    card_knobs, attack_settings, verdict_settings = i.card_knobs, i.attacks, i.verdict
+    real = baseline.cached(params, root, i) or {}  # the baseline stage's real side; {}: each metric computes its own
+    seed, step = i.seed, Steps("evaluate", 8)
+    synth, conformance = step.done(synthetic_table(params, generator, root, n))
+    distances = step.done(marginal_distances(holdout, synth, sch.columns))
+    paper, pngs = step.done(paper_metrics(train, synth, holdout, sch, seed, k, real.get("paper")))
+    risk = step.done(suite.privacy_risk(train, synth, holdout, sch, attack_settings, seed, real.get("attacks")))
+    baselines = step.done(verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"]))  # exact marginals
+    tables = {"tstr": synth} if real else {"tstr": synth, "trtr": train, **baselines}
+    scored = step.done(target_scores(tables, holdout, sch.columns, sch.target, seed, real.get("utility")))
     pngs["membership_roc"] = plots.roc_curves({"DOMIAS": risk["membership"]["domias"], "DCR": risk["membership"]["dcr"]},
                                               "Membership inference on the released table")
     metrics = {
@@ -88,15 +88,24 @@ def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> 
         "schema_conformance": conformance["success"],
         "fidelity": distances, "fidelity_summary": summarise(distances),
         "utility": auroc_table(scored),
-        "utility_verdict": verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns, k["kway_bins"],
-                                                   verdict_settings, seed),
+        "utility_verdict": step.done(verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns,
+                                                             k["kway_bins"], verdict_settings, seed)),
         **paper,
-        "scorecard": scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs),
+        "scorecard": step.done(scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs,
+                                                   real.get("scorecard"))),
         "privacy_risk": risk,
         "plots": [f"{name}.png" for name in PLOTS],
         "computed_on_real_data": outside_dp.EVALUATION_METRICS,
         "hashes": common.hashes(params, "evaluate", sch, generator),
     }
+    return synth, pngs, metrics
+
+
+@task(name="evaluate")
+def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dict[str, Any]:
+    p = common.paths(params, root)
+    with stage_progress(f"{p.dataset}-{generator}-evaluate-progress", f"evaluate@{generator}"):
+        synth, pngs, metrics = measure(params, generator, root)
     write_parquet(p.synthetic(generator), synth)
     for name in PLOTS:
         with atomic_path(p.metrics(generator).parent / f"{name}.png") as tmp:

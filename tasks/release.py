@@ -5,26 +5,31 @@ Two audiences, two artefacts (docs/architecture.md, "Public and steward artefact
   holding only DP or public values (report.public_view is the whitelist of the report);
 - the steward report reports/<ds>/steward/<release-id>/ (refused generators: steward/refused-<gen>/), internal:
   everything computed from real rows (evaluation, attacks, gate evidence, the PNGs that draw real rows).
+The run's comparison page (every generator on one page, pipelines/evaluation/comparison.py) has both audiences too:
+releases/<ds>/runs/<run-id>/comparison.html and .md (public values only) and
+reports/<ds>/steward/runs/<run-id>/steward_comparison.html and .md (internal). The run id is a content hash of what
+the run released and refused, so an unchanged run rewrites the same pages; latest.json lists both.
 """
 from __future__ import annotations
 
+import json
 import platform
 import shutil
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from prefect import task
 
-from pipelines.config import params_hash
-import pandas as pd
-
-from pipelines.config import Paths
+from pipelines.config import Paths, params_hash
+from pipelines.evaluation import comparison
+from pipelines.evaluation.outside_dp import public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
-from pipelines.evaluation.report import public_html, public_markdown, render_html, render_markdown
+from pipelines.evaluation.report import (comparison_html, comparison_markdown, public_html, public_markdown,
+                                         render_html, render_markdown)
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
 from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json, write_parquet
-from pipelines.evaluation.outside_dp import public_gates, public_verdict, release_statements
 from pipelines.weights.release import weighted_table
 from tasks import common
 from tasks.artifacts import publish
@@ -173,15 +178,54 @@ def release_table(params: dict[str, Any], root: Path, released: list[dict], refu
     return rows
 
 
+RUNS = "runs"  # releases/<ds>/runs/<run-id>/ and reports/<ds>/steward/runs/<run-id>/: the run's comparison pages
+
+
+def run_id(params: dict[str, Any], released: list[dict], refused: list[dict]) -> str:
+    """The release run's id: a content hash of the params and of what was released and refused."""
+    content = json.dumps({"params": params_hash(params), "released": [r["release_id"] for r in released],
+                          "refused": [[r["generator"], r["failed_gates"]] for r in refused]}, sort_keys=True)
+    return f"run-{sha256_text(content)[:12]}"
+
+
+def comparison_pages(params: dict[str, Any], root: Path, run: str, manifests: dict[str, dict],
+                     released: set[str], steward: dict[str, str]) -> dict[str, str]:
+    """Write the run's comparison pages, public and steward (module docstring), for the generators of `manifests`
+    (those in `released` were released); returns the run id and the pages' directories."""
+    p = common.paths(params, root)
+    public_dir, internal_dir = p.releases / RUNS / run, steward_dir(p, f"{RUNS}/{run}")
+    entries = []
+    for generator, m in manifests.items():
+        weights = for_release(params, generator, root)
+        entries.append({"generator": generator, "released": generator in released, "manifest": m,
+                        "report": f"../../{m['release_id']}/report.html" if generator in released else None,
+                        "steward_report": f"../../{Path(steward[generator]).name}/steward_report.html",
+                        "metrics": read_json(p.metrics(generator)),
+                        "checks": read_json(p.checks(generator))["gates"] + ([] if weights is None else [
+                            weights["gate"]])})
+    public = comparison.public_context(p.dataset, run, [{k: e[k] for k in ("generator", "released", "manifest",
+                                                                              "report")} for e in entries])
+    internal = comparison.steward_context(p.dataset, run, [{**e, "report": e["steward_report"]} for e in entries])
+    with atomic_dir(public_dir) as out:
+        (out / "comparison.html").write_text(comparison_html(public))
+        (out / "comparison.md").write_text(comparison_markdown(public))
+    with atomic_dir(internal_dir) as out:
+        (out / "steward_comparison.html").write_text(comparison_html(internal))
+        (out / "steward_comparison.md").write_text(comparison_markdown(internal))
+    publish(f"{p.dataset}-comparison", markdown=comparison_markdown(internal),
+            description="INTERNAL comparison of the run's generators: computed from real rows, not for publication")
+    return {"run_id": run, "public": str(public_dir.relative_to(root)), "steward": str(internal_dir.relative_to(root))}
+
+
 @task(name="release")
 def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     p = common.paths(params, root)
-    released, refused, steward = [], [], {}
+    released, refused, steward, manifests = [], [], {}, {}
     for generator in params["generators"]:
         checks = read_json(p.checks(generator))
         weights = for_release(params, generator, root)
         if checks["passed"]:  # the table's own gates; a weight-gate failure withholds only the weight column
-            m = bundle(params, generator, root)
+            m = manifests[generator] = bundle(params, generator, root)
             internal = steward_dir(p, m["release_id"])
             released.append({"generator": generator, "release_id": m["release_id"],
                              "path": str((p.releases / m["release_id"]).relative_to(root)),
@@ -190,13 +234,16 @@ def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
                              **({} if weights is None or weights["passed"] else {
                                  "weights_withheld": weights["gate"]["evidence"]["refused_because"]})})
         else:
-            internal = steward_report(params, generator, root, manifest_of(params, generator, root),
-                                      f"refused-{generator}")
+            manifests[generator] = manifest_of(params, generator, root)
+            internal = steward_report(params, generator, root, manifests[generator], f"refused-{generator}")
             failed = [g for g in checks["gates"] if not g["passed"]]
             refused.append({"generator": generator, "failed_gates": [g["name"] for g in failed],
                             "reasons": [g["evidence"]["reason"] for g in failed if "reason" in g["evidence"]]})
         steward[generator] = str(internal.relative_to(root))  # internal: under reports/, never releases/
+    pages = comparison_pages(params, root, run_id(params, released, refused), manifests,
+                             {r["generator"] for r in released}, steward)
     index = {"dataset": p.dataset, "released": released, "refused": refused, "steward_reports": steward,
+             "comparison": pages,  # the run's comparison pages: public (releases/) and steward (reports/)
              "hashes": {"schema": common.schema(params, root).hash(), "params": params_hash(params)},
              # check@gen verifies the chain still holds this row (deleted trailing rows are caught)
              "ledger_head": common.ledger(params, root).head()}

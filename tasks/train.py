@@ -20,6 +20,7 @@ from pipelines.io import atomic_dir, read_json, sha256_file, write_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict
 from pipelines.privacy.noise import NoiseSource, load_noise_key
+from pipelines.runtime import torch_threads
 from tasks import common
 from tasks.artifacts import publish
 from tasks.progress import stage_progress
@@ -63,6 +64,7 @@ class EncodedTable:
 @task(name="train")
 def train(params: dict[str, Any], generator: str, run_id: str | None = None,
           root: Path = Path(".")) -> dict[str, Any]:
+    torch_threads()  # this process's share of its cores (pipelines/runtime.py)
     p, sch = common.paths(params, root), common.schema(params, root)
     ds, priv = params["dataset"]["name"], params["privacy"]
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])

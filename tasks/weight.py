@@ -28,6 +28,7 @@ from pipelines.generators.persistence import finite_json
 from pipelines.io import read_json, sha256_file, write_json, write_parquet
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.noise import NoiseSource, load_noise_key
+from pipelines.runtime import torch_threads
 from pipelines.weights import estimators, postprocess
 from pipelines.weights.discriminator import critic_scorer
 from pipelines.weights.release import manifest_entry, weight_gate
@@ -86,6 +87,7 @@ def calibration_rows(path: Path, sch: Schema) -> np.ndarray:
 @task(name="weight")
 def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
            root: Path = Path(".")) -> dict[str, Any]:
+    torch_threads()  # this process's share of its cores (pipelines/runtime.py)
     p, sch = common.paths(params, root), common.schema(params, root)
     s, priv = settings(params), params["privacy"]
     if generator not in s["generators"]:

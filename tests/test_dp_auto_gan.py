@@ -155,7 +155,7 @@ def autoencoder_neighbours():
     ae, loss = Autoencoder(MIXED.width, [8], 3), reconstruction_loss(MIXED)
     d = torch.as_tensor(mixed_data(16, seed=2))
     d_prime = torch.cat([d, torch.tensor([[1.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0]])])
-    norms = flat(per_example_grads(ae, loss, d_prime), 1).norm(dim=1)
+    norms = flat(per_example_grads(ae, loss, d_prime).materialised(), 1).norm(dim=1)
     assert float(norms.min()) > AE_CLIP  # every record, the added one included, is clipped to exactly C1
 
     def noiseless(rows: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -183,7 +183,7 @@ def test_the_papers_decoder_only_noise_breaks_the_sensitivity_bound(autoencoder_
     for data in (d, d_prime):
         model = Autoencoder(MIXED.width, [8], 3)
         model.load_state_dict(ae.state_dict())
-        exact = per_example_grads(model, loss, data)
+        exact = per_example_grads(model, loss, data).materialised()
         with torch.no_grad():
             for name, p in model.encoder.named_parameters():  # g_φ = mean gradient, no clipping, no noise
                 p -= 30.0 * exact[f"encoder.{name}"].mean(0)

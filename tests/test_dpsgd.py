@@ -23,10 +23,10 @@ def critic(width: int = 5, hidden: int = 8, layer_norm: bool = True, seed: int =
 
 
 def wgan_gp_loss(forward, x, fake, u):
-    """Per-example real-touching WGAN-GP critic loss −D(x) + λ(‖∇_x̂ D(x̂)‖ − 1)²."""
-    x_hat = u * x + (1 - u) * fake
-    g = torch.func.grad(lambda v: forward(v).sum())(x_hat)
-    return -forward(x).sum() + GP_LAMBDA * (torch.sqrt(g.pow(2).sum() + 1e-12) - 1) ** 2
+    """Real-touching WGAN-GP critic loss −D(x) + λ(‖∇_x̂ D(x̂)‖ − 1)², summed over the rows given."""
+    x_hat = (u * x + (1 - u) * fake).requires_grad_(True)
+    (g,) = torch.autograd.grad(forward(x_hat).sum(), x_hat, create_graph=True)
+    return -forward(x).sum() + GP_LAMBDA * ((torch.sqrt(g.pow(2).sum(-1) + 1e-12) - 1) ** 2).sum()
 
 
 def batch(n: int, width: int = 5, seed: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -48,7 +48,7 @@ def flat(grads: dict[str, torch.Tensor], lead: int = 0) -> torch.Tensor:
 def test_per_example_grads_match_autograd_loop_with_gradient_penalty():
     model = critic()
     x, fake, u = batch(7)
-    got = per_example_grads(model, wgan_gp_loss, x, fake, u)
+    got = per_example_grads(model, wgan_gp_loss, x, fake, u).materialised()
     for i in range(len(x)):
         model.zero_grad()
         x_hat = (u[i] * x[i] + (1 - u[i]) * fake[i]).unsqueeze(0).requires_grad_()
@@ -62,14 +62,14 @@ def test_per_example_grads_match_autograd_loop_with_gradient_penalty():
 def test_per_example_grads_of_empty_batch_are_empty():
     model = critic()
     x, fake, u = batch(0)
-    got = per_example_grads(model, wgan_gp_loss, x, fake, u)
+    got = per_example_grads(model, wgan_gp_loss, x, fake, u).materialised()
     assert {k: tuple(v.shape) for k, v in got.items()} == {k: (0, *p.shape) for k, p in model.named_parameters()}
 
 
 def test_clipping_bounds_every_joint_norm_and_keeps_small_examples():
     model = critic()
     x, fake, u = batch(32)
-    per_example = per_example_grads(model, wgan_gp_loss, 20 * x, fake, u)  # some large, some small
+    per_example = per_example_grads(model, wgan_gp_loss, 20 * x, fake, u).materialised()  # some large, some small
     norms = joint_norms(per_example)
     clip = float(norms.median())
     clipped = clip_per_example(per_example, clip)
@@ -84,7 +84,7 @@ def test_clipping_bounds_every_joint_norm_and_keeps_small_examples():
 
 def test_clip_and_noise_without_noise_is_clipped_sum_over_expected_batch_size():
     model = critic()
-    per_example = per_example_grads(model, wgan_gp_loss, *batch(16))
+    per_example = per_example_grads(model, wgan_gp_loss, *batch(16)).materialised()
     clip, expected = 0.5, 12.5  # the divisor is the constant q·n, not the realised batch size 16
     got = clip_and_noise(per_example, clip, 0.0, expected, torch.Generator().manual_seed(0))
     want = {k: v.sum(0) / expected for k, v in clip_per_example(per_example, clip).items()}
@@ -92,9 +92,33 @@ def test_clip_and_noise_without_noise_is_clipped_sum_over_expected_batch_size():
         torch.testing.assert_close(got[k], want[k])
 
 
+def test_factored_norms_and_clipped_sum_equal_the_materialised_ones():
+    """The ghost norms (both uses of a weight under the gradient penalty, cross terms included) and the factored
+    clipped sum equal the ones computed from B materialised copies; so does the sum of two clipped terms."""
+    model = critic(hidden=6)
+    x, fake, u = batch(9)
+    factored = per_example_grads(model, wgan_gp_loss, 20 * x, fake, u)
+    dense = factored.materialised()
+    torch.testing.assert_close(factored.sq_norms().sqrt(), joint_norms(dense))
+    clip = float(joint_norms(dense).median())
+    for got, want in ((factored, dense), (clip_per_example(factored, clip / 2) + clip_per_example(factored, clip / 3),
+                                          {k: v + clip_per_example(dense, clip / 3)[k]
+                                           for k, v in clip_per_example(dense, clip / 2).items()})):
+        out = clip_and_noise(got, clip, 0.0, 4.0, torch.Generator())
+        ref = clip_and_noise(want, clip, 0.0, 4.0, torch.Generator())
+        for k in ref:
+            torch.testing.assert_close(out[k], ref[k], atol=1e-5, rtol=1e-4)
+    over = clip_per_example(factored, clip) + clip_per_example(factored, clip)  # bound 2C: clipped again to C
+    assert over.bound == 2 * clip
+    doubled = {k: 2 * v for k, v in clip_per_example(dense, clip).items()}
+    out, ref = (clip_and_noise(x, clip, 0.0, 1.0, torch.Generator()) for x in (over, doubled))
+    for k in ref:
+        torch.testing.assert_close(out[k], ref[k], atol=1e-5, rtol=1e-4)
+
+
 def test_non_private_mode_does_no_clipping_and_no_noise():
     model = critic()
-    per_example = per_example_grads(model, wgan_gp_loss, *batch(16))
+    per_example = per_example_grads(model, wgan_gp_loss, *batch(16)).materialised()
     got = clip_and_noise(per_example, math.inf, 0.0, 16.0, torch.Generator().manual_seed(0))
     for k, v in per_example.items():
         torch.testing.assert_close(got[k], v.mean(0))
@@ -114,7 +138,7 @@ def test_noise_std_is_sigma_clip_over_expected_batch_size():
 
 def test_empty_batch_step_is_pure_noise():
     model = critic()
-    empty = per_example_grads(model, wgan_gp_loss, *batch(0))
+    empty = per_example_grads(model, wgan_gp_loss, *batch(0)).materialised()
     out = clip_and_noise(empty, 1.0, 2.0, 10.0, torch.Generator().manual_seed(0))
     assert {k: v.shape for k, v in out.items()} == {k: p.shape for k, p in model.named_parameters()}
     assert float(flat(out).std()) == pytest.approx(2.0 * 1.0 / 10.0, rel=0.25)
@@ -161,8 +185,8 @@ def neighbours():
     model = critic(layer_norm=False)  # no LayerNorm: it would normalise the canary's scale away
     x, fake, u = batch(16)
     canary = 1e4 * torch.ones(1, x.shape[1])
-    d = per_example_grads(model, wgan_gp_loss, x, fake, u)
-    canary_grads = per_example_grads(model, wgan_gp_loss, canary, fake[:1], u[:1])
+    d = per_example_grads(model, wgan_gp_loss, x, fake, u).materialised()
+    canary_grads = per_example_grads(model, wgan_gp_loss, canary, fake[:1], u[:1]).materialised()
     d_prime = {k: torch.cat([d[k], canary_grads[k]]) for k in d}
     clip = 1.0
     assert float(joint_norms(canary_grads)[0]) > 1e3 * clip

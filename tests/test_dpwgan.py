@@ -199,7 +199,7 @@ def synthetic_auroc(epsilon: float, params: dict) -> tuple[float, float]:
     schema, encoder, train, test = breast_cancer_split()
     gen = DPWGAN(encoder.layout, params, "cpu")
     gen.fit(encoder.encode(train), FakeSession(), Budget(epsilon, 1e-5))
-    synth = encoder.decode(gen.sample(len(train), seed=1))
+    synth = encoder.decode(gen.sample(len(train), 1))
     lr = tstr_auroc(train, synth, test, schema.columns, schema.target, 0)["models"]["logistic_regression"]
     return lr["tstr"], lr["trtr"]
 

@@ -194,7 +194,7 @@ def test_report_shows_every_number_gate_and_notice(render):
                  "FAILED gates: alpha_lmdp", "4.75", "not covered by the DP guarantee", "train@ppem",
                  "differentially private", "What the guarantees cover", "α-LMDP"):
         assert text in out, text
-    assert out.count("not available") == 2  # no evaluate metrics: privacy risk and scorecard (test_report.py)
+    assert out.count("not available") == 3  # no evaluate metrics (privacy risk, scorecard: test_report.py), no events
 
 
 @pytest.mark.parametrize("render", [render_markdown, render_html])
@@ -210,7 +210,7 @@ def test_report_html_escapes_and_is_self_contained():
     summary = {**SUMMARY, "dataset": evil, "fidelity": {evil: {"metric": "tv", "value": 0.5}},
                "gates": [{"name": evil, "passed": True, "evidence": evil}]}
     out = render_html(summary)
-    assert "<script" not in out and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in out
+    assert "<script" not in out and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in out
     assert not re.search(r"\b(src|href)=|<link|@import|url\(", out)
     with_plot = render_html({**summary, "plots": {"pca_2way": b"\x89PNG fake"}})
     assert re.findall(r"\b(?:src|href)=\"([a-z]+:[^;,]*)", with_plot) == ["data:image/png"]  # embedded, not linked

@@ -13,7 +13,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import httpx
 import pytest
@@ -100,13 +102,15 @@ def test_simultaneous_reservations_never_exceed_the_budget_postgres(postgres_url
 
 # -- a real Prefect server -------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory):
-    """`prefect server start` on a free loopback port with its own PREFECT_HOME (SQLite)."""
-    home, port = tmp_path_factory.mktemp("prefect-home"), free_port()
-    api = f"http://127.0.0.1:{port}/api"
+@contextmanager
+def prefect_server(home: Path, ui: bool = False) -> Iterator[dict]:
+    """`prefect server start` on a free loopback port with its own PREFECT_HOME (SQLite); with `ui`, the web UI
+    at its root (PREFECT_UI_ENABLED, the default of a real server), its API URL pointed at this port."""
+    port = free_port()
+    base, api = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}/api"
     extra = {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-             "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "PREFECT_UI_ENABLED": "false"}
+             "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "PREFECT_UI_ENABLED": str(ui).lower(),
+             "PREFECT_UI_API_URL": api}
     log = open(home / "server.log", "w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1",
                              "--port", str(port)], env={**env(), **extra}, stdout=log, stderr=subprocess.STDOUT,
@@ -122,10 +126,17 @@ def prefect_api(tmp_path_factory):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise AssertionError(f"prefect server did not start:\n{(home / 'server.log').read_text()[-3000:]}")
             time.sleep(1)
-        yield {"url": api, "env": {**extra, "PREFECT_API_URL": api}}
+        yield {"url": api, "base": base, "env": {**extra, "PREFECT_API_URL": api}}
     finally:
         stop(proc)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def prefect_api(tmp_path_factory):
+    """A real Prefect server without the UI, shared by this module's tests."""
+    with prefect_server(tmp_path_factory.mktemp("prefect-home")) as server:
+        yield server
 
 
 def api_post(api: str, path: str, body: dict) -> list[dict]:
@@ -198,7 +209,8 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     rows = ledger.rows("breast_cancer")
     assert sorted({r["run_id"] for r in rows}) == sorted(f"prefect-{r['id']}" for r in done)  # the 3rd: no rows
     assert [r["status"] for r in rows].count("spent") == 2 and ledger.verify()["rows"] == 4
-    assert sorted(p.name for p in (root / "releases/breast_cancer").iterdir()) == sorted(release_ids + ["latest.json"])
+    assert sorted(p.name for p in (root / "releases/breast_cancer").iterdir()) == sorted(
+        release_ids + ["latest.json", "runs"])  # runs/<run-id>/: each release run's public comparison page
 
 
 # -- Dask ------------------------------------------------------------------------------------------
@@ -206,8 +218,8 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
 def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_api, tmp_path):
     """Two generators on a local Dask cluster of 2 workers: their train tasks overlap in time, and with
     the same seeds the ledger events and released synthetic tables equal the threaded run's."""
-    gens = {"generators": ["dpwgan", "pearl"], "dpwgan": {"epsilon": 1.0, "steps": 300, "noise_seed": 3},
-            "pearl": {"epsilon": 1.0, "frequencies": 16, "steps": 1000, "batch_size": 64, "noise_seed": 3}}
+    gens = {"generators": ["dpwgan", "pearl"], "dpwgan": {"steps": 300, "noise_seed": 3},  # the release ε, shared
+            "pearl": {"frequencies": 16, "steps": 1000, "batch_size": 64, "noise_seed": 3}}
     script = ("import json\nfrom flows.release import configured_flow\n"
               "print(json.dumps(configured_flow('params.yaml')(params_path='params.yaml')))\n")
     api, out = prefect_api["url"], {}
@@ -269,7 +281,7 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     # the release's commit in a fresh clone: pull the inputs, retrain and resample from scratch
     clone = tmp_path / "clone"
     sh(["git", "clone", "-q", str(root), str(clone)], tmp_path)
-    sh(["dvc", "pull", "prepare"], clone)
+    sh(["dvc", "pull", "prepare", "budget", "baseline"], clone)
     assert not (clone / "models").exists()
     sh(["dvc", "repro", "-f", "--downstream", "train@dpwgan"], clone)   # train, check, evaluate, release
     assert sha256_file(clone / "data/synthetic/breast_cancer/dpwgan.parquet") == original

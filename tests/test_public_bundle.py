@@ -23,6 +23,7 @@ from test_pipeline import make_root, run_stages
 CANARY_COLUMN, CANARY_ROW, CANARY = "mean_radius", 7, 12.345678  # inside the schema bounds [5, 30]
 NEEDLES = [b"12.345678", b"12.34568", b"12.3457", struct.pack("<d", CANARY), struct.pack("<f", CANARY)]
 PUBLIC_FILES = {"synthetic.parquet", "manifest.json", "report.html", "report.md"}
+RUN_FILES = {"comparison.html", "comparison.md"}  # the run's public comparison page
 TSTR = 0.987654321  # a distinctive real-data metric
 
 
@@ -81,9 +82,10 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     validated = pd.read_parquet(root / "data/raw/breast_cancer/validated.parquet")
     assert (validated[CANARY_COLUMN] == CANARY).sum() == 1  # the canary survived validation: a real row's value
     [entry] = index["released"]
-    bundle = root / entry["path"]
+    bundle, run = root / entry["path"], root / index["comparison"]["public"]
     assert {f.name for f in bundle.iterdir()} == PUBLIC_FILES
-    for f in bundle.iterdir():
+    assert run.parent == root / "releases/breast_cancer/runs" and {f.name for f in run.iterdir()} == RUN_FILES
+    for f in [*bundle.iterdir(), *run.iterdir()]:
         data = f.read_bytes()
         if f.suffix == ".parquet":  # Parquet pages are compressed: search the decoded cells too, as text and bytes
             table = pd.read_parquet(f)
@@ -109,3 +111,13 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     assert html.index(INTERNAL) < html.index("<h1>") and html.rindex(INTERNAL) > html.rindex("</table>")
     assert tstr in html and tstr in md  # the real-data evaluation is the steward's
     assert not any(p.name.startswith("steward") for p in (root / "releases").rglob("*"))
+    compared = root / index["comparison"]["steward"]
+    assert compared.parts[len(root.parts)] == "reports" and INTERNAL in (compared / "steward_comparison.html").read_text()
+    assert "TSTR" not in (run / "comparison.html").read_text() and "TSTR" in (compared / "steward_comparison.md").read_text()
+
+    # a second release of the same run writes nothing new: the same files, byte for byte
+    written = {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
+               if f.is_file()}
+    assert release.fn(params, root) == index
+    assert {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
+            if f.is_file()} == written

@@ -53,7 +53,11 @@ def summary() -> dict:
     return {"dataset": "toy", "generator": "dpwgan", "release_id": "dpwgan-0123456789ab", "rows": 150,
             "guarantee": "differentially private", "audience": "public",
             "privacy": {"epsilon_generator": 1.0, "epsilon_dataset_total": 2.0, "epsilon_dataset_total_rdp": 2.2,
-                        "delta": 1e-5, "lifetime_budget": 10.0, "ledger_rows": [{"seq": 1, "stage": "train@dpwgan"}]},
+                        "delta": 1e-5, "lifetime_budget": 10.0, "release_epsilon": 1.0,
+                        "epsilon_allocated": {"dpwgan": 0.7, "weights": 0.5}, "epsilon_lifetime_spent": 2.0,
+                        "epsilon_lifetime_remaining": 8.0,
+                        "events": [{"kind": "poisson_gaussian", "noise_multiplier": 1.1, "sample_rate": 0.1, "steps": 40}],
+                        "ledger_rows": [{"seq": 1, "stage": "train@dpwgan"}]},
             "gates": gates, "fidelity": {"x1": {"metric": "w1", "value": 0.01}},
             "fidelity_summary": {"mean_tv": 0.02, "max_tv": 0.03, "mean_w1": 0.01, "max_w1": 0.01},
             "utility": {"target": "b", "positive_class": "yes", "n_train_real": 200, "n_synth": 200, "n_test": 120,
@@ -77,7 +81,8 @@ def test_full_report_has_every_section_and_embeds_the_plots(summary):
     page = render_html(summary)
     assert page.count(INTERNAL) == 3 and render_markdown(summary).count(INTERNAL) == 2  # head, foot (and print)
     assert "not available" not in page
-    for heading in ("What was released", "Privacy", "Release gates", "Privacy risk: attacks on the released table",
+    for heading in ("Verdict", "What was released", "Privacy budget", "Method and guarantee: DP-WGAN", "Release gates",
+                    "Privacy risk: attacks on the released table",
                     "Fidelity and utility scorecard", "Plots", "What the guarantees cover"):
         assert f"<h2>{heading}</h2>" in page, heading
     risk = summary["metrics"]["privacy_risk"]
@@ -95,7 +100,7 @@ def test_full_report_has_every_section_and_embeds_the_plots(summary):
 
 def test_public_report_shows_only_dp_and_public_values(summary):
     page, md = public_html(summary), public_markdown(summary)
-    for heading in ("What was released", "Privacy", "Mechanisms", "Release gates", "Importance weights",
+    for heading in ("Verdict", "What was released", "Privacy budget", "Mechanisms", "Release gates", "Importance weights",
                     "The synthetic table", "Plots", "What the guarantees cover", "Provenance"):
         assert f"<h2>{heading}</h2>" in page and f"## {heading}" in md, heading
     for absent in ("Privacy risk", "scorecard", "TSTR", "Holdout", INTERNAL, "Share this report only"):
@@ -104,46 +109,95 @@ def test_public_report_shows_only_dp_and_public_values(summary):
     assert [base64.b64decode(i) for i in images] == [summary["plots"]["synthetic_marginals"]]
     stats = summary["synthetic_summary"]["numeric"]["x1"]
     assert f"{stats['median']:.4g}" in page and "120.5" in page and "torch" in page
-    gate_rows = re.findall(r"<tr><td>(\w+)</td><td class=\"(?:pass|fail)\">", page)
+    gate_rows = re.findall(r"<tr><td>[^<]+</td><td>(\w+)</td><td class=\"(?:pass|fail)\">", page)
     assert gate_rows == [g["name"] for g in summary["gates"]]
     assert "yes: pass/fail bit only" in page
 
 
+# After `load`: images decoded, tables, and the layout check: cells whose content overflows them, and tables, figures
+# or SVGs wider than the page's column (the body's content box) or the window.
 HARNESS = ("<script>window.addEventListener('load',()=>{const im=[...document.images];"
            "document.body.dataset.images=im.length;"
            "document.body.dataset.decoded=im.filter(i=>i.complete&&i.naturalWidth>0).length;"
-           "document.body.dataset.tables=document.querySelectorAll('table').length;});</script>")
+           "document.body.dataset.tables=document.querySelectorAll('table').length;"
+           "const b=document.body,cs=getComputedStyle(b),"
+           "right=b.getBoundingClientRect().right-parseFloat(cs.paddingRight)+1;"
+           "document.body.dataset.overflowing=[...document.querySelectorAll('td,th')]"
+           ".filter(c=>c.scrollWidth>c.clientWidth+1).length+[...document.querySelectorAll('table,figure,svg')]"
+           ".filter(t=>t.getBoundingClientRect().right>right).length"
+           "+(document.documentElement.scrollWidth>window.innerWidth?1:0);});</script>")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--virtual-time-budget=5000"]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("audience", ["steward", "public"])
-def test_report_renders_in_headless_chromium(summary, tmp_path, audience):
-    """A test-only copy of the page gets a script that counts decoded images and tables after `load`;
-    Chromium's --dump-dom returns the DOM after it ran, and --screenshot renders the page."""
+def chromium_binary() -> str:
+    """Debian's chromium; the test is skipped with the reason where it is missing, failed under .ci/run."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         if os.environ.get("SYNTHRELEASE_REQUIRE_BROWSER") == "1":
             pytest.fail("Chromium is not installed: run .ci/run (it installs Debian's chromium) or "
                         "`apt-get install -y chromium`.")
         pytest.skip("Chromium is not installed (CI installs it via .ci/run)")
+    return chromium
+
+
+def comparison_entries(summary: dict) -> list[dict]:
+    """The run of the fixture: its generator released, a PPEM refused by the α-LMDP gate (comparison.py's entries)."""
+    manifest = {**{k: summary[k] for k in ("release_id", "privacy", "weights")}, "gates": [
+        {"name": g["name"], "passed": g["passed"], "data_dependent": g["name"] != "ledger"} for g in summary["gates"]],
+        "utility_verdict": {"verdict": "fit", "action": "none"}}
+    lmdp = {"name": "alpha_lmdp", "passed": False, "evidence": {"alpha": 0.05, "ksd": {"p_value": 0.01},
+                                                                 "mmd": {"p_value": 0.5}}}
+    refused = {**manifest, "release_id": "ppem-0123456789ab", "gates": manifest["gates"][:1] + [
+        {"name": "alpha_lmdp", "passed": False, "data_dependent": True}], "weights": None}
+    return [{"generator": summary["generator"], "released": True, "manifest": manifest, "report": "a/report.html",
+             "metrics": summary["metrics"] | {"utility": summary["utility"],
+                                              "fidelity_summary": summary["fidelity_summary"]},
+             "checks": summary["gates"]},
+            {"generator": "ppem", "released": False, "manifest": refused, "report": "b/steward_report.html",
+             "metrics": {"utility": {"skipped": "no target"}}, "checks": [summary["gates"][0], lmdp]}]
+
+
+def page_of(summary: dict, audience: str) -> tuple[str, int]:
+    """The page of one audience (report or the run's comparison) and how many images it embeds."""
+    from pipelines.evaluation import comparison
+    from pipelines.evaluation.report import comparison_html
+    if audience.startswith("comparison"):
+        build = comparison.steward_context if audience.endswith("steward") else comparison.public_context
+        return comparison_html(build("toy", "run-0123456789ab", comparison_entries(summary))), 0
     summary = steward(summary) if audience == "steward" else {**summary, "plots": {
         k: v for k, v in summary["plots"].items() if k in PUBLIC_PLOTS}}
-    page = (render_html if audience == "steward" else public_html)(summary)
+    return (render_html if audience == "steward" else public_html)(summary), len(summary["plots"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("audience", ["steward", "public", "comparison_public", "comparison_steward"])
+def test_report_renders_in_headless_chromium(summary, tmp_path, audience):
+    """A test-only copy of the page gets a script that counts decoded images, tables and overflowing cells or
+    tables after `load`; Chromium's --dump-dom returns the DOM after it ran, and --screenshot renders the page.
+    The layout check is shown to bite: the same page with one unbreakable 400-character cell overflows."""
+    chromium = chromium_binary()
+    page, images = page_of(summary, audience)
     (tmp_path / "report.html").write_text(page)
     (tmp_path / "harness.html").write_text(page.replace("</body>", HARNESS + "</body>"))
+    (tmp_path / "broken.html").write_text(page.replace("</body>", f"<table><tr><td>{'x' * 400}</td></tr></table>"
+                                                                  + HARNESS + "</body>"))
 
     def run(*args: str) -> subprocess.CompletedProcess:
         profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
-        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=120, check=True)
+        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1280,2000",
+                               *args], capture_output=True, text=True, timeout=120, check=True)
 
-    dom = run("--dump-dom", (tmp_path / "harness.html").as_uri()).stdout
-    found = dict(re.findall(r'data-(images|decoded|tables)="(\d+)"', dom))
-    assert found["images"] == found["decoded"] == str(len(summary["plots"])), found
-    assert int(found["tables"]) == page.count("<table>") >= 7
+    def layout(name: str) -> dict[str, str]:
+        return dict(re.findall(r'data-(images|decoded|tables|overflowing)="(\d+)"',
+                               run("--dump-dom", (tmp_path / name).as_uri()).stdout))
+
+    found = layout("harness.html")
+    assert found["images"] == found["decoded"] == str(images), found
+    assert int(found["tables"]) == len(re.findall(r"<table[ >]", page)) >= (2 if "comparison" in audience else 7)
+    assert found["overflowing"] == "0", found
+    assert int(layout("broken.html")["overflowing"]) >= 1
     shot = tmp_path / "report.png"
     run(f"--screenshot={shot}", "--window-size=1280,4000", (tmp_path / "report.html").as_uri())
     assert shot.read_bytes()[:8] == PNG and shot.stat().st_size > 50_000

@@ -203,7 +203,8 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     root = make_root(tmp_path, {"generators": ["dpwgan"], "dpwgan": {"steps": 20},
                                 "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200,
                                             "noise_seed": 0},
-                                "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}}})
+                                "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}},
+                                "utility_gate": {"inverted": "refuse"}})  # the default policy (SMALL labels)
     run_stages(root, "budget")  # validate, prepare, and the release ε's allocation
     params = load_params(root / "params.yaml")
     p, sch = common.paths(params, root), common.schema(params, root)
@@ -249,4 +250,4 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     assert "INVERTED" in first_screen and "data-dependent" in first_screen
     assert "without its `weight` column" in page and "AUROC" not in page
     steward = (root / index["steward_reports"]["dpwgan"] / "steward_report.md").read_text()
-    assert "Utility verdict: inverted" in steward[:steward.index("## Privacy")]
+    assert "Utility of DP-WGAN: INVERTED" in steward[:steward.index("## Privacy")]

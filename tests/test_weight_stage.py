@@ -110,8 +110,8 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
     from tasks.release import release
     from tasks.train import train
     from tasks.weight import weight
-    root = make_root(tmp_path, {"generators": ["dpwgan"], "weights": FAST})
-    run_stages(root, "prepare")
+    root = make_root(tmp_path, {"generators": ["dpwgan"], "weights": FAST, "privacy": {"release_epsilon": 2.0}})
+    run_stages(root, "budget")  # dpwgan's share of the release ε beside the weights' pinned 1.0
     params = load_params(root / "params.yaml")
     train.fn(params, "dpwgan", "test", root)
     evaluate.fn(params, "dpwgan", root)  # evaluate before check: check reads its privacy-risk metrics

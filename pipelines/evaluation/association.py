@@ -71,21 +71,34 @@ def association_matrix(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarra
     return m
 
 
+def real_associations(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any]) -> dict | None:
+    """The real side of ``correlation_difference`` (JSON): A(R), and the mean |A(R) − A(T)| over the pairs;
+    None with fewer than two columns."""
+    columns = list(columns)
+    if len(columns) < 2:
+        return None
+    real = association_matrix(train, columns)
+    iu = np.triu_indices(len(columns), 1)
+    return {"matrix": real.tolist(),
+            "holdout_reference": float(np.abs(real - association_matrix(holdout, columns))[iu].mean())}
+
+
 def correlation_difference(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame,
-                           columns: Sequence[Any], n_worst: int = 5) -> dict:
+                           columns: Sequence[Any], n_worst: int = 5, real: dict | None = None) -> dict:
     """|A(R) − A(S)| over the column pairs of the association matrices (``association_matrix``) of the real
     training rows R and the synthetic rows S: mean, max and the `n_worst` pairs; the same mean for the real
-    holdout T against R is the sampling-noise floor. 0 = every pairwise association reproduced."""
+    holdout T against R is the sampling-noise floor. 0 = every pairwise association reproduced. `real`:
+    ``real_associations`` of the same R, T and columns, computed earlier."""
     columns = list(columns)
     if len(columns) < 2:
         return {"skipped": "the schema has fewer than two columns"}
-    real = association_matrix(train, columns)
+    cached = real_associations(train, holdout, columns) if real is None else real
+    real = np.asarray(cached["matrix"], dtype=float)
     diff = np.abs(real - association_matrix(synth, columns))
-    reference = np.abs(real - association_matrix(holdout, columns))
     iu = np.triu_indices(len(columns), 1)
     order = np.argsort(-diff[iu])[:n_worst]
     return {"pairs": len(iu[0]), "mean_abs_diff": float(diff[iu].mean()), "max_abs_diff": float(diff[iu].max()),
-            "holdout_reference_mean_abs_diff": float(reference[iu].mean()),
+            "holdout_reference_mean_abs_diff": cached["holdout_reference"],
             "measures": "Pearson r (numeric pairs), Cramér's V (categorical pairs), correlation ratio η (mixed)",
             "worst": [{"columns": [columns[iu[0][k]].name, columns[iu[1][k]].name], "real": float(real[iu][k]),
                        "abs_diff": float(diff[iu][k])} for k in order]}

@@ -74,18 +74,9 @@ def _cap(frame: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFrame:
     return frame if max_rows is None or len(frame) <= max_rows else frame.sample(max_rows, random_state=seed)
 
 
-def tstr_classifiers(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: pd.DataFrame, columns: Sequence[Any],
-                     target: str, seed: int = 0, max_train_rows: int | None = None,
-                     classifiers: Sequence[str] | None = None) -> dict:
-    """Each classifier's `METRICS` on `test_real` when fitted on `synth` (tstr) and on `train_real` (trtr),
-    and their averages over the classifiers.
-
-    `max_train_rows`: a seeded random subset of at most that many rows of each training table (cost cap).
-    A classifier that cannot be fitted on a training table (single class, degenerate features) scores
-    chance (ROC 0.5, PRC the test positive rate) with a "note". Returns {"target", "positive_class",
-    "models": {name: {"tstr": {...}, "trtr": {...}}}, "average": {"tstr": {...}, "trtr": {...}},
-    "n_train_real", "n_synth", "n_test"}.
-    """
+def _test_set(test_real: pd.DataFrame, columns: Sequence[Any], target: str,
+              classifiers: Sequence[str] | None) -> tuple[Any, list[str], np.ndarray, np.ndarray]:
+    """(target column, classifier names, y_test, x_test), every argument checked."""
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in CATEGORICAL_KINDS:
         raise InputError("the target must be a categorical or binary column of the schema.", column=target,
@@ -98,22 +89,56 @@ def tstr_classifiers(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: p
     if np.unique(y_test).size < 2:
         raise InputError("the real test table has a single target class, so ROC and PRC are undefined.",
                          column=target, fix="use a larger holdout.")
-    x_test = featurise(test_real, columns, target)
-    tables = {"tstr": (_cap(synth, max_train_rows, seed), "synthetic"),
-              "trtr": (_cap(train_real, max_train_rows, seed), "real training")}
-    train = {key: (featurise(t, columns, target), _labels(t, col, label)) for key, (t, label) in tables.items()}
+    return col, names, y_test, featurise(test_real, columns, target)
+
+
+def _fitted(table: pd.DataFrame, label: str, test_real: pd.DataFrame, columns: Sequence[Any], target: str, seed: int,
+            max_train_rows: int | None, classifiers: Sequence[str] | None) -> dict[str, Any]:
+    """{"rows": training rows, "results": {classifier: `_evaluate`'s areas or why none}} of each classifier fitted
+    on a seeded subset of at most `max_train_rows` rows of `table`."""
+    col, names, y_test, x_test = _test_set(test_real, columns, target, classifiers)
+    capped = _cap(table, max_train_rows, seed)
+    x, y = featurise(capped, columns, target), _labels(capped, col, label)
+    return {"rows": len(capped), "results": {name: _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test)
+                                             for name in names}}
+
+
+def trtr_results(train_real: pd.DataFrame, test_real: pd.DataFrame, columns: Sequence[Any], target: str,
+                 seed: int = 0, max_train_rows: int | None = None,
+                 classifiers: Sequence[str] | None = None) -> dict[str, Any]:
+    """The train-on-real half of ``tstr_classifiers`` (JSON): the same for every generator, so the baseline
+    stage computes it once per data set and ``tstr_classifiers(trtr=...)`` takes it."""
+    return _fitted(train_real, "real training", test_real, columns, target, seed, max_train_rows, classifiers)
+
+
+def tstr_classifiers(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: pd.DataFrame, columns: Sequence[Any],
+                     target: str, seed: int = 0, max_train_rows: int | None = None,
+                     classifiers: Sequence[str] | None = None, trtr: dict[str, Any] | None = None) -> dict:
+    """Each classifier's `METRICS` on `test_real` when fitted on `synth` (tstr) and on `train_real` (trtr),
+    and their averages over the classifiers.
+
+    `max_train_rows`: a seeded random subset of at most that many rows of each training table (cost cap).
+    A classifier that cannot be fitted on a training table (single class, degenerate features) scores
+    chance (ROC 0.5, PRC the test positive rate) with a "note". Returns {"target", "positive_class",
+    "models": {name: {"tstr": {...}, "trtr": {...}}}, "average": {"tstr": {...}, "trtr": {...}},
+    "n_train_real", "n_synth", "n_test"}. `trtr`: ``trtr_results`` of the same arguments, computed earlier.
+    """
+    col, names, y_test, _ = _test_set(test_real, columns, target, classifiers)
+    fits = {"tstr": _fitted(synth, "synthetic", test_real, columns, target, seed, max_train_rows, classifiers),
+            "trtr": trtr or trtr_results(train_real, test_real, columns, target, seed, max_train_rows, classifiers)}
+    labels = {"tstr": "synthetic", "trtr": "real training"}
     chance = {"roc": 0.5, "prc": float(y_test.mean()), "roc_label": 0.5, "prc_label": float(y_test.mean())}
     models: dict[str, dict] = {}
     for name in names:
         models[name] = {}
-        for key, (x, y) in train.items():
-            result = _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test)
+        for key, fitted in fits.items():
+            result = fitted["results"][name]
             if isinstance(result, str):
                 models[name]["note"] = (models[name].get("note", "") +
-                                        f"{key} on the {tables[key][1]} table: {result}; scored as chance. ")
+                                        f"{key} on the {labels[key]} table: {result}; scored as chance. ")
                 result = dict(chance)
             models[name][key] = result
     average = {key: {m: float(np.mean([models[name][key][m] for name in names])) for m in METRICS}
                for key in ("tstr", "trtr")}
     return {"target": target, "positive_class": col.categories[1], "models": models, "average": average,
-            "n_train_real": len(tables["trtr"][0]), "n_synth": len(tables["tstr"][0]), "n_test": len(test_real)}
+            "n_train_real": fits["trtr"]["rows"], "n_synth": fits["tstr"]["rows"], "n_test": len(test_real)}

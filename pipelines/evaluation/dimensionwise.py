@@ -107,15 +107,25 @@ def _summary(entries: list[dict]) -> dict:
             "mean_gap": float(gap.mean()), "rms_gap": float(np.sqrt(np.mean(gap ** 2)))}
 
 
+def real_column_scores(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
+                       seed: int) -> dict[str, float | None]:
+    """The real half of ``dimension_wise_prediction``: each column's ``column_score`` fitted on R, for the
+    columns that are not constant in T. The same for every generator: the baseline stage computes it once."""
+    return {col.name: column_score(col, train, holdout, columns, seed, "real training") for col in columns
+            if np.unique(_labels(holdout, col, "real holdout")).size >= 2}
+
+
 def dimension_wise_prediction(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame,
-                              columns: Sequence[Any], seed: int) -> dict:
+                              columns: Sequence[Any], seed: int, real: dict[str, float | None] | None = None) -> dict:
     """For each column k: predict y_k from the other columns, fitted once on R and once on S, scored on T (§4).
 
     A column whose label has a single value in a training set (or in T) cannot be scored; it is kept
     with "dropped": reason, as the paper drops such features from its plots (§5.1). Returns
     {"columns": {name: {"kind", "model", "score", "real", "synthetic", ["dropped"]}},
-    "summary": _summary over all scored columns, "by_score": {score name: _summary}}.
+    "summary": _summary over all scored columns, "by_score": {score name: _summary}}. `real`:
+    ``real_column_scores`` of the same R, T and seed, computed earlier.
     """
+    real = real_column_scores(train, holdout, columns, seed) if real is None else real
     entries: dict[str, dict] = {}
     for col in columns:
         model_name, score = TASKS[col.kind]
@@ -126,8 +136,10 @@ def dimension_wise_prediction(train: pd.DataFrame, synth: pd.DataFrame, holdout:
             entries[col.name] = {**entry, "dropped": "the column is constant in the real holdout; "
                                                      "the score is undefined"}
             continue
-        for key, frame, label in (("real", train, "real training"), ("synthetic", synth, "synthetic")):
-            entry[key] = column_score(col, frame, holdout, columns, seed, label)
+        entry["real"] = real[col.name]
+        entry["synthetic"] = None if entry["real"] is None else column_score(col, synth, holdout, columns, seed,
+                                                                             "synthetic")
+        for key, label in (("real", "real training"), ("synthetic", "synthetic")):
             if entry[key] is None:
                 entry["dropped"] = f"the column is constant in the {label} rows: no model can be fitted"
                 break
@@ -138,35 +150,54 @@ def dimension_wise_prediction(train: pd.DataFrame, synth: pd.DataFrame, holdout:
 
 
 def target_accuracy(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                    target: str | None, seed: int) -> dict:
+                    target: str | None, seed: int, real: Sequence[Any] | None = None) -> dict:
     """Accuracy on T of a random forest predicting the schema's target, fitted on R ("real") and on S
     ("synthetic"): the paper's Table 2 (Adult: income > 50K, 86.63 % on real data).
 
     A training set whose target has a single class gives the constant classifier (its accuracy, with a
     "note"). "majority_baseline" is the share of T's most frequent class: what predicting it always scores.
+    `real`: ``real_accuracy`` of the same R, T and seed, computed earlier (the baseline stage).
     """
     if target is None:
         return {"skipped": "schema declares no target"}
+    col, x_test, y_test = _target_test_set(holdout, columns, target)
+    out: dict[str, Any] = {"target": target, "model": "random_forest", "n_test": len(y_test),
+                           "majority_baseline": float(np.bincount(y_test).max() / len(y_test))}
+    fitted = {"real": real or real_accuracy(train, holdout, columns, target, seed),
+              "synthetic": _accuracy(synth, "synthetic", col, columns, x_test, y_test, seed)}
+    for key, (accuracy, note) in fitted.items():
+        out[key] = accuracy
+    out["gap"] = out["real"] - out["synthetic"]
+    notes = [f"{key}: {note}" for key, (_, note) in fitted.items() if note]
+    if notes:
+        out["note"] = "; ".join(notes)
+    return out
+
+
+def real_accuracy(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any], target: str,
+                  seed: int) -> tuple[float, str | None]:
+    """The real half of ``target_accuracy``: (accuracy on T of the forest fitted on R, note or None)."""
+    col, x_test, y_test = _target_test_set(holdout, columns, target)
+    return _accuracy(train, "real training", col, columns, x_test, y_test, seed)
+
+
+def _target_test_set(holdout: pd.DataFrame, columns: Sequence[Any],
+                     target: str) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(target column, x_test, y_test) of T, the target checked."""
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in CATEGORICAL_KINDS:
         raise InputError("the target must be a categorical or binary column of the schema.", column=target,
                          fix="declare a categorical or binary target in the public schema, or none.")
-    y_test = category_codes(holdout, col, "real holdout")
-    x_test = featurise(holdout, columns, target)
-    out: dict[str, Any] = {"target": target, "model": "random_forest", "n_test": len(y_test),
-                           "majority_baseline": float(np.bincount(y_test).max() / len(y_test))}
-    notes = []
-    for key, frame, label in (("real", train, "real training"), ("synthetic", synth, "synthetic")):
-        y = category_codes(frame, col, label)
-        if np.unique(y).size < 2:
-            notes.append(f"{key}: the {label} target has the single class {col.categories[y[0]]!r}; "
-                         "accuracy of always predicting it")
-            out[key] = float(np.mean(y_test == y[0]))
-            continue
-        with threadpool_limits(limits=1):
-            model = MODELS["random_forest"](seed).fit(featurise(frame, columns, target), y)
-            out[key] = float(accuracy_score(y_test, model.predict(x_test)))
-    out["gap"] = out["real"] - out["synthetic"]
-    if notes:
-        out["note"] = "; ".join(notes)
-    return out
+    return col, featurise(holdout, columns, target), category_codes(holdout, col, "real holdout")
+
+
+def _accuracy(frame: pd.DataFrame, label: str, col: Any, columns: Sequence[Any], x_test: np.ndarray,
+              y_test: np.ndarray, seed: int) -> tuple[float, str | None]:
+    """Accuracy on (x_test, y_test) of the forest fitted on `frame`, or of its constant target with a note."""
+    y = category_codes(frame, col, label)
+    if np.unique(y).size < 2:
+        return float(np.mean(y_test == y[0])), (f"the {label} target has the single class "
+                                                f"{col.categories[y[0]]!r}; accuracy of always predicting it")
+    with threadpool_limits(limits=1):
+        model = MODELS["random_forest"](seed).fit(featurise(frame, columns, col.name), y)
+        return float(accuracy_score(y_test, model.predict(x_test))), None

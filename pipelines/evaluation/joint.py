@@ -17,7 +17,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from threadpoolctl import threadpool_limits
 
-from pipelines.evaluation.marginals import row_sample, wasserstein1
+from pipelines.evaluation.marginals import capped_rows, row_sample, wasserstein1
 from pipelines.evaluation.utility import featurise
 from pipelines.privacy.two_sample import mmd_permutation_test
 
@@ -35,14 +35,23 @@ def mmd_test(train: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any], n
             "n_permutations": n_permutations, "rows": {"real": test.n_x, "synthetic": test.n_y}}
 
 
+def wasserstein1_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, columns: Sequence[Any],
+                           max_rows: int | None, seed: int) -> float:
+    """W1(R, T) of ``table_wasserstein1`` (the holdout reference) for a synthetic table of `n_synth` rows."""
+    rows = capped_rows([len(train), n_synth, len(holdout)], max_rows, seed)
+    return wasserstein1(featurise(train, columns)[rows[0]], featurise(holdout, columns)[rows[2]])
+
+
 def table_wasserstein1(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                       max_rows: int | None, seed: int) -> dict:
+                       max_rows: int | None, seed: int, reference: float | None = None) -> dict:
     """Exact W1(R, S) = min_π Σ π_ij ‖r_i − s_j‖₂ between the featurised tables (POT network simplex), on
-    seeded subsamples of at most `max_rows` rows per side; `holdout_reference` = W1(R, T)."""
-    rng = np.random.default_rng(seed)
-    r, s, t = (featurise(f, columns) for f in (train, synth, holdout))
-    r, s, t = (m[row_sample(len(m), max_rows, rng)] for m in (r, s, t))
-    return {"w1": wasserstein1(r, s), "holdout_reference": wasserstein1(r, t),
+    seeded subsamples of at most `max_rows` rows per side; `holdout_reference` = W1(R, T) (`reference`:
+    ``wasserstein1_reference`` of the same arguments, computed earlier)."""
+    rows = capped_rows([len(train), len(synth), len(holdout)], max_rows, seed)
+    r, s = featurise(train, columns)[rows[0]], featurise(synth, columns)[rows[1]]
+    if reference is None:
+        reference = wasserstein1_reference(train, holdout, len(synth), columns, max_rows, seed)
+    return {"w1": wasserstein1(r, s), "holdout_reference": reference,
             "rows": {"real": len(r), "synthetic": len(s)}}
 
 

@@ -31,6 +31,13 @@ def row_sample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
     return np.sort(rng.choice(n, size=cap, replace=False))
 
 
+def capped_rows(lengths: Sequence[int], cap: int | None, seed: int) -> list[np.ndarray]:
+    """``row_sample`` of tables of these `lengths` (R, S, T), in this order, from one generator seeded by `seed`:
+    T's subsample depends on S's length only, so the real side of a metric needs no synthetic row."""
+    rng = np.random.default_rng(seed)
+    return [row_sample(n, cap, rng) for n in lengths]
+
+
 def numeric_values(frame: pd.DataFrame, col: Any) -> np.ndarray:
     """A numeric column as floats; missing or non-numeric values are an error (validate first)."""
     x = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=float)
@@ -93,24 +100,39 @@ def column_subsets(n_columns: int, k: int, count: int, rng: np.random.Generator)
     return list(chosen)
 
 
+def kway_reference(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any], k: int, n_subsets: int,
+                   bins: int, seed: int) -> float | None:
+    """``kway_marginal_tv``'s `holdout_reference_mean_tv` (T against R over the same subsets), from real rows
+    alone; None when the schema has fewer than k columns."""
+    columns = list(columns)
+    if len(columns) < k:
+        return None
+    subsets = column_subsets(len(columns), k, n_subsets, np.random.default_rng(seed))
+    (r, dims), (h, _) = (_cells(f, columns, bins) for f in (train, holdout))
+    return float(np.mean([_joint_tv(r[:, c], h[:, c], [dims[i] for i in c]) for c in map(list, subsets)]))
+
+
 def kway_marginal_tv(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                     k: int, n_subsets: int, bins: int, seed: int, n_worst: int = 5) -> dict:
+                     k: int, n_subsets: int, bins: int, seed: int, n_worst: int = 5,
+                     reference: float | None = None) -> dict:
     """k-way marginal score of NIST's 2018 challenge (DP-auto-GAN Table 1): mean TV between the k-way
     joint histograms of R and S over random column k-subsets (numeric columns binned by schema bounds).
 
     Returns {"k", "n_subsets", "bins", "mean_tv", "max_tv", "worst": [{"columns", "tv"}],
     "holdout_reference_mean_tv"}, or {"skipped": reason} when the schema has fewer than k columns.
+    `reference`: ``kway_reference`` of the same arguments, computed earlier.
     """
     columns = list(columns)
     if len(columns) < k:
         return {"skipped": f"the schema has {len(columns)} column(s), fewer than k = {k}"}
     subsets = column_subsets(len(columns), k, n_subsets, np.random.default_rng(seed))
-    (r, dims), (s, _), (h, _) = (_cells(f, columns, bins) for f in (train, synth, holdout))
+    (r, dims), (s, _) = (_cells(f, columns, bins) for f in (train, synth))
     tvs = [_joint_tv(r[:, c], s[:, c], [dims[i] for i in c]) for c in map(list, subsets)]
-    reference = [_joint_tv(r[:, c], h[:, c], [dims[i] for i in c]) for c in map(list, subsets)]
+    if reference is None:
+        reference = kway_reference(train, holdout, columns, k, n_subsets, bins, seed)
     worst = sorted(zip(tvs, subsets), key=lambda t: -t[0])[:n_worst]
     return {"k": k, "n_subsets": len(subsets), "bins": bins, "mean_tv": float(np.mean(tvs)),
-            "max_tv": float(np.max(tvs)), "holdout_reference_mean_tv": float(np.mean(reference)),
+            "max_tv": float(np.max(tvs)), "holdout_reference_mean_tv": reference,
             "worst": [{"columns": [columns[i].name for i in s], "tv": tv} for tv, s in worst]}
 
 
@@ -157,21 +179,52 @@ def wasserstein1(x: np.ndarray, y: np.ndarray) -> float:
     return _optimal_transport_cost(x, y, "euclidean")
 
 
+def wasserstein_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, columns: Sequence[Any],
+                          max_rows: int | None, seed: int) -> float:
+    """W2(R, T) of ``wasserstein_score`` (the holdout reference) for a synthetic table of `n_synth` rows."""
+    rows = capped_rows([len(train), n_synth, len(holdout)], max_rows, seed)
+    return wasserstein2(featurise(train, columns)[rows[0]], featurise(holdout, columns)[rows[2]])
+
+
 def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                      max_rows: int | None, seed: int) -> dict:
+                      max_rows: int | None, seed: int, reference: float | None = None) -> dict:
     """Wscore(R, S) = 1 − W2(R, S) / max_{x,y∈X} ‖x − y‖₂ (§4, "Distributional distance") on the whole
-    featurised rows, W2 on seeded subsamples of at most `max_rows` rows per side. 1 = identical."""
-    rng = np.random.default_rng(seed)
-    r, s, t = (featurise(f, columns) for f in (train, synth, holdout))
-    r, s, t = (m[row_sample(len(m), max_rows, rng)] for m in (r, s, t))
+    featurised rows, W2 on seeded subsamples of at most `max_rows` rows per side. 1 = identical.
+    `reference`: ``wasserstein_reference`` of the same arguments, computed earlier."""
+    rows = capped_rows([len(train), len(synth), len(holdout)], max_rows, seed)
+    r, s = featurise(train, columns)[rows[0]], featurise(synth, columns)[rows[1]]
     diameter = max_distance(columns)
-    w2, w2_ref = wasserstein2(r, s), wasserstein2(r, t)
+    w2 = wasserstein2(r, s)
+    w2_ref = (wasserstein_reference(train, holdout, len(synth), columns, max_rows, seed) if reference is None
+              else reference)
     return {"w2": w2, "max_distance": diameter, "score": 1 - w2 / diameter,
             "holdout_reference_score": 1 - w2_ref / diameter, "rows": {"real": len(r), "synthetic": len(s)}}
 
 
+def _pca(r_all: np.ndarray, n_components: int) -> PCA | str:
+    """The PCA of ``pca_marginal`` fitted on the featurised real training rows, or why there is none."""
+    if r_all.shape[1] < n_components or len(r_all) <= n_components:
+        return (f"PCA needs more than {n_components} rows and at least {n_components} featurised "
+                f"dimensions; got {r_all.shape[0]} rows, {r_all.shape[1]} dimensions")
+    if not np.ptp(r_all, axis=0).any():
+        return "the real training rows are all identical; principal components are undefined"
+    return PCA(n_components=n_components, svd_solver="covariance_eigh").fit(r_all)  # exact, via the p × p covariance
+
+
+def pca_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, columns: Sequence[Any],
+                  max_rows: int | None, seed: int, n_components: int = 2) -> float | None:
+    """W2(R·P, T·P) of ``pca_marginal`` (the holdout reference) for a synthetic table of `n_synth` rows; None
+    where the PCA is undefined."""
+    r_all = featurise(train, columns)
+    pca = _pca(r_all, n_components)
+    if isinstance(pca, str):
+        return None
+    rows = capped_rows([len(r_all), n_synth, len(holdout)], max_rows, seed)
+    return wasserstein2(pca.transform(r_all[rows[0]]), pca.transform(featurise(holdout, columns)[rows[2]]))
+
+
 def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                 max_rows: int | None, seed: int, n_components: int = 2
+                 max_rows: int | None, seed: int, n_components: int = 2, reference: float | None = None
                  ) -> tuple[dict, dict[str, np.ndarray]]:
     """2-way PCA marginal (§4): P = the first `n_components` (2) principal directions of the featurised
     real training rows; W2 between R·P and S·P, and
@@ -179,21 +232,19 @@ def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame
     that P explains (the explained variance ratio: the normaliser stays a length, the score dimensionless).
 
     Returns (metrics, projections {"real", "synthetic"} of the subsampled rows, for the scatter plot).
+    `reference`: ``pca_reference`` of the same arguments, computed earlier.
     """
     r_all = featurise(train, columns)
-    if r_all.shape[1] < n_components or len(r_all) <= n_components:
-        return ({"skipped": f"PCA needs more than {n_components} rows and at least {n_components} featurised "
-                            f"dimensions; got {r_all.shape[0]} rows, {r_all.shape[1]} dimensions"}, {})
-    if not np.ptp(r_all, axis=0).any():
-        return {"skipped": "the real training rows are all identical; principal components are undefined"}, {}
-    pca = PCA(n_components=n_components, svd_solver="covariance_eigh").fit(r_all)  # exact, via the p × p covariance
+    pca = _pca(r_all, n_components)
+    if isinstance(pca, str):
+        return {"skipped": pca}, {}
     v = float(pca.explained_variance_ratio_.sum())
-    rng = np.random.default_rng(seed)
-    proj = {name: pca.transform(m[row_sample(len(m), max_rows, rng)])
-            for name, m in (("real", r_all), ("synthetic", featurise(synth, columns)),
-                            ("holdout", featurise(holdout, columns)))}
+    rows = capped_rows([len(r_all), len(synth), len(holdout)], max_rows, seed)
+    proj = {"real": pca.transform(r_all[rows[0]]), "synthetic": pca.transform(featurise(synth, columns)[rows[1]])}
     denominator = math.sqrt(v) * max_distance(columns)
-    w2, w2_ref = wasserstein2(proj["real"], proj["synthetic"]), wasserstein2(proj["real"], proj["holdout"])
+    w2 = wasserstein2(proj["real"], proj["synthetic"])
+    w2_ref = (pca_reference(train, holdout, len(synth), columns, max_rows, seed, n_components) if reference is None
+              else reference)
     metrics = {"n_components": n_components, "explained_variance_ratio": v, "w2": w2,
                "score": 1 - w2 / denominator, "holdout_reference_score": 1 - w2_ref / denominator,
                "rows": {"real": len(proj["real"]), "synthetic": len(proj["synthetic"])},

@@ -55,16 +55,29 @@ def column_arrays(frame: pd.DataFrame, columns: Sequence[Any]) -> dict[str, np.n
             for c in columns}
 
 
+def real_answers(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any], n_queries: int, k: int,
+                 seed: int) -> dict | None:
+    """The real side of ``range_query_error`` (JSON): the queries' answers on R, and the mean |answer(R) −
+    answer(T)|; None with fewer than k columns."""
+    if len(list(columns)) < k:
+        return None
+    queries = random_range_queries(columns, n_queries, k, np.random.default_rng(seed))
+    r, t = (column_arrays(f, columns) for f in (train, holdout))
+    real = np.array([range_query_answer(r, q) for q in queries])
+    return {"answers": real.tolist(),
+            "holdout_reference": float(np.abs(real - [range_query_answer(t, q) for q in queries]).mean())}
+
+
 def range_query_error(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                      n_queries: int, k: int, seed: int) -> dict:
+                      n_queries: int, k: int, seed: int, real: dict | None = None) -> dict:
     """Mean and max |answer(R) − answer(S)| over `n_queries` random k-attribute range queries (PEARL I.1: 1,000
-    queries, k = 3); the same mean for the real holdout T is the sampling-noise floor."""
+    queries, k = 3); the same mean for the real holdout T is the sampling-noise floor. `real`: ``real_answers``
+    of the same R, T and arguments, computed earlier."""
     if len(list(columns)) < k:
         return {"skipped": f"the schema has fewer than k = {k} columns"}
+    cached = real_answers(train, holdout, columns, n_queries, k, seed) if real is None else real
     queries = random_range_queries(columns, n_queries, k, np.random.default_rng(seed))
-    r, s, t = (column_arrays(f, columns) for f in (train, synth, holdout))
-    real = np.array([range_query_answer(r, q) for q in queries])
-    errors = np.abs(real - [range_query_answer(s, q) for q in queries])
-    reference = np.abs(real - [range_query_answer(t, q) for q in queries])
+    s = column_arrays(synth, columns)
+    errors = np.abs(np.asarray(cached["answers"], dtype=float) - [range_query_answer(s, q) for q in queries])
     return {"n_queries": n_queries, "k": k, "mean_error": float(errors.mean()), "max_error": float(errors.max()),
-            "holdout_reference_mean_error": float(reference.mean())}
+            "holdout_reference_mean_error": cached["holdout_reference"]}

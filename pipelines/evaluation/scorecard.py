@@ -15,11 +15,12 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.evaluation.association import correlation_difference
-from pipelines.evaluation.classifiers import tstr_classifiers
-from pipelines.evaluation.joint import detection_auc, mmd_test, table_wasserstein1
-from pipelines.evaluation.marginals import kway_marginal_tv
-from pipelines.evaluation.queries import range_query_error
+from pipelines.evaluation.association import correlation_difference, real_associations
+from pipelines.evaluation.classifiers import trtr_results, tstr_classifiers
+from pipelines.evaluation.joint import detection_auc, mmd_test, table_wasserstein1, wasserstein1_reference
+from pipelines.evaluation.marginals import kway_marginal_tv, kway_reference
+from pipelines.evaluation.queries import range_query_error, real_answers
+from pipelines.progress import Steps
 
 # params.yaml `evaluate:` knobs of the scorecard (data-independent defaults; null = no cap for the row caps)
 DEFAULTS = {"mmd_max_rows": 1000,          # rows per side of the MMD Gram matrix (seeded subsample)
@@ -31,21 +32,44 @@ DEFAULTS = {"mmd_max_rows": 1000,          # rows per side of the MMD Gram matri
 NULLABLE = ("mmd_max_rows", "detection_max_rows", "classifier_max_rows")
 
 
-def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
+def real_side(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any, seed: int,
               k: dict[str, int | None]) -> dict[str, Any]:
-    """The scorecard (module docstring); `k` holds DEFAULTS' keys and `ot_max_rows`, `kway_bins`."""
+    """What ``scorecard`` computes from real rows alone (the 10 train-on-real classifiers, the holdout references,
+    A(R) and the range queries' answers on R) for a synthetic table of `n_synth` rows, the same for every
+    generator: the baseline stage computes it once per data set and ``scorecard(real=...)`` takes it."""
     columns = list(sch.columns)
-    pairs = kway_marginal_tv(train, synth, holdout, columns, 2, math.comb(len(columns), 2), k["kway_bins"], seed)
+    return {"marginal_2way_reference": kway_reference(train, holdout, columns, 2, math.comb(len(columns), 2),
+                                                      k["kway_bins"], seed),
+            "correlation": real_associations(train, holdout, columns),
+            "wasserstein1_reference": wasserstein1_reference(train, holdout, n_synth, columns, k["ot_max_rows"], seed),
+            "range_queries": real_answers(train, holdout, columns, k["range_queries"], k["range_query_attributes"],
+                                          seed),
+            "classifiers_trtr": trtr_results(train, holdout, columns, sch.target, seed,
+                                             k["classifier_max_rows"]) if sch.target else None}
+
+
+def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
+              k: dict[str, int | None], real: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scorecard (module docstring); `k` holds DEFAULTS' keys and `ot_max_rows`, `kway_bins`; `real`:
+    ``real_side`` of the same rows, seed and knobs."""
+    real = real or dict.fromkeys(("marginal_2way_reference", "correlation", "wasserstein1_reference", "range_queries",
+                                  "classifiers_trtr"))
+    columns, step = list(sch.columns), Steps("scorecard", 7)
+    pairs = step.done(kway_marginal_tv(train, synth, holdout, columns, 2, math.comb(len(columns), 2), k["kway_bins"],
+                                       seed, reference=real["marginal_2way_reference"]))
     if "skipped" not in pairs:
         pairs["pearl_mean_l1"] = 2 * pairs["mean_tv"]
     return {
         "marginal_2way": pairs,
-        "correlation": correlation_difference(train, synth, holdout, columns),
-        "mmd": mmd_test(train, synth, columns, k["mmd_permutations"], k["mmd_max_rows"], seed),
-        "wasserstein1": table_wasserstein1(train, synth, holdout, columns, k["ot_max_rows"], seed),
-        "detection": detection_auc(train, synth, columns, k["detection_max_rows"], seed),
-        "range_queries": range_query_error(train, synth, holdout, columns, k["range_queries"],
-                                           k["range_query_attributes"], seed),
-        "classifiers": (tstr_classifiers(train, synth, holdout, columns, sch.target, seed, k["classifier_max_rows"])
-                        if sch.target else {"skipped": "schema declares no target"}),
+        "correlation": step.done(correlation_difference(train, synth, holdout, columns,
+                                                         real=real["correlation"])),
+        "mmd": step.done(mmd_test(train, synth, columns, k["mmd_permutations"], k["mmd_max_rows"], seed)),
+        "wasserstein1": step.done(table_wasserstein1(train, synth, holdout, columns, k["ot_max_rows"], seed,
+                                                     real["wasserstein1_reference"])),
+        "detection": step.done(detection_auc(train, synth, columns, k["detection_max_rows"], seed)),
+        "range_queries": step.done(range_query_error(train, synth, holdout, columns, k["range_queries"],
+                                                     k["range_query_attributes"], seed, real["range_queries"])),
+        "classifiers": step.done(tstr_classifiers(train, synth, holdout, columns, sch.target, seed,
+                                                  k["classifier_max_rows"], trtr=real["classifiers_trtr"])
+                                 if sch.target else {"skipped": "schema declares no target"}),
     }

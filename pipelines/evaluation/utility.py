@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
+from pipelines.progress import Steps
 
 MODELS: dict[str, Callable[[int], ClassifierMixin]] = {
     "logistic_regression": lambda seed: make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)),
@@ -90,14 +91,43 @@ SETS = {"tstr": "synthetic", "trtr": "real training", "baseline": "independent-m
 
 
 def target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any],
-                  target: str | None, seed: int) -> dict:
+                  target: str | None, seed: int, real: dict | None = None) -> dict:
     """Each model of MODELS fitted on each table of `train_sets` ({name: table}), scored on `test_real`.
 
     Returns {"target", "positive_class", "y_test", "scores": {model: {name: P(positive) per test row}},
     "notes": {model: [...]}, "rows": {name: rows, "test": rows}}. A table whose target has a single class
     cannot fit a classifier: its scores are the constant 0.5 (AUROC 0.5, chance) with a note.
     {"skipped": reason} when there is no target or the test set has a single class.
+
+    `real`: ``scores_json`` of an earlier call on other tables and the same test set (the train-on-real and
+    baseline tables, computed once per data set by the baseline stage), merged after `train_sets` exactly as
+    if they had been listed there (each fit is seeded by `seed` alone, so the order of fits changes nothing).
     """
+    scored = _target_scores(train_sets, test_real, columns, target, seed)
+    if real is None or "skipped" in scored and "rows" not in scored:
+        return scored
+    rows = {**{k: v for k, v in scored["rows"].items() if k != "test"}, **real["rows"]}
+    if "skipped" in scored:
+        return {**scored, "rows": rows}
+    return {**scored, "rows": rows,
+            "scores": {m: {**by_set, **{k: np.asarray(v, dtype=float) for k, v in real["scores"][m].items()}}
+                       for m, by_set in scored["scores"].items()},
+            "notes": {m: notes + real["notes"][m] for m, notes in scored["notes"].items()}}
+
+
+def scores_json(scored: dict) -> dict:
+    """`target_scores`'s result as JSON (arrays as lists of floats, which JSON round-trips exactly), without
+    `y_test` (recomputed from the test set): what `target_scores(real=...)` takes."""
+    out = {k: v for k, v in scored.items() if k != "y_test"}
+    if "scores" in out:
+        out["scores"] = {m: {k: np.asarray(v, dtype=float).tolist() for k, v in by_set.items()}
+                         for m, by_set in out["scores"].items()}
+    return out
+
+
+def _target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any],
+                   target: str | None, seed: int) -> dict:
+    """`target_scores` of `train_sets` alone."""
     if target is None:
         return {"skipped": "schema declares no target"}
     col = next((c for c in columns if c.name == target), None)
@@ -113,10 +143,11 @@ def target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, 
     train = {name: (featurise(t, columns, target), _labels(t, col, labels[name])) for name, t in train_sets.items()}
     scores: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, list[str]] = {}
+    fits = Steps("classifiers", len(MODELS) * len(train))
     for model, make_model in MODELS.items():
         scores[model], notes[model] = {}, []
         for name, (x, y) in train.items():
-            s = _test_scores(make_model, seed, x, y, x_test)
+            s = fits.done(_test_scores(make_model, seed, x, y, x_test))
             if s is None:
                 notes[model].append(f"{name}: the {labels[name]} target has a single class ({len(y)} rows), so no "
                                     f"classifier can be fitted; AUROC set to 0.5 (chance)")

@@ -116,8 +116,8 @@ class LatentGenerator(nn.Module):
 
 
 def reconstruction_loss(layout: Layout, device: str = "cpu") -> Any:
-    """dist(De_θ(En_φ(x)), x) of one record (Eq. 1, block by block as in the module docstring), for
-    `per_example_grads`: `forward` maps a row to the decoder's logits."""
+    """Σ over the rows given of dist(De_θ(En_φ(x)), x) (Eq. 1, block by block as in the module docstring), for
+    `per_example_grads`: `forward` maps rows to the decoder's logits."""
     cols = torch.tensor([c for b in layout.blocks if b.kind != "categorical" for c in range(b.start, b.stop)],
                         dtype=torch.long, device=device)
     blocks = [(b.start, b.stop) for b in layout.blocks if b.kind == "categorical"]
@@ -235,7 +235,7 @@ class DPAutoGAN(PrivateGenerator):
     def _batch_loss(self, loss: Any, batch: torch.Tensor) -> float:
         """Mean per-record reconstruction loss of `batch` (progress output, non-private runs only)."""
         with torch.no_grad():
-            return sum(loss(self.autoencoder, row.unsqueeze(0)).item() for row in batch) / max(1, len(batch))
+            return loss(self.autoencoder, batch).item() / max(1, len(batch))
 
     def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:
         """heads(De_θ(G_w(z))), z ~ N(0, I): n fake rows in the encoded layout."""

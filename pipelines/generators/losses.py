@@ -1,5 +1,6 @@
-"""Per-example loss terms shared by the adversarially trained generators (one record at a time,
-for `pipelines.privacy.dpsgd.per_example_grads`: `forward` is the network as a function of its input)."""
+"""Per-example loss terms shared by the adversarially trained generators (for
+`pipelines.privacy.dpsgd.per_example_grads`: `forward` is the network as a function of its input, and a
+term returns the sum over the rows given of each row's loss, no row reading another)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,6 +8,11 @@ from collections.abc import Callable
 import torch
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
+
+
+def input_gradient_penalty(g: torch.Tensor, gp_lambda: float, target: float = 1.0) -> torch.Tensor:
+    """Σ_rows λ(‖g_row‖₂ − K)² of input gradients g (rows, d) (Gulrajani et al. 2017, Eq. 3; PPEM §3.7)."""
+    return gp_lambda * ((torch.sqrt(g.pow(2).sum(-1) + 1e-12) - target) ** 2).sum()
 
 
 def gradient_penalty(gp_lambda: float, width: int | None = None, target: float = 1.0) -> Callable[..., torch.Tensor]:
@@ -21,8 +27,8 @@ def gradient_penalty(gp_lambda: float, width: int | None = None, target: float =
     E_γ(x*|x′): the Lipschitz constraint is on x*); None: all columns.
     """
     def loss(forward: Forward, x: torch.Tensor, fake: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        x_hat = u * x + (1 - u) * fake
-        g = torch.func.grad(lambda v: forward(v).sum())(x_hat)
+        x_hat = (u * x + (1 - u) * fake).detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(forward(x_hat).sum(), x_hat, create_graph=True)
         g = g if width is None else g[..., :width]
-        return gp_lambda * (torch.sqrt(g.pow(2).sum() + 1e-12) - target) ** 2
+        return input_gradient_penalty(g, gp_lambda, target)
     return loss

@@ -66,7 +66,7 @@ from pipelines.generators.params.ppem import DEFAULTS
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.dpsgd import (clip_and_noise, clip_per_example, example_grads, per_example_grads,
-                                     poisson_sample, sampling_schedule)
+                                     poisson_sample, sampling_schedule, summed)
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
 from pipelines.privacy.gates import GateResult, alpha_lmdp_gate
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
@@ -217,10 +217,10 @@ def marginal_energy_gradient(energy: nn.Module, real: torch.Tensor, paired_fake:
     real_term = clip_per_example(example_grads(energy, _energy, half, real), half)
     gp = clip_per_example(example_grads(energy, gradient_penalty(gp_lambda, None, lipschitz), half, real, paired_fake, u), half)
     coupled, s = ksd_penalty_gradient(energy, real, alpha, alpha_lambda)
-    private = clip_and_noise({k: real_term[k] + gp[k] for k in real_term}, clip_norm, noise_multiplier,
-                             expected_batch_size, generator, draws=draws, coupled=coupled, coupled_clip=ksd_clip)
-    fake_term = clip_per_example(example_grads(energy, _margin(margin), half, fake), half)
-    return {k: private[k] + fake_term[k].sum(0) / fake.shape[0] for k in private}, s
+    private = clip_and_noise(real_term + gp, clip_norm, noise_multiplier, expected_batch_size, generator, draws=draws,
+                             coupled=coupled, coupled_clip=ksd_clip)
+    fake_term = summed(clip_per_example(example_grads(energy, _margin(margin), half, fake), half))
+    return {k: private[k] + fake_term[k] / fake.shape[0] for k in private}, s
 
 
 class PPEM(PrivateGenerator):

@@ -37,9 +37,9 @@ import torch
 from torch import nn
 
 from pipelines import progress
-from pipelines.generators.losses import Forward, gradient_penalty
+from pipelines.generators.losses import Forward, input_gradient_penalty
 from pipelines.generators.networks import layer_norm_leaky, mlp
-from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, poisson_sample
+from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample, summed
 
 FakeSampler = Callable[[int, torch.Generator], torch.Tensor]
 
@@ -56,14 +56,15 @@ class Critic(nn.Module):
         return self.net(x).squeeze(-1)
 
 
-def _neg_critic(forward: Forward, x: torch.Tensor) -> torch.Tensor:
-    """Real-row Wasserstein term −D(x_i) of one example."""
-    return -forward(x).sum()
-
-
-def _critic(forward: Forward, f: torch.Tensor) -> torch.Tensor:
-    """Fake-row Wasserstein term D(f_j) of one example."""
-    return forward(f).sum()
+def _critic_rows(b: int, m: int, gp_lambda: float) -> Callable[[Forward, torch.Tensor], torch.Tensor]:
+    """The critic's per-row terms over rows [x_1..x_b; f_1..f_m; x̂_1..x̂_b] (one forward pass, one input
+    gradient): −D(x_i), D(f_j) and λ(‖∇_x̂ D(x̂_i)‖₂ − 1)², each row's term reading its row only."""
+    def loss(forward: Forward, rows: torch.Tensor) -> torch.Tensor:
+        rows = rows.detach().requires_grad_(True)
+        out = forward(rows)
+        (g,) = torch.autograd.grad(out[b + m:].sum(), rows, create_graph=True)
+        return out[b:b + m].sum() - out[:b].sum() + input_gradient_penalty(g[b + m:], gp_lambda)
+    return loss
 
 
 def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Tensor, u: torch.Tensor,
@@ -74,16 +75,18 @@ def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Te
 
     real (B, d) with its paired fakes (B, d) and interpolation weights u (B, 1): the real-touching
     terms, ∇(−D(x_i)) and ∇λ(‖∇D(x̂_i)‖−1)² each clipped to C/2, then `clip_and_noise` (C, σ, q·n).
-    fake (m, d), m fixed: the fake-only term (1/m) Σ_j clip_{C/2}(∇D(f_j)), no noise.
+    fake (m, d), m fixed: the fake-only term (1/m) Σ_j clip_{C/2}(∇D(f_j)), no noise. All 2B + m terms'
+    gradients come from one pass (`_critic_rows`), each clipped on its own.
     `draws` repeats the noise draw (audits), adding a leading dimension.
     """
-    half = clip_norm / 2
-    wass = clip_per_example(example_grads(critic, _neg_critic, half, real), half)
-    gp = clip_per_example(example_grads(critic, gradient_penalty(gp_lambda), half, real, paired_fake, u), half)
-    private = clip_and_noise({k: wass[k] + gp[k] for k in wass}, clip_norm, noise_multiplier,
-                             expected_batch_size, generator, draws=draws)
-    fake_term = clip_per_example(example_grads(critic, _critic, half, fake), half)
-    return {k: private[k] + fake_term[k].sum(0) / fake.shape[0] for k in private}
+    b, m = real.shape[0], fake.shape[0]
+    x_hat = u * real + (1 - u) * paired_fake
+    terms = clip_per_example(per_example_grads(critic, _critic_rows(b, m, gp_lambda),
+                                               torch.cat([real, fake, x_hat])), clip_norm / 2)
+    private = clip_and_noise(terms.select(slice(0, b)) + terms.select(slice(b + m, None)), clip_norm,
+                             noise_multiplier, expected_batch_size, generator, draws=draws)
+    fake_term = summed(terms.select(slice(b, b + m)))
+    return {k: private[k] + fake_term[k] / m for k in private}
 
 
 def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSampler, data: torch.Tensor,

@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from pipelines.generators.networks import initialise
-from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, example_grads, poisson_sample
+from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample, summed
 
 
 def classifier(width: int, hidden: list[int]) -> nn.Sequential:
@@ -56,26 +56,23 @@ def classifier(width: int, hidden: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def _real_loss(forward, x: torch.Tensor) -> torch.Tensor:
-    """−log σ(f(x)): cross-entropy of a private row, label 1."""
-    return nn.functional.softplus(-forward(x)).sum()
-
-
-def _synthetic_loss(forward, x: torch.Tensor) -> torch.Tensor:
-    """−log(1 − σ(f(x))): cross-entropy of a synthetic row, label 0."""
-    return nn.functional.softplus(forward(x)).sum()
+def _lot_loss(forward, x: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
+    """Σ_rows cross-entropy: −log σ(f(x)) for a private row (label 1), −log(1 − σ(f(x))) for a synthetic one (0)."""
+    return nn.functional.softplus((1 - 2 * label) * forward(x).squeeze(-1)).sum()
 
 
 def relaxed_dpsgd_gradient(model: nn.Module, real: torch.Tensor, synthetic: torch.Tensor, clip_norm: float,
                            noise_multiplier: float, expected_lot: float, noise: torch.Generator,
                            draws: int | None = None) -> dict[str, torch.Tensor]:
     """ḡ_t of Algorithm 1 for one lot (module docstring): private terms through `clip_and_noise`
-    (sensitivity C, noise σC), synthetic terms clipped to C and added without noise. `draws` repeats the
-    noise draw (audits)."""
-    private = clip_and_noise(example_grads(model, _real_loss, clip_norm, real), clip_norm, noise_multiplier,
-                             expected_lot, noise, draws=draws)
-    public = clip_per_example(example_grads(model, _synthetic_loss, clip_norm, synthetic), clip_norm)
-    return {k: private[k] + public[k].sum(0) / expected_lot for k in private}
+    (sensitivity C, noise σC), synthetic terms clipped to C and added without noise; both from one pass over the
+    lot. `draws` repeats the noise draw (audits)."""
+    b = real.shape[0]
+    label = torch.cat([real.new_ones(b), synthetic.new_zeros(synthetic.shape[0])])
+    rows = clip_per_example(per_example_grads(model, _lot_loss, torch.cat([real, synthetic]), label), clip_norm)
+    private = clip_and_noise(rows.select(slice(0, b)), clip_norm, noise_multiplier, expected_lot, noise, draws=draws)
+    public = summed(rows.select(slice(b, None)))
+    return {k: private[k] + public[k] / expected_lot for k in private}
 
 
 def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, Any], sample_rate: float, steps: int,

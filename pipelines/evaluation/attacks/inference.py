@@ -38,18 +38,30 @@ def _accuracy(model, targets: pd.DataFrame, known: Sequence[Any], secret: Any, t
     return float(correct_guesses(guesses, truth, secret, tolerance).mean())
 
 
-def attribute_inference(split: TargetSplit, synth: pd.DataFrame, columns: Sequence[Any], secret: str,
-                        known: Sequence[str], tolerance: float, seed: int) -> dict:
-    """Accuracy of a random forest (100 trees) fitted on S[known] → S[secret] on members and non-members, and
-    of the same model fitted on the holdout reference rows (baseline) on members."""
+def baseline_accuracy(split: TargetSplit, columns: Sequence[Any], secret: str, known: Sequence[str],
+                      tolerance: float, seed: int) -> float:
+    """The baseline of ``attribute_inference``, from real rows alone: accuracy on the members of the forest
+    fitted on the holdout reference rows. The baseline stage computes it once per data set."""
     by_name = {c.name: c for c in columns}
     cols, col = [by_name[c] for c in known], by_name[secret]
     with threadpool_limits(limits=1):
+        return _accuracy(_fit(split.reference, cols, col, seed), split.members, cols, col, tolerance)
+
+
+def attribute_inference(split: TargetSplit, synth: pd.DataFrame, columns: Sequence[Any], secret: str,
+                        known: Sequence[str], tolerance: float, seed: int, baseline: float | None = None) -> dict:
+    """Accuracy of a random forest (100 trees) fitted on S[known] → S[secret] on members and non-members, and
+    of the same model fitted on the holdout reference rows (baseline) on members (`baseline`: its
+    ``baseline_accuracy``, computed earlier)."""
+    by_name = {c.name: c for c in columns}
+    cols, col = [by_name[c] for c in known], by_name[secret]
+    if baseline is None:
+        baseline = baseline_accuracy(split, columns, secret, known, tolerance, seed)
+    with threadpool_limits(limits=1):
         attacker = _fit(synth, cols, col, seed)
-        baseline = _fit(split.reference, cols, col, seed)
         members = _accuracy(attacker, split.members, cols, col, tolerance)
         out = {"secret": secret, "known_columns": list(known), "accuracy_members": members,
                "accuracy_non_members": _accuracy(attacker, split.non_members, cols, col, tolerance),
-               "baseline_accuracy_members": _accuracy(baseline, split.members, cols, col, tolerance)}
+               "baseline_accuracy_members": baseline}
     return {**out, "advantage": members - out["baseline_accuracy_members"],
             "baseline": f"random forest fitted on {len(split.reference)} real holdout rows"}

@@ -9,9 +9,10 @@ import pandas as pd
 from pipelines.config import PARAMS_FILE, check_section, fail
 from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, disclosure
-from pipelines.evaluation.attacks.inference import attribute_inference
+from pipelines.evaluation.attacks.inference import attribute_inference, baseline_accuracy
 from pipelines.evaluation.attacks.membership import membership_inference, split_targets
 from pipelines.evaluation.outside_dp import PRIVACY_RISK_ATTACKS
+from pipelines.progress import Steps
 
 SECTION = "evaluate.attacks"
 # params.yaml `evaluate.attacks` (data-independent defaults; every random choice seeded by evaluate.seed)
@@ -66,27 +67,43 @@ def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
     return s
 
 
+def real_side(train: pd.DataFrame, holdout: pd.DataFrame, schema: Any, s: dict[str, Any],
+              seed: int) -> dict[str, Any]:
+    """What ``privacy_risk`` computes from real rows alone (the attribute-inference baseline, a forest fitted on
+    the holdout reference rows): the target split is the seeded rng's first draw, whatever S is, so the
+    baseline stage computes it once per data set and ``privacy_risk(real=...)`` takes it."""
+    split = split_targets(train, holdout, s["max_rows"], np.random.default_rng(seed))
+    return {"attribute_inference_baseline": baseline_accuracy(split, list(schema.columns), s["secret"], s["known"],
+                                                              s["tolerance"], seed)}
+
+
 def privacy_risk(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, schema: Any,
-                 s: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Every attack of the package on S against the real training (members) and holdout (non-members) rows."""
+                 s: dict[str, Any], seed: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every attack of the package on S against the real training (members) and holdout (non-members) rows;
+    `real`: ``real_side`` of the same rows, settings and seed."""
     rng = np.random.default_rng(seed)
     columns = list(schema.columns)
     split = split_targets(train, holdout, s["max_rows"], rng)
-    control = split.non_members
+    baseline = None if real is None else real["attribute_inference_baseline"]
+    control, n, step = split.non_members, s["n_attacks"], Steps("attacks", 8)  # 8 attacks, in this order (rng)
+    membership = step.done(membership_inference(split, synth, columns, s["bootstrap"], rng))
+    attribute = step.done(attribute_inference(split, synth, columns, s["secret"], s["known"], s["tolerance"], seed,
+                                               baseline))
+    anonymeter_results = {
+        "singling_out_univariate": step.done(anonymeter.singling_out(train, synth, control, columns, n, 1, rng)),
+        "singling_out_multivariate": step.done(anonymeter.singling_out(train, synth, control, columns, n,
+                                                                       s["singling_out_columns"], rng)),
+        "linkability": step.done(anonymeter.linkability(train, synth, control, columns,
+                                                        tuple(s["linkability_columns"]), n, s["neighbours"], rng)),
+        "inference": step.done(anonymeter.inference(train, synth, control, columns, s["secret"], s["known"], n,
+                                                    s["tolerance"], rng))}
     return {
         "settings": s,
-        "membership": membership_inference(split, synth, columns, s["bootstrap"], rng),
-        "attribute_inference": attribute_inference(split, synth, columns, s["secret"], s["known"], s["tolerance"],
-                                                   seed),
-        "anonymeter": {
-            "singling_out_univariate": anonymeter.singling_out(train, synth, control, columns, s["n_attacks"], 1, rng),
-            "singling_out_multivariate": anonymeter.singling_out(train, synth, control, columns, s["n_attacks"],
-                                                                 s["singling_out_columns"], rng),
-            "linkability": anonymeter.linkability(train, synth, control, columns, tuple(s["linkability_columns"]),
-                                                  s["n_attacks"], s["neighbours"], rng),
-            "inference": anonymeter.inference(train, synth, control, columns, s["secret"], s["known"], s["n_attacks"],
-                                              s["tolerance"], rng)},
-        "disclosure": disclosure(train, synth, holdout, columns, s["disclosure_fraction"], 5, s["tolerance"], rng),
-        "copies": copies(train, synth, holdout, columns, s["near_duplicate_distance"], s["max_rows"], rng),
+        "membership": membership,
+        "attribute_inference": attribute,
+        "anonymeter": anonymeter_results,
+        "disclosure": step.done(disclosure(train, synth, holdout, columns, s["disclosure_fraction"], 5, s["tolerance"],
+                                           rng)),
+        "copies": step.done(copies(train, synth, holdout, columns, s["near_duplicate_distance"], s["max_rows"], rng)),
         "outside_dp": PRIVACY_RISK_ATTACKS,
     }

@@ -1,0 +1,107 @@
+"""Stage 3b, after prepare: what evaluate@gen computes from the real rows alone, once per data set.
+
+The train-on-real scores (TRTR AUROC of utility.MODELS and the 10 classifiers of the scorecard), the scores of
+the utility verdict's independent-marginals baseline tables, the DP-auto-GAN metrics' fits on real rows
+(dimension-wise prediction, target accuracy) and the attribute-inference attack's baseline are the same for
+every generator: they depend on the real training and holdout rows, `evaluate`, `utility_gate` and the public
+synthetic row count n alone. Each module's `real_side` computes its part with the seeds its metric uses, so a
+metric given the cache returns exactly what it computes without it (tests/test_real_side.py); evaluate@gen then
+fits only the synthetic side (issue 20: evaluation cost independent of the number of generators).
+
+The cache holds values computed from real rows (scores on holdout rows): steward-internal, a DVC output under
+data/ that is never copied into releases/ (docs/architecture.md, public and steward artefacts).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from prefect import task
+
+from pipelines.config import check_section
+from pipelines.data.schema import Schema
+from pipelines.errors import InputError
+from pipelines.evaluation import scorecard, unsupervised, verdict
+from pipelines.evaluation.attacks import suite
+from pipelines.evaluation.outside_dp import EVALUATION_METRICS
+from pipelines.evaluation.utility import scores_json, target_scores
+from pipelines.io import read_json, sha256_file, write_json
+from tasks import common
+from tasks.train import EncodedTable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What evaluate reads besides the synthetic table: the real rows, the schema and the checked settings."""
+    train: pd.DataFrame
+    holdout: pd.DataFrame
+    sch: Schema
+    n: int                              # synthetic rows: evaluate.n_samples, else the public n̂
+    seed: int
+    knobs: dict[str, int | None]        # DP-auto-GAN metrics' knobs (unsupervised.DEFAULTS)
+    card_knobs: dict[str, int | None]   # the scorecard's (scorecard.DEFAULTS) and the above
+    attacks: dict[str, Any]             # evaluate.attacks (suite.settings)
+    verdict: dict[str, Any]             # utility_gate (verdict.settings)
+
+
+def inputs(params: dict[str, Any], root: Path) -> Inputs:
+    from tasks.evaluate import knobs  # evaluate's knob parser (tasks.evaluate imports this module)
+    p, sch = common.paths(params, root), common.schema(params, root)
+    settings = check_section("evaluate", params.get("evaluate"))
+    k = knobs(settings)
+    return Inputs(train=pd.read_parquet(p.prepared / "train.parquet"),
+                  holdout=pd.read_parquet(p.prepared / "holdout.parquet"), sch=sch,
+                  n=int(settings.get("n_samples") or len(EncodedTable(p.prepared / "train_encoded.parquet"))),
+                  seed=int(settings.get("seed", 0)), knobs=k,
+                  card_knobs={**knobs(settings, scorecard.DEFAULTS, scorecard.NULLABLE), **k},
+                  attacks=suite.settings(settings.get("attacks"), sch),
+                  verdict=verdict.settings(params.get("utility_gate")))
+
+
+def real_side(i: Inputs) -> dict[str, Any]:
+    """Every module's real side (module docstring), as JSON."""
+    baselines = verdict.baseline_tables(i.train, i.n, i.seed, i.verdict["baseline_draws"])
+    return {"utility": scores_json(target_scores({"trtr": i.train, **baselines}, i.holdout, i.sch.columns,
+                                                 i.sch.target, i.seed)),
+            "paper": unsupervised.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.knobs),
+            "scorecard": scorecard.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.card_knobs),
+            "attacks": suite.real_side(i.train, i.holdout, i.sch, i.attacks, i.seed)}
+
+
+def fingerprint(params: dict[str, Any], root: Path, i: Inputs) -> dict[str, Any]:
+    """What the cache was computed from: the real rows' files, the schema, the stage's params and n."""
+    p = common.paths(params, root)
+    return {**common.hashes(params, "baseline", i.sch), "n_synthetic": i.n,
+            **{f"{name}.parquet": sha256_file(p.prepared / f"{name}.parquet") for name in ("train", "holdout")}}
+
+
+@task(name="baseline")
+def baseline(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
+    """Writes data/baseline/<ds>/real_side.json (`Paths.real_side`)."""
+    i = inputs(params, root)
+    out = {"inputs": fingerprint(params, root, i), **real_side(i), "computed_on_real_data": EVALUATION_METRICS,
+           "internal": "steward-internal: computed from real rows, never part of a release"}
+    write_json(common.paths(params, root).real_side, out)
+    return {"path": str(common.paths(params, root).real_side), "inputs": out["inputs"]}
+
+
+def cached(params: dict[str, Any], root: Path, i: Inputs) -> dict[str, Any] | None:
+    """The baseline stage's cache for these inputs; None where there is none (each metric then computes its real
+    side itself, with the same result). A cache computed from other rows or settings is an error."""
+    path = common.paths(params, root).real_side
+    if not path.exists():
+        log.info("no %s: evaluate computes the real-row baselines itself (run `synthrelease stage baseline` "
+                 "once to share them across generators)", path)
+        return None
+    cache = read_json(path)
+    now = fingerprint(params, root, i)
+    if cache.get("inputs") != now:
+        raise InputError(f"the cached real-row baselines were computed from other rows or settings "
+                         f"({cache.get('inputs')}; now {now}).", file=str(path),
+                         fix="run `synthrelease stage baseline` (`dvc repro` and the flow run it before evaluate).")
+    return cache
