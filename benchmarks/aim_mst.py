@@ -8,7 +8,7 @@ real and synthetic k-way marginal distributions), numerics in 10 quantile bins o
 (1000 = identical marginals). TSTR: LR / RF / GBM (pipelines.evaluation.classifiers) fitted on the synthetic
 table, AUROC on held-out real rows (the keyed holdout split). Fit seconds include discretisation, the
 mechanism, estimation. Both generators use the schema bounds and the schema's public `bins` edges
-(schemas/adult.yaml: capital gain/loss and hours per week). Not a release: a fixed noise_seed.
+(schemas/adult.yaml: capital gain/loss and hours per week), which the encoder's layout carries. Not a release: a fixed noise_seed.
 """
 from __future__ import annotations
 
@@ -16,12 +16,9 @@ import argparse
 import json
 import tempfile
 import time
-from itertools import combinations
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
+from frontier import binned, kway_score  # noqa: F401 (tests/test_aim_mst.py uses both)
 from pipelines.data.readers import read_table
 from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder, train_holdout_split
@@ -38,29 +35,6 @@ REFERENCE = [("AIM (smartnoise, sampler fixed, 32 rounds)", 959.7, 917.4, (0.849
              ("MST (smartnoise, sampler fixed)", 956.1, 909.8, (0.810, 0.812, 0.833), "125"),
              ("10 % real subsample", 957.0, 913.0, (0.893, 0.880, 0.907), "–"),
              ("train on real", None, None, (0.905, 0.902, 0.921), "–")]
-
-
-def binned(df: pd.DataFrame, ref: pd.DataFrame, schema) -> pd.DataFrame:
-    """Columns as category codes; numerics in 10 quantile bins of `ref` (the real training table)."""
-    out = {}
-    for c in schema.columns:
-        if c.is_numeric:
-            edges = np.unique(np.quantile(ref[c.name].to_numpy(float), np.linspace(0, 1, 11)[1:-1]))
-            out[c.name] = np.searchsorted(edges, df[c.name].to_numpy(float), side="right")
-        else:
-            cats = {v: i for i, v in enumerate(c.categories)}
-            out[c.name] = df[c.name].map(cats).to_numpy()
-    return pd.DataFrame(out)
-
-
-def kway_score(real: pd.DataFrame, synth: pd.DataFrame, k: int) -> float:
-    """500 × (2 − mean L1 distance of normalised k-way marginals) over all column k-subsets."""
-    dists = []
-    for cols in combinations(real.columns, k):
-        r = real.groupby(list(cols)).size() / len(real)
-        s = synth.groupby(list(cols)).size() / len(synth)
-        dists.append(float(r.sub(s, fill_value=0).abs().sum()))
-    return 500.0 * (2.0 - float(np.mean(dists)))
 
 
 def main() -> None:
@@ -82,8 +56,7 @@ def main() -> None:
     real_b = binned(train, train, schema)
     rows = []
     for name in args.generators:
-        params = {"schema": str(ROOT / "schemas" / "adult.yaml"), "noise_seed": args.seed,
-                  "seed": args.seed,
+        params = {"noise_seed": args.seed, "seed": args.seed,
                   **{k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}}
         gen = generator_class(name)(encoder.layout, params, "cpu")
         with tempfile.TemporaryDirectory() as tmp:

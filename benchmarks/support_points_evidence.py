@@ -10,26 +10,49 @@
    α ∈ {100, 1000, 10000} and set sizes 5/10/20 % of the training rows; median and IQR over k-fold splits.
    Histograms with more than `--max-bins` cells are omitted, as in the thesis.
 
+3. `--adult` (issue 21: when is it usable?): the generator with its DEFAULT params on Adult (the project's
+   reader, schema and keyed split, `generator_runs.py`) for each training size `--adult-rows` and ε in
+   `--adult-eps` (δ = 1e-5, fixed noise seed): fit seconds, split-R̂ against `rhat_max` (the `mh_convergence`
+   gate), acceptance, and the 1-way / 2-way marginal score of as many sampled rows as training rows
+   (`frontier.py`: 500 × (2 − mean L1), numerics in 10 quantile bins of the real training rows). Two
+   references per size need no MH: uniform rows on the encoded cube (what a release carries if the chains
+   learnt nothing) and ε = inf (the exact support points Y*, the method's ceiling). Rewrites the table
+   between `<!-- adult -->` and `<!-- /adult -->` in docs/support-points.md.
+
     python benchmarks/support_points_evidence.py             # ~5 min on 1 core
     python benchmarks/support_points_evidence.py --folds 5   # the thesis's five folds
+    python benchmarks/support_points_evidence.py --adult     # sections 1-2 skipped; ~20 min on 2 shared cores
+    python benchmarks/support_points_evidence.py --adult --adult-rows 1000 --adult-eps 1 4 --set steps=40000
 """
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
+from datetime import date
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import pandas as pd
 from sklearn.datasets import load_diabetes, load_wine
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold
 
-from pipelines.generators.support_points import support_points
+from frontier import binned, kway_score
+from generator_runs import adult, generator_params, overrides, subsample
+from pipelines.data.schema import Schema
+from pipelines.data.transform import Encoder
+from pipelines.generators.base import Budget
+from pipelines.generators.support_points import SupportPoints, support_points
 from pipelines.privacy.bandwidth import bandwidth_grid, exponential_bandwidth, laplace_bandwidth
 from pipelines.privacy.energy import energy_distance, energy_sensitivity
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
+from pipelines.privacy.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
+ADULT_ROWS, ADULT_EPS = [1000, 16000], [1.0, 4.0, 16.0, float("inf")]   # --adult's grid (issue 21)
 # Public bounds. Wine: the DESCR summary table's min/max rounded outward. Diabetes (raw units, scaled=False)
 # has no published range table: round bounds around the documented variables' observed ranges (evidence only;
 # a release takes bounds from a public schema).
@@ -142,6 +165,90 @@ def regression_section(args) -> list[str]:
     return lines
 
 
+def adult_fit(schema: Schema, train: pd.DataFrame, params: dict[str, Any], epsilon: float, delta: float,
+              seed: int) -> dict[str, Any]:
+    """One support_points release on `train` at (ε, δ) under a throwaway ledger: fit seconds, the
+    `mh_convergence` gate's verdict and evidence, and the 1-way / 2-way scores of len(train) sampled rows."""
+    encoder = Encoder(schema)
+    gen, X = SupportPoints(encoder.layout, params, "cpu"), encoder.encode(train)
+    with tempfile.TemporaryDirectory() as tmp:
+        session = Ledger(str(Path(tmp) / "ledger.sqlite")).session("bench", "bench", "train@support_points",
+                                                                   delta, float("inf"))
+        start = time.perf_counter()
+        gen.fit(X, session, Budget(epsilon, delta))
+        fit_s = time.perf_counter() - start
+    gates = gen.release_gates(X)
+    synth = encoder.decode(gen.sample(len(train), np.random.default_rng(seed)))
+    row = {"fit_s": fit_s, **adult_scores(schema, train, synth)}
+    if gates:
+        evidence = gates[0].evidence
+        row.update(rhat=evidence["rhat"], passed=gates[0].passed, rhat_max=evidence["rhat_max"],
+                   acceptance=float(np.mean(evidence["acceptance"])), step=float(np.mean(evidence["step_size"])))
+    return row
+
+
+def adult_scores(schema: Schema, train: pd.DataFrame, synth: pd.DataFrame) -> dict[str, float]:
+    """1-way and 2-way scores of `synth` against `train` (`frontier.py`'s bins and score)."""
+    real_b, synth_b = binned(train, train, schema), binned(synth, train, schema)
+    return {"1-way": kway_score(real_b, synth_b, 1), "2-way": kway_score(real_b, synth_b, 2)}
+
+
+def adult_section(args) -> tuple[list[str], float, dict[str, Any]]:
+    """The `--adult` grid (module docstring, item 3); rows print as they finish. Returns the table's lines, the
+    seconds of the whole grid and the generator's params (defaults merged with `--set`)."""
+    start = time.perf_counter()
+    schema, pool, _ = adult(args.seed)
+    extra = overrides(None, [f"support_points.{s}" for s in args.set], ["support_points"])["support_points"]
+    params = generator_params("support_points", extra, args.seed)
+    lines = ["| rows N | ε | fit s | split-R̂ | gate | acceptance | 1-way | 2-way |",
+             "|---:|---:|---:|---:|---|---:|---:|---:|"]
+    encoder = Encoder(schema)
+    merged = SupportPoints(encoder.layout, params, "cpu").params
+    for rows in args.adult_rows:
+        train = subsample(pool, rows, args.seed, "--adult-rows")
+        noise = np.random.default_rng(args.seed).random((rows, encoder.layout.width))
+        uniform = adult_scores(schema, train, encoder.decode(noise))
+        lines.append(f"| {rows:,} | uniform rows (no data) | – | – | – | – | {uniform['1-way']:.1f} | "
+                     f"{uniform['2-way']:.1f} |")
+        print(lines[-1], flush=True)
+        for eps in args.adult_eps:
+            r = adult_fit(schema, train, params, eps, 1e-5, args.seed)
+            rhat = f"{r['rhat']:.3f}" if "rhat" in r else "–"
+            gate = ("passes" if r["passed"] else f"refuses (> {r['rhat_max']:g})") if "rhat" in r else "none"
+            acc = f"{r['acceptance']:.2f} (step {r['step']:.3f})" if "rhat" in r else "–"
+            label = "inf (exact Y*, non-private)" if np.isinf(eps) else f"{eps:g}"
+            lines.append(f"| {rows:,} | {label} | {r['fit_s']:.0f} | {rhat} | {gate} | {acc} | {r['1-way']:.1f} | "
+                         f"{r['2-way']:.1f} |")
+            print(lines[-1], flush=True)
+    return lines, time.perf_counter() - start, merged
+
+
+def write_adult(lines: list[str], seconds: float, params: dict[str, Any], args, path: Path) -> None:
+    """Replace the text between the `<!-- adult -->` markers of `path` with the table and how it was made."""
+    cmd = "python benchmarks/support_points_evidence.py --adult"
+    if args.adult_rows != ADULT_ROWS:
+        cmd += " --adult-rows " + " ".join(map(str, args.adult_rows))
+    if args.adult_eps != ADULT_EPS:
+        cmd += " --adult-eps " + " ".join(f"{e:g}" for e in args.adult_eps)
+    cmd += "".join(f" --set {s}" for s in args.set)
+    shown = ", ".join(f"{k} {params[k]}" for k in ("n_points", "chains", "burn_in", "steps", "thin", "rhat_max",
+                                                   "expansion"))
+    if "calibration" in params:
+        shown += f", calibration.share {params['calibration']['share']} (pairs: {params['calibration']['pairs']})"
+    body = (f"Produced by `{cmd}` on {date.today().isoformat()} in {seconds / 60:.1f} min on {os.cpu_count()} "
+            f"shared CPU cores (seed {args.seed}, δ = 1e-5; params: {shown}"
+            f"{'' if args.set else ', the defaults'}).\n\n"
+            + "\n".join(lines) + "\n")
+    text = path.read_text()
+    head, sep, rest = text.partition("<!-- adult -->")
+    _, sep2, tail = rest.partition("<!-- /adult -->")
+    if not (sep and sep2):
+        raise ValueError(f"{path}: no <!-- adult --> ... <!-- /adult --> markers for the Adult table; add them "
+                         f"under the 'When is it usable?' heading")
+    path.write_text(head + sep + "\n" + body + sep2 + tail)
+    print(f"wrote the Adult table into {path} ({seconds / 60:.1f} min)")
+
+
 def figure(gmm: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -174,7 +281,15 @@ def main() -> None:
     ap.add_argument("--steps-per-point", type=int, default=100)
     ap.add_argument("--max-bins", type=float, default=2e7)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "support-points.md")
+    ap.add_argument("--adult", action="store_true", help="only the Adult grid (item 3), written into --out")
+    ap.add_argument("--adult-rows", nargs="+", type=int, default=ADULT_ROWS)
+    ap.add_argument("--adult-eps", nargs="+", type=float, default=ADULT_EPS, help="inf: exact Y*, non-private")
+    ap.add_argument("--seed", type=int, default=0, help="--adult: split, subsample, noise and sampling seed")
+    ap.add_argument("--set", nargs="*", default=[], help="--adult: support_points params as KEY=VALUE (YAML)")
     args = ap.parse_args()
+    if args.adult:
+        write_adult(*adult_section(args), args=args, path=args.out)
+        return
     start = time.perf_counter()
     gmm_lines, gmm = gmm_section(args)
     print("\n".join(gmm_lines), flush=True)

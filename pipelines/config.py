@@ -25,6 +25,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, StrictBool, StrictF
 
 from pipelines.data.header import ColumnMode
 from pipelines.errors import InputError, ParamError
+from pipelines.generators.params.calibration import calibration_params
 from pipelines.io import canonical_json, sha256_text
 
 PARAMS_FILE = "params.yaml"
@@ -281,9 +282,12 @@ def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilo
             raise fail(file, f"{name}.{epochs}", f"given together with '{name}.{steps}'.",
                        f"give '{steps}' or '{epochs}', not both.")
     params = {**raw, **{k: getattr(section, k) for k in ("epsilon", "share") if k in raw}}  # parsed where given
-    if check_params is not None:
+    if check_params is not None or "calibration" in defaults:
         try:
-            check_params({**defaults, **allocated_section(params, section.epsilon or release_epsilon)})
+            if "calibration" in defaults:  # the nested `calibration:` mapping over the generator's own defaults
+                calibration_params(name, defaults["calibration"], raw.get("calibration"))
+            if check_params is not None:
+                check_params({**defaults, **allocated_section(params, section.epsilon or release_epsilon)})
         except ParamError as e:
             raise fail(file, e.key, f"{e.problem}.".replace("..", "."), f"correct '{e.key}' (the keys and "
                        f"defaults of '{name}:': {generator_module(name)}.DEFAULTS).") from None

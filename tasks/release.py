@@ -78,7 +78,8 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
                     **release_budget(p, ledger.spent(p.dataset, delta), float(priv["lifetime_epsilon"])),
                     "ledger_rows": privacy["ledger_row_ids"], "ledger_head": ledger.verify()["head"],
                     "events": privacy["events"], "run_id": privacy["run_id"],
-                    "rows_public": privacy["rows_public"], "rows_public_source": privacy["rows_public_source"]},
+                    "rows_public": privacy["rows_public"], "rows_public_source": privacy["rows_public_source"],
+                    "calibration": privacy.get("calibration")},   # None: the samples are not calibrated
         "gates": gates, "rows": metrics["n_synthetic"], "utility_verdict": verdict,
         "weights": None if weights is None else {**weights["manifest"], "released": weights["passed"], **(
             {} if weights["passed"] else {"withheld_because": weights["gate"]["evidence"]["refused_because"]})},

@@ -17,6 +17,7 @@ from pipelines.errors import InputError
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, sha256_file, write_json
+from pipelines.marginal.calibrate import summary as calibration_summary
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict
 from pipelines.privacy.noise import NoiseSource, load_noise_key
@@ -89,7 +90,7 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
         "rows_public": len(table), "rows_public_source": table.n_rows_source,
         "events": [event_to_dict(e) for e in events], "ledger_row_ids": row_ids,
         "epsilon_pld": epsilon_pld(events, budget.delta), "epsilon_rdp": epsilon_rdp(events, budget.delta),
-        "target_epsilon": budget.epsilon, "delta": budget.delta,
+        "target_epsilon": budget.epsilon, "delta": budget.delta, "calibration": calibration_summary(gen.privacy),
         "hashes": common.hashes(params, "train", sch, generator),
     }
     with atomic_dir(p.model(generator)) as out:

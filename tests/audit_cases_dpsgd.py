@@ -179,7 +179,10 @@ def plan_scaler(gen: Any, fields: tuple[str, ...]) -> Callable[[float], None]:
 
 # -- dpwgan: the critic step ------------------------------------------------------------------------
 
-DPWGAN_PARAMS = {"steps": 1, "batch_size": 64, "critic_hidden": [], "generator_hidden": [8], "latent_dim": 4}
+# every owner here runs its method alone (calibration share 0): the calibration is audited by
+# tests/audit_cases_calibration.py
+DPWGAN_PARAMS = {"steps": 1, "batch_size": 64, "critic_hidden": [], "generator_hidden": [8], "latent_dim": 4,
+                 "calibration": {"share": 0.0}}
 
 
 def aligned_linear_critic(critic: torch.nn.Module) -> None:
@@ -217,7 +220,8 @@ def _dpwgan_setup() -> tuple[Owner, Callable]:
 # -- dp_auto_gan: the autoencoder step and the phase-2 critic step -----------------------------------
 
 DP_AUTO_GAN_PARAMS = {"autoencoder_steps": 1, "autoencoder_batch_size": 64, "autoencoder_hidden": [8], "latent_dim": 3,
-                      "steps": 1, "batch_size": 64, "critic_hidden": [], "noise_dim": 4, "generator_hidden": [8]}
+                      "steps": 1, "batch_size": 64, "critic_hidden": [], "noise_dim": 4, "generator_hidden": [8],
+                      "calibration": {"share": 0.0}}
 
 
 def _dp_auto_gan() -> Any:
@@ -251,7 +255,7 @@ def _dp_auto_gan_setup() -> tuple[Owner, Callable]:
 # -- ppem: the energy step (ξ with the KSD penalty, γ) and the generator step (ξ, γ, υ) --------------
 
 PPEM_PARAMS = {"hidden": 8, "latent_dim": 4, "steps": 1, "batch_size": 64, "ksd_clip": 0.05, "margin": 0.0,
-               "gp_lambda": 10.0}
+               "gp_lambda": 10.0, "calibration": {"share": 0.0}}
 PPEM_LAYOUT = Layout((Block("a", "continuous", 0, 1, protected=True), Block("b", "continuous", 1, 2, protected=True),
                       Block("c", "continuous", 2, 3)))
 PPEM_D = 0.5 + torch.tensor([[0.1, -0.1, 0.0], [-0.1, 0.1, 0.0], [0.2, 0.1, 0.1], [-0.2, 0.0, -0.1]])  # >= 4 rows: KSD

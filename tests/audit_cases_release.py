@@ -124,8 +124,10 @@ def projection(direction: np.ndarray) -> Callable[[np.ndarray], float]:
 # -- PEARL ---------------------------------------------------------------------------------------------------------
 # One numeric feature a (diameter D = 1) and a binary target.
 PEARL_LAYOUT = Layout((Block("a", "continuous", 0, 1), Block("y", "binary", 1, 2, is_target=True)))
+# every owner here runs its method alone (calibration share 0): the calibration is audited by
+# tests/audit_cases_calibration.py
 PEARL_PARAMS = {"frequencies": 4, "steps": 0, "batch_size": 8, "hidden": [4, 4], "latent_dim": 2, "epsilon": 2.5,
-                "delta": DELTA}
+                "delta": DELTA, "calibration": {"share": 0.0}}
 PEARL_N = 50   # the public n̂; the distance case needs 2D/n̂ above the floor MIN_LENGTH_SCALE·D = 0.01
 
 
@@ -187,7 +189,7 @@ def pearl_cases() -> list[AuditCase]:
 IW_LAYOUT = Layout((Block("a", "continuous", 0, 1), Block("g", "binary", 1, 2)))
 IW_PARAMS = {"frequencies": 4, "steps": 0, "batch_size": 8, "hidden": [4], "code_dim": 2, "latent_dim": 2,
              "weights": {"rebalance": {"column": "g", "observed": [0.8, 0.2], "target": [0.5, 0.5]}},
-             "epsilon": 1.6, "delta": DELTA}
+             "epsilon": 1.6, "delta": DELTA, "calibration": {"share": 0.0}}
 IW_N = 50
 
 
@@ -234,7 +236,7 @@ def iw_cases() -> list[AuditCase]:
 # case is a flip between the bounds). Budgets chosen so that every event claims ε = 1.
 SP_LAYOUT = Layout((Block("a", "continuous", 0, 1),))
 SP_BASE = {"n_points": 1, "norm": 1.0, "chains": 4, "burn_in": 300, "steps": 300, "thin": 10,
-           "bandwidth_bounds": [0.05, 1.0], "bandwidth_grid": 2, "noise_seed": 0}
+           "bandwidth_bounds": [0.05, 1.0], "bandwidth_grid": 2, "noise_seed": 0, "calibration": {"share": 0.0}}
 SP_CONFIGS: dict[str, dict] = {
     "default": {"epsilon": 1.0},                                                    # kde_public
     "kde_laplace": {"epsilon": 4.0, "expansion": "kde_laplace", "bandwidth_share": 0.5},

@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
+from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import generator_class
 from pipelines.marginal.aim import (candidates, plan_aim, run_aim, workload, zcdp_aim_scale, zcdp_epsilon,
                                     zcdp_mst_scale, zcdp_rho)
-from pipelines.marginal.discretize import Discretizer
 from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.mst import plan_mst
 from pipelines.marginal.select import aim_penalty, l1_score, select
@@ -189,10 +189,9 @@ def test_discretisation_round_trip_and_uniform_in_bin_decoding():
 
 
 def test_integer_bins_from_public_edges_keep_zero_exact():
-    layout = Layout((Block("g", "integer", 0, 1), Block("k", "integer", 1, 2)))
-    cols = {"g": {"kind": "integer", "lower": 0, "upper": 99999, "bins": [0, 1, 5000, 99999]},
-            "k": {"kind": "integer", "lower": 1, "upper": 16, "bins": None}}
-    disc = Discretizer(layout, 32, cols)
+    layout = Layout((Block("g", "integer", 0, 1, lower=0, upper=99999, bins=(0, 1, 5000, 99999)),
+                     Block("k", "integer", 1, 2, lower=1, upper=16)))
+    disc = Discretizer(layout, 32)
     assert disc.shape == (3, 16)
     X = np.array([[0.0, 0.0], [1 / 99999, 1.0], [0.5, 7 / 15]])
     codes = disc.codes(X)
@@ -276,8 +275,7 @@ def test_adult_5000_rows_epsilon_1_beats_the_independence_baseline():
     base2 = bench.kway_score(real, indep, 2)
     scores = {}
     for name, extra in (("mst", {}), ("aim", {"max_rounds": 16})):
-        gen = generator_class(name)(enc.layout, {"schema": str(root / "schemas" / "adult.yaml"),
-                                                 "noise_seed": 0, **extra}, "cpu")
+        gen = generator_class(name)(enc.layout, {"noise_seed": 0, **extra}, "cpu")
         gen.fit(X, FakeSession(), Budget(1.0, DELTA))
         synth = enc.decode(gen.sample(5000, 0))
         scores[name] = bench.kway_score(real, bench.binned(synth, train, schema), 2)

@@ -34,7 +34,8 @@ WRONG_TYPES = [("dataset", "holdout_fraction", "0.2"), ("privacy", "internal_rel
 GENERATORS = [s for s, *_ in TYPOS[7:]]
 # (generator, key, a value of the right type outside its range): the module's check_params refuses it
 BAD_VALUES = [("pearl", "frequencies", 0), ("dp_auto_gan", "batch_size", 1), ("iw_mmd_gan", "kernel", "rbf"),
-              ("support_points", "chains", 2), ("mst", "bins", {"age": [0, 50, 100]}), ("aim", "bins", {"age": [0, 50]})]
+              ("support_points", "chains", 2), ("mst", "bins", {"age": [50, 0]}), ("aim", "bins", {"age": "0-50"}),
+              ("dpwgan", "numeric_encoding", "onehot"), ("ppem", "numeric_bins", 1)]
 
 
 def write(tmp_path: Path, path: str, key: str, value: object) -> Path:

@@ -24,7 +24,8 @@ from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent
 from pipelines.privacy.plan import plan_from_dict
 
 FAST = {"autoencoder_steps": 6, "steps": 6, "autoencoder_batch_size": 16, "batch_size": 16, "autoencoder_hidden": [8],
-        "latent_dim": 3, "critic_hidden": [8], "generator_hidden": [8], "noise_dim": 4, "noise_seed": 0}
+        "latent_dim": 3, "critic_hidden": [8], "generator_hidden": [8], "noise_dim": 4, "noise_seed": 0,
+        "calibration": {"share": 0.0}}   # the method alone (calibration: tests/test_calibration.py)
 DELTA = 1e-5
 
 
@@ -54,7 +55,7 @@ def test_is_a_registered_generator_with_checked_params():
 
 # -- the privacy plan ---------------------------------------------------------------------------
 
-PLAN = {"autoencoder_epochs": 5, "epochs": 3}
+PLAN = {"autoencoder_epochs": 5, "epochs": 3, "calibration": {"share": 0.0}}
 
 
 def test_plan_has_one_event_per_phase_split_by_the_share_and_meets_the_target():

@@ -100,8 +100,8 @@ def test_plan_is_data_independent_and_meets_the_target():
     again = DPWGAN(MIXED, {"epochs": 5, "batch_size": 64, "seed": 7}).plan(1000, budget)
     assert plan == again
     events = list(plan.events)
-    (event,) = events
-    assert isinstance(event, PoissonGaussianEvent)
+    event, calibration = events                    # the critic's DP-SGD and the samples' calibration (share 0.2)
+    assert isinstance(event, PoissonGaussianEvent) and calibration == plan.calibration.event
     assert event.sample_rate == pytest.approx(0.064) and event.steps == math.ceil(5 / 0.064)
     eps = epsilon_pld(events, budget.delta)
     assert 0.99 * budget.epsilon <= eps <= budget.epsilon
@@ -110,7 +110,7 @@ def test_plan_is_data_independent_and_meets_the_target():
 
 def test_plan_non_private():
     gen = DPWGAN(MIXED, {"epsilon": "inf"})
-    assert gen.plan(100, Budget(math.inf, 1e-5)).events == (NonPrivateEvent("epsilon: inf"),)
+    assert gen.plan(100, Budget(math.inf, 1e-5)).events == (NonPrivateEvent("epsilon: inf"),) * 2  # + calibration
     assert gen.privacy.noise_multiplier == 0.0 and gen.privacy.clip_norm == math.inf
 
 

@@ -30,7 +30,7 @@ from pipelines.privacy.weighted_embedding import (mean_embedding, random_frequen
 
 DELTA = 1e-5
 FAST = {"steps": 20, "batch_size": 32, "hidden": [16, 16], "code_dim": 8, "frequencies": 16, "n_critic": 2,
-        "noise_seed": 0}
+        "noise_seed": 0, "calibration": {"share": 0.0}}   # the method alone; its calibration: tests/test_calibration.py
 REBALANCE = {"rebalance": {"column": "outcome", "observed": [0.5, 0.5], "target": [0.2, 0.8]}}
 
 
@@ -303,22 +303,28 @@ def test_non_private_fixed_kernel_rebalances_the_target(estimator, rate):
 
 @pytest.mark.slow
 def test_private_rebalancing_on_breast_cancer(bc_schema, bc_raw):
-    """ε = 1, the params.yaml defaults: the malignant share goes from the published 37.3 % to 50 %: the mean over
-    three DP noise draws within 0.05, each draw within 0.1 (measured over 5 draws: 0.486 ± 0.027); the unweighted
-    private generator keeps the training split's share within 0.05."""
+    """ε = 1, the params.yaml defaults (calibration share 0.2 to importance-WEIGHTED marginals): the malignant share
+    goes from the training split's 35.8 % to 50 %: the mean over five DP noise draws within 0.05, each draw within
+    0.15 (measured: 0.514 / 0.550 / 0.520 / 0.386 / 0.487, mean 0.491; the method alone, share 0: 0.486 ± 0.030;
+    the calibration's noisy target marginal, σ = 67.6 per cell on 458 rows, is the wider spread). The same fits
+    raked to the PLAIN marginals give 0.395 / 0.418 / 0.391 / 0.293 / 0.364, mean 0.372: 0.128 off, outside the
+    margin. The unweighted private generator keeps the training split's share within 0.07 (its calibration targets
+    it; measured 0.04 off)."""
     train, _ = train_holdout_split(bc_raw, 0.2, 0)
     enc = Encoder(bc_schema)
     x = enc.encode(train).astype(np.float32)
     rebalance = {"rebalance": {"column": "target", "observed": [0.3726, 0.6274], "target": [0.5, 0.5]}}
     shares = []
-    for seed in range(3):
+    for seed in range(5):
         gen = IWMMDGAN(enc.layout, {"weights": rebalance, "noise_seed": seed})
         gen.fit(x, FakeSession(), Budget(1.0, DELTA))
+        assert gen.privacy.calibration.w_max == pytest.approx(0.5 / 0.3726)
         shares.append(1 - gen.sample(4000, seed)[:, -1].mean())
-    assert np.mean(shares) == pytest.approx(0.5, abs=0.05) and np.all(np.abs(np.array(shares) - 0.5) < 0.1), shares
+    assert np.mean(shares) == pytest.approx(0.5, abs=0.05) and np.all(np.abs(np.array(shares) - 0.5) < 0.15), shares
     plain = IWMMDGAN(enc.layout, {"estimator": "uniform", "noise_seed": 0})
     plain.fit(x, FakeSession(), Budget(1.0, DELTA))
-    assert plain.sample(4000, 0)[:, -1].mean() == pytest.approx(x[:, -1].mean(), abs=0.05)
+    assert plain.privacy.calibration.w_max is None
+    assert plain.sample(4000, 0)[:, -1].mean() == pytest.approx(x[:, -1].mean(), abs=0.07)
 
 
 # -- the KL estimator of Table 3.2 ---------------------------------------------------------------------------------

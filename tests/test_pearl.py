@@ -26,7 +26,8 @@ from pipelines.privacy.embeddings import (capped_distance_sum, class_embeddings,
 from pipelines.privacy.events import GaussianEvent, NonPrivateEvent
 
 DELTA = 1e-5
-FAST = {"frequencies": 16, "steps": 20, "batch_size": 64, "hidden": [16, 16], "latent_dim": 4, "noise_seed": 0}
+FAST = {"frequencies": 16, "steps": 20, "batch_size": 64, "hidden": [16, 16], "latent_dim": 4, "noise_seed": 0,
+        "calibration": {"share": 0.0}}   # the method alone (calibration: tests/test_calibration.py)
 NUMERIC = Layout((Block("a", "continuous", 0, 1), Block("b", "integer", 1, 2)))   # no target: unconditional
 
 

@@ -20,7 +20,8 @@ from pipelines.privacy.gates import alpha_lmdp_gate
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
 
 SMALL = {"hidden": 16, "latent_dim": 8, "steps": 12, "batch_size": 64, "gate_bootstrap": 200,
-         "gate_permutations": 200, "protected": ["mean_radius", "mean_texture"], "noise_seed": 0}
+         "gate_permutations": 200, "protected": ["mean_radius", "mean_texture"], "noise_seed": 0,
+         "calibration": {"share": 0.0}}   # the method alone (calibration: tests/test_calibration.py)
 
 
 class Session:

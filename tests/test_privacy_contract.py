@@ -1,8 +1,9 @@
 """The privacy contract (issue 16 §3): every private mechanism that a registered generator or private weight
 estimator plans is audited on its own training / release code.
 
-Cases come from tests/audit_cases_dpsgd.py (DP-SGD steps) and tests/audit_cases_release.py (one-shot
-releases), both on the interface of tests/audit_harness.py.
+Cases come from tests/audit_cases_dpsgd.py (DP-SGD steps), tests/audit_cases_release.py (one-shot
+releases), tests/audit_cases_marginal.py (MST, AIM) and tests/audit_cases_calibration.py (the DP marginal
+calibration of samples), all on the interface of tests/audit_harness.py.
   - coverage (fast): every registered generator and private weight estimator has plans; every planned
     event that is not a NonPrivateEvent is exercised by a case; each case's claim is the accountant's ε
     for its planned event: the event itself at T = 1 and q = 1, or one of the k releases (k = the event's
@@ -19,6 +20,7 @@ import math
 
 import pytest
 
+import audit_cases_calibration
 import audit_cases_dpsgd
 import audit_cases_marginal
 import audit_cases_release
@@ -28,7 +30,7 @@ from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent
 from pipelines.weights.estimators import ESTIMATORS, NON_PRIVATE
 
-MODULES = (audit_cases_dpsgd, audit_cases_release, audit_cases_marginal)
+MODULES = (audit_cases_dpsgd, audit_cases_release, audit_cases_marginal, audit_cases_calibration)
 CASES = [c for m in MODULES for c in m.CASES]
 PLANS = {k: v for m in MODULES for k, v in m.PLANS.items()}
 RUNS = {1.0: 1000, 0.5: 2000}   # per data set; the half-noise check needs the power

@@ -60,6 +60,7 @@ def test_adult_schema(adult_schema: Schema) -> None:
     assert "Outlying-US(Guam-USVI-etc)" in s.column("native_country").categories
     assert {c.on_invalid for c in s.columns if c.is_numeric} == {"clip"}
     assert {c.on_invalid for c in s.columns if not c.is_numeric} == {"drop"}
+    assert s.related == (("education", "education_num"), ("relationship", "marital_status"), ("relationship", "sex"))
 
 
 def test_breast_cancer_bounds_enclose_the_published_table(bc_schema: Schema) -> None:
@@ -160,6 +161,10 @@ BAD = [
     ("protected: [c]", "protected: [c]\nrows: {count: 569, source: '  '}", "rows.source", "missing or empty"),
     ("protected: [c]", "protected: [c]\nrows: {count: 569, source: x, year: 1}", "rows", "unknown keys"),
     ("protected: [c]", "protected: [c]\nrows: 569", "rows", "not a mapping"),
+    ("protected: [c]", "protected: [c]\nrelated: [[x, z]]", "z", "related column 'z' is not a column"),
+    ("protected: [c]", "protected: [c]\nrelated: [[x, x]]", "related", "not a pair of two distinct columns"),
+    ("protected: [c]", "protected: [c]\nrelated: [x, c]", "related", "not a pair of two distinct columns"),
+    ("protected: [c]", "protected: [c]\nrelated: x", "related", "not a list of column pairs"),
 ]
 
 

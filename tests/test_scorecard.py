@@ -13,9 +13,10 @@ import pytest
 from pipelines.data.schema import Column
 from pipelines.evaluation.association import association_matrix, correlation_ratio, cramers_v
 from pipelines.evaluation.fidelity import marginal_distances, summarise
-from pipelines.evaluation.joint import detection_auc, mmd_test, table_wasserstein1
+from pipelines.evaluation.joint import FOREST, detection_auc, mmd_test, table_wasserstein1
 from pipelines.evaluation.queries import column_arrays, random_range_queries, range_query_answer, range_query_error
 from pipelines.evaluation.scorecard import DEFAULTS, scorecard
+from pipelines.evaluation.utility import MODELS
 from test_metrics import DEPENDENT, dependent, shuffled
 
 X = Column("x", "continuous", 0.0, 1.0)
@@ -60,13 +61,17 @@ def test_table_wasserstein1_of_a_shift_is_the_shift():
     assert out["w1"] == pytest.approx(0.3) and out["holdout_reference"] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_detection_auc_is_chance_for_one_distribution_and_one_for_disjoint_supports():
+@pytest.mark.parametrize("classifier", [FOREST, ("gradient boosting", MODELS["gradient_boosting"])],
+                         ids=["forest", "gradient_boosting"])
+def test_detection_auc_is_chance_for_one_distribution_and_one_for_disjoint_supports(classifier):
     rng = np.random.default_rng(0)
-    same = detection_auc(pd.DataFrame({"x": rng.random(300)}), pd.DataFrame({"x": rng.random(400)}), [X], 200, 0)
+    same = detection_auc(pd.DataFrame({"x": rng.random(300)}), pd.DataFrame({"x": rng.random(400)}), [X], 200, 0,
+                         classifier=classifier)
     assert abs(same["auc"] - 0.5) < 0.1 and same["rows_per_class"] == 200
     apart = detection_auc(pd.DataFrame({"x": rng.random(100) / 2}), pd.DataFrame({"x": 0.5 + rng.random(100) / 2}),
-                          [X], None, 0)
+                          [X], None, 0, classifier=classifier)
     assert apart["auc"] > 0.99 and apart["rows_per_class"] == 100
+    assert apart["classifier"] == f"{classifier[0]}, out-of-fold scores"
 
 
 def test_range_query_answers_and_errors_hand_computed():

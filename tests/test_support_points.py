@@ -25,7 +25,8 @@ from pipelines.privacy.energy_sampler import reflect, sample_energy_mechanism
 from pipelines.privacy.events import LaplaceEvent, NonPrivateEvent, PureEpsilonEvent
 
 DELTA = 1e-5
-FAST = {"n_points": 4, "burn_in": 300, "steps": 400, "thin": 10, "noise_seed": 0}
+FAST = {"n_points": 4, "burn_in": 300, "steps": 400, "thin": 10, "noise_seed": 0,
+        "calibration": {"share": 0.0}}   # the method alone (calibration: tests/test_calibration.py)
 
 
 # -- energy distance and sensitivity (eq. 5.5, 5.10) ---------------------------------------------------

@@ -112,7 +112,8 @@ def test_dpwgan_runs_the_planned_critic_steps_at_the_planned_rate(monkeypatch, n
     schedule = Schedule(monkeypatch).wrap(wgan, "critic")
     n = 50
     gen = make_generator("dpwgan", MIXED, {"epochs": 1, "batch_size": 10, "critic_hidden": [8],
-                                           "generator_hidden": [8], "latent_dim": 4, "noise_seed": 0}, "cpu")
+                                           "generator_hidden": [8], "latent_dim": 4, "noise_seed": 0,
+                                           "calibration": {"share": 0}}, "cpu")   # the method's schedule alone
     gen.plan(n_hat, Budget(2.0, DELTA))
     gen.fit(mixed_data(n), Session())
     (event,) = planned_events(gen)
@@ -128,7 +129,7 @@ def test_dp_auto_gan_runs_both_planned_phases_at_their_rates(monkeypatch):
     gen = make_generator("dp_auto_gan", MIXED, {
         "autoencoder_epochs": 1, "autoencoder_batch_size": 20, "epochs": 1, "batch_size": 12,
         "autoencoder_hidden": [8], "latent_dim": 3, "critic_hidden": [8], "generator_hidden": [8], "noise_dim": 4,
-        "noise_seed": 0}, "cpu")
+        "noise_seed": 0, "calibration": {"share": 0}}, "cpu")
     gen.fit(mixed_data(n), Session(), Budget(2.0, DELTA))
     autoencoder, critic = planned_events(gen)
     assert (autoencoder.steps, critic.steps) == (3, 5)
@@ -145,7 +146,8 @@ def test_ppem_runs_the_planned_energy_and_generator_steps(monkeypatch):
     schedule = Schedule(monkeypatch).wrap(ppem, "ppem")
     n = 80
     gen = make_generator("ppem", MIXED, {"steps": 7, "energy_steps": 3, "batch_size": 16, "hidden": 8,
-                                         "latent_dim": 4, "protected": ["age", "income"], "noise_seed": 0}, "cpu")
+                                         "latent_dim": 4, "protected": ["age", "income"], "noise_seed": 0,
+                                         "calibration": {"share": 0}}, "cpu")
     gen.fit(mixed_data(n), Session(), Budget(2.0, DELTA))
     energy, generator = planned_events(gen)
     sigma, q = gen.privacy.noise_multiplier, 16 / n

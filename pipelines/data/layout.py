@@ -1,7 +1,7 @@
 """Column layout of an encoded table: which slice of the matrix holds which schema column."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -12,6 +12,9 @@ class Block:
 
     kind: 'continuous' | 'integer' (one value in [0,1]), 'binary' (one value in {0,1}),
     'categorical' (one-hot, stop - start = number of schema categories).
+    lower, upper, bins: a numeric block's public facts from the schema (`Encoder`): its bounds (the encoded value
+    is (v - lower)/(upper - lower)) and its optional public bin edges, so the public binning
+    (`pipelines.data.bins`) is a function of the layout alone; None in a layout built without a schema.
     """
     column: str
     kind: str
@@ -19,6 +22,13 @@ class Block:
     stop: int
     protected: bool = False
     is_target: bool = False
+    lower: float | None = None
+    upper: float | None = None
+    bins: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.bins is not None:   # JSON gives a list: keep the block hashable and equal to the original
+            object.__setattr__(self, "bins", tuple(float(e) for e in self.bins))
 
     @property
     def width(self) -> int:
@@ -27,7 +37,9 @@ class Block:
 
 @dataclass(frozen=True)
 class Layout:
+    """The blocks in column order, and the schema's public `related` column pairs (pipelines.data.schema)."""
     blocks: tuple[Block, ...]
+    related: tuple[tuple[str, str], ...] = ()
 
     @property
     def width(self) -> int:
@@ -40,18 +52,19 @@ class Layout:
         raise KeyError(column)
 
     def to_dict(self) -> dict:
-        return {"width": self.width, "blocks": [asdict(b) for b in self.blocks]}
+        out = {"width": self.width, "blocks": [asdict(b) for b in self.blocks]}
+        return {**out, "related": [list(p) for p in self.related]} if self.related else out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Layout":
-        return cls(tuple(Block(**b) for b in d["blocks"]))
+        return cls(tuple(Block(**b) for b in d["blocks"]), tuple(tuple(p) for p in d.get("related", ())))
 
 
 def sub_layout(blocks: list[Block]) -> Layout:
     """The blocks re-indexed from column 0, in order: the layout of the columns they cover, taken alone."""
     out, start = [], 0
     for b in blocks:
-        out.append(Block(b.column, b.kind, start, start + b.width, b.protected, b.is_target))
+        out.append(replace(b, start=start, stop=start + b.width))
         start += b.width
     return Layout(tuple(out))
 

@@ -35,7 +35,7 @@ _PLACEHOLDER_FIX = {
     "documentation": "cite where the bounds and categories come from (a URL or document), e.g. "
                      "documentation: \"UCI adult.names, https://archive.ics.uci.edu/dataset/2/adult\".",
 }
-_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows"}
+_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
 _ROWS_KEYS = {"count", "source"}
 _COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins"}
 
@@ -104,6 +104,7 @@ class Schema:
     on_invalid: str = "drop"
     source: dict[str, Any] = field(default_factory=dict)
     rows: PublicRows | None = None
+    related: tuple[tuple[str, str], ...] = ()   # column pairs the documentation ties together (`_parse_related`)
 
     @property
     def names(self) -> list[str]:
@@ -121,6 +122,8 @@ class Schema:
              "columns": {c.name: c.to_dict() for c in self.columns}}
         if self.rows is not None:
             d["rows"] = {"count": self.rows.count, "source": self.rows.source}
+        if self.related:
+            d["related"] = [list(p) for p in self.related]
         return d
 
     def hash(self) -> str:
@@ -291,6 +294,29 @@ def _parse_rows(raw: Any, file: str) -> PublicRows | None:
     return PublicRows(count=count, source=source.strip())
 
 
+def _parse_related(raw: Any, names: list[str], file: str) -> tuple[tuple[str, str], ...]:
+    """`related: [[a, b], ...]`: column pairs the public documentation says are structurally tied (one determines or
+    constrains the other, e.g. Adult's education and its code education_num). A public fact like the bounds: the
+    DP marginal calibration measures these pairs besides the target's (docs/calibration.md)."""
+    if raw is None:
+        return ()
+    example = "related: [[education, education_num]]"
+    if not isinstance(raw, list):
+        raise SchemaError(f"related is {raw!r}, not a list of column pairs.", file=file, column="related",
+                          fix=f"write {example}, or remove 'related'.")
+    pairs: list[tuple[str, str]] = []
+    for pair in raw:
+        if not (isinstance(pair, list) and len(pair) == 2 and pair[0] != pair[1]):
+            raise SchemaError(f"related entry {pair!r} is not a pair of two distinct columns.", file=file,
+                              column="related", fix=f"write each entry as [a, b], e.g. {example}.")
+        for c in pair:
+            if c not in names:
+                raise SchemaError(f"related column {c!r} is not a column of the schema.", file=file, column=str(c),
+                                  fix=f"name only columns of the schema: {names}.")
+        pairs.append((pair[0], pair[1]))
+    return tuple(pairs)
+
+
 def load_schema(path: str | Path) -> Schema:
     """Parse and check ``schemas/<name>.yaml``; raise SchemaError naming file, column and fix."""
     file = str(path)
@@ -348,4 +374,4 @@ def load_schema(path: str | Path) -> Schema:
                           fix="write source: {bundled: <name>, documentation: \"...\"}.")
     return Schema(name=name, description=str(raw.get("description") or ""), columns=columns, target=target,
                   protected=tuple(protected), on_invalid=default_policy, source=source,
-                  rows=_parse_rows(raw.get("rows"), file))
+                  rows=_parse_rows(raw.get("rows"), file), related=_parse_related(raw.get("related"), names, file))

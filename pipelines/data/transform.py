@@ -18,17 +18,19 @@ from pipelines.data.schema import Schema
 
 class Encoder:
     """Schema-driven encoder. Numeric: clip to [lower, upper] then scale to [0, 1]; binary: index of
-    the value in the category list (0 or 1); categorical: one-hot over the schema's categories."""
+    the value in the category list (0 or 1); categorical: one-hot over the schema's categories. The layout's
+    numeric blocks carry the schema's public facts (bounds, optional `bins` edges) for the public binning."""
 
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         blocks, start = [], 0
         for c in schema.columns:
             width = len(c.categories) if c.kind == "categorical" else 1
+            facts = {"lower": c.lower, "upper": c.upper, "bins": c.bins} if c.is_numeric else {}
             blocks.append(Block(column=c.name, kind=c.kind, start=start, stop=start + width,
-                                protected=c.name in schema.protected, is_target=c.name == schema.target))
+                                protected=c.name in schema.protected, is_target=c.name == schema.target, **facts))
             start += width
-        self._layout = Layout(tuple(blocks))
+        self._layout = Layout(tuple(blocks), schema.related)
 
     @property
     def layout(self) -> Layout:

@@ -8,10 +8,11 @@ against R (the sampling-noise floor). They read real rows: not covered by the DP
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from sklearn.base import ClassifierMixin
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
@@ -20,6 +21,11 @@ from threadpoolctl import threadpool_limits
 from pipelines.evaluation.marginals import capped_rows, row_sample, wasserstein1
 from pipelines.evaluation.utility import featurise
 from pipelines.privacy.two_sample import mmd_permutation_test
+
+
+# the scorecard's detection classifier (one thread: the suite's fits run side by side)
+FOREST = ("random forest, 100 trees",
+          lambda seed: RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=1))
 
 
 def mmd_test(train: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any], n_permutations: int,
@@ -56,18 +62,21 @@ def table_wasserstein1(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.Dat
 
 
 def detection_auc(train: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any], max_rows: int | None,
-                  seed: int, folds: int = 5) -> dict:
-    """AUC of a random forest (100 trees) telling real from synthetic rows, from its out-of-fold scores
-    (stratified `folds`-fold cross-validation) on a balanced sample of min(|R|, |S|, `max_rows`) rows each.
-    0.5: indistinguishable; 1: every row recognised."""
+                  seed: int, folds: int = 5,
+                  classifier: tuple[str, Callable[[int], ClassifierMixin]] = FOREST) -> dict:
+    """AUC of a classifier (default: a random forest, 100 trees) telling real from synthetic rows, from its
+    out-of-fold scores (stratified `folds`-fold cross-validation) on a balanced sample of min(|R|, |S|,
+    `max_rows`) rows each. `classifier`: (description, seed → unfitted model). 0.5: indistinguishable;
+    1: every row recognised."""
     rng = np.random.default_rng(seed)
     r, s = (featurise(f, columns) for f in (train, synth))
     n = min(len(r), len(s), max_rows or len(r))
     x = np.vstack([r[rng.choice(len(r), n, replace=False)], s[rng.choice(len(s), n, replace=False)]])
     y = np.repeat([1, 0], n)
-    model = RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=1)
+    label, make_model = classifier
+    model = make_model(seed)
     with threadpool_limits(limits=1):
         score = cross_val_predict(model, x, y, cv=StratifiedKFold(folds, shuffle=True, random_state=seed),
                                   method="predict_proba")[:, 1]
     return {"auc": float(roc_auc_score(y, score)), "rows_per_class": n, "folds": folds,
-            "classifier": "random forest, 100 trees, out-of-fold scores"}
+            "classifier": f"{label}, out-of-fold scores"}

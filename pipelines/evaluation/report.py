@@ -50,8 +50,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from pipelines.evaluation import report_sections as sec
-from pipelines.evaluation.report_words import (METHODS, NA, VERDICTS, fmt, gate_sentence, generator_name,
-                                               part_name, verdict_sentence, weights_sentence)
+from pipelines.evaluation.report_words import (METHODS, NA, VERDICTS, calibration_sentence, fmt, gate_sentence,
+                                               generator_name, part_name, verdict_sentence, weights_sentence)
 
 INTERNAL = "INTERNAL — computed from real rows, not for publication"
 UNCOVERED = ("The figures listed below were computed from real data and are not covered by the DP guarantee: "
@@ -98,7 +98,8 @@ PUBLIC_GUARANTEES = GUARANTEES[:3] + [
 PUBLIC_KEYS = ("dataset", "generator", "release_id", "rows", "guarantee", "audience", "libraries")
 PUBLIC_PRIVACY = ("epsilon_generator", "epsilon_generator_rdp", "epsilon_dataset_total", "epsilon_dataset_total_rdp",
                   "delta", "lifetime_budget", "ledger_head", "events", "run_id", "release_epsilon",
-                  "epsilon_release_planned", "epsilon_allocated", "epsilon_lifetime_spent", "epsilon_lifetime_remaining")
+                  "epsilon_release_planned", "epsilon_allocated", "epsilon_lifetime_spent", "epsilon_lifetime_remaining",
+                  "calibration")
 PUBLIC_LEDGER = ("seq", "run_id", "stage", "status", "event_json")
 PUBLIC_WEIGHTS = ("released", "withheld_because", "estimator", "label", "epsilon", "delta", "n_released", "khat",
                   "khat_bound", "ess", "tempering", "psis")
@@ -237,7 +238,8 @@ def _common(summary: dict[str, Any], audience: str) -> dict[str, Any]:
             "released": release_rows(summary),
             "refused": bool(failed_table_gates(summary.get("gates") or [])),
             "generator_name": generator_name(summary.get("generator")),
-            "method": METHODS.get(summary.get("generator") or ""),
+            "method": " ".join(t for t in (METHODS.get(summary.get("generator") or ""),
+                                           calibration_sentence(privacy.get("calibration"))) if t),
             "budget": budget_figure(privacy), "budget_rows": budget_rows(privacy),
             "mechanisms": sec.mechanisms_section(privacy.get("events")),
             "ledger": sec.ledger_section(privacy.get("ledger_rows")),

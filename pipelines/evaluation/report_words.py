@@ -241,6 +241,22 @@ def gate_sentence(generator: str, gate: dict[str, Any], audience: str) -> str:
     return text + (f" ({detail})." if detail else ".")
 
 
+def calibration_sentence(calibration: dict[str, Any] | None) -> str | None:
+    """The method paragraph's last sentence when the samples are calibrated (`pipelines.marginal.calibrate.summary`:
+    public plan facts only), e.g. "Its samples are calibrated to noisy 1-way marginals of 15 columns and 14 pairs
+    with 'income' at ε = 0.49 of 1 ..."."""
+    if not calibration:
+        return None
+    if not float(calibration["sigma"]) > 0:
+        return (f"Its samples are raked to the exact (NON-PRIVATE, ε = ∞) "
+                f"{calibration['description'].removeprefix('noisy ')} of the training rows.")
+    return (f"Its samples are calibrated to {calibration['description']} at ε = {fmt(calibration['epsilon'], 3)} "
+            f"of the generator's {fmt(calibration['generator_epsilon'], 3)} (that ε alone; the method was planned at "
+            f"{fmt(calibration['method_epsilon'], 3)} and the two compose to the generator's ε): Gaussian noise of "
+            f"σ = {fmt(calibration['sigma'], 3)} on every count, then the generator's own rows are re-weighted by "
+            f"raking to the noisy marginals and resampled. Only those noisy marginals touch real rows.")
+
+
 def verdict_sentence(generator: str, verdict: dict[str, Any] | None) -> str | None:
     """The utility verdict (manifest `utility_verdict`) in one sentence, with what the policy did."""
     if not verdict:

@@ -11,13 +11,16 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from pipelines.data.bins import BinnedEncoding
 from pipelines.data.layout import Layout, project_to_layout
+from pipelines.generators.params.calibration import calibration_params
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
+from pipelines.marginal import calibrate
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.privacy.plan import PrivacyPlan, plan_from_dict
@@ -68,7 +71,7 @@ def merge_params(name: str, defaults: dict[str, Any], params: dict | None,
                  phases: tuple[str, ...] = ("",)) -> dict[str, Any]:
     """A generator's params.yaml section over its DEFAULTS: unknown keys refused, `steps` or `epochs`
     (not both; steps wins over the default epochs) for each training phase (`<phase>steps`,
-    `<phase>epochs`), epsilon as a float ("inf" allowed)."""
+    `<phase>epochs`), epsilon as a float ("inf" allowed), a `calibration` mapping over its own defaults."""
     params = params or {}
     unknown = set(params) - set(defaults)
     if unknown:
@@ -81,6 +84,8 @@ def merge_params(name: str, defaults: dict[str, Any], params: dict | None,
         if merged[steps] is not None:
             merged[epochs] = None
     merged["epsilon"] = float(merged["epsilon"])
+    if "calibration" in defaults:
+        merged["calibration"] = calibration_params(name, defaults["calibration"], params.get("calibration"))
     return merged
 
 
@@ -103,11 +108,14 @@ class PrivateGenerator(ABC):
     Lifecycle, owned here; a subclass implements only its method (`_plan`, `_fit`, `_sample`, and `build`
     and `networks` when it has networks, `_state` / `_restore` when it keeps more than networks):
 
-      gen = Cls(layout, params, device)        # params over `defaults` (merge_params), then build()
+      gen = Cls(layout, params, device)        # params over `defaults` (merge_params), then build(); with
+                                               # numeric_encoding: bins the method sees the binned layout
+                                               # (`self.layout`), the table's is `self.table_layout`
       gen.plan(n̂, budget) -> PrivacyPlan        # pure: public row count and budget only, no side effects
       gen.fit(X, session, budget, noise)       # plan; session.reserve(plan.events) BEFORE X is read;
                                                # read and check X; _fit(data, streams); session.record(spent)
-      gen.sample(n, rng)                       # _sample, then the layout's one discretiser (exact rows)
+      gen.sample(n, rng)                       # _sample, then the layout's one discretiser (exact rows),
+                                               # then the DP marginal calibration (below)
       gen.save(dir); Cls.load(dir, device)     # <name>.json (params, layout, plan, state) + <network>.pt
 
     X may be a lazy table (tasks.train.EncodedTable): len() is the public n̂, rows are read by np.asarray.
@@ -116,6 +124,12 @@ class PrivateGenerator(ABC):
     `noise_seed` overrides it, for tests and audits), bound to the plan's privacy by `Streams`.
     A generator may also define `release_gates(self, real_encoded) -> list[GateResult]`, its own gates, run
     by check@gen after the ledger gate (they may read real training rows: say so in the evidence).
+
+    Calibration (`pipelines/marginal/calibrate.py`), on when the params' `calibration.share` > 0: `plan` gives the
+    method (1 − share)·ε and the noisy marginals the rest (one composed plan); `fit` measures them after `_fit`
+    (which sees the method's plan alone) and records their event with the method's; `sample` rakes an oversampled
+    draw to them. The noisy marginals are saved with the model. They are plain counts unless `calibration_weights`
+    gives public importance weights (IW-MMD-GAN: the samples are calibrated to the weighted distribution it targets).
     """
 
     name: ClassVar[str]
@@ -124,11 +138,25 @@ class PrivateGenerator(ABC):
     input_note: ClassVar[str] = ""              # why encoded values must lie in [0, 1] (check_encoded's message)
 
     def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        self.layout, self.device = layout, device
+        self.table_layout = self.layout = layout   # the table's layout; `layout`: the one the method trains on
+        self.device = device
         self.params = merge_params(self.name, self.defaults, params, self.phases)
         self.check_params(self.params)
+        self.encoding = self._numeric_encoding()
+        if self.encoding is not None:
+            self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
+        cal = self.params.get("calibration")
+        self.cliques = calibrate.marginals(layout, cal["pairs"], self.name) if cal and cal["share"] > 0 else ()
+        self.noisy_marginals: calibrate.NoisyMarginals | None = None
         self.build()
+
+    def calibration_weights(self) -> tuple[Callable[[np.ndarray], np.ndarray], float] | None:
+        """The public importance weights the calibration's marginals sum instead of counting rows: (w, w_max), w a
+        function of rows of the table's layout with 0 ≤ w ≤ w_max and w_max a public bound (both fixed by the
+        params, never by rows: the plan's σ is scaled by w_max, `calibrate.plan_calibration`); None (the default):
+        plain counts."""
+        return None
 
     @staticmethod
     def check_params(params: dict[str, Any]) -> None:
@@ -149,7 +177,15 @@ class PrivateGenerator(ABC):
         the plan for `fit`."""
         if n_rows < 1:
             raise ValueError(f"n_rows must be >= 1, got {n_rows}")
-        self.privacy = self._plan(int(n_rows), budget)
+        if not self.cliques:
+            self.privacy = self._plan(int(n_rows), budget)
+            return self.privacy
+        share = self.params["calibration"]["share"]
+        method = self._plan(int(n_rows), Budget((1 - share) * budget.epsilon, budget.delta))
+        weights = self.calibration_weights()
+        cal = calibrate.plan_calibration(method.events, self.cliques, share, budget.epsilon, budget.delta,
+                                         None if weights is None else weights[1])
+        self.privacy = method.calibrated(cal, budget.epsilon)
         return self.privacy
 
     @abstractmethod
@@ -168,15 +204,49 @@ class PrivateGenerator(ABC):
         session.reserve(list(plan.events))
         data = self._read(X)
         source = (noise or NoiseSource()).overridden(p["noise_seed"])
-        spent = self._fit(data, source.streams(plan.private, int(p["seed"])))
-        session.record(list(spent))
+        streams = source.streams(plan.private, int(p["seed"]))
+        self.privacy = plan.method_plan()       # the method trains under its own part of the plan
+        try:
+            spent = list(self._fit(self.model_rows(data), streams))
+        finally:
+            self.privacy = plan
+        if plan.calibration is not None:
+            cells = calibrate.public_discretizer(self.table_layout, self.params.get("numeric_bins"))
+            weights = self.calibration_weights()
+            w = None if weights is None else weights[0](data)     # public weights of the rows (None: counts)
+            self.noisy_marginals, event = calibrate.NoisyMarginals.measure(cells, plan.calibration, data,
+                                                                           streams.numpy("calibration"), w)
+            spent.append(event)
+        session.record(spent)
         return self
 
     def _read(self, X: Any) -> np.ndarray:
         """X as float32 rows of the layout's width in [0, 1] (its row count is private: not checked)."""
         data = np.asarray(X, dtype=np.float32)
-        check_encoded(self.name, self.layout, data, self.input_note)
+        check_encoded(self.name, self.table_layout, data, self.input_note)
         return data
+
+    def _numeric_encoding(self) -> BinnedEncoding | None:
+        """`numeric_encoding: bins` (params/encoding.py): the public map from the table's layout to the binned
+        layout the method trains on (`pipelines.data.bins.BinnedEncoding`, no budget: its plan, networks and
+        sensitivities are all for that layout); None for `scaled` or a generator without the parameter."""
+        if self.params.get("numeric_encoding", "scaled") == "scaled":
+            return None
+        return BinnedEncoding(self.table_layout, int(self.params["numeric_bins"]), self._scaled_columns())
+
+    def _scaled_columns(self) -> set[str]:
+        """Numeric columns kept as one scaled value under `numeric_encoding: bins`: the protected ones."""
+        return {b.column for b in self.table_layout.blocks if b.protected}
+
+    def model_rows(self, X: np.ndarray) -> np.ndarray:
+        """Rows of the table's layout as rows of the method's (`BinnedEncoding.encode`; unchanged when scaled)."""
+        return X if self.encoding is None else self.encoding.encode(X)
+
+    def _table_rows(self, raw: np.ndarray) -> np.ndarray:
+        """The method's raw rows as exact rows of the table's layout: `project_to_layout` onto the method's layout,
+        then `BinnedEncoding.decode` when binned."""
+        rows = project_to_layout(raw, self.layout)
+        return rows if self.encoding is None else self.encoding.decode(rows)
 
     @abstractmethod
     def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
@@ -184,7 +254,7 @@ class PrivateGenerator(ABC):
 
     # -- sampling ----------------------------------------------------------------------------
     def sample(self, n: int, rng: np.random.Generator | int) -> np.ndarray:
-        """n synthetic encoded rows (float32), exact rows of the layout (`project_to_layout`: numerics in
+        """n synthetic encoded rows (float32), exact rows of the table's layout (`_table_rows`: numerics in
         [0, 1], binaries 0/1, categoricals one-hot). `rng` (or an integer seed) drives every draw."""
         if self.privacy is None:
             raise RuntimeError(f"{self.name}: fit() or load() first")
@@ -192,8 +262,12 @@ class PrivateGenerator(ABC):
             raise ValueError(f"n must be >= 0, got {n}")
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(int(rng))
         if n == 0:
-            return np.zeros((0, self.layout.width), dtype=np.float32)
-        return project_to_layout(self._sample(int(n), rng), self.layout)
+            return np.zeros((0, self.table_layout.width), dtype=np.float32)
+        if self.noisy_marginals is None:
+            return self._table_rows(self._sample(int(n), rng))
+        cal = self.params["calibration"]
+        rows = self._table_rows(self._sample(int(n) * int(cal["oversample"]), rng))
+        return self.noisy_marginals.calibrate(rows, int(n), rng, int(cal["sweeps"]), float(cal["tolerance"]))
 
     @abstractmethod
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -210,8 +284,9 @@ class PrivateGenerator(ABC):
     def save(self, directory: Path) -> None:
         """Write <name>.json (generator, params, layout, privacy plan, `_state()`) and <network>.pt."""
         save_networks(directory, self.name, self.networks, {
-            "generator": self.name, "params": self.params, "layout": self.layout.to_dict(),
-            "privacy": None if self.privacy is None else self.privacy.to_dict(), "state": self._state()})
+            "generator": self.name, "params": self.params, "layout": self.table_layout.to_dict(),
+            "privacy": None if self.privacy is None else self.privacy.to_dict(), "state": self._state(),
+            "calibration": None if self.noisy_marginals is None else self.noisy_marginals.to_dict()})
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "PrivateGenerator":
@@ -222,4 +297,9 @@ class PrivateGenerator(ABC):
         model._restore(meta["state"])
         load_networks(directory, model.networks, device)
         model.privacy = None if meta["privacy"] is None else plan_from_dict(meta["privacy"])
+        if meta.get("calibration") is not None:
+            model.noisy_marginals = calibrate.NoisyMarginals.from_dict(model.table_layout, meta["calibration"])
+        elif model.privacy is not None and model.privacy.calibration is not None:
+            raise ValueError(f"{directory}/{cls.name}.json: the plan calibrates samples but the noisy marginals "
+                             f"are missing. Fix: re-run the train stage (dvc repro -f train@{cls.name})")
         return model

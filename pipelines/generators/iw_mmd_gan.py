@@ -193,9 +193,10 @@ class IWMMDGAN(PrivateGenerator):
 
     @property
     def weight_fn(self) -> WeightFunction:
-        """The public weight function (built on first use: a loaded model never needs it)."""
+        """The public weight function of rows of the table's layout (its rebalance column and regressor file are
+        the table's; built on first use: a loaded model never needs it)."""
         if self._weight_fn is None:
-            self._weight_fn = weight_function(self.params["weights"], self.layout, int(self.params["seed"]))
+            self._weight_fn = weight_function(self.params["weights"], self.table_layout, int(self.params["seed"]))
         return self._weight_fn
 
     @property
@@ -203,6 +204,19 @@ class IWMMDGAN(PrivateGenerator):
         """The weights' public bound: the weight function's own, lowered to the `w_max` parameter if given."""
         cap = self.params["w_max"]
         return min(self.weight_fn.bound, math.inf if cap is None else float(cap))
+
+    def importance_weights(self, rows: np.ndarray) -> np.ndarray:
+        """w(x) of the method's rows (`self.layout`), clipped to the public `w_max`: the weights training uses and the
+        calibration sums (the weight function reads the rows' table-layout values, `_table_rows`, exact on them)."""
+        return np.minimum(self.weight_fn(self._table_rows(rows)), self.w_max)
+
+    def calibration_weights(self) -> tuple[Callable[[np.ndarray], np.ndarray], float] | None:
+        """With `weights` set, the calibration measures importance-weighted marginals (the same weights as
+        training, of rows of the table's layout, bound `w_max`), so that the calibrated samples keep the weighted
+        target w·p instead of being raked back to the real rows' own marginals; None (counts) with `weights: null`."""
+        if self.params["weights"] is None:
+            return None
+        return (lambda rows: self.importance_weights(self.model_rows(rows))), self.w_max
 
     @property
     def networks(self) -> dict[str, nn.Module]:
@@ -245,8 +259,8 @@ class IWMMDGAN(PrivateGenerator):
         """Private: release the weighted embedding (the one access to the rows) and train on it
         (post-processing). Non-private: train on the rows (`train_weighted_mmd`)."""
         plan, p = self.privacy, self.params
-        w = torch.as_tensor(np.ones(len(data)) if plan.estimator == "uniform"
-                            else np.minimum(self.weight_fn(data), plan.w_max), device=self.device)  # float64
+        w = torch.as_tensor(np.ones(len(data)) if plan.estimator == "uniform" else self.importance_weights(data),
+                            device=self.device)  # float64
         real = torch.as_tensor(data, device=self.device)
         self.generator.train()
         if plan.private:

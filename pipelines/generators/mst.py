@@ -1,11 +1,11 @@
 """MST generator (McKenna, Miklau & Sheldon 2021) on Private-PGM (`mbi`): the mechanism and its plan are
 `pipelines.marginal.mst`; this module wraps it in the generator contract (`PrivateGenerator`).
 
-Encoded rows are discretised from public facts only (`pipelines.marginal.discretize`): equal-width bins over
-the schema bounds (`n_bins`), or, when `schema` names the data set's schema YAML, integer-aligned bins and the
-schema's optional per-column public `bins` edges (overridable here by `bins: {column: [edges]}`, schema
-units). Sampling draws codes from the fitted graphical model and decodes a numeric bin by a uniform draw
-inside it. Design, derivations and evidence: docs/aim-mst.md.
+Encoded rows are discretised from public facts only (`pipelines.data.bins.Discretizer`, the one binning of
+every generator): the layout's numeric blocks carry the schema's bounds and optional public `bins` edges
+(overridable here by `bins: {column: [edges]}`, schema units), else `n_bins` equal-width bins over the bounds,
+integer-aligned for integer columns. Sampling draws codes from the fitted graphical model and decodes a numeric
+bin by a uniform draw inside it. Design, derivations and evidence: docs/aim-mst.md.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from pipelines.data.bins import Discretizer
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.params.mst import DEFAULTS, check_params
 from pipelines.marginal import estimate as est
-from pipelines.marginal.discretize import Discretizer, columns_from_schema
 from pipelines.marginal.mst import MSTPlan, plan_mst, run_mst
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
@@ -33,25 +33,15 @@ class MST(PrivateGenerator):
     name = "mst"
     defaults = DEFAULTS
     check_params = staticmethod(check_params)
-    input_note = " (MST discretises encoded values by the schema's public bins, which cover [0, 1])"
+    input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
 
     def build(self) -> None:
-        self.discretizer = Discretizer(self.layout, int(self.params["n_bins"]), self._columns())
+        try:
+            self.discretizer = Discretizer(self.layout, int(self.params["n_bins"]), self.params["bins"])
+        except ValueError as e:
+            raise ValueError(f"{self.name}.bins: {e}") from None
         self.model = None                          # the fitted mbi MarkovRandomField
         self.structure: dict[str, Any] = {}        # what the mechanism selected (public: DP outputs)
-
-    def _columns(self) -> dict[str, dict[str, Any]]:
-        """The schema's public numeric column facts, with this section's `bins` edges over them."""
-        p = self.params
-        if p["schema"] is None:
-            return {}
-        from pipelines.data.schema import load_schema
-        cols = columns_from_schema(load_schema(p["schema"]))
-        for name, edges in (p["bins"] or {}).items():
-            if name not in cols:
-                raise ValueError(f"{self.name}: bins given for '{name}', which is not a numeric schema column")
-            cols[name] = {**cols[name], "bins": list(edges)}
-        return cols
 
     @property
     def names(self) -> list[str]:
@@ -84,7 +74,7 @@ class MST(PrivateGenerator):
         return self.discretizer.decode(codes, rng)
 
     def _state(self) -> dict[str, Any]:
-        """The discretiser actually used (authoritative on load, whatever the schema file says by then) and
+        """The discretiser actually used (authoritative on load, whatever the schema says by then) and
         the selected structure; the model's potentials go to <name>.npz (`save`)."""
         return {"discretizer": self.discretizer.to_dict(), "structure": self.structure}
 

@@ -62,7 +62,7 @@ from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.generators.networks import initialise
-from pipelines.generators.params.ppem import DEFAULTS
+from pipelines.generators.params.ppem import DEFAULTS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.dpsgd import (clip_and_noise, clip_per_example, example_grads, per_example_grads,
@@ -229,6 +229,13 @@ class PPEM(PrivateGenerator):
 
     name = "ppem"
     defaults = DEFAULTS
+    check_params = staticmethod(check_params)
+
+    def _scaled_columns(self) -> set[str]:
+        """x′ stays one scaled value under `numeric_encoding: bins` (the KSD test of α-LMDP needs a density on it):
+        `protected`, else the schema's protected columns."""
+        names = self.params["protected"]
+        return set(names) if names is not None else super()._scaled_columns()
 
     def build(self) -> None:
         """The networks of the run the params describe (LayerNorm generators when params' ε < ∞); `_fit` rebuilds
@@ -403,8 +410,8 @@ class PPEM(PrivateGenerator):
         KSD test rejects H₀: real x′ ~ p_ξ AND the MMD test rejects H₀: G_ω's x′ ~ real x′ (`gates.alpha_lmdp_gate`)."""
         p = self.params
         seed = int(p["seed"]) if seed is None else seed
-        real = np.asarray(real_encoded, dtype=np.float32)[:, self.x_prime]
-        generated = self.sample(min(len(real), int(p["gate_max_rows"])), seed)[:, self.x_prime]
+        real = self.model_rows(np.asarray(real_encoded, dtype=np.float32))[:, self.x_prime]
+        generated = self.model_rows(self.sample(min(len(real), int(p["gate_max_rows"])), seed))[:, self.x_prime]
         return alpha_lmdp_gate(self.score, real, generated, float(p["alpha"]), int(p["gate_bootstrap"]),
                                int(p["gate_permutations"]), int(p["gate_max_rows"]), seed)
 

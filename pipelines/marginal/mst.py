@@ -1,7 +1,7 @@
 """MST (McKenna, Miklau & Sheldon 2021, "Winning the NIST Contest: A scalable and general approach to
 differentially private synthetic data", §4), accounted by the ledger's PLD accountant.
 
-Steps, on integer codes from `discretize` (d columns):
+Steps, on integer codes from `pipelines.data.bins.Discretizer` (d columns):
 1. measure every 1-way marginal with Gaussian noise σ₁ (Δ₂ = 1 each: `measure`);
 2. estimate p̂ from them (a product distribution) and select d - 1 edges of a maximum spanning tree: while the
    tree is not spanning, the exponential mechanism (ε_sel, Δ = 1: `select`) picks one pair that joins two

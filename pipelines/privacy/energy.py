@@ -33,9 +33,22 @@ def distances(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
     return (diff ** p).sum(-1) ** (1.0 / p)
 
 
-def distance_sum(a: np.ndarray, b: np.ndarray, p: float, chunk: int = 512) -> float:
-    """Σ_i Σ_j ‖a_i − b_j‖_p, in row chunks (memory O(chunk·len(b)·d))."""
-    return float(sum(distances(a[i:i + chunk, None, :], b[None, :, :], p).sum() for i in range(0, len(a), chunk)))
+def distance_sum(a: np.ndarray, b: np.ndarray, p: float, max_floats: int = 1 << 22) -> float:
+    """Σ_i Σ_j ‖a_i − b_j‖_p over row chunks of `a` whose temporaries hold at most `max_floats` floats (32 MB):
+    p = 2 through ‖a_i‖² + ‖b_j‖² − 2⟨a_i, b_j⟩ (one matrix product per chunk, as `EnergyChains._to_reference`),
+    other p by broadcasting (chunk, len(b), d). Memory stays bounded whatever N (N = 16,000 Adult rows took
+    ~14 GB with fixed 512-row broadcast chunks)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    per_row = len(b) if p == 2.0 else len(b) * a.shape[1]
+    chunk, total = max(1, max_floats // max(1, per_row)), 0.0
+    b_sq = (b * b).sum(1)
+    for i in range(0, len(a), chunk):
+        rows = a[i:i + chunk]
+        if p == 2.0:
+            total += np.sqrt(np.maximum((rows * rows).sum(1)[:, None] + b_sq[None, :] - 2.0 * (rows @ b.T), 0.0)).sum()
+        else:
+            total += distances(rows[:, None, :], b[None, :, :], p).sum()
+    return float(total)
 
 
 def energy_distance(x: np.ndarray, y: np.ndarray, p: float = 2.0) -> float:

@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.generators.params.calibration import calibration_defaults
+from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
 
 DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
     "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
@@ -33,11 +35,14 @@ DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.y
     "seed": 0,                    # initialisation and sampling (public)
     "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
                                   # an integer is for tests only: a published noise seed voids the guarantee
+    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
+    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
 }
 
 
 def check_params(params: dict[str, Any]) -> None:
     """The value ranges of a `dp_auto_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    check_encoding(params, "dp_auto_gan")
     if not 0 < float(params["autoencoder_share"]) < 1:
         raise ParamError("dp_auto_gan.autoencoder_share", f"must lie strictly between 0 and 1 (both phases read "
                          f"data, so both need budget), got {params['autoencoder_share']}")

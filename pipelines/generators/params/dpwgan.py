@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipelines.generators.params.calibration import calibration_defaults
+from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
+
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,             # target ε; "inf" trains without clipping or noise
     "delta": 1e-5,              # used only when fit() gets no budget and plan() was not called
@@ -21,4 +24,11 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,                  # initialisation and sampling (public)
     "noise_seed": None,         # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
                                 # an integer is for tests only: a published noise seed voids the guarantee
+    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
+    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
 }
+
+
+def check_params(params: dict[str, Any]) -> None:
+    """The value ranges of a `dpwgan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    check_encoding(params, "dpwgan")

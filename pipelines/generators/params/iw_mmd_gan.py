@@ -5,6 +5,8 @@ import math
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.generators.params.calibration import calibration_defaults
+from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
 
 ESTIMATORS = ("uniform", "iw", "sniw", "miw", "id")   # Table 3.1 (`pipelines.generators.iw_estimators`)
 PRIVATE_ESTIMATORS = ("uniform", "iw", "sniw")        # those with a one-shot private release
@@ -30,11 +32,15 @@ DEFAULTS: dict[str, Any] = {
     "gumbel_tau": 0.2,              # temperature of the relaxed binary / categorical output heads
     "seed": 0,                      # initialisation, frequencies, batches, sampling (public)
     "noise_seed": None,             # DP noise: None = OS entropy; an integer is for tests only
+    "calibration": calibration_defaults(0.2),  # with `weights`: marginals of the WEIGHTED rows (bound w_max),
+                                               # so calibrated samples keep the re-weighted target (calibrate.py)
+    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
 }
 
 
 def check_params(params: dict[str, Any]) -> None:
     """The value ranges of an `iw_mmd_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    check_encoding(params, "iw_mmd_gan")
     estimator, groups = params["estimator"], params["groups"]
     if estimator not in ESTIMATORS:
         raise ParamError("iw_mmd_gan.estimator", f"must be one of {ESTIMATORS}, got {estimator!r}")

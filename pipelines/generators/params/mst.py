@@ -4,28 +4,38 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.generators.params.calibration import calibration_defaults
+from pipelines.generators.params.encoding import check_bin_count
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,        # target ε; "inf" measures exact marginals (non-private)
     "delta": 1e-5,         # used only when fit() gets no budget and plan() was not called
-    "n_bins": 32,          # equal-width bins per numeric column (over the schema bounds)
-    "schema": None,        # path of the data set's schema YAML: integer-aligned bins and its public `bins` edges
-    "bins": {},            # {column: [edges in schema units]}: public edges (needs `schema`), over the schema's
+    "n_bins": 32,          # equal-width bins per numeric column without public edges (over the schema bounds)
+    "bins": {},            # {column: [edges in schema units]}: public edges, over the schema's own `bins`
     "iters": 2000,         # mirror-descent iterations of the final estimation
     "steps": None,         # unused (contract: merge_params reads steps/epochs)
     "epochs": None,
     "seed": 0,             # sampling (public)
     "noise_seed": None,    # DP noise: None = OS entropy (pipelines/privacy/noise.py); an integer is for tests only
+    "calibration": calibration_defaults(0.0),  # off: MST measures marginals itself (params/calibration.py)
 }
 
 
 def check_bins(params: dict[str, Any], section: str) -> None:
-    """Public `bins` edges are in schema units, so they need `schema` (ParamError naming `section`.bins); their
-    columns are checked against the schema when the generator is built."""
-    if params["schema"] is None and params["bins"]:
-        raise ParamError(f"{section}.bins", "needs 'schema' (the edges are in schema units)")
+    """`n_bins` >= 2 and `bins` a mapping of column names to strictly increasing lists of numbers (ParamError naming
+    `section`.key); the columns and the edges' units are checked against the layout when the generator is built."""
+    check_bin_count(params["n_bins"], f"{section}.n_bins")
+    bins = params["bins"] or {}
+    if not isinstance(bins, dict):
+        raise ParamError(f"{section}.bins", f"must be a mapping {{column: [edges]}}, got {bins!r}")
+    for column, edges in bins.items():
+        ok = isinstance(edges, (list, tuple)) and edges and all(
+            isinstance(e, (int, float)) and not isinstance(e, bool) for e in edges)
+        if not ok or list(edges) != sorted(set(edges)):
+            raise ParamError(f"{section}.bins", f"of column '{column}' must be a strictly increasing list of numbers "
+                             f"(public edges in the column's schema units), got {edges!r}")
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """The params-only rule of an `mst:` section over DEFAULTS (`check_bins`)."""
+    """The params-only rules of an `mst:` section over DEFAULTS (`check_bins`)."""
     check_bins(params, "mst")

@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.generators.params.calibration import calibration_defaults
+from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
 
 DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
@@ -21,11 +23,14 @@ DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "seed": 0,                    # frequencies, initialisation, training (public)
     "noise_seed": None,           # DP noise: None = OS entropy. An integer is for tests only: a published
                                   # noise seed lets anyone subtract the noise and voids the guarantee.
+    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
+    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
 }
 
 
 def check_params(params: dict[str, Any]) -> None:
     """The value ranges of a `pearl:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    check_encoding(params, "pearl")
     if not 0 < float(params["aux_share"]) < 1:
         raise ParamError("pearl.aux_share", f"must lie strictly between 0 and 1 (the mean distance's share of the "
                          f"budget; paper: 0.5), got {params['aux_share']}")

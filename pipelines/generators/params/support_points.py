@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.generators.params.calibration import calibration_defaults
 from pipelines.privacy.energy import check_norm
 
 DEFAULTS: dict[str, Any] = {
@@ -28,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,                       # sampling from the released model; Y*'s initialisation
     "noise_seed": None,              # DP randomness: None = OS entropy. An integer is for tests only: a
                                      # published noise seed lets anyone replay the chains and voids the guarantee.
+    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
 }
 EXPANSIONS = ("kde_public", "kde_laplace", "kde_exponential", "repeat")
 

@@ -1,0 +1,274 @@
+"""Public bins of the numeric columns: the one binning every generator uses (issues 12 and 21).
+
+Nothing is learnt from rows: the bins are a function of the layout alone (block kinds and widths, and each numeric
+block's public facts `lower`, `upper`, `bins` that `Encoder` copies from the schema), so neither the discretiser
+nor the binned encoding costs privacy budget.
+
+A numeric block (encoded u = (v − lower)/(upper − lower) in [0, 1]) gets `NumericBins`:
+- without public facts (a layout built by hand): `n_bins` equal-width bins over [0, 1], in encoded units;
+- with facts: edges in schema units, either the public `bins` edges (clipped to the bounds, bounds added) or
+  `n_bins` equal-width bins over [lower, upper]; integer columns get integer-aligned bins (bin k = the integers in
+  [ceil(e_k), ceil(e_{k+1}) − 1], the last one including `upper`; one bin per integer when the range has at most
+  `n_bins` values), so a public edge list such as [0, 1, ...] keeps the value 0 exact.
+A value inside its bin is an offset o in [0, 1]: continuous v = e_k + o·(e_{k+1} − e_k); integer v = lo_k +
+min(⌊o·m_k⌋, m_k − 1) for the m_k = hi_k − lo_k + 1 integers of the bin (so a bin of one value, e.g. 40 hours a
+week, decodes to exactly that value whatever o is). A uniform o is a uniform draw inside the bin.
+
+Users: `Discretizer` (encoded rows <-> integer codes; MST and AIM) and `BinnedEncoding` (a numeric block as a
+one-hot over its bins plus an offset; the deep generators' `numeric_encoding: bins`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Iterable
+
+import numpy as np
+
+from pipelines.data.layout import Block, Layout
+from pipelines.data.schema import NUMERIC_KINDS
+
+
+@dataclass(frozen=True)
+class NumericBins:
+    """One numeric column's bins. kind 'unit': `edges` in encoded units (no public facts); 'continuous':
+    `edges` in schema units; 'integer': bin k holds the integers lo[k]..hi[k] (schema units)."""
+    kind: str
+    edges: tuple[float, ...] = ()
+    lo: tuple[int, ...] = ()
+    hi: tuple[int, ...] = ()
+    lower: float = 0.0
+    upper: float = 1.0
+
+    @property
+    def size(self) -> int:
+        return len(self.lo) if self.kind == "integer" else len(self.edges) - 1
+
+    @property
+    def point_masses(self) -> bool:
+        """True when every bin holds one value (integer bins of width 1): the offset carries nothing."""
+        return self.kind == "integer" and self.lo == self.hi
+
+    def codes(self, u: np.ndarray) -> np.ndarray:
+        """int64 bin index of encoded values `u` (clipped into [0, 1] first)."""
+        v = self._schema_units(np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0))
+        if self.kind == "integer":
+            return (np.searchsorted(np.asarray(self.lo), np.rint(v), side="right") - 1).clip(0, self.size - 1)
+        return np.minimum(np.searchsorted(np.asarray(self.edges), v, side="right") - 1, self.size - 1).clip(0)
+
+    def offsets(self, u: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """Each encoded value's position in [0, 1] inside its bin `codes` (integers: the centre of its cell)."""
+        v = self._schema_units(np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0))
+        if self.kind == "integer":
+            lo, hi = np.asarray(self.lo)[codes], np.asarray(self.hi)[codes]
+            return np.clip((np.clip(np.rint(v), lo, hi) - lo + 0.5) / (hi - lo + 1), 0.0, 1.0)
+        e = np.asarray(self.edges)
+        return np.clip((v - e[codes]) / (e[codes + 1] - e[codes]), 0.0, 1.0)
+
+    def values(self, codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Encoded values in [0, 1] of the points at `offsets` inside bins `codes` (module docstring)."""
+        codes, o = np.asarray(codes, dtype=np.int64), np.clip(np.asarray(offsets, dtype=np.float64), 0.0, 1.0)
+        if self.kind == "integer":
+            lo, hi = np.asarray(self.lo)[codes], np.asarray(self.hi)[codes]
+            v = lo + np.minimum(np.floor(o * (hi - lo + 1)), hi - lo)
+        else:
+            e = np.asarray(self.edges)
+            v = e[codes] + o * (e[codes + 1] - e[codes])
+        if self.kind == "unit":
+            return np.clip(v, 0.0, 1.0)
+        return np.clip((v - self.lower) / (self.upper - self.lower), 0.0, 1.0)
+
+    def _schema_units(self, u: np.ndarray) -> np.ndarray:
+        return u if self.kind == "unit" else self.lower + u * (self.upper - self.lower)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form (as MST's saved discretisers hold it): edges for 'unit'/'continuous', lo/hi for 'integer'."""
+        if self.kind == "unit":
+            return {"kind": "unit", "edges": list(self.edges)}
+        bounds = {"kind": self.kind, "lower": self.lower, "upper": self.upper}
+        if self.kind == "integer":
+            return {**bounds, "lo": list(self.lo), "hi": list(self.hi)}
+        return {**bounds, "edges": list(self.edges)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "NumericBins":
+        return cls(d["kind"], tuple(float(e) for e in d.get("edges", ())), tuple(int(v) for v in d.get("lo", ())),
+                   tuple(int(v) for v in d.get("hi", ())), float(d.get("lower", 0.0)), float(d.get("upper", 1.0)))
+
+
+def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None) -> NumericBins:
+    """The numeric edge rule (module docstring) for one numeric `block`: its public facts, `edges` (schema units)
+    overriding the block's own public `bins`, else `n_bins` equal-width bins."""
+    if block.lower is None or block.upper is None:
+        if edges is not None:
+            raise ValueError(f"column '{block.column}': public bin edges need the column's public bounds, which this "
+                             f"layout lacks. Fix: build the layout with the schema's Encoder (pipelines.data.transform)")
+        return NumericBins("unit", tuple(np.linspace(0.0, 1.0, n_bins + 1).tolist()))
+    lower, upper = float(block.lower), float(block.upper)
+    public = block.bins if edges is None else tuple(float(e) for e in edges)
+    if public is not None:
+        cuts = [lower, *sorted({float(e) for e in public if lower < float(e) < upper}), upper]
+    else:
+        cuts = np.linspace(lower, upper, n_bins + 1).tolist()
+    if block.kind != "integer":
+        return NumericBins("continuous", tuple(cuts), lower=lower, upper=upper)
+    lo_i, hi_i = int(math.ceil(lower)), int(math.floor(upper))
+    if public is None and hi_i - lo_i + 1 <= n_bins:
+        starts = list(range(lo_i, hi_i + 1))
+    else:
+        starts = [s for s in sorted({int(math.ceil(e)) for e in cuts[:-1]} | {lo_i}) if lo_i <= s <= hi_i]
+    return NumericBins("integer", lo=tuple(starts), hi=tuple([s - 1 for s in starts[1:]] + [hi_i]),
+                       lower=lower, upper=upper)
+
+
+def _check_n_bins(n_bins: int) -> int:
+    if int(n_bins) < 2:
+        raise ValueError(f"n_bins must be >= 2, got {n_bins}")
+    return int(n_bins)
+
+
+class Discretizer:
+    """Encoded rows (layout.width floats in [0, 1]) <-> integer codes, one column per layout block.
+
+    categorical block: code = argmax, decoded to the one-hot row; binary: code = x >= 0.5, decoded to 0/1; numeric:
+    its `NumericBins` from the layout's public facts (`bins`: {column: [edges in schema units]} overrides a
+    column's edges), decoded by a uniform draw inside the bin (midpoint decoding collapses every value of a bin
+    onto one point, which detection classifiers and 3-way marginals punish: issue 18)."""
+
+    def __init__(self, layout: Layout, n_bins: int = 32, bins: dict[str, Iterable[float]] | None = None) -> None:
+        self.layout, self.n_bins, bins = layout, _check_n_bins(n_bins), dict(bins or {})
+        numeric = {b.column: b for b in layout.blocks if b.kind in NUMERIC_KINDS}
+        unknown = sorted(set(bins) - set(numeric))
+        if unknown:
+            raise ValueError(f"bins given for {unknown}, which are not numeric columns of the layout; numeric "
+                             f"columns: {sorted(numeric)}")
+        self.bins: dict[str, NumericBins] = {c: numeric_bins(b, self.n_bins, bins.get(c)) for c, b in numeric.items()}
+
+    @property
+    def names(self) -> list[str]:
+        return [b.column for b in self.layout.blocks]
+
+    def size(self, column: str) -> int:
+        b = self.layout.block(column)
+        if b.kind == "categorical":
+            return b.width
+        return 2 if b.kind == "binary" else self.bins[column].size
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.size(c) for c in self.names)
+
+    def codes(self, X: np.ndarray) -> np.ndarray:
+        """(rows, n_columns) int64 codes of encoded rows (values outside [0, 1] are clipped first)."""
+        X = np.asarray(X, dtype=np.float64)
+        out = np.empty((X.shape[0], len(self.layout.blocks)), dtype=np.int64)
+        for j, b in enumerate(self.layout.blocks):
+            if b.kind == "categorical":
+                out[:, j] = X[:, b.start:b.stop].argmax(1)
+            elif b.kind == "binary":
+                out[:, j] = (X[:, b.start] >= 0.5).astype(np.int64)
+            else:
+                out[:, j] = self.bins[b.column].codes(X[:, b.start])
+        return out
+
+    def decode(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Encoded float32 rows in [0, 1]: one-hot / 0-1 for discrete blocks, a uniform draw inside the bin for
+        numeric ones (`NumericBins.values` at a uniform offset: a uniform integer of the bin for integer bins)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float64)
+        for j, b in enumerate(self.layout.blocks):
+            c = codes[:, j]
+            if b.kind == "categorical":
+                out[np.arange(len(c)), b.start + c] = 1.0
+            elif b.kind == "binary":
+                out[:, b.start] = c
+            else:
+                out[:, b.start] = self.bins[b.column].values(c, rng.random(len(c)))
+        return out.astype(np.float32)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n_bins": self.n_bins, "bins": {c: nb.to_dict() for c, nb in self.bins.items()}}
+
+    @classmethod
+    def from_dict(cls, layout: Layout, d: dict[str, Any]) -> "Discretizer":
+        """The saved discretiser (authoritative: it is what the model was fitted on)."""
+        out = cls(layout, d["n_bins"])
+        out.bins = {c: NumericBins.from_dict(v) for c, v in d["bins"].items()}
+        return out
+
+
+BIN_SUFFIX, OFFSET_SUFFIX = ".bin", ".offset"
+
+
+class BinnedEncoding:
+    """The public map from a table's layout to a binned model layout, and back (issue 21, item 1).
+
+    Each numeric block (continuous or integer) not in `scaled` becomes a categorical block `<column>.bin`, one-hot
+    over the column's `NumericBins` (the Discretizer's bins for `n_bins`: one binning for every generator), then a
+    continuous block `<column>.offset`, the value's position in [0, 1] inside its bin; the offset block is left
+    out when every bin holds one value (it would carry nothing). Discrete blocks and the numeric columns in
+    `scaled` (e.g. PPEM's protected x′, which needs a numeric value) are copied unchanged; a binned target column's
+    bin block is the target (its offset block is not). `decode` takes each
+    bin block's argmax and puts the value at the offset inside that bin, so a one-value bin (hours = 40) decodes
+    exactly, and encoding then decoding an encoded row gives back its bin and its value (to float32 rounding).
+
+    It is a function of the layout's public facts and `n_bins` alone, never of rows: it spends no privacy budget,
+    and a mechanism trained on the encoded rows keeps its guarantee (add/remove-one rows map to add/remove-one
+    rows). Its model `layout` is the one the method trains on, so every sensitivity is derived for it.
+    """
+
+    def __init__(self, layout: Layout, n_bins: int, scaled: Iterable[str] = ()) -> None:
+        self.table_layout, scaled = layout, set(scaled)
+        self.discretizer = Discretizer(layout, n_bins)
+        self.binned = {c: nb for c, nb in self.discretizer.bins.items() if c not in scaled}
+        blocks, start = [], 0
+        self._pairs: list[tuple[Block, list[Block]]] = []   # each table block with its model blocks
+        for b in layout.blocks:
+            if b.column not in self.binned:
+                pieces = [replace(b, start=start, stop=start + b.width)]
+            else:
+                nb, facts = self.binned[b.column], {"protected": b.protected, "is_target": b.is_target}
+                pieces = [Block(b.column + BIN_SUFFIX, "categorical", start, start + nb.size, **facts)]
+                if not nb.point_masses:
+                    pieces.append(Block(b.column + OFFSET_SUFFIX, "continuous", start + nb.size,
+                                        start + nb.size + 1, protected=b.protected))
+            self._pairs.append((b, pieces))
+            blocks += pieces
+            start = pieces[-1].stop
+        self.layout = Layout(tuple(blocks))
+
+    def encode(self, X: np.ndarray) -> np.ndarray:
+        """Rows of the table layout (encoded, in [0, 1]) as float32 rows of the model layout."""
+        X = self._matrix(X, self.table_layout, "encode")
+        out = np.zeros((len(X), self.layout.width), dtype=np.float64)
+        for b, group in self._pairs:
+            if b.column not in self.binned:
+                out[:, group[0].start:group[0].stop] = X[:, b.start:b.stop]
+                continue
+            nb, u = self.binned[b.column], X[:, b.start]
+            codes = nb.codes(u)
+            out[np.arange(len(X)), group[0].start + codes] = 1.0
+            if len(group) > 1:
+                out[:, group[1].start] = nb.offsets(u, codes)
+        return out.astype(np.float32)
+
+    def decode(self, X: np.ndarray) -> np.ndarray:
+        """Rows of the model layout (exact rows: `project_to_layout`) as float32 rows of the table layout: each
+        bin block's argmax, the value at its offset inside that bin; other blocks copied."""
+        X = self._matrix(X, self.layout, "decode")
+        out = np.zeros((len(X), self.table_layout.width), dtype=np.float64)
+        for b, group in self._pairs:
+            if b.column not in self.binned:
+                out[:, b.start:b.stop] = X[:, group[0].start:group[0].stop]
+                continue
+            codes = X[:, group[0].start:group[0].stop].argmax(1)
+            offsets = X[:, group[1].start] if len(group) > 1 else np.full(len(X), 0.5)
+            out[:, b.start] = self.binned[b.column].values(codes, offsets)
+        return out.astype(np.float32)
+
+    @staticmethod
+    def _matrix(X: np.ndarray, layout: Layout, what: str) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != layout.width:
+            raise ValueError(f"BinnedEncoding.{what}: expected a (rows, {layout.width}) matrix, got shape {X.shape}")
+        return X

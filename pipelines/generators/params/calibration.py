@@ -1,0 +1,60 @@
+"""The `calibration:` sub-section every generator accepts (DP marginal calibration of its samples,
+`pipelines/marginal/calibrate.py`): its defaults and rules, defined once. A generator's DEFAULTS hold
+`"calibration": calibration_defaults(share)` with the share that suits the method (0 turns it off: MST and AIM
+measure marginals themselves)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipelines.errors import ParamError
+
+PAIRS = ("target", "none")   # every column with the schema's target / no 2-way marginal; or [[a, b], ...]
+
+
+# How the shares and these defaults were chosen on public data (not Adult): docs/calibration.md, "How the defaults
+# were chosen".
+def calibration_defaults(share: float) -> dict[str, Any]:
+    """The sub-section's defaults with the generator's own `share`."""
+    return {
+        "share": share,        # fraction of the generator's ε spent on the noisy marginals (0: off; < 1)
+        "pairs": "target",     # 2-way marginals measured: "target" (every column with the target), "none", or a
+                               # list of "target" and explicit column pairs, e.g. [target, [education, education_num]]
+                               # for columns the public documentation says determine each other
+        "oversample": 5,       # M = oversample × n rows drawn from the generator, raked, then n resampled
+        "sweeps": 50,          # raking sweeps over every measured marginal (at most; stops at `tolerance`)
+        "tolerance": 1e-6,     # largest total variation distance between a raked and a target marginal
+    }
+
+
+def calibration_params(section: str, defaults: dict[str, Any], given: Any) -> dict[str, Any]:
+    """`given` (the params' `calibration:` mapping, or None) over the generator's `defaults`, checked: a
+    ParamError naming `<section>.calibration.<key>` for an unknown key or a value out of range."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise ParamError(f"{section}.calibration", f"must be a mapping of keys {sorted(defaults)}, got {given!r}")
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ParamError(f"{section}.calibration", f"unknown keys {unknown}; known: {sorted(defaults)}")
+    p = {**defaults, **given}
+    key = f"{section}.calibration"
+    share = p["share"]
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
+        raise ParamError(f"{key}.share", f"must be a number in [0, 1) (0 turns calibration off), got {share!r}")
+    pairs = p["pairs"]
+    explicit = isinstance(pairs, (list, tuple)) and all(
+        q == "target" or (isinstance(q, (list, tuple)) and len(q) == 2 and all(isinstance(c, str) for c in q)
+                          and q[0] != q[1]) for q in pairs)
+    if pairs not in PAIRS and not explicit:
+        raise ParamError(f"{key}.pairs", f"must be 'target', 'none' or a list of 'target' and pairs of two distinct "
+                         f"column names such as [target, [education, education_num]], got {pairs!r}")
+    for name, lowest in (("oversample", 1), ("sweeps", 1)):
+        v = p[name]
+        if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
+            raise ParamError(f"{key}.{name}", f"must be an integer >= {lowest}, got {v!r}")
+    tol = p["tolerance"]
+    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (tol > 0 and math.isfinite(tol)):
+        raise ParamError(f"{key}.tolerance", f"must be a positive number, got {tol!r}")
+    return {**p, "share": float(share), "tolerance": float(tol),
+            "pairs": pairs if pairs in PAIRS else [q if q == "target" else list(q) for q in pairs]}
