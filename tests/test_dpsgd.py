@@ -59,6 +59,24 @@ def test_per_example_grads_match_autograd_loop_with_gradient_penalty():
             torch.testing.assert_close(got[name][i], p.grad, atol=1e-5, rtol=1e-4)
 
 
+def test_per_example_grads_with_a_gradient_penalty_free_their_graph():
+    """The double backward's graph must die with the call: the probes' recorded uses once formed a cycle through
+    autograd nodes that Python cannot collect (PPEM leaked ~2 MB per step, 22 GB at 16,000 Adult rows). After
+    warm-up calls, more calls leave no more live tensors behind."""
+    import gc
+    model = critic()
+    x, fake, u = batch(7)
+
+    def live_tensors() -> int:
+        gc.collect()
+        return sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects())
+    per_example_grads(model, wgan_gp_loss, x, fake, u).materialised()
+    before = live_tensors()
+    for _ in range(5):
+        per_example_grads(model, wgan_gp_loss, x, fake, u).materialised()
+    assert live_tensors() == before
+
+
 def test_per_example_grads_of_empty_batch_are_empty():
     model = critic()
     x, fake, u = batch(0)

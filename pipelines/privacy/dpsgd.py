@@ -262,6 +262,9 @@ def per_example_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
         for grad_out, probe in uses:
             if (g := got(probe)) is not None:
                 factored.setdefault(name, []).append((grad_out.detach(), g))
+        # the autograd node's ctx.uses holds grad_out, whose graph holds that node: a cycle through C++ objects
+        # that Python's collector cannot free (PPEM leaked ~2 MB per step, 22 GB at 16,000 Adult rows). Break it.
+        uses.clear()
     for name in names:  # parameters the loss does not reach (e.g. the output bias under a gradient penalty)
         if name not in dense and name not in factored:
             if params[name].dim() == 1:
