@@ -25,7 +25,8 @@ from pipelines.generators.base import Budget
 from pipelines.generators.dpwgan import DPWGAN
 from pipelines.generators.persistence import finite_json
 from pipelines.generators.registry import generator_class
-from pipelines.marginal.calibrate import (NoisyMarginals, describe, marginals, plan_calibration, public_discretizer,
+from pipelines.marginal.calibrate import (NoisyMarginals, describe, expected_noise_tv, marginals, plan_calibration,
+                                          public_discretizer,
                                           rake, summary)
 from pipelines.marginal.measure import marginal
 from pipelines.privacy.accountant import MIN_NOISE_MULTIPLIER, analytic_gaussian_delta, epsilon_pld, gaussian_sigma
@@ -95,6 +96,24 @@ def test_a_generator_plans_its_method_at_the_rest_and_the_total_meets_the_target
     assert method == DPWGAN(MIXED, {**FAST, "calibration": {"share": 0.0}}).plan(2000, Budget(0.8, DELTA))
     assert 0.99 <= epsilon_pld(plan.events, DELTA) <= 1.0
     assert epsilon_pld(method.events, DELTA) <= 0.8
+
+
+def test_calibration_is_off_where_its_noise_would_swamp_the_marginals():
+    """expected_noise_tv = mean over 1-way marginals of ½·k·σ·√(2/π)/n̂ (public facts only); above max_noise_tv the
+    method gets all of ε: the plan then equals the share-0 plan at the whole budget."""
+    gen = DPWGAN(MIXED, FAST)
+    plan = gen.plan(2000, Budget(1.0, DELTA))
+    cells = public_discretizer(MIXED, gen.params["numeric_bins"])
+    sizes = dict(zip(cells.names, cells.shape))                  # age, income: 20 bins; smoker 2; region 3; outcome 2
+    by_hand = np.mean([0.5 * sizes[c] * plan.calibration.sigma * math.sqrt(2 / math.pi) / 2000 for c in sizes])
+    tv = expected_noise_tv(plan.calibration, cells.shape, cells.names, 2000)
+    assert tv == pytest.approx(by_hand) and tv < 0.1                # on at n̂ = 2,000
+    few = math.ceil(2000 * tv / 0.1) // 2                            # TV ∝ 1/n̂ at a similar σ: about 0.2 here
+    off = DPWGAN(MIXED, FAST).plan(few, Budget(1.0, DELTA))
+    assert off.calibration is None and off == DPWGAN(MIXED, {**FAST, "calibration": {"share": 0}}).plan(
+        few, Budget(1.0, DELTA))
+    assert DPWGAN(MIXED, {**FAST, "calibration": {"max_noise_tv": 100.0}}).plan(
+        few, Budget(1.0, DELTA)).calibration is not None             # a large limit never turns it off
 
 
 def test_a_target_looser_than_the_smallest_searched_noise_takes_that_noise():

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from pipelines.data.bins import BinnedEncoding
+from pipelines.data.bins import BinnedEncoding, Discretizer
 from pipelines.data.layout import Layout, project_to_layout
 from pipelines.generators.params.calibration import calibration_params
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
@@ -185,8 +185,16 @@ class PrivateGenerator(ABC):
         weights = self.calibration_weights()
         cal = calibrate.plan_calibration(method.events, self.cliques, share, budget.epsilon, budget.delta,
                                          None if weights is None else weights[1])
+        cells = self._calibration_cells()
+        if calibrate.expected_noise_tv(cal, cells.shape, cells.names, n_rows) > self.params["calibration"]["max_noise_tv"]:
+            self.privacy = self._plan(int(n_rows), budget)   # too few rows for this ε: the method gets all of it
+            return self.privacy
         self.privacy = method.calibrated(cal, budget.epsilon)
         return self.privacy
+
+    def _calibration_cells(self) -> Discretizer:
+        """The calibration's public discretiser (`calibrate.public_discretizer` with this generator's numeric_bins)."""
+        return calibrate.public_discretizer(self.table_layout, self.params.get("numeric_bins"))
 
     @abstractmethod
     def _plan(self, n_rows: int, budget: Budget) -> PrivacyPlan:
@@ -211,7 +219,7 @@ class PrivateGenerator(ABC):
         finally:
             self.privacy = plan
         if plan.calibration is not None:
-            cells = calibrate.public_discretizer(self.table_layout, self.params.get("numeric_bins"))
+            cells = self._calibration_cells()
             weights = self.calibration_weights()
             w = None if weights is None else weights[0](data)     # public weights of the rows (None: counts)
             self.noisy_marginals, event = calibrate.NoisyMarginals.measure(cells, plan.calibration, data,

@@ -24,6 +24,8 @@ def calibration_defaults(share: float) -> dict[str, Any]:
         "oversample": 5,       # M = oversample × n rows drawn from the generator, raked, then n resampled
         "sweeps": 50,          # raking sweeps over every measured marginal (at most; stops at `tolerance`)
         "tolerance": 1e-6,     # largest total variation distance between a raked and a target marginal
+        "max_noise_tv": 0.1,   # off when the noise's expected 1-way TV error (public: σ, bins, n̂;
+                               # calibrate.expected_noise_tv) exceeds this: the method then gets all of ε
     }
 
 
@@ -53,8 +55,12 @@ def calibration_params(section: str, defaults: dict[str, Any], given: Any) -> di
         v = p[name]
         if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
             raise ParamError(f"{key}.{name}", f"must be an integer >= {lowest}, got {v!r}")
+    cap = p["max_noise_tv"]
+    if isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0:
+        raise ParamError(f"{key}.max_noise_tv", f"must be a positive number (e.g. 0.1; a large value never turns "
+                         f"the calibration off), got {cap!r}")
     tol = p["tolerance"]
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (tol > 0 and math.isfinite(tol)):
         raise ParamError(f"{key}.tolerance", f"must be a positive number, got {tol!r}")
-    return {**p, "share": float(share), "tolerance": float(tol),
+    return {**p, "share": float(share), "tolerance": float(tol), "max_noise_tv": float(cap),
             "pairs": pairs if pairs in PAIRS else [q if q == "target" else list(q) for q in pairs]}
