@@ -98,6 +98,12 @@ def test_a_generator_plans_its_method_at_the_rest_and_the_total_meets_the_target
     assert epsilon_pld(method.events, DELTA) <= 0.8
 
 
+def test_ppem_never_calibrates_its_protected_columns():
+    """α-LMDP promises the generated x′ marginal is not the real one: no measured marginal contains x′."""
+    gen = generator_class("ppem")(MIXED, {"protected": ["age", "income"], "hidden": 8, "latent_dim": 4})
+    assert gen.cliques == (("smoker",), ("region",), ("outcome",), ("smoker", "outcome"), ("region", "outcome"))
+
+
 def test_calibration_is_off_where_its_noise_would_swamp_the_marginals():
     """expected_noise_tv = mean over 1-way marginals of ½·k·σ·√(2/π)/n̂ (public facts only); above max_noise_tv the
     method gets all of ε: the plan then equals the share-0 plan at the whole budget."""

@@ -147,7 +147,9 @@ class PrivateGenerator(ABC):
             self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
         cal = self.params.get("calibration")
-        self.cliques = calibrate.marginals(layout, cal["pairs"], self.name) if cal and cal["share"] > 0 else ()
+        hidden = self._uncalibrated_columns()
+        self.cliques = tuple(q for q in calibrate.marginals(layout, cal["pairs"], self.name)
+                             if not hidden.intersection(q)) if cal and cal["share"] > 0 else ()
         self.noisy_marginals: calibrate.NoisyMarginals | None = None
         self.build()
 
@@ -241,6 +243,11 @@ class PrivateGenerator(ABC):
         if self.params.get("numeric_encoding", "scaled") == "scaled":
             return None
         return BinnedEncoding(self.table_layout, int(self.params["numeric_bins"]), self._scaled_columns())
+
+    def _uncalibrated_columns(self) -> set[str]:
+        """Columns whose marginals the calibration must not measure nor match (none by default): a method that
+        promises NOT to reproduce a column's marginal (PPEM's α-LMDP x′) names them."""
+        return set()
 
     def _scaled_columns(self) -> set[str]:
         """Numeric columns kept as one scaled value under `numeric_encoding: bins`: the protected ones."""

@@ -237,6 +237,11 @@ class PPEM(PrivateGenerator):
         names = self.params["protected"]
         return set(names) if names is not None else super()._scaled_columns()
 
+    def _uncalibrated_columns(self) -> set[str]:
+        """x′: α-LMDP promises the generated x′ marginal is NOT the real one, so the calibration measures and matches
+        no marginal containing x′ (it would hand that marginal back)."""
+        return self._scaled_columns()
+
     def build(self) -> None:
         """The networks of the run the params describe (LayerNorm generators when params' ε < ∞); `_fit` rebuilds
         them for the plan's privacy if it differs, before training, and `_restore` for the saved kind."""

@@ -256,7 +256,7 @@ class NoisyMarginals:
     def targets(self) -> list[np.ndarray]:
         """Consistent probability tables, one per clique (module docstring, post-processing)."""
         one: dict[str, np.ndarray] = {}
-        for name in self.discretizer.names:
+        for name in dict.fromkeys(c for q in self.cliques for c in q):   # the measured columns only
             parts = [(c, 1.0) for q, c in zip(self.cliques, self.counts) if q == (name,)]
             if self.sigma > 0:
                 for q, c in zip(self.cliques, self.counts):
