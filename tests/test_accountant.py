@@ -128,6 +128,23 @@ def test_calibrate_round_trips(target, q, steps):
     assert epsilon_pld([PoissonGaussianEvent(nm * 0.99, q, steps)], 1e-5) > target   # (nearly) the smallest
 
 
+def test_calibrate_with_fixed_events_reaches_a_target_the_coarse_grid_cannot():
+    """A calibration after a method (plan_calibration's shape: the method's events fixed, one Gaussian scaled):
+    Adult-all's dpwgan at ε = 0.125 with share 0.2 planned 18,316 DP-SGD steps at ε = 0.1, which the 10× coarser
+    search grid reads as 0.19, so the search stopped with 'unreachable' and the budget stage refused the run. On
+    the ledger's grid the target is met, with ε close to it."""
+    method = PoissonGaussianEvent(noise_multiplier=13.862845661140621, sample_rate=0.003275835594001126,
+                                  steps=18316)
+    assert epsilon_pld([method], 1e-5) <= 0.1 < accountant._epsilon_pld([method], 1e-5,
+                                                                          10 * accountant.VALUE_DISCRETIZATION)
+
+    def family(x: float) -> list:
+        return [method, GaussianEvent(x * 4.0, 4.0)]
+    z = accountant.calibrate_noise_scale(0.125, 1e-5, family)
+    assert 0.995 * 0.125 <= epsilon_pld(family(z), 1e-5) <= 0.125
+    assert epsilon_pld(family(z * 0.99), 1e-5) > 0.125
+
+
 def test_gaussian_sigma_round_trips():
     sigma = gaussian_sigma(1.0, 1e-5, 2.0)
     eps = epsilon_pld([GaussianEvent(sigma, 2.0)], 1e-5)
