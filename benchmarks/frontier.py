@@ -19,7 +19,14 @@ samples as many rows as it was trained on. Per generator:
   trained on the synthetic table, tested on the real holdout (target: the schema's, income on Adult);
 - detection AUC: gradient boosting telling real from synthetic rows (balanced, 5-fold out-of-fold scores,
   seeded; `pipelines.evaluation.joint.detection_auc`);
-- the 1-way total variation distance of the 5 worst columns (same bins).
+- the 1-way total variation distance of the 5 worst columns (same bins);
+- with `--paper`, the papers' own evaluations as the release computes them: DP-auto-GAN's (§4, Tables 1-3:
+  dimension-wise probability and prediction, 3-way marginal TV, Wasserstein score, target accuracy;
+  `pipelines.evaluation.unsupervised`) and PEARL's 10 classifiers (Table 2, mean ROC / PRC AUC trained on
+  the synthetic table; `pipelines.evaluation.classifiers`), e.g. before/after calibration:
+      python benchmarks/frontier.py --generators dp_auto_gan,pearl --paper
+      python benchmarks/frontier.py --generators dp_auto_gan,pearl --paper \
+          --set "dp_auto_gan.calibration={share: 0}" --set "pearl.calibration={share: 0}"
 
 This is a benchmark, not a release artefact: the bins and every metric read the real rows, and the fixed
 noise seed voids the DP guarantee. Nothing here may be published as a release's evidence.
@@ -43,6 +50,8 @@ import pandas as pd
 from generator_runs import ROOT, bundled, fit_and_sample, generator_params, overrides, subsample
 from pipelines.data.readers import BUNDLED
 from pipelines.data.schema import Schema
+from pipelines.evaluation import unsupervised
+from pipelines.evaluation.classifiers import tstr_classifiers
 from pipelines.evaluation.joint import detection_auc
 from pipelines.evaluation.marginals import column_subsets
 from pipelines.evaluation.utility import MODELS, tstr_auroc
@@ -94,6 +103,42 @@ def measure(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, sch
             "worst_1way_tv": dict(sorted(((c, round(v, 3)) for c, v in one_way.items()), key=lambda t: -t[1])[:5])}
 
 
+def paper(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, schema: Schema, seed: int) -> dict:
+    """The papers' own numbers of one synthetic table (module docstring, `--paper`), with the release's knobs."""
+    m, _ = unsupervised.paper_metrics(train, synth, holdout, schema, seed, unsupervised.DEFAULTS)
+    pred, acc = m["dimension_wise"]["prediction"]["summary"], m["target_accuracy"]
+    ten = tstr_classifiers(train, synth, holdout, schema.columns, schema.target, seed)["average"]
+    return {"dimwise_probability_mean_abs_diff": _round(m["dimension_wise"]["probability"].get("mean_abs_diff")),
+            "dimwise_prediction_mean_gap": _round(pred["mean_gap"]),
+            "dimwise_prediction_rms_gap": _round(pred["rms_gap"]),
+            "kway_marginal_mean_tv": _round(m["kway_marginal"].get("mean_tv")),
+            "wasserstein_score": _round(m["wasserstein_score"].get("score")),
+            "target_accuracy": {k: _round(acc.get(k)) for k in ("real", "synthetic")},
+            "ten_classifiers": {k: {s: _round(ten[k][s]) for s in ("roc", "prc")} for k in ("tstr", "trtr")}}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 4)
+
+
+def paper_markdown(rows: list[dict[str, Any]]) -> str:
+    """The `--paper` numbers, one row per generator (real-data references in the last row)."""
+    lines = ["| generator (settings) | dim-wise prob. mean abs diff | dim-wise pred. mean / rms gap | 3-way mean TV "
+             "| W score | target acc. (RF) | 10 classifiers ROC / PRC |", "|---|---|---|---|---|---|---|"]
+    ok = [r for r in rows if "paper" in r]
+    for r in ok:
+        q = r["paper"]
+        lines.append(f"| {r['generator']} ({r['settings']}) | {q['dimwise_probability_mean_abs_diff']} "
+                     f"| {q['dimwise_prediction_mean_gap']} / {q['dimwise_prediction_rms_gap']} "
+                     f"| {q['kway_marginal_mean_tv']} | {q['wasserstein_score']} | {q['target_accuracy']['synthetic']} "
+                     f"| {q['ten_classifiers']['tstr']['roc']} / {q['ten_classifiers']['tstr']['prc']} |")
+    if ok:
+        q = ok[0]["paper"]
+        lines.append(f"| train on real (reference) | 0 | 0 / 0 | – | – | {q['target_accuracy']['real']} "
+                     f"| {q['ten_classifiers']['trtr']['roc']} / {q['ten_classifiers']['trtr']['prc']} |")
+    return "\n".join(lines)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The issue's table (with seconds), a train-on-real reference row and the worst columns per generator."""
     lines = ["| generator (settings) | 1-way | 2-way | 3-way | TSTR AUROC LR / RF / GBM | detection AUC "
@@ -129,6 +174,7 @@ def main() -> None:
     ap.add_argument("--subsets3", type=int, default=0, help="3-way: N seeded column subsets (0: all)")
     ap.add_argument("--params", type=Path, help="YAML of per-generator sections {generator: {key: value}}")
     ap.add_argument("--set", action="append", default=[], metavar="GEN.KEY=VALUE", help="one override (repeatable)")
+    ap.add_argument("--paper", action="store_true", help="add DP-auto-GAN's and PEARL's own evaluations")
     ap.add_argument("--json", type=Path, help="default: benchmarks/results/frontier[-<dataset>]-<rows>.json")
     args = ap.parse_args()
     generators = [g.strip() for g in args.generators.split(",") if g.strip()]
@@ -160,6 +206,8 @@ def main() -> None:
                                  args.delta, args.seed)
             row.update(fit_s=round(run.fit_s, 1), sample_s=round(run.sample_s, 1), privacy=run.privacy,
                        **measure(train, holdout, run.synth, schema, k3, args.seed))
+            if args.paper:
+                row["paper"] = paper(train, holdout, run.synth, schema, args.seed)
         except Exception as exc:  # one generator's failure is a row of the table, not the end of the run
             traceback.print_exc()
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
@@ -177,6 +225,9 @@ def main() -> None:
           f"δ = {args.delta:g}; {meta['cpus']} CPUs, load {meta['load_average_start']} → "
           f"{meta['load_average_end']}; wall {wall:.0f} s\n")
     print(markdown(results))
+    if args.paper:
+        print("\nThe papers' evaluations (DP-auto-GAN §4 Tables 1-3; PEARL Table 2):\n")
+        print(paper_markdown(results))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "rows": results}, indent=2, default=str) + "\n")
     print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")

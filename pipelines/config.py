@@ -173,7 +173,8 @@ def generator_model(name: str) -> type[Section]:
     """A generator's section: the keys of its DEFAULTS but `delta` (RETIRED), typed by them; ε parsed (absent
     or null: allocated from privacy.release_epsilon), plus its `share` of the release ε."""
     defaults = {k: v for k, v in generator_defaults(name)[0].items() if k != "delta"}
-    return section_model(f"{name}_params", defaults, epsilon=(PinnedEpsilon, None), share=(Share, None))
+    caps = tuple(k for k in defaults if k.endswith("max_steps"))   # a step cap may be off (null)
+    return section_model(f"{name}_params", defaults, caps, epsilon=(PinnedEpsilon, None), share=(Share, None))
 
 
 def fail(file: str, key: str, problem: str, fix: str) -> InputError:
@@ -281,6 +282,10 @@ def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilo
         if raw.get(steps) is not None and raw.get(epochs) is not None:
             raise fail(file, f"{name}.{epochs}", f"given together with '{name}.{steps}'.",
                        f"give '{steps}' or '{epochs}', not both.")
+        cap = raw.get(steps[:-5] + "max_steps")
+        if cap is not None and cap < 1:
+            raise fail(file, f"{name}.{steps[:-5]}max_steps", f"must be a positive number of steps, got {cap}.",
+                       f"give a step cap of at least 1, or null for no cap.")
     params = {**raw, **{k: getattr(section, k) for k in ("epsilon", "share") if k in raw}}  # parsed where given
     if check_params is not None or "calibration" in defaults:
         try:

@@ -88,6 +88,15 @@ def test_steps_or_epochs_not_both(tmp_path):
         load_params(tmp_path / "params.yaml")
 
 
+@pytest.mark.parametrize("generator,key", [("dpwgan", "max_steps"), ("ppem", "max_steps"),
+                                           ("dp_auto_gan", "autoencoder_max_steps"), ("dp_auto_gan", "max_steps")])
+def test_a_step_cap_is_a_positive_count_or_null(tmp_path, generator, key):
+    assert load_params(write(tmp_path, generator, key, None))[generator][key] is None
+    assert load_params(write(tmp_path, generator, key, 500))[generator][key] == 500
+    with pytest.raises(InputError, match=rf"'{generator}\.{key}': must be a positive number of steps, got 0"):
+        load_params(write(tmp_path, generator, key, 0))
+
+
 def test_a_top_level_typo_and_an_unregistered_generator(tmp_path):
     params = yaml.safe_load(yaml.safe_dump(BASE))
     params["dpwgn"] = params.pop("dpwgan")

@@ -121,6 +121,32 @@ def test_dpwgan_runs_the_planned_critic_steps_at_the_planned_rate(monkeypatch, n
     assert_phase(schedule, "critic", event, n, event.noise_multiplier, releases=1, public_rows=gen.privacy.n_rows)
 
 
+def test_a_step_cap_shortens_the_planned_and_the_run_schedule(monkeypatch):
+    """T = min(ceil(epochs/q), max_steps): the loop draws exactly the capped number of batches the plan charges."""
+    import pipelines.generators.wgan as wgan
+    schedule = Schedule(monkeypatch).wrap(wgan, "critic")
+    gen = make_generator("dpwgan", MIXED, {"epochs": 1, "batch_size": 10, "max_steps": 3, "critic_hidden": [8],
+                                           "generator_hidden": [8], "latent_dim": 4, "noise_seed": 0,
+                                           "calibration": {"share": 0}}, "cpu")
+    gen.fit(mixed_data(50), Session(), Budget(2.0, DELTA))
+    (event,) = planned_events(gen)
+    assert (event.sample_rate, event.steps) == (10 / 50, 3)          # uncapped: ceil(1 / 0.2) = 5
+    assert_phase(schedule, "critic", event, 50, event.noise_multiplier, releases=1, public_rows=50)
+
+
+@pytest.mark.parametrize("name,n_hat,steps", [
+    ("dpwgan", 39074, (10000,)), ("dpwgan", 16000, (7500,)), ("dpwgan", 1000, (469,)),
+    ("dp_auto_gan", 39074, (25000, 10000)), ("dp_auto_gan", 16000, (25000, 7500)),
+    ("ppem", 39074, (6400, 1600)), ("ppem", 1000, (626, 156))])
+def test_default_step_caps_bind_only_on_large_tables(name, n_hat, steps):
+    """The defaults' caps (dpwgan 10,000; dp_auto_gan 25,000 / 10,000; PPEM 8,000 = 6,400 energy + 1,600
+    generator steps) at Adult's 39,074 training rows; below them the epochs rule is unchanged (PPEM at 1,000 rows:
+    ceil(100 / 0.128) = 782 steps)."""
+    params = {"calibration": {"share": 0}, **({"protected": ["income"]} if name == "ppem" else {})}
+    gen = make_generator(name, MIXED, params, "cpu")
+    assert tuple(e.steps for e in gen.plan(n_hat, Budget(1.0, DELTA)).events) == steps
+
+
 def test_dp_auto_gan_runs_both_planned_phases_at_their_rates(monkeypatch):
     import pipelines.generators.dp_auto_gan as dp_auto_gan
     import pipelines.generators.wgan as wgan

@@ -175,12 +175,13 @@ class DPAutoGAN(PrivateGenerator):
     def _plan(self, n_rows: int, budget: Budget) -> DPAutoGANPlan:
         """Both phases' spend for n̂ = `n_rows` under `budget`; data-independent (public row count only).
 
-        q1 = min(1, autoencoder_batch_size/n̂), T1 = autoencoder_steps or ceil(autoencoder_epochs/q1);
+        q1 = min(1, autoencoder_batch_size/n̂), T1 = autoencoder_steps or min(ceil(autoencoder_epochs/q1),
+        autoencoder_max_steps);
         q2, T2 likewise for the critic; σ1, σ2 by the split rule (module docstring).
         """
         p = self.params
         (q1, t1), (q2, t2) = (sampling_schedule(p[f"{phase}batch_size"], n_rows, p[f"{phase}steps"],
-                                                p[f"{phase}epochs"]) for phase in self.phases)
+                                                p[f"{phase}epochs"], p[f"{phase}max_steps"]) for phase in self.phases)
         if budget.private:
             s = float(p["autoencoder_share"])
             base1 = calibrate_noise_multiplier(s * budget.epsilon, budget.delta, q1, t1)

@@ -63,10 +63,10 @@ class DPWGAN(PrivateGenerator):
 
     def _plan(self, n_rows: int, budget: Budget) -> DPSGDPlan:
         """The DP-SGD spend for n̂ = `n_rows` under `budget`: q = min(1, batch_size/n̂), T = steps or
-        ceil(epochs/q), σ = smallest noise multiplier with PLD ε(σ, q, T; δ) ≤ budget.ε. ε = inf: no
+        min(ceil(epochs/q), max_steps), σ = smallest noise multiplier with PLD ε(σ, q, T; δ) ≤ budget.ε. ε = inf: no
         clipping, no noise, a NonPrivateEvent."""
         p = self.params
-        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"])
+        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"], p["max_steps"])
         if budget.private:
             sigma, clip = calibrate_noise_multiplier(budget.epsilon, budget.delta, q, steps), float(p["clip_norm"])
             events: tuple[Event, ...] = (PoissonGaussianEvent(sigma, q, steps),)

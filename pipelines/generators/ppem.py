@@ -274,12 +274,12 @@ class PPEM(PrivateGenerator):
         """The spend for n̂ = `n_rows` under `budget`; data-independent (public row count only), and it builds
         nothing (the networks' kind follows the plan in `_fit`).
 
-        q = min(1, batch/n̂), T = steps or ceil(epochs/q), T_G = T // energy_steps; σ = smallest
+        q = min(1, batch/n̂), T = steps or min(ceil(epochs/q), max_steps), T_G = T // energy_steps; σ = smallest
         noise scale with PLD ε(PoissonGaussian(σ/√2, q, T − T_G) + PoissonGaussian(σ/√3, q, T_G); δ)
         ≤ ε (module docstring). ε = inf: no clipping, no noise, a NonPrivateEvent.
         """
         p = self.params
-        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"])
+        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"], p["max_steps"])
         gen_steps = steps // int(p["energy_steps"])
 
         def events(sigma: float) -> list[Event]:

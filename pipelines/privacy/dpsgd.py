@@ -30,12 +30,18 @@ from torch import nn
 from torch.nn import functional as F
 
 
-def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs: float | None) -> tuple[float, int]:
+def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs: float | None,
+                      max_steps: int | None = None) -> tuple[float, int]:
     """(q, T) of a DP-SGD run on the public row count n̂ = `n_rows`: q = min(1, batch_size/n̂) (the lot
-    size L = q·n̂ of Abadi et al. 2016, §3.1), and T = `steps`, or ceil(epochs/q) when `steps` is None
-    (an epoch is 1/q steps). Data-independent: T steps are PoissonGaussianEvent(σ, q, T)."""
+    size L = q·n̂ of Abadi et al. 2016, §3.1), and T = `steps`, or min(ceil(epochs/q), `max_steps`) when
+    `steps` is None (an epoch is 1/q steps; `max_steps` None: no cap). The cap bounds the compute of a default
+    run on a large table (epochs at fixed L cost ∝ n̂) and spends the same ε over fewer, less noisy steps.
+    Data-independent: T steps are PoissonGaussianEvent(σ, q, T)."""
     q = min(1.0, batch_size / n_rows)
-    return q, int(steps) if steps is not None else int(math.ceil(epochs / q))
+    if steps is not None:
+        return q, int(steps)
+    t = int(math.ceil(epochs / q))
+    return q, t if max_steps is None else min(t, int(max_steps))
 
 
 def poisson_sample(n: int, sample_rate: float, generator: torch.Generator) -> torch.Tensor:

@@ -14,6 +14,8 @@ DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.y
     # phase 1: autoencoder (Algorithm 2)
     "autoencoder_epochs": 100,    # T1 = ceil(epochs / q1) DP-SGD steps ...
     "autoencoder_steps": None,    # ... unless autoencoder_steps (T1) is given instead
+    "autoencoder_max_steps": 25000,  # T1 ≤ this when T1 comes from epochs (null: no cap): 100 epochs up to 16,000
+                                  # rows; Adult's 39,074 training rows would take 61,054 steps (compute)
     "autoencoder_batch_size": 64, # expected batch q1·n (paper: 64)
     "autoencoder_clip_norm": 1.0, # C1, joint clipping of encoder + decoder per-example gradients
     "autoencoder_lr": 5e-3,       # Adam, betas (0.9, 0.999) (paper)
@@ -22,6 +24,7 @@ DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.y
     # phase 2: WGAN in latent space (Algorithms 3, 4)
     "epochs": 60,                 # T2 = ceil(epochs / q2) critic steps ...
     "steps": None,                # ... unless steps (T2) is given instead
+    "max_steps": 10000,           # T2 ≤ this when T2 comes from epochs (null: no cap; as dpwgan's)
     "batch_size": 128,            # expected real batch q2·n (paper: 128)
     "n_critic": 2,                # critic steps per generator step (paper: 15)
     "clip_norm": 1.0,             # C of the critic step

@@ -11,6 +11,8 @@ DEFAULTS: dict[str, Any] = {
     "delta": 1e-5,              # used only when fit() gets no budget and plan() was not called
     "epochs": 60,               # T = ceil(epochs / q) critic (DP-SGD) steps ...
     "steps": None,              # ... unless steps (T) is given instead
+    "max_steps": 10000,         # T ≤ max_steps when T comes from epochs (null: no cap): 60 epochs up to 21,333
+                                # rows; Adult's 39,074 training rows would take 18,316 steps (compute, not privacy)
     "batch_size": 128,          # expected real batch size q·n (Poisson sampling)
     "n_critic": 2,              # critic steps per generator step
     "clip_norm": 1.0,           # per-example L2 clipping norm C
