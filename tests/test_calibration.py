@@ -105,9 +105,11 @@ def test_ppem_never_calibrates_its_protected_columns():
 
 
 def test_calibration_is_off_where_its_noise_would_swamp_the_marginals():
-    """expected_noise_tv = mean over 1-way marginals of ½·k·σ·√(2/π)/n̂ (public facts only); above max_noise_tv the
-    method gets all of ε: the plan then equals the share-0 plan at the whole budget."""
-    gen = DPWGAN(MIXED, FAST)
+    """expected_noise_tv = mean over 1-way marginals of ½·k·σ·√(2/π)/n̂ (public facts only); above a steward's
+    max_noise_tv the method gets all of ε: the plan then equals the share-0 plan at the whole budget. The default
+    (null) never turns it off."""
+    limit = {**FAST, "calibration": {"max_noise_tv": 0.1}}
+    gen = DPWGAN(MIXED, limit)
     plan = gen.plan(2000, Budget(1.0, DELTA))
     cells = public_discretizer(MIXED, gen.params["numeric_bins"])
     sizes = dict(zip(cells.names, cells.shape))                  # age, income: 20 bins; smoker 2; region 3; outcome 2
@@ -115,11 +117,10 @@ def test_calibration_is_off_where_its_noise_would_swamp_the_marginals():
     tv = expected_noise_tv(plan.calibration, cells.shape, cells.names, 2000)
     assert tv == pytest.approx(by_hand) and tv < 0.1                # on at n̂ = 2,000
     few = math.ceil(2000 * tv / 0.1) // 2                            # TV ∝ 1/n̂ at a similar σ: about 0.2 here
-    off = DPWGAN(MIXED, FAST).plan(few, Budget(1.0, DELTA))
+    off = DPWGAN(MIXED, limit).plan(few, Budget(1.0, DELTA))
     assert off.calibration is None and off == DPWGAN(MIXED, {**FAST, "calibration": {"share": 0}}).plan(
         few, Budget(1.0, DELTA))
-    assert DPWGAN(MIXED, {**FAST, "calibration": {"max_noise_tv": 100.0}}).plan(
-        few, Budget(1.0, DELTA)).calibration is not None             # a large limit never turns it off
+    assert DPWGAN(MIXED, FAST).plan(few, Budget(1.0, DELTA)).calibration is not None   # the default: never off
 
 
 def test_a_target_looser_than_the_smallest_searched_noise_takes_that_noise():

@@ -174,8 +174,8 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
     table = EncodedTable(prepared / "train_encoded.parquet")
     assert len(table) == 300 and table.n_actual == layout["rows_train"] != 300
     privacy = train.fn(params, "dpwgan", "test", root)
-    (event,) = privacy["events"]
-    assert event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
+    event, calibration = privacy["events"]                       # DP-SGD, then the calibration's Gaussian
+    assert calibration["kind"] == "gaussian" and event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
     assert privacy["n_rows"] == privacy["rows_public"] == 300 and "rows.count 569" in privacy["rows_public_source"]
 
     seen = {}

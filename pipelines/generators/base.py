@@ -187,8 +187,8 @@ class PrivateGenerator(ABC):
         weights = self.calibration_weights()
         cal = calibrate.plan_calibration(method.events, self.cliques, share, budget.epsilon, budget.delta,
                                          None if weights is None else weights[1])
-        cells = self._calibration_cells()
-        if calibrate.expected_noise_tv(cal, cells.shape, cells.names, n_rows) > self.params["calibration"]["max_noise_tv"]:
+        cells, limit = self._calibration_cells(), self.params["calibration"]["max_noise_tv"]
+        if limit is not None and calibrate.expected_noise_tv(cal, cells.shape, cells.names, n_rows) > limit:
             self.privacy = self._plan(int(n_rows), budget)   # too few rows for this ε: the method gets all of it
             return self.privacy
         self.privacy = method.calibrated(cal, budget.epsilon)

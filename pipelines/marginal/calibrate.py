@@ -161,9 +161,9 @@ def expected_noise_tv(plan: CalibrationPlan, shape: Sequence[int], columns: Sequ
     """The noise's expected total variation error on a 1-way marginal estimate, averaged over the measured 1-way
     marginals: a column of k cells gets N(0, σ²) on each count of n̂ rows, E|N(0, σ²)| = σ√(2/π), so
     TV ≈ ½·k·σ·√(2/π)/n̂ (before clipping). Public: the plan's σ, the public bins' sizes `shape` (per column of
-    `columns`) and n̂. `PrivateGenerator.plan` turns the calibration off above `max_noise_tv`: there the noisy
-    marginals carry less about the table than the method would lose by giving up share·ε (breast cancer, 455
-    rows at ε ≈ 0.27: TV ≈ 3, pure noise; Adult, 16,000 rows at ε = 1: 0.012)."""
+    `columns`) and n̂. `PrivateGenerator.plan` turns the calibration off above a steward's `max_noise_tv` (default
+    null: never), for a method that models the table better than such noisy marginals would (breast cancer, 458
+    rows at ε ≈ 0.24: TV ≈ 3; Adult, 16,000 rows at ε = 1: 0.012; docs/calibration.md)."""
     sizes = dict(zip(columns, shape))
     ks = [sizes[q[0]] for q in plan.marginals if len(q) == 1]
     return float(np.mean([0.5 * k * plan.sigma * math.sqrt(2 / math.pi) / n_rows for k in ks])) if ks else 0.0
