@@ -285,7 +285,7 @@ def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilo
         cap = raw.get(steps[:-5] + "max_steps")
         if cap is not None and cap < 1:
             raise fail(file, f"{name}.{steps[:-5]}max_steps", f"must be a positive number of steps, got {cap}.",
-                       f"give a step cap of at least 1, or null for no cap.")
+                       "give a step cap of at least 1, or null for no cap.")
     params = {**raw, **{k: getattr(section, k) for k in ("epsilon", "share") if k in raw}}  # parsed where given
     if check_params is not None or "calibration" in defaults:
         try:
