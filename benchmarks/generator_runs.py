@@ -108,6 +108,7 @@ class Run:
     fit_s: float
     sample_s: float
     privacy: dict[str, Any]
+    uncalibrated: tuple[str, ...]   # columns the method keeps apart from the real marginals (PPEM's α-LMDP x′)
 
 
 def fit_and_sample(name: str, schema: Schema, train: pd.DataFrame, params: dict[str, Any], epsilon: float,
@@ -129,4 +130,4 @@ def fit_and_sample(name: str, schema: Schema, train: pd.DataFrame, params: dict[
     synth = encoder.decode(gen.sample(n_synth or len(train), np.random.default_rng(seed)))
     sample_s = time.perf_counter() - start
     privacy = {k: v for k, v in gen.privacy.to_dict().items() if k != "events"}
-    return Run(synth, fit_s, sample_s, privacy)
+    return Run(synth, fit_s, sample_s, privacy, tuple(sorted(gen.uncalibrated_columns())))

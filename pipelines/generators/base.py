@@ -147,7 +147,7 @@ class PrivateGenerator(ABC):
             self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
         cal = self.params.get("calibration")
-        hidden = self._uncalibrated_columns()
+        hidden = self.uncalibrated_columns()
         self.cliques = tuple(q for q in calibrate.marginals(layout, cal["pairs"], self.name)
                              if not hidden.intersection(q)) if cal and cal["share"] > 0 else ()
         self.noisy_marginals: calibrate.NoisyMarginals | None = None
@@ -244,7 +244,7 @@ class PrivateGenerator(ABC):
             return None
         return BinnedEncoding(self.table_layout, int(self.params["numeric_bins"]), self._scaled_columns())
 
-    def _uncalibrated_columns(self) -> set[str]:
+    def uncalibrated_columns(self) -> set[str]:
         """Columns whose marginals the calibration must not measure nor match (none by default): a method that
         promises NOT to reproduce a column's marginal (PPEM's α-LMDP x′) names them."""
         return set()

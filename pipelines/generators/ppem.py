@@ -237,7 +237,7 @@ class PPEM(PrivateGenerator):
         names = self.params["protected"]
         return set(names) if names is not None else super()._scaled_columns()
 
-    def _uncalibrated_columns(self) -> set[str]:
+    def uncalibrated_columns(self) -> set[str]:
         """x′: α-LMDP promises the generated x′ marginal is NOT the real one, so the calibration measures and matches
         no marginal containing x′ (it would hand that marginal back)."""
         return self._scaled_columns()
