@@ -208,7 +208,8 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     ledger = Ledger(str(root / "ledger/privacy.sqlite"))
     rows = ledger.rows("breast_cancer")
     assert sorted({r["run_id"] for r in rows}) == sorted(f"prefect-{r['id']}" for r in done)  # the 3rd: no rows
-    assert [r["status"] for r in rows].count("spent") == 2 and ledger.verify()["rows"] == 4
+    per_run = len(plan)                        # dpwgan's DP-SGD event and its calibration's, each planned and spent
+    assert [r["status"] for r in rows].count("spent") == 2 * per_run and ledger.verify()["rows"] == 4 * per_run
     assert sorted(p.name for p in (root / "releases/breast_cancer").iterdir()) == sorted(
         release_ids + ["latest.json", "runs"])  # runs/<run-id>/: each release run's public comparison page
 
@@ -238,7 +239,8 @@ def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_a
                        "synthetic": [sha256_file(b / "synthetic.parquet") for b in bundles]}
     dask, threads = out["dask"], out["threads"]
     events = lambda rows: sorted((r["stage"], r["status"], r["event_json"]) for r in rows)
-    assert events(dask["rows"]) == events(threads["rows"]) and len(dask["rows"]) == 6
+    # planned and spent: dpwgan's DP-SGD + calibration, PEARL's two measurements + calibration
+    assert events(dask["rows"]) == events(threads["rows"]) and len(dask["rows"]) == 10
     assert dask["synthetic"] == threads["synthetic"] and len(dask["synthetic"]) == 2
     flow_run_id = dask["run_id"].removeprefix("prefect-")
     tasks = api_post(api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}, "limit": 50})
@@ -302,4 +304,4 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     assert not bundle_dir.exists()
     assert [p.name for p in bundle_dir.parent.iterdir() if p.name.startswith(".")] == []
     verified = sh(["synthrelease", "ledger", "verify"], root)
-    assert json.loads(verified.stdout)["rows"] == 2
+    assert json.loads(verified.stdout)["rows"] == 2 * len(events(model))   # DP-SGD + calibration, planned and spent
