@@ -53,10 +53,10 @@ def main() -> None:
     data = encoded_rows(layout, args.rows).numpy()
     model = PPEM(layout, {"steps": args.steps, "noise_seed": 0})
     p = DEFAULTS
-    q, full_steps = sampling_schedule(p["batch_size"], args.rows, None, p["epochs"])
+    q, full_steps = sampling_schedule(p["batch_size"], args.rows, None, p["epochs"], p["max_steps"])
     print(f"PPEM defaults, {args.rows} rows × {layout.width} encoded columns ({args.protected} protected), "
           f"{torch.get_num_threads()} torch thread(s), 1-min load {os.getloadavg()[0]:.2f}; "
-          f"default T = ceil({p['epochs']} / {q:.3f}) = {full_steps}")
+          f"default T = min(ceil({p['epochs']} / {q:.3f}), {p['max_steps']}) = {full_steps}")
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # torch's lazy optimiser imports, outside the timing
     start = time.perf_counter()
     model.plan(args.rows, Budget(1.0, 1e-5))
