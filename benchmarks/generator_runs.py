@@ -57,12 +57,13 @@ def subsample(frame: pd.DataFrame, rows: int, seed: int, flag: str = "--rows") -
 
 
 def sub_schema(schema: Schema, names: list[str]) -> Schema:
-    """The schema restricted to `names` (schema order kept; protected columns outside it dropped)."""
+    """The schema restricted to `names` (schema order kept; protected columns and related pairs outside it dropped)."""
     unknown = sorted(set(names) - set(schema.names))
     if unknown:
         raise ValueError(f"{SCHEMA}: no columns {unknown}; columns: {', '.join(schema.names)}")
     return replace(schema, columns=tuple(c for c in schema.columns if c.name in names),
-                   protected=tuple(p for p in schema.protected if p in names))
+                   protected=tuple(p for p in schema.protected if p in names),
+                   related=tuple(q for q in schema.related if set(q) <= set(names)))
 
 
 def overrides(params_file: Path | None, sets: list[str], generators: list[str],
