@@ -194,6 +194,10 @@ def epsilon_rdp(events: Sequence[Event], delta: float) -> float:
     return float(rdp_lib.compute_epsilon(RDP_ORDERS, accountant.rdp + extra, delta)[0])
 
 
+class UnreachableTarget(ValueError):
+    """Even the largest searched noise multiplier leaves ε above the target."""
+
+
 def _smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: float, start: float = 1.0,
                          factor: float = 2.0) -> float:
     """Smallest x in [MIN, MAX]_NOISE_MULTIPLIER with eps_of(x) ≤ target, eps_of decreasing.
@@ -208,7 +212,8 @@ def _smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: 
         lo, e_lo = hi, e_hi
         hi *= factor
         if hi > MAX_NOISE_MULTIPLIER:
-            raise ValueError(f"target ε={target} is unreachable: even noise multiplier {lo:g} gives ε={e_lo:.4g}")
+            raise UnreachableTarget(f"target ε={target} is unreachable: even noise multiplier {lo:g} gives "
+                                    f"ε={e_lo:.4g}")
         e_hi = eps_of(hi)
     while lo is None:
         x = hi / factor
@@ -279,7 +284,7 @@ def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[flo
     try:
         coarse = _smallest_satisfying(lambda x: _epsilon_pld(events_of(x), delta, 10 * VALUE_DISCRETIZATION),
                                       epsilon, rtol)
-    except ValueError:
+    except UnreachableTarget:   # on the coarse grid only (a too-loose target is looser still on the ledger's)
         return _smallest_satisfying(ledger_epsilon, epsilon, rtol)
     return _smallest_satisfying(ledger_epsilon, epsilon, rtol, start=coarse, factor=1.05)
 
