@@ -17,7 +17,8 @@ non-private: plain autograd on the batch loss of the same terms (one forward, on
 Same networks, same batch, same process; the two are timed alternately, `--repeats` times each after
 warm-up, so machine load hits both alike: the ratio of the medians is the figure to read.
 
-    .venv/bin/python benchmarks/dpsgd_step.py --repeats 50 --threads 1
+    .venv/bin/python benchmarks/dpsgd_step.py --repeats 50 --threads 1               # the product's noise
+    .venv/bin/python benchmarks/dpsgd_step.py --repeats 50 --threads 1 --noise torch # before issue 28
 """
 from __future__ import annotations
 
@@ -37,7 +38,9 @@ from pipelines.generators.params.dp_auto_gan import DEFAULTS as AUTO_GAN
 from pipelines.generators.params.dpwgan import DEFAULTS as WGAN
 from pipelines.generators.params.ppem import DEFAULTS as PPEM_DEFAULTS
 from pipelines.generators.wgan import Critic, critic_gradient
+from pipelines.privacy.dpsgd import SecureGenerator
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
+from pipelines.privacy.noise import secure_numpy
 from pipelines.weights import relaxed_dpsgd
 from pipelines.weights.estimators import DEFAULTS as WEIGHTS
 
@@ -55,6 +58,18 @@ def alternating_medians(private: Step, plain: Step, repeats: int) -> tuple[float
             fn()
             out.append(time.perf_counter() - start)
     return 1e3 * statistics.median(times[0]), 1e3 * statistics.median(times[1])
+
+
+NOISE = {"source": "secure"}
+
+
+def noise_rng() -> torch.Generator:
+    """The private step's generator: the product's `SecureGenerator` (noise and batches from the AES-CTR CSPRNG,
+    Opacus' secure-mode sum of four normals; `--noise secure`, the default) or a plain torch generator (the noise
+    path before issue 28; `--noise torch`), so the two can be compared."""
+    if NOISE["source"] == "torch":
+        return torch.Generator().manual_seed(0)
+    return SecureGenerator(secure_numpy(bytes(16)))
 
 
 def backward(net: nn.Module, loss: torch.Tensor) -> None:
@@ -75,7 +90,7 @@ def wgan_critic(width: int, sigma: float) -> tuple[Step, Step]:
     batch, lam = int(WGAN["batch_size"]), float(WGAN["gp_lambda"])
     critic = Critic(width, list(WGAN["critic_hidden"]))
     real, paired, fake = (torch.rand(batch, width) for _ in range(3))
-    u, rng = torch.rand(batch, 1), torch.Generator().manual_seed(0)
+    u, rng = torch.rand(batch, 1), noise_rng()
 
     def private() -> object:
         return critic_gradient(critic, real, paired, u, fake, float(WGAN["clip_norm"]), sigma, float(batch), lam, rng)
@@ -111,7 +126,7 @@ def autoencoder(width: int, sigma: float) -> tuple[Step, Step]:
     layout = layout_of(width)
     net = Autoencoder(width, list(AUTO_GAN["autoencoder_hidden"]), int(AUTO_GAN["latent_dim"]))
     batch, loss = encoded_rows(layout, int(AUTO_GAN["autoencoder_batch_size"])), reconstruction_loss(layout)
-    rng = torch.Generator().manual_seed(0)
+    rng = noise_rng()
 
     def private() -> object:
         return autoencoder_gradient(net, loss, batch, float(AUTO_GAN["autoencoder_clip_norm"]), sigma,
@@ -126,7 +141,7 @@ def ppem_steps(width: int, protected: int, sigma: float) -> Iterator[tuple[str, 
     batch, m, lam = int(p["batch_size"]), float(p["margin"]), float(p["gp_lambda"])
     rows = encoded_rows(layout, batch)
     xp, xs = rows[:, model.x_prime], rows[:, model.x_star]
-    rng, clip = torch.Generator().manual_seed(0), float(p["clip_norm"])
+    rng, clip = noise_rng(), float(p["clip_norm"])
     with torch.no_grad():
         fake_m, fake_c = model._marginal(2 * batch, rng), model._conditional(xp, rng)
     u, e_m, e_c = torch.rand(batch, 1), model.energy_m, model.energy_c
@@ -163,7 +178,7 @@ def ppem_steps(width: int, protected: int, sigma: float) -> Iterator[tuple[str, 
 def priv_mlp(width: int, sigma: float) -> tuple[Step, Step]:
     model = relaxed_dpsgd.classifier(width, list(WEIGHTS["hidden"]))
     half = int(WEIGHTS["batch_size"]) // 2  # the lot: L in expectation over real + synthetic rows
-    real, synthetic, rng = torch.rand(half, width), torch.rand(half, width), torch.Generator().manual_seed(0)
+    real, synthetic, rng = torch.rand(half, width), torch.rand(half, width), noise_rng()
 
     def private() -> object:
         return relaxed_dpsgd.relaxed_dpsgd_gradient(model, real, synthetic, float(WEIGHTS["clip_norm"]), sigma,
@@ -181,15 +196,18 @@ def main() -> None:
     parser.add_argument("--widths", type=int, nargs="+", default=[31, 110], help="31: breast cancer, 110: adult")
     parser.add_argument("--ppem-width", type=int, default=60, help="PPEM's encoded width (issue 20: ~60 columns)")
     parser.add_argument("--ppem-protected", type=int, default=4, help="protected (x′) columns of the PPEM table")
+    parser.add_argument("--noise", choices=("secure", "torch"), default="secure",
+                        help="secure: the product's CSPRNG noise (issue 28); torch: the earlier torch.randn noise")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: what pipelines.runtime gives each of two tasks on two cores)")
     args = parser.parse_args()
+    NOISE["source"] = args.noise
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sigma = 1.0
     load = os.getloadavg()[0]
     print(f"{torch.get_num_threads()} torch thread(s), {os.cpu_count()} cores, 1-min load {load:.2f}, "
-          f"medians of {args.repeats} alternating calls")
+          f"medians of {args.repeats} alternating calls, {args.noise} noise")
     cases: list[tuple[str, Step, Step]] = []
     for width in args.widths:
         cases.append((f"wgan critic  d={width}", *wgan_critic(width, sigma)))

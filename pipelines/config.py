@@ -108,6 +108,7 @@ class Dataset(Section):
     source: StrictStr
     holdout_fraction: Number
     columns: ColumnMode = "strict"  # "schema": read only the schema's columns of a wider table (data/readers.py)
+    noise_seed: StrictInt | None = None  # the noisy row count's noise: internal releases only (`noise_seed_keys`)
 
 
 class Privacy(Section):
@@ -302,6 +303,88 @@ def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilo
     return params
 
 
+def noise_seed_keys(params: dict[str, Any]) -> list[str]:
+    """The key paths that fix DP noise to an integer (`dataset.noise_seed`, `dpwgan.noise_seed`, ...,
+    `weights.noise_seed`): every section (the data set's noisy row count, each registered generator, the
+    weights) whose `noise_seed` is set, in that order."""
+    from pipelines.generators.registry import GENERATORS
+    return [f"{section}.noise_seed" for section in ("dataset", *GENERATORS, "weights")
+            if isinstance(params.get(section), dict) and params[section].get("noise_seed") is not None]
+
+
+def check_noise_seeds(params: dict[str, Any], file: str, internal_release: bool) -> None:
+    """A `noise_seed` (tests, audits) makes the DP noise a function of a number anyone who reads the configuration
+    knows: it can be regenerated and subtracted. Refused anywhere unless `privacy.internal_release` is true (the
+    manifest then names the sections that set it, tasks/release.py)."""
+    keys = noise_seed_keys(params)
+    for key in keys:
+        section = key.rsplit(".", 1)[0]
+        value = params[section]["noise_seed"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(file, key, f"must be an integer or null, got {value!r}.",
+                       f"delete 'noise_seed:' under '{section}:'.")
+    if keys and not internal_release:
+        section = keys[0].rsplit(".", 1)[0]
+        also = f" (also set: {', '.join(keys[1:])})" if len(keys) > 1 else ""
+        raise fail(file, keys[0], f"a fixed noise seed in a public release{also}: the DP noise would follow from a "
+                   "number anyone who reads the configuration knows, so it could be regenerated and subtracted "
+                   "and the release would have no privacy guarantee.",
+                   f"delete 'noise_seed:' under '{section}:' (and every other noise_seed). For reproducible noise, "
+                   "give the steward's secret key instead (environment variable SYNTHRELEASE_NOISE_KEY, or "
+                   "privacy.noise_key_file outside the repository); for a release that never leaves the "
+                   "organisation, set 'privacy.internal_release: true'.")
+
+
+# the weight estimators' knobs (pipelines/weights/estimators.py DEFAULTS) and the weight stage's: the range each
+# must lie in (their types: the `weights` model)
+POSITIVE = ("a positive finite number", lambda v: 0 < v < math.inf)
+AT_LEAST_ONE = ("an integer of at least 1", lambda v: v >= 1)
+WEIGHT_RANGES: dict[str, tuple[str, Any]] = {
+    "l2": POSITIVE, "rho_max": ("a number in (0, 1)", lambda v: 0 < v < 1), "gamma_max": POSITIVE,
+    "epochs": AT_LEAST_ONE, "batch_size": AT_LEAST_ONE, "clip_norm": POSITIVE, "lr": POSITIVE,
+    "momentum": ("a number in [0, 1)", lambda v: 0 <= v < 1), "critic_temperature": POSITIVE,
+    "khat_bound": POSITIVE, "analysis_max_rows": AT_LEAST_ONE, "prior_variance": POSITIVE}
+
+
+def check_ranges(params: dict[str, Any], file: str) -> None:
+    """Every section's value ranges, before any stage runs: the checks each section's reader runs (the
+    orchestration, the evaluate knobs and attacks, the risk and utility gates, the weights; imported here, as
+    they import this module), then the weight knobs' WEIGHT_RANGES. Each problem is one InputError naming `file`,
+    the key and the fix. What needs the schema (the columns a section names) is checked by the validate and
+    budget stages, before any budget is spent (tasks/common.py `check_against_schema`)."""
+    from flows.runners import orchestration
+    from pipelines.evaluation import scorecard, verdict
+    from pipelines.evaluation.attacks import gates, suite
+    from pipelines.weights import estimators
+    from tasks.evaluate import knobs
+    from tasks.weight import settings as weight_settings
+    evaluate = params.get("evaluate") or {}
+    checks = (lambda: orchestration(params), lambda: knobs(evaluate),
+              lambda: knobs(evaluate, scorecard.DEFAULTS, scorecard.NULLABLE),
+              lambda: suite.ranges(evaluate.get("attacks")),
+              lambda: gates.thresholds(params.get("risk_gates")), lambda: verdict.settings(params.get("utility_gate")),
+              lambda: weight_settings(params))
+    for run in checks:
+        try:
+            run()
+        except InputError as e:  # the readers name params.yaml; this is the file actually read
+            raise InputError(e.problem, file=file, column=e.column, fix=e.fix) from None
+    n = evaluate.get("n_samples")
+    if n is not None and n < 1:
+        raise fail(file, "evaluate.n_samples", f"must be a positive integer or null, got {n!r}.",
+                   "set 'evaluate.n_samples: null' (as many rows as the public training row count).")
+    weights = params.get("weights") or {}
+    defaults = {**WEIGHTS_STAGE_DEFAULTS, **estimators.DEFAULTS}
+    for key, (rule, ok) in WEIGHT_RANGES.items():
+        if key in weights and not ok(weights[key]):
+            raise fail(file, f"weights.{key}", f"must be {rule}, got {weights[key]!r}.",
+                       f"set 'weights.{key}: {defaults[key]}' (its default).")
+    hidden = weights.get("hidden", [])
+    if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden):
+        raise fail(file, "weights.hidden", f"must be a list of positive layer widths, got {hidden!r}.",
+                   f"e.g. 'weights.hidden: {estimators.DEFAULTS['hidden']}'.")
+
+
 def generator_module(name: str) -> str:
     """The parameters module of registered generator `name` (DEFAULTS, check_params; imports no torch)."""
     from pipelines.generators.registry import params_module
@@ -360,6 +443,11 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
         raise fail(file, "privacy.row_count_epsilon", "must be finite: the training row count is released with "
                    "Laplace noise when the schema declares no public 'rows'.",
                    "set 'row_count_epsilon: 0.05', or declare rows: {count, source} in the schema.")
+    if not 0 < config.dataset.holdout_fraction < 1:
+        raise fail(file, "dataset.holdout_fraction", f"must lie in (0, 1), got {config.dataset.holdout_fraction!r}: "
+                   "the evaluation and the gates need real rows on both sides.", "use e.g. 0.2.")
+    check_noise_seeds(params, file, privacy.internal_release)
+    check_ranges(params, file)
     params["privacy"]["row_count_epsilon"] = privacy.row_count_epsilon
     params["privacy"]["lifetime_epsilon"] = privacy.lifetime_epsilon
     params["privacy"]["release_epsilon"] = privacy.release_epsilon

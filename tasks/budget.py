@@ -99,6 +99,7 @@ def budget(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     ds, priv = params["dataset"]["name"], params["privacy"]
     delta, lifetime = float(priv["delta"]), float(priv["lifetime_epsilon"])
     p = common.paths(params, root)
+    common.check_against_schema(params, common.schema(params, root))  # a section changed since validate ran
     alloc, stages = allocation(params, root)
     led = common.ledger(params, root)
     session = led.session(ds, "preflight", "budget", delta, lifetime, internal=bool(priv.get("internal_release", False)))

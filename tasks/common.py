@@ -1,12 +1,13 @@
 """What every stage task needs: its paths, the schema, the ledger, and the hashes JSON carries."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pipelines.config import Paths, allocated_section, epsilon_value, params_hash
+from pipelines.config import PARAMS_FILE, Paths, allocated_section, epsilon_value, params_hash
 from pipelines.data.schema import Schema, load_schema
 from pipelines.errors import InputError
 from pipelines.io import read_json
@@ -106,6 +107,39 @@ def allocated_epsilon(params: dict[str, Any], part: str, root: Path) -> float:
         raise InputError(f"the allocation of '{part}' was made for another configuration ({entry}; now {now}).",
                          file=str(path), fix=fix)
     return float(entry["epsilon"])
+
+
+def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
+    """What the configuration names of the table, checked against its public schema before any budget is spent
+    (the validate and budget stages call it; `load_params` checked every type and range without the schema):
+    each listed generator is built on the schema's layout (the columns its section names: ppem.protected,
+    iw_mmd_gan.weights, mst/aim bins, calibration pairs, ...), the columns of evaluate.attacks, and the weights'
+    public calibration file. Each problem is one InputError naming the key, the column and the fix."""
+    from pipelines.data.transform import Encoder
+    from pipelines.evaluation.attacks import suite
+    from pipelines.generators.registry import make_generator
+    from tasks.weight import calibration_rows
+    from tasks.weight import settings as weight_settings
+    layout, release_epsilon = Encoder(sch).layout, float(params["privacy"]["release_epsilon"])
+    for name in params["generators"]:
+        section = params.get(name) or {}
+        try:
+            gen = make_generator(name, layout, allocated_section(section, section.get("epsilon") or release_epsilon),
+                                 "cpu")
+            if hasattr(type(gen), "weight_fn"):  # iw_mmd_gan builds its public weight function lazily
+                gen.weight_fn
+        except ValueError as e:
+            named = re.findall(rf"\b{re.escape(name)}(?:\.\w+)+", str(e))  # the key path the message names
+            key = getattr(e, "key", None) or (named[0] if named else name)
+            problem, _, fix = str(e).partition(" Fix: ")
+            problem = problem.removeprefix(key).lstrip(": ").rstrip(".")  # the message's own key path, once
+            raise InputError(f"'{key}': {problem}.", file=PARAMS_FILE, fix=fix or (
+                f"correct '{key}' so that it names columns of the public schema '{sch.name}' (of the kind it "
+                "needs), or delete it for its default.")) from None
+    suite.settings((params.get("evaluate") or {}).get("attacks"), sch)
+    weights = weight_settings(params)
+    if weights["generators"] and weights["calibration"] is not None:
+        calibration_rows(Path(weights["calibration"]), sch)
 
 
 def generator_section(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from pipelines.config import Paths
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.errors import InputError
 from pipelines.io import atomic_dir, sha256_file, write_json, write_parquet
-from pipelines.privacy.noise import NoiseSource, load_noise_key
+from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.privacy.row_count import public_row_count
 from tasks import common
 from tasks.artifacts import publish
@@ -97,9 +97,10 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
         split["train"], split["holdout"] = train_holdout_split(clean, holdout_fraction, key, sch.names)
         return len(split["train"])
 
-    stage_params = common.hashes(params, "prepare", sch)["params"]
-    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: _file_hash(p),
-                              f"{p.dataset}/prepare", stage_params).overridden(ds.get("noise_seed"))
+    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: {"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest()},
+                              f"{p.dataset}/prepare",
+                              binding_facts(common.hashes(params, "prepare", sch), float(priv["row_count_epsilon"]),
+                                            float(priv["delta"]))).overridden(ds.get("noise_seed"))
     n_hat, n_hat_source = public_row_count(sch, params, session, count_rows, noise)
     if "train" not in split:
         count_rows()

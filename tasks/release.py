@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import Paths, params_hash
+from pipelines.config import PARAMS_FILE, Paths, check_noise_seeds, noise_seed_keys, params_hash
 from pipelines.evaluation import comparison
 from pipelines.evaluation.outside_dp import public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
@@ -67,6 +67,8 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
     ledger_evidence = next(g["evidence"] for g in checks["gates"] if g["name"] == "ledger")
     gates = public_gates(checks["gates"], None if weights is None else weights["gate"])
     verdict = public_verdict(checks["gates"])
+    seeded = [k for k in noise_seed_keys(params)  # a fixed noise_seed: internal releases only (load_params)
+              if k.split(".")[0] in ("dataset", generator) or (k == "weights.noise_seed" and weights is not None)]
     return {
         "dataset": p.dataset, "generator": generator, "release_id": f"{generator}-{sha256_text(content)[:12]}",
         "audience": "internal only" if priv.get("internal_release", False) else "public",
@@ -84,8 +86,19 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
         "weights": None if weights is None else {**weights["manifest"], "released": weights["passed"], **(
             {} if weights["passed"] else {"withheld_because": weights["gate"]["evidence"]["refused_because"]})},
         "computed_from_real_data_outside_dp_guarantee": release_statements(gates, verdict),
+        "noise_seed_used": seeded, "noise_seed_statement": noise_seed_statement(seeded),
         "hashes": hashes, "libraries": library_versions(),
     }
+
+
+def noise_seed_statement(keys: list[str]) -> str | None:
+    """The manifest's plain sentence on the sections whose DP noise came from a fixed `noise_seed` (None: none)."""
+    if not keys:
+        return None
+    return (f"The DP noise of {', '.join(keys)} was derived from a fixed noise seed written in the configuration, "
+            "not from OS entropy or the steward's secret key: anyone who knows the configuration can regenerate "
+            "that noise and subtract it, so this release has no differential-privacy guarantee against them. It is "
+            "an internal release (privacy.internal_release: true) and must never leave the organisation.")
 
 
 def release_budget(p: Paths, spent: float, lifetime: float) -> dict[str, Any]:
@@ -220,6 +233,8 @@ def comparison_pages(params: dict[str, Any], root: Path, run: str, manifests: di
 
 @task(name="release")
 def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
+    # a fixed noise_seed never reaches a public bundle, whatever path the params took (load_params refuses it)
+    check_noise_seeds(params, PARAMS_FILE, bool(params["privacy"].get("internal_release", False)))
     p = common.paths(params, root)
     released, refused, steward, manifests = [], [], {}, {}
     for generator in params["generators"]:

@@ -20,7 +20,7 @@ from pipelines.io import atomic_dir, read_json, sha256_file, write_json
 from pipelines.marginal.calibrate import summary as calibration_summary
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict
-from pipelines.privacy.noise import NoiseSource, load_noise_key
+from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
 from tasks import common
 from tasks.artifacts import publish
@@ -78,8 +78,8 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
     session = led.session(ds, run_id, f"train@{generator}", float(priv["delta"]), float(priv["lifetime_epsilon"]),
                           internal=bool(priv.get("internal_release", False)))
     stage_hashes = common.hashes(params, "train", sch, generator)
-    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), table.content_hash,
-                              f"{ds}/train@{generator}", stage_hashes["params"])
+    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: {"train": table.content_hash()},
+                              f"{ds}/train@{generator}", binding_facts(stage_hashes, budget.epsilon, budget.delta))
     with stage_progress(f"{ds}-{generator}-train-progress", f"train@{generator}"):
         gen.fit(table, session, budget, noise)  # reserves the planned spend before converting `table`
     spent = {r["seq"]: r for r in led.rows(ds) if r["seq"] in session.row_ids}

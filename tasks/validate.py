@@ -17,6 +17,7 @@ from tasks.progress import run_logger
 @task(name="validate")
 def validate(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     p, sch = common.paths(params, root), common.schema(params, root)
+    common.check_against_schema(params, sch)  # the columns the configuration names, before any budget is spent
     source = str(params["dataset"]["source"])
     if not source.startswith("bundled:") and not Path(source).is_absolute():
         source = str(Path(root) / source)

@@ -27,7 +27,7 @@ from pipelines.evaluation import weighted
 from pipelines.generators.persistence import finite_json
 from pipelines.io import read_json, sha256_file, write_json, write_parquet
 from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.noise import NoiseSource, load_noise_key
+from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
 from pipelines.weights import estimators, postprocess
 from pipelines.weights.discriminator import critic_scorer
@@ -112,8 +112,12 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
         session.reserve(plan.events)  # refused here, before any private row is read
     real = np.asarray(table, dtype=float) if plan.estimator in estimators.READS_PRIVATE_ROWS else None
     critic = critic_scorer(generator, p.model(generator)) if plan.estimator == "discriminator" else None
-    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), table.content_hash,
-                              f"{p.dataset}/weight@{generator}", common.hashes(params, "weight", sch, generator)["params"])
+    inputs = lambda: {"train": table.content_hash(), "synthetic": sha256_file(p.synthetic(generator)),  # noqa: E731
+                      "model": sha256_file(p.model(generator) / "privacy.json")}
+    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), inputs, f"{p.dataset}/weight@{generator}",
+                              binding_facts(common.hashes(params, "weight", sch, generator),
+                                            common.allocated_epsilon(params, "weights", root), delta,
+                                            plan=plan.to_dict()))
     log_w, logit = estimators.estimate(plan, s, real, synthetic, critic, noise)
     if plan.events:
         session.record(plan.events)

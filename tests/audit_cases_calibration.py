@@ -8,10 +8,12 @@ marginals (a, y, a × y); δ = AUDIT_DELTA = 1e-2, `share` 0.5 at ε = 2 (claims
 1,000–2,000 runs; tests/audit_cases_marginal.py's convention). The owner "calibration" plans one event per config
 (the calibration part of the real plan):
 
-* "audit": DP-WGAN's plan(), counts: GaussianEvent(σ, Δ₂ = √3), multiplier σ/√3 ≈ 1.36.
+* "audit": DP-WGAN's plan(), counts: DiscreteGaussianEvent(σ, 1, count 3) (exact discrete Gaussian noise, issue 28),
+  the continuous plan's multiplier σ/√3 ≈ 1.36.
 * "weighted": IW-MMD-GAN's plan() with `weights` rebalancing y from 0.8/0.2 to 0.5/0.5 (w ∈ {0.625, 2.5}, public
-  bound w_max = 2.5): importance-weighted marginals, GaussianEvent(σ, Δ₂ = √3·w_max), multiplier ≈ 1.39; the rows'
-  weights come from the generator's own `calibration_weights` (the function its training uses).
+  bound w_max = 2.5): importance-weighted marginals on the lattice (w_max/64)ℤ, DiscreteGaussianEvent(σ·64/w_max,
+  64, count 3), multiplier ≈ 1.39; the rows' weights come from the generator's own `calibration_weights` (the
+  function its training uses), and the canary's w_max is 64 lattice points, the event's shift.
 
 Score: the canary (a = 0, y = 0 for counts; a = 0, y = 1, the largest weight w_max, when weighted) adds w (1 for
 counts) to exactly one cell of each of the m marginals and changes nothing else, so the optimal test statistic is

@@ -7,7 +7,7 @@ Configs ("audit"): 2 columns of 3 categories, planned at δ = AUDIT_DELTA = 1e-2
 the scale MST_SCALE (MST) or AIM_SCALE (AIM, max_rounds 1), the convention of tests/audit_cases_dpsgd.py:
 Gaussian claims ≈ 1.1–1.8 at δ = 1e-2 (at δ = 1e-5 the claim is set by tails that 1,000–2,000 runs cannot
 resolve), selection claims ε ≈ 1.1–1.7. MST plans 2 one-way Gaussians, 1 selection and 1 two-way Gaussian; AIM
-(one round) 2 one-way Gaussians, the rounds' Gaussian envelope and 1 selection slot.
+(one round) 2 one-way Gaussians and the rounds' zCDP filter budget ZCDPEvent(ρ_R) (issue 28, item 5).
 - Gaussian event of multiplier σ: `measure` at σ√k·noise_scale of the canary's 1-way (or 2-way) marginal; the
   score is the noisy count in the canary's cell (the canary moves that cell by +1, the only change: Δ₂ = 1,
   attained). The claim is the PLD ε at δ = 1e-2 of one of the k equal releases that compose the event (the
@@ -16,6 +16,12 @@ resolve), selection claims ε ≈ 1.1–1.7. MST plans 2 one-way Gaussians, 1 se
   (ε ≈ 5 at δ = 1e-2: beyond 2,000 runs); each is audited as k = 4 releases at σ√4 = 1.2 (a selection
   claim of 0.56 at x = 1.2 was not certifiable at half noise either: a binary output of two probabilities
   ≥ 0.02 resolves ≈ 0.6 at the Clopper-Pearson level of 2,000 runs).
+- AIM's ZCDPEvent(ρ_R), ρ_R = 1/2x² + ε_sel²/8 for the one round: audited as ZCDP_SPLIT = 8 shares of ρ_R/8, each
+  the round's Gaussian measurement at σ = x√8 = 1.70 (its ρ is 0.9·ρ_R/8: the selection's 0.1 share is left out,
+  the `select` code is audited by MST's selection case), claim = the accountant's ε of ZCDPEvent(ρ_R/8) at
+  δ = 1e-2 (1.49). That claim is the zCDP → (ε, δ) conversion, which no Gaussian attains (the release's exact ε
+  is 1.14, measured ≈ 0.35 at 1×, ≈ 1.4–1.65 at 0.5×: not above 1.49 with certainty), so these cases run their
+  power check at ZCDP_POWER = 0.35× noise (σ = 0.59, exact ε 4.7; measured ≈ 2.2–2.7 for σ = 0.6).
 - Selection of ε: two candidates whose L1 scores the canary moves by +1 and −1 (possible under add/remove: the
   canary's cell is above the model in one marginal and below it in the other, Δ = 1 attained with opposite
   signs), drawn by `select` with ε/noise_scale; score 1 when the first candidate is selected. On D the first
@@ -37,17 +43,19 @@ from audit_harness import AuditCase
 from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import generator_class
-from pipelines.marginal.aim import aim_events
+from pipelines.marginal.aim import SELECT_RATIO, aim_events
 from pipelines.marginal.measure import measure
 from pipelines.marginal.mst import mst_events
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.events import Event, GaussianEvent, PureEpsilonEvent
+from pipelines.privacy.events import DiscreteGaussianEvent, Event, GaussianEvent, PureEpsilonEvent, ZCDPEvent
 
 AUDIT_DELTA = 1e-2
 MST_SCALE = 1.2     # σ₁ = 1.70, σ₂ = 1.20, ε_sel = 1.67
 AIM_SCALE = 0.6     # σ = 0.60 (1-way and the one round; audited as 4 releases of σ = 1.2), ε_sel = 1.11
 GAUSSIAN_SPLIT = {"mst": 1, "aim": 4}
+ZCDP_SPLIT = 8      # AIM's rounds' ZCDPEvent: 8 shares of ρ_R/8, each one measurement at σ = x√8 (module docstring)
+ZCDP_POWER = 0.35   # their power check's noise scale (the zCDP claim is not attained by a Gaussian)
 LAYOUT = Layout((Block("a", "categorical", 0, 3), Block("b", "categorical", 3, 6)))
 CODES = np.array([[i % 3, (i // 3) % 3] for i in range(90)])     # 30 rows in every category of a and of b
 CANARY = np.array([[0, 0]])
@@ -97,7 +105,7 @@ def selection_scores(epsilon: float, tag: str):
 def cases_for(name: str) -> list[AuditCase]:
     out, k = [], GAUSSIAN_SPLIT[name]
     for i, e in enumerate(plan(name)):
-        if isinstance(e, GaussianEvent):
+        if isinstance(e, (GaussianEvent, DiscreteGaussianEvent)):   # `measure`: an exact discrete Gaussian
             clique = (0, 1) if "2-way" in e.query else (0,)
             release = dataclasses.replace(e, sigma=e.sigma * math.sqrt(k))
             for j in range(k):
@@ -107,6 +115,14 @@ def cases_for(name: str) -> list[AuditCase]:
         elif isinstance(e, PureEpsilonEvent):
             out.append(AuditCase(name, "audit", i, f"{name} exponential-mechanism selection", float(e.epsilon), 0.0,
                                  selection_scores(e.epsilon, f"{name}:{i}")))
+        elif isinstance(e, ZCDPEvent):    # AIM's one round: its measurement at σ = x (the filter's rest after ε_sel)
+            share = dataclasses.replace(e, rho=e.rho / ZCDP_SPLIT)
+            rho_measure = e.rho * 0.5 / (0.5 + SELECT_RATIO ** 2 / 8)    # ρ_R less the selection's ε_sel²/8
+            sigma = math.sqrt(ZCDP_SPLIT / (2 * rho_measure))             # σ = x√8: ρ_measure/8 per share
+            for j in range(ZCDP_SPLIT):
+                out.append(AuditCase(name, "audit", i, f"{name} round measurement (zCDP filter share {j + 1}/"
+                                     f"{ZCDP_SPLIT})", epsilon_pld([share], AUDIT_DELTA), AUDIT_DELTA,
+                                     gaussian_scores(sigma, (0, 1), f"{name}:{i}:{j}"), power_noise_scale=ZCDP_POWER))
     return out
 
 

@@ -51,7 +51,7 @@ from pipelines.privacy import embeddings
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.bandwidth import exponential_bandwidth, laplace_bandwidth
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
-from pipelines.privacy.events import Event, LaplaceEvent, PureEpsilonEvent
+from pipelines.privacy.events import DiscreteLaplaceEvent, Event, LaplaceEvent, PureEpsilonEvent
 from pipelines.privacy.noise import NoiseSource
 from pipelines.weights import estimators, logistic
 
@@ -63,7 +63,7 @@ Scores = Callable[[bool, float, int], np.ndarray]
 
 
 def pure(event: Event) -> bool:
-    return isinstance(event, (LaplaceEvent, PureEpsilonEvent))
+    return isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent, PureEpsilonEvent))
 
 
 def claimed(event: Event) -> float:
@@ -271,8 +271,7 @@ def sp_points_scores(config: str) -> Scores:
         data = np.vstack([rows, canary]) if neighbour else rows
         model = sp_model(config, len(data))
         p, plan = model.params, model.privacy
-        rng = np.random.default_rng(NoiseSource(noise_seed=1_000_003 * int(neighbour) + int(1 / noise_scale))
-                                    .seed("audit:support_points"))
+        rng = NoiseSource(noise_seed=1_000_003 * int(neighbour) + int(1 / noise_scale)).numpy("audit:support_points")
         with np.errstate(invalid="ignore"):         # split-R̂ of chains that never moved: 0/0, not used here
             result = sample_energy_mechanism(
                 data, int(p["n_points"]), plan.epsilon_per_set / noise_scale, plan.sensitivity, plan.norm,
@@ -296,8 +295,7 @@ def sp_bandwidth_scores(config: str, n_rows: int) -> Scores:
         model = sp_model(config, len(data))
         grid, eps = model._grid(), model.privacy.epsilon_bandwidth / noise_scale
         return np.array([mechanism(data, centres, grid, eps,
-                                   np.random.default_rng(NoiseSource(noise_seed=1_000_003 * int(neighbour) + run)
-                                                         .seed("audit:bandwidth")))[0]
+                                   NoiseSource(noise_seed=1_000_003 * int(neighbour) + run).numpy("audit:bandwidth"))[0]
                          for run in range(n_runs)])
     return scores
 
@@ -366,7 +364,8 @@ def w_scores(estimator: str) -> Scores:
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         data = np.vstack([real, canary]) if neighbour else real
         event = planned.events[0]
-        event = (dataclasses.replace(event, scale=event.scale * noise_scale) if isinstance(event, LaplaceEvent)
+        event = (dataclasses.replace(event, scale=event.scale * noise_scale)
+                 if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent))
                  else dataclasses.replace(event, sigma=event.sigma * noise_scale))
         plan = dataclasses.replace(planned, events=[event])
         prior = math.log(plan.n_real / plan.n_synthetic)

@@ -183,3 +183,96 @@ def test_invalid_events_and_delta_are_rejected():
         epsilon_pld([GaussianEvent(1.0, 1.0)], 0.0)
     with pytest.raises(ValueError):
         epsilon_rdp([PoissonGaussianEvent(1.0, 1.5, 10)], 1e-5)
+
+
+# -- adaptive zCDP budgets (issue 28, item 5: AIM's rounds under a zCDP filter) ------------------------------------
+def test_zcdp_event_round_trips_and_is_validated():
+    from pipelines.privacy.events import ZCDPEvent, event_from_dict, event_to_dict, validate_event
+    e = ZCDPEvent(0.0123, "AIM rounds")
+    d = event_to_dict(e)
+    assert d == {"kind": "zcdp", "rho": 0.0123, "mechanism": "AIM rounds"}
+    assert event_from_dict(d) == e
+    for bad in (0.0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="rho"):
+            validate_event(ZCDPEvent(bad))
+        with pytest.raises(ValueError, match="rho"):
+            epsilon_pld([ZCDPEvent(bad)], 1e-5)
+
+
+def test_zcdp_events_compose_additively_in_rdp_and_in_the_ledgers_figure():
+    from pipelines.privacy.events import ZCDPEvent
+    orders = accountant.RDP_ORDERS
+    np.testing.assert_allclose(accountant.zcdp_rdp(0.02, orders), 0.02 * orders)
+    a, b = ZCDPEvent(0.004), ZCDPEvent(0.011)
+    assert epsilon_rdp([a, b], 1e-5) == pytest.approx(epsilon_rdp([ZCDPEvent(0.015)], 1e-5), rel=1e-12)
+    assert epsilon_pld([a, b], 1e-5) == pytest.approx(epsilon_pld([ZCDPEvent(0.015)], 1e-5), rel=1e-12)
+    # a Gaussian of multiplier σ is exactly 1/2σ²-zCDP in RDP: the same curve as ZCDPEvent(1/2σ²)
+    g = GaussianEvent(7.0, 1.0)
+    assert epsilon_rdp([g, a], 1e-5) == pytest.approx(epsilon_rdp([ZCDPEvent(1 / 98 + 0.004)], 1e-5), rel=1e-9)
+
+
+@pytest.mark.parametrize("rho", [1e-4, 0.003, 0.0184, 0.2, 2.0])
+def test_zcdp_alone_is_the_conversion_and_never_below_a_gaussian_of_the_same_rho(rho):
+    from pipelines.marginal.aim import zcdp_epsilon
+    from pipelines.privacy.events import ZCDPEvent
+    for delta in (1e-5, 1e-8):
+        eps = epsilon_pld([ZCDPEvent(rho)], delta)
+        conv = zcdp_epsilon(rho, delta)
+        assert conv * (1 - 1e-6) <= eps <= conv * (1 + 1e-3) + 1e-4
+        # the Gaussian mechanism of σ = (2ρ)^(-1/2) is ρ-zCDP: no valid figure for ρ-zCDP can be below its exact ε
+        assert eps >= epsilon_pld([GaussianEvent((2 * rho) ** -0.5, 1.0)], delta)
+
+
+def test_zcdp_dominating_pair_lies_above_the_gaussian_curve_and_below_the_conversion():
+    # `_zcdp_pld` is a pair whose hockey-stick curve must dominate every ρ-zCDP mechanism's (the Gaussian's among
+    # them) and may be at most the Prop. 12 bound it is built from (up to the grid's pessimistic rounding)
+    rho = 0.05
+    pld = accountant._zcdp_pld(rho, accountant.VALUE_DISCRETIZATION)
+    sigma = (2 * rho) ** -0.5
+    for eps in np.linspace(0.0, 2.5, 26):
+        d = pld.get_delta_for_epsilon(float(eps))
+        assert d >= analytic_gaussian_delta(float(eps), sigma, 1.0) - 1e-12
+        bound = float(accountant.zcdp_delta(rho, np.array([eps + 2 * accountant.VALUE_DISCRETIZATION]))[0])
+        assert d <= bound * 1.05 + 1e-12
+
+
+def test_lists_with_a_zcdp_budget_are_composed_only_by_adaptively_valid_bounds():
+    from pipelines.privacy.events import BOUNDED_RANGE, ZCDPEvent
+    z = ZCDPEvent(0.003)
+    fixed = [GaussianEvent(30.0, 1.0)] * 20 + [PoissonGaussianEvent(1.2, 0.01, 500), LaplaceEvent(40.0, 1.0),
+                                              PureEpsilonEvent(0.05, BOUNDED_RANGE)]
+    eps = epsilon_pld(fixed + [z], 1e-5)
+    # never below what any valid accountant could claim for a real ρ-zCDP mechanism in the same composition (a
+    # Gaussian of the same ρ, composed exactly), never above the RDP bound
+    gauss = GaussianEvent((2 * z.rho) ** -0.5, 1.0)
+    assert epsilon_pld(fixed + [gauss], 1e-5) <= eps <= epsilon_rdp(fixed + [z], 1e-5)
+    # the fixed part: dominated PLD composition with the zCDP pair, here below the RDP bound (DP-SGD in RDP is loose)
+    assert eps < epsilon_rdp(fixed + [z], 1e-5) - 0.01
+    # lists without a ZCDPEvent are unchanged (PLD, or min(PLD, RDP) with a bounded-range step)
+    assert epsilon_pld(fixed, 1e-5) == min(accountant._epsilon_pld_only(fixed, 1e-5, accountant.VALUE_DISCRETIZATION),
+                                           epsilon_rdp(fixed, 1e-5))
+    assert epsilon_pld([z, NonPrivateEvent("x")], 1e-5) == math.inf
+
+
+def test_calibration_over_a_zcdp_budget_meets_the_target():
+    from pipelines.privacy.events import ZCDPEvent
+    x = accountant.calibrate_noise_scale(1.0, 1e-5, lambda s: [GaussianEvent(s, 1.0)] * 5 + [ZCDPEvent(3 / s ** 2)])
+    events = [GaussianEvent(x, 1.0)] * 5 + [ZCDPEvent(3 / x ** 2)]
+    assert 0.998 <= epsilon_pld(events, 1e-5) <= 1.0
+
+
+def test_ledger_reserves_records_and_refuses_zcdp_budgets(tmp_path):
+    from pipelines.errors import BudgetExceededError
+    from pipelines.privacy.events import ZCDPEvent
+    from pipelines.privacy.ledger import Ledger
+    ledger = Ledger(str(tmp_path / "ledger.sqlite"))
+    planned = [GaussianEvent(25.0, 1.0)] * 3 + [ZCDPEvent(0.004, "AIM rounds")]
+    res = ledger.reserve("t", "run1", "train@aim", planned, 1e-5, 1.0)
+    assert res.epsilon_planned == pytest.approx(epsilon_pld(planned, 1e-5))
+    ledger.record(res, planned)
+    assert ledger.effective_events("t") == planned                  # the event round-trips through the ledger's JSON
+    assert ledger.spent("t", 1e-5) == pytest.approx(epsilon_pld(planned, 1e-5))
+    assert ledger.spent_rdp("t", 1e-5) >= ledger.spent("t", 1e-5)
+    with pytest.raises(BudgetExceededError):                          # composed with what is spent: over 1.0
+        ledger.reserve("t", "run2", "train@aim", [ZCDPEvent(0.05)], 1e-5, 1.0)
+    assert len(ledger.rows("t")) == 2 * len(planned)

@@ -2,15 +2,18 @@
 the same one-line error (file, key path, problem, fix), and the CLI prints it and exits 2."""
 from __future__ import annotations
 
+import json
 import math
 import re
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 import yaml
 
 from flows.cli import main
-from pipelines.config import load_params
+from pipelines.config import load_params, noise_seed_keys
 from pipelines.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,6 +126,9 @@ def test_every_bundled_params_file_parses(path):
     params = load_params(path)
     assert params["generators"] and isinstance(params["privacy"]["release_epsilon"], float)
     assert all(isinstance(params[g].get("epsilon", 0.0), float) for g in params["generators"])  # pinned or allocated
+    from pipelines.data.schema import load_schema
+    from tasks.common import check_against_schema
+    check_against_schema(params, load_schema(ROOT / "schemas" / f"{params['dataset']['name']}.yaml"))  # its columns
 
 
 @pytest.mark.parametrize("path,typo,known", TYPOS[:8])
@@ -148,3 +154,172 @@ def test_a_value_out_of_range_names_the_key_path(tmp_path, capsys, generator, ke
     assert main(["--params", str(path), "stage", "validate"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err == f"error: {message}"
+
+
+# -- a fixed noise_seed: internal releases only (issue 28 §2) ---------------------------------------------------
+
+def root_with(tmp_path: Path, edits: dict[str, dict]) -> Path:
+    """A minimal project root (the public schemas, a params.yaml with `edits` merged into its sections) that
+    `synthrelease stage ...` runs in: what validate would write, and the ledger, land under it."""
+    shutil.copytree(ROOT / "schemas", tmp_path / "schemas")
+    params = yaml.safe_load(yaml.safe_dump(BASE))
+    for path, values in edits.items():
+        section = params
+        for part in path.split("."):
+            section = section.setdefault(part, {})
+        section.update(values)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    return tmp_path
+
+
+def ledger_rows(root: Path) -> int:
+    path = root / "ledger" / "privacy.sqlite"
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as con:
+        return con.execute("SELECT COUNT(*) FROM privacy_events").fetchone()[0]
+
+
+@pytest.mark.parametrize("section", ["dpwgan", "ppem", "mst", "weights", "dataset"])
+def test_a_noise_seed_is_refused_in_a_public_release(tmp_path, section):
+    with pytest.raises(InputError) as e:
+        load_params(write(tmp_path, section, "noise_seed", 7))
+    message = str(e.value)
+    assert message.startswith(f"file {tmp_path / 'params.yaml'}: '{section}.noise_seed': a fixed noise seed in a "
+                              "public release") and "regenerated and subtracted" in message and "\n" not in message
+    assert f"Fix: delete 'noise_seed:' under '{section}:'" in message
+    assert "SYNTHRELEASE_NOISE_KEY" in message and "privacy.noise_key_file" in message
+    assert "'privacy.internal_release: true'" in message
+    with pytest.raises(InputError, match=rf"'{section}\.noise_seed': .*got 'x'"):
+        load_params(write(tmp_path, section, "noise_seed", "x"))
+
+
+def test_an_internal_release_may_fix_its_noise_seeds(tmp_path):
+    from tasks.release import noise_seed_statement
+    params = yaml.safe_load(yaml.safe_dump(BASE))
+    params["privacy"]["internal_release"] = True
+    for section in ("dataset", "dpwgan", "weights"):
+        params[section]["noise_seed"] = 7
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    loaded = load_params(tmp_path / "params.yaml")
+    assert [loaded[s]["noise_seed"] for s in ("dataset", "dpwgan", "weights")] == [7, 7, 7]
+    assert noise_seed_keys(loaded) == ["dataset.noise_seed", "dpwgan.noise_seed", "weights.noise_seed"]
+    assert noise_seed_keys(load_params(ROOT / "params.yaml")) == []
+    assert noise_seed_statement([]) is None and "internal release" in noise_seed_statement(["dpwgan.noise_seed"])
+
+
+@pytest.mark.parametrize("section", ["dpwgan", "weights", "dataset"])
+def test_the_validate_stage_refuses_a_public_noise_seed(tmp_path, capsys, monkeypatch, section):
+    root = root_with(tmp_path, {section: {"noise_seed": 7}})
+    monkeypatch.chdir(root)
+    assert main(["--params", str(root / "params.yaml"), "stage", "validate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: file {root / 'params.yaml'}: '{section}.noise_seed': a fixed noise seed")
+    assert ledger_rows(root) == 0 and not (root / "data").exists() and not (root / "reports").exists()
+
+
+def test_the_release_stage_refuses_a_public_noise_seed_whatever_path_the_params_took(tmp_path):
+    from tasks.release import release
+    params = {**yaml.safe_load(yaml.safe_dump(BASE)), "weights": {"noise_seed": 3}}
+    with pytest.raises(InputError, match=r"'weights\.noise_seed': a fixed noise seed in a public release"):
+        release.fn(params, tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+# -- every configuration error before any budget is spent (issue 28 §6) ------------------------------------------
+
+# (section, key, a value of the right type out of its range): each passed validate, prepare and budget before
+OUT_OF_RANGE = [("risk_gates", "confidence", 1.5), ("utility_gate", "confidence", 7),
+                ("evaluate.attacks", "max_rows", -5), ("evaluate", "n_samples", -5), ("evaluate", "kway", 0),
+                ("weights", "epochs", 0), ("weights", "momentum", 1.0), ("weights", "tempering", 2.0),
+                ("orchestration", "max_workers", 0), ("dataset", "holdout_fraction", 1.5)]
+
+
+@pytest.mark.parametrize("path,key,value", OUT_OF_RANGE)
+def test_a_value_out_of_range_stops_the_validate_stage(tmp_path, capsys, monkeypatch, path, key, value):
+    """load_params runs every section's range checks (the ones its reader runs), naming this file and the key."""
+    root = root_with(tmp_path, {path: {key: value}})
+    with pytest.raises(InputError) as e:
+        load_params(root / "params.yaml")
+    message = str(e.value)
+    assert message.startswith(f"file {root / 'params.yaml'}: '{path}.{key}': ") and " Fix: " in message
+    monkeypatch.chdir(root)
+    assert main(["--params", str(root / "params.yaml"), "stage", "validate"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert ledger_rows(root) == 0 and not (root / "data").exists()
+
+
+# a pinned generator (its own ε) naming a column the schema lacks: once "cannot divide the release ε"
+MISSING_COLUMNS = [("ppem", {"epsilon": 1.0, "protected": ["mean_radius", "no_such_column"]}, "ppem.protected"),
+                   ("iw_mmd_gan", {"epsilon": 1.0, "estimator": "sniw", "weights": {"rebalance": {
+                       "column": "no_such_column", "observed": [0.5, 0.5], "target": [0.5, 0.5]}}},
+                    "iw_mmd_gan.weights.rebalance.column"),
+                   ("mst", {"epsilon": 1.0, "bins": {"no_such_column": [0, 10]}}, "mst.bins"),
+                   ("dpwgan", {"epsilon": 1.0, "calibration": {"pairs": [["no_such_column", "target"]]}},
+                    "dpwgan.calibration.pairs")]
+
+
+@pytest.mark.parametrize("generator,section,key", MISSING_COLUMNS, ids=[m[0] for m in MISSING_COLUMNS])
+def test_a_column_the_schema_lacks_stops_the_validate_stage(tmp_path, capsys, monkeypatch, generator, section, key):
+    root = root_with(tmp_path, {generator: section})
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["generators"] = [generator]
+    params[generator] = section
+    params["weights"]["generators"] = []
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    load_params(root / "params.yaml")  # types and ranges hold: the schema decides
+    monkeypatch.chdir(root)
+    assert main(["--params", str(root / "params.yaml"), "stage", "validate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: file params.yaml: '{key}': ") and "no_such_column" in err and " Fix: " in err
+    assert "release_epsilon" not in err and err.count("Fix:") == 1
+    assert ledger_rows(root) == 0 and not (root / "data").exists()
+
+
+def test_the_budget_stage_names_the_column_not_the_release_epsilon(tmp_path, capsys, monkeypatch):
+    """validate and prepare ran on a good configuration; then a pinned section names a missing column (DVC re-runs
+    budget, which tracks the whole file, but not validate): budget refuses with the column, spending nothing."""
+    root = root_with(tmp_path, {"privacy": {"noise_key_file": None}, "weights": {"generators": []}})
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["generators"] = ["ppem"]
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    for stage in ("validate", "prepare"):
+        assert main(["--params", "params.yaml", "stage", stage]) == 0
+    params["ppem"] = {"epsilon": 1.0, "protected": ["no_such_column"]}
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    capsys.readouterr()
+    assert main(["--params", "params.yaml", "stage", "budget"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: file params.yaml: 'ppem.protected': names unknown columns ['no_such_column']")
+    assert "release_epsilon" not in err and ledger_rows(root) == 0 and not (root / "data" / "allocation").exists()
+
+
+@pytest.mark.slow
+def test_an_internal_release_with_noise_seeds_says_so_in_its_manifest(tmp_path):
+    from tasks.check import check
+    from tasks.evaluate import evaluate
+    from tasks.release import release
+    from tasks.train import train
+    from tasks.weight import weight
+    from test_pipeline import make_root, run_stages
+    root = make_root(tmp_path, {"generators": ["dpwgan"], "privacy": {"internal_release": True},
+                                "dataset": {"noise_seed": 1}, "dpwgan": {"steps": 20, "noise_seed": 0},
+                                "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200,
+                                            "noise_seed": 2},
+                                "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}}})
+    run_stages(root, "budget")
+    params = load_params(root / "params.yaml")
+    train.fn(params, "dpwgan", "internal", root)
+    evaluate.fn(params, "dpwgan", root)
+    weight.fn(params, "dpwgan", "internal", root)
+    check.fn(params, "dpwgan", root)
+    index = release.fn(params, root)
+    [entry] = index["released"]
+    manifest = json.loads((root / entry["path"] / "manifest.json").read_text())
+    assert manifest["audience"] == "internal only"
+    assert manifest["noise_seed_used"] == ["dataset.noise_seed", "dpwgan.noise_seed", "weights.noise_seed"]
+    statement = manifest["noise_seed_statement"]
+    assert "dpwgan.noise_seed" in statement and "no differential-privacy guarantee" in statement
+    assert "must never leave the organisation" in statement

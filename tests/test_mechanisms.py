@@ -11,10 +11,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipelines.privacy.accountant import epsilon_pld, gaussian_sigma, laplace_scale
+from pipelines.marginal.measure import measurement_event
+from pipelines.privacy.accountant import discrete_gaussian_sigma, epsilon_pld, gaussian_sigma, laplace_scale
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import GaussianEvent, LaplaceEvent, PureEpsilonEvent
-from pipelines.privacy.mechanisms import exponential_mechanism, gaussian_mechanism, laplace_mechanism
+from pipelines.privacy.mechanisms import (discrete_gaussian_mechanism, discrete_laplace_mechanism,
+                                          exponential_mechanism, gaussian_mechanism, laplace_mechanism)
+from pipelines.privacy.row_count import count_event
 
 P_MIN = 1e-3          # goodness-of-fit tests must not reject at this level (fixed seeds: deterministic)
 N_AUDIT = 200_000
@@ -109,6 +112,24 @@ def test_laplace_mechanism_audit():
     claimed = epsilon_pld([LaplaceEvent(scale, sensitivity)], DELTA)
     assert _audit_sum_query(laplace_mechanism, sensitivity, scale, seed=20) < claimed
     assert _audit_sum_query(laplace_mechanism, sensitivity, scale / 2, seed=21) > claimed
+
+
+def test_discrete_laplace_row_count_audit():
+    """The noisy row count's exact discrete Laplace (count_event at ε = 1, Δ₁ = 1, attained by one added row)."""
+    event = count_event(1.0)
+    claimed = epsilon_pld([event], DELTA)
+    assert claimed <= event.epsilon == 1.0
+    assert _audit_sum_query(discrete_laplace_mechanism, 1, event.scale, seed=40) < claimed
+    assert _audit_sum_query(discrete_laplace_mechanism, 1, event.scale / 2, seed=41) > claimed
+
+
+def test_discrete_gaussian_measurement_audit():
+    """A marginal cell's exact discrete Gaussian (`measure`'s mechanism, shift 1 attained) at the σ meeting ε = 1."""
+    sigma = discrete_gaussian_sigma(1.0, DELTA, 1)
+    claimed = epsilon_pld([measurement_event(sigma)], DELTA)
+    assert 0.99 <= claimed <= 1.0
+    assert _audit_sum_query(discrete_gaussian_mechanism, 1, sigma, seed=42) < claimed
+    assert _audit_sum_query(discrete_gaussian_mechanism, 1, sigma / 2, seed=43) > claimed
 
 
 @pytest.mark.slow

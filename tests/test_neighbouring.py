@@ -78,12 +78,11 @@ def make_root(tmp_path: Path, bc_raw: pd.DataFrame, with_rows: bool) -> tuple[Pa
     (root / "schemas" / "breast_cancer.yaml").write_text(schema_text(with_rows))
     (root / "data" / "raw" / "breast_cancer").mkdir(parents=True)
     bc_raw.to_parquet(root / "data" / "raw" / "breast_cancer" / "validated.parquet", index=False)
-    params = {"dataset": {"name": "breast_cancer", "source": "bundled:breast_cancer", "holdout_fraction": 0.2,
-                          "noise_seed": 0},
+    params = {"dataset": {"name": "breast_cancer", "source": "bundled:breast_cancer", "holdout_fraction": 0.2},
               "privacy": {"delta": 1e-5, "lifetime_epsilon": 10.0, "ledger": "ledger/privacy.sqlite",
                           "row_count_epsilon": 0.05},
               "device": "cpu", "evaluate": {"n_samples": None},
-              "dpwgan": {"epsilon": 3.0, "steps": 10, "batch_size": 64, "noise_seed": 0}}
+              "dpwgan": {"epsilon": 3.0, "steps": 10, "batch_size": 64}}
     return root, params
 
 
@@ -132,7 +131,7 @@ def test_public_rows_spend_nothing(tmp_path: Path, bc_raw: pd.DataFrame, monkeyp
 def test_noisy_count_is_reserved_before_the_rows_are_read(tmp_path: Path, bc_raw: pd.DataFrame,
                                                           monkeypatch) -> None:
     import tasks.prepare as prep
-    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", "ab" * 32)  # keyed noise: the same count on every run
     root, params = make_root(tmp_path, bc_raw, False)
     real_read = pd.read_parquet
 
@@ -143,9 +142,10 @@ def test_noisy_count_is_reserved_before_the_rows_are_read(tmp_path: Path, bc_raw
     summary = prep.prepare.fn(params, root)
     rows = ledger_rows(root)
     assert [r[:2] for r in rows] == [("prepare", "planned"), ("prepare", "spent")]
-    assert json.loads(rows[1][2]) == {"kind": "laplace", "scale": 20.0, "l1_sensitivity": 1.0}  # b = 1/0.05
+    assert json.loads(rows[1][2]) == {"kind": "discrete_laplace", "scale": 20.0, "sensitivity": 1, "count": 1,
+                                      "dims": 1, "query": "training row count"}       # exact Lap_ℤ(1/0.05)
     n, n_hat = summary["rows_train"], summary["rows_public"]
-    assert n_hat != n and abs(n_hat - n) <= 20 * math.log(1e4)  # Laplace(20) noise (noise_seed 0), tail 1e-4
+    assert n_hat != n and abs(n_hat - n) <= 20 * math.log(1e4)  # Laplace(20) noise (steward key), tail 1e-4
     assert "Laplace" in summary["rows_public_source"] and "row_count_epsilon = 0.05" in summary["rows_public_source"]
     assert len(summary["ledger_row_ids"]) == 1
 
@@ -175,7 +175,8 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
     assert len(table) == 300 and table.n_actual == layout["rows_train"] != 300
     privacy = train.fn(params, "dpwgan", "test", root)
     event, calibration = privacy["events"]                       # DP-SGD, then the calibration's Gaussian
-    assert calibration["kind"] == "gaussian" and event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
+    assert calibration["kind"] == "discrete_gaussian"                     # exact noise on the counts (issue 28)
+    assert event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
     assert privacy["n_rows"] == privacy["rows_public"] == 300 and "rows.count 569" in privacy["rows_public_source"]
 
     seen = {}

@@ -21,26 +21,29 @@ from test_pipeline import make_root, run_stages
 
 KEY = "ab" * 32
 DELTA = 1e-5
-FAST = {"generators": ["dpwgan"], "dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64}, "weights": {"generators": []}}
+# no steward key (OS-entropy noise, plain ledger chain): these tests open the ledger without one
+FAST = {"generators": ["dpwgan"], "dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64}, "weights": {"generators": []},
+        "privacy": {"noise_key_file": None}}
 
 
 # -- steward-keyed noise ---------------------------------------------------------------------------
 
-def _seed(key: bytes | None, data: str = "d" * 64, stage: str = "bc/train@g", params: str = "p" * 64,
-          context: str = "g:noise") -> int:
-    return noise.NoiseSource.keyed(key, lambda: data, stage, params).seed(context)
+def _material(key: bytes | None, data: str = "d" * 64, stage: str = "bc/train@g", params: str = "p" * 64,
+              context: str = "g:noise") -> bytes:
+    return noise.NoiseSource.keyed(key, lambda: data, stage, params).material(context)
 
 
-def test_keyed_noise_seed_is_the_hmac_of_data_stage_params_and_context():
+def test_keyed_noise_key_is_the_hmac_of_data_stage_params_and_context():
     key = bytes.fromhex(KEY)
-    expected = int.from_bytes(hmac.new(key, "\x1f".join(("d" * 64, "bc/train@g", "p" * 64, "g:noise")).encode(),
-                                       hashlib.sha256).digest()[:8], "big") >> 1
-    assert _seed(key) == _seed(key) == expected
-    others = {_seed(bytes.fromhex("cd" * 32)), _seed(key, data="e" * 64), _seed(key, stage="bc/train@h"),
-              _seed(key, params="q" * 64), _seed(key, context="g:poisson")}
+    message = noise.canonical_json({"stage": "bc/train@g", "inputs": {"data": "d" * 64}, "facts": {"params": "p" * 64},
+                                    "context": "g:noise"})
+    expected = hmac.new(key, noise.DOMAIN + b"\x1f" + message.encode(), hashlib.sha256).digest()
+    assert _material(key) == _material(key) == expected
+    others = {_material(bytes.fromhex("cd" * 32)), _material(key, data="e" * 64), _material(key, stage="bc/train@h"),
+              _material(key, params="q" * 64), _material(key, context="g:poisson")}
     assert expected not in others and len(others) == 5        # every input changes the noise
-    assert _seed(None) != _seed(None)                          # no key: fresh OS entropy each time
-    assert noise.NoiseSource().seed("g:noise") != noise.NoiseSource().seed("g:noise")  # no source: OS entropy
+    assert _material(None) != _material(None)                  # no key: fresh OS entropy each time
+    assert noise.NoiseSource().material("g:noise") != noise.NoiseSource().material("g:noise")
 
 
 def test_noise_key_sources_and_refusals(tmp_path, monkeypatch):

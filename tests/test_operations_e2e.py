@@ -31,8 +31,9 @@ from test_pipeline import env, make_root, run_stages, sh
 pytestmark = pytest.mark.slow
 DELTA = 1e-5
 # One fast generator, a cheap evaluation, no weight stage: a flow run takes well under a minute on 1 core.
+# No steward key: fresh OS-entropy noise in every run (a test that needs the same noise twice gives a key).
 TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []},
-        "dpwgan": {"epsilon": 1.0, "steps": 40, "batch_size": 64, "noise_seed": None},
+        "privacy": {"noise_key_file": None}, "dpwgan": {"epsilon": 1.0, "steps": 40, "batch_size": 64},
         "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
                      "attacks": {"max_rows": 200, "n_attacks": 100}}}
 
@@ -218,9 +219,11 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
 
 def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_api, tmp_path):
     """Two generators on a local Dask cluster of 2 workers: their train tasks overlap in time, and with
-    the same seeds the ledger events and released synthetic tables equal the threaded run's."""
-    gens = {"generators": ["dpwgan", "pearl"], "dpwgan": {"steps": 300, "noise_seed": 3},  # the release ε, shared
-            "pearl": {"frequencies": 16, "steps": 1000, "batch_size": 64, "noise_seed": 3}}
+    the same seeds and steward key the ledger events and released synthetic tables equal the threaded run's."""
+    key = tmp_path / "steward.key"          # one steward key for both runs: the same keyed noise
+    key.write_text("3a" * 32 + "\n")
+    gens = {"generators": ["dpwgan", "pearl"], "dpwgan": {"steps": 300},  # the release ε, shared
+            "pearl": {"frequencies": 16, "steps": 1000, "batch_size": 64}, "privacy": {"noise_key_file": str(key)}}
     script = ("import json\nfrom flows.release import configured_flow\n"
               "print(json.dumps(configured_flow('params.yaml')(params_path='params.yaml')))\n")
     api, out = prefect_api["url"], {}

@@ -8,7 +8,8 @@ calibration of samples), all on the interface of tests/audit_harness.py.
     event that is not a NonPrivateEvent is exercised by a case; each case's claim is the accountant's ε
     for its planned event: the event itself at T = 1 and q = 1, or one of the k releases (k = the event's
     number of cases) that the event composes (a Gaussian/DP-SGD event of multiplier σ_e is k releases of
-    multiplier σ_e·√k; a pure-ε / Laplace event is k releases whose ε sum to the event's).
+    multiplier σ_e·√k; a pure-ε / Laplace event is k releases whose ε sum to the event's; a ρ-zCDP budget,
+    ZCDPEvent, is k shares of ρ/k).
   - audit (slow: thousands of runs of real training loops): the Clopper-Pearson lower bound on ε stays
     below the claim at the planned noise and exceeds it at half the noise (the audit has power: removing
     the noise of any release fails it).
@@ -27,7 +28,8 @@ import audit_cases_release
 from pipelines.generators.registry import GENERATORS
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
-from pipelines.privacy.events import LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent
+from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, LaplaceEvent, NonPrivateEvent,
+                                      PoissonGaussianEvent, PureEpsilonEvent, ZCDPEvent)
 from pipelines.weights.estimators import ESTIMATORS, NON_PRIVATE
 
 MODULES = (audit_cases_dpsgd, audit_cases_release, audit_cases_marginal, audit_cases_calibration)
@@ -65,10 +67,15 @@ def claims_for(event, k: int, delta: float) -> list[float]:
     if isinstance(event, PoissonGaussianEvent):
         nm = event.noise_multiplier
         return [epsilon_pld([PoissonGaussianEvent(nm * s, 1.0, 1)], delta) for s in (1.0, math.sqrt(k))]
-    if isinstance(event, (LaplaceEvent, PureEpsilonEvent)):
+    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent, PureEpsilonEvent)):
         return [event.epsilon, event.epsilon / k]
+    if isinstance(event, ZCDPEvent):          # a ρ-zCDP budget, or one of k equal ρ/k shares of it
+        return [epsilon_pld([event], delta), epsilon_pld([dataclasses.replace(event, rho=event.rho / k)], delta)]
     whole = epsilon_pld([event], delta)
-    return [whole, epsilon_pld([dataclasses.replace(event, sigma=event.sigma * math.sqrt(k))], delta)]
+    claims = [whole, epsilon_pld([dataclasses.replace(event, sigma=event.sigma * math.sqrt(k))], delta)]
+    if isinstance(event, DiscreteGaussianEvent) and event.count % k == 0:   # `count` = k releases of count/k
+        claims.append(epsilon_pld([dataclasses.replace(event, count=event.count // k)], delta))
+    return claims
 
 
 @pytest.mark.slow

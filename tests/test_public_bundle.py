@@ -94,6 +94,7 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
         for needle in NEEDLES:
             assert needle not in data, (f.name, needle)
     manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["noise_seed_used"] == [] and manifest["noise_seed_statement"] is None  # keyed noise only
     assert all(set(g) == {"name", "passed", "data_dependent"} for g in manifest["gates"])
     assert {g["name"] for g in manifest["gates"] if not g["data_dependent"]} == {"ledger", "importance_weights"}
     assert all("pass/fail bit" in line or "released at all" in line

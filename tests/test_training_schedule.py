@@ -276,9 +276,9 @@ def test_non_private_weight_estimators_are_a_function_of_the_public_seed(no_os_e
 def test_private_paths_still_draw_os_entropy_without_a_noise_seed():
     from pipelines.privacy.noise import NoiseSource
     source, seeded = NoiseSource(), NoiseSource(noise_seed=7)
-    assert source.seed("g:noise") != source.seed("g:noise")
-    assert source.seed("g:noise", private=False, seed=0) == source.seed("g:noise", private=False, seed=0)
-    assert source.seed("g:noise", private=False, seed=0) != source.seed("g:noise", private=False, seed=1)
-    assert seeded.seed("g:noise", private=False, seed=0) == seeded.seed("g:noise")
+    assert source.material("g:noise") != source.material("g:noise")
+    assert source.material("g:noise", private=False, seed=0) == source.material("g:noise", private=False, seed=0)
+    assert source.material("g:noise", private=False, seed=0) != source.material("g:noise", private=False, seed=1)
+    assert seeded.material("g:noise", private=False, seed=0) == seeded.material("g:noise")
     with pytest.raises(ValueError, match="public seed"):
-        source.seed("g:noise", private=False)
+        source.material("g:noise", private=False)

@@ -201,8 +201,7 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     from tasks.weight import report_path, weight
     from test_pipeline import make_root, run_stages
     root = make_root(tmp_path, {"generators": ["dpwgan"], "dpwgan": {"steps": 20},
-                                "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200,
-                                            "noise_seed": 0},
+                                "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200},
                                 "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}},
                                 "utility_gate": {"inverted": "refuse"}})  # the default policy (SMALL labels)
     run_stages(root, "budget")  # validate, prepare, and the release ε's allocation

@@ -13,13 +13,15 @@ from pipelines.errors import BudgetExceededError, InputError
 from pipelines.io import read_json, write_parquet
 from test_pipeline import ledger_rows, make_root, run_stages
 
-FAST = {"epsilon": 1.0, "epochs": 1, "analysis_max_rows": 200, "noise_seed": 0}  # pinned: no budget stage needed
+FAST = {"epsilon": 1.0, "epochs": 1, "analysis_max_rows": 200}  # pinned: no budget stage needed; keyed noise
 
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     """validate + prepare once, and a synthetic table decoded from uniform encoded rows (no training)."""
-    root = make_root(tmp_path_factory.mktemp("weights"), {"generators": ["dpwgan"], "weights": FAST})
+    # no steward key (OS-entropy noise): keyed weight noise is bound to the trained model, which this root lacks
+    root = make_root(tmp_path_factory.mktemp("weights"), {"generators": ["dpwgan"], "weights": FAST,
+                                                          "privacy": {"noise_key_file": None}})
     run_stages(root, "prepare")
     params = load_params(root / "params.yaml")
     from tasks import common

@@ -4,6 +4,7 @@ accountant, empirical privacy audits of output_lapl, output_norm and one relaxed
 post-processing (PSIS k̂, ESS, beta calibration) against known answers."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 from pipelines.data.layout import Block, Layout
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
-from pipelines.privacy.events import GaussianEvent, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent
+from pipelines.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, NonPrivateEvent, PoissonGaussianEvent
 from pipelines.weights import estimators, logistic, postprocess, relaxed_dpsgd
 
 DELTA = 1e-5
@@ -35,13 +36,23 @@ def test_plans_follow_the_closed_forms():
     assert logistic.log_weight_sensitivity(2.0, 200, 0.1) == pytest.approx(0.2)
     lapl = estimators.plan("output_lapl", {"rho_max": 0.45}, layout, 100, 100, 2.0, DELTA)
     assert lapl.n_released == 4                       # floor(0.45 · 2 / 0.2)
-    assert lapl.events == [LaplaceEvent(scale=pytest.approx(0.4), l1_sensitivity=pytest.approx(0.8))]
+    # 4 log-weights on the lattice Δ_w/64, Δ_w = 0.2, shift ≤ 64 points each: t = 64ρ/Δ_w = 64·0.4/0.2 = 64·N_S/ε
+    [event] = lapl.events
+    assert isinstance(event, DiscreteLaplaceEvent) and (event.sensitivity, event.count, event.dims) == (64, 4, 1)
+    assert event.scale == pytest.approx(128.0) and event.epsilon == pytest.approx(2.0)
+    assert lapl.details["rho"] == pytest.approx(0.4) and epsilon_pld(lapl.events, DELTA) <= 2.0
     beta = estimators.plan("beta_noised", {}, layout, 100, 100, 2.0, DELTA)
-    assert beta.events == [LaplaceEvent(scale=pytest.approx(0.1), l1_sensitivity=pytest.approx(0.2))]  # √4 · 0.1 / ε
+    # Δ_β = 0.1, d' = 4: lattice 2^-11 (the largest power of 2 ≤ 0.1/(64·⌈√4⌉)), L1 bound ⌈√4·0.1·2^11⌉ + 4 = 414
+    # points, t = 414/ε; the noise in the coefficients' units, 207·2^-11, is b = √4·0.1/ε = 0.1 plus 1.1 %
+    [event] = beta.events
+    assert beta.details["lattice_unit"] == 2.0 ** -11 and (event.sensitivity, event.count, event.dims) == (414, 1, 4)
+    assert event.scale == pytest.approx(207.0) and event.epsilon == pytest.approx(2.0)
+    assert 0.1 <= beta.details["laplace_scale"] <= 0.1 * (1 + 2 / logistic.LATTICE_STEPS)
     norm = estimators.plan("output_norm", {"gamma_max": 1.0}, layout, 100, 100, 2.0, DELTA)
     event = norm.events[0]
-    assert event.l2_sensitivity == pytest.approx(math.sqrt(norm.n_released) * 0.2)
-    assert event.sigma <= 1.0 and epsilon_pld([event], DELTA) <= 2.0
+    assert isinstance(event, DiscreteGaussianEvent) and (event.sensitivity, event.count) == (64, norm.n_released)
+    assert norm.details["gamma"] == pytest.approx(event.sigma * 0.2 / 64) and norm.details["gamma"] <= 1.0
+    assert 0.99 * 2.0 <= epsilon_pld([event], DELTA) <= 2.0
     mlp = estimators.plan("priv_mlp", {}, layout, 100, 100, 2.0, DELTA)
     q, steps = 64 / 200, math.ceil(10 / (64 / 200))
     assert (mlp.details["sample_rate"], mlp.details["steps"]) == (q, steps)
@@ -101,16 +112,24 @@ def test_logistic_estimators_divide_by_the_public_row_count(monkeypatch):
 # -- Corollaries 1-2 (unbiased) and Proposition 1 (biased), by Monte Carlo ---------------------------------
 
 def test_output_noise_is_unbiased_on_the_weight_scale():
+    """Corollaries 1-2 on a lattice: with the discrete noise's own mean shift E[e^ζ] = 1, on a fine lattice (the
+    continuous limit, eq. (8)'s sd) and on a coarse one, where the continuous shifts would be off by > 5 sd."""
     rng = np.random.default_rng(1)
     zeros = np.zeros(1_000_000)
     for rho in (0.2, 0.4):
-        m = np.exp(logistic.laplace_log_weights(zeros, LaplaceEvent(rho, 1.0), rng))
+        unit = 0.01
+        m = np.exp(logistic.laplace_log_weights(zeros, DiscreteLaplaceEvent(rho / unit, 1, zeros.size), unit, rng))
         sd = math.sqrt((1 - rho ** 2) ** 2 * (1 / (1 - 4 * rho ** 2) - 1 / (1 - rho ** 2) ** 2))  # eq. (8)
         assert abs(m.mean() - 1) < 5 * sd / math.sqrt(m.size)
         if rho < 0.25:  # the sample sd converges only with a finite 4th moment (4ρ < 1)
             assert m.std() == pytest.approx(sd, rel=0.05)
-    for gamma in (0.3, 0.8):
-        m = np.exp(logistic.gaussian_log_weights(zeros, GaussianEvent(gamma, 1.0), rng))
+    coarse = DiscreteLaplaceEvent(1.0, 1, zeros.size)                        # ρ = 0.4 on the lattice 0.4ℤ
+    m = np.exp(logistic.laplace_log_weights(zeros, coarse, 0.4, rng))
+    shift_gap = abs(-logistic.discrete_laplace_log_mgf(1.0, 0.4) - math.log(1 - 0.4 ** 2))   # 0.0127
+    assert abs(m.mean() - 1) < 5 * m.std() / math.sqrt(m.size) < shift_gap
+    for gamma, points in ((0.3, 100.0), (0.8, 100.0), (0.8, 1.5)):          # σ = γ/unit lattice points
+        unit = gamma / points
+        m = np.exp(logistic.gaussian_log_weights(zeros, DiscreteGaussianEvent(points, 1, zeros.size), unit, rng))
         sd = math.sqrt(math.exp(gamma ** 2) - 1)      # log-normal variance
         assert abs(m.mean() - 1) < 5 * sd / math.sqrt(m.size)
         assert m.std() == pytest.approx(sd, rel=0.05)
@@ -119,26 +138,32 @@ def test_output_noise_is_unbiased_on_the_weight_scale():
 
 
 def test_beta_noised_weights_are_biased_as_proposition_1_says():
-    """E_ζ[exp(ζᵀx̃)] = Π_j 1/(1 − b² x̃_j²) > 1 for Laplace(b) coefficients (b|x̃_j| < 1)."""
+    """E_ζ[exp(ζᵀx̃)] = Π_j 1/(1 − b² x̃_j²) > 1 for Laplace(b) coefficients (b|x̃_j| < 1); on the lattice γℤ the
+    exact factor is the discrete Laplace's E[e^{γx̃_j Y}], within 0.1 % of it at γ = 2^-10."""
     rng = np.random.default_rng(2)
-    x, b = np.array([0.9, 0.5, 1.0]), 0.3
-    draws = np.array([logistic.noised_coefficients(np.zeros(3), b, 1.0, rng)[0] for _ in range(100_000)])
+    x, b, unit = np.array([0.9, 0.5, 1.0]), 0.3, 2.0 ** -10
+    event = DiscreteLaplaceEvent(b / unit, 1, 1, 3)
+    draws = np.array([logistic.noised_coefficients(np.zeros(3), event, unit, rng)[0] for _ in range(100_000)])
+    assert np.all(draws / unit == np.round(draws / unit))                        # lattice points
     ratio = np.exp(draws @ x)
     closed = np.prod(1 / (1 - b ** 2 * x ** 2))
-    assert closed > 1.15
-    assert ratio.mean() == pytest.approx(closed, rel=0.02)
+    lattice = math.exp(sum(logistic.discrete_laplace_log_mgf(b / unit, unit * xj) for xj in x))
+    assert closed > 1.15 and lattice == pytest.approx(closed, rel=1e-3)
+    assert ratio.mean() == pytest.approx(lattice, rel=0.02)
 
 
 # -- audits (ARCHITECTURE rule 4) ------------------------------------------------------------------------
 
 def audit_output(noisy_fn, event, shift: float, halve: bool) -> float:
-    """N_AUDIT runs of one released log-weight on D (value 0) and D' (value Δ_w: the sensitivity attained)."""
+    """N_AUDIT runs of one released log-weight on D (value 0) and D' (value Δ_w: the sensitivity attained), on the
+    lattice (Δ_w/64)ℤ the estimators use."""
     rng = np.random.default_rng(3)
     if halve:
-        event = type(event)(event.scale / 2, event.l1_sensitivity) if isinstance(event, LaplaceEvent) \
-            else GaussianEvent(event.sigma / 2, event.l2_sensitivity)
-    s0 = noisy_fn(np.zeros(N_AUDIT), event, rng)
-    s1 = noisy_fn(np.full(N_AUDIT, shift), event, rng)
+        event = dataclasses.replace(event, scale=event.scale / 2) if isinstance(event, DiscreteLaplaceEvent) \
+            else dataclasses.replace(event, sigma=event.sigma / 2)
+    unit = logistic.log_weight_unit(shift)
+    s0 = noisy_fn(np.zeros(N_AUDIT), event, unit, rng)
+    s1 = noisy_fn(np.full(N_AUDIT, shift), event, unit, rng)
     return epsilon_lower_bound(s0, s1, DELTA)
 
 

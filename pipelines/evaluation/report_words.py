@@ -155,11 +155,14 @@ HIDDEN = {"outside_dp", "task", "two_way", "ledger_head", "chain", "expected_hea
 
 EVENTS = {"poisson_gaussian": "Poisson-subsampled Gaussian (DP-SGD)", "gaussian": "Gaussian mechanism",
           "laplace": "Laplace mechanism", "pure_epsilon": "ε-DP step (exponential mechanism)",
-          "non_private": "NON-PRIVATE access"}
+          "discrete_gaussian": "discrete Gaussian mechanism (exact sampler)",
+          "discrete_laplace": "discrete Laplace mechanism (exact sampler)",
+          "zcdp": "zCDP budget (adaptive steps under a privacy filter)", "non_private": "NON-PRIVATE access"}
 EVENT_PARAMS = {"noise_multiplier": "noise multiplier", "sample_rate": "sampling rate", "steps": "steps",
                 "sigma": "noise σ", "l2_sensitivity": "L2 sensitivity", "query": "query", "scale": "scale",
                 "l1_sensitivity": "L1 sensitivity", "epsilon": "ε", "mechanism": "mechanism",
-                "reason": "reason", "internal": "internal"}
+                "reason": "reason", "internal": "internal", "sensitivity": "sensitivity (lattice units)",
+                "count": "compositions", "dims": "coordinates per block", "rho": "ρ (zCDP)"}
 
 
 def fmt(value: Any, digits: int = 4) -> str:

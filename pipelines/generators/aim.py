@@ -1,9 +1,10 @@
-"""AIM generator (McKenna et al. 2022) on Private-PGM (`mbi`): the mechanism, its plan and its PLD budget loop are
+"""AIM generator (McKenna et al. 2022) on Private-PGM (`mbi`): the mechanism, its plan and its zCDP-filtered rounds are
 `pipelines.marginal.aim`; discretisation, sampling and persistence are MST's (`pipelines.generators.mst`).
 Design, accounting, departures and evidence: docs/aim-mst.md.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,8 +36,8 @@ class AIM(MST):
         return next((b.column for b in self.layout.blocks if b.is_target), None)
 
     def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
-        """Discretise the rows, run AIM's rounds with their noise from `streams`; the actual events (dominated by
-        the plan: `pipelines.marginal.aim`)."""
+        """Discretise the rows, run AIM's rounds with their noise from `streams`; the actual events (the plan's:
+        d one-way Gaussians and the rounds' zCDP filter budget, `pipelines.marginal.aim`)."""
         p, plan = self.params, self.privacy
         codes = self.discretizer.codes(data)
         work = workload(self.names, self._target(), bool(p["three_way"]))
@@ -46,4 +47,8 @@ class AIM(MST):
             float(p["max_model_size"]), int(p["iters"]), int(p["final_iters"]), self._jax_device(),
             progress=lambda t, k: report(self.name, t, k))
         self.structure = {"rounds": log}
+        if plan.private:   # the zCDP filter's budget (the ledger's ZCDPEvent) and what the rounds spent of it
+            spent = math.fsum(entry["rho"] for entry in log)
+            assert spent <= plan.rho_rounds, f"AIM rounds spent ρ = {spent} above the filter's {plan.rho_rounds}"
+            self.structure.update(rho_rounds_budget=plan.rho_rounds, rho_rounds_spent=spent)
         return events

@@ -101,6 +101,19 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def runtime_facts(device: str, session: Any = None) -> dict[str, Any]:
+    """What of the run, beyond code, params and plan, decides a private step's result bit for bit (the noise
+    binding, pipelines/privacy/noise.py): the device and torch's thread count; on a device without
+    deterministic reductions (CUDA) also the ledger reservation (seq, run, stage), which no other spend shares,
+    so that a re-run there never reuses noise for a result that may differ."""
+    import torch
+    facts: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads()}
+    reservation = getattr(session, "reservation", None)
+    if not str(device).startswith("cpu") and reservation is not None:
+        facts["reservation"] = [reservation.seq, reservation.run_id, reservation.stage]
+    return facts
+
+
 class PrivateGenerator(ABC):
     """The template every generator follows (scikit-learn's estimator shape: parameters in the constructor,
     validated once; Opacus's separation: the mechanisms and the accountant never import a method).
@@ -213,7 +226,8 @@ class PrivateGenerator(ABC):
         plan = self.privacy
         session.reserve(list(plan.events))
         data = self._read(X)
-        source = (noise or NoiseSource()).overridden(p["noise_seed"])
+        source = (noise or NoiseSource()).overridden(p["noise_seed"]).bound(
+            plan=plan.to_dict(), **runtime_facts(self.device, session))
         streams = source.streams(plan.private, int(p["seed"]))
         self.privacy = plan.method_plan()       # the method trains under its own part of the plan
         try:

@@ -16,7 +16,7 @@ that motivated §5.4.
 
 Expansion to a full table (§5.6, `expansion`):
 - `kde_public`: KDE (eq. 5.37) around Ỹ with the public `bandwidth` (no further access to the rows);
-- `kde_laplace`: KDE with the bounded MLE bandwidth + Laplace noise (one LaplaceEvent);
+- `kde_laplace`: KDE with the bounded MLE bandwidth + discrete Laplace noise on a lattice (one DiscreteLaplaceEvent);
 - `kde_exponential`: KDE with a bandwidth drawn by the exponential mechanism over a grid, likelihood as
   score (one PureEpsilonEvent);
 - `repeat`: k = `repeats` independent private sets (k PureEpsilonEvents, k·ε_each in total, §5.6.2); sampling

@@ -1,5 +1,6 @@
 """AIM (McKenna, Mullins, Sheldon & Miklau 2022, "AIM: An Adaptive and Iterative Mechanism for Differentially
-Private Synthetic Data", Alg. 2), with its budget loop decided by the ledger's PLD accountant instead of zCDP.
+Private Synthetic Data", Alg. 2): its adaptive rounds under a zCDP privacy filter, as in the paper, with the
+scale calibrated by the ledger's accountant.
 
 Workload W: every 2-way marginal plus the 3-way marginals that contain the target column (configurable).
 Candidates: the cliques of size 2..3 of W's downward closure, weight w_r = Σ_{s∈W} |r ∩ s|.
@@ -7,22 +8,26 @@ Candidates: the cliques of size 2..3 of W's downward closure, weight w_r = Σ_{s
 Rounds: measure all 1-way marginals (σ = x each); then, while selection slots and Gaussian budget remain,
 select r by the exponential mechanism (ε_sel, Δ = max_r w_r, score w_r(||M_r(D) - M_r(p̂)||₁ - sqrt(2/π)σ_t n_r):
 `select`), measure M_r with σ_t (Δ₂ = 1: `measure`), re-estimate p̂ (mbi, warm start), and halve σ_t when the
-model's r-marginal moved by less than the noise it was expected to add (the paper's annealing). The last round
-spends the whole remaining Gaussian budget. Candidates whose model would exceed
-max_model_size × (fraction of the Gaussian budget used) MB are dropped (the paper's size filter).
+model's r-marginal moved by less than the noise it was expected to add (the paper's annealing). A round that
+leaves less than one more round's budget spends the whole rest on its measurement (the paper's rule).
+Candidates whose model would exceed max_model_size × (fraction of the rounds' budget used) MB are dropped (the
+paper's size filter).
 
-Accounting: the plan, fixed before any row is read, is K = max_rounds bounded-range selection slots
-PureEpsilonEvent(ε_sel, BOUNDED_RANGE) plus Gaussian measurements of total inverse variance S = (d + K)/x²
-(one 1-way event per column at σ = x and one envelope GaussianEvent(x/√K) for the rounds), with
-ε_sel = 2/(3x) (the paper's 0.9 / 0.1 split of a round's zCDP budget: 1/2σ² = 0.9ρ_t, ε²/8 = 0.1ρ_t) and x
-the smallest scale whose composition meets (ε, δ) by the ledger's accountant (the min of the PLD and the RDP
-bound, `accountant.epsilon_pld`) (`plan_aim`). The loop keeps Σ_t σ_t⁻² ≤ S_rounds = K/x² and uses at most
-K selections, so the actual events are dominated by the plan: Gaussian events compose exactly into one
-Gaussian of multiplier (Σσ_t⁻²)^(-1/2) ≥ the envelope's, and a sub-multiset of the planned pure events
-composes to at most the plan (PLD and RDP composition are monotone in each component). Adaptivity: σ_t is
-chosen from earlier outputs; the Gaussian part is then a fully adaptive Gaussian composition under the filter Σσ_t⁻² ≤ S, whose privacy is that of the
-single Gaussian with σ = S^(-1/2) (Smith & Thakurta 2022, fully adaptive GDP composition), and the selection
-slots have fixed ε_sel; docs/aim-mst.md gives the argument and its limits.
+Accounting (issue 28, item 5). σ_t depends on earlier outputs, so the rounds are an adaptive composition whose
+steps have no dominating pair fixed in advance; composing them by PLD as if fixed (this module before issue 28:
+a Gaussian envelope plus K bounded-range slots, `fixed_schedule_events`) has no theorem behind it. The plan,
+fixed before any row is read, is therefore
+- d one-way DiscreteGaussianEvent(x, 1) (`measure`'s exact discrete Gaussian): σ = x fixed in advance, not adaptive;
+- one ZCDPEvent(ρ_R) for the rounds, ρ_R = K·(1/2x² + ε_sel²/8) (`rounds_rho`), ε_sel = 2/(3x) (the paper's
+  0.9 / 0.1 split of a round's budget: 1/2σ² = 0.9ρ_t, ε²/8 = 0.1ρ_t), K = max_rounds.
+Round t's selection is ε_sel²/8-zCDP (ε-bounded-range, Cesar & Rogers 2021) and its measurement 1/2σ_t²-zCDP
+(Gaussian with Δ₂ = 1; the discrete Gaussian too, Canonne, Kamath & Steinke 2020). The loop runs them
+through a `ZCDPFilter` of budget ρ_R, which admits a step only while Σ_t ρ_t stays ≤ ρ_R and raises
+FilterExhausted otherwise; so whatever the data make of σ_t and of the number of rounds, the rounds are
+ρ_R-zCDP (Rényi filter of Feldman & Zrnic 2021 at every order α; Whitehouse et al. 2023), the guarantee the
+ZCDPEvent states. The run records the same events as the plan (the filter's budget, never the realised Σρ_t,
+which is logged with each round). x is the smallest scale whose events meet (ε, δ) by the ledger's accountant,
+which composes a list holding a ZCDPEvent only by methods valid under adaptivity (`accountant.epsilon_pld`).
 """
 from __future__ import annotations
 
@@ -35,13 +40,16 @@ import numpy as np
 from scipy import optimize
 
 from pipelines.marginal import estimate as est
-from pipelines.marginal.measure import marginal, measure
+from pipelines.marginal.measure import marginal, measure, measurement_event
 from pipelines.marginal.select import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.events import BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
+from pipelines.privacy.events import (BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent,
+                                      ZCDPEvent)
 from pipelines.privacy.plan import PrivacyPlan
 
 SELECT_RATIO = 2.0 / 3.0          # ε_sel = SELECT_RATIO / x (the paper's 0.1 / 0.9 zCDP split per round)
+ROUNDS_MECHANISM = "AIM rounds: zCDP filter (selections ε_sel²/8, measurements 1/2σ_t²)"
+LAST_ROUND_MARGIN = 1e-9          # the last round's measurement spends (1 − margin) of what is left (rounding)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,15 +62,65 @@ class AIMPlan(PrivacyPlan):
     kind: ClassVar[str] = "aim"
 
     @property
-    def gaussian_rounds_budget(self) -> float:
-        """S_rounds = K / x²: the total inverse variance the rounds may spend."""
-        return self.rounds / self.scale ** 2 if self.scale > 0 else math.inf
+    def rho_rounds(self) -> float:
+        """ρ_R = K·(1/2x² + ε_sel²/8): the rounds' zCDP budget (the filter's; ∞ when ε = ∞)."""
+        return rounds_rho(self.scale, self.rounds) if self.scale > 0 else math.inf
+
+    @property
+    def rho_select(self) -> float:
+        """ε_sel²/8: the zCDP cost of one bounded-range selection."""
+        return self.epsilon_select ** 2 / 8 if self.scale > 0 else 0.0
+
+
+def rounds_rho(x: float, rounds: int) -> float:
+    """ρ_R of K = `rounds` rounds at scale x: each 1/2x² (a measurement at σ = x) + ε_sel²/8, ε_sel = 2/(3x)."""
+    return rounds * (0.5 + SELECT_RATIO ** 2 / 8) / x ** 2
 
 
 def aim_events(x: float, d: int, rounds: int) -> list[Event]:
+    """The plan's events (module docstring): d fixed one-way Gaussians and the rounds' zCDP filter budget."""
+    return [measurement_event(x, "1-way marginal counts")] * d + [ZCDPEvent(rounds_rho(x, rounds), ROUNDS_MECHANISM)]
+
+
+def fixed_schedule_events(x: float, d: int, rounds: int) -> list[Event]:
+    """The events this module planned before issue 28, at the same scale: the rounds as one Gaussian envelope of
+    Σσ_t⁻² = K/x² and K bounded-range slots, which `epsilon_pld` composes as if every step were fixed in advance.
+    Not valid under annealing (module docstring); kept to report the old figure next to the new one."""
     return ([GaussianEvent(x, 1.0, "1-way marginal counts")] * d
             + [GaussianEvent(x / math.sqrt(rounds), 1.0, "AIM rounds: envelope of Σσ_t⁻² = K/x²")]
             + [PureEpsilonEvent(SELECT_RATIO / x, BOUNDED_RANGE)] * rounds)
+
+
+class FilterExhausted(RuntimeError):
+    """A step would take a zCDP filter past its budget (a bug in the loop: the plan's guarantee would not hold)."""
+
+
+class ZCDPFilter:
+    """A zCDP privacy filter (Feldman & Zrnic 2021; Whitehouse et al. 2023): steps whose ρ_t are chosen from
+    earlier outputs run only while Σ_t ρ_t ≤ `budget`, fixed in advance; then the whole run is budget-zCDP.
+    `spend(ρ)` must be called BEFORE the step runs: it admits the step or raises FilterExhausted (nothing run)."""
+
+    def __init__(self, budget: float) -> None:
+        if not (budget > 0 and math.isfinite(budget)):
+            raise ValueError(f"a zCDP filter needs a positive finite budget, got {budget}")
+        self.budget, self.spent = float(budget), 0.0
+
+    @property
+    def left(self) -> float:
+        return self.budget - self.spent
+
+    def spend(self, rho: float, what: str = "step") -> None:
+        if not (rho >= 0 and math.isfinite(rho)):
+            raise ValueError(f"{what}: a zCDP cost must be finite and >= 0, got {rho}")
+        if self.spent + rho > self.budget:
+            raise FilterExhausted(f"{what} (ρ = {rho:.6g}) would take the zCDP filter to {self.spent + rho:.6g}, "
+                                  f"above its budget {self.budget:.6g}: the reserved guarantee would not hold")
+        self.spent += rho
+
+
+def last_sigma(left: float, rho_select: float) -> float:
+    """σ of a round's measurement that spends the rest of the filter after its selection (never above it)."""
+    return (2 * (left - rho_select) * (1 - LAST_ROUND_MARGIN)) ** -0.5
 
 
 def plan_aim(d: int, rounds: int, epsilon: float, delta: float, *, n_rows: int) -> AIMPlan:
@@ -93,10 +151,10 @@ def zcdp_rho(epsilon: float, delta: float) -> float:
 
 
 def zcdp_aim_scale(d: int, rounds: int, epsilon: float, delta: float) -> float:
-    """x under zCDP for the same plan: ρ = (d + K)/2x² + K ε_sel²/8 with ε_sel = SELECT_RATIO/x (the exponential
-    mechanism as ε²/8-zCDP, Cesar & Rogers 2021)."""
+    """x under the papers' zCDP accounting for the same plan: ρ = d/2x² + ρ_R (`rounds_rho`), the exponential
+    mechanism as ε²/8-zCDP (Cesar & Rogers 2021), converted by Prop. 12 alone."""
     rho = zcdp_rho(epsilon, delta)
-    return math.sqrt(((d + rounds) / 2 + rounds * SELECT_RATIO ** 2 / 8) / rho)
+    return math.sqrt((d / 2 + rounds * (0.5 + SELECT_RATIO ** 2 / 8)) / rho)
 
 
 def zcdp_mst_scale(d: int, epsilon: float, delta: float) -> float:
@@ -122,7 +180,9 @@ def candidates(work: list[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
 
 def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work, max_model_size: float,
             iters: int, final_iters: int, device: str = "cpu", progress=None):
-    """Run AIM under `plan` (its n̂ as the estimation's total); returns (model, actual events, the rounds' log)."""
+    """Run AIM under `plan` (its n̂ as the estimation's total); returns (model, actual events, the rounds' log).
+    Every round's selection and measurement pass the rounds' `ZCDPFilter` first (module docstring); each log
+    entry holds the round's σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
     dom = est.domain(names, shape, device)
     idx = {n: i for i, n in enumerate(names)}
     sizes = dict(zip(names, shape))
@@ -135,16 +195,18 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
         meas.append(((n,), y, plan.scale))
         events.append(ev)
     model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
-    S_total = plan.gaussian_rounds_budget
-    S_left = S_total
+    budget = ZCDPFilter(plan.rho_rounds) if private else None
+    rho_sel = plan.rho_select
     sigma = plan.scale
     for t in range(plan.rounds):
-        if private and S_left <= 0:
-            break
-        last = t == plan.rounds - 1 or (private and S_left - sigma ** -2 < sigma ** -2)
-        if private and last:
-            sigma = (S_left * (1 - 1e-9)) ** -0.5           # the rest of the budget (never above S_left)
-        used = 1.0 if not private else (S_total - S_left + sigma ** -2) / S_total
+        last = t == plan.rounds - 1
+        if private:
+            if budget.left <= rho_sel:
+                break
+            round_rho = rho_sel + 0.5 * sigma ** -2
+            if last or budget.left - round_rho < round_rho:    # no room for another round at σ: spend the rest
+                last, sigma = True, last_sigma(budget.left, rho_sel)
+        used = 1.0 if not private else (budget.spent + rho_sel + 0.5 * sigma ** -2) / budget.budget
         cliques = [c for c, *_ in meas]
         allowed = [r for r in cands if r in cliques or
                    est.model_size_mb(dom, cliques + [r]) <= max_model_size * used]
@@ -153,19 +215,21 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
         projected = est.project_many(model, allowed)
         scores = np.asarray([l1_score(exact[r], p, cands[r], aim_penalty(sigma, int(np.prod([sizes[a] for a in r]))))
                              for r, p in zip(allowed, projected)])
-        k, sev = select(scores, max(cands[r] for r in allowed), plan.epsilon_select, rng)
-        r = allowed[k]
-        y, gev = measure(codes, shape, [idx[a] for a in r], sigma if private else 0.0, rng,
-                         query=f"AIM round {t + 1}: {' x '.join(r)}")
-        events += [sev, gev]
         if private:
-            S_left -= sigma ** -2
+            budget.spend(rho_sel, f"AIM round {t + 1}: selection")
+        k, _ = select(scores, max(cands[r] for r in allowed), plan.epsilon_select, rng)
+        r = allowed[k]
+        if private:
+            budget.spend(0.5 * sigma ** -2, f"AIM round {t + 1}: measurement")
+        y, _ = measure(codes, shape, [idx[a] for a in r], sigma if private else 0.0, rng,
+                       query=f"AIM round {t + 1}: {' x '.join(r)}")
         before = projected[k]
         meas.append((r, y, sigma if private else 1.0))
         model = est.estimate(dom, meas, plan.n_rows, iters, warm_start=model, device=device)
         moved = float(np.abs(est.project_many(model, [r])[0] - before).sum())
         cells = int(np.prod([sizes[a] for a in r]))
-        log.append({"round": t + 1, "clique": list(r), "sigma": sigma if private else 0.0, "moved": moved})
+        log.append({"round": t + 1, "clique": list(r), "sigma": sigma if private else 0.0,
+                    "rho": rho_sel + 0.5 * sigma ** -2 if private else None, "moved": moved})
         if progress:
             progress(t + 1, plan.rounds)
         if last:
@@ -174,5 +238,6 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
             sigma /= 2                                       # anneal; the next round's `last` test caps it
     model = est.estimate(dom, meas, plan.n_rows, final_iters, warm_start=model, device=device)
     if not private:
-        events = [NonPrivateEvent("epsilon: inf")]
-    return model, events, log
+        return model, [NonPrivateEvent("epsilon: inf")], log
+    # the rounds' guarantee is the filter's budget, whatever they spent of it (the plan's ZCDPEvent)
+    return model, events + [ZCDPEvent(plan.rho_rounds, ROUNDS_MECHANISM)], log

@@ -12,15 +12,23 @@ distribution w·p it targets); plain counts are the case w ≡ 1, w_max = 1, on 
 in exactly one cell x_r of r, so adding or removing it changes that cell by w(x) and no other:
 ‖M_r(D) − M_r(D')‖₂ = w(x) ≤ w_max, i.e. Δ₂ = w_max per marginal (1 for counts, `pipelines.marginal.measure`). The
 m marginals stacked are one query M = (M_1, ..., M_m): a record changes exactly one cell of each by the same w(x),
-so ‖M(D) − M(D')‖₂ = √(m·w(x)²) ≤ √m·w_max, attained by a record of weight w_max. Adding N(0, σ²) to every cell
-is therefore one Gaussian mechanism of noise multiplier σ/(√m·w_max), recorded as GaussianEvent(σ, Δ₂ = √m·w_max)
-(`calibration_event`); equivalently, m Gaussian events of multiplier σ/w_max compose exactly into one Gaussian of
-multiplier (Σ (σ/w_max)⁻²)^(−1/2) = σ/(√m·w_max) (`pipelines.privacy.accountant._group`). The plan fixes the
-multiplier z and sets σ = z·√m·w_max: weighting costs no ε, its noise per cell is w_max times larger.
+so ‖M(D) − M(D')‖₂ = √(m·w(x)²) ≤ √m·w_max, attained by a record of weight w_max. The plan fixes the noise
+multiplier z and sets σ = z·√m·w_max (weighting costs no ε, its noise per cell is w_max times larger).
+
+Exact noise on a lattice (issue 28, item 4). Plain counts are integers and get discrete Gaussian noise N_ℤ(0, σ²)
+per cell, drawn exactly; a record moves one cell of each of the m marginals by 1, and the other cells' noise has
+the same law under D and D', so the release is m 1-D discrete Gaussians with shift 1: DiscreteGaussianEvent(σ, 1,
+count = m), accounted exactly (`calibration_event`). Weighted counts are first put on the lattice γℤ, γ = w_max/K
+(K = CALIBRATION_LATTICE_STEPS): each row's weight becomes the integer k(x) = min(K, max(0, round(w(x)/γ))) ∈
+[0, K], a function of that row alone, and a cell holds the exact integer Σ k(x). Adding or removing x changes one
+cell of each marginal by k(x) ≤ K lattice points, whatever the float rounding inside k (the clip alone bounds it),
+so the release Σ k + N_ℤ(0, σ_γ²), σ_γ = σ/γ = z·√m·K, is m 1-D discrete Gaussians with shift ≤ K: the event
+DiscreteGaussianEvent(σ_γ, K, m), whose ratio σ_γ/K = z√m equals the continuous plan's σ/w_max. The noisy lattice
+counts times γ (post-processing) are the weighted counts; a row's weight is represented to within γ/2 = w_max/2K.
 
 Budget (`plan_calibration`). A generator's ε covers its method and its calibration: the method is planned at
 (1 − share)·ε (`PrivateGenerator.plan`); σ is then the smallest noise (to 0.1 %) with
-ε_PLD(method's events ∪ {GaussianEvent(σ, √m·w_max)}) ≤ ε at δ (`accountant.calibrate_noise_scale`): composition is
+ε_PLD(method's events ∪ {`calibration_event`(σ)}) ≤ ε at δ (`accountant.calibrate_noise_scale`): composition is
 sub-additive, so the calibration gets more than share·ε alone. ε = ∞: exact marginals (σ = 0), a NonPrivateEvent.
 
 Post-processing (no real rows: only the noisy counts). `NoisyMarginals.targets`: each column's 1-way estimate is
@@ -49,12 +57,13 @@ import numpy as np
 from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Layout
 from pipelines.privacy.accountant import MIN_NOISE_MULTIPLIER, calibrate_noise_scale, epsilon_pld
-from pipelines.privacy.events import Event, GaussianEvent, NonPrivateEvent
-from pipelines.privacy.mechanisms import gaussian_mechanism
+from pipelines.privacy.events import DiscreteGaussianEvent, Event, NonPrivateEvent
+from pipelines.privacy.mechanisms import discrete_gaussian_mechanism
 from pipelines.privacy.plan import CalibrationPlan, PrivacyPlan
 
 Clique = tuple[str, ...]
 TABLE_SWEEPS = 50      # raking sweeps of one noisy 2-way table to its two 1-way estimates (`targets`)
+CALIBRATION_LATTICE_STEPS = 64   # K: importance weights in [0, w_max] go on the lattice (w_max/K)ℤ (module docstring)
 WEIGHT_CAP = 20.0      # bounded raking: a row's weight stays below WEIGHT_CAP × the uniform 1/M (`rake`), so that
                        # resampling cannot collapse onto a few rows when the generator is far from the targets
 
@@ -117,14 +126,18 @@ def summary(plan: PrivacyPlan) -> dict[str, Any] | None:
 
 def calibration_event(sigma: float, m: int, w_max: float | None = None) -> Event:
     """The one event of measuring m count marginals (importance-weighted with weights in [0, `w_max`] when
-    `w_max` is given) with noise std σ each: GaussianEvent(σ, Δ₂ = √m·w_max), w_max = 1 for plain counts (module
-    docstring); σ = 0 (ε = ∞) is a NonPrivateEvent."""
+    `w_max` is given) with noise σ each, in the counts' units (module docstring): plain counts
+    DiscreteGaussianEvent(σ, 1, m); weighted ones DiscreteGaussianEvent(σ·K/w_max, K, m) on the lattice (w_max/K)ℤ;
+    σ = 0 (ε = ∞) is a NonPrivateEvent."""
     if sigma == 0:
         return NonPrivateEvent("epsilon: inf")
     if w_max is None:
-        return GaussianEvent(sigma, math.sqrt(m), f"calibration: {m} count marginals (Δ₂ = √m, add/remove one)")
-    return GaussianEvent(sigma, math.sqrt(m) * w_max, f"calibration: {m} importance-weighted count marginals, "
-                                                      f"weights in [0, {w_max:.6g}] (Δ₂ = √m·w_max, add/remove one)")
+        return DiscreteGaussianEvent(float(sigma), 1, int(m),
+                                     f"calibration: {m} count marginals (one cell each moves by 1, add/remove one)")
+    k = CALIBRATION_LATTICE_STEPS
+    return DiscreteGaussianEvent(float(sigma) * k / float(w_max), k, int(m),
+                                 f"calibration: {m} importance-weighted count marginals, weights in [0, {w_max:.6g}] "
+                                 f"on the lattice w_max/{k} (one cell each moves by <= {k} points, add/remove one)")
 
 
 def plan_calibration(method_events: Sequence[Event], cliques: Sequence[Clique], share: float, epsilon: float,
@@ -236,8 +249,9 @@ class NoisyMarginals:
                 rng: np.random.Generator | None, weights: np.ndarray | None = None) -> tuple["NoisyMarginals", Event]:
         """Measure `plan.marginals` of the encoded training rows `data` with σ = `plan.sigma`: the count of each
         cell, or the sum of the rows' public importance `weights` (given exactly when `plan.w_max` is, each in
-        [0, plan.w_max]: module docstring), + N(0, σ²) per cell (`gaussian_mechanism`, Δ₂ = w_max each, 1 for
-        counts), noise from `rng` (the fit's calibration stream); returns them and the one joint event."""
+        [0, plan.w_max]) snapped to the lattice (w_max/K)ℤ row by row, + exact discrete Gaussian noise per cell
+        (`discrete_gaussian_mechanism`; module docstring), noise from `rng` (the fit's calibration stream); returns
+        them (in the counts' units) and the one joint event (`calibration_event`)."""
         bound = 1.0 if plan.w_max is None else plan.w_max
         if (weights is None) != (plan.w_max is None):
             raise ValueError("the calibration plan's w_max and the measured weights disagree: importance weights "
@@ -247,11 +261,22 @@ class NoisyMarginals:
             raise ValueError(f"calibration weights must be one value in [0, w_max = {bound:.6g}] per training row "
                              f"(the public bound the plan's σ assumes); got shape {w.shape} for {len(data)} rows")
         out = cls(discretizer, plan.marginals, [], plan.sigma)
+        event = calibration_event(plan.sigma, len(plan.marginals), plan.w_max)
+        if weights is None:
+            unit, points = 1.0, np.ones(len(data), dtype=np.int64)
+        else:   # each row's weight as k(x) ∈ [0, K] lattice points of w_max/K (module docstring)
+            k = CALIBRATION_LATTICE_STEPS
+            unit = bound / k
+            points = np.clip(np.rint(w * (k / bound)), 0, k).astype(np.int64)
         for clique, cells in zip(out.cliques, out.cells(data)):
             dims = out._dims(clique)
-            exact = np.bincount(cells, w, minlength=math.prod(dims)).reshape(dims)
-            out.counts.append(exact if plan.sigma == 0 else gaussian_mechanism(exact, bound, plan.sigma, rng)[0])
-        return out, calibration_event(plan.sigma, len(out.counts), plan.w_max)
+            if plan.sigma == 0:
+                out.counts.append(np.bincount(cells, w, minlength=math.prod(dims)).reshape(dims))
+                continue
+            exact = np.bincount(cells, points, minlength=math.prod(dims)).astype(np.int64).reshape(dims)
+            noisy, _ = discrete_gaussian_mechanism(exact, event.sensitivity, event.sigma, rng, 1, event.query)
+            out.counts.append(noisy.astype(np.float64) * unit)
+        return out, event
 
     def targets(self) -> list[np.ndarray]:
         """Consistent probability tables, one per clique (module docstring, post-processing)."""

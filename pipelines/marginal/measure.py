@@ -1,11 +1,13 @@
-"""Count marginals of discretised rows and their Gaussian measurement.
+"""Count marginals of discretised rows and their discrete Gaussian measurement.
 
 Sensitivity (add/remove one record). The marginal on a clique r is the vector of counts M_r(D)[c] =
 #{x in D : x_r = c} over the cells c of r. A record x lies in exactly one cell (x_r), so adding or removing it
-changes one coordinate by 1 and no other: ||M_r(D) - M_r(D')||_2 = ||.||_1 = 1. Hence Δ₂ = 1 and the Gaussian
-mechanism M_r(D) + N(0, σ² I) is the Gaussian mechanism of noise multiplier σ (a GaussianEvent(σ, 1)).
-Measuring m marginals each with its own σ_i composes exactly into one Gaussian of multiplier
-(Σ σ_i⁻²)^(-1/2) (pipelines.privacy.accountant._group): the joint query has Δ₂ = √m when all σ_i are equal.
+changes one coordinate by 1 and no other: ||M_r(D) - M_r(D')||_2 = ||.||_1 = 1. The counts are integers, so the
+measurement adds discrete Gaussian noise N_ℤ(0, σ²) per cell, drawn exactly (issue 28, item 4: a float Gaussian's
+low-order bits would reveal the counts): the other cells' noise has the same law under D and D', so one
+measurement is one 1-D discrete Gaussian with shift 1, a DiscreteGaussianEvent(σ, 1), and m measurements compose
+as m of them (exactly, by their PLD; zCDP m/2σ² as for the continuous Gaussian, CKS20 Prop. 5). The noisy counts
+are integers (returned as float64 for the estimators).
 """
 from __future__ import annotations
 
@@ -13,10 +15,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pipelines.privacy.events import GaussianEvent, NonPrivateEvent
-from pipelines.privacy.mechanisms import gaussian_mechanism
+from pipelines.privacy.events import DiscreteGaussianEvent, NonPrivateEvent
+from pipelines.privacy.mechanisms import discrete_gaussian_mechanism
 
 COUNT_L2_SENSITIVITY = 1.0
+COUNT_SENSITIVITY = 1          # one cell moves by one (module docstring)
 
 
 def marginal(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
@@ -29,11 +32,19 @@ def marginal(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> 
     return np.bincount(flat, minlength=int(np.prod(dims))).reshape(dims).astype(np.float64)
 
 
+def measurement_event(sigma: float, query: str = "") -> DiscreteGaussianEvent:
+    """The event of one `measure` at σ: DiscreteGaussianEvent(σ, 1, 1, `query`) (module docstring)."""
+    return DiscreteGaussianEvent(float(sigma), COUNT_SENSITIVITY, 1, query)
+
+
 def measure(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int], sigma: float,
-            rng: np.random.Generator | None, query: str = "") -> tuple[np.ndarray, GaussianEvent | NonPrivateEvent]:
-    """M_clique(D) + N(0, σ² I) with its GaussianEvent(σ, Δ₂ = 1); σ = 0 (ε = inf) returns the exact counts
-    and a NonPrivateEvent."""
+            rng: np.random.Generator | None,
+            query: str = "") -> tuple[np.ndarray, DiscreteGaussianEvent | NonPrivateEvent]:
+    """M_clique(D) + N_ℤ(0, σ²) per cell (exact discrete Gaussian) with its `measurement_event`; σ = 0 (ε = inf)
+    returns the exact counts and a NonPrivateEvent."""
     exact = marginal(codes, shape, clique)
     if sigma == 0:
         return exact, NonPrivateEvent("epsilon: inf")
-    return gaussian_mechanism(exact, COUNT_L2_SENSITIVITY, sigma, rng, query=query)
+    event = measurement_event(sigma, query)
+    noisy, _ = discrete_gaussian_mechanism(exact, event.sensitivity, event.sigma, rng, event.count, query)
+    return noisy.astype(np.float64), event

@@ -2,7 +2,7 @@
 differentially private synthetic data", §4), accounted by the ledger's PLD accountant.
 
 Steps, on integer codes from `pipelines.data.bins.Discretizer` (d columns):
-1. measure every 1-way marginal with Gaussian noise σ₁ (Δ₂ = 1 each: `measure`);
+1. measure every 1-way marginal with discrete Gaussian noise σ₁ (shift 1 each, exact sampler: `measure`);
 2. estimate p̂ from them (a product distribution) and select d - 1 edges of a maximum spanning tree: while the
    tree is not spanning, the exponential mechanism (ε_sel, Δ = 1: `select`) picks one pair that joins two
    components, scored by ||M_ij(D) - M_ij(p̂)||₁ (Kruskal with noisy picks, as the paper's code);
@@ -13,7 +13,7 @@ Budget split (the paper's, in zCDP terms): ρ/3 for the 1-way measurements (σ�
 selections (ε_sel² / 8 each), ρ/3 for the 2-way measurements (σ₂² = 3(d-1)/2ρ). We keep the shape and
 replace the ρ-to-(ε, δ) conversion by our accountant: with one scale s, σ₁ = s√d, σ₂ = s√(d-1),
 ε_sel = 2/(s√(d-1)) (the paper's ratios: s = sqrt(3/2ρ)), and s is the smallest scale whose composition of
-d GaussianEvent(σ₁, 1), d - 1 GaussianEvent(σ₂, 1) and d - 1 bounded-range PureEpsilonEvent(ε_sel) meets
+d DiscreteGaussianEvent(σ₁, 1), d - 1 DiscreteGaussianEvent(σ₂, 1) and d - 1 bounded-range PureEpsilonEvent(ε_sel) meets
 (ε, δ) by the ledger's accountant (min of the PLD and the RDP bound: `accountant.epsilon_pld`). The
 parameters are fixed before any row is read, so the recorded events equal the planned ones exactly.
 """
@@ -27,10 +27,10 @@ from typing import ClassVar
 import numpy as np
 
 from pipelines.marginal import estimate as est
-from pipelines.marginal.measure import marginal, measure
+from pipelines.marginal.measure import marginal, measure, measurement_event
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.events import BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent
+from pipelines.privacy.events import BOUNDED_RANGE, Event, NonPrivateEvent, PureEpsilonEvent
 from pipelines.privacy.plan import PrivacyPlan
 
 
@@ -48,9 +48,9 @@ class MSTPlan(PrivacyPlan):
 
 def mst_events(scale: float, d: int) -> list[Event]:
     s1, s2, es = scale * math.sqrt(d), scale * math.sqrt(d - 1), 2.0 / (scale * math.sqrt(d - 1))
-    return ([GaussianEvent(s1, 1.0, "1-way marginal counts")] * d
+    return ([measurement_event(s1, "1-way marginal counts")] * d
             + [PureEpsilonEvent(es, BOUNDED_RANGE)] * (d - 1)
-            + [GaussianEvent(s2, 1.0, "2-way marginal counts")] * (d - 1))
+            + [measurement_event(s2, "2-way marginal counts")] * (d - 1))
 
 
 def plan_mst(d: int, epsilon: float, delta: float, *, n_rows: int) -> MSTPlan:

@@ -11,8 +11,10 @@ penalty term is public (σ_t, n_r) and p̂_{t-1} is post-processing, so |u(D, r)
 Δ = max_r w_r over the candidates offered.
 
 Both are drawn by `pipelines.privacy.mechanisms.exponential_mechanism` (P ∝ exp(ε u / 2Δ) over a finite set,
-sampled exactly by Gumbel-max: ε-DP and ε-bounded-range, pipelines/privacy/events.py), recorded as
-PureEpsilonEvent(ε, BOUNDED_RANGE), which the accountant composes as min(PLD as ε-DP, RDP as ε²/8-zCDP).
+sampled exactly by rejection with exact Bernoulli acceptance, `pipelines.privacy.samplers.exponential_index`, so
+the ε-DP and ε-bounded-range properties hold for the sampled distribution itself, pipelines/privacy/events.py),
+recorded as PureEpsilonEvent(ε, BOUNDED_RANGE), which the accountant composes as min(PLD as ε-DP, RDP as
+ε²/8-zCDP).
 ε = inf selects the argmax (non-private runs only).
 """
 from __future__ import annotations

@@ -5,7 +5,9 @@ Both mechanisms choose σ on a public grid inside public bounds [σ_lo, σ_hi] (
 centres Ỹ that are already private (post-processing of an earlier release). Each is its own ledger event.
 - `laplace_bandwidth`: the bounded MLE plus Laplace noise (§5.7.1.5). The MLE lies in [σ_lo, σ_hi] whatever
   the data, so Δ₁ = σ_hi − σ_lo (the thesis: bandwidth in (0, 1/8] gives Δ = 1/8); the noisy value is
-  clamped back into the bounds (post-processing; the thesis floors it).
+  clamped back into the bounds (post-processing; the thesis floors it). The noise is exact (issue 28, item 4):
+  the MLE is rounded exactly to the lattice γℤ, γ = Δ₁/M (M = BANDWIDTH_LATTICE_STEPS), which moves it by at
+  most M points, plus discrete Laplace noise of scale M/ε points (ε-DP; the same noise scale Δ₁/ε as before).
 - `exponential_bandwidth`: the exponential mechanism over the grid with the log-likelihood as score (§5.6.1,
   third option); the range bound R is derived in `likelihood_range`.
 """
@@ -16,8 +18,12 @@ import math
 import numpy as np
 from scipy.special import logsumexp
 
-from pipelines.privacy.events import LaplaceEvent, PureEpsilonEvent
-from pipelines.privacy.mechanisms import exponential_mechanism, laplace_mechanism
+from fractions import Fraction
+
+from pipelines.privacy.events import DiscreteLaplaceEvent, PureEpsilonEvent
+from pipelines.privacy.mechanisms import exponential_mechanism, lattice_laplace_mechanism
+
+BANDWIDTH_LATTICE_STEPS = 1024    # M: lattice points across [σ_lo, σ_hi] (module docstring)
 
 
 def bandwidth_grid(lower: float, upper: float, size: int) -> np.ndarray:
@@ -42,17 +48,21 @@ def mle_bandwidth(x: np.ndarray, centres: np.ndarray, grid: np.ndarray) -> float
     return float(grid[int(np.argmax(kde_log_likelihoods(x, centres, grid).sum(1)))])
 
 
-def laplace_bandwidth_event(lower: float, upper: float, epsilon: float) -> LaplaceEvent:
-    """The event of `laplace_bandwidth`: scale (σ_hi − σ_lo)/ε on Δ₁ = σ_hi − σ_lo (module docstring)."""
-    return LaplaceEvent(scale=(upper - lower) / epsilon, l1_sensitivity=upper - lower)
+def laplace_bandwidth_event(lower: float, upper: float, epsilon: float) -> DiscreteLaplaceEvent:
+    """The event of `laplace_bandwidth`: discrete Laplace of scale M/ε lattice points on a shift of ≤ M points
+    (Δ₁ = σ_hi − σ_lo on the lattice Δ₁/M: module docstring), i.e. ε-DP."""
+    m = BANDWIDTH_LATTICE_STEPS
+    return DiscreteLaplaceEvent(m / float(epsilon), m, 1, 1,
+                                f"bandwidth in [{lower:.6g}, {upper:.6g}] on the lattice (upper - lower)/{m}")
 
 
 def laplace_bandwidth(x: np.ndarray, centres: np.ndarray, grid: np.ndarray, epsilon: float,
-                      rng: np.random.Generator) -> tuple[float, LaplaceEvent]:
-    """ε-DP bandwidth: bounded MLE + Laplace((σ_hi − σ_lo)/ε), clamped to [σ_lo, σ_hi]."""
+                      rng: np.random.Generator) -> tuple[float, DiscreteLaplaceEvent]:
+    """ε-DP bandwidth: bounded MLE + (σ_hi − σ_lo)/M·Lap_ℤ(M/ε) on the lattice, clamped to [σ_lo, σ_hi]."""
     lower, upper = float(grid[0]), float(grid[-1])
     event = laplace_bandwidth_event(lower, upper, epsilon)
-    noisy, _ = laplace_mechanism(np.array([mle_bandwidth(x, centres, grid)]), event.l1_sensitivity, event.scale, rng)
+    unit = (Fraction(upper) - Fraction(lower)) / BANDWIDTH_LATTICE_STEPS   # exact: |σ − σ'| ≤ M·unit
+    noisy = lattice_laplace_mechanism(np.array([mle_bandwidth(x, centres, grid)]), unit, event, rng)
     return float(np.clip(noisy[0], lower, upper)), event
 
 

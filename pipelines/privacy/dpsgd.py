@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -44,15 +45,45 @@ def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs:
     return q, t if max_steps is None else min(t, int(max_steps))
 
 
+class SecureGenerator(torch.Generator):
+    """A torch.Generator that carries a CSPRNG (`secure`: a NumPy Generator over AES-CTR, from
+    `pipelines.privacy.noise.Streams.torch`) for the draws DP rests on: `clip_and_noise` takes its Gaussian
+    noise and `poisson_sample` its batches from `secure`, never from torch's MT19937, whose seeds keep 32 bits.
+    The torch state itself, seeded with 63 bits of `secure`, serves only draws the guarantee does not rest on
+    (fakes, interpolation points: any fixed values would do). This is Opacus' secure mode without torchcsprng."""
+
+    def __new__(cls, secure: np.random.Generator, device: str | torch.device = "cpu") -> "SecureGenerator":
+        return super().__new__(cls, device=torch.device(device))
+
+    def __init__(self, secure: np.random.Generator, device: str | torch.device = "cpu") -> None:
+        self.secure = secure
+        self.manual_seed(int(secure.integers(2 ** 63)))
+
+
+def secure_normal(rng: np.random.Generator, shape: tuple[int, ...], device: torch.device,
+                  dtype: torch.dtype) -> torch.Tensor:
+    """N(0, 1) draws for DP-SGD noise, as Opacus' secure mode makes them: the mean of four float64 standard
+    normals times 2 (exactly N(0, 1) in distribution), so that no single floating-point normal's low bits are
+    exposed (Holohan & Braghin 2021), from the CSPRNG `rng`, then cast to `dtype` on `device`."""
+    total = rng.standard_normal(shape)
+    for _ in range(3):
+        total += rng.standard_normal(shape)
+    return torch.from_numpy(total / 2.0).to(device=device, dtype=dtype)
+
+
 def poisson_sample(n: int, sample_rate: float, generator: torch.Generator) -> torch.Tensor:
     """Indices of a Poisson sample of range(n): each row kept independently with prob `sample_rate`.
 
     The batch size is Binomial(n, q) and may be 0; an empty batch makes the step pure noise,
-    which is exactly what the subsampled-Gaussian accountant assumes.
+    which is exactly what the subsampled-Gaussian accountant assumes. A `SecureGenerator` draws the
+    inclusions from its CSPRNG (the batch must stay secret); a plain generator (non-private runs) from torch.
     """
     if not 0.0 < sample_rate <= 1.0:
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
-    keep = torch.rand(n, generator=generator, device=generator.device) < sample_rate
+    if isinstance(generator, SecureGenerator):
+        keep = torch.from_numpy(generator.secure.random(n) < sample_rate)
+    else:
+        keep = torch.rand(n, generator=generator, device=generator.device) < sample_rate
     return keep.nonzero().squeeze(1)
 
 
@@ -385,8 +416,10 @@ def clip_and_noise(per_example: PerExample, clip_norm: float, noise_multiplier: 
     shape = () if draws is None else (draws,)
     if std > 0:  # one N(0, std²) draw for all coordinates, split by parameter
         first = next(iter(total.values()))
-        flat = torch.randn(shape + (sum(s.numel() for s in total.values()),), generator=generator,
-                           device=first.device, dtype=first.dtype)
+        size = shape + (sum(s.numel() for s in total.values()),)
+        flat = (secure_normal(generator.secure, size, first.device, first.dtype)
+                if isinstance(generator, SecureGenerator) else
+                torch.randn(size, generator=generator, device=first.device, dtype=first.dtype))
         pieces = flat.split([s.numel() for s in total.values()], dim=-1)
         return {name: (s + std * z.reshape(shape + s.shape)) / expected_batch_size
                 for (name, s), z in zip(total.items(), pieces)}

@@ -7,6 +7,7 @@ mechanism is implemented and only the *ratios* (noise multipliers) enter account
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, fields
 from typing import ClassVar, Union
 
@@ -53,6 +54,48 @@ class LaplaceEvent:
         return self.l1_sensitivity / self.scale
 
 
+@dataclass(frozen=True)
+class DiscreteGaussianEvent:
+    """`count` compositions of the discrete Gaussian mechanism on an integer (lattice) query: noise N_ℤ(0, σ²),
+    P(y) ∝ exp(−y²/2σ²) on ℤ with σ = `sigma` in lattice units, drawn exactly (pipelines/privacy/samplers.py).
+
+    Contract: an add/remove neighbour moves at most `count` coordinates of the integer query, each by an integer
+    of absolute value ≤ `sensitivity` (a count marginal: one cell by 1; m marginals: count = m). `query` (not used
+    in accounting) says what was released and on which lattice. Accounted exactly: the PLD of the 1-D discrete
+    Gaussian with shift `sensitivity`, self-composed `count` times; RDP α·count·Δ²/2σ² (CKS20, Prop. 5)."""
+    sigma: float
+    sensitivity: int = 1
+    count: int = 1
+    query: str = ""
+    kind: ClassVar[str] = "discrete_gaussian"
+
+    @property
+    def rho(self) -> float:
+        """The zCDP parameter count·Δ²/2σ² (the same as a continuous Gaussian of multiplier σ/Δ)."""
+        return self.count * self.sensitivity ** 2 / (2 * self.sigma ** 2)
+
+
+@dataclass(frozen=True)
+class DiscreteLaplaceEvent:
+    """`count` compositions of the discrete Laplace mechanism on an integer (lattice) query: noise Lap_ℤ(t),
+    P(y) ∝ exp(−|y|/t) on ℤ with t = `scale` in lattice units, drawn exactly (pipelines/privacy/samplers.py).
+
+    Contract: an add/remove neighbour moves each of `count` independent blocks of `dims` coordinates by an integer
+    vector of L1 norm ≤ `sensitivity`. dims = 1: accounted exactly, the PLD of the 1-D discrete Laplace with shift
+    `sensitivity`, self-composed; dims > 1: each block as a generic (sensitivity/t)-DP step (its L1 ball has no
+    smaller dominating pair we can prove). Pure ε of the whole event: `epsilon` = count·sensitivity/t."""
+    scale: float
+    sensitivity: int = 1
+    count: int = 1
+    dims: int = 1
+    query: str = ""
+    kind: ClassVar[str] = "discrete_laplace"
+
+    @property
+    def epsilon(self) -> float:
+        return self.count * self.sensitivity / self.scale
+
+
 # `PureEpsilonEvent.mechanism` of an ε-bounded-range step (Durfee & Rogers 2019, Def. 3.1): for all neighbours
 # D, D' the privacy loss log P_D(y)/P_D'(y) ranges over an interval of length ≤ ε as y varies. The exponential
 # mechanism P(r) ∝ exp(ε u_r / 2Δ) over a finite set, sampled exactly, is ε-BR: every log-numerator moves by
@@ -76,6 +119,21 @@ class PureEpsilonEvent:
 
 
 @dataclass(frozen=True)
+class ZCDPEvent:
+    """A ρ-zCDP guarantee (Bun & Steinke 2016: D_α(M(D) ‖ M(D')) ≤ αρ for every order α > 1, both orders of every
+    add/remove neighbouring pair) for a whole sub-computation whose steps are chosen adaptively, e.g. AIM's rounds
+    (σ_t annealed from earlier outputs) run under a zCDP privacy filter: every step is ρ_t-zCDP with ρ_t chosen
+    from earlier outputs, and the run stops before Σ_t ρ_t would exceed ρ, fixed in advance; the whole run is then
+    ρ-zCDP (Feldman & Zrnic 2021, Rényi filter, at every order α; Whitehouse et al. 2023, fully adaptive
+    composition). `rho` is the filter's budget (what the plan reserves and the run records), never the realised
+    sum. The accountant composes it as RDP α·ρ or through a dominating pair of its privacy profile
+    (pipelines/privacy/accountant.py), never as fixed Gaussian or ε-DP steps."""
+    rho: float
+    mechanism: str = ""
+    kind: ClassVar[str] = "zcdp"
+
+
+@dataclass(frozen=True)
 class NonPrivateEvent:
     """Data accessed without a DP guarantee (ε = ∞), e.g. a generator trained with epsilon: inf.
 
@@ -88,9 +146,12 @@ class NonPrivateEvent:
     kind: ClassVar[str] = "non_private"
 
 
-Event = Union[PoissonGaussianEvent, GaussianEvent, LaplaceEvent, PureEpsilonEvent, NonPrivateEvent]
+Event = Union[PoissonGaussianEvent, GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent,
+              PureEpsilonEvent, ZCDPEvent, NonPrivateEvent]
 EVENT_TYPES: dict[str, type] = {t.kind: t for t in
-                                 (PoissonGaussianEvent, GaussianEvent, LaplaceEvent, PureEpsilonEvent, NonPrivateEvent)}
+                                 (PoissonGaussianEvent, GaussianEvent, LaplaceEvent, DiscreteGaussianEvent,
+                                  DiscreteLaplaceEvent, PureEpsilonEvent, ZCDPEvent,
+                                  NonPrivateEvent)}
 
 
 def event_to_dict(event: Event) -> dict:
@@ -124,5 +185,15 @@ def validate_event(event: Event) -> None:
     elif isinstance(event, PureEpsilonEvent):
         if not (event.epsilon > 0 and math.isfinite(event.epsilon)):
             bad = "epsilon must be positive and finite"
+    elif isinstance(event, (DiscreteGaussianEvent, DiscreteLaplaceEvent)):
+        width = event.sigma if isinstance(event, DiscreteGaussianEvent) else event.scale
+        if not (width > 0 and math.isfinite(width)):
+            bad = "sigma / scale must be positive and finite"
+        elif not all(isinstance(v, numbers.Integral) and v >= 1 for v in
+                     (event.sensitivity, event.count, getattr(event, "dims", 1))):
+            bad = "sensitivity, count (and dims) must be integers >= 1"
+    elif isinstance(event, ZCDPEvent):
+        if not (event.rho > 0 and math.isfinite(event.rho)):
+            bad = "rho must be positive and finite"
     if bad:
         raise ValueError(f"invalid {event.kind} event {event}: {bad}")

@@ -4,6 +4,7 @@
   beta_noised      Ji & Elkan: Laplace noise on the logistic coefficients (biased, Proposition 1)
   output_lapl      Corollary 1: Laplace noise on each released log-weight, mean log(1 − ρ²)
   output_norm      Corollary 2: Gaussian noise on each released log-weight, mean −γ²/2
+                   (these three: exact discrete noise on a lattice, `pipelines/weights/logistic.py`)
   priv_mlp         the classifier MLP under the relaxed DP-SGD of Algorithm 1
   discriminator    the generator's released critic (post-processing: no event)
 
@@ -24,7 +25,7 @@ import numpy as np
 from pipelines.config import check_section
 from pipelines.data.layout import Layout
 from pipelines.privacy.accountant import calibrate_noise_multiplier
-from pipelines.privacy.events import Event, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
+from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.weights import logistic, relaxed_dpsgd
 from pipelines.weights.discriminator import critic_log_weights
@@ -97,9 +98,9 @@ def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, 
     r = logistic.feature_norm_bound(layout)
     delta_w = logistic.log_weight_sensitivity(r, n_total, l2)
     if estimator == "beta_noised":
-        scale, l1 = logistic.beta_noise_scale(epsilon, r, n_total, l2, layout.width + 1)
-        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [LaplaceEvent(scale, l1)],
-                          {"l2": l2, "norm_bound": r, "laplace_scale": scale})
+        unit, event = logistic.beta_noise_plan(epsilon, r, n_total, l2, layout.width + 1)
+        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [event],
+                          {"l2": l2, "norm_bound": r, "laplace_scale": event.scale * unit, "lattice_unit": unit})
     if estimator == "output_lapl":
         n_s, rho, event = logistic.output_laplace_plan(epsilon, delta_w, n_synthetic, float(s["rho_max"]))
         return WeightPlan(estimator, n_real, n_synthetic, n_s, [event],
@@ -161,11 +162,11 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
     rng = streams(noise_source, s, p.private).numpy(f"weights:{p.estimator}")
     if p.estimator in ("logreg", "beta_noised"):
         if p.estimator == "beta_noised":
-            event = p.events[0]
-            beta, _ = logistic.noised_coefficients(beta, event.scale, event.l1_sensitivity, rng)
+            beta, _ = logistic.noised_coefficients(beta, p.events[0], p.details["lattice_unit"], rng)
         logit = lambda rows: logistic.with_intercept(rows) @ beta  # noqa: E731
         return logit(released) - prior, logit
     log_w = logistic.log_weights(beta, released, p.n_real, p.n_synthetic)
+    unit = logistic.log_weight_unit(p.details["log_weight_sensitivity"])   # the lattice (Δ_w/K)ℤ
     if p.estimator == "output_lapl":
-        return logistic.laplace_log_weights(log_w, p.events[0], rng), None
-    return logistic.gaussian_log_weights(log_w, p.events[0], rng), None
+        return logistic.laplace_log_weights(log_w, p.events[0], unit, rng), None
+    return logistic.gaussian_log_weights(log_w, p.events[0], unit, rng), None

@@ -44,19 +44,46 @@ Appendix A.4 drops the ‖x̃‖ ≤ √d factor and states Δ_w = 2√d/(N_D λ
   Gaussian release with γ = σ(ε, δ)·√N_S Δ_w (the accountant's analytic Gaussian calibration, tighter
   than the paper's Blum et al. γ and N_S-fold composition). E[e^ζ'] = 1 for every γ; Var = e^{γ²} − 1
   (the paper's "γ²" is its first-order term). N_S is capped so that γ ≤ `gamma_max`.
+
+Exact noise on a lattice (issue 28, item 4). The released weights leave the steward's side, so float Laplace and
+Gaussian noise (whose low-order bits reveal the noiseless value) are replaced by exact discrete noise on a lattice
+γℤ (`pipelines.privacy.mechanisms.lattice_*_mechanism`): the value is rounded exactly to γℤ, an integer is added,
+and the result times γ is released. Exact rounding is monotone and commutes with integer shifts, so a coordinate
+that moves by ≤ c moves by ≤ ⌈c/γ⌉ lattice points.
+- Log-weights (output_lapl, output_norm): γ = Δ_w/K (K = LOG_WEIGHT_LATTICE_STEPS; exact in floats), so each of
+  the N_S released log-weights moves by ≤ K points: N_S compositions of the 1-D discrete mechanism with shift K,
+  accounted exactly (DiscreteLaplaceEvent(t, K, N_S) with t = Kρ/Δ_w = K·N_S/ε, pure ε = N_S·K/t = ε as before;
+  DiscreteGaussianEvent(σ_γ, K, N_S), σ_γ the smallest σ whose exact N_S-fold PLD meets (ε, δ), γ_noise = σ_γ·γ).
+  The rounding moves a log-weight by ≤ γ/2; K > 1 keeps the shifts a real pair makes (≈ Δ_w/2, tests/audit_cases_
+  release.py) from rounding away to 0 or 1 point. The mean shifts are the discrete noise's own: −log E[e^{γY}]
+  (`discrete_laplace_log_mgf`, `discrete_gaussian_log_mgf`), so E[e^ζ] = 1 still holds exactly on the lattice.
+- Coefficients (beta_noised): γ = 2^k, the largest power of two ≤ Δ_β/(LATTICE_STEPS·⌈√d'⌉); then
+  Σ_i ⌈|β_i − β'_i|/γ⌉ < ‖β − β'‖₁/γ + d' ≤ √d'Δ_β/γ + d', so the rounded vector moves by at most
+  K₁ = ⌈√d'Δ_β/γ⌉ + d' points in L1: one d'-dimensional discrete Laplace block of scale t = K₁/ε,
+  DiscreteLaplaceEvent(t, K₁, 1, dims = d'), ε-DP by the triangle inequality. Its noise is tγ ≤
+  b·(1 + 2/LATTICE_STEPS) in the coefficients' units (the d' rounding points of L1 it pays for).
 """
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from pipelines.data.layout import Layout
-from pipelines.privacy.accountant import gaussian_sigma
-from pipelines.privacy.events import Event, GaussianEvent, LaplaceEvent
-from pipelines.privacy.mechanisms import gaussian_mechanism, laplace_mechanism
+from pipelines.privacy.accountant import discrete_gaussian_sigma, gaussian_sigma
+from pipelines.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Event
+from pipelines.privacy.mechanisms import lattice_gaussian_mechanism, lattice_laplace_mechanism
+
+LATTICE_STEPS = 64      # beta_noised: lattice points per Δ_β/⌈√d'⌉ at least (module docstring)
+LOG_WEIGHT_LATTICE_STEPS = 64   # K: output_lapl / output_norm lattice points per Δ_w (module docstring)
+
+
+def log_weight_unit(delta_w: float) -> float:
+    """The log-weights' lattice step Δ_w/K (a power-of-two division: exact in floats)."""
+    return delta_w / LOG_WEIGHT_LATTICE_STEPS
 
 
 def feature_norm_bound(layout: Layout) -> float:
@@ -103,16 +130,29 @@ def log_weights(beta: np.ndarray, rows: np.ndarray, n_real: int, n_synthetic: in
     return with_intercept(rows) @ beta - math.log(n_real / n_synthetic)
 
 
-def beta_noise_scale(epsilon: float, norm_bound: float, n_total: int, l2: float,
-                     n_coefficients: int) -> tuple[float, float]:
-    """(Laplace scale b, L1 sensitivity √d'·Δ_β) of beta_noised at ε."""
-    l1 = math.sqrt(n_coefficients) * coefficient_sensitivity(norm_bound, n_total, l2)
-    return l1 / epsilon, l1
+def beta_noise_plan(epsilon: float, norm_bound: float, n_total: int, l2: float,
+                    n_coefficients: int) -> tuple[float, DiscreteLaplaceEvent]:
+    """(lattice step γ = 2^k, DiscreteLaplaceEvent(K₁/ε, K₁, 1, dims = d')) of beta_noised at ε (module docstring:
+    the L1 bound √d'·Δ_β in lattice points plus one point per coefficient for the rounding)."""
+    delta_beta = coefficient_sensitivity(norm_bound, n_total, l2)
+    d = int(n_coefficients)
+    unit = 2.0 ** math.floor(math.log2(delta_beta / (LATTICE_STEPS * (math.isqrt(d - 1) + 1))))   # ⌈√d'⌉
+    ratio = Fraction(delta_beta) / Fraction(unit)
+    square = d * ratio * ratio                      # (√d'·Δ_β/γ)², exact: its ceiling root is ⌈√d'·Δ_β/γ⌉
+    root = math.isqrt(square.numerator // square.denominator)
+    while root * root < square:
+        root += 1
+    l1_points = root + d
+    return unit, DiscreteLaplaceEvent(l1_points / float(epsilon), l1_points, 1, d,
+                                      f"{d} logistic coefficients on the lattice 2^{int(math.log2(unit))} "
+                                      f"(L1 sensitivity sqrt(d')·Δ_β + d' points)")
 
 
 def output_laplace_plan(epsilon: float, delta_w: float, n_synthetic: int,
-                        rho_max: float) -> tuple[int, float, LaplaceEvent]:
-    """(N_S, ρ, event) of output_lapl: the most weights N_S ≤ N_G with ρ = N_S Δ_w/ε ≤ `rho_max` (< 1)."""
+                        rho_max: float) -> tuple[int, float, DiscreteLaplaceEvent]:
+    """(N_S, ρ, event) of output_lapl: the most weights N_S ≤ N_G with ρ = N_S Δ_w/ε ≤ `rho_max` (< 1); the event
+    is N_S discrete Laplace draws of scale Kρ/Δ_w on the lattice (Δ_w/K)ℤ (shift ≤ K points each; module
+    docstring)."""
     if not 0 < rho_max < 1:
         raise ValueError(f"rho_max must lie in (0, 1) (Corollary 1 needs ρ < 1), got {rho_max}")
     n_s = min(n_synthetic, int(math.floor(rho_max * epsilon / delta_w)))
@@ -120,37 +160,80 @@ def output_laplace_plan(epsilon: float, delta_w: float, n_synthetic: int,
         raise ValueError(f"output_lapl cannot release even one weight: ρ = Δ_w/ε = {delta_w / epsilon:.3g} > "
                          f"rho_max = {rho_max}; raise weights.epsilon or weights.l2")
     rho = n_s * delta_w / epsilon
-    return n_s, rho, LaplaceEvent(scale=rho, l1_sensitivity=n_s * delta_w)
+    k = LOG_WEIGHT_LATTICE_STEPS
+    return n_s, rho, DiscreteLaplaceEvent(k * n_s / epsilon, k, n_s, 1,
+                                          f"{n_s} log importance weights on the lattice Δ_w/{k}, Δ_w = {delta_w:.6g}")
 
 
 def output_gaussian_plan(epsilon: float, delta: float, delta_w: float, n_synthetic: int,
-                         gamma_max: float) -> tuple[int, float, GaussianEvent]:
-    """(N_S, γ, event) of output_norm: the most weights with γ = σ₁(ε, δ)·√N_S·Δ_w ≤ `gamma_max`."""
+                         gamma_max: float) -> tuple[int, float, DiscreteGaussianEvent]:
+    """(N_S, γ, event) of output_norm: the most weights N_S ≤ N_G whose noise γ = σ_γ·Δ_w/K stays ≤ `gamma_max`, σ_γ
+    the smallest σ (lattice points) with ε_PLD(N_S discrete Gaussians of shift K) ≤ ε at δ (module docstring);
+    N_S starts from the continuous bound γ = σ₁(ε, δ)·√N_S·Δ_w and shrinks while the discrete σ_γ exceeds it."""
     sigma_unit = gaussian_sigma(epsilon, delta, 1.0)  # noise std per unit of L2 sensitivity
     n_s = min(n_synthetic, int(math.floor((gamma_max / (sigma_unit * delta_w)) ** 2)))
     if n_s < 1:
         raise ValueError(f"output_norm cannot release even one weight: γ would be {sigma_unit * delta_w:.3g} > "
                          f"gamma_max = {gamma_max}; raise weights.epsilon, weights.l2 or weights.gamma_max")
-    sensitivity = math.sqrt(n_s) * delta_w
-    gamma = sigma_unit * sensitivity
-    return n_s, gamma, GaussianEvent(sigma=gamma, l2_sensitivity=sensitivity,
-                                     query=f"{n_s} log importance weights of a logistic regression")
+    k = LOG_WEIGHT_LATTICE_STEPS
+    while True:
+        sigma_points = discrete_gaussian_sigma(epsilon, delta, k, n_s, start=sigma_unit * math.sqrt(n_s) * k)
+        gamma = sigma_points * log_weight_unit(delta_w)
+        if gamma <= gamma_max:
+            break
+        if n_s == 1:
+            raise ValueError(f"output_norm cannot release even one weight: γ would be {gamma:.3g} > gamma_max = "
+                             f"{gamma_max}; raise weights.epsilon, weights.l2 or weights.gamma_max")
+        n_s = max(1, min(n_s - 1, int(math.floor(n_s * (gamma_max / gamma) ** 2))))
+    return n_s, gamma, DiscreteGaussianEvent(sigma_points, k, n_s,
+                                             f"{n_s} log importance weights of a logistic regression on the lattice "
+                                             f"Δ_w/{k}, Δ_w = {delta_w:.6g}")
 
 
-def noised_coefficients(beta: np.ndarray, scale: float, l1_sensitivity: float,
+def discrete_laplace_log_mgf(scale: float, h: float) -> float:
+    """log E[e^{hY}] for Y ~ Lap_ℤ(t), P(y) ∝ e^{−|y|/t}, t = `scale` (needs h < 1/t):
+    E = (1 − q)/(1 + q)·(1/(1 − q e^h) + q e^{−h}/(1 − q e^{−h})), q = e^{−1/t}. Tends to −log(1 − (ht)²), the
+    continuous Laplace's, as the lattice shrinks."""
+    a = 1.0 / scale
+    if not h < a:
+        raise ValueError(f"E[e^(hY)] is infinite for h = {h} >= 1/t = {a}")
+    q = math.exp(-a)
+    head = math.log(-math.expm1(-a)) - math.log1p(q)
+    return head + math.log(1.0 / -math.expm1(h - a) + math.exp(-a - h) / -math.expm1(-a - h))
+
+
+def discrete_gaussian_log_mgf(sigma: float, h: float) -> float:
+    """log E[e^{hY}] for Y ~ N_ℤ(0, σ²): h²σ²/2 + log(Σ_y e^{−(y − hσ²)²/2σ²} / Σ_y e^{−y²/2σ²}); the ratio of the
+    two lattice sums differs from 1 by < 4e^{−2π²σ²} (Poisson summation), below 1e-76 from σ = 3, so it is summed
+    only for σ < 3."""
+    base = h * h * sigma * sigma / 2
+    if sigma >= 3:
+        return base
+    c = h * sigma * sigma
+    y = np.arange(math.floor(c - 40 * sigma) - 1, math.ceil(c + 40 * sigma) + 2)
+    z = np.arange(-math.ceil(40 * sigma) - 1, math.ceil(40 * sigma) + 2)
+    lse = lambda v: float(np.log(np.exp(v - v.max()).sum()) + v.max())   # noqa: E731
+    return base + lse(-(y - c) ** 2 / (2 * sigma * sigma)) - lse(-(z * 1.0) ** 2 / (2 * sigma * sigma))
+
+
+def noised_coefficients(beta: np.ndarray, event: DiscreteLaplaceEvent, unit: float,
                         rng: np.random.Generator) -> tuple[np.ndarray, Event]:
-    """beta_noised: β̄ = β + Laplace(0, b) per coordinate (Ji & Elkan; module docstring)."""
-    return laplace_mechanism(beta, l1_sensitivity, scale, rng)
+    """beta_noised: β̄ = γ·(round(β/γ) + Lap_ℤ(t)) per coordinate, γ = `unit`, (t, K₁) from `beta_noise_plan` (Ji &
+    Elkan's Laplace, exactly sampled on the lattice; module docstring)."""
+    return lattice_laplace_mechanism(beta, Fraction(unit), event, rng), event
 
 
-def laplace_log_weights(log_w: np.ndarray, event: LaplaceEvent, rng: np.random.Generator) -> np.ndarray:
-    """Corollary 1: log ŵ + ζ, ζ ~ Laplace(log(1 − ρ²), ρ), so that E[e^ζ] = 1/(1−ρ²)·(1−ρ²) = 1."""
-    rho = event.scale
-    noisy, _ = laplace_mechanism(log_w, event.l1_sensitivity, rho, rng)
-    return noisy + math.log(1 - rho ** 2)
+def laplace_log_weights(log_w: np.ndarray, event: DiscreteLaplaceEvent, unit: float,
+                        rng: np.random.Generator) -> np.ndarray:
+    """Corollary 1 on the lattice unitℤ (unit = `log_weight_unit`(Δ_w)): log ŵ snapped + unit·Lap_ℤ(t) − log E[e^{unit·Y}], so that
+    E[e^ζ] = 1 exactly (the continuous shift log(1 − ρ²), ρ = t·unit, is its limit)."""
+    noisy = lattice_laplace_mechanism(log_w, Fraction(unit), event, rng)
+    return noisy - discrete_laplace_log_mgf(event.scale, unit)
 
 
-def gaussian_log_weights(log_w: np.ndarray, event: GaussianEvent, rng: np.random.Generator) -> np.ndarray:
-    """Corollary 2: log ŵ + ζ', ζ' ~ N(−γ²/2, γ²), so that E[e^ζ'] = 1."""
-    noisy, _ = gaussian_mechanism(log_w, event.l2_sensitivity, event.sigma, rng, event.query)
-    return noisy - event.sigma ** 2 / 2
+def gaussian_log_weights(log_w: np.ndarray, event: DiscreteGaussianEvent, unit: float,
+                         rng: np.random.Generator) -> np.ndarray:
+    """Corollary 2 on the lattice unitℤ: log ŵ snapped + unit·N_ℤ(0, σ²) − log E[e^{unit·Y}] (= γ²/2 up to < 1e-76
+    for σ ≥ 3, γ = σ·unit), so that E[e^ζ'] = 1."""
+    noisy = lattice_gaussian_mechanism(log_w, Fraction(unit), event, rng)
+    return noisy - discrete_gaussian_log_mgf(event.sigma, unit)

@@ -31,10 +31,26 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
-    """`evaluate.attacks` (keys and types by its model, pipelines/config.py) merged over DEFAULTS and checked
-    against the schema; every problem is one InputError naming the key path."""
+def ranges(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """`evaluate.attacks` (keys and types by its model, pipelines/config.py) merged over DEFAULTS, every number in
+    its range (what needs no schema; `load_params` runs it); every problem is one InputError naming the key path."""
     s = {**DEFAULTS, **check_section(SECTION, raw)}
+    for key, least in (("max_rows", 1), ("bootstrap", 20), ("n_attacks", 1), ("singling_out_columns", 1),
+                       ("neighbours", 1)):
+        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
+            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
+                       f"set it to {DEFAULTS[key]}.")
+    for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
+        if isinstance(s[key], bool) or not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
+            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be in (0, 1), got {s[key]!r}.",
+                       f"set it to {DEFAULTS[key]}.")
+    return s
+
+
+def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
+    """`evaluate.attacks`: `ranges`, then the columns it names checked against the schema; every problem is one
+    InputError naming the key path."""
+    s = ranges(raw)
     names = [c.name for c in schema.columns]
     s["secret"] = s["secret"] or schema.target
     if s["secret"] not in names:
@@ -56,14 +72,6 @@ def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
         raise fail(PARAMS_FILE, f"{SECTION}.{key}", "the linkability column sets must be disjoint, and `known` must "
                    "not contain the secret.", f"edit {SECTION}.linkability_columns / known.")
     s["linkability_columns"] = [list(links[0]), list(links[1])]
-    for key, least in (("bootstrap", 20), ("n_attacks", 1), ("singling_out_columns", 1), ("neighbours", 1)):
-        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
-            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
-                       f"set it to {DEFAULTS[key]}.")
-    for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
-        if not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
-            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be in (0, 1), got {s[key]!r}.",
-                       f"set it to {DEFAULTS[key]}.")
     return s
 
 

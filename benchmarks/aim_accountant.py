@@ -1,0 +1,101 @@
+"""AIM's ε on the old and the new accountant (issue 28, item 5): data-independent, plans only (no row is read).
+
+    python benchmarks/aim_accountant.py                  # breast cancer (d = 31, K = 16) and Adult (d = 15, K = 40)
+    python benchmarks/aim_accountant.py --release        # also the default release's composed ε (params.yaml, ~1 min)
+
+Per schema at ε = 1, δ = 1e-5 (d = the schema's columns, K = max_rounds as configured / the default):
+- old plan: x calibrated on the events planned before issue 28 (`fixed_schedule_events`: a Gaussian envelope and K
+  bounded-range slots, composed by PLD as if σ_t were fixed); "old ε" is what the ledger reported for it, "new ε
+  (same run)" what the adaptively valid accountant gives the same run (d one-way Gaussians at x and the rounds'
+  zCDP filter budget ρ_R), "RDP only" the plain RDP figure of that run (the issue's 1.0326 at 31 columns);
+- new plan: `plan_aim` now (x calibrated on the new events), its ε, and what the old accountant would have said of
+  the same schedule.
+--release: the default release's planned events (every generator of params.yaml at its allocation) composed by the
+new accountant, and the same events with AIM's plan in the old form at AIM's allocated ε.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipelines.data.schema import load_schema  # noqa: E402
+from pipelines.data.transform import Encoder  # noqa: E402
+from pipelines.marginal.aim import aim_events, fixed_schedule_events, plan_aim, zcdp_aim_scale  # noqa: E402
+from pipelines.privacy.accountant import calibrate_noise_scale, epsilon_pld, epsilon_rdp  # noqa: E402
+
+DELTA = 1e-5
+
+
+def row(name: str, d: int, k: int, epsilon: float = 1.0) -> dict:
+    x_old = calibrate_noise_scale(epsilon, DELTA, lambda s: fixed_schedule_events(s, d, k))
+    new = plan_aim(d, k, epsilon, DELTA, n_rows=1000)
+    return {"schema": name, "d": d, "K": k, "x_old": x_old,
+            "old_eps": epsilon_pld(fixed_schedule_events(x_old, d, k), DELTA),
+            "new_eps_same_run": epsilon_pld(aim_events(x_old, d, k), DELTA),
+            "rdp_same_run": epsilon_rdp(aim_events(x_old, d, k), DELTA),
+            "x_new": new.scale, "new_eps": epsilon_pld(new.events, DELTA),
+            "old_eps_at_x_new": epsilon_pld(fixed_schedule_events(new.scale, d, k), DELTA),
+            "x_zcdp": zcdp_aim_scale(d, k, epsilon, DELTA)}
+
+
+def release() -> None:
+    """The default release (params.yaml) composed now, and with AIM's events in the old form at its allocation."""
+    from pipelines.config import allocated_section, load_params
+    from pipelines.data.readers import read_table
+    from pipelines.data.transform import train_holdout_split
+    from pipelines.data.validation import validate_table
+    from pipelines.generators.base import Budget
+    from pipelines.generators.registry import make_generator
+    from pipelines.privacy.allocation import Part, allocate
+    params = load_params(ROOT / "params.yaml")
+    ds = params["dataset"]
+    schema = load_schema(ROOT / "schemas" / f"{ds['name']}.yaml")
+    raw, label = read_table(ds["source"], schema)
+    train, _ = train_holdout_split(validate_table(raw, schema, label)[0], float(ds["holdout_fraction"]), 0)
+    layout, n = Encoder(schema).layout, len(train)     # n: near the public n̂ (the split is keyed in a release)
+    delta = float(params["privacy"]["delta"])
+
+    def planner(g: str):
+        return lambda eps: make_generator(g, layout, allocated_section(params[g], eps), "cpu").plan(
+            n, Budget(eps, delta)).events
+    parts = [Part(g, planner(g), params[g].get("epsilon"), params[g].get("share") or 1.0) for g in params["generators"]]
+    alloc = allocate(parts, float(params["privacy"]["release_epsilon"]), delta)
+    events = [e for p in alloc.parts.values() for e in p.events]
+    print(f"default release ({ds['name']}, {len(params['generators'])} generators, release ε "
+          f"{params['privacy']['release_epsilon']}): allocation per generator "
+          f"{ {g: round(p.epsilon, 4) for g, p in alloc.parts.items()} }")
+    print(f"  composed now: {epsilon_pld(events, delta):.4f} (RDP alone {epsilon_rdp(events, delta):.4f})")
+    if "aim" in alloc.parts:
+        aim = alloc.parts["aim"]
+        d, k = len(layout.blocks), int(make_generator("aim", layout, allocated_section(params["aim"], aim.epsilon),
+                                                      "cpu").params["max_rounds"])
+        x_old = calibrate_noise_scale(aim.epsilon, delta, lambda s: fixed_schedule_events(s, d, k))
+        others = [e for g, p in alloc.parts.items() if g != "aim" for e in p.events]
+        print(f"  AIM at its ε {aim.epsilon:.4f}: old plan x = {x_old:.3f}; the release composed by the old accountant "
+              f"{epsilon_pld(others + fixed_schedule_events(x_old, d, k), delta):.4f}, the same run by the new "
+              f"{epsilon_pld(others + aim_events(x_old, d, k), delta):.4f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--release", action="store_true", help="also compose the default release's plan (params.yaml)")
+    args = ap.parse_args()
+    rows = []
+    for name, k in (("breast_cancer", 16), ("adult", 40)):
+        d = len(Encoder(load_schema(ROOT / "schemas" / f"{name}.yaml")).layout.blocks)
+        rows.append(row(name, d, k))
+    cols = list(rows[0])
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in r.values()) + " |")
+    if args.release:
+        release()
+
+
+if __name__ == "__main__":
+    main()
