@@ -33,8 +33,8 @@ SMALL = {"dpwgan": {"steps": 40, "batch_size": 64},
          "utility_gate": {"inverted": "label"}}
 GENERATORS = ["dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points", "mst", "aim"]
 # breast cancer: d = 31 columns (30 numeric + target). MST plans and records d 1-way, d - 1 selections and d - 1
-# 2-way events; AIM (max_rounds 1: its one round is the last) plans d 1-way + the rounds' envelope + 1 selection
-# slot and records d 1-way + 1 selection + 1 round measurement.
+# 2-way events; AIM plans and records d 1-way events and one ZCDPEvent, the zCDP filter's budget for its adaptive
+# rounds (pipelines/marginal/aim.py).
 D = 31
 TRAIN_ROWS = sorted(  # DP-auto-GAN, PEARL and PPEM: two events each, every generator but MST and AIM one more: its
     # calibration (docs/calibration.md); weight@dpwgan: the DP importance weights
@@ -45,7 +45,7 @@ TRAIN_ROWS = sorted(  # DP-auto-GAN, PEARL and PPEM: two events each, every gene
     + [("train@ppem", "planned")] * 3 + [("train@ppem", "spent")] * 3
     + [("train@support_points", "planned")] * 2 + [("train@support_points", "spent")] * 2
     + [("train@mst", "planned")] * (3 * D - 2) + [("train@mst", "spent")] * (3 * D - 2)
-    + [("train@aim", "planned")] * (D + 2) + [("train@aim", "spent")] * (D + 2)
+    + [("train@aim", "planned")] * (D + 1) + [("train@aim", "spent")] * (D + 1)
     + [("weight@dpwgan", "planned"), ("weight@dpwgan", "spent")])
 
 
