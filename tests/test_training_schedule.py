@@ -279,6 +279,7 @@ def test_private_paths_still_draw_os_entropy_without_a_noise_seed():
     assert source.material("g:noise") != source.material("g:noise")
     assert source.material("g:noise", private=False, seed=0) == source.material("g:noise", private=False, seed=0)
     assert source.material("g:noise", private=False, seed=0) != source.material("g:noise", private=False, seed=1)
-    assert seeded.material("g:noise", private=False, seed=0) == seeded.material("g:noise")
+    assert seeded.material("g:noise", private=False, seed=0) == seeded.material("g:noise", private=False, seed=1)
+    assert seeded.material("g:noise") == seeded.material("g:noise") != seeded.material("g:noise", private=False, seed=0)
     with pytest.raises(ValueError, match="public seed"):
         source.material("g:noise", private=False)

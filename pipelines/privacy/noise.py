@@ -174,7 +174,8 @@ class NoiseSource:
         ("public", the public `seed`, context), so that ε = inf never reads OS entropy; with a `binding`,
         `NoiseBinding.material`; else 32 fresh bytes of OS entropy."""
         if self.noise_seed is not None:
-            return _public(f"noise_seed:{int(self.noise_seed)}", context)
+            # private: a CSPRNG key; non-private: the same PCG64 seed as before the CSPRNG (tests tuned on it)
+            return _public(f"noise_seed:{int(self.noise_seed)}" if private else str(int(self.noise_seed)), context)
         if not private:
             if seed is None:
                 raise ValueError("a non-private run derives its streams from the public seed: pass seed=")
