@@ -33,7 +33,8 @@ case "$cmd" in
     ;;
   test)
     setup
-    set +e; pytest "$@"; rc=$?; set -e
+    # one pytest-xdist worker per core (SYNTHRELEASE_TEST_WORKERS overrides; 0 = in this process)
+    set +e; pytest -n "${SYNTHRELEASE_TEST_WORKERS:-auto}" --dist worksteal "$@"; rc=$?; set -e
     [ "$rc" -eq 5 ] && { echo "no tests were collected" >&2; exit 1; }
     exit "$rc"
     ;;

@@ -4,6 +4,7 @@
   synthrelease run [--params params.yaml]            the Prefect release flow
   synthrelease serve [--schedules schedules.yaml]    scheduled releases against a Prefect server
   synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
+  synthrelease code [--out data/code]                the code fingerprint of each budget-spending stage
   synthrelease ledger show [--dataset D] | verify [--expect-head [SEQ:]HASH]
 """
 from __future__ import annotations
@@ -94,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
                                       "at PREFECT_API_URL and run their flow runs")
     sv.add_argument("--schedules", default="schedules.yaml", help="deployments and their schedules")
     sv.add_argument("--limit", type=int, help="at most this many concurrent flow runs")
+    cd = sub.add_parser("code", help="write the code fingerprint of every budget-spending stage (dvc.yaml's `code` "
+                                     "stage; pipelines/fingerprint.py)")
+    cd.add_argument("--out", default="data/code")
     st = sub.add_parser("stage", help="run one stage, as dvc.yaml does")
     st.add_argument("name", choices=STAGES)
     st.add_argument("--generator")
@@ -116,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(configured_flow(args.params)(params_path=args.params), indent=2))
         elif args.command == "init":
             return init_command(args)
+        elif args.command == "code":
+            from pipelines.fingerprint import write_fingerprints
+            print(f"code: {len(write_fingerprints(Path(args.out), Path.cwd()))} fingerprints in {args.out}", file=sys.stderr)
         elif args.command == "serve":
             from flows.deploy import serve
             serve(Path(args.schedules), Path.cwd(), limit=args.limit)

@@ -6,6 +6,9 @@ so that float reductions, hence every trained network and every number a test as
 depend on the machine's core count. Together with the seeded streams of pipelines/privacy/noise.py
 (noise_seed in tests; ε = inf derives its streams from the public seed) a test gives the same numbers
 on every run.
+
+Parallel runs (`./run.sh test` runs pytest-xdist with one worker per core): each worker gets its own Prefect
+home (`<PREFECT_HOME>-<worker>`), so that two in-process Prefect runs never share one SQLite database.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM
               "VECLIB_MAXIMUM_THREADS")
 for _name in THREAD_ENV:
     os.environ[_name] = "1"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("PREFECT_HOME"):
+    os.environ["PREFECT_HOME"] = f"{os.environ['PREFECT_HOME']}-{os.environ['PYTEST_XDIST_WORKER']}"
 
 from pathlib import Path  # noqa: E402
 

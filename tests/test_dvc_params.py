@@ -93,3 +93,13 @@ def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
     assert ledger_gate["passed"] and ledger_gate["evidence"]["expected_head"] == head   # re-run for the budget
     verified = json.loads(sh(["synthrelease", "ledger", "verify"], root).stdout)
     assert verified["rows"] == len(rows) and verified["expected_head_from"] == "releases/breast_cancer/latest.json"
+
+    # a code edit re-trains (and re-charges) only where the edited file is code the stage runs (issue 29)
+    def changed_after_editing(*files: str) -> set[str]:
+        for f in files:
+            (root / f).write_text((root / f).read_text() + "\n# an edit\n")
+        sh(["dvc", "repro", "code"], root)
+        return set(json.loads(sh(["dvc", "status", "--json"], root).stdout))
+    assert not {"train@dpwgan", "prepare"} & changed_after_editing(
+        "pipelines/evaluation/attacks/gates.py", "pipelines/generators/ppem.py", "pipelines/generators/aim.py")
+    assert "train@dpwgan" in changed_after_editing("pipelines/generators/base.py")

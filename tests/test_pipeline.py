@@ -65,7 +65,8 @@ def make_root(tmp: Path, overrides: dict, git: bool = False) -> Path:
     root = tmp / "repo"
     for d in ("pipelines", "tasks", "flows", "schemas"):
         shutil.copytree(PROJECT / d, root / d, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(PROJECT / "dvc.yaml", root / "dvc.yaml")
+    for f in ("dvc.yaml", "requirements.lock"):
+        shutil.copy(PROJECT / f, root / f)
     key = tmp / "test-steward.key"
     key.write_text(STEWARD_KEY + "\n")
     params = yaml.safe_load((PROJECT / "params.yaml").read_text())

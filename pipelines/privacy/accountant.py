@@ -200,6 +200,13 @@ def epsilon_pld(events: Sequence[Event], delta: float) -> float:
 
 
 def _epsilon_pld(events: Sequence[Event], delta: float, interval: float) -> float:
+    """`epsilon_pld` on the grid `interval`, memoised: a noise search evaluates the same event lists again
+    whenever a plan is rebuilt (events are frozen dataclasses; equal lists give equal ε)."""
+    return _epsilon_pld_cached(tuple(events), float(delta), float(interval))
+
+
+@lru_cache(maxsize=4096)
+def _epsilon_pld_cached(events: tuple[Event, ...], delta: float, interval: float) -> float:
     if any(isinstance(e, ZCDPEvent) for e in events):
         return _epsilon_adaptive(events, delta, interval)
     eps = _epsilon_pld_only(events, delta, interval)
