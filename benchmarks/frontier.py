@@ -51,6 +51,7 @@ import numpy as np
 import pandas as pd
 
 from generator_runs import ROOT, bundled, fit_and_sample, generator_params, overrides, sub_schema, subsample
+from pipelines.config import EVALUATE_DEFAULTS
 from pipelines.data.readers import BUNDLED
 from pipelines.data.schema import Schema
 from pipelines.evaluation import unsupervised
@@ -108,7 +109,7 @@ def measure(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, sch
 
 def paper(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, schema: Schema, seed: int) -> dict:
     """The papers' own numbers of one synthetic table (module docstring, `--paper`), with the release's knobs."""
-    m, _ = unsupervised.paper_metrics(train, synth, holdout, schema, seed, unsupervised.DEFAULTS)
+    m, _ = unsupervised.paper_metrics(train, synth, holdout, schema, seed, EVALUATE_DEFAULTS)
     pred, acc = m["dimension_wise"]["prediction"]["summary"], m["target_accuracy"]
     ten = tstr_classifiers(train, synth, holdout, schema.columns, schema.target, seed)["average"]
     return {"dimwise_probability_mean_abs_diff": _round(m["dimension_wise"]["probability"].get("mean_abs_diff")),

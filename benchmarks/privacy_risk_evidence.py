@@ -27,14 +27,14 @@ from pathlib import Path
 
 import torch
 
-from pipelines.config import load_params
+from pipelines.config import SCORECARD_DEFAULTS, load_params, risk_thresholds
 from pipelines.data.readers import read_table
 from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.data.validation import validate_table
 from pipelines.evaluation import scorecard
 from pipelines.evaluation.attacks import suite
-from pipelines.evaluation.attacks.gates import risk_gates, thresholds
+from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.marginals import kway_marginal_tv
 from pipelines.generators.base import Budget
@@ -56,7 +56,7 @@ BEGIN, END = "<!-- evidence:begin (benchmarks/privacy_risk_evidence.py) -->", "<
 def evaluate(train, synth, holdout, schema, params: dict, seed: int, classifier_rows: int | None) -> dict:
     """The evaluate stage's scorecard and attacks, and check@gen's risk gates, on one synthetic table."""
     ev = params["evaluate"]
-    k = {**scorecard.DEFAULTS, **{key: ev[key] for key in ("ot_max_rows", "kway_bins")}}
+    k = {**SCORECARD_DEFAULTS, **{key: ev[key] for key in ("ot_max_rows", "kway_bins")}}
     if classifier_rows:
         k["classifier_max_rows"] = classifier_rows
     start = time.perf_counter()
@@ -65,7 +65,7 @@ def evaluate(train, synth, holdout, schema, params: dict, seed: int, classifier_
     card["kway_marginal"] = kway_marginal_tv(train, synth, holdout, schema.columns, ev["kway"], ev["kway_subsets"],
                                              ev["kway_bins"], seed)
     card["fidelity_summary"] = summarise(marginal_distances(holdout, synth, schema.columns))
-    gates = risk_gates(risk, thresholds(params.get("risk_gates")))
+    gates = risk_gates(risk,risk_thresholds(params.get("risk_gates")))
     return {"risk": risk, "card": card, "gates": {g.name: g.passed for g in gates},
             "evaluate_seconds": round(time.perf_counter() - start, 1)}
 

@@ -19,7 +19,7 @@ from prefect.context import get_run_context
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.runners import concurrent_tasks, task_runner, torch_resources
-from pipelines.config import load_params
+from pipelines.config import load_params, weight_settings
 from pipelines.runtime import torch_threads
 from tasks.baseline import baseline
 from tasks.budget import budget
@@ -29,7 +29,7 @@ from tasks.prepare import prepare
 from tasks.release import release
 from tasks.train import train
 from tasks.validate import validate
-from tasks.weight import settings as weight_settings, weight
+from tasks.weight import weight
 
 
 @flow(name="private-synthetic-release", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=True)

@@ -19,22 +19,10 @@ from typing import Any
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from pipelines.config import PARAMS_FILE, check_section, fail
+from pipelines.config import orchestration
 from pipelines.errors import InputError
 
 PRELOAD = ("tasks.train",)   # workers import the stages (torch, prefect) at start-up, not in the first task
-DEFAULTS = {"task_runner": "threads", "max_workers": 4, "dask_address": None, "dask_workers": 2}
-
-
-def orchestration(params: dict[str, Any]) -> dict[str, Any]:
-    """params['orchestration'] (keys, types and runners by its model, pipelines/config.py) over DEFAULTS;
-    worker counts positive, each problem one InputError naming the key path."""
-    cfg = {**DEFAULTS, **check_section("orchestration", params.get("orchestration"))}
-    for key in ("max_workers", "dask_workers"):
-        if not (isinstance(cfg[key], int) and cfg[key] >= 1):
-            raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a positive integer, got {cfg[key]!r}.",
-                       f"e.g. '{key}: {DEFAULTS[key]}'.")
-    return cfg
 
 
 def task_runner(params: dict[str, Any]) -> TaskRunner:

@@ -122,13 +122,66 @@ class Privacy(Section):
 
 
 class Orchestration(Section):
-    """Types only: flows/runners.py holds the defaults and the runner's own checks."""
+    """Types only: the defaults are ORCHESTRATION_DEFAULTS, the ranges `orchestration`."""
     task_runner: Literal["threads", "dask"] = None
     max_workers: StrictInt = None
     dask_address: StrictStr | None = None
     dask_workers: StrictInt = None
 
-# the weight stage's own keys of `weights:` (the estimator knobs are pipelines/weights/estimators.py DEFAULTS)
+# -- the other sections' defaults (data-independent) and their ranges: the one place for both ----------------------
+# Their readers (flows/runners.py, pipelines/evaluation/{unsupervised,scorecard,verdict}.py, attacks/{suite,gates}.py,
+# pipelines/weights/estimators.py, the weight stage) take them from here, so this module imports none of them.
+ORCHESTRATION_DEFAULTS: dict[str, Any] = {"task_runner": "threads", "max_workers": 4, "dask_address": None,
+                                          "dask_workers": 2}
+# `evaluate:` knobs of DP-auto-GAN's metrics (pipelines/evaluation/unsupervised.py); null = no cap for the row caps
+EVALUATE_DEFAULTS: dict[str, Any] = {
+    "max_rows": 10000,      # rows of R, S and T (each, seeded subsample) for the model-based metrics
+    "ot_max_rows": 2000,    # rows per side for exact optimal transport (W2)
+    "kway": 3,              # k of the k-way marginal (NIST: 3)
+    "kway_subsets": 100,    # random column k-subsets
+    "kway_bins": 10}        # equal-width bins per numeric column over its schema bounds
+EVALUATE_NULLABLE = ("max_rows", "ot_max_rows")
+# `evaluate:` knobs of the scorecard (pipelines/evaluation/scorecard.py); null = no cap for the row caps
+SCORECARD_DEFAULTS: dict[str, Any] = {
+    "mmd_max_rows": 1000,          # rows per side of the MMD Gram matrix (seeded subsample)
+    "mmd_permutations": 200,       # permutations of the MMD p-value
+    "detection_max_rows": 2000,    # rows per class of the real-vs-synthetic detection classifier
+    "classifier_max_rows": 5000,   # training rows (each table) of the 10 TSTR/TRTR classifiers
+    "range_queries": 1000,         # PEARL I.1: 1,000 random range queries ...
+    "range_query_attributes": 3}   # ... over three attributes each
+SCORECARD_NULLABLE = ("mmd_max_rows", "detection_max_rows", "classifier_max_rows")
+# `evaluate.attacks:` (pipelines/evaluation/attacks/suite.py; every random choice seeded by evaluate.seed)
+ATTACKS_DEFAULTS: dict[str, Any] = {
+    "max_rows": 2000,                 # members and non-members per membership/inference attack (each)
+    "bootstrap": 200,                 # bootstrap resamples of the membership AUC interval
+    "n_attacks": 500,                 # targets (linkability, inference) or queries (singling out) per attack
+    "singling_out_columns": 3,        # predicates per multivariate singling-out query
+    "neighbours": 1,                  # linkability: nearest synthetic rows compared per side
+    "secret": None,                   # the secret column; null = the schema's target
+    "known": None,                    # the columns the attacker knows; null = every other column
+    "linkability_columns": None,      # [[A...], [B...]]; null = a seeded random halving of the columns
+    "tolerance": 0.05,                # a numeric guess is correct within this share of the schema range
+    "disclosure_fraction": 0.05,      # thesis §4.3: set size as a share of the training rows
+    "near_duplicate_distance": 0.01,  # Gower DCR at or below which a synthetic row is a near duplicate
+}
+# `risk_gates:` (pipelines/evaluation/attacks/gates.py)
+RISK_GATES_DEFAULTS: dict[str, Any] = {
+    "membership_auc_max": 0.6,      # lower bound of the DOMIAS and DCR membership AUCs
+    "exact_match_excess_max": 0.0,  # lower bound of the exact-copy rate of S beyond the holdout's
+    "singling_out_risk_max": 0.1,   # lower bounds of the anonymeter risks (0 = no risk)
+    "linkability_risk_max": 0.1,
+    "inference_risk_max": 0.1,
+    "confidence": 0.95}             # family-wise, over all interval tests of one release
+# `utility_gate:` (pipelines/evaluation/verdict.py): a policy for each verdict word in UTILITY_WORDS
+UTILITY_POLICIES = ("refuse", "label")
+UTILITY_WORDS = ("inverted", "weak")
+UTILITY_GATE_DEFAULTS: dict[str, Any] = {
+    "inverted": "refuse",   # refuse | label: a table that predicts the opposite of the truth
+    "weak": "label",        # refuse | label: a table no better than independent marginals
+    "confidence": 0.95,     # of the inverted bound; family-wise over the "fit" claims
+    "bootstrap": 200,       # resamples of the 2-way TV difference's standard error
+    "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the task's noise floor
+# `weights:`: the weight stage's own keys, then the estimators' knobs (pipelines/weights/estimators.py)
 WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
     "estimator": "priv_mlp",
     "generators": ["dpwgan"],
@@ -141,24 +194,38 @@ WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
     "analysis_max_rows": 2000,
     "prior_variance": 10.0,
 }
+WEIGHT_ESTIMATORS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp", "discriminator")
+# Logistic: the paper's λ = 0.1; MLP: two ReLU layers (§4) trained by SGD at the paper's learning rate scale with
+# lots of L = batch_size rows in expectation.
+WEIGHT_ESTIMATOR_DEFAULTS: dict[str, Any] = {
+    "l2": 0.1,                  # λ of J_D (logistic estimators)
+    "rho_max": 0.5,             # output_lapl: largest Laplace scale ρ (< 1; < 1/2 keeps the variance finite)
+    "gamma_max": 1.0,           # output_norm: largest Gaussian std γ (Var e^ζ' = e^{γ²} − 1)
+    "hidden": [32, 32],         # mlp / priv_mlp
+    "epochs": 10,               # passes over N_D + N_G in expectation: T = ceil(epochs / q)
+    "batch_size": 64,           # L: expected lot size, q = L / (N_D + N_G)
+    "clip_norm": 1.0,           # C
+    "lr": 0.05,
+    "momentum": 0.9,
+    "critic_temperature": 1.0,  # discriminator: w ∝ exp(D / T)
+    "seed": 0,                  # public: initialisation and the synthetic rows' lots
+    "noise_seed": None,         # DP noise and the private lots: OS entropy unless set (tests)
+}
 
 
 @cache
 def section_models() -> dict[str, type[Section]]:
-    """The models of the sections whose defaults live next to the code that reads them, by key path."""
-    from pipelines.evaluation import scorecard, unsupervised, verdict
-    from pipelines.evaluation.attacks import gates, suite
-    from pipelines.weights import estimators
-    attacks = section_model("Attacks", suite.DEFAULTS)
-    evaluate = section_model("Evaluate", {**unsupervised.DEFAULTS, **scorecard.DEFAULTS},
-                             unsupervised.NULLABLE + scorecard.NULLABLE, seed=(StrictInt, None),
+    """The models of the sections above, by key path."""
+    attacks = section_model("Attacks", ATTACKS_DEFAULTS)
+    evaluate = section_model("Evaluate", {**EVALUATE_DEFAULTS, **SCORECARD_DEFAULTS},
+                             EVALUATE_NULLABLE + SCORECARD_NULLABLE, seed=(StrictInt, None),
                              n_samples=(StrictInt | None, None), attacks=(attacks | None, None))
-    weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **estimators.DEFAULTS},
+    weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS},
                             epsilon=(PinnedEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None))
     return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": evaluate,
-            "evaluate.attacks": attacks, "risk_gates": section_model("RiskGates", gates.DEFAULTS),
-            "utility_gate": section_model("UtilityGate", verdict.DEFAULTS, **{
-                k: (Literal[verdict.POLICIES], None) for k in verdict.REASONS}),
+            "evaluate.attacks": attacks, "risk_gates": section_model("RiskGates", RISK_GATES_DEFAULTS),
+            "utility_gate": section_model("UtilityGate", UTILITY_GATE_DEFAULTS, **{
+                k: (Literal[UTILITY_POLICIES], None) for k in UTILITY_WORDS}),
             "weights": weights}
 
 
@@ -335,8 +402,7 @@ def check_noise_seeds(params: dict[str, Any], file: str, internal_release: bool)
                    "organisation, set 'privacy.internal_release: true'.")
 
 
-# the weight estimators' knobs (pipelines/weights/estimators.py DEFAULTS) and the weight stage's: the range each
-# must lie in (their types: the `weights` model)
+# -- ranges of the sections above (their types: the models); each problem one InputError naming the key path -----
 POSITIVE = ("a positive finite number", lambda v: 0 < v < math.inf)
 AT_LEAST_ONE = ("an integer of at least 1", lambda v: v >= 1)
 WEIGHT_RANGES: dict[str, tuple[str, Any]] = {
@@ -346,24 +412,119 @@ WEIGHT_RANGES: dict[str, tuple[str, Any]] = {
     "khat_bound": POSITIVE, "analysis_max_rows": AT_LEAST_ONE, "prior_variance": POSITIVE}
 
 
+def orchestration(params: dict[str, Any]) -> dict[str, Any]:
+    """params['orchestration'] over ORCHESTRATION_DEFAULTS; worker counts positive."""
+    cfg = {**ORCHESTRATION_DEFAULTS, **check_section("orchestration", params.get("orchestration"))}
+    for key in ("max_workers", "dask_workers"):
+        if not (isinstance(cfg[key], int) and cfg[key] >= 1):
+            raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a positive integer, got {cfg[key]!r}.",
+                       f"e.g. '{key}: {ORCHESTRATION_DEFAULTS[key]}'.")
+    return cfg
+
+
+def knobs(settings: dict[str, Any], defaults: dict[str, int | None] = EVALUATE_DEFAULTS,
+          nullable: tuple[str, ...] = EVALUATE_NULLABLE) -> dict[str, int | None]:
+    """The evaluate knobs (`defaults`: EVALUATE_ or SCORECARD_DEFAULTS), each a positive integer (or null where
+    a cap may be off)."""
+    out = {}
+    for key, default in defaults.items():
+        value = settings.get(key, default)
+        if value is None and key in nullable:
+            out[key] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(PARAMS_FILE, f"evaluate.{key}", f"must be a positive integer"
+                       f"{' or null' if key in nullable else ''}, got {value!r}.", f"set 'evaluate.{key}: {default}'.")
+        out[key] = value
+    return out
+
+
+def attack_ranges(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """`evaluate.attacks` over ATTACKS_DEFAULTS, every number in its range (what needs no schema; the columns it
+    names are checked against the schema by `attacks.suite.settings`)."""
+    section = "evaluate.attacks"
+    s = {**ATTACKS_DEFAULTS, **check_section(section, raw)}
+    for key, least in (("max_rows", 1), ("bootstrap", 20), ("n_attacks", 1), ("singling_out_columns", 1),
+                       ("neighbours", 1)):
+        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
+            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
+                       f"set it to {ATTACKS_DEFAULTS[key]}.")
+    for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
+        if isinstance(s[key], bool) or not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
+            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be in (0, 1), got {s[key]!r}.",
+                       f"set it to {ATTACKS_DEFAULTS[key]}.")
+    return s
+
+
+def risk_thresholds(raw: dict[str, Any] | None) -> dict[str, float]:
+    """`risk_gates` over RISK_GATES_DEFAULTS: thresholds in [0, 1], `confidence` in (0, 1)."""
+    t = {**RISK_GATES_DEFAULTS, **check_section("risk_gates", raw)}
+    for key, value in t.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if key == "confidence" and not (number and 0 < value < 1):
+            raise fail(PARAMS_FILE, "risk_gates.confidence", f"must be a number in (0, 1), got {value!r}.",
+                       "set it to 0.95.")
+        if not (number and 0 <= value <= 1):
+            raise fail(PARAMS_FILE, f"risk_gates.{key}", f"must be a number in [0, 1], got {value!r}.",
+                       f"set it to {RISK_GATES_DEFAULTS[key]}.")
+    return {k: float(v) for k, v in t.items()}
+
+
+def utility_settings(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """`utility_gate` over UTILITY_GATE_DEFAULTS: `confidence` in (0, 1), enough bootstrap and baseline draws."""
+    s = {**UTILITY_GATE_DEFAULTS, **check_section("utility_gate", raw)}
+    if not 0 < s["confidence"] < 1:
+        raise fail(PARAMS_FILE, "utility_gate.confidence", f"must be a number in (0, 1), got {s['confidence']!r}.",
+                   "set it to 0.95.")
+    for key, least in (("bootstrap", 20), ("baseline_draws", 2)):
+        if s[key] < least:
+            raise fail(PARAMS_FILE, f"utility_gate.{key}", f"must be an integer of at least {least}, got "
+                       f"{s[key]!r}.", f"set it to {UTILITY_GATE_DEFAULTS[key]}.")
+    return s
+
+
+def weight_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The `weights:` section over WEIGHTS_STAGE_DEFAULTS and WEIGHT_ESTIMATOR_DEFAULTS, ε parsed (None: allocated
+    by the budget stage), every value in its range (WEIGHT_RANGES and the stage's own rules)."""
+    file = PARAMS_FILE
+    s = {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS, **check_section("weights", params.get("weights"))}
+    if s["estimator"] not in WEIGHT_ESTIMATORS:
+        raise fail(file, "weights.estimator", f"{s['estimator']!r} is not implemented.",
+                   f"use one of {', '.join(WEIGHT_ESTIMATORS)}.")
+    if any(g not in params["generators"] for g in s["generators"]):
+        raise fail(file, "weights.generators", f"must be a list of generators from 'generators', got "
+                   f"{s['generators']!r}.", "e.g. 'generators: [dpwgan]' or [].")
+    s["epsilon"] = None if s["epsilon"] is None else epsilon_value(s["epsilon"])
+    s["share"], s["khat_bound"], s["tempering"] = float(s["share"]), float(s["khat_bound"]), float(s["tempering"])
+    if not 0 <= s["tempering"] <= 1:
+        raise fail(file, "weights.tempering", f"must lie in [0, 1], got {s['tempering']}.",
+                   "set 'weights.tempering: 1.0' (no tempering).")
+    if s["calibration"] is not None and s["estimator"] in ("output_lapl", "output_norm"):
+        raise fail(file, "weights.calibration", f"needs the classifier's scores on the calibration rows; "
+                   f"{s['estimator']} privatises only the released weights, so scoring other rows would leak the "
+                   f"non-private classifier.", "set 'weights.calibration: null' or use priv_mlp, beta_noised or "
+                   "discriminator.")
+    for key, (rule, ok) in WEIGHT_RANGES.items():
+        if not ok(s[key]):
+            raise fail(file, f"weights.{key}", f"must be {rule}, got {s[key]!r}.",
+                       f"set 'weights.{key}: {(WEIGHTS_STAGE_DEFAULTS | WEIGHT_ESTIMATOR_DEFAULTS)[key]}' "
+                       "(its default).")
+    if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in s["hidden"]):
+        raise fail(file, "weights.hidden", f"must be a list of positive layer widths, got {s['hidden']!r}.",
+                   f"e.g. 'weights.hidden: {WEIGHT_ESTIMATOR_DEFAULTS['hidden']}'.")
+    return s
+
+
 def check_ranges(params: dict[str, Any], file: str) -> None:
-    """Every section's value ranges, before any stage runs: the checks each section's reader runs (the
-    orchestration, the evaluate knobs and attacks, the risk and utility gates, the weights; imported here, as
-    they import this module), then the weight knobs' WEIGHT_RANGES. Each problem is one InputError naming `file`,
-    the key and the fix. What needs the schema (the columns a section names) is checked by the validate and
-    budget stages, before any budget is spent (tasks/common.py `check_against_schema`)."""
-    from flows.runners import orchestration
-    from pipelines.evaluation import scorecard, verdict
-    from pipelines.evaluation.attacks import gates, suite
-    from pipelines.weights import estimators
-    from tasks.evaluate import knobs
-    from tasks.weight import settings as weight_settings
+    """Every section's value ranges, before any stage runs (the functions above, which the sections' readers call
+    too). Each problem is one InputError naming `file`, the key and the fix. What needs the schema (the columns a
+    section names) is checked by the validate and budget stages, before any budget is spent
+    (tasks/common.py `check_against_schema`)."""
     evaluate = params.get("evaluate") or {}
     checks = (lambda: orchestration(params), lambda: knobs(evaluate),
-              lambda: knobs(evaluate, scorecard.DEFAULTS, scorecard.NULLABLE),
-              lambda: suite.ranges(evaluate.get("attacks")),
-              lambda: gates.thresholds(params.get("risk_gates")), lambda: verdict.settings(params.get("utility_gate")),
-              lambda: weight_settings(params))
+              lambda: knobs(evaluate, SCORECARD_DEFAULTS, SCORECARD_NULLABLE),
+              lambda: attack_ranges(evaluate.get("attacks")), lambda: risk_thresholds(params.get("risk_gates")),
+              lambda: utility_settings(params.get("utility_gate")), lambda: weight_settings(params))
     for run in checks:
         try:
             run()
@@ -373,16 +534,6 @@ def check_ranges(params: dict[str, Any], file: str) -> None:
     if n is not None and n < 1:
         raise fail(file, "evaluate.n_samples", f"must be a positive integer or null, got {n!r}.",
                    "set 'evaluate.n_samples: null' (as many rows as the public training row count).")
-    weights = params.get("weights") or {}
-    defaults = {**WEIGHTS_STAGE_DEFAULTS, **estimators.DEFAULTS}
-    for key, (rule, ok) in WEIGHT_RANGES.items():
-        if key in weights and not ok(weights[key]):
-            raise fail(file, f"weights.{key}", f"must be {rule}, got {weights[key]!r}.",
-                       f"set 'weights.{key}: {defaults[key]}' (its default).")
-    hidden = weights.get("hidden", [])
-    if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden):
-        raise fail(file, "weights.hidden", f"must be a list of positive layer widths, got {hidden!r}.",
-                   f"e.g. 'weights.hidden: {estimators.DEFAULTS['hidden']}'.")
 
 
 def generator_module(name: str) -> str:
@@ -460,6 +611,9 @@ def params_hash(params: dict[str, Any]) -> str:
     return sha256_text(canonical_json(params))
 
 
+ALLOCATION_SUMMARY = "release"    # data/allocation/<ds>/release.json: the whole allocation, next to the parts'
+
+
 @dataclass(frozen=True)
 class Paths:
     """Artefact locations for one data set (relative to the project root)."""
@@ -494,13 +648,21 @@ class Paths:
     def synthetic(self, gen: str) -> Path:
         return self.root / "data" / "synthetic" / self.dataset / f"{gen}.parquet"
 
+    def weights(self, gen: str) -> Path:
+        """weight@gen's output: the DP importance weights of the generator's synthetic rows."""
+        return self.root / "data" / "weights" / self.dataset / f"{gen}.parquet"
+
+    def weights_report(self, gen: str) -> Path:
+        return self.root / "reports" / self.dataset / gen / "weights.json"
+
     @property
     def allocations(self) -> Path:
         """The budget stage's output: how the release ε is divided (tasks/budget.py)."""
         return self.root / "data" / "allocation" / self.dataset
 
     def allocation(self, part: str) -> Path:
-        """One part's allocated ε (a generator, or `weights`), what train@gen / weight@gen read."""
+        """One part's allocated ε (a generator, or `weights`), what train@gen / weight@gen read; part
+        ALLOCATION_SUMMARY: the whole division (the manifest's)."""
         return self.allocations / f"{part}.json"
 
     @property

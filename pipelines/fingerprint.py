@@ -9,9 +9,9 @@ function, from the part's roots) and the versions of the numerical libraries. DV
 any edit (it is cheap), but the file of a part whose closure did not change is byte-identical, so its stage
 stays up to date.
 
-Not followed: the imports inside `VALIDATION_ONLY` functions. They load the readers of *other* configuration
-sections to check the whole params file before any budget is spent; they can refuse a run, never change what a
-stage computes (tests/test_fingerprint.py checks that no other import leaves a closure unfollowed).
+Not followed: the imports inside `VALIDATION_ONLY` functions. They build every configured generator and the
+attack suite to check what the params file names against the schema before any budget is spent; they can refuse
+a run, never change what a stage computes (tests/test_fingerprint.py: they return nothing).
 """
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ from pipelines.io import canonical_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipelines", "tasks", "flows")
-VALIDATION_ONLY = {("pipelines.config", "section_models"), ("pipelines.config", "check_ranges"),
-                   ("tasks.common", "check_against_schema")}
+VALIDATION_ONLY = {("tasks.common", "check_against_schema")}
 LIBRARIES = ("numpy", "torch", "randomgen", "mbi", "jax", "scipy", "scikit-learn", "pandas", "pyarrow", "opacus",
              "dp-accounting")
 
@@ -42,17 +41,18 @@ def modules(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
-def _imported_names(name: str, path: Path) -> frozenset[str]:
-    """Dotted names `name`'s source imports (absolute and relative), outside VALIDATION_ONLY functions."""
-    return _parsed_imports(name, path.read_text(), str(path))
+def imported_names(name: str, path: Path, everywhere: bool = False) -> frozenset[str]:
+    """Dotted names `name`'s source imports (absolute and relative), at module level and inside functions; those
+    inside VALIDATION_ONLY functions too only if `everywhere`."""
+    return _parsed_imports(name, path.read_text(), str(path), everywhere)
 
 
 @cache
-def _parsed_imports(name: str, text: str, path: str) -> frozenset[str]:
+def _parsed_imports(name: str, text: str, path: str, everywhere: bool) -> frozenset[str]:
     tree = ast.parse(text, path)
     package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
     skipped = {id(node) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-               and (name, fn.name) in VALIDATION_ONLY for node in ast.walk(fn)}
+               and (name, fn.name) in VALIDATION_ONLY and not everywhere for node in ast.walk(fn)}
     out: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -81,7 +81,7 @@ def closure(roots: list[str], root: Path = ROOT) -> list[str]:
         if name not in known:
             raise ValueError(f"{name} is not a module of {', '.join(PACKAGES)}")
         seen.add(name)
-        for imported in _imported_names(name, known[name]):
+        for imported in imported_names(name, known[name]):
             parts = imported.split(".")
             todo.extend(p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1))
                         if p in known and p not in seen)

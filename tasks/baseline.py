@@ -21,7 +21,8 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import check_section
+from pipelines.config import SCORECARD_DEFAULTS, SCORECARD_NULLABLE, check_section, knobs, utility_settings
+from pipelines.data.encoded import EncodedTable
 from pipelines.data.schema import Schema
 from pipelines.errors import InputError
 from pipelines.evaluation import scorecard, unsupervised, verdict
@@ -30,7 +31,6 @@ from pipelines.evaluation.outside_dp import EVALUATION_METRICS
 from pipelines.evaluation.utility import scores_json, target_scores
 from pipelines.io import read_json, sha256_file, write_json
 from tasks import common
-from tasks.train import EncodedTable
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +43,13 @@ class Inputs:
     sch: Schema
     n: int                              # synthetic rows: evaluate.n_samples, else the public n̂
     seed: int
-    knobs: dict[str, int | None]        # DP-auto-GAN metrics' knobs (unsupervised.DEFAULTS)
-    card_knobs: dict[str, int | None]   # the scorecard's (scorecard.DEFAULTS) and the above
+    knobs: dict[str, int | None]        # DP-auto-GAN metrics' knobs (config.EVALUATE_DEFAULTS)
+    card_knobs: dict[str, int | None]   # the scorecard's (config.SCORECARD_DEFAULTS) and the above
     attacks: dict[str, Any]             # evaluate.attacks (suite.settings)
-    verdict: dict[str, Any]             # utility_gate (verdict.settings)
+    verdict: dict[str, Any]             # utility_gate (config.utility_settings)
 
 
 def inputs(params: dict[str, Any], root: Path) -> Inputs:
-    from tasks.evaluate import knobs  # evaluate's knob parser (tasks.evaluate imports this module)
     p, sch = common.paths(params, root), common.schema(params, root)
     settings = check_section("evaluate", params.get("evaluate"))
     k = knobs(settings)
@@ -58,9 +57,9 @@ def inputs(params: dict[str, Any], root: Path) -> Inputs:
                   holdout=pd.read_parquet(p.prepared / "holdout.parquet"), sch=sch,
                   n=int(settings.get("n_samples") or len(EncodedTable(p.prepared / "train_encoded.parquet"))),
                   seed=int(settings.get("seed", 0)), knobs=k,
-                  card_knobs={**knobs(settings, scorecard.DEFAULTS, scorecard.NULLABLE), **k},
+                  card_knobs={**knobs(settings, SCORECARD_DEFAULTS, SCORECARD_NULLABLE), **k},
                   attacks=suite.settings(settings.get("attacks"), sch),
-                  verdict=verdict.settings(params.get("utility_gate")))
+                  verdict=utility_settings(params.get("utility_gate")))
 
 
 def real_side(i: Inputs) -> dict[str, Any]:

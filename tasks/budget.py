@@ -19,7 +19,8 @@ from typing import Any
 
 from prefect import task
 
-from pipelines.config import Paths, allocated_section
+from pipelines.config import ALLOCATION_SUMMARY, Paths, allocated_section, weight_settings
+from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.errors import InputError
 from pipelines.generators.base import Budget
@@ -30,11 +31,8 @@ from pipelines.privacy.allocation import Allocation, AllocationError, Part, allo
 from pipelines.weights import estimators as weight_estimators
 from tasks import common
 from tasks.artifacts import publish
-from tasks.train import EncodedTable
-from tasks.weight import settings as weight_settings
 
 WEIGHTS = "weights"            # the importance weights' part (one ε for every weight@gen stage)
-SUMMARY = "release.json"       # the whole allocation, next to the parts' files
 
 
 def release_parts(params: dict[str, Any], root: Path) -> tuple[list[Part], dict[str, list[str]]]:
@@ -89,7 +87,7 @@ def write_allocation(p: Paths, alloc: Allocation, stages: dict[str, list[str]], 
             if not part.pinned:  # a pinned part's file stays the same when the release ε changes: no retraining
                 entry.update(share=part.share, release_epsilon=alloc.release_epsilon)
             write_json(out / f"{name}.json", finite_json(entry))
-        write_json(out / SUMMARY, finite_json({**alloc.to_dict(), "stages": stages, **extra}))
+        write_json(out / f"{ALLOCATION_SUMMARY}.json", finite_json({**alloc.to_dict(), "stages": stages, **extra}))
 
 
 @task(name="budget")

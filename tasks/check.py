@@ -12,7 +12,8 @@ import pandas as pd
 from prefect import task
 
 from pipelines.evaluation import verdict
-from pipelines.evaluation.attacks.gates import risk_gates, thresholds
+from pipelines.config import risk_thresholds, utility_settings
+from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.generators.registry import load_generator
 from pipelines.io import read_json, write_json
 from pipelines.privacy.gates import GateResult, ledger_gate
@@ -39,8 +40,8 @@ def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dic
     if hasattr(model, "release_gates"):  # a generator's own gates (e.g. PPEM's α-LMDP tests) may read real rows (rule 6)
         gates += model.release_gates(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy())
     metrics = read_json(p.metrics(generator))
-    gates += risk_gates(metrics["privacy_risk"], thresholds(params.get("risk_gates")))
-    gates.append(verdict.utility_gate(metrics["utility_verdict"], verdict.settings(params.get("utility_gate"))))
+    gates += risk_gates(metrics["privacy_risk"], risk_thresholds(params.get("risk_gates")))
+    gates.append(verdict.utility_gate(metrics["utility_verdict"], utility_settings(params.get("utility_gate"))))
     result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in gates),
               "gates": [g.to_dict() for g in gates], "hashes": common.hashes(params, "check", sch, generator)}
     write_json(p.checks(generator), result)

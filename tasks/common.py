@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.config import PARAMS_FILE, Paths, allocated_section, epsilon_value, params_hash
+from pipelines.config import PARAMS_FILE, Paths, allocated_section, epsilon_value, params_hash, weight_settings
 from pipelines.data.schema import Schema, load_schema
 from pipelines.errors import InputError
 from pipelines.io import read_json
@@ -118,8 +118,7 @@ def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
     from pipelines.data.transform import Encoder
     from pipelines.evaluation.attacks import suite
     from pipelines.generators.registry import make_generator
-    from tasks.weight import calibration_rows
-    from tasks.weight import settings as weight_settings
+    from pipelines.weights.postprocess import calibration_rows
     layout, release_epsilon = Encoder(sch).layout, float(params["privacy"]["release_epsilon"])
     for name in params["generators"]:
         section = params.get(name) or {}

@@ -17,7 +17,6 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import PARAMS_FILE, fail
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.evaluation import outside_dp, plots, scorecard, unsupervised, verdict
@@ -35,22 +34,6 @@ from tasks.progress import stage_progress
 
 
 PLOTS = unsupervised.PLOTS + ("membership_roc",)  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
-
-
-def knobs(settings: dict[str, Any], defaults: dict[str, int | None] = unsupervised.DEFAULTS,
-          nullable: tuple[str, ...] = unsupervised.NULLABLE) -> dict[str, int | None]:
-    """The evaluate knobs from params.yaml, each a positive integer (or null where a cap may be off)."""
-    out = {}
-    for key, default in defaults.items():
-        value = settings.get(key, default)
-        if value is None and key in nullable:
-            out[key] = None
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail(PARAMS_FILE, f"evaluate.{key}", f"must be a positive integer"
-                       f"{' or null' if key in nullable else ''}, got {value!r}.", f"set 'evaluate.{key}: {default}'.")
-        out[key] = value
-    return out
 
 
 def synthetic_table(params: dict[str, Any], generator: str, root: Path, n: int) -> tuple[pd.DataFrame, dict]:

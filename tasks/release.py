@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import PARAMS_FILE, Paths, check_noise_seeds, noise_seed_keys, params_hash
+from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Paths, check_noise_seeds, noise_seed_keys, params_hash
 from pipelines.evaluation import comparison
 from pipelines.evaluation.outside_dp import public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
@@ -30,11 +30,9 @@ from pipelines.evaluation.report import (comparison_html, comparison_markdown, p
                                          render_html, render_markdown)
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
 from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json, write_parquet
-from pipelines.weights.release import weighted_table
+from pipelines.weights.release import for_release, weighted_table
 from tasks import common
 from tasks.artifacts import publish
-from tasks.budget import SUMMARY
-from tasks.weight import for_release
 
 LIBRARIES = ("torch", "opacus", "dp-accounting", "prefect", "dvc", "pandas", "pyarrow", "numpy",
              "scikit-learn", "great-expectations", "SQLAlchemy")
@@ -106,7 +104,7 @@ def release_budget(p: Paths, spent: float, lifetime: float) -> dict[str, Any]:
     `release_epsilon` (the configured ε of this release run), `epsilon_release_planned` (its planned events
     composed, PLD), `epsilon_allocated` ({generator or "weights": the ε it planned at}), and the data set's
     lifetime: `epsilon_lifetime_spent` (every ledger event so far, PLD) and `epsilon_lifetime_remaining`."""
-    alloc = read_json(p.allocations / SUMMARY)
+    alloc = read_json(p.allocation(ALLOCATION_SUMMARY))
     return {"release_epsilon": float(alloc["release_epsilon"]), "epsilon_release_planned": alloc["epsilon_composed"],
             "epsilon_allocated": {n: float(a["epsilon"]) for n, a in alloc["parts"].items()},
             "epsilon_lifetime_spent": spent, "epsilon_lifetime_remaining": max(lifetime - spent, 0.0)}

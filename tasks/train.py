@@ -6,17 +6,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-import pyarrow.parquet as pq
-
 from prefect import task
 
+from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
-from pipelines.errors import InputError
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import make_generator
-from pipelines.io import atomic_dir, read_json, sha256_file, write_json
+from pipelines.io import atomic_dir, read_json, write_json
 from pipelines.marginal.calibrate import summary as calibration_summary
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict
@@ -25,41 +21,6 @@ from pipelines.runtime import torch_threads
 from tasks import common
 from tasks.artifacts import publish
 from tasks.progress import stage_progress
-
-
-class EncodedTable:
-    """The encoded training matrix, read from disk only when a generator converts it to an array.
-
-    len() is the PUBLIC training row count n̂ (`rows_public` in the layout.json beside the file, written by
-    prepare: the schema's documented count or a noisy count recorded in the ledger), not the number of rows
-    in the file, which is private under add/remove-one. Generators plan, size q = B/n̂ and divide by n̂ while
-    the array they read may have a different number of rows (`n_actual`, internal only). A generator can
-    thus plan its spend and the ledger can refuse it before a single private value is read.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        layout = self.path.parent / "layout.json"
-        summary = read_json(layout) if layout.exists() else {}
-        if not isinstance(summary.get("rows_public"), int) or summary["rows_public"] < 1:
-            raise InputError("the prepared data has no public row count 'rows_public'.", file=str(layout),
-                             fix="re-run the prepare stage (`dvc repro -f prepare`), which writes it.")
-        self.n_rows = summary["rows_public"]
-        self.n_rows_source = str(summary.get("rows_public_source", ""))
-        self.n_actual = pq.read_metadata(self.path).num_rows  # private: never in a public artefact
-        self.reads = 0
-
-    def __len__(self) -> int:
-        """n̂, the public training row count (not the file's row count)."""
-        return self.n_rows
-
-    def content_hash(self) -> str:
-        """sha256 of the file (keys the DP noise to this data; call only after the reservation)."""
-        return sha256_file(self.path)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        self.reads += 1
-        return pd.read_parquet(self.path).to_numpy(dtype=dtype or np.float32, copy=True)
 
 
 @task(name="train")

@@ -17,10 +17,9 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from pipelines.config import WEIGHTS_STAGE_DEFAULTS as STAGE_DEFAULTS
-from pipelines.config import PARAMS_FILE, Paths, check_section, epsilon_value, fail
+from pipelines.config import weight_settings
+from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
-from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder
 from pipelines.errors import InputError
 from pipelines.evaluation import weighted
@@ -31,57 +30,10 @@ from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
 from pipelines.weights import estimators, postprocess
 from pipelines.weights.discriminator import critic_scorer
-from pipelines.weights.release import manifest_entry, weight_gate
+from pipelines.weights.release import weight_gate
 from tasks import common
 from tasks.artifacts import publish
-from tasks.train import EncodedTable
 
-
-
-def weights_path(p: Paths, generator: str) -> Path:
-    return p.root / "data" / "weights" / p.dataset / f"{generator}.parquet"
-
-
-def report_path(p: Paths, generator: str) -> Path:
-    return p.metrics(generator).parent / "weights.json"
-
-
-def settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The `weights:` section (keys and types, ε positive or inf, by its model in pipelines/config.py) over
-    STAGE_DEFAULTS and the estimator DEFAULTS; every bad value is one InputError naming the key path and the fix."""
-    s = {**STAGE_DEFAULTS, **estimators.DEFAULTS, **check_section("weights", params.get("weights"))}
-    if s["estimator"] not in estimators.ESTIMATORS:
-        raise fail(PARAMS_FILE, "weights.estimator", f"{s['estimator']!r} is not implemented.",
-                   f"use one of {', '.join(estimators.ESTIMATORS)}.")
-    if any(g not in params["generators"] for g in s["generators"]):
-        raise fail(PARAMS_FILE, "weights.generators", f"must be a list of generators from 'generators', got "
-                   f"{s['generators']!r}.", "e.g. 'generators: [dpwgan]' or [].")
-    s["epsilon"] = None if s["epsilon"] is None else epsilon_value(s["epsilon"])  # None: allocated (tasks/budget.py)
-    s["share"], s["khat_bound"], s["tempering"] = float(s["share"]), float(s["khat_bound"]), float(s["tempering"])
-    if not 0 <= s["tempering"] <= 1:
-        raise fail(PARAMS_FILE, "weights.tempering", f"must lie in [0, 1], got {s['tempering']}.",
-                   "set 'weights.tempering: 1.0' (no tempering).")
-    if s["calibration"] is not None and s["estimator"] in ("output_lapl", "output_norm"):
-        raise fail(PARAMS_FILE, "weights.calibration", f"needs the classifier's scores on the calibration rows; "
-                   f"{s['estimator']} privatises only the released weights, so scoring other rows would leak the "
-                   f"non-private classifier.", "set 'weights.calibration: null' or use priv_mlp, beta_noised or "
-                   "discriminator.")
-    return s
-
-
-def calibration_rows(path: Path, sch: Schema) -> np.ndarray:
-    """The public calibration file's real rows, encoded (an InputError names the file when it is missing or
-    does not fit the schema)."""
-    if not path.exists():
-        raise InputError("the public calibration file does not exist.", file=str(path),
-                         fix="point weights.calibration at a CSV/Parquet of public real rows, or set it to null.")
-    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    try:
-        cal = Encoder(sch).encode(frame)
-    except ValueError as e:
-        raise InputError(f"the calibration rows do not fit the public schema ({e}).", file=str(path),
-                         fix="validate the calibration file against the schema.") from e
-    return cal
 
 
 @task(name="weight")
@@ -89,7 +41,7 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
            root: Path = Path(".")) -> dict[str, Any]:
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
     p, sch = common.paths(params, root), common.schema(params, root)
-    s, priv = settings(params), params["privacy"]
+    s, priv = weight_settings(params), params["privacy"]
     if generator not in s["generators"]:
         raise InputError(f"generator '{generator}' is not in weights.generators {s['generators']}.",
                          file="params.yaml", fix=f"add it to 'weights.generators' or do not run weight@{generator}.")
@@ -124,7 +76,7 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     calibration = None
     if s["calibration"] is not None:  # public real rows (label 1) against the released synthetic rows (label 0)
         cal_path = Path(s["calibration"])
-        cal = calibration_rows(cal_path, sch)
+        cal = postprocess.calibration_rows(cal_path, sch)
         log_w, fitted = postprocess.calibrate(logit, cal, synthetic[:plan.n_released])
         calibration = {"file": str(cal_path), "rows": len(cal), **fitted.to_dict()}
     w, khat, column = postprocess.released_weights(log_w, s["tempering"], s["psis"], len(synthetic))
@@ -144,28 +96,12 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
                                       int(s["seed"])),
         "hashes": {**common.hashes(params, "weight", sch, generator)},
     }
-    path = weights_path(p, generator)
+    path = p.weights(generator)
     write_parquet(path, pd.DataFrame({"weight": column}))
     report["hashes"]["weights"] = sha256_file(path)  # the release stage depends on reports/<ds>, hence on this
-    write_json(report_path(p, generator), finite_json(report))
+    write_json(p.weights_report(generator), finite_json(report))
     publish(f"{p.dataset}-{generator}-weights", markdown=(
         f"## Importance weights for `{generator}`: {'PASSED' if gate.passed else 'REFUSED'}\n\n"
         f"{plan.estimator}, ε = {eps:.4g}, ESS = {report['ess']:.1f} of {plan.n_released}, "
         f"k̂ = {khat:.3g} (bound {s['khat_bound']})"))
     return report
-
-
-def for_release(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any] | None:
-    """What the release stage needs of a generator's weights, or None when weights are not configured for it
-    (then the release has no weight column): the gate result, the manifest entry and the weights file."""
-    if generator not in settings(params)["generators"]:
-        return None
-    p = common.paths(params, root)
-    report = read_json(report_path(p, generator))
-    path = weights_path(p, generator)
-    if sha256_file(path) != report["hashes"]["weights"]:
-        raise InputError("the weights file does not match its report (a partial or stale run).", file=str(path),
-                         fix=f"re-run 'synthrelease stage weight --generator {generator}'.")
-    gate = report["gate"]
-    return {"passed": gate["passed"], "gate": gate, "path": path, "hash": report["hashes"]["weights"],
-            "outside_dp": report["analysis"]["outside_dp"], "manifest": manifest_entry(report)}

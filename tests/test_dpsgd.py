@@ -176,7 +176,7 @@ def test_poisson_sample_batch_sizes_are_binomial():
         poisson_sample(n, 0.0, gen)
 
 
-# -- empirical audit (ARCHITECTURE rule 4) ------------------------------------------------------
+# -- empirical audit (privacy rule 4, docs/architecture.md) ------------------------------------------------------
 
 AUDIT_DELTA = 1e-5
 AUDIT_RUNS = 200_000  # per data set

@@ -1,6 +1,6 @@
 """Mechanisms: the noise formulas (goodness-of-fit with fixed seeds) and empirical privacy audits.
 
-Audit design (ARCHITECTURE rule 4): neighbouring data sets D and D' = D + one record at maximal
+Audit design (privacy rule 4, docs/architecture.md): neighbouring data sets D and D' = D + one record at maximal
 contribution, N independent runs on each (vectorised: N copies of the query answer get independent
 noise), a Clopper-Pearson lower bound on ε from thresholding the outputs. The bound must stay below
 the ε the accountant claims, and must exceed it once the noise is halved (the audit has power).

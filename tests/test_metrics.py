@@ -24,7 +24,8 @@ from pipelines.evaluation.marginals import (cell_codes, column_subsets, kway_mar
                                             total_variation, wasserstein2, wasserstein_score)
 from pipelines.evaluation.utility import featurise
 from pipelines.evaluation.unsupervised import PLOTS, paper_metrics
-from tasks.evaluate import PLOTS as EVALUATE_PLOTS, knobs
+from pipelines.config import knobs
+from tasks.evaluate import PLOTS as EVALUATE_PLOTS
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 DEPENDENT = [Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),

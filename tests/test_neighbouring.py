@@ -163,7 +163,8 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
                                                            monkeypatch) -> None:
     import tasks.evaluate as evaluate
     from tasks.prepare import prepare
-    from tasks.train import EncodedTable, train
+    from pipelines.data.encoded import EncodedTable
+    from tasks.train import train
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     root, params = make_root(tmp_path, bc_raw, True)
     prepare.fn(params, root)

@@ -89,7 +89,8 @@ def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, mon
     """A fault injected at training step 5 (the data has been read): the reservation stays, no spent rows,
     the data set is charged the plan, no model is written and the chain verifies."""
     import pipelines.progress as progress
-    from tasks.train import EncodedTable, train
+    from pipelines.data.encoded import EncodedTable
+    from tasks.train import train
     root, params = _fresh(prepared, tmp_path)
     reads = []
     real_array = EncodedTable.__array__
@@ -117,7 +118,7 @@ def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, mon
 def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch):
     """Pre-flight: a run whose plan does not fit fails before training with spent / planned / remaining."""
     from tasks.budget import budget
-    from tasks.train import EncodedTable
+    from pipelines.data.encoded import EncodedTable
     root, params = _fresh(prepared, tmp_path, {"privacy": {"lifetime_epsilon": 3.2, "release_epsilon": 4.0},
                                                "weights": {"generators": ["dpwgan"]}})  # dpwgan pinned at 3
     led = Ledger(params["privacy"]["ledger"])

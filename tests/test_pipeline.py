@@ -119,7 +119,8 @@ def run_stages(root: Path, upto: str) -> None:
 
 
 def test_budget_refused_before_any_data_is_read(tmp_path, monkeypatch):
-    from tasks.train import EncodedTable, train
+    from pipelines.data.encoded import EncodedTable
+    from tasks.train import train
     root = make_root(tmp_path, {"privacy": {"lifetime_epsilon": 0.5}, "dpwgan": {"epsilon": 3.0}})  # pinned: no
     run_stages(root, "prepare")                                                                      # allocation read
 

@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from pipelines.config import UTILITY_GATE_DEFAULTS, UTILITY_WORDS, risk_thresholds as thresholds, utility_settings
 from pipelines.errors import InputError
 from pipelines.evaluation import verdict
 from pipelines.evaluation.attacks.anonymeter import wilson
 from pipelines.evaluation.attacks.disclosure import copies
-from pipelines.evaluation.attacks.gates import excess_lower_bound, family_z, risk_gates, thresholds
+from pipelines.evaluation.attacks.gates import excess_lower_bound, family_z, risk_gates
 from pipelines.evaluation.report import public_markdown, public_view
 from pipelines.evaluation.utility import target_scores
 
@@ -61,7 +62,7 @@ def _verdict_dict(word: str) -> dict:
     ("weak", {}, True, "label"), ("weak", {"weak": "refuse"}, False, "refuse"),
     ("inverted", {}, False, "refuse"), ("inverted", {"inverted": "label"}, True, "label")])
 def test_utility_gate_applies_the_policy(word, policy, passed, action):
-    gate = verdict.utility_gate(_verdict_dict(word), verdict.settings(policy))
+    gate = verdict.utility_gate(_verdict_dict(word), utility_settings(policy))
     assert (gate.name, gate.passed, gate.evidence["action"]) == ("utility", passed, action)
     assert ("reason" in gate.evidence) == (action != "none")
     if action != "none":
@@ -69,15 +70,15 @@ def test_utility_gate_applies_the_policy(word, policy, passed, action):
 
 
 def test_utility_gate_settings_refuse_bad_values():
-    assert verdict.settings(None) == verdict.DEFAULTS
+    assert utility_settings(None) == UTILITY_GATE_DEFAULTS and set(verdict.REASONS) == set(UTILITY_WORDS)
     with pytest.raises(InputError, match=r"'utility_gate\.inverted': input should be 'refuse' or 'label'.*Fix:"):
-        verdict.settings({"inverted": "drop"})
+        utility_settings({"inverted": "drop"})
     with pytest.raises(InputError, match=r"'utility_gate\.weakly': unknown utility_gate keys.*did you mean 'weak'"):
-        verdict.settings({"weakly": "label"})
+        utility_settings({"weakly": "label"})
     with pytest.raises(InputError, match=r"'utility_gate\.confidence': must be a number in \(0, 1\)"):
-        verdict.settings({"confidence": 1.0})
+        utility_settings({"confidence": 1.0})
     with pytest.raises(InputError, match=r"'utility_gate\.baseline_draws': must be an integer of at least 2"):
-        verdict.settings({"baseline_draws": 1})
+        utility_settings({"baseline_draws": 1})
 
 
 # --- the verdict on breast cancer ------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def cancer_verdicts(bc_raw, bc_schema):
     swap = dict(zip(target.categories, reversed(target.categories)))
     tables = {"fresh": fresh, "flipped": fresh.assign(**{target.name: fresh[target.name].map(swap)}),
               "marginals": verdict.independent_marginals(train, len(fresh), 101)}
-    s = verdict.settings(None)
+    s = utility_settings(None)
     out = {}
     for name, synth in tables.items():
         baselines = verdict.baseline_tables(train, len(synth), 0, s["baseline_draws"])
@@ -107,15 +108,15 @@ def test_a_real_sample_is_fit(cancer_verdicts):
     assert v["verdict"] == "fit" and v["family_claims"] == 4
     assert v["two_way"]["improvement_lower_bound"] > 0.02  # measured 0.047
     assert all(m["auroc"] > 0.95 for m in v["task"]["models"].values())
-    assert verdict.utility_gate(v, verdict.settings(None)).passed
+    assert verdict.utility_gate(v, utility_settings(None)).passed
 
 
 def test_a_planted_inverted_table_is_refused_or_labelled(cancer_verdicts):
     v = cancer_verdicts["flipped"]
     assert v["verdict"] == "inverted"
     assert all(m["auroc_upper_bound"] < 0.1 for m in v["task"]["models"].values())  # measured ≤ 0.052
-    refused = verdict.utility_gate(v, verdict.settings(None))
-    labelled = verdict.utility_gate(v, verdict.settings({"inverted": "label"}))
+    refused = verdict.utility_gate(v, utility_settings(None))
+    labelled = verdict.utility_gate(v, utility_settings({"inverted": "label"}))
     assert not refused.passed and "opposite of the truth" in refused.evidence["reason"]
     assert labelled.passed and labelled.evidence["action"] == "label"
 
@@ -127,8 +128,8 @@ def test_a_marginals_only_table_is_weak(cancer_verdicts):
     assert v["verdict"] == "weak"
     assert abs(v["two_way"]["improvement"]) < v["two_way"]["improvement_se"] * 2
     assert not v["task"]["beats_baseline"] and not v["task"]["inverted"]
-    assert verdict.utility_gate(v, verdict.settings(None)).passed
-    assert not verdict.utility_gate(v, verdict.settings({"weak": "refuse"})).passed
+    assert verdict.utility_gate(v, utility_settings(None)).passed
+    assert not verdict.utility_gate(v, utility_settings({"weak": "refuse"})).passed
 
 
 def test_the_public_view_keeps_only_the_verdict_word():
@@ -198,7 +199,7 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     from tasks.check import check
     from tasks.release import release
     from tasks.train import train
-    from tasks.weight import report_path, weight
+    from tasks.weight import weight
     from test_pipeline import make_root, run_stages
     root = make_root(tmp_path, {"generators": ["dpwgan"], "dpwgan": {"steps": 20},
                                 "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200},
@@ -229,9 +230,9 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     labelled = load_params(root / "params.yaml")
     labelled["utility_gate"] = {"inverted": "label"}
     assert check.fn(labelled, "dpwgan", root)["passed"]
-    report = read_json(report_path(p, "dpwgan"))  # weights whose PSIS k̂ is 0.93: refused by the 0.7 bound
+    report = read_json(p.weights_report("dpwgan"))  # weights whose PSIS k̂ is 0.93: refused by the 0.7 bound
     gate = weight_gate(0.93, 0.7, report["estimator"], True, False)
-    write_json(report_path(p, "dpwgan"), {**report, "khat": 0.93, "gate": gate.to_dict()})
+    write_json(p.weights_report("dpwgan"), {**report, "khat": 0.93, "gate": gate.to_dict()})
     index = release.fn(labelled, root)
     [entry] = index["released"]
     assert index["refused"] == [] and entry["utility_verdict"] == "inverted"

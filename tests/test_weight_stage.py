@@ -43,15 +43,15 @@ def prepared_root(prepared, tmp_path, weights: dict, privacy: dict | None = None
 
 @pytest.mark.slow
 def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path):
-    from tasks.weight import report_path, weight, weights_path
+    from tasks.weight import weight
     root, params = prepared_root(prepared, tmp_path, {})
     report = weight.fn(params, "dpwgan", "test", root)
     assert ledger_rows(root) == [(1, "weight@dpwgan", "planned"), (2, "weight@dpwgan", "spent")]
     from tasks import common
     p = common.paths(params, root)
-    w = pd.read_parquet(weights_path(p, "dpwgan"))["weight"]
+    w = pd.read_parquet(p.weights("dpwgan"))["weight"]
     assert len(w) == 300 and w.mean() == pytest.approx(1.0) and (w > 0).all()
-    saved = read_json(report_path(p, "dpwgan"))
+    saved = read_json(p.weights_report("dpwgan"))
     assert saved["epsilon"] == pytest.approx(1.0, rel=0.01) and saved["ledger_row_ids"] == [1, 2]
     assert saved["gate"]["passed"] == (saved["khat"] <= 0.7)
     assert 1 <= saved["ess"] <= 300
@@ -60,7 +60,7 @@ def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path
 
 
 def test_weight_budget_refused_before_any_private_row_is_read(prepared, tmp_path, monkeypatch):
-    from tasks.train import EncodedTable
+    from pipelines.data.encoded import EncodedTable
     from tasks.weight import weight
     root, params = prepared_root(prepared, tmp_path, {"estimator": "beta_noised", "epsilon": 2.0},
                                  {"lifetime_epsilon": 1.0})
@@ -75,7 +75,7 @@ def test_weight_budget_refused_before_any_private_row_is_read(prepared, tmp_path
 
 
 def test_non_private_estimator_is_refused_outside_internal_releases(prepared, tmp_path, monkeypatch):
-    from tasks.train import EncodedTable
+    from pipelines.data.encoded import EncodedTable
     from tasks.weight import weight
     root, params = prepared_root(prepared, tmp_path, {"estimator": "logreg"})
     monkeypatch.setattr(EncodedTable, "__array__", lambda *a, **k: pytest.fail("rows read"))
@@ -94,7 +94,7 @@ def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tm
 
 
 def test_bad_settings_name_the_key_and_the_fix():
-    from tasks.weight import settings
+    from pipelines.config import weight_settings as settings
     params = {"generators": ["dpwgan"], "weights": {"estimator": "kde"}}
     with pytest.raises(InputError, match=r"'weights\.estimator': 'kde' is not implemented.*Fix: use one of"):
         settings(params)

@@ -152,7 +152,7 @@ def test_beta_noised_weights_are_biased_as_proposition_1_says():
     assert ratio.mean() == pytest.approx(lattice, rel=0.02)
 
 
-# -- audits (ARCHITECTURE rule 4) ------------------------------------------------------------------------
+# -- audits (privacy rule 4, docs/architecture.md) -----------------------------------------------------------------
 
 def audit_output(noisy_fn, event, shift: float, halve: bool) -> float:
     """N_AUDIT runs of one released log-weight on D (value 0) and D' (value Δ_w: the sensitivity attained), on the

@@ -22,14 +22,6 @@ from pipelines.evaluation.marginals import kway_marginal_tv, kway_reference
 from pipelines.evaluation.queries import range_query_error, real_answers
 from pipelines.progress import Steps
 
-# params.yaml `evaluate:` knobs of the scorecard (data-independent defaults; null = no cap for the row caps)
-DEFAULTS = {"mmd_max_rows": 1000,          # rows per side of the MMD Gram matrix (seeded subsample)
-            "mmd_permutations": 200,       # permutations of the MMD p-value
-            "detection_max_rows": 2000,    # rows per class of the real-vs-synthetic detection classifier
-            "classifier_max_rows": 5000,   # training rows (each table) of the 10 TSTR/TRTR classifiers
-            "range_queries": 1000,         # PEARL I.1: 1,000 random range queries ...
-            "range_query_attributes": 3}   # ... over three attributes each
-NULLABLE = ("mmd_max_rows", "detection_max_rows", "classifier_max_rows")
 
 
 def real_side(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any, seed: int,
@@ -50,7 +42,7 @@ def real_side(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any
 
 def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
               k: dict[str, int | None], real: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The scorecard (module docstring); `k` holds DEFAULTS' keys and `ot_max_rows`, `kway_bins`; `real`:
+    """The scorecard (module docstring); `k` holds SCORECARD_DEFAULTS' keys (pipelines/config.py) and `ot_max_rows`, `kway_bins`; `real`:
     ``real_side`` of the same rows, seed and knobs."""
     real = real or dict.fromkeys(("marginal_2way_reference", "correlation", "wasserstein1_reference", "range_queries",
                                   "classifiers_trtr"))

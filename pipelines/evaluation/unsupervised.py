@@ -14,13 +14,6 @@ from pipelines.evaluation.dimensionwise import (dimension_wise_prediction, dimen
 from pipelines.evaluation.marginals import (capped_rows, kway_marginal_tv, kway_reference, pca_marginal, pca_reference,
                                             wasserstein_reference, wasserstein_score)
 
-# params.yaml `evaluate:` knobs (data-independent defaults; null = no cap for the row caps).
-DEFAULTS = {"max_rows": 10000,      # rows of R, S and T (each, seeded subsample) for the model-based metrics
-            "ot_max_rows": 2000,    # rows per side for exact optimal transport (W2)
-            "kway": 3,              # k of the k-way marginal (NIST: 3)
-            "kway_subsets": 100,    # random column k-subsets
-            "kway_bins": 10}        # equal-width bins per numeric column over its schema bounds
-NULLABLE = ("max_rows", "ot_max_rows")
 PLOTS = ("dimwise_probability", "dimwise_prediction", "marginals_1way", "pca_2way")  # reports/<ds>/<gen>/<name>.png
 
 

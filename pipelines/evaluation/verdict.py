@@ -40,19 +40,10 @@ from scipy import sparse
 from scipy.stats import norm, rankdata
 from scipy.stats import t as student_t
 
-from pipelines.config import PARAMS_FILE, check_section, fail
 from pipelines.evaluation.marginals import cell_codes
 from pipelines.privacy.gates import GateResult
 
 SECTION = "utility_gate"
-POLICIES = ("refuse", "label")
-# params.yaml `utility_gate` (data-independent defaults)
-DEFAULTS: dict[str, Any] = {"inverted": "refuse",   # refuse | label: a table that predicts the opposite of the truth
-                            "weak": "label",        # refuse | label: a table no better than independent marginals
-                            "confidence": 0.95,     # of the inverted bound; family-wise over the "fit" claims
-                            "bootstrap": 200,       # resamples of the 2-way TV difference's standard error
-                            "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the
-                                                    # task's noise floor (each costs one fit per model)
 BASELINE = ("every column drawn independently from the exact 1-way marginals of the real training rows "
             "(resampled training values): right marginals, no relationship between columns")
 OUTSIDE_DP = ("utility verdict: TSTR AUROC on real holdout rows, 2-way TV against real holdout rows, and a baseline "
@@ -61,20 +52,6 @@ REASONS = {"inverted": "models fitted on this table predict the opposite of the 
                        "below 0.5)",
            "weak": "this table is not measurably better than independent columns drawn from the real 1-way "
                    "marginals, on the target task or on 2-way fidelity"}
-
-
-def settings(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """`utility_gate` (keys and types by its model, pipelines/config.py) over DEFAULTS; every bad value is one
-    InputError naming the key path and the fix."""
-    s = {**DEFAULTS, **check_section(SECTION, raw)}
-    if not 0 < s["confidence"] < 1:
-        raise fail(PARAMS_FILE, f"{SECTION}.confidence", f"must be a number in (0, 1), got {s['confidence']!r}.",
-                   "set it to 0.95.")
-    for key, least in (("bootstrap", 20), ("baseline_draws", 2)):
-        if s[key] < least:
-            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
-                       f"set it to {DEFAULTS[key]}.")
-    return s
 
 
 def independent_marginals(train: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
@@ -207,7 +184,7 @@ def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.D
 
 
 def utility_gate(verdict: dict[str, Any], s: dict[str, Any]) -> GateResult:
-    """The `utility` gate: fails when `s` (``settings``) says to refuse tables with this verdict; a labelled
+    """The `utility` gate: fails when `s` (``pipelines.config.utility_settings``) says to refuse tables with this verdict; a labelled
     verdict passes and travels to the manifest and both reports. The evidence keeps the numbers."""
     word = verdict["verdict"]
     action = s.get(word) if word in REASONS else None

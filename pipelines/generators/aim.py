@@ -11,7 +11,6 @@ import numpy as np
 
 from pipelines.generators.base import Budget
 from pipelines.generators.mst import MST
-from pipelines.generators.params.aim import DEFAULTS, check_params
 from pipelines.marginal.aim import AIMPlan, plan_aim, run_aim, workload
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
@@ -23,8 +22,6 @@ class AIM(MST):
     `pipelines.generators.params.aim.DEFAULTS` (MST's and the rounds')."""
 
     name = "aim"
-    defaults = DEFAULTS
-    check_params = staticmethod(check_params)
 
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
         """`plan_aim` for the layout's columns and K = max_rounds: data-independent."""

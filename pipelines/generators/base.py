@@ -1,4 +1,4 @@
-"""The generator contract (ARCHITECTURE §3): the abstract base class `PrivateGenerator` that owns every
+"""The generator contract (docs/architecture.md, contracts): the abstract base class `PrivateGenerator` that owns every
 generator's lifecycle, and what it needs: the budget, the ledger session a generator sees, input checks,
 merging params, the device.
 
@@ -7,6 +7,7 @@ The registry of implemented generators is `pipelines.generators.registry`; persi
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,7 +132,7 @@ class PrivateGenerator(ABC):
                                                # then the DP marginal calibration (below)
       gen.save(dir); Cls.load(dir, device)     # <name>.json (params, layout, plan, state) + <network>.pt
 
-    X may be a lazy table (tasks.train.EncodedTable): len() is the public n̂, rows are read by np.asarray.
+    X may be a lazy table (pipelines.data.encoded.EncodedTable): len() is the public n̂, rows are read by np.asarray.
     Randomness is explicit: initialisation and sampling from the public `seed` (`networks.initialise`,
     `sample`'s rng), DP noise from the `NoiseSource` passed to `fit` (OS entropy when none; params'
     `noise_seed` overrides it, for tests and audits), bound to the plan's privacy by `Streams`.
@@ -146,9 +147,18 @@ class PrivateGenerator(ABC):
     """
 
     name: ClassVar[str]
-    defaults: ClassVar[dict[str, Any]]
+    defaults: ClassVar[dict[str, Any]]        # set from the params module (`__init_subclass__`)
     phases: ClassVar[tuple[str, ...]] = ("",)  # training phases with their own steps / epochs (merge_params)
     input_note: ClassVar[str] = ""              # why encoded values must lie in [0, 1] (check_encoded's message)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A method class names itself (`name`); its DEFAULTS and `check_params` are those of its parameters module
+        `pipelines.generators.params.<name>` (which `pipelines.config` reads too, without importing the method)."""
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            module = importlib.import_module(f"pipelines.generators.params.{cls.name}")
+            cls.defaults = module.DEFAULTS
+            cls.check_params = staticmethod(getattr(module, "check_params", PrivateGenerator.check_params))
 
     def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
         self.table_layout = self.layout = layout   # the table's layout; `layout`: the one the method trains on
@@ -175,8 +185,8 @@ class PrivateGenerator(ABC):
 
     @staticmethod
     def check_params(params: dict[str, Any]) -> None:
-        """The rules of the params beyond their types (ParamError naming the key): a generator with rules sets
-        this to its `pipelines.generators.params.<name>.check_params`, which `pipelines.config` also runs."""
+        """The rules of the params beyond their types (ParamError naming the key): a generator's is its
+        `pipelines.generators.params.<name>.check_params` where it has one (`__init_subclass__`)."""
 
     def build(self) -> None:
         """Create the networks or statistics from the (public) params; called once by the constructor."""

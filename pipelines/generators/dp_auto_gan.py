@@ -60,7 +60,6 @@ from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward
 from pipelines.generators.networks import initialise, leaky, mlp
-from pipelines.generators.params.dp_auto_gan import DEFAULTS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
@@ -147,9 +146,7 @@ class DPAutoGAN(PrivateGenerator):
     `pipelines.generators.params.dp_auto_gan.DEFAULTS`."""
 
     name = "dp_auto_gan"
-    defaults = DEFAULTS
     phases = ("autoencoder_", "")
-    check_params = staticmethod(check_params)
 
     def build(self) -> None:
         """(En_φ, De_θ), G_w and the critic, initialised from the public seed, seed + 1, seed + 2."""

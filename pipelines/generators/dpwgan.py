@@ -17,7 +17,6 @@ from pipelines.data.layout import Layout
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.networks import initialise, layer_norm_leaky, mlp
-from pipelines.generators.params.dpwgan import DEFAULTS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier
@@ -46,8 +45,6 @@ class DPWGAN(PrivateGenerator):
     `pipelines.generators.params.dpwgan.DEFAULTS`."""
 
     name = "dpwgan"
-    defaults = DEFAULTS
-    check_params = staticmethod(check_params)
 
     def build(self) -> None:
         p = self.params

@@ -41,7 +41,7 @@ from pipelines.generators.heads import OutputHeads
 from pipelines.generators.iw_estimators import duplicate_indices, weighted_mean, weighted_mmd2
 from pipelines.generators.iw_weights import WeightFunction, weight_function
 from pipelines.generators.networks import elu, initialise, mlp
-from pipelines.generators.params.iw_mmd_gan import DEFAULTS, PRIVATE_ESTIMATORS, check_params
+from pipelines.generators.params.iw_mmd_gan import PRIVATE_ESTIMATORS
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import cf_features
@@ -175,9 +175,7 @@ class IWMMDGAN(PrivateGenerator):
     `pipelines.generators.params.iw_mmd_gan.DEFAULTS`."""
 
     name = "iw_mmd_gan"
-    defaults = DEFAULTS
     phases = ()
-    check_params = staticmethod(check_params)
 
     def build(self) -> None:
         """The networks from the public `seed` (generator: seed, autoencoder: seed + 3; the frequencies:

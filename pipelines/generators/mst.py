@@ -17,7 +17,6 @@ import numpy as np
 
 from pipelines.data.bins import Discretizer
 from pipelines.generators.base import Budget, PrivateGenerator
-from pipelines.generators.params.mst import DEFAULTS, check_params
 from pipelines.marginal import estimate as est
 from pipelines.marginal.mst import MSTPlan, plan_mst, run_mst
 from pipelines.privacy.events import Event
@@ -31,8 +30,6 @@ class MST(PrivateGenerator):
     next to <name>.json."""
 
     name = "mst"
-    defaults = DEFAULTS
-    check_params = staticmethod(check_params)
     input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
 
     def build(self) -> None:

@@ -46,7 +46,6 @@ from pipelines import progress
 from pipelines.data.layout import Block, Layout, sub_layout
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.networks import batch_norm_relu, initialise, mlp
-from pipelines.generators.params.pearl import DEFAULTS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.embeddings import (capped_distance_sum, cf_features, class_embeddings, distance_event,
@@ -199,9 +198,7 @@ class PEARL(PrivateGenerator):
     `pipelines.generators.params.pearl.DEFAULTS`."""
 
     name = "pearl"
-    defaults = DEFAULTS
     phases = ()
-    check_params = staticmethod(check_params)
     input_note = " (the encoded diameter D that bounds the distance release's sensitivity assumes [0, 1])"
 
     def build(self) -> None:

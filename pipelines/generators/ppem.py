@@ -62,7 +62,6 @@ from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.generators.networks import initialise
-from pipelines.generators.params.ppem import DEFAULTS, check_params
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.dpsgd import (clip_and_noise, clip_per_example, example_grads, per_example_grads,
@@ -228,8 +227,6 @@ class PPEM(PrivateGenerator):
     `pipelines.generators.params.ppem.DEFAULTS`."""
 
     name = "ppem"
-    defaults = DEFAULTS
-    check_params = staticmethod(check_params)
 
     def _scaled_columns(self) -> set[str]:
         """x′ stays one scaled value under `numeric_encoding: bins` (the KSD test of α-LMDP needs a density on it):

@@ -41,7 +41,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pipelines.generators.base import Budget, PrivateGenerator
-from pipelines.generators.params.support_points import DEFAULTS, check_params
 from pipelines.privacy.bandwidth import (bandwidth_grid, exponential_bandwidth, laplace_bandwidth,
                                          laplace_bandwidth_event, mle_bandwidth)
 from pipelines.privacy.energy import check_norm, energy_sensitivity
@@ -98,9 +97,7 @@ class SupportPoints(PrivateGenerator):
     `pipelines.generators.params.support_points.DEFAULTS`."""
 
     name = "support_points"
-    defaults = DEFAULTS
     phases = ()                                   # `steps` are MH steps, not a training phase (no epochs)
-    check_params = staticmethod(check_params)
     input_note = ", where eq. 5.10's sensitivity does not hold"
 
     def build(self) -> None:

@@ -13,7 +13,7 @@ C/2 and ∇ of the penalty term to C/2, so their sum has norm ≤ C (triangle in
 `clip_and_noise(·, C, σ)` adds N(0, σ²C²) and divides by q·n: sensitivity C, as accounted.
 
 The fake-only term depends only on the (already private) critic and generator, so it gets no noise
-and is added after privatisation (ARCHITECTURE rule 3). It is taken over a fixed number
+and is added after privatisation (privacy rule 3, docs/architecture.md). It is taken over a fixed number
 `batch_size` of fakes (never the realised real batch size, which is private) and each ∇D(f_j) is
 clipped to the same C/2 as ∇(−D(x_i)), without noise. Why: with a plain fake gradient but clipped
 real gradients the critic descends E[D(f)] − c·E[D(x)] with c < 1, which rewards lowering D

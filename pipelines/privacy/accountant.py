@@ -1,6 +1,6 @@
 """Compose privacy events into (ε, δ): tight PLD accounting with an RDP cross-check (dp_accounting 0.6).
 
-Neighbouring relation: add/remove one record (ARCHITECTURE rule 7) for every event.
+Neighbouring relation: add/remove one record (privacy rule 7, docs/architecture.md) for every event.
 
 * `epsilon_pld` is the number the ledger enforces: privacy loss distributions (Meiser & Mohammadi
   2018; Koskela et al. 2020; Doroshenko et al. 2022, "connect the dots"), pessimistic rounding on a

@@ -28,12 +28,6 @@ import numpy as np
 from scipy.stats import beta
 
 
-def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
-    """Two-sided (1 - alpha) Clopper-Pearson interval for a binomial proportion k/n: each side is the
-    one-sided bound at level alpha/2 (`cp_lower`, `cp_upper`)."""
-    return cp_lower(k, n, alpha / 2), cp_upper(k, n, alpha / 2)
-
-
 def cp_lower(k: int, n: int, alpha: float) -> float:
     """One-sided Clopper-Pearson lower bound L: P(p < L) <= alpha for k successes in n trials."""
     return 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))

@@ -14,7 +14,7 @@ ghost clipping has no double backward (the gradient penalties of the WGAN critic
 owns the noise and the optimiser step, while a GAN critic's loss mixes terms that touch a real record
 (−D(x_i), the gradient penalty on interpolates of x_i) with fake-only terms. Only the former go
 through `per_example_grads` + `clip_and_noise`; fake-only terms depend on already-private parameters
-and get a plain gradient added after privatisation (ARCHITECTURE rule 3, Pitfalls). Where Opacus
+and get a plain gradient added after privatisation (privacy rule 3 and its pitfall, docs/architecture.md). Where Opacus
 applies (sums of per-example terms) it was measured slower than this path (benchmarks/opacus_ghost.py);
 private vs non-private steps: benchmarks/dpsgd_step.py; both in docs/performance.md.
 """

@@ -2,7 +2,7 @@
 Gaussian mechanism (PEARL, ../shared/papers/pearl-private-embeddings.txt: §3 Prop. 1 and eq. 6,
 §5.1 and appendix D).
 
-Neighbouring relation (ARCHITECTURE rule 7): D' = D plus or minus one record. Both releases are
+Neighbouring relation (privacy rule 7, docs/architecture.md): D' = D plus or minus one record. Both releases are
 noisy SUMS. Their denominators are the training row count n, public by docs/architecture.md
 departure 1 (the noise is calibrated to the planned n, as DP-SGD's q = B/n is), and, for class
 embeddings, the noisy class counts released inside the same Gaussian event. Each event's `query`

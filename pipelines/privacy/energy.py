@@ -68,7 +68,7 @@ def energy_sensitivity(n_rows: int, dim: int, p: float) -> float:
     Replace-one (the thesis, eq. 5.7-5.9): the cross term 2/(Nn)·Σ_j(‖x'_N − y_j‖ − ‖x_N − y_j‖) moves by at
     most 2D/N; the within term 1/N²·(two sums of N − 1 differences, the diagonal being 0) by at most
     2D(N − 1)/N²; together 2D(2N − 1)/N².
-    Add/remove-one (this project's relation, ARCHITECTURE rule 7): let X have m rows and X' = X ∪ {x₀};
+    Add/remove-one (this project's relation, privacy rule 7, docs/architecture.md): let X have m rows and X' = X ∪ {x₀};
     a₀ = mean_j ‖x₀ − y_j‖, A = mean_{i,j} ‖x_i − y_j‖, c₀ = mean_i ‖x₀ − x_i‖, B = 1/m² ΣΣ‖x_i − x_k‖. Then
         (m + 1)²·(e(X', Y) − e(X, Y)) = 2(m + 1)(a₀ − A) − 2m·c₀ + (2m + 1)·B.
     Below: a₀ ≥ 0, A ≤ D, c₀ ≤ D, B ≥ 0 give ≥ −2(2m + 1)D. Above: the triangle inequality gives

@@ -1,6 +1,6 @@
 """Typed privacy events: every access to private data is recorded as one of these.
 
-Neighbouring relation for all events (ARCHITECTURE rule 7): add/remove one record.
+Neighbouring relation for all events (privacy rule 7, docs/architecture.md): add/remove one record.
 Each event carries what an accountant needs; sensitivities are derived where the
 mechanism is implemented and only the *ratios* (noise multipliers) enter accounting.
 """
@@ -30,7 +30,7 @@ class GaussianEvent:
     """One Gaussian mechanism release: noise std `sigma` on a query of L2 sensitivity `l2_sensitivity`.
 
     `query` (optional, not used in accounting) says what was released and, for a mean, whether its
-    denominator is a noisy count or a public row count (ARCHITECTURE rule 7).
+    denominator is a noisy count or a public row count (privacy rule 7, docs/architecture.md).
     """
     sigma: float
     l2_sensitivity: float

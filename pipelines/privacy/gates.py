@@ -1,4 +1,4 @@
-"""Release gates: functions of (model, data, config) -> pass/fail + evidence (ARCHITECTURE §3)."""
+"""Release gates: functions of (model, data, config) -> pass/fail + evidence (docs/architecture.md, contracts)."""
 from __future__ import annotations
 
 import json

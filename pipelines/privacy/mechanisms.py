@@ -1,6 +1,6 @@
 """One-shot DP primitives: each returns its noisy output together with the event the ledger records.
 
-Neighbouring relation (ARCHITECTURE rule 7): D' = D plus or minus one record. Each mechanism states
+Neighbouring relation (privacy rule 7, docs/architecture.md): D' = D plus or minus one record. Each mechanism states
 the sensitivity its caller must guarantee; the caller derives it from schema bounds and clipping,
 never from the data. Example: a sum of records each clipped to L2 norm ≤ C changes by one record's
 contribution when a record is added or removed, so Δ₂ = C (and Δ₁ = C for a scalar sum of values in

@@ -7,7 +7,7 @@ k frequencies ω_j = u_j / h_{j mod B}, u_j ~ N(0, I) drawn from the public seed
     k(x, x') ≈ (1/k) φ(x)·φ(x'),   φ(x) = [cos ω_j·x, sin ω_j·x]_j ∈ R^{2k}   (`embeddings.cf_features`),
 and MMD²(P, Q) ≈ (1/k) ‖μ_P − μ_Q‖², μ_P = E_P φ(X).
 
-Released statistic (ARCHITECTURE rule 7: a noisy SUM over a public or a noisy normaliser), weights
+Released statistic (privacy rule 7, docs/architecture.md: a noisy SUM over a public or a noisy normaliser), weights
 w(x) ∈ [0, w_max] a public function of the row (`pipelines.generators.iw_weights`):
   IW (M known, Table 3.1 "Average" column):   S = Σ_i w(x_i) φ(x_i),  μ̂_P = S̃ / n   (n public, departure 1)
   SNIW (M known up to a constant):             [√k·Σ_i w(x_i), Σ_i w(x_i) φ(x_i)] in ONE Gaussian event,

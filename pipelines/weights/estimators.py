@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pipelines.config import check_section
+from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS, WEIGHT_ESTIMATORS, check_section
 from pipelines.data.layout import Layout
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
@@ -30,27 +30,9 @@ from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.weights import logistic, relaxed_dpsgd
 from pipelines.weights.discriminator import critic_log_weights
 
-ESTIMATORS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp", "discriminator")
+ESTIMATORS, DEFAULTS = WEIGHT_ESTIMATORS, WEIGHT_ESTIMATOR_DEFAULTS   # names and knobs: pipelines/config.py
 NON_PRIVATE = ("logreg", "mlp")
 READS_PRIVATE_ROWS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp")
-
-# Data-independent defaults (privacy rule 5). Logistic: the paper's λ = 0.1; MLP: two ReLU layers (§4)
-# trained by SGD at the paper's learning rate scale with lots of L = batch_size rows in expectation.
-DEFAULTS: dict[str, Any] = {
-    "l2": 0.1,                  # λ of J_D (logistic estimators)
-    "rho_max": 0.5,             # output_lapl: largest Laplace scale ρ (< 1; < 1/2 keeps the variance finite)
-    "gamma_max": 1.0,           # output_norm: largest Gaussian std γ (Var e^ζ' = e^{γ²} − 1)
-    "hidden": [32, 32],         # mlp / priv_mlp
-    "epochs": 10,               # passes over N_D + N_G in expectation: T = ceil(epochs / q)
-    "batch_size": 64,           # L: expected lot size, q = L / (N_D + N_G)
-    "clip_norm": 1.0,           # C
-    "lr": 0.05,
-    "momentum": 0.9,
-    "critic_temperature": 1.0,  # discriminator: w ∝ exp(D / T)
-    "seed": 0,                  # public: initialisation and the synthetic rows' lots
-    "noise_seed": None,         # DP noise and the private lots: OS entropy unless set (tests)
-}
-
 
 @dataclass
 class WeightPlan:

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 from scipy.special import logsumexp
 from sklearn.linear_model import LogisticRegression
+
+from pipelines.data.schema import Schema
+from pipelines.data.transform import Encoder
+from pipelines.errors import InputError
 
 MIN_PSIS_WEIGHTS = 20
 
@@ -117,3 +123,17 @@ def released_weights(log_w: np.ndarray, tau: float, smooth: bool, n_rows: int) -
     column = np.full(n_rows, np.nan)
     column[:len(w)] = w
     return w, khat, column
+
+
+def calibration_rows(path: Path, sch: Schema) -> np.ndarray:
+    """The public calibration file's real rows (`weights.calibration`), encoded; an InputError names the file when
+    it is missing or does not fit the schema."""
+    if not path.exists():
+        raise InputError("the public calibration file does not exist.", file=str(path),
+                         fix="point weights.calibration at a CSV/Parquet of public real rows, or set it to null.")
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    try:
+        return Encoder(sch).encode(frame)
+    except ValueError as e:
+        raise InputError(f"the calibration rows do not fit the public schema ({e}).", file=str(path),
+                         fix="validate the calibration file against the schema.") from e

@@ -2,11 +2,14 @@
 table with its `weight` column (paper §3.5: release only when PSIS k̂ ≤ the bound)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from pipelines.config import Paths, weight_settings
 from pipelines.errors import InputError
+from pipelines.io import read_json, sha256_file
 from pipelines.privacy.gates import GateResult
 
 
@@ -46,3 +49,19 @@ def weighted_table(table: pd.DataFrame, weights: pd.DataFrame, table_file: str, 
         raise InputError("the synthetic table already has a 'weight' column.", file=table_file,
                          fix="rename that schema column; 'weight' is reserved for importance weights.")
     return table.assign(weight=weights["weight"].to_numpy())
+
+
+def for_release(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any] | None:
+    """What the release stage needs of a generator's weights, or None when weights are not configured for it
+    (then the release has no weight column): the gate result, the manifest entry and the weights file."""
+    if generator not in weight_settings(params)["generators"]:
+        return None
+    p = Paths(params["dataset"]["name"], Path(root))
+    report = read_json(p.weights_report(generator))
+    path = p.weights(generator)
+    if sha256_file(path) != report["hashes"]["weights"]:
+        raise InputError("the weights file does not match its report (a partial or stale run).", file=str(path),
+                         fix=f"re-run 'synthrelease stage weight --generator {generator}'.")
+    gate = report["gate"]
+    return {"passed": gate["passed"], "gate": gate, "path": path, "hash": report["hashes"]["weights"],
+            "outside_dp": report["analysis"]["outside_dp"], "manifest": manifest_entry(report)}

@@ -15,35 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from scipy.stats import norm
-
-from pipelines.config import PARAMS_FILE, check_section, fail
 import numpy as np
+from scipy.stats import norm
 
 from pipelines.evaluation.attacks.anonymeter import risk_interval, wilson
 from pipelines.privacy.gates import GateResult
-
-DEFAULTS = {"membership_auc_max": 0.6,      # lower bound of the DOMIAS and DCR membership AUCs
-            "exact_match_excess_max": 0.0,  # lower bound of the exact-copy rate of S beyond the holdout's
-            "singling_out_risk_max": 0.1,   # lower bounds of the anonymeter risks (0 = no risk)
-            "linkability_risk_max": 0.1,
-            "inference_risk_max": 0.1,
-            "confidence": 0.95}             # family-wise, over all interval tests of one release
-
-
-def thresholds(raw: dict[str, Any] | None) -> dict[str, float]:
-    """`risk_gates` (keys and types by its model, pipelines/config.py) merged over DEFAULTS; thresholds in
-    [0, 1], `confidence` in (0, 1), each problem one InputError naming the key path."""
-    t = {**DEFAULTS, **check_section("risk_gates", raw)}
-    for key, value in t.items():
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if key == "confidence" and not (number and 0 < value < 1):
-            raise fail(PARAMS_FILE, "risk_gates.confidence", f"must be a number in (0, 1), got {value!r}.",
-                       "set it to 0.95.")
-        if not (number and 0 <= value <= 1):
-            raise fail(PARAMS_FILE, f"risk_gates.{key}", f"must be a number in [0, 1], got {value!r}.",
-                       f"set it to {DEFAULTS[key]}.")
-    return {k: float(v) for k, v in t.items()}
 
 
 def family_z(confidence: float, tests: int) -> float:

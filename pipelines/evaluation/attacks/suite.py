@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.config import PARAMS_FILE, check_section, fail
+from pipelines.config import PARAMS_FILE, attack_ranges, fail
 from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, disclosure
 from pipelines.evaluation.attacks.inference import attribute_inference, baseline_accuracy
@@ -15,42 +15,12 @@ from pipelines.evaluation.outside_dp import PRIVACY_RISK_ATTACKS
 from pipelines.progress import Steps
 
 SECTION = "evaluate.attacks"
-# params.yaml `evaluate.attacks` (data-independent defaults; every random choice seeded by evaluate.seed)
-DEFAULTS: dict[str, Any] = {
-    "max_rows": 2000,                 # members and non-members per membership/inference attack (each)
-    "bootstrap": 200,                 # bootstrap resamples of the membership AUC interval
-    "n_attacks": 500,                 # targets (linkability, inference) or queries (singling out) per attack
-    "singling_out_columns": 3,        # predicates per multivariate singling-out query
-    "neighbours": 1,                  # linkability: nearest synthetic rows compared per side
-    "secret": None,                   # the secret column; null = the schema's target
-    "known": None,                    # the columns the attacker knows; null = every other column
-    "linkability_columns": None,      # [[A...], [B...]]; null = a seeded random halving of the columns
-    "tolerance": 0.05,                # a numeric guess is correct within this share of the schema range
-    "disclosure_fraction": 0.05,      # thesis §4.3: set size as a share of the training rows
-    "near_duplicate_distance": 0.01,  # Gower DCR at or below which a synthetic row is a near duplicate
-}
-
-
-def ranges(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """`evaluate.attacks` (keys and types by its model, pipelines/config.py) merged over DEFAULTS, every number in
-    its range (what needs no schema; `load_params` runs it); every problem is one InputError naming the key path."""
-    s = {**DEFAULTS, **check_section(SECTION, raw)}
-    for key, least in (("max_rows", 1), ("bootstrap", 20), ("n_attacks", 1), ("singling_out_columns", 1),
-                       ("neighbours", 1)):
-        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
-            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
-                       f"set it to {DEFAULTS[key]}.")
-    for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
-        if isinstance(s[key], bool) or not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
-            raise fail(PARAMS_FILE, f"{SECTION}.{key}", f"must be in (0, 1), got {s[key]!r}.",
-                       f"set it to {DEFAULTS[key]}.")
-    return s
 
 
 def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
-    """`evaluate.attacks`: `ranges`, then the columns it names checked against the schema; every problem is one
-    InputError naming the key path."""
-    s = ranges(raw)
+    """`evaluate.attacks`: its ranges (`pipelines.config.attack_ranges`), then the columns it names checked
+    against the schema; every problem is one InputError naming the key path."""
+    s = attack_ranges(raw)
     names = [c.name for c in schema.columns]
     s["secret"] = s["secret"] or schema.target
     if s["secret"] not in names:

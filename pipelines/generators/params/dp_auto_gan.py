@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.generators.params.calibration import calibration_defaults
-from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
+from pipelines.generators.params.encoding import check_encoding
+from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
     "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
@@ -35,11 +35,7 @@ DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.y
     "noise_dim": 64,              # generator input z ~ N(0, I) (paper: 64)
     "generator_hidden": [64, 64], # paper: [64, 64] then d
     "gumbel_tau": 0.2,            # temperature of the relaxed binary / categorical output heads
-    "seed": 0,                    # initialisation and sampling (public)
-    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
-                                  # an integer is for tests only: a published noise seed voids the guarantee
-    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
-    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
+    **shared_defaults(0.2),  # seed, noise_seed, calibration, encoding (params/shared.py)
 }
 
 

@@ -5,8 +5,8 @@ import math
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.generators.params.calibration import calibration_defaults
-from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
+from pipelines.generators.params.encoding import check_encoding
+from pipelines.generators.params.shared import shared_defaults
 
 ESTIMATORS = ("uniform", "iw", "sniw", "miw", "id")   # Table 3.1 (`pipelines.generators.iw_estimators`)
 PRIVATE_ESTIMATORS = ("uniform", "iw", "sniw")        # those with a one-shot private release
@@ -30,11 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "hidden": [100, 100, 100],      # generator, encoder and decoder widths, ELU (chapter 4)
     "code_dim": 64,                 # bottleneck (chapter 4)
     "gumbel_tau": 0.2,              # temperature of the relaxed binary / categorical output heads
-    "seed": 0,                      # initialisation, frequencies, batches, sampling (public)
-    "noise_seed": None,             # DP noise: None = OS entropy; an integer is for tests only
-    "calibration": calibration_defaults(0.2),  # with `weights`: marginals of the WEIGHTED rows (bound w_max),
-                                               # so calibrated samples keep the re-weighted target (calibrate.py)
-    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
+    **shared_defaults(0.2),  # seed, noise_seed, calibration, encoding (params/shared.py)
 }
 
 

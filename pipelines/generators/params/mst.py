@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.generators.params.calibration import calibration_defaults
 from pipelines.generators.params.encoding import check_bin_count
+from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,        # target ε; "inf" measures exact marginals (non-private)
@@ -15,9 +15,7 @@ DEFAULTS: dict[str, Any] = {
     "iters": 2000,         # mirror-descent iterations of the final estimation
     "steps": None,         # unused (contract: merge_params reads steps/epochs)
     "epochs": None,
-    "seed": 0,             # sampling (public)
-    "noise_seed": None,    # DP noise: None = OS entropy (pipelines/privacy/noise.py); an integer is for tests only
-    "calibration": calibration_defaults(0.0),  # off: MST measures marginals itself (params/calibration.py)
+    **shared_defaults(0.0, encoding=False),  # seed, noise_seed, calibration (params/shared.py)
 }
 
 

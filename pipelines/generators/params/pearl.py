@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.generators.params.calibration import calibration_defaults
-from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
+from pipelines.generators.params.encoding import check_encoding
+from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
@@ -20,11 +20,7 @@ DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "lr_critic": 0.01,            # Adam, critic
     "latent_dim": 32,             # not in the paper
     "hidden": [128, 128],         # widths of the two fc-bn-relu layers (not in the paper)
-    "seed": 0,                    # frequencies, initialisation, training (public)
-    "noise_seed": None,           # DP noise: None = OS entropy. An integer is for tests only: a published
-                                  # noise seed lets anyone subtract the noise and voids the guarantee.
-    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
-    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
+    **shared_defaults(0.2),  # seed, noise_seed, calibration, encoding (params/shared.py)
 }
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.generators.params.calibration import calibration_defaults
-from pipelines.generators.params.encoding import ENCODING_DEFAULTS, check_encoding
+from pipelines.generators.params.encoding import check_encoding
+from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
     "epsilon": 1.0,               # target ε (paper: 1); "inf" trains without clipping or noise
@@ -32,11 +32,7 @@ DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
     "gate_bootstrap": 1000,       # α-LMDP gate: wild-bootstrap draws of the quadratic KSD test
     "gate_permutations": 1000,    # permutations of the MMD test
     "gate_max_rows": 2000,        # rows (a seeded random subset) the O(n²) gate statistics use
-    "seed": 0,                    # initialisation, sampling and the gate's subset (public)
-    "noise_seed": None,           # DP noise and Poisson batches: None = OS entropy (pipelines/privacy/noise.py);
-                                  # an integer is for tests only: a published noise seed voids the guarantee
-    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
-    **ENCODING_DEFAULTS,          # numeric_encoding, numeric_bins (params/encoding.py)
+    **shared_defaults(0.2),  # seed, noise_seed, calibration, encoding (params/shared.py)
 }
 
 

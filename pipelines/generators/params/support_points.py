@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.generators.params.calibration import calibration_defaults
 from pipelines.privacy.energy import check_norm
+from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,                  # total ε of every release below; "inf" releases the exact support points
@@ -26,10 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "repeats": 1,                    # repeat: k private sets
     "support_steps": 300,            # epsilon: inf, Adam steps for Y* (§5.7.1.2: 300, lr 0.01)
     "lr": 0.01,
-    "seed": 0,                       # sampling from the released model; Y*'s initialisation
-    "noise_seed": None,              # DP randomness: None = OS entropy. An integer is for tests only: a
-                                     # published noise seed lets anyone replay the chains and voids the guarantee.
-    "calibration": calibration_defaults(0.2),  # DP marginal calibration of the samples (params/calibration.py)
+    **shared_defaults(0.2, encoding=False),  # seed, noise_seed, calibration (params/shared.py)
 }
 EXPANSIONS = ("kde_public", "kde_laplace", "kde_exponential", "repeat")
 

@@ -1,0 +1,70 @@
+"""The import graph of pipelines/, tasks/ and flows/ (every import statement, at module level or inside a function):
+no circle anywhere, the library (pipelines/) never imports a task or a flow, and a task imports no other task, only
+the tasks' shared helpers (issue 29)."""
+from __future__ import annotations
+
+from pipelines.fingerprint import imported_names, modules
+
+HELPERS = {"tasks", "tasks.common", "tasks.artifacts", "tasks.progress"}   # shared by the tasks; not stages
+# The one stage that reads another's output through its module: evaluate reads the baseline stage's cache with
+# the reader that lives beside its writer (tasks/baseline.py).
+READS_ANOTHER_STAGE = {("tasks.evaluate", "tasks.baseline")}
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    out = {}
+    for name, path in known.items():
+        edges = set()
+        for imported in imported_names(name, path, everywhere=True):
+            parts = imported.split(".")
+            edges |= {p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in known}
+        out[name] = edges - {name}
+    return out
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_library_imports_no_task_or_flow_and_tasks_import_no_other_task():
+    g = graph()
+    assert {(m, d) for m, ds in g.items() if m.startswith("pipelines") for d in ds
+            if d.startswith(("tasks", "flows"))} == set()
+    assert {(m, d) for m, ds in g.items() if m.startswith("tasks.") and m not in HELPERS for d in ds
+            if d.startswith("tasks") and d not in HELPERS} == READS_ANOTHER_STAGE
