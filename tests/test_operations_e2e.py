@@ -34,6 +34,7 @@ DELTA = 1e-5
 # No steward key: fresh OS-entropy noise in every run (a test that needs the same noise twice gives a key).
 TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []},
         "privacy": {"noise_key_file": None}, "dpwgan": {"epsilon": 1.0, "steps": 40, "batch_size": 64},
+        "utility_gate": {"inverted": "label"},   # fresh noise: a 40-step DP-WGAN may invert; label it, never refuse
         "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
                      "attacks": {"max_rows": 200, "n_attacks": 100}}}
 
@@ -286,7 +287,7 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     # the release's commit in a fresh clone: pull the inputs, retrain and resample from scratch
     clone = tmp_path / "clone"
     sh(["git", "clone", "-q", str(root), str(clone)], tmp_path)
-    sh(["dvc", "pull", "prepare", "budget", "baseline"], clone)
+    sh(["dvc", "pull", "code", "prepare", "budget", "baseline"], clone)
     assert not (clone / "models").exists()
     sh(["dvc", "repro", "-f", "--downstream", "train@dpwgan"], clone)   # train, check, evaluate, release
     assert sha256_file(clone / "data/synthetic/breast_cancer/dpwgan.parquet") == original
