@@ -42,7 +42,7 @@ from pipelines.privacy.dpsgd import SecureGenerator
 from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
 from pipelines.privacy.noise import secure_numpy
 from pipelines.weights import relaxed_dpsgd
-from pipelines.weights.estimators import DEFAULTS as WEIGHTS
+from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS as WEIGHTS
 
 Step = Callable[[], object]
 

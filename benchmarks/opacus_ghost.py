@@ -27,7 +27,7 @@ from torch import nn
 from dpsgd_step import alternating_medians, encoded_rows, layout_of
 from pipelines.generators.dp_auto_gan import Autoencoder, autoencoder_gradient, reconstruction_loss
 from pipelines.weights import relaxed_dpsgd
-from pipelines.weights.estimators import DEFAULTS as WEIGHTS
+from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS as WEIGHTS
 
 
 def opacus_gradient(gsm: GradSampleModuleFastGradientClipping, per_example_loss: Callable[[], torch.Tensor],

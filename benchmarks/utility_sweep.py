@@ -32,7 +32,8 @@ from pipelines.data.readers import read_table
 from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.data.validation import validate_table
-from pipelines.evaluation.unsupervised import DEFAULTS as METRIC_DEFAULTS, paper_metrics
+from pipelines.config import EVALUATE_DEFAULTS as METRIC_DEFAULTS
+from pipelines.evaluation.unsupervised import paper_metrics
 from pipelines.evaluation.utility import tstr_auroc
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import make_generator

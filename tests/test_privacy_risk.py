@@ -13,7 +13,8 @@ from pipelines.errors import InputError
 from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, impute, presence_at_precision
 from pipelines.evaluation.attacks.distance import gower_features, nearest
-from pipelines.evaluation.attacks.gates import family_z, risk_gates, thresholds
+from pipelines.config import risk_thresholds as thresholds
+from pipelines.evaluation.attacks.gates import family_z, risk_gates
 from pipelines.evaluation.attacks.membership import attack_roc, auc, kde_log_density
 from pipelines.evaluation.attacks.suite import privacy_risk, settings
 

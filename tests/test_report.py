@@ -16,11 +16,12 @@ import pytest
 
 from pipelines.data.schema import Column
 from pipelines.evaluation import plots
-from pipelines.evaluation.attacks.gates import risk_gates, thresholds
+from pipelines.config import SCORECARD_DEFAULTS as DEFAULTS, risk_thresholds as thresholds
+from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.evaluation.attacks.suite import privacy_risk, settings
 from pipelines.evaluation.report import (INTERNAL, PLOT_CAPTIONS, PUBLIC_PLOTS, public_html, public_markdown,
                                          render_html, render_markdown)
-from pipelines.evaluation.scorecard import DEFAULTS, scorecard
+from pipelines.evaluation.scorecard import scorecard
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
 
 COLUMNS = (Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),

@@ -15,7 +15,8 @@ from pipelines.evaluation.association import association_matrix, correlation_rat
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.joint import FOREST, detection_auc, mmd_test, table_wasserstein1
 from pipelines.evaluation.queries import column_arrays, random_range_queries, range_query_answer, range_query_error
-from pipelines.evaluation.scorecard import DEFAULTS, scorecard
+from pipelines.config import SCORECARD_DEFAULTS as DEFAULTS
+from pipelines.evaluation.scorecard import scorecard
 from pipelines.evaluation.utility import MODELS
 from test_metrics import DEPENDENT, dependent, shuffled
 
