@@ -7,10 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.config import load_params
+from pipelines.config import Paths, load_params
 from pipelines.data.transform import Encoder
 from pipelines.errors import BudgetExceededError, InputError
-from pipelines.io import read_json, write_parquet
+from pipelines.io import read_json, write_json, write_parquet
+from pipelines.weights.release import weight_gate
 from test_pipeline import ledger_rows, make_root, run_stages
 
 FAST = {"epsilon": 1.0, "epochs": 1, "analysis_max_rows": 200}  # pinned: no budget stage needed; keyed noise
@@ -131,9 +132,15 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
     assert manifest["weights"]["ledger_rows"] == report["ledger_row_ids"]
 
     strict = load_params(root / "params.yaml")
-    strict["weights"]["khat_bound"] = -10.0
-    weight.fn(strict, "dpwgan", "test", root)
-    index = release.fn(strict, root)  # the weights are refused, the table (whose own gates pass) is not
+    strict["weights"]["khat_bound"] = -10.0          # out of range: the stage refuses before reserving anything
+    rows = ledger_rows(root)
+    with pytest.raises(InputError, match=r"'weights\.khat_bound': must be a positive finite number"):
+        weight.fn(strict, "dpwgan", "test", root)
+    assert ledger_rows(root) == rows
+    p = Paths("breast_cancer", root)                 # weights whose k̂ exceeds the bound: the gate fails
+    failed = weight_gate(report["khat"] + 1.0, report["khat"] + 0.5, report["estimator"], True, False)
+    write_json(p.weights_report("dpwgan"), {**read_json(p.weights_report("dpwgan")), "gate": failed.to_dict()})
+    index = release.fn(params, root)  # the weights are refused, the table (whose own gates pass) is not
     [entry] = index["released"]
     assert index["refused"] == [] and "k̂" in entry["weights_withheld"][0]
     assert "weight" not in pd.read_parquet(root / entry["path"] / "synthetic.parquet").columns
