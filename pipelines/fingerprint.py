@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib.metadata
 from functools import cache
 from pathlib import Path
 
 from pipelines.io import canonical_json
+from pipelines.privacy.noise import library_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pipelines", "tasks", "flows")
 VALIDATION_ONLY = {("tasks.common", "check_against_schema")}
-LIBRARIES = ("numpy", "torch", "randomgen", "mbi", "jax", "scipy", "scikit-learn", "pandas", "pyarrow", "opacus",
-             "dp-accounting")
 
 
 @cache
@@ -93,13 +91,7 @@ def fingerprint(roots: list[str], root: Path = ROOT) -> dict:
     known = modules(root)
     files = {known[m].relative_to(root).as_posix(): hashlib.sha256(known[m].read_bytes()).hexdigest()
              for m in closure(roots, root)}
-    libraries = {}
-    for lib in LIBRARIES:
-        try:
-            libraries[lib] = importlib.metadata.version(lib)
-        except importlib.metadata.PackageNotFoundError:
-            libraries[lib] = None
-    body = {"roots": sorted(roots), "files": files, "libraries": libraries}
+    body = {"roots": sorted(roots), "files": files, "libraries": library_versions()}
     return {"sha256": hashlib.sha256(canonical_json(body).encode()).hexdigest(), **body}
 
 

@@ -184,8 +184,8 @@ def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.D
 
 
 def utility_gate(verdict: dict[str, Any], s: dict[str, Any]) -> GateResult:
-    """The `utility` gate: fails when `s` (``pipelines.config.utility_settings``) says to refuse tables with this verdict; a labelled
-    verdict passes and travels to the manifest and both reports. The evidence keeps the numbers."""
+    """The `utility` gate: fails when `s` (``pipelines.config.utility_settings``) says to refuse tables with this
+    verdict; a labelled verdict passes and travels to the manifest and both reports. The evidence keeps the numbers."""
     word = verdict["verdict"]
     action = s.get(word) if word in REASONS else None
     evidence = {"verdict": word, "policy": {k: s[k] for k in REASONS}, "action": action or "none",

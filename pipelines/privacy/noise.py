@@ -58,7 +58,8 @@ KEY_ENV = "SYNTHRELEASE_NOISE_KEY"
 MIN_KEY_HEX = 64                                   # 256-bit keys
 KEY_BYTES = 16                                     # AES-128: the CSPRNG's key
 DOMAIN = b"synthrelease/noise/v2"                  # the HMAC's domain separator (v1: 63-bit seeds)
-LIBRARIES = ("numpy", "torch", "randomgen", "mbi", "jax", "scipy", "scikit-learn", "pandas", "pyarrow")
+LIBRARIES = ("numpy", "torch", "randomgen", "mbi", "jax", "scipy", "scikit-learn", "pandas", "pyarrow", "opacus",
+             "dp-accounting")
 
 
 def load_noise_key(key_file: str | None, repo_root: Path) -> bytes | None:
@@ -93,12 +94,19 @@ def code_version() -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(canonical_json(library_versions()).encode())
+    return digest.hexdigest()
+
+
+def library_versions() -> dict[str, str | None]:
+    """The installed version of each numerical library in LIBRARIES (None: absent): part of every code version."""
+    versions = {}
     for name in LIBRARIES:
         try:
-            digest.update(f"{name}=={importlib.metadata.version(name)}\0".encode())
+            versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            digest.update(f"{name}: absent\0".encode())
-    return digest.hexdigest()
+            versions[name] = None
+    return versions
 
 
 def binding_facts(hashes: Mapping[str, str], epsilon: float, delta: float, **more: Any) -> dict[str, Any]:
