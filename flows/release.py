@@ -19,8 +19,9 @@ from prefect.context import get_run_context
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.runners import concurrent_tasks, task_runner, torch_resources
-from pipelines.config import load_params, weight_settings
+from pipelines.config import Paths, load_params, weighted_generators
 from pipelines.runtime import torch_threads
+from pipelines.selection import selected
 from tasks.baseline import baseline
 from tasks.budget import budget
 from tasks.check import check
@@ -34,7 +35,8 @@ from tasks.weight import weight
 
 @flow(name="private-synthetic-release", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=True)
 def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str, Any]:
-    """One release run of every configured generator; artefact paths are relative to `root`."""
+    """One release run of the generators `release.select` chooses (the budget task selects them, as the budget
+    stage does for `dvc repro`; pipelines/selection.py); artefact paths are relative to `root`."""
     base = Path(root).resolve()
     params = load_params(base / params_path)
     torch_threads(concurrent_tasks(params))  # the tasks share this process's cores (pipelines/runtime.py)
@@ -42,19 +44,20 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     validated = validate.submit(params, base)
     prepared = prepare.submit(params, base, wait_for=[validated])
     budget.submit(params, base, wait_for=[prepared]).result()  # a run that cannot fit trains nothing
+    chosen = selected(Paths(params["dataset"]["name"], base), params["generators"])  # the budget stage's selection
     trained = {}
-    for gen in params["generators"]:  # submitted first: training is the long pole, the workers take it first
+    for gen in chosen:  # submitted first: training is the long pole, the workers take it first
         with torch_resources(params):
             trained[gen] = train.with_options(task_run_name=f"train@{gen}").submit(params, gen, run_id, base)
     real_side = baseline.submit(params, base, wait_for=[prepared])  # once, before every evaluate@gen (issue 20)
     evaluated = []
-    for gen in params["generators"]:
+    for gen in chosen:
         with torch_resources(params):
             evaluated.append(evaluate.with_options(task_run_name=f"evaluate@{gen}").submit(
                 params, gen, base, wait_for=[trained[gen], real_side]))
         checked = check.with_options(task_run_name=f"check@{gen}").submit(params, gen, base,
                                                                          wait_for=[evaluated[-1]])
-        if gen in weight_settings(params)["generators"]:  # importance weights (tasks/weight.py)
+        if gen in weighted_generators(params, chosen):  # importance weights (tasks/weight.py)
             evaluated.append(weight.with_options(task_run_name=f"weight@{gen}").submit(
                 params, gen, run_id, base, wait_for=[evaluated[-1]]))
         evaluated.append(checked)

@@ -181,12 +181,17 @@ UTILITY_GATE_DEFAULTS: dict[str, Any] = {
     "confidence": 0.95,     # of the inverted bound; family-wise over the "fit" claims
     "bootstrap": 200,       # resamples of the 2-way TV difference's standard error
     "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the task's noise floor
+# `release:` (pipelines/selection.py): which of `generators` one release run trains and publishes
+SELECT_MODES = ("auto", "all")
+RELEASE_DEFAULTS: dict[str, Any] = {
+    "select": "auto"}       # auto: the public rule picks ONE generator, which gets the whole release ε; all: every one
+SELECTED = "selected"       # weights.generators: the generators the release selects (auto: its one table)
 # `weights:`: the weight stage's own keys, then the estimators' knobs (pipelines/weights/estimators.py)
 WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
     "estimator": "priv_mlp",
-    "generators": ["dpwgan"],
+    "generators": SELECTED,       # or a list of generators (those of them the release selects get weights); []: none
     "epsilon": None,              # None: allocated from privacy.release_epsilon by `share`
-    "share": 1.0,
+    "share": 0.25,                # of a generator's 1.0: the weights refine the table, they are not a second table
     "khat_bound": 0.7,
     "tempering": 1.0,
     "psis": True,
@@ -221,12 +226,14 @@ def section_models() -> dict[str, type[Section]]:
                              EVALUATE_NULLABLE + SCORECARD_NULLABLE, seed=(StrictInt, None),
                              n_samples=(StrictInt | None, None), attacks=(attacks | None, None))
     weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS},
-                            epsilon=(PinnedEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None))
+                            epsilon=(PinnedEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None),
+                            generators=(Literal[SELECTED] | list[StrictStr], None))
     return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": evaluate,
             "evaluate.attacks": attacks, "risk_gates": section_model("RiskGates", RISK_GATES_DEFAULTS),
             "utility_gate": section_model("UtilityGate", UTILITY_GATE_DEFAULTS, **{
                 k: (Literal[UTILITY_POLICIES], None) for k in UTILITY_WORDS}),
-            "weights": weights}
+            "weights": weights, "release": section_model("Release", RELEASE_DEFAULTS,
+                                                         select=(Literal[SELECT_MODES], None))}
 
 
 @cache
@@ -491,9 +498,9 @@ def weight_settings(params: dict[str, Any]) -> dict[str, Any]:
     if s["estimator"] not in WEIGHT_ESTIMATORS:
         raise fail(file, "weights.estimator", f"{s['estimator']!r} is not implemented.",
                    f"use one of {', '.join(WEIGHT_ESTIMATORS)}.")
-    if any(g not in params["generators"] for g in s["generators"]):
-        raise fail(file, "weights.generators", f"must be a list of generators from 'generators', got "
-                   f"{s['generators']!r}.", "e.g. 'generators: [dpwgan]' or [].")
+    if s["generators"] != SELECTED and any(g not in params["generators"] for g in s["generators"]):
+        raise fail(file, "weights.generators", f"must be '{SELECTED}' or a list of generators from 'generators', "
+                   f"got {s['generators']!r}.", f"e.g. 'generators: {SELECTED}' (the published table), [dpwgan] or [].")
     s["epsilon"] = None if s["epsilon"] is None else epsilon_value(s["epsilon"])
     s["share"], s["khat_bound"], s["tempering"] = float(s["share"]), float(s["khat_bound"]), float(s["tempering"])
     if not 0 <= s["tempering"] <= 1:
@@ -515,6 +522,18 @@ def weight_settings(params: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
+def release_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The `release:` section over RELEASE_DEFAULTS (its types: the model)."""
+    return {**RELEASE_DEFAULTS, **check_section("release", params.get("release"))}
+
+
+def weighted_generators(params: dict[str, Any], selected: list[str]) -> list[str]:
+    """The generators whose published table gets DP importance weights: those of `selected` (the release's
+    selection, pipelines/selection.py) that `weights.generators` names (`selected`: all of them)."""
+    wanted = weight_settings(params)["generators"]
+    return [g for g in selected if wanted == SELECTED or g in wanted]
+
+
 def check_ranges(params: dict[str, Any], file: str) -> None:
     """Every section's value ranges, before any stage runs (the functions above, which the sections' readers call
     too). Each problem is one InputError naming `file`, the key and the fix. What needs the schema (the columns a
@@ -524,7 +543,8 @@ def check_ranges(params: dict[str, Any], file: str) -> None:
     checks = (lambda: orchestration(params), lambda: knobs(evaluate),
               lambda: knobs(evaluate, SCORECARD_DEFAULTS, SCORECARD_NULLABLE),
               lambda: attack_ranges(evaluate.get("attacks")), lambda: risk_thresholds(params.get("risk_gates")),
-              lambda: utility_settings(params.get("utility_gate")), lambda: weight_settings(params))
+              lambda: utility_settings(params.get("utility_gate")), lambda: weight_settings(params),
+              lambda: release_settings(params))
     for run in checks:
         try:
             run()
@@ -551,6 +571,7 @@ def release_model() -> type[Section]:
                         orchestration=(models["orchestration"] | None, None), generators=(list[StrictStr], ...),
                         evaluate=(models["evaluate"] | None, None), risk_gates=(models["risk_gates"] | None, None),
                         weights=(models["weights"] | None, None), utility_gate=(models["utility_gate"] | None, None),
+                        release=(models["release"] | None, None),
                         **{g: (dict[str, Any] | None, None) for g in GENERATORS})
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from prefect import task
 
-from pipelines.config import ALLOCATION_SUMMARY, Paths, allocated_section, weight_settings
+from pipelines.config import ALLOCATION_SUMMARY, Paths, allocated_section, weight_settings, weighted_generators
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.errors import InputError
@@ -28,6 +28,7 @@ from pipelines.generators.persistence import finite_json
 from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, write_json
 from pipelines.privacy.allocation import Allocation, AllocationError, Part, allocate
+from pipelines.selection import Selection, select
 from pipelines.weights import estimators as weight_estimators
 from tasks import common
 from tasks.artifacts import publish
@@ -35,8 +36,10 @@ from tasks.artifacts import publish
 WEIGHTS = "weights"            # the importance weights' part (one ε for every weight@gen stage)
 
 
-def release_parts(params: dict[str, Any], root: Path) -> tuple[list[Part], dict[str, list[str]]]:
-    """The run's parts (a planner each, pinned ε or share) and the stages each part's events belong to.
+def release_parts(params: dict[str, Any], root: Path,
+                  chosen: Selection) -> tuple[list[Part], dict[str, list[str]]]:
+    """The run's parts (a planner each, pinned ε or share) and the stages each part's events belong to: the
+    generators `chosen` selects, and the weights of those `weighted` names.
 
     Planners are pure: public n̂ (`EncodedTable.__len__`, from layout.json), the layout and the params; the
     synthetic row count of weight@gen is evaluate.n_samples or n̂. The weights part's events are those of every
@@ -51,24 +54,31 @@ def release_parts(params: dict[str, Any], root: Path) -> tuple[list[Part], dict[
             n_rows, Budget(eps, delta)).events
 
     parts = [Part(g, generator_planner(g), params[g].get("epsilon"), params[g].get("share") or 1.0)
-             for g in params["generators"]]
-    stages = {g: [f"train@{g}"] for g in params["generators"]}
-    s = weight_settings(params)
-    if s["generators"]:
+             for g in chosen.selected]
+    stages = {g: [f"train@{g}"] for g in chosen.selected}
+    s, with_weights = weight_settings(params), weighted_generators(params, list(chosen.selected))
+    if with_weights:
         n_synthetic = int((params.get("evaluate") or {}).get("n_samples") or n_rows)
 
         def weights_planner(eps: float):
             one = weight_estimators.plan(s["estimator"], s, layout, n_rows, n_synthetic, eps, delta).events
-            return [e for _ in s["generators"] for e in one]
+            return [e for _ in with_weights for e in one]
         parts.append(Part(WEIGHTS, weights_planner, s["epsilon"], float(s["share"])))
-        stages[WEIGHTS] = [f"weight@{g}" for g in s["generators"]]
+        stages[WEIGHTS] = [f"weight@{g}" for g in with_weights]
     return parts, stages
 
 
-def allocation(params: dict[str, Any], root: Path) -> tuple[Allocation, dict[str, list[str]]]:
-    """Divide privacy.release_epsilon across the run's parts; an impossible division is an InputError."""
+def selection(params: dict[str, Any], root: Path) -> Selection:
+    """The release's selection (pipelines/selection.py) from params and the public n̂ (layout.json; no row read)."""
+    return select(params, len(EncodedTable(common.paths(params, root).prepared / "train_encoded.parquet")))
+
+
+def allocation(params: dict[str, Any], root: Path,
+               chosen: Selection) -> tuple[Allocation, dict[str, list[str]]]:
+    """Divide privacy.release_epsilon across the parts of the run `chosen` selects; an impossible division is an
+    InputError."""
     priv = params["privacy"]
-    parts, stages = release_parts(params, root)
+    parts, stages = release_parts(params, root, chosen)
     try:
         return allocate(parts, float(priv["release_epsilon"]), float(priv["delta"])), stages
     except (AllocationError, ValueError) as e:
@@ -78,16 +88,23 @@ def allocation(params: dict[str, Any], root: Path) -> tuple[Allocation, dict[str
                              "generator (or of 'weights:') so that the others can share the rest.") from e
 
 
-def write_allocation(p: Paths, alloc: Allocation, stages: dict[str, list[str]], extra: dict[str, Any]) -> None:
-    """data/allocation/<ds>/: one file per part (its own ε and what `allocated_epsilon` checks it against) and
-    the whole allocation in release.json."""
+def write_allocation(p: Paths, alloc: Allocation, chosen: Selection, stages: dict[str, list[str]],
+                     extra: dict[str, Any]) -> None:
+    """data/allocation/<ds>/: one file per part (its own ε and what `allocated_epsilon` checks it against), one
+    per configured generator (and the weights) left out of this run (`{"selected": false}`: train@gen and
+    weight@gen then spend nothing), and the whole allocation with the selection in release.json."""
     with atomic_dir(p.allocations) as out:
         for name, part in alloc.parts.items():
             entry = {"part": name, "epsilon": part.epsilon, "pinned": part.pinned, "delta": alloc.delta}
             if not part.pinned:  # a pinned part's file stays the same when the release ε changes: no retraining
                 entry.update(share=part.share, release_epsilon=alloc.release_epsilon)
             write_json(out / f"{name}.json", finite_json(entry))
-        write_json(out / f"{ALLOCATION_SUMMARY}.json", finite_json({**alloc.to_dict(), "stages": stages, **extra}))
+        for name in [*chosen.candidates, WEIGHTS]:
+            if name not in alloc.parts:  # the same bytes whatever the release ε: an unselected stage never re-runs
+                write_json(out / f"{name}.json", {"part": name, "selected": False, "select": chosen.mode,
+                                                  "selected_generators": list(chosen.selected)})
+        write_json(out / f"{ALLOCATION_SUMMARY}.json", finite_json({**alloc.to_dict(), "stages": stages,
+                                                                   "selection": chosen.to_dict(), **extra}))
 
 
 @task(name="budget")
@@ -98,7 +115,8 @@ def budget(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     delta, lifetime = float(priv["delta"]), float(priv["lifetime_epsilon"])
     p = common.paths(params, root)
     common.check_against_schema(params, common.schema(params, root))  # a section changed since validate ran
-    alloc, stages = allocation(params, root)
+    chosen = selection(params, root)
+    alloc, stages = allocation(params, root, chosen)
     led = common.ledger(params, root)
     session = led.session(ds, "preflight", "budget", delta, lifetime, internal=bool(priv.get("internal_release", False)))
     spent = led.spent(ds, delta)
@@ -106,14 +124,14 @@ def budget(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     rows = [{"part": name, "stages": ", ".join(stages[name]), "pinned": part.pinned,
              "epsilon_allocated": part.epsilon, "epsilon_planned": round(part.epsilon_planned, 6)}
             for name, part in alloc.parts.items()]
-    write_allocation(p, alloc, stages, {"dataset": ds, "rows_public": len(EncodedTable(
+    write_allocation(p, alloc, chosen, stages, {"dataset": ds, "rows_public": len(EncodedTable(
         p.prepared / "train_encoded.parquet")), "hashes": common.hashes(params, "budget", common.schema(params, root))})
     summary = {"dataset": ds, "release_epsilon": alloc.release_epsilon, "epsilon_release": alloc.epsilon_composed,
                "epsilon_spent": spent, "epsilon_after": after, "lifetime_epsilon": lifetime,
                "epsilon_remaining_after": max(lifetime - after, 0.0), "delta": delta, "parts": rows}
     publish(f"{ds}-budget", table=finite_json(rows), markdown=(
-        f"## Budget of `{ds}` before training\n\nThis release: ε = {alloc.epsilon_composed:.4g} (all its "
-        f"generators and weights composed, PLD; release ε {alloc.release_epsilon:g}) at δ = {delta:g}.\n\n"
+        f"## Budget of `{ds}` before training\n\n{chosen.reason}.\n\nThis release: ε = "
+        f"{alloc.epsilon_composed:.4g} (all its generators and weights composed, PLD; release ε {alloc.release_epsilon:g}) at δ = {delta:g}.\n\n"
         f"Lifetime of `{ds}`: spent ε = {spent:.4g} before this run, {after:.4g} after it, of {lifetime:g}; "
         f"remaining ε = {max(lifetime - after, 0.0):.4g}."))
     return summary

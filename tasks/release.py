@@ -30,6 +30,7 @@ from pipelines.evaluation.report import (comparison_html, comparison_markdown, p
                                          render_html, render_markdown)
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
 from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json, write_parquet
+from pipelines.selection import selected
 from pipelines.weights.release import for_release, weighted_table
 from tasks import common
 from tasks.artifacts import publish
@@ -235,7 +236,7 @@ def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     check_noise_seeds(params, PARAMS_FILE, bool(params["privacy"].get("internal_release", False)))
     p = common.paths(params, root)
     released, refused, steward, manifests = [], [], {}, {}
-    for generator in params["generators"]:
+    for generator in selected(p, params["generators"]):  # release.select's choice (pipelines/selection.py)
         checks = read_json(p.checks(generator))
         weights = for_release(params, generator, root)
         if checks["passed"]:  # the table's own gates; a weight-gate failure withholds only the weight column

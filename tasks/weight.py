@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from pipelines.config import weight_settings
+from pipelines.config import weight_settings, weighted_generators
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.data.transform import Encoder
@@ -31,6 +31,7 @@ from pipelines.runtime import torch_threads
 from pipelines.weights import estimators, postprocess
 from pipelines.weights.discriminator import critic_scorer
 from pipelines.weights.release import weight_gate
+from pipelines.selection import left_out, selected
 from tasks import common
 from tasks.artifacts import publish
 
@@ -42,9 +43,13 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
     p, sch = common.paths(params, root), common.schema(params, root)
     s, priv = weight_settings(params), params["privacy"]
-    if generator not in s["generators"]:
-        raise InputError(f"generator '{generator}' is not in weights.generators {s['generators']}.",
-                         file="params.yaml", fix=f"add it to 'weights.generators' or do not run weight@{generator}.")
+    if generator not in weighted_generators(params, selected(p, params["generators"])):  # no ledger row, no weights
+        why = ("this release did not select it" if left_out(p, generator) is not None
+               else f"weights.generators ({s['generators']}) does not name it")
+        report = {"generator": generator, "dataset": p.dataset, "weighted": False, "reason": why}
+        write_parquet(p.weights(generator), pd.DataFrame({"weight": pd.Series([], dtype=float)}))
+        write_json(p.weights_report(generator), report)
+        return report
     delta, internal = float(priv["delta"]), bool(priv.get("internal_release", False))
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     synth = pd.read_parquet(p.synthetic(generator))

@@ -1,7 +1,7 @@
 """One neighbouring relation (add/remove one row) for the split and the row count (issue 16 §2).
 
-The train/holdout side of a row is a keyed hash of that row alone, so a neighbouring table gives a
-neighbouring training set; the training row count n is private, so every plan, q = B/n and default synthetic
+The train/holdout side of a row is a keyed hash of that row (and its occurrence index among identical rows)
+alone, so a neighbouring table gives a neighbouring training set; the training row count n is private, so every plan, q = B/n and default synthetic
 row count uses the public n̂ (the schema's documented count, else a noisy count recorded in the ledger).
 """
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import math
 import re
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +31,16 @@ def ids_of(df: pd.DataFrame) -> set[int]:
     return set(df["_id"].tolist())
 
 
+def content(df: pd.DataFrame, schema: Schema) -> Counter:
+    """The multiset of rows (their schema values): what a generator sees, whichever copy of a repeated row it is."""
+    return Counter(map(tuple, df[schema.names].astype(str).to_numpy().tolist()))
+
+
 def test_adding_or_removing_a_row_moves_no_other_row(adult_raw: pd.DataFrame, adult_schema: Schema) -> None:
     df = adult_raw.assign(_id=np.arange(len(adult_raw)))  # _id is carried along, not hashed
+    repeated = df.duplicated(subset=adult_schema.names, keep=False)
+    assert repeated.sum() > 40  # Adult repeats some rows: the occurrence index matters here
+    distinct = set(df.loc[~repeated, "_id"])
     train, holdout = train_holdout_split(df, 0.2, KEY, adult_schema.names)
     new = df.iloc[[7]].assign(age=77, fnlwgt=123_456.5, _id=-1)  # a row not in the table
     added = pd.concat([df.iloc[:1000], new, df.iloc[1000:]], ignore_index=True)
@@ -41,9 +50,41 @@ def test_adding_or_removing_a_row_moves_no_other_row(adult_raw: pd.DataFrame, ad
     removed = df.drop(index=[3, 20_000]).reset_index(drop=True)
     train_r, holdout_r = train_holdout_split(removed, 0.2, KEY, adult_schema.names)
     assert ids_of(train_r) == ids_of(train) - {3, 20_000} and ids_of(holdout_r) == ids_of(holdout) - {3, 20_000}
-    # row order does not matter either: the side is a function of the row's values and the key
-    shuffled = df.sample(frac=1.0, random_state=0)
-    assert ids_of(train_holdout_split(shuffled, 0.2, KEY, adult_schema.names)[1]) == ids_of(holdout)
+    # row order does not matter either: a distinct row's side is a function of its values and the key, and a
+    # repeated row's copies keep their sides as a multiset (which copy gets which index is immaterial)
+    shuffled = train_holdout_split(df.sample(frac=1.0, random_state=0), 0.2, KEY, adult_schema.names)
+    assert ids_of(shuffled[1]) & distinct == ids_of(holdout) & distinct
+    assert content(shuffled[0], adult_schema) == content(train, adult_schema)
+
+
+def test_removing_one_copy_of_a_repeated_row_changes_the_training_multiset_by_at_most_that_row(
+        bc_raw: pd.DataFrame, bc_schema: Schema) -> None:
+    """Ten copies of each of 40 rows: whichever copy is removed, the training multiset loses at most one copy of
+    that row and nothing else (add/remove-one neighbours give neighbouring training sets)."""
+    df = pd.concat([bc_raw.iloc[:40]] * 10, ignore_index=True)
+    train, _ = train_holdout_split(df, 0.2, KEY, bc_schema.names)
+    before = content(train, bc_schema)
+    for drop in (0, 45, 399):
+        after = content(train_holdout_split(df.drop(index=drop), 0.2, KEY, bc_schema.names)[0], bc_schema)
+        diff = (before - after) + (after - before)
+        assert sum(diff.values()) <= 1 and set(diff) <= set(content(df.loc[[drop]], bc_schema))
+
+
+def test_repeated_rows_are_spread_over_both_sides_as_independent_rows(bc_raw: pd.DataFrame,
+                                                                       bc_schema: Schema) -> None:
+    """Exchangeable reference rows (issue 30): 3,000 rows drawn with replacement from 300 distinct ones. The share
+    of holdout rows equal to some training row is that of training rows equal to another training row, within
+    binomial noise (measured 0.99-1.00 for both; with one side per row content it was 0 for the holdout)."""
+    rng = np.random.default_rng(0)
+    df = bc_raw.iloc[:300].iloc[rng.integers(0, 300, 3000)].reset_index(drop=True)
+    train, holdout = train_holdout_split(df, 0.2, KEY, bc_schema.names)
+    seen = content(train, bc_schema)
+    rows = lambda t: list(map(tuple, t[bc_schema.names].astype(str).to_numpy().tolist()))  # noqa: E731
+    holdout_rate = np.mean([seen[r] > 0 for r in rows(holdout)])
+    train_rate = np.mean([seen[r] > 1 for r in rows(train)])
+    margin = 4 * math.sqrt(train_rate * (1 - train_rate) / len(holdout) + 1e-4)
+    assert holdout_rate > 0.9 and abs(holdout_rate - train_rate) <= margin, (holdout_rate, train_rate)
+    assert abs(len(holdout) / len(df) - 0.2) <= 4 * math.sqrt(0.16 / len(df))
 
 
 def test_same_key_same_split_other_key_other_split(bc_raw: pd.DataFrame, bc_schema: Schema) -> None:
@@ -80,7 +121,7 @@ def make_root(tmp_path: Path, bc_raw: pd.DataFrame, with_rows: bool) -> tuple[Pa
     bc_raw.to_parquet(root / "data" / "raw" / "breast_cancer" / "validated.parquet", index=False)
     params = {"dataset": {"name": "breast_cancer", "source": "bundled:breast_cancer", "holdout_fraction": 0.2},
               "privacy": {"delta": 1e-5, "lifetime_epsilon": 10.0, "ledger": "ledger/privacy.sqlite",
-                          "row_count_epsilon": 0.05},
+                          "row_count_epsilon": 0.05, "release_epsilon": 1.0},
               "device": "cpu", "evaluate": {"n_samples": None},
               "dpwgan": {"epsilon": 3.0, "steps": 10, "batch_size": 64}}
     return root, params
@@ -190,6 +231,7 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
         evaluate.evaluate.fn(params, "dpwgan", root)
     assert seen["n"] == 300  # evaluate.n_samples: null -> n̂, not the file's row count
 
-    from tasks.budget import release_parts
-    (part,), _ = release_parts({**params, "generators": ["dpwgan"], "weights": {"generators": []}}, root)
+    from tasks.budget import release_parts, selection
+    one = {**params, "generators": ["dpwgan"], "weights": {"generators": []}}
+    (part,), _ = release_parts(one, root, selection(one, root))
     assert part.planner(1.0)[0].sample_rate == pytest.approx(64 / 300)  # the pre-flight check plans with n̂ too

@@ -116,11 +116,25 @@ def row_bytes(df: pd.DataFrame, columns: list[str]) -> list[bytes]:
     return ["".join(f"{len(s)}:{s}" for s in row).encode("utf-8") for row in zip(*cells)] if cells else []
 
 
+def occurrence_bytes(rows: list[bytes]) -> list[bytes]:
+    """Each row's bytes with its occurrence index k among identical rows (in table order) appended as
+    ``0x1f<k>`` when k ≥ 1; the first copy (every row of a table without repeats) keeps its bytes. No two entries
+    are equal, and no entry equals another row's bytes: a row's bytes parse as exactly `columns` length-prefixed
+    cells, which a trailing 0x1f<k> breaks."""
+    seen: dict[bytes, int] = {}
+    out = []
+    for b in rows:
+        k = seen.get(b, 0)
+        seen[b] = k + 1
+        out.append(b if k == 0 else b + b"\x1f" + str(k).encode())
+    return out
+
+
 def split_uniforms(df: pd.DataFrame, columns: list[str], key: bytes) -> np.ndarray:
-    """u_i = first 64 bits of HMAC-SHA256(key, row_bytes(row_i)) / 2^64 ∈ [0, 1), one per row."""
+    """u_i = first 64 bits of HMAC-SHA256(key, occurrence_bytes(row_bytes)_i) / 2^64 ∈ [0, 1), one per row."""
     if len(key) < 16:
         raise ValueError(f"the split key must have at least 128 bits, got {8 * len(key)}")
-    digests = (hmac.new(key, b, hashlib.sha256).digest()[:8] for b in row_bytes(df, columns))
+    digests = (hmac.new(key, b, hashlib.sha256).digest()[:8] for b in occurrence_bytes(row_bytes(df, columns)))
     return np.fromiter((int.from_bytes(d, "big") for d in digests), dtype=np.float64, count=len(df)) / 2.0 ** 64
 
 
@@ -128,12 +142,17 @@ def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | 
                         columns: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split into (train, holdout), each keeping the original row order, index reset.
 
-    Row i goes to the holdout iff u_i < holdout_fraction, u_i = HMAC-SHA256(key, row_i's canonical bytes)
-    as a uniform number in [0, 1) (`split_uniforms`; `columns`: the schema's column order, default the
-    frame's). Each row's side is a function of that row and the key alone, so adding or removing one row
-    moves no other row between train and holdout: neighbouring tables (add/remove one) give neighbouring
-    training sets, and every per-generator guarantee carries over. The holdout size is Binomial(n,
-    holdout_fraction) for distinct rows (identical rows share a side).
+    Row i goes to the holdout iff u_i < holdout_fraction, u_i = HMAC-SHA256(key, row_i's canonical bytes and
+    its occurrence index k among identical rows) as a uniform number in [0, 1) (`split_uniforms`; `columns`: the
+    schema's column order, default the frame's). The k-th copy of a row gets the side s(row, k), a function of
+    the row, k and the key alone. Adding or removing one row therefore changes the multiset of (row, side) pairs
+    by exactly that row's pair: a distinct row moves no other row; removing one of m identical copies leaves
+    copies 0..m−2 with sides s(row, 0..m−2), so the training set loses at most one copy of that row (copies
+    are interchangeable, whichever was removed). Neighbouring tables (add/remove one) give neighbouring training
+    sets, and every per-generator guarantee carries over. Repeated rows are spread over both sides as
+    independent rows are (issue 30: with a side per row's content, every copy went to the same side, so no
+    holdout row ever equalled a training row and the exact-copy gate's chance baseline was 0), so the holdout
+    is exchangeable with the training rows and its size Binomial(n, holdout_fraction).
 
     `key` is the secret split key (`tasks.prepare.split_key`: derived from the steward's noise key, else a
     random salt kept with the internal artefacts); with a key nobody else knows, a row's side is

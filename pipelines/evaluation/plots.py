@@ -32,7 +32,7 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _not_applicable(title: str, reason: str) -> bytes:
+def not_applicable(title: str, reason: str) -> bytes:
     """A placeholder figure that says why the metric does not apply (DVC expects every declared plot)."""
     fig = Figure(figsize=(5, 3))
     ax = fig.add_subplot()
@@ -50,7 +50,7 @@ def scatter_against_real(points: Sequence[dict], title: str, xlabel: str, ylabel
     """
     pts = [p for p in points if p.get("real") is not None and p.get("synthetic") is not None]
     if not pts:
-        return _not_applicable(title, empty_reason)
+        return not_applicable(title, empty_reason)
     fig = Figure(figsize=(5, 5))
     ax = fig.add_subplot()
     ax.plot([0, 1], [0, 1], color="black", lw=0.8, label="y = x")
@@ -103,7 +103,7 @@ def pca_scatter(projections: dict[str, np.ndarray], explained: float | None, rea
     components, side by side on shared axes (Figure 5)."""
     title = "2-way PCA marginal"
     if not projections:
-        return _not_applicable(title, reason or "no projection")
+        return not_applicable(title, reason or "no projection")
     fig = Figure(figsize=(9, 4.2), layout="constrained")
     axes = fig.subplots(1, 2, sharex=True, sharey=True)
     for ax, (name, colour) in zip(axes, (("real", REAL), ("synthetic", SYNTH))):

@@ -145,6 +145,7 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
     if not verdict:
         return []
     task, pairs = verdict.get("task") or {}, verdict.get("two_way") or {}
+    assoc = verdict.get("associations") or {}
     on_task = (fmt(task["skipped"]) if "skipped" in task else
                f"inverted {fmt(task.get('inverted'))}, beats the baseline {fmt(task.get('beats_baseline'))}")
     rows = [[name, m.get("auroc"), m.get("auroc_upper_bound"), m.get("baseline_auroc"), m.get("baseline_auroc_sd"),
@@ -157,6 +158,14 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
                         ["Mean 2-way TV, baseline", pairs.get("baseline_mean_tv"), "TV (0 = identical)"],
                         ["Improvement over the baseline, lower bound", pairs.get("improvement_lower_bound"), "TV"],
                         ["Beats the baseline", pairs.get("beats_baseline"), ""]]),
+                    table(["Associations with the target against the real holdout", "Value", "Unit"], [
+                        ["Features whose association beats the baseline", assoc.get("features_beating_baseline"),
+                         f"of {fmt(assoc.get('features'))} features"],
+                        ["Best feature's improvement, lower bound", assoc.get("improvement_lower_bound"),
+                         "correlation"],
+                        ["RMS distance of the correlations, this table", assoc.get("distance"), "correlation"],
+                        ["RMS distance of the correlations, baseline", assoc.get("baseline_distance"), "correlation"],
+                        ["Beats the baseline", assoc.get("beats_baseline"), ""]]),
                     *([table(["Model", "AUROC", "Upper bound", "Baseline AUROC (mean)", "Baseline SD",
                               "Excess lower bound"], rows)] if rows else []))]
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.config import Paths, weight_settings
+from pipelines.config import Paths, weighted_generators
 from pipelines.errors import InputError
 from pipelines.io import read_json, sha256_file
 from pipelines.privacy.gates import GateResult
+from pipelines.selection import selected
 
 
 def weight_gate(khat: float, khat_bound: float, estimator: str, private: bool, internal: bool) -> GateResult:
@@ -54,9 +55,9 @@ def weighted_table(table: pd.DataFrame, weights: pd.DataFrame, table_file: str, 
 def for_release(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any] | None:
     """What the release stage needs of a generator's weights, or None when weights are not configured for it
     (then the release has no weight column): the gate result, the manifest entry and the weights file."""
-    if generator not in weight_settings(params)["generators"]:
-        return None
     p = Paths(params["dataset"]["name"], Path(root))
+    if generator not in weighted_generators(params, selected(p, params["generators"])):
+        return None
     report = read_json(p.weights_report(generator))
     path = p.weights(generator)
     if sha256_file(path) != report["hashes"]["weights"]:

@@ -1,0 +1,87 @@
+"""Which of the configured generators one release run trains and publishes (params.yaml `release.select`).
+
+- `auto` (the default): a public rule picks ONE generator, which then gets the whole release ε (less the
+  importance weights' share). Its inputs are public only (the configured candidates, the public row count n̂ and
+  the release ε), so the choice costs no budget and reveals nothing about the rows: it is made by the budget stage
+  before any row is read, and `dvc repro` and the Prefect flow make the same one (both call `select`).
+- `all`: every configured generator is trained and published, the release ε divided across them
+  (params/compare.yaml: for comparing methods, not for a release an analyst uses).
+
+The rule is the order PREFERENCE: the first candidate in it wins. The order is what was measured, on tables the
+project did not tune on, by scoring each published table (train on synthetic, test on real, AUROC of LR / RF /
+GBM, and k-way marginal scores; docs/selection.md):
+- AIM with the whole ε = 1 gave the best table on the bundled 455-row breast-cancer table (AUROC 0.97 / 0.99 /
+  0.96 against ≤ 0.85 for every other generator at an equal share) and on a public 1,000-row credit table
+  (0.70 / 0.73 / 0.69, the only one the verdict called fit); on a 16,000-row Adult extract its 1- and 2-way scores
+  were within 1 % of the best, its task AUROC within 0.03 of the best;
+- MST was level with AIM on Adult's marginals and behind it on the task; it is the fallback when AIM is not a
+  candidate (both handle any domain after public binning);
+- the deep generators (calibrated) lead on Adult's task at 16,000 rows and trail on 3-way marginals; at a few
+  hundred rows each was at chance. Among them the order follows the Adult task scores.
+A shape-dependent refinement (n̂, columns, domain sizes) is for a sweep over more tables; `facts` records what
+such a rule may read.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pipelines.config import Paths, release_settings
+from pipelines.io import read_json
+
+PREFERENCE = ("aim", "mst", "pearl", "dpwgan", "dp_auto_gan", "ppem", "iw_mmd_gan", "support_points")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The release's choice: the mode, the configured candidates, the selected generators (in `generators:`
+    order) and why (a sentence for the reports); `facts` are the public inputs the rule saw."""
+    mode: str
+    candidates: tuple[str, ...]
+    selected: tuple[str, ...]
+    reason: str
+    facts: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "candidates": list(self.candidates), "selected": list(self.selected)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Selection":
+        return cls(d["mode"], tuple(d["candidates"]), tuple(d["selected"]), d["reason"], dict(d["facts"]))
+
+
+def select(params: dict[str, Any], n_rows: int) -> Selection:
+    """The generators this release trains (module docstring), from public facts only: `params` and the public
+    training row count `n_rows` (n̂)."""
+    mode, candidates = release_settings(params)["select"], tuple(params["generators"])
+    facts = {"rows_public": int(n_rows), "release_epsilon": float(params["privacy"]["release_epsilon"])}
+    if mode == "all":
+        return Selection(mode, candidates, candidates, "release.select: all: every configured generator, the "
+                         "release ε divided across them", facts)
+    chosen = min(candidates, key=PREFERENCE.index)  # every registered generator is ranked (tests/test_selection.py)
+    reason = (f"release.select: auto: {chosen} is the first of the configured generators in the public rule's "
+              f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε")
+    return Selection(mode, candidates, (chosen,), reason, facts)
+
+
+NOT_SELECTED = "selection.json"  # models/<ds>/<gen>/selection.json: train@gen's output for a generator left out
+
+
+def left_out(p: Paths, part: str) -> dict[str, Any] | None:
+    """The budget stage's entry for a generator (or "weights") this release did not select ({"selected": false,
+    ...}: its stages spend and publish nothing), or None when it is selected, or when no budget stage ran (a pinned
+    part's stage run alone)."""
+    path = p.allocation(part)
+    entry = read_json(path) if path.exists() else {}
+    return entry if entry.get("selected") is False else None
+
+
+def not_trained(p: Paths, generator: str) -> dict[str, Any] | None:
+    """What train@gen wrote for a generator this release did not select (`left_out`), else None."""
+    path = p.model(generator) / NOT_SELECTED
+    return read_json(path) if path.exists() else None
+
+
+def selected(p: Paths, candidates: list[str]) -> list[str]:
+    """The generators of `candidates` this release trains and publishes, as the budget stage selected them."""
+    return [g for g in candidates if left_out(p, g) is None]
