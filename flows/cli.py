@@ -25,7 +25,22 @@ for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTI
     os.environ.setdefault(_var, _value)
 
 
+def left_out_stage(name: str, params_path: str, generator: str | None) -> dict | None:
+    """The outputs of a per-generator stage for a generator the budget stage did not select (tasks/unselected.py),
+    written before the stage's task (and its heavy imports) loads; None: run the stage."""
+    import yaml
+    try:
+        dataset = yaml.safe_load(Path(params_path).read_text())["dataset"]["name"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None  # load_params names the problem
+    from pipelines.config import Paths
+    from tasks import unselected
+    return unselected.write(name, Paths(str(dataset), Path.cwd()), generator) if generator else None
+
+
 def run_stage(name: str, params_path: str, generator: str | None) -> dict:
+    if name in PER_GENERATOR and (skipped := left_out_stage(name, params_path, generator)) is not None:
+        return skipped
     from pipelines.config import load_params
     params = load_params(params_path)
     root = Path.cwd()  # the project root (where dvc.yaml lives); params may come from params/*.yaml

@@ -633,6 +633,10 @@ def params_hash(params: dict[str, Any]) -> str:
 
 
 ALLOCATION_SUMMARY = "release"    # data/allocation/<ds>/release.json: the whole allocation, next to the parts'
+# evaluate@gen's figures, reports/<ds>/<gen>/<name>.png (DVC plots): DP-auto-GAN §4's (pipelines/evaluation/
+# unsupervised.py), then the membership attacks' ROC curves
+UNSUPERVISED_PLOTS = ("dimwise_probability", "dimwise_prediction", "marginals_1way", "pca_2way")
+EVALUATE_PLOTS = UNSUPERVISED_PLOTS + ("membership_roc",)
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.generators.registry import load_generator
 from pipelines.io import read_json, write_json
 from pipelines.privacy.gates import GateResult, ledger_gate
-from pipelines.selection import not_trained
-from tasks import common
+from tasks import common, unselected
 from tasks.artifacts import publish
 
 
@@ -32,12 +31,9 @@ def gate_summary(gate: GateResult) -> dict[str, Any]:
 def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dict[str, Any]:
     p, sch = common.paths(params, root), common.schema(params, root)
     priv = params["privacy"]
-    skipped = not_trained(p, generator)
+    skipped = unselected.write("check", p, generator)
     if skipped is not None:  # not selected: nothing to check, nothing to release (tasks/release.py reads `selected`)
-        result = {"generator": generator, "dataset": p.dataset, **skipped, "passed": False, "gates": [],
-                  "hashes": common.hashes(params, "check", sch, generator)}
-        write_json(p.checks(generator), result)
-        return result
+        return skipped
     privacy = read_json(p.model(generator) / "privacy.json")
     head, head_file = common.released_head(params, root)  # deleting ledger rows up to it fails the gate
     gates = [ledger_gate(common.ledger(params, root), p.dataset, float(priv["delta"]),

@@ -14,13 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from prefect import task
 
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
-from pipelines.evaluation import outside_dp, plots, scorecard, unsupervised, verdict
+from pipelines.evaluation import outside_dp, plots, scorecard, verdict
 from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.report import evaluation_markdown, key_figures
@@ -29,13 +28,13 @@ from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.generators.registry import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
 from pipelines.progress import Steps
-from pipelines.selection import not_trained
-from tasks import baseline, common
+from pipelines.config import EVALUATE_PLOTS
+from tasks import baseline, common, unselected
 from tasks.artifacts import publish
 from tasks.progress import stage_progress
 
 
-PLOTS = unsupervised.PLOTS + ("membership_roc",)  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
+PLOTS = EVALUATE_PLOTS  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
 
 
 def synthetic_table(params: dict[str, Any], generator: str, root: Path, n: int) -> tuple[pd.DataFrame, dict]:
@@ -86,26 +85,12 @@ def measure(params: dict[str, Any], generator: str, root: Path) -> tuple[pd.Data
     return synth, pngs, metrics
 
 
-def not_selected(params: dict[str, Any], generator: str, root: Path, skipped: dict[str, Any]) -> dict[str, Any]:
-    """The outputs DVC expects of evaluate@gen for a generator the release did not train: a table of no rows in
-    the schema's columns, figures that say so, and metrics.json `{"selected": false, ...}`; none is released."""
-    p, sch = common.paths(params, root), common.schema(params, root)
-    reason = f"not trained in this release: {', '.join(skipped['selected_generators'])} selected"
-    write_parquet(p.synthetic(generator), Encoder(sch).decode(np.zeros((0, Encoder(sch).layout.width))))
-    for name in PLOTS:
-        with atomic_path(p.metrics(generator).parent / f"{name}.png") as tmp:
-            tmp.write_bytes(plots.not_applicable(f"{generator}: {name}", reason))
-    metrics = {"generator": generator, **skipped, "plots": [f"{name}.png" for name in PLOTS]}
-    write_json(p.metrics(generator), metrics)
-    return metrics
-
-
 @task(name="evaluate")
 def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dict[str, Any]:
     p = common.paths(params, root)
-    skipped = not_trained(p, generator)
-    if skipped is not None:
-        return not_selected(params, generator, root, skipped)
+    skipped = unselected.write("evaluate", p, generator)
+    if skipped is not None:  # release.select left it out: nothing to evaluate
+        return skipped
     with stage_progress(f"{p.dataset}-{generator}-evaluate-progress", f"evaluate@{generator}"):
         synth, pngs, metrics = measure(params, generator, root)
     write_parquet(p.synthetic(generator), synth)

@@ -18,8 +18,7 @@ from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import event_from_dict, event_to_dict
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
-from pipelines.selection import NOT_SELECTED, left_out
-from tasks import common
+from tasks import common, unselected
 from tasks.artifacts import publish
 from tasks.progress import stage_progress
 
@@ -30,10 +29,8 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
     p, sch = common.paths(params, root), common.schema(params, root)
     ds, priv = params["dataset"]["name"], params["privacy"]
-    skipped = left_out(p, generator)
+    skipped = unselected.write("train", p, generator)
     if skipped is not None:  # release.select left it out: no ledger row, no model (pipelines/selection.py)
-        with atomic_dir(p.model(generator)) as out:
-            write_json(out / NOT_SELECTED, skipped)
         return skipped
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     table = EncodedTable(p.prepared / "train_encoded.parquet")

@@ -31,8 +31,8 @@ from pipelines.runtime import torch_threads
 from pipelines.weights import estimators, postprocess
 from pipelines.weights.discriminator import critic_scorer
 from pipelines.weights.release import weight_gate
-from pipelines.selection import left_out, selected
-from tasks import common
+from pipelines.selection import selected
+from tasks import common, unselected
 from tasks.artifacts import publish
 
 
@@ -43,13 +43,11 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
     p, sch = common.paths(params, root), common.schema(params, root)
     s, priv = weight_settings(params), params["privacy"]
+    skipped = unselected.write("weight", p, generator)
+    if skipped is not None:  # release.select left it out
+        return skipped
     if generator not in weighted_generators(params, selected(p, params["generators"])):  # no ledger row, no weights
-        why = ("this release did not select it" if left_out(p, generator) is not None
-               else f"weights.generators ({s['generators']}) does not name it")
-        report = {"generator": generator, "dataset": p.dataset, "weighted": False, "reason": why}
-        write_parquet(p.weights(generator), pd.DataFrame({"weight": pd.Series([], dtype=float)}))
-        write_json(p.weights_report(generator), report)
-        return report
+        return unselected.no_weights(p, generator, f"weights.generators ({s['generators']}) does not name it")
     delta, internal = float(priv["delta"]), bool(priv.get("internal_release", False))
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     synth = pd.read_parquet(p.synthetic(generator))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipelines.fingerprint import imported_names, modules
 
-HELPERS = {"tasks", "tasks.common", "tasks.artifacts", "tasks.progress"}   # shared by the tasks; not stages
+HELPERS = {"tasks", "tasks.common", "tasks.artifacts", "tasks.progress", "tasks.unselected"}  # not stages
 # The one stage that reads another's output through its module: evaluate reads the baseline stage's cache with
 # the reader that lives beside its writer (tasks/baseline.py).
 READS_ANOTHER_STAGE = {("tasks.evaluate", "tasks.baseline")}

@@ -251,7 +251,9 @@ def test_dvc_repro_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_prefect_flow_publishes_release_and_artifacts(tmp_path):
-    root = make_root(tmp_path, {})
+    """The flow under the default `release.select: auto`: of the eight candidates it trains, weights and publishes
+    AIM alone, as `dvc repro` does (the budget task's selection; every generator in one flow run: the Dask test)."""
+    root = make_root(tmp_path, {"release": {"select": "auto"}, "weights": {"generators": "selected"}})
     script = (
         "import json\n"
         "from flows.release import release_flow\n"
@@ -268,8 +270,10 @@ def test_prefect_flow_publishes_release_and_artifacts(tmp_path):
     r = sh([sys.executable, "-c", script], root,
            extra_env={"PYTHONPATH": str(root), "PREFECT_HOME": str(tmp_path / "prefect")})
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    assert [x["generator"] for x in out["index"]["released"]] == GENERATORS
-    for key in ("breast-cancer-validation", "breast-cancer-dpwgan-train", "breast-cancer-dpwgan-checks",
-                "breast-cancer-dpwgan-metrics", "breast-cancer-ppem-checks", "breast-cancer-release"):
+    assert [x["generator"] for x in out["index"]["released"]] == ["aim"] and out["index"]["refused"] == []
+    for key in ("breast-cancer-validation", "breast-cancer-budget", "breast-cancer-aim-train",
+                "breast-cancer-aim-checks", "breast-cancer-aim-metrics", "breast-cancer-aim-weights",
+                "breast-cancer-release"):
         assert key in out["keys"]
-    assert sorted(r[1:] for r in ledger_rows(root)) == TRAIN_ROWS
+    assert not [k for k in out["keys"] if "dpwgan" in k or "ppem" in k]  # no task ran for the other candidates
+    assert {stage for _, stage, _ in ledger_rows(root)} == {"train@aim", "weight@aim"}

@@ -7,15 +7,14 @@ Every function returns the PNG's bytes; the caller writes them (atomically, afte
 """
 from __future__ import annotations
 
-import io
 import math
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from pipelines.evaluation.figure import _png, not_applicable
 from pipelines.evaluation.fidelity import NUMERIC_KINDS
 from pipelines.evaluation.marginals import cell_codes
 
@@ -23,23 +22,6 @@ HIST_BINS = 20          # equal-width bins over the schema bounds in the 1-way h
 MAX_TICK_LABELS = 12    # categorical histograms with more categories than this drop their tick labels
 SCORE_COLOURS = {"auroc": "tab:green", "f1": "tab:blue", "r2": "tab:red", "probability": "tab:purple"}
 REAL, SYNTH = "tab:gray", "tab:orange"
-
-
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-    return buf.getvalue()
-
-
-def not_applicable(title: str, reason: str) -> bytes:
-    """A placeholder figure that says why the metric does not apply (DVC expects every declared plot)."""
-    fig = Figure(figsize=(5, 3))
-    ax = fig.add_subplot()
-    ax.set_axis_off()
-    ax.set_title(title)
-    ax.text(0.5, 0.5, f"not applicable:\n{reason}", ha="center", va="center", wrap=True)
-    return _png(fig)
 
 
 def scatter_against_real(points: Sequence[dict], title: str, xlabel: str, ylabel: str, empty_reason: str) -> bytes:

@@ -8,13 +8,14 @@ from typing import Any
 
 import pandas as pd
 
+from pipelines.config import UNSUPERVISED_PLOTS
 from pipelines.evaluation import plots
 from pipelines.evaluation.dimensionwise import (dimension_wise_prediction, dimension_wise_probability, real_accuracy,
                                                 real_column_scores, target_accuracy)
 from pipelines.evaluation.marginals import (capped_rows, kway_marginal_tv, kway_reference, pca_marginal, pca_reference,
                                             wasserstein_reference, wasserstein_score)
 
-PLOTS = ("dimwise_probability", "dimwise_prediction", "marginals_1way", "pca_2way")  # reports/<ds>/<gen>/<name>.png
+PLOTS = UNSUPERVISED_PLOTS  # reports/<ds>/<gen>/<name>.png
 
 
 def real_side(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any, seed: int,
