@@ -60,7 +60,8 @@ def select(params: dict[str, Any], n_rows: int) -> Selection:
                          "release ε divided across them", facts)
     chosen = min(candidates, key=PREFERENCE.index)  # every registered generator is ranked (tests/test_selection.py)
     reason = (f"release.select: auto: {chosen} is the first of the configured generators in the public rule's "
-              f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε")
+              f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε (less the "
+              "importance weights' share)")
     return Selection(mode, candidates, (chosen,), reason, facts)
 
 

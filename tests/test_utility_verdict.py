@@ -11,6 +11,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from pipelines.config import UTILITY_GATE_DEFAULTS, UTILITY_WORDS, risk_thresholds as thresholds, utility_settings
+from pipelines.data.transform import train_holdout_split
 from pipelines.errors import InputError
 from pipelines.evaluation import verdict
 from pipelines.evaluation.attacks.anonymeter import wilson
@@ -210,6 +211,32 @@ def test_exact_copy_gate_passes_chance_coincidences_and_fails_a_copy():
                 copy_fails += not gate.passed
     assert sample_passes >= 38 and copy_fails == 40
     assert point_rule_fails >= 10  # the old rule refused sound tables at random
+
+
+def test_exact_copy_gate_on_a_keyed_split_of_a_table_with_repeated_rows():
+    """Issue 30: the same population, but train and holdout come from the keyed split of ONE table of 500 rows in
+    which most rows repeat (432 cells). The split spreads copies over both sides (occurrence index), so the
+    holdout's match rate is the chance baseline: a fresh sample passes in ≥ 38 of 40 seeds (measured: 40) and a
+    copy of the training rows fails in all 40. With one side per row content the holdout never matched a
+    training row and the sample was refused."""
+    t = thresholds(None)
+    sample_passes, copy_fails, holdout_matches = 0, 0, []
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        train, holdout = train_holdout_split(_low_cardinality(rng, 500), 0.2, seed, [c.name for c in LOW_CARD])
+        sample = _low_cardinality(rng, len(train))
+        seen = set(map(tuple, train.to_numpy().tolist()))
+        holdout_matches.append(np.mean([tuple(r) in seen for r in holdout.to_numpy().tolist()]))
+        for name, synth in (("sample", sample), ("copy", train)):
+            risk = {"outside_dp": "real rows", "anonymeter": {},
+                    "membership": {a: {"auc": 0.5, "auc_se": 0.01, "auc_ci95": [0.48, 0.52], "tpr_at_1pct_fpr": 0.01}
+                                   for a in ("domias", "dcr")},
+                    "copies": copies(train, synth, holdout, LOW_CARD, 0.01, 200, rng)}
+            gate = next(g for g in risk_gates(risk, t) if g.name == "exact_copies")
+            sample_passes += name == "sample" and gate.passed
+            copy_fails += name == "copy" and not gate.passed
+    assert sample_passes >= 38 and copy_fails == 40
+    assert min(holdout_matches) > 0.4  # chance coincidences are visible in the holdout (about 0.6)
 
 
 # --- the release: refusals with reasons, labels, withheld weights ---------------------------------------------
