@@ -74,11 +74,11 @@ def selection(params: dict[str, Any], root: Path) -> Selection:
 
 
 def allocation(params: dict[str, Any], root: Path,
-               chosen: Selection) -> tuple[Allocation, dict[str, list[str]]]:
-    """Divide privacy.release_epsilon across the parts of the run `chosen` selects; an impossible division is an
-    InputError."""
+               chosen: Selection | None = None) -> tuple[Allocation, dict[str, list[str]]]:
+    """Divide privacy.release_epsilon across the parts of the run `chosen` (default: `selection`) selects; an
+    impossible division is an InputError."""
     priv = params["privacy"]
-    parts, stages = release_parts(params, root, chosen)
+    parts, stages = release_parts(params, root, chosen or selection(params, root))
     try:
         return allocate(parts, float(priv["release_epsilon"]), float(priv["delta"])), stages
     except (AllocationError, ValueError) as e:

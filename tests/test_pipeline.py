@@ -207,12 +207,14 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert ppem["passed"] and lmdp["evidence"]["ksd"]["p_value"] <= 0.05 and "p_value" in lmdp["evidence"]["mmd"]
 
     index = json.loads((root / "releases/breast_cancer/latest.json").read_text())
-    assert [r["generator"] for r in index["released"]] == GENERATORS
+    assert [r["generator"] for r in index["released"]] == load_params(root / "params.yaml")["generators"]
+    assert sorted(r["generator"] for r in index["released"]) == sorted(GENERATORS)  # release.select: all
     assert index["refused"] == [] and {r["utility_verdict"] for r in index["released"]} <= {"fit", "weak", "inverted"}
-    ppem_manifest = json.loads((root / index["released"][1]["path"] / "manifest.json").read_text())
+    by = {r["generator"]: r for r in index["released"]}
+    ppem_manifest = json.loads((root / by["ppem"]["path"] / "manifest.json").read_text())
     assert any("'alpha_lmdp' gate" in line for line in ppem_manifest["computed_from_real_data_outside_dp_guarantee"])
     assert {"name": "alpha_lmdp", "passed": True, "data_dependent": True} in ppem_manifest["gates"]  # the bit only
-    bundle = root / index["released"][0]["path"]
+    bundle = root / by["dpwgan"]["path"]
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["privacy"]["ledger_rows"] == privacy["ledger_row_ids"]
     assert manifest["privacy"]["rows_public"] == 455 and "569" in manifest["privacy"]["rows_public_source"]
@@ -226,7 +228,7 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert {f.name for f in bundle.iterdir()} == {"synthetic.parquet", "manifest.json", "report.html", "report.md"}
     public = (bundle / "report.html").read_text()
     assert "pass/fail bit" in public and "INTERNAL" not in public and "Privacy risk" not in public
-    steward = root / index["steward_reports"][GENERATORS[0]]
+    steward = root / index["steward_reports"]["dpwgan"]
     assert steward.parent.parent == root / "reports/breast_cancer" and "INTERNAL" in (
         steward / "steward_report.html").read_text()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -189,6 +190,16 @@ def _low_cardinality(rng: np.random.Generator, n: int) -> pd.DataFrame:
     return pd.DataFrame({c.name: rng.choice(c.categories, n, p=p) for c, p in zip(LOW_CARD, LOW_CARD_P)})
 
 
+def _copy_gate(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, rng: np.random.Generator,
+               t: dict) -> Any:
+    """The exact-copy gate on `synth` (every other attack at chance)."""
+    risk = {"outside_dp": "real rows", "anonymeter": {},
+            "membership": {a: {"auc": 0.5, "auc_se": 0.01, "auc_ci95": [0.48, 0.52], "tpr_at_1pct_fpr": 0.01}
+                           for a in ("domias", "dcr")},
+            "copies": copies(train, synth, holdout, LOW_CARD, 0.01, 200, rng)}
+    return next(g for g in risk_gates(risk, t) if g.name == "exact_copies")
+
+
 def test_exact_copy_gate_passes_chance_coincidences_and_fails_a_copy():
     """Six columns, 432 cells, skewed: about 70 % of fresh rows equal some training row. A table sampled from
     the real distribution passes in ≥ 38 of 40 seeds (measured: 40; the point rule "excess ≤ 0" refuses 20),
@@ -199,11 +210,7 @@ def test_exact_copy_gate_passes_chance_coincidences_and_fails_a_copy():
         rng = np.random.default_rng(seed)
         train, holdout, sample = _low_cardinality(rng, 400), _low_cardinality(rng, 200), _low_cardinality(rng, 400)
         for name, synth in (("sample", sample), ("copy", train)):
-            risk = {"outside_dp": "real rows", "anonymeter": {},
-                    "membership": {a: {"auc": 0.5, "auc_se": 0.01, "auc_ci95": [0.48, 0.52], "tpr_at_1pct_fpr": 0.01}
-                                   for a in ("domias", "dcr")},
-                    "copies": copies(train, synth, holdout, LOW_CARD, 0.01, 200, rng)}
-            gate = next(g for g in risk_gates(risk, t) if g.name == "exact_copies")
+            gate = _copy_gate(train, synth, holdout, rng, t)
             if name == "sample":
                 sample_passes += gate.passed
                 point_rule_fails += gate.evidence["excess"] > 0
@@ -216,7 +223,7 @@ def test_exact_copy_gate_passes_chance_coincidences_and_fails_a_copy():
 def test_exact_copy_gate_on_a_keyed_split_of_a_table_with_repeated_rows():
     """Issue 30: the same population, but train and holdout come from the keyed split of ONE table of 500 rows in
     which most rows repeat (432 cells). The split spreads copies over both sides (occurrence index), so the
-    holdout's match rate is the chance baseline: a fresh sample passes in ≥ 38 of 40 seeds (measured: 40) and a
+    holdout's match rate is the chance baseline: a fresh sample passes in ≥ 38 of 40 seeds (measured: 38) and a
     copy of the training rows fails in all 40. With one side per row content the holdout never matched a
     training row and the sample was refused."""
     t = thresholds(None)
@@ -228,15 +235,11 @@ def test_exact_copy_gate_on_a_keyed_split_of_a_table_with_repeated_rows():
         seen = set(map(tuple, train.to_numpy().tolist()))
         holdout_matches.append(np.mean([tuple(r) in seen for r in holdout.to_numpy().tolist()]))
         for name, synth in (("sample", sample), ("copy", train)):
-            risk = {"outside_dp": "real rows", "anonymeter": {},
-                    "membership": {a: {"auc": 0.5, "auc_se": 0.01, "auc_ci95": [0.48, 0.52], "tpr_at_1pct_fpr": 0.01}
-                                   for a in ("domias", "dcr")},
-                    "copies": copies(train, synth, holdout, LOW_CARD, 0.01, 200, rng)}
-            gate = next(g for g in risk_gates(risk, t) if g.name == "exact_copies")
+            gate = _copy_gate(train, synth, holdout, rng, t)
             sample_passes += name == "sample" and gate.passed
             copy_fails += name == "copy" and not gate.passed
     assert sample_passes >= 38 and copy_fails == 40
-    assert min(holdout_matches) > 0.4  # chance coincidences are visible in the holdout (about 0.6)
+    assert min(holdout_matches) > 0.6  # chance coincidences are visible in the holdout (measured: min 0.71, mean 0.79)
 
 
 # --- the release: refusals with reasons, labels, withheld weights ---------------------------------------------
