@@ -323,3 +323,21 @@ def test_an_internal_release_with_noise_seeds_says_so_in_its_manifest(tmp_path):
     statement = manifest["noise_seed_statement"]
     assert "dpwgan.noise_seed" in statement and "no differential-privacy guarantee" in statement
     assert "must never leave the organisation" in statement
+
+
+@pytest.mark.parametrize("path", [ROOT / "params.yaml", *sorted((ROOT / "params").glob("*.yaml"))],
+                         ids=lambda p: p.name)
+def test_every_bundled_params_file_has_every_key_dvc_tracks(path):
+    """`cp params/<file>.yaml params.yaml && dvc repro` (each file's own instructions) fails on a key a stage lists
+    that the file lacks ("Parameters '...' are missing from 'params.yaml'"): every key of every stage is there."""
+    from tasks.common import STAGE_PARAMS
+    params = yaml.safe_load(path.read_text())
+    missing = []
+    for key in sorted({k for keys in STAGE_PARAMS.values() for k in keys if k != "${item}"}):
+        *parents, leaf = key.split(".")
+        section = params
+        for part in parents:
+            section = section.get(part) or {}
+        if leaf not in section:
+            missing.append(key)
+    assert missing == [] and all(g in params for g in params["generators"])
