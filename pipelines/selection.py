@@ -45,10 +45,6 @@ class Selection:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "candidates": list(self.candidates), "selected": list(self.selected)}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Selection":
-        return cls(d["mode"], tuple(d["candidates"]), tuple(d["selected"]), d["reason"], dict(d["facts"]))
-
 
 def select(params: dict[str, Any], n_rows: int) -> Selection:
     """The generators this release trains (module docstring), from public facts only: `params` and the public

@@ -131,7 +131,8 @@ def budget(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
                "epsilon_remaining_after": max(lifetime - after, 0.0), "delta": delta, "parts": rows}
     publish(f"{ds}-budget", table=finite_json(rows), markdown=(
         f"## Budget of `{ds}` before training\n\n{chosen.reason}.\n\nThis release: ε = "
-        f"{alloc.epsilon_composed:.4g} (all its generators and weights composed, PLD; release ε {alloc.release_epsilon:g}) at δ = {delta:g}.\n\n"
+        f"{alloc.epsilon_composed:.4g} (all its generators and weights composed, PLD; release ε "
+        f"{alloc.release_epsilon:g}) at δ = {delta:g}.\n\n"
         f"Lifetime of `{ds}`: spent ε = {spent:.4g} before this run, {after:.4g} after it, of {lifetime:g}; "
         f"remaining ε = {max(lifetime - after, 0.0):.4g}."))
     return summary

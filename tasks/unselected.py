@@ -17,8 +17,6 @@ from pipelines.config import EVALUATE_PLOTS, Paths
 from pipelines.io import atomic_dir, atomic_path, write_json, write_parquet
 from pipelines.selection import NOT_SELECTED, left_out, not_trained
 
-STAGES = ("train", "evaluate", "check", "weight")
-
 
 def write(stage: str, p: Paths, generator: str) -> dict[str, Any] | None:
     """Write `stage`'s outputs for `generator` when this release left it out (the budget stage's allocation

@@ -8,7 +8,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 
-def _png(fig: Figure) -> bytes:
+def png(fig: Figure) -> bytes:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
@@ -22,4 +22,4 @@ def not_applicable(title: str, reason: str) -> bytes:
     ax.set_axis_off()
     ax.set_title(title)
     ax.text(0.5, 0.5, f"not applicable:\n{reason}", ha="center", va="center", wrap=True)
-    return _png(fig)
+    return png(fig)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from pipelines.evaluation.figure import _png, not_applicable
+from pipelines.evaluation.figure import not_applicable, png
 from pipelines.evaluation.fidelity import NUMERIC_KINDS
 from pipelines.evaluation.marginals import cell_codes
 
@@ -42,7 +42,7 @@ def scatter_against_real(points: Sequence[dict], title: str, xlabel: str, ylabel
         ax.scatter(xs, ys, s=18, color=SCORE_COLOURS.get(score, "black"), label=score)
     ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), xlabel=xlabel, ylabel=ylabel, title=title, aspect="equal")
     ax.legend(loc="upper left", fontsize=8)
-    return _png(fig)
+    return png(fig)
 
 
 def marginal_histograms(real: pd.DataFrame | None, synth: pd.DataFrame, columns: Sequence[Any]) -> bytes:
@@ -77,7 +77,7 @@ def marginal_histograms(real: pd.DataFrame | None, synth: pd.DataFrame, columns:
         ax.set_title(col.name, fontsize=8)
         ax.tick_params(labelsize=6)
     fig.axes[0].legend(fontsize=6)
-    return _png(fig)
+    return png(fig)
 
 
 def pca_scatter(projections: dict[str, np.ndarray], explained: float | None, reason: str | None = None) -> bytes:
@@ -93,7 +93,7 @@ def pca_scatter(projections: dict[str, np.ndarray], explained: float | None, rea
         ax.scatter(pts[:, 0], pts[:, 1], s=3, alpha=0.5, color=colour)
         ax.set(title=f"{name} ({len(pts)} rows)", xlabel="PC 1", ylabel="PC 2")
     fig.suptitle(f"{title}: PCA of the real training rows (explains {explained:.1%} of their variance)")
-    return _png(fig)
+    return png(fig)
 
 
 def roc_curves(curves: dict[str, dict], title: str) -> bytes:
@@ -109,4 +109,4 @@ def roc_curves(curves: dict[str, dict], title: str) -> bytes:
     ax.set(xscale="log", xlim=(1e-3, 1), ylim=(0, 1.02), xlabel="false positive rate (log)",
            ylabel="true positive rate", title=title)
     ax.legend(loc="lower right", fontsize=8)
-    return _png(fig)
+    return png(fig)

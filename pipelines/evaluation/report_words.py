@@ -151,7 +151,8 @@ EVIDENCE: dict[str, tuple[str, str]] = {
 ATTACKS = {"singling_out_univariate": "Singling out (one column)",
            "singling_out_multivariate": "Singling out (several columns)",
            "linkability": "Linkability", "inference": "Inference"}
-HIDDEN = {"outside_dp", "task", "two_way", "associations", "ledger_head", "chain", "expected_head", "guarantee"}  # own sections
+HIDDEN = {"outside_dp", "task", "two_way", "associations", "ledger_head", "chain", "expected_head",  # own sections
+          "guarantee"}
 
 EVENTS = {"poisson_gaussian": "Poisson-subsampled Gaussian (DP-SGD)", "gaussian": "Gaussian mechanism",
           "laplace": "Laplace mechanism", "pure_epsilon": "ε-DP step (exponential mechanism)",
