@@ -251,7 +251,7 @@ def main() -> None:
         elif name == "bayes":
             body = bayes_experiment(seeds=3, n=2000, gammas=[0.0, 0.25, 0.5, 0.75, 1.0])
         elif name == "table1":
-            body = (table1("breast_cancer", {"epochs": 60}, {}, 0) + "\n\n" +
+            body = (table1("breast_cancer", {"epochs": 60}, {"epochs": 10}, 0) + "\n\n" +
                     table1("adult", {"epochs": 2, "batch_size": 256},
                            {"epochs": 2, "batch_size": 512}, 0))
         else:

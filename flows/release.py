@@ -55,7 +55,7 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
         with torch_resources(params):
             evaluated.append(evaluate.with_options(task_run_name=f"evaluate@{gen}").submit(
                 params, gen, base, wait_for=[trained[gen], real_side]))
-        checked = check.with_options(task_run_name=f"check@{gen}").submit(params, gen, base,
+        checked = check.with_options(task_run_name=f"check@{gen}").submit(params, gen, base, run_id,
                                                                          wait_for=[evaluated[-1]])
         if gen in weighted_generators(params, chosen):  # importance weights (tasks/weight.py)
             evaluated.append(weight.with_options(task_run_name=f"weight@{gen}").submit(

@@ -183,8 +183,14 @@ UTILITY_GATE_DEFAULTS: dict[str, Any] = {
     "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the task's noise floor
 # `release:` (pipelines/selection.py): which of `generators` one release run trains and publishes
 SELECT_MODES = ("auto", "all")
+NON_DP_GATE_POLICIES = ("advise", "refuse")
 RELEASE_DEFAULTS: dict[str, Any] = {
-    "select": "auto"}       # auto: the public rule picks ONE generator, which gets the whole release ε; all: every one
+    "select": "auto",       # auto: the public rule picks ONE generator, which gets the whole release ε; all: every one
+    "test_epsilon": 0.1,    # the DP release test of each published table (pipelines/privacy/release_test.py), pinned
+    "test_excess_max": 0.05,  # share of training rows near the table, beyond the holdout's, that it tolerates
+    "test_confidence": 0.99,  # a table within test_excess_max passes with at least this probability
+    "non_dp_gates": "advise"}  # advise: the row-reading gates go to the steward report only (every public bit DP);
+                               # refuse: they also block publication, and the manifest lists their non-DP bits
 SELECTED = "selected"       # weights.generators: the generators the release selects (auto: its one table)
 # `weights:`: the weight stage's own keys, then the estimators' knobs (pipelines/weights/estimators.py)
 WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
@@ -207,7 +213,9 @@ WEIGHT_ESTIMATOR_DEFAULTS: dict[str, Any] = {
     "rho_max": 0.5,             # output_lapl: largest Laplace scale ρ (< 1; < 1/2 keeps the variance finite)
     "gamma_max": 1.0,           # output_norm: largest Gaussian std γ (Var e^ζ' = e^{γ²} − 1)
     "hidden": [32, 32],         # mlp / priv_mlp
-    "epochs": 10,               # passes over N_D + N_G in expectation: T = ceil(epochs / q)
+    "epochs": 3,                # passes over N_D + N_G in expectation: T = ceil(epochs / q); 3, not the paper's 10:
+                                # at the default weights ε ≈ 0.22 on 455 rows, 10 gave k̂ 4.3-6.0 (ESS ≈ 1),
+                                # 3 gave k̂ −0.10-0.15 (ESS 257-409; docs/importance-weights.md)
     "batch_size": 64,           # L: expected lot size, q = L / (N_D + N_G)
     "clip_norm": 1.0,           # C
     "lr": 0.05,
@@ -233,7 +241,8 @@ def section_models() -> dict[str, type[Section]]:
             "utility_gate": section_model("UtilityGate", UTILITY_GATE_DEFAULTS, **{
                 k: (Literal[UTILITY_POLICIES], None) for k in UTILITY_WORDS}),
             "weights": weights, "release": section_model("Release", RELEASE_DEFAULTS,
-                                                         select=(Literal[SELECT_MODES], None))}
+                                                         select=(Literal[SELECT_MODES], None),
+                                                         non_dp_gates=(Literal[NON_DP_GATE_POLICIES], None))}
 
 
 @cache
@@ -523,8 +532,16 @@ def weight_settings(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def release_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The `release:` section over RELEASE_DEFAULTS (its types: the model)."""
-    return {**RELEASE_DEFAULTS, **check_section("release", params.get("release"))}
+    """The `release:` section over RELEASE_DEFAULTS (its types: the model): a positive finite `test_epsilon`,
+    `test_excess_max` in [0, 1], `test_confidence` in (0, 1)."""
+    s = {**RELEASE_DEFAULTS, **check_section("release", params.get("release"))}
+    for key, ok, rule in (("test_epsilon", 0 < s["test_epsilon"] < math.inf, "a positive finite number"),
+                          ("test_excess_max", 0 <= s["test_excess_max"] <= 1, "a number in [0, 1]"),
+                          ("test_confidence", 0 < s["test_confidence"] < 1, "a number in (0, 1)")):
+        if not ok:
+            raise fail(PARAMS_FILE, f"release.{key}", f"must be {rule}, got {s[key]!r}.",
+                       f"set it to {RELEASE_DEFAULTS[key]}.")
+    return {**s, **{k: float(s[k]) for k in ("test_epsilon", "test_excess_max", "test_confidence")}}
 
 
 def weighted_generators(params: dict[str, Any], selected: list[str]) -> list[str]:

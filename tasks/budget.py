@@ -19,7 +19,8 @@ from typing import Any
 
 from prefect import task
 
-from pipelines.config import ALLOCATION_SUMMARY, Paths, allocated_section, weight_settings, weighted_generators
+from pipelines.config import (ALLOCATION_SUMMARY, Paths, allocated_section, release_settings, weight_settings,
+                              weighted_generators)
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.errors import InputError
@@ -28,18 +29,21 @@ from pipelines.generators.persistence import finite_json
 from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, write_json
 from pipelines.privacy.allocation import Allocation, AllocationError, Part, allocate
+from pipelines.privacy.release_test import planned_event
 from pipelines.selection import Selection, select
 from pipelines.weights import estimators as weight_estimators
 from tasks import common
 from tasks.artifacts import publish
 
 WEIGHTS = "weights"            # the importance weights' part (one ε for every weight@gen stage)
+RELEASE_TEST = "release_test"  # the DP release test of each selected table (check@gen), pinned at release.test_epsilon
 
 
 def release_parts(params: dict[str, Any], root: Path,
                   chosen: Selection) -> tuple[list[Part], dict[str, list[str]]]:
     """The run's parts (a planner each, pinned ε or share) and the stages each part's events belong to: the
-    generators `chosen` selects, and the weights of those `weighted` names.
+    generators `chosen` selects, the weights of those `weighted` names, and the DP release test of each selected
+    table (check@gen; pinned at `release.test_epsilon` each, pipelines/privacy/release_test.py).
 
     Planners are pure: public n̂ (`EncodedTable.__len__`, from layout.json), the layout and the params; the
     synthetic row count of weight@gen is evaluate.n_samples or n̂. The weights part's events are those of every
@@ -65,6 +69,10 @@ def release_parts(params: dict[str, Any], root: Path,
             return [e for _ in with_weights for e in one]
         parts.append(Part(WEIGHTS, weights_planner, s["epsilon"], float(s["share"])))
         stages[WEIGHTS] = [f"weight@{g}" for g in with_weights]
+    fraction, tested = float(params["dataset"]["holdout_fraction"]), list(chosen.selected)
+    parts.append(Part(RELEASE_TEST, lambda eps: [planned_event(eps, fraction) for _ in tested],
+                      release_settings(params)["test_epsilon"], 1.0))
+    stages[RELEASE_TEST] = [f"check@{g}" for g in tested]
     return parts, stages
 
 

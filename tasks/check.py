@@ -1,10 +1,16 @@
 """Stage 6: the release gates for one trained and evaluated generator; writes checks.json.
 
-Runs after evaluate@gen: the privacy-risk gates (params.yaml `risk_gates`) read the attack results in
-metrics.json, and the utility gate applies `utility_gate`'s policy to evaluate's utility verdict
-(docs/privacy-risk.md)."""
+Runs after evaluate@gen. Two gates decide publication and their bits are public: the ledger gate (reads only the
+ledger) and the DP release test (pipelines/privacy/release_test.py, ε = `release.test_epsilon`, charged to the
+ledger as check@<gen>). The others read real rows outside any DP mechanism: a generator's own gates, the
+privacy-risk gates (params.yaml `risk_gates`, over the attack results in metrics.json) and the utility gate
+(`utility_gate`'s policy on evaluate's verdict; docs/privacy-risk.md). With `release.non_dp_gates: advise`
+(default) they are findings for the steward report only; with `refuse` they also block publication, and the
+manifest then lists their bits as outside the DP guarantee."""
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +18,14 @@ import pandas as pd
 from prefect import task
 
 from pipelines.evaluation import verdict
-from pipelines.config import risk_thresholds, utility_settings
+from pipelines.config import attack_ranges, release_settings, risk_thresholds, utility_settings
+from pipelines.data.encoded import EncodedTable
 from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.generators.registry import load_generator
-from pipelines.io import read_json, write_json
+from pipelines.io import read_json, sha256_file, sha256_text, sha256_tree, write_json
 from pipelines.privacy.gates import GateResult, ledger_gate
+from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
+from pipelines.privacy.release_test import near_counts, planned_event, release_test
 from tasks import common, unselected
 from tasks.artifacts import publish
 
@@ -27,8 +36,47 @@ def gate_summary(gate: GateResult) -> dict[str, Any]:
     return {f"{test}_p_value": ev[test]["p_value"] for test in ("ksd", "mmd") if test in ev}
 
 
+DP_GATES = ("ledger", "release_test")  # the gates whose bits may be public (the ledger's metadata, a DP mechanism)
+
+
+def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id: str | None = None) -> GateResult:
+    """The DP release test of `generator`'s table: `planned_event` reserved in the ledger (stage check@<gen>)
+    before any row is read, the noisy bit, the event recorded. Run again on the same model, table, rows and
+    settings (`inputs`, a hash), it returns the bit already paid for (checks.json) instead of spending twice."""
+    p, sch, priv = common.paths(params, root), common.schema(params, root), params["privacy"]
+    s, fraction = release_settings(params), float(params["dataset"]["holdout_fraction"])
+    radius = attack_ranges((params.get("evaluate") or {}).get("attacks"))["near_duplicate_distance"]
+    n_public = len(EncodedTable(p.prepared / "train_encoded.parquet"))
+    facts = {"model": sha256_tree(p.model(generator)), "synthetic": sha256_file(p.synthetic(generator)),
+             **{side: sha256_file(p.prepared / f"{side}.parquet") for side in ("train", "holdout")},
+             "settings": {k: s[k] for k in ("test_epsilon", "test_excess_max", "test_confidence")},
+             "radius": radius, "holdout_fraction": fraction, "n_public": n_public}
+    inputs = sha256_text(json.dumps(facts, sort_keys=True))
+    led = common.ledger(params, root)
+    if p.checks(generator).exists():
+        prior = next((g for g in read_json(p.checks(generator)).get("gates", []) if g["name"] == "release_test"), None)
+        if prior and prior["evidence"].get("inputs") == inputs and set(prior["evidence"]["ledger_row_ids"]) <= {
+                r["seq"] for r in led.rows(p.dataset)}:
+            return GateResult(prior["name"], prior["passed"], {**prior["evidence"], "reused": True})
+    session = led.session(p.dataset, run_id or f"check-{uuid.uuid4().hex[:12]}", f"check@{generator}",
+                          float(priv["delta"]), float(priv["lifetime_epsilon"]),
+                          internal=bool(priv.get("internal_release", False)))
+    session.reserve([planned_event(s["test_epsilon"], fraction)])  # nothing read before the budget is held
+    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: inputs,
+                              f"{p.dataset}/check@{generator}",
+                              binding_facts(common.hashes(params, "check", sch, generator), s["test_epsilon"],
+                                            float(priv["delta"]))).overridden(params[generator].get("noise_seed"))
+    counts = near_counts(pd.read_parquet(p.prepared / "train.parquet"), pd.read_parquet(p.prepared / "holdout.parquet"),
+                         pd.read_parquet(p.synthetic(generator)), sch.columns, radius)
+    rng = noise.streams(private=True, seed=0).numpy("check:release_test")
+    result = release_test(counts, n_public, fraction, s, rng)
+    rows = session.record([result.event])
+    return GateResult("release_test", result.passed, {**result.evidence(), "inputs": inputs, "reused": False,
+                                                      "ledger_row_ids": [*session.reservation.row_ids, *rows]})
+
+
 @task(name="check")
-def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dict[str, Any]:
+def check(params: dict[str, Any], generator: str, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
     p, sch = common.paths(params, root), common.schema(params, root)
     priv = params["privacy"]
     skipped = unselected.write("check", p, generator)
@@ -39,13 +87,17 @@ def check(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dic
     gates = [ledger_gate(common.ledger(params, root), p.dataset, float(priv["delta"]),
                          float(priv["lifetime_epsilon"]), privacy["ledger_row_ids"],
                          bool(priv.get("internal_release", False)), expect_head=head, head_source=head_file)]
+    gates.append(release_test_gate(params, generator, root, run_id))
     model = load_generator(generator, p.model(generator))
     if hasattr(model, "release_gates"):  # a generator's own gates (e.g. PPEM's α-LMDP tests) may read real rows (rule 6)
         gates += model.release_gates(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy())
     metrics = read_json(p.metrics(generator))
     gates += risk_gates(metrics["privacy_risk"], risk_thresholds(params.get("risk_gates")))
     gates.append(verdict.utility_gate(metrics["utility_verdict"], utility_settings(params.get("utility_gate"))))
-    result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in gates),
+    policy = release_settings(params)["non_dp_gates"]
+    deciding = gates if policy == "refuse" else [g for g in gates if g.name in DP_GATES]
+    result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in deciding),
+              "non_dp_gates": policy, "deciding_gates": [g.name for g in deciding],
               "gates": [g.to_dict() for g in gates], "hashes": common.hashes(params, "check", sch, generator)}
     write_json(p.checks(generator), result)
     publish(f"{p.dataset}-{generator}-checks", markdown=(

@@ -24,7 +24,7 @@ from prefect import task
 
 from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Paths, check_noise_seeds, noise_seed_keys, params_hash
 from pipelines.evaluation import comparison
-from pipelines.evaluation.outside_dp import public_gates, public_verdict, release_statements
+from pipelines.evaluation.outside_dp import DP_STATEMENT, public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
 from pipelines.evaluation.report import (comparison_html, comparison_markdown, public_html, public_markdown,
                                          render_html, render_markdown)
@@ -64,8 +64,11 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
     content = hashes["params"] + hashes["model"] + hashes["synthetic"] + hashes.get("weights", "")
     delta = float(priv["delta"])
     ledger_evidence = next(g["evidence"] for g in checks["gates"] if g["name"] == "ledger")
-    gates = public_gates(checks["gates"], None if weights is None else weights["gate"])
-    verdict = public_verdict(checks["gates"])
+    tested = next(g for g in checks["gates"] if g["name"] == "release_test")  # the DP publish decision
+    policy = checks["non_dp_gates"]  # release.non_dp_gates when check@gen ran
+    gates = public_gates(checks["gates"], None if weights is None else weights["gate"], policy)
+    verdict = public_verdict(checks["gates"], policy)
+    outside = release_statements(gates, verdict)
     seeded = [k for k in noise_seed_keys(params)  # a fixed noise_seed: internal releases only (load_params)
               if k.split(".")[0] in ("dataset", generator) or (k == "weights.noise_seed" and weights is not None)]
     return {
@@ -77,14 +80,18 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
                     "epsilon_dataset_total_rdp": ledger.spent_rdp(p.dataset, delta),
                     "delta": delta, "lifetime_budget": float(priv["lifetime_epsilon"]),
                     **release_budget(p, ledger.spent(p.dataset, delta), float(priv["lifetime_epsilon"])),
-                    "ledger_rows": privacy["ledger_row_ids"], "ledger_head": ledger.verify()["head"],
+                    "ledger_rows": privacy["ledger_row_ids"] + tested["evidence"]["ledger_row_ids"],
+                    "release_test": {"epsilon": tested["evidence"]["epsilon"], "query": tested["evidence"]["query"],
+                                     "ledger_rows": tested["evidence"]["ledger_row_ids"]},
+                    "ledger_head": ledger.verify()["head"],
                     "events": privacy["events"], "run_id": privacy["run_id"],
                     "rows_public": privacy["rows_public"], "rows_public_source": privacy["rows_public_source"],
                     "calibration": privacy.get("calibration")},   # None: the samples are not calibrated
         "gates": gates, "rows": metrics["n_synthetic"], "utility_verdict": verdict,
         "weights": None if weights is None else {**weights["manifest"], "released": weights["passed"], **(
             {} if weights["passed"] else {"withheld_because": weights["gate"]["evidence"]["refused_because"]})},
-        "computed_from_real_data_outside_dp_guarantee": release_statements(gates, verdict),
+        "computed_from_real_data_outside_dp_guarantee": outside,
+        "every_public_value_private": not outside, **({"statement": DP_STATEMENT} if not outside else {}),
         "noise_seed_used": seeded, "noise_seed_statement": noise_seed_statement(seeded),
         "hashes": hashes, "libraries": library_versions(),
     }
@@ -111,6 +118,14 @@ def release_budget(p: Paths, spent: float, lifetime: float) -> dict[str, Any]:
             "epsilon_lifetime_spent": spent, "epsilon_lifetime_remaining": max(lifetime - spent, 0.0)}
 
 
+def steward_verdict(checks: dict[str, Any]) -> dict[str, Any] | None:
+    """The verdict word for the steward report whatever the policy; its action "advise" when the utility gate did
+    not decide publication (release.non_dp_gates: advise)."""
+    verdict = public_verdict(checks["gates"], "refuse")
+    deciding = checks.get("deciding_gates")
+    return verdict if verdict is None or deciding is None or "utility" in deciding else {**verdict, "action": "advise"}
+
+
 def _ledger_rows(params: dict[str, Any], root: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     ids = set(manifest["privacy"]["ledger_rows"])
     return [{k: r[k] for k in ("seq", "run_id", "stage", "status", "event_json")}
@@ -126,6 +141,8 @@ def steward_report(params: dict[str, Any], generator: str, root: Path, manifest:
     checks, metrics = read_json(p.checks(generator)), read_json(p.metrics(generator))
     weights = for_release(params, generator, root)
     summary = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(params, root, manifest)},
+               "deciding_gates": checks.get("deciding_gates"),
+               "utility_verdict": steward_verdict(checks),
                "gates": [{"name": g["name"], "passed": g["passed"], "evidence": g["evidence"]} for g in checks["gates"]]
                + ([] if weights is None else [{k: weights["gate"][k] for k in ("name", "passed", "evidence")}]),
                "fidelity": metrics["fidelity"], "fidelity_summary": metrics["fidelity_summary"],
@@ -214,10 +231,12 @@ def comparison_pages(params: dict[str, Any], root: Path, run: str, manifests: di
                         "report": f"../../{m['release_id']}/report.html" if generator in released else None,
                         "steward_report": f"../../{Path(steward[generator]).name}/steward_report.html",
                         "metrics": read_json(p.metrics(generator)),
+                        "deciding": read_json(p.checks(generator)).get("deciding_gates"),
                         "checks": read_json(p.checks(generator))["gates"] + ([] if weights is None else [
                             weights["gate"]])})
     public = comparison.public_context(p.dataset, run, [{k: e[k] for k in ("generator", "released", "manifest",
-                                                                              "report")} for e in entries])
+                                                                              "report")} for e in entries
+                                                        if e["released"]])  # nothing about refused ones
     internal = comparison.steward_context(p.dataset, run, [{**e, "report": e["steward_report"]} for e in entries])
     with atomic_dir(public_dir) as out:
         (out / "comparison.html").write_text(comparison_html(public))

@@ -29,7 +29,9 @@ SMALL = {"dpwgan": {"steps": 40, "batch_size": 64},
          "aim": {"n_bins": 8, "max_rounds": 1, "iters": 50, "final_iters": 200},
          # every listed generator trained and published, weights for DP-WGAN's table: what these tests measure
          # (release.select: auto, the default, is tested in tests/test_selection.py)
-         "release": {"select": "all"},
+         # release tests at a small ε each (8 of them), and the row-reading gates deciding too (their bits listed
+         # in the manifest: the non-default path; the default, advise, is tested in tests/test_public_bundle.py)
+         "release": {"select": "all", "test_epsilon": 0.01, "non_dp_gates": "refuse"},
          "weights": {"epochs": 1, "generators": ["dpwgan"]},
          # a cheaper evaluation of the same metrics (the suite's cost is its eight evaluate stages)
          "evaluate": {"kway_subsets": 20, "mmd_permutations": 50, "attacks": {"bootstrap": 50, "n_attacks": 100}},
@@ -51,7 +53,8 @@ TRAIN_ROWS = sorted(  # DP-auto-GAN, PEARL and PPEM: two events each, every gene
     + [("train@support_points", "planned")] * 2 + [("train@support_points", "spent")] * 2
     + [("train@mst", "planned")] * (3 * D - 2) + [("train@mst", "spent")] * (3 * D - 2)
     + [("train@aim", "planned")] * (D + 1) + [("train@aim", "spent")] * (D + 1)
-    + [("weight@dpwgan", "planned"), ("weight@dpwgan", "spent")])
+    + [("weight@dpwgan", "planned"), ("weight@dpwgan", "spent")]
+    + [(f"check@{g}", status) for g in GENERATORS for status in ("planned", "spent")])  # the DP release tests
 
 
 def deep_update(base: dict, extra: dict) -> dict:
@@ -216,7 +219,8 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert {"name": "alpha_lmdp", "passed": True, "data_dependent": True} in ppem_manifest["gates"]  # the bit only
     bundle = root / by["dpwgan"]["path"]
     manifest = json.loads((bundle / "manifest.json").read_text())
-    assert manifest["privacy"]["ledger_rows"] == privacy["ledger_row_ids"]
+    tested = {g["name"]: g for g in checks["gates"]}["release_test"]["evidence"]  # the DP release test's rows
+    assert manifest["privacy"]["ledger_rows"] == privacy["ledger_row_ids"] + tested["ledger_row_ids"]
     assert manifest["privacy"]["rows_public"] == 455 and "569" in manifest["privacy"]["rows_public_source"]
     assert manifest["privacy"]["delta"] == 1e-5 and "torch" in manifest["libraries"]
     spent = manifest["privacy"]["epsilon_lifetime_spent"]  # at release: the weights' events too, after check@dpwgan
@@ -278,4 +282,4 @@ def test_prefect_flow_publishes_release_and_artifacts(tmp_path):
                 "breast-cancer-release"):
         assert key in out["keys"]
     assert not [k for k in out["keys"] if "dpwgan" in k or "ppem" in k]  # no task ran for the other candidates
-    assert {stage for _, stage, _ in ledger_rows(root)} == {"train@aim", "weight@aim"}
+    assert {stage for _, stage, _ in ledger_rows(root)} == {"train@aim", "check@aim", "weight@aim"}

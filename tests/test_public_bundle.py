@@ -18,6 +18,7 @@ import pytest
 
 from pipelines.config import load_params
 from pipelines.evaluation.report import INTERNAL, public_html, public_markdown, render_html
+from tasks import common
 from test_pipeline import make_root, run_stages
 
 CANARY_COLUMN, CANARY_ROW, CANARY = "mean_radius", 7, 12.345678  # inside the schema bounds [5, 30]
@@ -66,6 +67,7 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     from tasks.weight import weight
     root = make_root(tmp_path, {"dataset": {"source": "raw.csv"}, "generators": ["dpwgan"],
                                 "dpwgan": {"steps": 20}, "weights": {"generators": ["dpwgan"]},
+                                "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"},
                                 "evaluate": {"kway_subsets": 10, "ot_max_rows": 200,
                                              "attacks": {"n_attacks": 100}}})
     raw = bc_raw.copy()
@@ -96,9 +98,18 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["noise_seed_used"] == [] and manifest["noise_seed_statement"] is None  # keyed noise only
     assert all(set(g) == {"name", "passed", "data_dependent"} for g in manifest["gates"])
-    assert {g["name"] for g in manifest["gates"] if not g["data_dependent"]} == {"ledger", "importance_weights"}
-    assert all("pass/fail bit" in line or "released at all" in line
-               for line in manifest["computed_from_real_data_outside_dp_guarantee"])
+    # every public bit DP (release.non_dp_gates: advise): the ledger gate, the DP release test and the DP weights' k̂;
+    # no row-reading gate, no verdict word, nothing outside the guarantee
+    assert [(g["name"], g["data_dependent"]) for g in manifest["gates"]] == [
+        ("ledger", False), ("release_test", False), ("importance_weights", False)]
+    assert manifest["utility_verdict"] is None and manifest["computed_from_real_data_outside_dp_guarantee"] == []
+    assert manifest["every_public_value_private"] and "DP release test" in manifest["statement"]
+    checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
+    tested = {g["name"]: g for g in checks["gates"]}["release_test"]["evidence"]
+    assert checks["deciding_gates"] == ["ledger", "release_test"] and len(checks["gates"]) > 3
+    assert manifest["privacy"]["release_test"]["ledger_rows"] == tested["ledger_row_ids"]
+    assert set(tested["ledger_row_ids"]) <= set(manifest["privacy"]["ledger_rows"])
+
     page = (bundle / "report.html").read_text()
     metrics = json.loads((root / "reports/breast_cancer/dpwgan/metrics.json").read_text())
     tstr = f"{metrics['utility']['models']['logistic_regression']['tstr']:.4g}"
@@ -122,3 +133,10 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     assert release.fn(params, root) == index
     assert {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
             if f.is_file()} == written
+
+    # check@dpwgan again on the same model, table and rows: the bit already paid for, no new ledger row
+    seqs = [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")]
+    again = {g["name"]: g for g in check.fn(params, "dpwgan", root)["gates"]}["release_test"]
+    assert again["evidence"]["reused"] and again["passed"] == {g["name"]: g for g in checks["gates"]}[
+        "release_test"]["passed"]
+    assert [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")] == seqs

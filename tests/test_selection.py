@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.config import load_params
+from pipelines.config import RELEASE_DEFAULTS, load_params, release_settings
 from pipelines.errors import InputError
 from pipelines.generators.registry import GENERATORS
 from pipelines.selection import PREFERENCE, select
@@ -39,10 +39,22 @@ def test_an_unknown_select_mode_is_refused_with_its_key(tmp_path):
 
 
 def test_the_bundled_configurations_select_as_documented():
-    assert load_params(PROJECT / "params.yaml")["release"] == {"select": "auto"}
+    assert release_settings(load_params(PROJECT / "params.yaml")) == RELEASE_DEFAULTS == {
+        "select": "auto", "test_epsilon": 0.1, "test_excess_max": 0.05, "test_confidence": 0.99,
+        "non_dp_gates": "advise"}
     compare = load_params(PROJECT / "params" / "compare.yaml")
-    assert compare["release"] == {"select": "all"} and compare["generators"] == load_params(
+    assert compare["release"] == {"select": "all", "test_epsilon": 0.02} and compare["generators"] == load_params(
         PROJECT / "params.yaml")["generators"]
+
+
+@pytest.mark.parametrize("key,value", [("test_epsilon", 0), ("test_excess_max", 1.5), ("test_confidence", 1.0),
+                                       ("non_dp_gates", "ignore")])
+def test_a_bad_release_test_setting_is_refused_with_its_key(tmp_path, key, value):
+    params = yaml.safe_load((PROJECT / "params.yaml").read_text())
+    params["release"][key] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(InputError, match=rf"'release\.{key}'.*Fix:"):
+        load_params(tmp_path / "params.yaml")
 
 
 @pytest.mark.slow
@@ -59,7 +71,7 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
     params = load_params(root / "params.yaml")
     alloc = root / "data/allocation/breast_cancer"
     summary = json.loads((alloc / "release.json").read_text())
-    assert summary["selection"]["selected"] == ["aim"] and set(summary["parts"]) == {"aim", "weights"}
+    assert summary["selection"]["selected"] == ["aim"] and set(summary["parts"]) == {"aim", "weights", "release_test"}
     assert 0.999 <= summary["epsilon_composed"] <= 1.0  # the whole release ε: AIM and its weights, composed
     left = json.loads((alloc / "dpwgan.json").read_text())
     assert left == {"part": "dpwgan", "selected": False, "select": "auto", "selected_generators": ["aim"]}
@@ -72,7 +84,7 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
         check.fn(params, gen, root)
         weight.fn(params, gen, "run", root)
     stages = {stage for _, stage, _ in ledger_rows(root)}
-    assert stages == {"train@aim", "weight@aim"}  # the unselected candidate spent nothing
+    assert stages == {"train@aim", "check@aim", "weight@aim"}  # the unselected candidate spent nothing
     model = root / "models/breast_cancer/dpwgan"
     assert sorted(p.name for p in model.iterdir()) == ["selection.json"]
     assert len(pd.read_parquet(root / "data/synthetic/breast_cancer/dpwgan.parquet")) == 0

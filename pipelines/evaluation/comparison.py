@@ -28,6 +28,8 @@ STEWARD_RULE = ("Recommended: among the released tables whose utility verdict is
                 "The public page recommends by its own rule on published values only (the smallest ε among fit "
                 "tables), so the two may differ.")
 NO_RECOMMENDATION = "No table is recommended: no released table has the utility verdict fit."
+NO_PUBLIC_VERDICT = ("This page recommends nothing: the utility verdict reads real rows outside DP, so it is in the "
+                     "steward's comparison only (release.non_dp_gates: advise).")
 
 
 def _epsilon(entry: dict[str, Any]) -> float:
@@ -35,7 +37,9 @@ def _epsilon(entry: dict[str, Any]) -> float:
 
 
 def _verdict(entry: dict[str, Any]) -> str | None:
-    return (entry["manifest"].get("utility_verdict") or {}).get("verdict")
+    """The verdict word: the manifest's where it publishes one, else (steward entries) evaluate's."""
+    return ((entry["manifest"].get("utility_verdict") or {}).get("verdict")
+            or ((entry.get("metrics") or {}).get("utility_verdict") or {}).get("verdict"))
 
 
 def tstr(metrics: dict[str, Any]) -> float | None:
@@ -61,10 +65,12 @@ def sentences(entry: dict[str, Any], audience: str) -> list[str]:
     the weights and the utility verdict."""
     m, gen = entry["manifest"], entry["generator"]
     gates = entry["checks"] if audience == "steward" else m["gates"]
-    lines = ([gate_sentence(gen, g, audience) for g in failed_table_gates(gates)] if not entry["released"] else
+    lines = ([gate_sentence(gen, g, audience) for g in failed_table_gates(gates, entry.get("deciding"))]
+             if not entry["released"] else
              [f"{generator_name(gen)} published as release {m['release_id']} (ε = {fmt(_epsilon(entry))})."])
     return lines + [s for s in (weights_sentence(gen, m.get("weights")) if entry["released"] else None,
-                                verdict_sentence(gen, m.get("utility_verdict"))) if s]
+                                verdict_sentence(gen, m.get("utility_verdict") or (
+                                    (entry.get("metrics") or {}).get("utility_verdict")))) if s]
 
 
 def _gates_cell(gates: list[dict[str, Any]]) -> str:
@@ -106,14 +112,17 @@ def public_context(dataset: str, run_id: str, entries: list[dict[str, Any]]) -> 
              fmt(_epsilon(e)), VERDICTS.get(_verdict(e) or "", NA).split(":")[0],
              _gates_cell(e["manifest"]["gates"]), _weights_cell(e["manifest"])] for e in entries]
     ctx = _common(dataset, run_id, entries, "public")
+    if not any(_verdict(e) for e in entries):
+        ctx["recommendation"] = NO_PUBLIC_VERDICT
     if ctx["recommended"] is not None:
         rows[ctx["recommended"]][1] += " (recommended)"
     return {**ctx, "title": f"Release run {run_id}: {dataset}", "banner": None,
             "table": {"headers": ["Generator", "Result", "ε", "Utility verdict", "Gates (data-dependent bits)",
                                   "Importance weights"], "rows": rows},
-            "scope": "Every value on this page is public: ε from the privacy ledger, each gate's pass/fail bit and the "
-                     "utility verdict word (data-dependent bits declared in each manifest). The evaluation on real "
-                     "rows is in the steward's internal comparison."}
+            "scope": "Every value on this page is public: ε from the privacy ledger, each published gate's pass/fail bit "
+                     "and, where a manifest publishes it, the utility verdict word (data-dependent bits declared in "
+                     "each manifest); refused generators are not listed. The evaluation on real rows is in the "
+                     "steward's internal comparison."}
 
 
 def _risk(metrics: dict[str, Any]) -> tuple[float | None, float | None]:

@@ -6,7 +6,9 @@ Every artefact that holds a number read from real rows says so in words taken fr
 - check: the α-LMDP gate's `outside_dp` (ALPHA_LMDP_GATE);
 - weight: weights.json `analysis.outside_dp` (WEIGHTED_ANALYSES);
 - release: the public manifest's `computed_from_real_data_outside_dp_guarantee` (`release_statements`), with
-  each gate's `data_dependent` bit (`public_gates`) and the utility verdict word (`public_verdict`).
+  each public gate's `data_dependent` bit (`public_gates`) and the utility verdict word (`public_verdict`). With
+  `release.non_dp_gates: advise` (default) no row-reading gate and no verdict reaches the manifest, the release
+  decision is the DP release test's bit, and the list is empty (`DP_STATEMENT`).
 Only these statements live here; the numbers stay with the code that computes them.
 """
 from __future__ import annotations
@@ -28,35 +30,44 @@ WEIGHTED_ANALYSES = ("weighted analyses in weights.json (weighted Wasserstein-1 
                      "posterior distance to the real training rows' posterior) computed on real rows")
 
 PUBLIC_GATES = {"ledger"}  # gates that read only the privacy ledger (public metadata), never a row
+DP_GATES = {"release_test"}  # gates whose bit is the output of a DP mechanism charged to the ledger
 RELEASE_BIT = ("whether this table was released at all: the conjunction of the data-dependent gates' pass/fail bits "
                "listed here")
+DP_STATEMENT = ("Every value in this bundle is public metadata or the output of a differentially private mechanism "
+                "recorded in the ledger: whether it was released is the DP release test's bit and the ledger gate's; "
+                "the gates and the utility verdict computed from real rows are in the steward report only.")
 
 
-def public_gates(gates: list[dict], weight_gate: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Each gate's name and pass/fail bit, and whether that bit depends on real rows ("data_dependent"): every gate
-    but the ledger gate reads real rows outside the DP mechanism; the importance-weights gate (`weight_gate`, None
-    when weights are not configured) reads only the DP weights (k̂ is post-processing) unless the estimator is
-    non-private. No evidence is kept."""
-    out = [{"name": g["name"], "passed": bool(g["passed"]), "data_dependent": g["name"] not in PUBLIC_GATES}
-           for g in gates]
+def public_gates(gates: list[dict], weight_gate: dict[str, Any] | None, policy: str) -> list[dict[str, Any]]:
+    """Each public gate's name and pass/fail bit, and whether that bit depends on real rows outside DP
+    ("data_dependent"): the ledger gate reads only the ledger, the release test is a DP mechanism; the others read
+    real rows and are listed only when they decide publication (`policy` "refuse"; "advise" keeps them in the
+    steward report). The importance-weights gate (`weight_gate`, None when weights are not configured) reads only
+    the DP weights (k̂ is post-processing) unless the estimator is non-private. No evidence is kept."""
+    private = PUBLIC_GATES | DP_GATES
+    out = [{"name": g["name"], "passed": bool(g["passed"]), "data_dependent": g["name"] not in private}
+           for g in gates if policy == "refuse" or g["name"] in private]
     if weight_gate is not None:
         out.append({"name": weight_gate["name"], "passed": bool(weight_gate["passed"]),
                     "data_dependent": not weight_gate["evidence"].get("private", False)})
     return out
 
 
-def public_verdict(gates: list[dict]) -> dict[str, Any] | None:
-    """The utility verdict a public manifest shows (check.json's `utility` gate, None where it did not run): the
-    verdict word, what the policy did with it ("refuse", "label" or "none") and that it reads real rows. None of
-    its numbers."""
-    g = next((g for g in gates if g["name"] == "utility"), None)
+def public_verdict(gates: list[dict], policy: str) -> dict[str, Any] | None:
+    """The utility verdict a public manifest shows: None with `policy` "advise" (steward report only) or where the
+    gate did not run; with "refuse", check.json's `utility` gate: the verdict word, what the policy did with it
+    ("refuse", "label" or "none") and that it reads real rows. None of its numbers."""
+    g = next((g for g in gates if g["name"] == "utility"), None) if policy == "refuse" else None
     return None if g is None else {"verdict": g["evidence"]["verdict"], "action": g["evidence"]["action"],
                                    "data_dependent": True}
 
 
 def release_statements(gates: list[dict[str, Any]], verdict: dict[str, Any] | None = None) -> list[str]:
-    """What a public manifest discloses that was computed from real rows: the bit of each data-dependent gate
-    (`public_gates`), the utility verdict word (`public_verdict`), and the release decision itself."""
+    """What a public manifest discloses that was computed from real rows outside DP: the bit of each data-dependent
+    gate (`public_gates`), the utility verdict word (`public_verdict`), and then the release decision itself;
+    nothing when neither is there (every public bit DP)."""
+    if verdict is None and not any(g["data_dependent"] for g in gates):
+        return []
     return [f"the pass/fail bit of the '{g['name']}' gate, which reads real rows (its evidence is internal)"
             for g in gates if g["data_dependent"]] + ([
         f"the utility verdict '{verdict['verdict']}' (fit / weak / inverted), which reads real rows: a data-dependent "

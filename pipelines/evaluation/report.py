@@ -62,6 +62,11 @@ PUBLIC_SCOPE = ("Every figure in this report is differentially private or public
                 "(post-processing of DP outputs, or metadata about the mechanisms). The only values that depend on "
                 "real rows outside the DP mechanisms are the pass/fail bits of the gates marked data-dependent and "
                 "the utility verdict word.")
+PUBLIC_SCOPE_DP = ("Every value in this report and its bundle is differentially private or public: it is computed "
+                   "from the released synthetic table, from the DP importance weights, from the privacy ledger and the "
+                   "public schema, or is the bit of the DP release test, a mechanism charged to the ledger. No value "
+                   "here was computed from real rows outside a DP mechanism: the gates and the utility verdict that "
+                   "read real rows are in the steward report only.")
 PUBLIC_PLOTS = {"synthetic_marginals": "1-way marginals of the released synthetic table: share of synthetic rows per "
                                        "cell (numeric: 20 bins over the public schema bounds)"}
 PLOT_CAPTIONS = {
@@ -95,6 +100,12 @@ PUBLIC_GUARANTEES = GUARANTEES[:3] + [
     "estimator computed from the synthetic rows: post-processing of DP outputs, like the weight column itself.",
     GUARANTEES[4],
 ]
+PUBLIC_GUARANTEES_DP = GUARANTEES[:3] + [
+    "The release decision: this table was published because the DP release test passed (ε in the ledger rows "
+    "below): the count of training rows near the synthetic table, less the holdout's share of them, plus discrete "
+    "Laplace noise, was under a public threshold. On a few hundred rows it refuses wholesale copying only; the "
+    "steward report holds the row-reading attacks and tests, which do not decide publication.",
+    PUBLIC_GUARANTEES[4], GUARANTEES[4]]
 PUBLIC_KEYS = ("dataset", "generator", "release_id", "rows", "guarantee", "audience", "libraries")
 PUBLIC_PRIVACY = ("epsilon_generator", "epsilon_generator_rdp", "epsilon_dataset_total", "epsilon_dataset_total_rdp",
                   "delta", "lifetime_budget", "ledger_head", "events", "run_id", "release_epsilon",
@@ -199,16 +210,24 @@ def budget_rows(privacy: dict[str, Any], generator: bool = True) -> list[list[st
     return [[q, fmt(v, 6), u] for q, v, u in rows]
 
 
-def failed_table_gates(gates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The failed gates that refuse the table (a failed importance_weights gate withholds only the weights)."""
-    return [g for g in gates if g.get("passed") is False and g.get("name") != "importance_weights"]
+def failed_table_gates(gates: list[dict[str, Any]], deciding: list[str] | None = None) -> list[dict[str, Any]]:
+    """The failed gates that refuse the table: those of `deciding` (checks.json `deciding_gates`; None: every gate),
+    never importance_weights (a failed weights gate withholds only the weight column)."""
+    return [g for g in gates if g.get("passed") is False and g.get("name") != "importance_weights"
+            and (deciding is None or g.get("name") in deciding)]
+
+
+def findings(gates: list[dict[str, Any]], deciding: list[str] | None) -> list[dict[str, Any]]:
+    """Failed gates that did not decide publication (release.non_dp_gates: advise): the steward's findings."""
+    return [] if deciding is None else [g for g in gates if g.get("passed") is False and g.get("name") not in deciding
+                                        and g.get("name") != "importance_weights"]
 
 
 def headline(summary: dict[str, Any], audience: str) -> list[str]:
     """The verdict: what was published and what was refused, one sentence each with the reason."""
-    gen, gates = summary.get("generator") or "", summary.get("gates") or []
+    gen, gates, deciding = summary.get("generator") or "", summary.get("gates") or [], summary.get("deciding_gates")
     name = generator_name(gen)
-    failed = failed_table_gates(gates)
+    failed = failed_table_gates(gates, deciding)
     if failed:
         lines = [gate_sentence(gen, g, audience) for g in failed]
     elif gates:
@@ -216,6 +235,8 @@ def headline(summary: dict[str, Any], audience: str) -> list[str]:
                  f"rows, {fmt(summary.get('guarantee'))}, ε = {fmt((summary.get('privacy') or {}).get('epsilon_generator'))}."]
     else:
         lines = []
+    lines += [f"Finding for the steward, not a release decision (release.non_dp_gates: advise): "
+              f"{gate_sentence(gen, g, audience)}" for g in findings(gates, deciding)]
     lines += [s for s in (weights_sentence(gen, summary.get("weights")),
                           verdict_sentence(gen, summary.get("utility_verdict"))) if s]
     return lines or [f"{name}: {NA} (no gate results)."]
@@ -236,22 +257,25 @@ def _common(summary: dict[str, Any], audience: str) -> dict[str, Any]:
     privacy = summary.get("privacy") or {}
     return {"s": summary, "audience": audience, "headline": headline(summary, audience),
             "released": release_rows(summary),
-            "refused": bool(failed_table_gates(summary.get("gates") or [])),
+            "refused": bool(failed_table_gates(summary.get("gates") or [], summary.get("deciding_gates"))),
             "generator_name": generator_name(summary.get("generator")),
             "method": " ".join(t for t in (METHODS.get(summary.get("generator") or ""),
                                            calibration_sentence(privacy.get("calibration"))) if t),
             "budget": budget_figure(privacy), "budget_rows": budget_rows(privacy),
             "mechanisms": sec.mechanisms_section(privacy.get("events")),
             "ledger": sec.ledger_section(privacy.get("ledger_rows")),
-            "gates": sec.gates_section(summary.get("generator"), summary.get("gates"), audience),
+            "gates": sec.gates_section(summary.get("generator"), summary.get("gates"), audience,
+                                       summary.get("deciding_gates")),
             "plots": summary.get("plots") or {}}
 
 
 def public_context(summary: dict[str, Any]) -> dict[str, Any]:
     """The public report's context: built from `public_view(summary)` alone."""
     s = public_view(summary)
+    private = s["utility_verdict"] is None and not any(g["data_dependent"] for g in s["gates"])
     return {**_common(s, "public"), "title": f"Release report: {fmt(s.get('dataset'))} / {fmt(s.get('generator'))}",
-            "banner": None, "scope": PUBLIC_SCOPE, "guarantees": PUBLIC_GUARANTEES,
+            "banner": None, "scope": PUBLIC_SCOPE_DP if private else PUBLIC_SCOPE,
+            "guarantees": PUBLIC_GUARANTEES_DP if private else PUBLIC_GUARANTEES,
             "weights": sec.weights_section(s["weights"]), "synthetic": sec.synthetic_section(s["synthetic_summary"]),
             "hashes": s["hashes"], "libraries": s.get("libraries") or {}}
 

@@ -36,21 +36,28 @@ def gate_title(name: str) -> str:
     return GATES[name].title if name in GATES else name
 
 
-def gates_section(generator: str | None, gates: list[dict] | None, audience: str) -> Section:
+def gates_section(generator: str | None, gates: list[dict] | None, audience: str,
+                  deciding: list[str] | None = None) -> Section:
     """The gates' table: human name, the name in the manifest, result and (public) whether it read real rows;
-    the steward's version adds one evidence table per gate."""
+    the steward's version adds one evidence table per gate. `deciding`: the gates that decide publication
+    (checks.json `deciding_gates`; None: all)."""
     if not gates:
         return section("Release gates", p(NA))
     failed = [g["name"] for g in gates if not g.get("passed")]
+    rule = ("The table is refused when any gate but importance_weights fails" if deciding is None else
+            f"Publication is decided by {', '.join(deciding)} (release.non_dp_gates); the other gates are findings "
+            "for the steward")
     intro = (f"All {len(gates)} gates passed." if not failed else
-             f"FAILED gates: {', '.join(map(str, failed))}. The table is refused when any gate but importance_weights "
-             "fails; a failed importance_weights gate withholds only the weight column.")
+             f"FAILED gates: {', '.join(map(str, failed))}. {rule}; a failed importance_weights gate withholds only "
+             "the weight column.")
     if audience == "public":
         rows = [[gate_title(g["name"]), g["name"], result(g["passed"]),
                  "yes: pass/fail bit only" if g.get("data_dependent", True) else "no: reads only DP outputs or the ledger"]
                 for g in gates]
-        return section("Release gates", p(intro + " A data-dependent gate read real rows outside the DP mechanism: "
-                                          "only its pass/fail bit is published, declared in the manifest."),
+        tail = (" A data-dependent gate read real rows outside the DP mechanism: only its pass/fail bit is "
+                "published, declared in the manifest." if any(g.get("data_dependent", True) for g in gates) else
+                " Every bit here is public metadata or the output of a DP mechanism.")
+        return section("Release gates", p(intro + tail),
                        table(["Gate", "Name in the manifest", "Result", "Data-dependent"], rows))
     parts = [p(intro), table(["Gate", "Name in the manifest", "Result"],
                              [[gate_title(str(g.get("name"))), str(g.get("name")), result(g.get("passed"))]

@@ -62,6 +62,11 @@ GATES: dict[str, GateWords] = {
         "Attribute inference (Anonymeter)", "an attacker can infer training records' secret attributes with it",
         "inference attacks found no clear risk",
         "risk lower bound {risk_lower_bound} (threshold {threshold_risk_lower_bound})"),
+    "release_test": GateWords(
+        "DP release test", "the DP release test found more training rows near the table than its holdout share "
+        "allows", "the DP release test found no excess of training rows near the table",
+        "ε = {epsilon}; statistic {statistic} (noisy {noisy_statistic}), threshold {threshold}; training rows near "
+        "the table {near_train_rows}, holdout rows {near_holdout_rows}"),
     "utility": GateWords(
         "Utility", "the utility policy (params.yaml utility_gate) refuses tables with its utility verdict",
         "the utility policy accepts this verdict", "verdict {verdict}; policy action {action}"),
@@ -266,7 +271,8 @@ def verdict_sentence(generator: str, verdict: dict[str, Any] | None) -> str | No
     if not verdict:
         return None
     word = verdict.get("verdict")
-    action = {"refuse": " The policy refuses such tables.", "label": " The table is released with this label."}
+    action = {"refuse": " The policy refuses such tables.", "label": " The table is released with this label.",
+              "advise": " A finding for the steward: it does not decide publication (release.non_dp_gates: advise)."}
     return (f"Utility of {generator_name(generator)}: {VERDICTS.get(word, fmt(word))}."
             + action.get(verdict.get("action"), ""))
 

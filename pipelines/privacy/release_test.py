@@ -1,0 +1,104 @@
+"""The DP release test: does a synthetic table sit closer to its training rows than to fresh rows? One noisy bit.
+
+Every other gate reads real rows outside any DP mechanism, so its pass/fail bit is not private (one record can
+flip it). The publish decision is this test instead (`release.non_dp_gates: advise`, the default: the other gates
+go to the steward report only). It is the noisy-threshold test on a clipped statistic (Dwork & Roth 2014,
+§3.3 and §3.6) asked in issue 30, on the memorisation signal the copy and DCR gates look for.
+
+Statistic. With S the synthetic table (a DP output: the test is a further mechanism on (D, S), composed
+adaptively in the ledger), ρ = `evaluate.attacks.near_duplicate_distance` and the Gower distance of
+pipelines/evaluation/attacks/distance.py (schema bounds and categories only):
+
+    N_T = #{x ∈ train : min_{s ∈ S} d(x, s) ≤ ρ},   N_H = the same count over the holdout,
+    Z = a·N_T − b·N_H,   where a/(a+b) = f, the holdout fraction in lowest terms (`split_weights`).
+
+Null. The keyed split sends each record to the holdout with probability f by its keyed hash alone
+(pipelines/data/transform.py; repeated rows spread as independent rows would), so for a table that does not
+depend on which side a record fell, each of the M real rows within ρ of S adds a with probability
+1 − f = b/(a+b) and −b with probability f: E[Z] = 0 and Var[Z] = a·b·M ≤ a·b·n̂/(1 − f) (M is at most the
+whole table, n̂ the public training count). Memorising a share φ of the training rows adds ≈ a·φ·n̂.
+
+Sensitivity (add/remove one record r). S is fixed; every other row keeps its side (its keyed hash and its
+occurrence index among identical rows, copies being interchangeable), so r changes N_T by 0 or 1 (it lands in
+train) or N_H by 0 or 1 (it lands in the holdout), never both: |Z(D) − Z(D')| ≤ Δ = max(a, b). Z is an integer,
+so Z + Lap_ℤ(Δ/ε) (`discrete_laplace_mechanism`, exact) is ε-DP, and so is the bit Z + Y ≤ τ for a public τ.
+
+Threshold. τ = a·n̂·excess_max + z_c·√(a·b·n̂/(1 − f) + 2t²), t = Δ/ε, z_c = Φ⁻¹(`confidence`): a table
+whose excess share of training rows near S is at most `excess_max` passes with probability ≳ `confidence` (normal
+approximation of Z plus the discrete Laplace's variance ≤ 2t²), whatever M is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from pipelines.evaluation.attacks.distance import gower_features, nearest
+from pipelines.privacy.events import DiscreteLaplaceEvent
+from pipelines.privacy.mechanisms import discrete_laplace_mechanism
+
+QUERY = "release test: a·(train rows near S) − b·(holdout rows near S)"
+MAX_DENOMINATOR = 20  # f's rational approximation: Δ = max(a, b) < 20 (f = 0.2 gives a = 1, b = 4, Δ = 4)
+
+
+def split_weights(holdout_fraction: float) -> tuple[int, int]:
+    """(a, b) with a/(a + b) the holdout fraction f in lowest terms, denominator at most MAX_DENOMINATOR
+    (f = 0.2: (1, 4); a documented fraction such as 0.25 or 0.3 is exact)."""
+    frac = Fraction(str(holdout_fraction)).limit_denominator(MAX_DENOMINATOR)
+    if not 0 < frac < 1:
+        raise ValueError(f"the holdout fraction must be in (0, 1), got {holdout_fraction}")
+    return frac.numerator, frac.denominator - frac.numerator
+
+
+def planned_event(epsilon: float, holdout_fraction: float) -> DiscreteLaplaceEvent:
+    """The test's ledger event: discrete Laplace of scale Δ/ε on Z, Δ = max(a, b) (module docstring)."""
+    sensitivity = max(split_weights(holdout_fraction))
+    return DiscreteLaplaceEvent(scale=sensitivity / float(epsilon), sensitivity=sensitivity, query=QUERY)
+
+
+def threshold(n_public: int, holdout_fraction: float, epsilon: float, excess_max: float, confidence: float) -> float:
+    """τ of the module docstring, from public facts only."""
+    a, b = split_weights(holdout_fraction)
+    t = max(a, b) / float(epsilon)
+    spread = np.sqrt(a * b * n_public * (a + b) / b + 2 * t * t)
+    return float(a * n_public * excess_max + norm.ppf(confidence) * spread)
+
+
+def near_counts(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any],
+                radius: float) -> tuple[int, int]:
+    """(N_T, N_H): the real rows of each side whose closest synthetic row is within Gower distance `radius`
+    (every row: a row-dependent subsample would break the sensitivity bound)."""
+    pool = gower_features(synth, columns)
+    return tuple(int((nearest(gower_features(side, columns), pool)[0][:, 0] <= radius + 1e-12).sum())
+                 if len(side) else 0 for side in (train, holdout))
+
+
+@dataclass(frozen=True)
+class ReleaseTest:
+    passed: bool                 # the DP bit: the only output that may leave the steward's side
+    event: DiscreteLaplaceEvent  # recorded in the ledger
+    threshold: float
+    statistic: int               # Z, and the counts: steward-internal
+    noisy_statistic: int         # Z + Y: DP, kept internal (the bit suffices)
+    counts: tuple[int, int]
+
+    def evidence(self) -> dict[str, Any]:
+        return {"private": True, "epsilon": self.event.epsilon, "query": QUERY, "threshold": self.threshold,
+                "statistic": self.statistic, "noisy_statistic": self.noisy_statistic,
+                "near_train_rows": self.counts[0], "near_holdout_rows": self.counts[1]}
+
+
+def release_test(counts: tuple[int, int], n_public: int, holdout_fraction: float, s: dict[str, Any],
+                 rng: np.random.Generator) -> ReleaseTest:
+    """Z + Lap_ℤ(Δ/ε) ≤ τ on `counts` = `near_counts(...)` (the caller reserves `planned_event` first and records
+    the returned event); `s`: the `release` section (`test_epsilon`, `test_excess_max`, `test_confidence`)."""
+    a, b = split_weights(holdout_fraction)
+    planned = planned_event(s["test_epsilon"], holdout_fraction)
+    z = a * counts[0] - b * counts[1]
+    noisy, event = discrete_laplace_mechanism(np.array([z]), planned.sensitivity, planned.scale, rng, query=QUERY)
+    tau = threshold(n_public, holdout_fraction, s["test_epsilon"], s["test_excess_max"], s["test_confidence"])
+    return ReleaseTest(bool(noisy[0] <= tau), event, tau, int(z), int(noisy[0]), counts)

@@ -1,0 +1,91 @@
+"""The DP release test (pipelines/privacy/release_test.py): its weights, threshold, sensitivity, power and audit."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipelines.config import release_settings
+from pipelines.data.schema import Column
+from pipelines.privacy.audit import epsilon_lower_bound
+from pipelines.privacy.noise import NoiseSource
+from pipelines.privacy.release_test import near_counts, planned_event, release_test, split_weights, threshold
+
+COLUMNS = [*(Column(name=f"x{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(4)),
+           Column(name="y", kind="categorical", categories=("a", "b", "c"))]
+RADIUS = 0.01
+SETTINGS = release_settings({})
+
+
+def table(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({**{f"x{j}": rng.uniform(0, 1, n).round(4) for j in range(4)},
+                         "y": rng.choice(["a", "b", "c"], n)})
+
+
+def rng_of(i: int) -> np.random.Generator:
+    return NoiseSource(noise_seed=i).streams(private=True, seed=0).numpy("release_test")
+
+
+def test_split_weights_are_the_holdout_fraction_in_lowest_terms():
+    assert [split_weights(f) for f in (0.2, 0.25, 0.3, 0.5)] == [(1, 4), (1, 3), (3, 7), (1, 1)]
+    assert planned_event(0.1, 0.2).sensitivity == 4 and math.isclose(planned_event(0.1, 0.2).epsilon, 0.1)
+    assert planned_event(0.5, 0.3).sensitivity == 7 and math.isclose(planned_event(0.5, 0.3).scale, 14.0)
+
+
+def test_threshold_known_answer():
+    # a = 1, b = 4, t = 40: 455·0.05 + Φ⁻¹(0.99)·√(4·455·5/4 + 2·40²) = 22.75 + 2.326348·73.993
+    assert threshold(455, 0.2, 0.1, 0.05, 0.99) == pytest.approx(22.75 + 2.3263479 * math.sqrt(2275 + 3200), rel=1e-6)
+
+
+def test_one_record_moves_the_statistic_by_at_most_the_sensitivity():
+    """Add/remove one record, anywhere (a copy of a row, a row near S, a far row; train or holdout side):
+    |ΔZ| ≤ Δ = 4, and a holdout row near S reaches it (the bound is tight)."""
+    train, holdout, synth = table(200, 1), table(50, 2), pd.concat([table(150, 3), table(200, 1).head(40)])
+    a, b = split_weights(0.2)
+
+    def z(tr: pd.DataFrame, ho: pd.DataFrame) -> int:
+        n_t, n_h = near_counts(tr, ho, synth, COLUMNS, RADIUS)
+        return a * n_t - b * n_h
+
+    base, moves = z(train, holdout), []
+    for i in (0, 5, 39, 40, 199):  # rows copied into S (i < 40) and rows that are not
+        row = train.iloc[[i]]
+        moves += [z(train.drop(train.index[i]), holdout), z(pd.concat([train, row]), holdout),
+                  z(train, pd.concat([holdout, row]))]
+    for i in (0, 49):
+        moves.append(z(train, holdout.drop(holdout.index[i])))
+    assert max(abs(m - base) for m in moves) == 4
+
+
+def test_a_table_that_copies_its_training_rows_is_refused_and_a_fresh_one_passes():
+    train, holdout = table(455, 10), table(114, 11)
+    for synth, expected in ((train.sample(frac=1.0, random_state=0), False), (table(455, 12), True)):
+        counts = near_counts(train, holdout, synth, COLUMNS, RADIUS)
+        bits = [release_test(counts, 455, 0.2, SETTINGS, rng_of(i)).passed for i in range(50)]
+        assert bits == [expected] * 50, (counts, sum(bits))
+    copied = near_counts(train, holdout, train, COLUMNS, RADIUS)
+    assert copied[0] == 455 and copied[1] < 10
+
+
+@pytest.mark.slow
+def test_audit_release_test_on_its_code_path():
+    """Clopper-Pearson lower bound of ε from the noisy statistic on D and D' = D + one holdout row near S (the
+    worst case, ΔZ = −4): below the claimed ε = 1, above it with half the noise (test_epsilon 2, the same
+    claim)."""
+    train, holdout, synth = table(60, 20), table(15, 21), table(60, 22)
+    neighbour = pd.concat([holdout, synth.iloc[[0]]])
+    settings = {**SETTINGS, "test_epsilon": 1.0}
+    counts = [near_counts(train, h, synth, COLUMNS, RADIUS) for h in (holdout, neighbour)]
+    assert counts[1][1] == counts[0][1] + 1
+
+    def scores(s: dict, c: tuple[int, int], offset: int, runs: int) -> np.ndarray:
+        return np.array([release_test(c, 60, 0.2, s, rng_of(offset + i)).noisy_statistic for i in range(runs)], float)
+
+    at_claim = epsilon_lower_bound(scores(settings, counts[0], 0, 1000), scores(settings, counts[1], 10**6, 1000), 0.0)
+    half = {**settings, "test_epsilon": 2.0}
+    at_half = epsilon_lower_bound(scores(half, counts[0], 2 * 10**6, 2000), scores(half, counts[1], 3 * 10**6, 2000),
+                                  0.0)
+    assert at_claim < 1.0 < at_half, (at_claim, at_half)
