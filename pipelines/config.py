@@ -702,6 +702,11 @@ class Paths:
         """The budget stage's output: how the release ε is divided (tasks/budget.py)."""
         return self.root / "data" / "allocation" / self.dataset
 
+    def release_test(self, gen: str) -> Path:
+        """The DP release test paid for on `gen`'s table (tasks/check.py): not a DVC output, so that a re-run of
+        check@gen (DVC deletes a stage's outputs first) finds the bit already paid for instead of spending again."""
+        return self.root / "data" / "release_tests" / self.dataset / f"{gen}.json"
+
     def allocation(self, part: str) -> Path:
         """One part's allocated ε (a generator, or `weights`), what train@gen / weight@gen read; part
         ALLOCATION_SUMMARY: the whole division (the manifest's)."""

@@ -93,7 +93,8 @@ def allocation(params: dict[str, Any], root: Path,
         raise InputError(f"'privacy.release_epsilon': cannot divide the release ε {priv['release_epsilon']} across "
                          f"{[p.name for p in parts]}: {e}.", file="params.yaml",
                          fix="raise 'privacy.release_epsilon', or lower or remove the pinned 'epsilon:' of a "
-                             "generator (or of 'weights:') so that the others can share the rest.") from e
+                             "generator (or of 'weights:'), or lower 'release.test_epsilon' (pinned for each "
+                             "selected table), so that the others can share the rest.") from e
 
 
 def write_allocation(p: Paths, alloc: Allocation, chosen: Selection, stages: dict[str, list[str]],

@@ -42,7 +42,8 @@ DP_GATES = ("ledger", "release_test")  # the gates whose bits may be public (the
 def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id: str | None = None) -> GateResult:
     """The DP release test of `generator`'s table: `planned_event` reserved in the ledger (stage check@<gen>)
     before any row is read, the noisy bit, the event recorded. Run again on the same model, table, rows and
-    settings (`inputs`, a hash), it returns the bit already paid for (checks.json) instead of spending twice."""
+    settings (`inputs`, a hash), it returns the bit already paid for (`Paths.release_test`) instead of spending
+    twice."""
     p, sch, priv = common.paths(params, root), common.schema(params, root), params["privacy"]
     s, fraction = release_settings(params), float(params["dataset"]["holdout_fraction"])
     radius = attack_ranges((params.get("evaluate") or {}).get("attacks"))["near_duplicate_distance"]
@@ -53,11 +54,10 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
              "radius": radius, "holdout_fraction": fraction, "n_public": n_public}
     inputs = sha256_text(json.dumps(facts, sort_keys=True))
     led = common.ledger(params, root)
-    if p.checks(generator).exists():
-        prior = next((g for g in read_json(p.checks(generator)).get("gates", []) if g["name"] == "release_test"), None)
-        if prior and prior["evidence"].get("inputs") == inputs and set(prior["evidence"]["ledger_row_ids"]) <= {
-                r["seq"] for r in led.rows(p.dataset)}:
-            return GateResult(prior["name"], prior["passed"], {**prior["evidence"], "reused": True})
+    prior = read_json(p.release_test(generator)) if p.release_test(generator).exists() else None
+    if prior and prior["evidence"]["inputs"] == inputs and set(prior["evidence"]["ledger_row_ids"]) <= {
+            r["seq"] for r in led.rows(p.dataset)}:  # the same model, table, rows and settings, still in the ledger
+        return GateResult(prior["name"], prior["passed"], {**prior["evidence"], "reused": True})
     session = led.session(p.dataset, run_id or f"check-{uuid.uuid4().hex[:12]}", f"check@{generator}",
                           float(priv["delta"]), float(priv["lifetime_epsilon"]),
                           internal=bool(priv.get("internal_release", False)))
@@ -71,8 +71,10 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
     rng = noise.streams(private=True, seed=0).numpy("check:release_test")
     result = release_test(counts, n_public, fraction, s, rng)
     rows = session.record([result.event])
-    return GateResult("release_test", result.passed, {**result.evidence(), "inputs": inputs, "reused": False,
+    gate = GateResult("release_test", result.passed, {**result.evidence(), "inputs": inputs, "reused": False,
                                                       "ledger_row_ids": [*session.reservation.row_ids, *rows]})
+    write_json(p.release_test(generator), gate.to_dict())
+    return gate
 
 
 @task(name="check")
