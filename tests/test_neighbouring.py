@@ -233,5 +233,6 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
 
     from tasks.budget import release_parts, selection
     one = {**params, "generators": ["dpwgan"], "weights": {"generators": []}}
-    (part,), _ = release_parts(one, root, selection(one, root))
+    (part, tested), _ = release_parts(one, root, selection(one, root))  # the generator, its DP release test
+    assert tested.name == "release_test" and tested.epsilon == 0.1  # release.test_epsilon's default
     assert part.planner(1.0)[0].sample_rate == pytest.approx(64 / 300)  # the pre-flight check plans with n̂ too

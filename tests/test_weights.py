@@ -54,7 +54,7 @@ def test_plans_follow_the_closed_forms():
     assert norm.details["gamma"] == pytest.approx(event.sigma * 0.2 / 64) and norm.details["gamma"] <= 1.0
     assert 0.99 * 2.0 <= epsilon_pld([event], DELTA) <= 2.0
     mlp = estimators.plan("priv_mlp", {}, layout, 100, 100, 2.0, DELTA)
-    q, steps = 64 / 200, math.ceil(10 / (64 / 200))
+    q, steps = 64 / 200, math.ceil(3 / (64 / 200))  # the default 3 epochs
     assert (mlp.details["sample_rate"], mlp.details["steps"]) == (q, steps)
     assert epsilon_pld(mlp.events, DELTA) == pytest.approx(2.0, rel=0.01)
     assert estimators.plan("discriminator", {}, layout, 100, 100, 2.0, DELTA).events == []
