@@ -309,4 +309,5 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     assert not bundle_dir.exists()
     assert [p.name for p in bundle_dir.parent.iterdir() if p.name.startswith(".")] == []
     verified = sh(["synthrelease", "ledger", "verify"], root)
-    assert json.loads(verified.stdout)["rows"] == 2 * len(events(model))   # DP-SGD + calibration, planned and spent
+    # DP-SGD + calibration, then the DP release test (check@dpwgan), each planned and spent
+    assert json.loads(verified.stdout)["rows"] == 2 * len(events(model)) + 2
