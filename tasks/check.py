@@ -22,7 +22,7 @@ from pipelines.config import attack_ranges, release_settings, risk_thresholds, u
 from pipelines.data.encoded import EncodedTable
 from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.generators.registry import load_generator
-from pipelines.io import read_json, sha256_file, sha256_text, sha256_tree, write_json
+from pipelines.io import read_json, sha256_file, sha256_text, write_json
 from pipelines.privacy.gates import GateResult, ledger_gate
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.privacy.release_test import near_counts, planned_event, release_test
@@ -41,14 +41,15 @@ DP_GATES = ("ledger", "release_test")  # the gates whose bits may be public (the
 
 def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id: str | None = None) -> GateResult:
     """The DP release test of `generator`'s table: `planned_event` reserved in the ledger (stage check@<gen>)
-    before any row is read, the noisy bit, the event recorded. Run again on the same model, table, rows and
-    settings (`inputs`, a hash), it returns the bit already paid for (`Paths.release_test`) instead of spending
-    twice."""
+    before any row is read, the noisy bit, the event recorded. Run again on the same table, rows and settings
+    (`inputs`, a hash: what the bit is a function of, nothing run-specific such as the model's run id or ledger
+    rows), it returns the bit already paid for (`Paths.release_test`) instead of spending twice; its keyed noise
+    is bound to the same `inputs`, so two runs of one release draw one bit."""
     p, sch, priv = common.paths(params, root), common.schema(params, root), params["privacy"]
     s, fraction = release_settings(params), float(params["dataset"]["holdout_fraction"])
     radius = attack_ranges((params.get("evaluate") or {}).get("attacks"))["near_duplicate_distance"]
     n_public = len(EncodedTable(p.prepared / "train_encoded.parquet"))
-    facts = {"model": sha256_tree(p.model(generator)), "synthetic": sha256_file(p.synthetic(generator)),
+    facts = {"synthetic": sha256_file(p.synthetic(generator)),
              **{side: sha256_file(p.prepared / f"{side}.parquet") for side in ("train", "holdout")},
              "settings": {k: s[k] for k in ("test_epsilon", "test_excess_max", "test_confidence")},
              "radius": radius, "holdout_fraction": fraction, "n_public": n_public}
@@ -56,7 +57,7 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
     led = common.ledger(params, root)
     prior = read_json(p.release_test(generator)) if p.release_test(generator).exists() else None
     if prior and prior["evidence"]["inputs"] == inputs and set(prior["evidence"]["ledger_row_ids"]) <= {
-            r["seq"] for r in led.rows(p.dataset)}:  # the same model, table, rows and settings, still in the ledger
+            r["seq"] for r in led.rows(p.dataset)}:  # the same table, rows and settings, still in the ledger
         return GateResult(prior["name"], prior["passed"], {**prior["evidence"], "reused": True})
     session = led.session(p.dataset, run_id or f"check-{uuid.uuid4().hex[:12]}", f"check@{generator}",
                           float(priv["delta"]), float(priv["lifetime_epsilon"]),

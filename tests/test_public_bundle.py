@@ -134,7 +134,7 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     assert {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
             if f.is_file()} == written
 
-    # check@dpwgan again on the same model, table and rows: the bit already paid for, no new ledger row
+    # check@dpwgan again on the same table and rows: the bit already paid for, no new ledger row
     seqs = [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")]
     again = {g["name"]: g for g in check.fn(params, "dpwgan", root)["gates"]}["release_test"]
     assert again["evidence"]["reused"] and again["passed"] == {g["name"]: g for g in checks["gates"]}[
