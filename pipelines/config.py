@@ -254,9 +254,9 @@ def generator_defaults(name: str) -> tuple[dict[str, Any], Any]:
 
 @cache
 def generator_model(name: str) -> type[Section]:
-    """A generator's section: the keys of its DEFAULTS but `delta` (RETIRED), typed by them; ε parsed (absent
-    or null: allocated from privacy.release_epsilon), plus its `share` of the release ε."""
-    defaults = {k: v for k, v in generator_defaults(name)[0].items() if k != "delta"}
+    """A generator's section: the keys of its DEFAULTS, typed by them; ε parsed (absent or null: allocated from
+    privacy.release_epsilon), plus its `share` of the release ε."""
+    defaults = generator_defaults(name)[0]
     caps = tuple(k for k in defaults if k.endswith("max_steps"))   # a step cap may be off (null)
     return section_model(f"{name}_params", defaults, caps, epsilon=(PinnedEpsilon, None), share=(Share, None))
 

@@ -92,8 +92,7 @@ def check(params: dict[str, Any], generator: str, root: Path = Path("."), run_id
                          bool(priv.get("internal_release", False)), expect_head=head, head_source=head_file)]
     gates.append(release_test_gate(params, generator, root, run_id))
     model = load_generator(generator, p.model(generator))
-    if hasattr(model, "release_gates"):  # a generator's own gates (e.g. PPEM's α-LMDP tests) may read real rows (rule 6)
-        gates += model.release_gates(pd.read_parquet(p.prepared / "train_encoded.parquet").to_numpy())
+    gates += model.release_gates(EncodedTable(p.prepared / "train_encoded.parquet"))  # read only by a gate that needs it
     metrics = read_json(p.metrics(generator))
     gates += risk_gates(metrics["privacy_risk"], risk_thresholds(params.get("risk_gates")))
     gates.append(verdict.utility_gate(metrics["utility_verdict"], utility_settings(params.get("utility_gate"))))

@@ -127,7 +127,7 @@ PEARL_LAYOUT = Layout((Block("a", "continuous", 0, 1), Block("y", "binary", 1, 2
 # every owner here runs its method alone (calibration share 0): the calibration is audited by
 # tests/audit_cases_calibration.py
 PEARL_PARAMS = {"frequencies": 4, "steps": 0, "batch_size": 8, "hidden": [4, 4], "latent_dim": 2, "epsilon": 2.5,
-                "delta": DELTA, "calibration": {"share": 0.0}}
+                "calibration": {"share": 0.0}}
 PEARL_N = 50   # the public n̂; the distance case needs 2D/n̂ above the floor MIN_LENGTH_SCALE·D = 0.01
 
 
@@ -189,7 +189,7 @@ def pearl_cases() -> list[AuditCase]:
 IW_LAYOUT = Layout((Block("a", "continuous", 0, 1), Block("g", "binary", 1, 2)))
 IW_PARAMS = {"frequencies": 4, "steps": 0, "batch_size": 8, "hidden": [4], "code_dim": 2, "latent_dim": 2,
              "weights": {"rebalance": {"column": "g", "observed": [0.8, 0.2], "target": [0.5, 0.5]}},
-             "epsilon": 1.6, "delta": DELTA, "calibration": {"share": 0.0}}
+             "epsilon": 1.6, "calibration": {"share": 0.0}}
 IW_N = 50
 
 

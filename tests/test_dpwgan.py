@@ -117,7 +117,7 @@ def test_plan_non_private():
 @pytest.mark.parametrize("pre_plan", [True, False])
 def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     session = FakeSession()
-    gen = DPWGAN(MIXED, {**FAST, "epsilon": 2.0, "delta": 1e-5})
+    gen = DPWGAN(MIXED, {**FAST, "epsilon": 2.0})  # fit() without a budget: δ = STANDALONE_DELTA (1e-5)
     data = GuardedData(mixed_data(40), session)
     if pre_plan:
         planned = list(gen.plan(40, Budget(2.0, 1e-5)).events)

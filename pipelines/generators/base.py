@@ -23,6 +23,7 @@ from pipelines.generators.params.calibration import calibration_params
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
 from pipelines.marginal import calibrate
 from pipelines.privacy.events import Event
+from pipelines.privacy.gates import GateResult
 from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.privacy.plan import PrivacyPlan, plan_from_dict
 
@@ -36,6 +37,9 @@ class Budget:
     @property
     def private(self) -> bool:
         return math.isfinite(self.epsilon)
+
+
+STANDALONE_DELTA = 1e-5  # δ of fit() given no budget and no plan (library use); the pipeline plans at privacy.delta
 
 
 class BudgetSession(Protocol):
@@ -136,8 +140,8 @@ class PrivateGenerator(ABC):
     Randomness is explicit: initialisation and sampling from the public `seed` (`networks.initialise`,
     `sample`'s rng), DP noise from the `NoiseSource` passed to `fit` (OS entropy when none; params'
     `noise_seed` overrides it, for tests and audits), bound to the plan's privacy by `Streams`.
-    A generator may also define `release_gates(self, real_encoded) -> list[GateResult]`, its own gates, run
-    by check@gen after the ledger gate (they may read real training rows: say so in the evidence).
+    `release_gates(real_encoded)`: a generator's own gates (none by default), run by check@gen after the DP
+    gates (they may read real training rows: say so in the evidence).
 
     Calibration (`pipelines/marginal/calibrate.py`), on when the params' `calibration.share` > 0: `plan` gives the
     method (1 − share)·ε and the noisy marginals the rest (one composed plan); `fit` measures them after `_fit`
@@ -188,6 +192,12 @@ class PrivateGenerator(ABC):
         """The rules of the params beyond their types (ParamError naming the key): a generator's is its
         `pipelines.generators.params.<name>.check_params` where it has one (`__init_subclass__`)."""
 
+    def release_gates(self, real_encoded: Any) -> list[GateResult]:
+        """This generator's own release gates on the encoded training rows (array-like; a lazy EncodedTable is
+        read by np.asarray only by a gate that needs it): PPEM's α-LMDP tests, the support points' R̂. They read
+        real rows outside DP, so `release.non_dp_gates` decides whether they refuse."""
+        return []
+
     def build(self) -> None:
         """Create the networks or statistics from the (public) params; called once by the constructor."""
 
@@ -228,11 +238,11 @@ class PrivateGenerator(ABC):
     # -- training ----------------------------------------------------------------------------
     def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None,
             noise: NoiseSource | None = None) -> "PrivateGenerator":
-        """Plan (from `budget` and len(X) = n̂, else an earlier plan(), else params' epsilon/delta), reserve the
-        plan in the ledger before X is read, read and check X, train, record the events actually spent."""
+        """Plan (from `budget` and len(X) = n̂, else an earlier plan(), else params' epsilon at STANDALONE_DELTA),
+        reserve the plan in the ledger before X is read, read and check X, train, record the events actually spent."""
         p = self.params
         if budget is not None or self.privacy is None:
-            self.plan(len(X), budget or Budget(p["epsilon"], float(p["delta"])))
+            self.plan(len(X), budget or Budget(p["epsilon"], STANDALONE_DELTA))
         plan = self.privacy
         session.reserve(list(plan.events))
         data = self._read(X)

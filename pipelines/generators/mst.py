@@ -30,6 +30,7 @@ class MST(PrivateGenerator):
     next to <name>.json."""
 
     name = "mst"
+    phases = ()                                # no training loop: no steps or epochs
     input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
 
     def build(self) -> None:

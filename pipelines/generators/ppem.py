@@ -403,7 +403,7 @@ class PPEM(PrivateGenerator):
         x = torch.as_tensor(x_prime, dtype=torch.float32, device=self.device).detach().requires_grad_(True)
         return -torch.autograd.grad(self.energy_m(x).sum(), x)[0].detach()
 
-    def release_gates(self, real_encoded: np.ndarray) -> list[GateResult]:
+    def release_gates(self, real_encoded: Any) -> list[GateResult]:
         """The generator's own gates for `check@ppem` (`PrivateGenerator`'s docstring: run after the ledger gate)."""
         return [self.alpha_lmdp_gate(real_encoded)]
 

@@ -182,7 +182,7 @@ class SupportPoints(PrivateGenerator):
         return bandwidth_grid(lo, hi, int(self.params["bandwidth_grid"]))
 
     # -- gates -------------------------------------------------------------------------------
-    def release_gates(self, real_encoded: np.ndarray) -> list[GateResult]:
+    def release_gates(self, real_encoded: Any) -> list[GateResult]:
         """§5.5: refuse the release when the split-R̂ of the chains' energy traces exceeds `rhat_max` (no gate
         for epsilon: inf, which has no chains; the ledger gate handles non-private releases)."""
         if not self.diagnostics:

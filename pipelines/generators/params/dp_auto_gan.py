@@ -9,7 +9,6 @@ from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
     "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
-    "delta": 1e-5,                # used only when fit() gets no budget and plan() was not called
     "autoencoder_share": 0.5,     # s: the autoencoder's share of ε (split rule, dp_auto_gan's docstring)
     # phase 1: autoencoder (Algorithm 2)
     "autoencoder_epochs": 100,    # T1 = ceil(epochs / q1) DP-SGD steps ...

@@ -8,7 +8,6 @@ from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,             # target ε; "inf" trains without clipping or noise
-    "delta": 1e-5,              # used only when fit() gets no budget and plan() was not called
     "epochs": 60,               # T = ceil(epochs / q) critic (DP-SGD) steps ...
     "steps": None,              # ... unless steps (T) is given instead
     "max_steps": 10000,         # T ≤ max_steps when T comes from epochs (null: no cap): 60 epochs up to 21,333

@@ -12,7 +12,6 @@ ESTIMATORS = ("uniform", "iw", "sniw", "miw", "id")   # Table 3.1 (`pipelines.ge
 PRIVATE_ESTIMATORS = ("uniform", "iw", "sniw")        # those with a one-shot private release
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,                 # finite: one private embedding release; "inf": NON-PRIVATE MMD-GAN
-    "delta": 1e-5,                  # used only when fit() gets no budget
     "estimator": "sniw",            # uniform | iw | sniw | miw | id (Table 3.1); private: uniform, iw, sniw
     "weights": None,                # null (w ≡ 1) | {rebalance: {...}} | {regressor: {file}} (iw_weights.py)
     "w_max": None,                  # clip weights to [0, w_max]; null: the weight function's own public bound

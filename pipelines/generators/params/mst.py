@@ -9,12 +9,9 @@ from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,        # target ε; "inf" measures exact marginals (non-private)
-    "delta": 1e-5,         # used only when fit() gets no budget and plan() was not called
     "n_bins": 32,          # equal-width bins per numeric column without public edges (over the schema bounds)
     "bins": {},            # {column: [edges in schema units]}: public edges, over the schema's own `bins`
     "iters": 2000,         # mirror-descent iterations of the final estimation
-    "steps": None,         # unused (contract: merge_params reads steps/epochs)
-    "epochs": None,
     **shared_defaults(0.0, encoding=False),  # seed, noise_seed, calibration (params/shared.py)
 }
 

@@ -9,7 +9,6 @@ from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
-    "delta": 1e-5,                # used only when fit() gets no budget
     "frequencies": 1000,          # k
     "aux_share": 0.5,             # the mean distance's share of the budget (μ²); paper: equal
     "critic": True,               # False: the "w/o critic" ablation (uniform weights, eq. 7)

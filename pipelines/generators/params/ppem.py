@@ -8,7 +8,6 @@ from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
     "epsilon": 1.0,               # target ε (paper: 1); "inf" trains without clipping or noise
-    "delta": 1e-5,                # used only when fit() gets no budget (paper: 1/n)
     "epochs": 100,                # T = ceil(epochs / q) energy steps ...
     "steps": None,                # ... unless steps (T) is given instead
     "max_steps": 8000,            # T ≤ max_steps when T comes from epochs (null: no cap; ours, not the paper's):

@@ -9,7 +9,6 @@ from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,                  # total ε of every release below; "inf" releases the exact support points
-    "delta": 1e-5,                   # used only when fit() gets no budget
     "n_points": 20,                  # n, points per private set (§5.7.2: 5-20 % of N)
     "norm": 2.0,                     # p of the energy distance, in [1, 2]; the thesis uses 2
     "chains": 4,                     # MH chains from uniform random starts (§5.5); >= 4
