@@ -39,7 +39,7 @@ from pipelines.generators.params.dpwgan import DEFAULTS as WGAN
 from pipelines.generators.params.ppem import DEFAULTS as PPEM_DEFAULTS
 from pipelines.generators.wgan import Critic, critic_gradient
 from pipelines.privacy.dpsgd import SecureGenerator
-from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
+from pipelines.stats.ksd import linear_terms, normalized_linear_ksd
 from pipelines.privacy.noise import secure_numpy
 from pipelines.weights import relaxed_dpsgd
 from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS as WEIGHTS

@@ -47,7 +47,7 @@ from pipelines.data.transform import Encoder
 from pipelines.generators.base import Budget
 from pipelines.generators.support_points import SupportPoints, support_points
 from pipelines.privacy.bandwidth import bandwidth_grid, exponential_bandwidth, laplace_bandwidth
-from pipelines.privacy.energy import energy_distance, energy_sensitivity
+from pipelines.stats.energy import energy_distance, energy_sensitivity
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.ledger import Ledger
 

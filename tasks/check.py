@@ -23,7 +23,7 @@ from pipelines.data.encoded import EncodedTable
 from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.generators.registry import load_generator
 from pipelines.io import read_json, sha256_file, sha256_text, write_json
-from pipelines.privacy.gates import GateResult, ledger_gate
+from pipelines.gates.release import GateResult, ledger_gate
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.privacy.release_test import near_counts, planned_event, release_test
 from tasks import common, unselected

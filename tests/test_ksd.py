@@ -9,7 +9,7 @@ import torch
 from scipy.stats import chi2, kstest, norm
 from torch import Tensor, nn
 
-from pipelines.privacy.ksd import (KSDTest, ksd_bootstrap_test, ksd_u_statistic, linear_ksd,
+from pipelines.stats.ksd import (KSDTest, ksd_bootstrap_test, ksd_u_statistic, linear_ksd,
                                    linear_terms, linear_test_pvalue, median_bandwidth,
                                    normalized_linear_ksd, normalized_linear_pvalue, stein_kernel,
                                    stein_kernel_matrix)

@@ -270,7 +270,7 @@ def test_non_private_stage_is_refused_unless_the_release_is_internal(ledger):
 
 
 def test_ledger_gate_labels_and_refuses_non_private_models(ledger):
-    from pipelines.privacy.gates import ledger_gate
+    from pipelines.gates.release import ledger_gate
     private = ledger.session("adult", "run-1", "train@dpwgan", DELTA, 10.0)
     private.reserve([PureEpsilonEvent(1.0)])
     private.record([PureEpsilonEvent(1.0)])
@@ -292,7 +292,7 @@ KEY = bytes.fromhex("ab" * 32)
 
 
 def test_gate_catches_rows_deleted_up_to_the_head_a_release_recorded(ledger, ledger_path, tmp_path):
-    from pipelines.privacy.gates import ledger_gate
+    from pipelines.gates.release import ledger_gate
     from tasks.common import released_head
     _fill(ledger)
     head = ledger.head()                                  # what the release stage writes into latest.json

@@ -16,8 +16,8 @@ from pipelines.generators.ppem import PPEM, Energy, ksd_penalty, marginal_energy
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent
-from pipelines.privacy.gates import alpha_lmdp_gate
-from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
+from pipelines.gates.release import alpha_lmdp_gate
+from pipelines.stats.ksd import linear_terms, normalized_linear_ksd
 
 SMALL = {"hidden": 16, "latent_dim": 8, "steps": 12, "batch_size": 64, "gate_bootstrap": 200,
          "gate_permutations": 200, "protected": ["mean_radius", "mean_texture"], "noise_seed": 0,

@@ -20,7 +20,7 @@ from pipelines.generators.registry import load_generator, make_generator
 from pipelines.generators.support_points import SupportPoints, support_points
 from pipelines.privacy.bandwidth import (BANDWIDTH_LATTICE_STEPS, bandwidth_grid, kde_log_likelihoods,
                                          likelihood_range, mle_bandwidth)
-from pipelines.privacy.energy import EnergyChains, energy_distance, energy_sensitivity
+from pipelines.stats.energy import EnergyChains, energy_distance, energy_sensitivity
 from pipelines.privacy.energy_sampler import reflect, sample_energy_mechanism
 from pipelines.privacy.events import DiscreteLaplaceEvent, NonPrivateEvent, PureEpsilonEvent
 

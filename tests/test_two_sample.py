@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.spatial.distance import pdist
 
-from pipelines.privacy.two_sample import MMDTest, mmd_permutation_test
+from pipelines.stats.two_sample import MMDTest, mmd_permutation_test
 
 
 def mmd2_by_loops(x: np.ndarray, y: np.ndarray, ell: float) -> float:

@@ -7,7 +7,7 @@ from scipy.stats import multivariate_normal
 from sklearn.linear_model import LogisticRegression
 
 from pipelines.evaluation import weighted
-from pipelines.privacy.two_sample import mmd_permutation_test
+from pipelines.stats.two_sample import mmd_permutation_test
 from pipelines.weights.discriminator import critic_log_weights
 
 

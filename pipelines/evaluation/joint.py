@@ -20,7 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from pipelines.evaluation.marginals import capped_rows, row_sample, wasserstein1
 from pipelines.evaluation.utility import featurise
-from pipelines.privacy.two_sample import mmd_permutation_test
+from pipelines.stats.two_sample import mmd_permutation_test
 
 
 # the scorecard's detection classifier (one thread: the suite's fits run side by side)

@@ -45,7 +45,7 @@ from scipy.stats import norm, rankdata
 from scipy.stats import t as student_t
 
 from pipelines.evaluation.marginals import cell_codes
-from pipelines.privacy.gates import GateResult
+from pipelines.gates.release import GateResult
 
 SECTION = "utility_gate"
 BASELINE = ("every column drawn independently from the exact 1-way marginals of the real training rows "

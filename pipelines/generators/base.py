@@ -23,7 +23,7 @@ from pipelines.generators.params.calibration import calibration_params
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
 from pipelines.marginal import calibrate
 from pipelines.privacy.events import Event
-from pipelines.privacy.gates import GateResult
+from pipelines.gates.release import GateResult
 from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.privacy.plan import PrivacyPlan, plan_from_dict
 

@@ -9,7 +9,7 @@ Energy losses (Eq. 6, 7, margin m) with the Lipschitz penalty of §3.7 on interp
   L_γ = E_γ(x*_i|x′_i) + [m − E_γ(G_υ(z′_i|x′_i)|x′_i)]₊ + λ_L(‖∇_x* E_γ(x̂*_i|x′_i)‖ − 1)²
 and generator losses L_ω = E_ξ(G_ω(z)), L_υ = E_γ(G_υ(z′|x′)|x′) (Eq. 6, 7). Ŝ_l,n is the
 normalized linear KSD (Eq. 17) of the real batch x′ against p_ξ ∝ exp(−E_ξ), score −∇ₓE_ξ
-(`pipelines.privacy.ksd`). Algorithm 1: `energy_steps` energy updates per generator update; the
+(`pipelines.stats.ksd`). Algorithm 1: `energy_steps` energy updates per generator update; the
 generators are updated on the last energy step's batch. Algorithm 2 samples x′ = G_ω(z), x* = G_υ(z′|x′).
 
 Differential privacy (§3.6), add/remove-one neighbours, Poisson sampling at q = batch/n. One energy
@@ -67,8 +67,8 @@ from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.dpsgd import (clip_and_noise, clip_per_example, example_grads, per_example_grads,
                                      poisson_sample, sampling_schedule, summed)
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
-from pipelines.privacy.gates import GateResult, alpha_lmdp_gate
-from pipelines.privacy.ksd import linear_terms, normalized_linear_ksd
+from pipelines.gates.release import GateResult, alpha_lmdp_gate
+from pipelines.stats.ksd import linear_terms, normalized_linear_ksd
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import DPSGDPlan
 

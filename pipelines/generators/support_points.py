@@ -4,7 +4,7 @@ chapter 5; design notes and evidence: docs/support-points.md).
 Release (ε-DP, pure). A set Ỹ of n points in the encoded cube [0, 1]^d (numerics scaled by the schema's
 bounds, one-hot blocks, binaries: the whole encoded vector lies in the cube) drawn from the exponential
 mechanism with score −e(X, Ỹ), the energy distance of eq. 5.5 to the N training rows, and sensitivity
-Δ = 2d^{1/p}(2N − 1)/N² (eq. 5.10, derived for add/remove-one in `pipelines.privacy.energy`), sampled by
+Δ = 2d^{1/p}(2N − 1)/N² (eq. 5.10, derived for add/remove-one in `pipelines.stats.energy`), sampled by
 Metropolis-Hastings (eq. 5.20-5.21, `pipelines.privacy.energy_sampler`). Its density peaks at the support
 points Y* = argmin_Y e(X, Y) (eq. 5.6), so the release concentrates on Y* as ε grows (§5.7.1.3).
 Departure (docs/architecture.md): Algorithm 1 scores against the support points, −e(Ỹ, Y*), with the Δ of
@@ -43,10 +43,10 @@ import numpy as np
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.privacy.bandwidth import (bandwidth_grid, exponential_bandwidth, laplace_bandwidth,
                                          laplace_bandwidth_event, mle_bandwidth)
-from pipelines.privacy.energy import check_norm, energy_sensitivity
+from pipelines.stats.energy import check_norm, energy_sensitivity
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import Event, NonPrivateEvent, PureEpsilonEvent
-from pipelines.privacy.gates import GateResult
+from pipelines.gates.release import GateResult
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
 from pipelines.progress import report

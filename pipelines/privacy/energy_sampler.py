@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipelines.privacy.energy import EnergyChains
+from pipelines.stats.energy import EnergyChains
 from pipelines.progress import report
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 from pipelines.config import Paths, weighted_generators
 from pipelines.errors import InputError
 from pipelines.io import read_json, sha256_file
-from pipelines.privacy.gates import GateResult
+from pipelines.gates.release import GateResult
 from pipelines.selection import selected
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.stats import norm
 
 from pipelines.evaluation.attacks.anonymeter import risk_interval, wilson
-from pipelines.privacy.gates import GateResult
+from pipelines.gates.release import GateResult
 
 
 def family_z(confidence: float, tests: int) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.privacy.energy import check_norm
+from pipelines.stats.energy import check_norm
 from pipelines.generators.params.shared import shared_defaults
 
 DEFAULTS: dict[str, Any] = {

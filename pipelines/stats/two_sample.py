@@ -1,7 +1,7 @@
 """Kernel MMD two-sample permutation test (Gretton et al. 2012), as in the paper's section 5.2.1.
 
 Tests whether real and generated values of the α-LMDP-protected attributes share a distribution.
-Kernel convention as in :mod:`pipelines.privacy.ksd`: k(x, y) = exp(−‖x − y‖² / (2ℓ²)) with ℓ the
+Kernel convention as in :mod:`pipelines.stats.ksd`: k(x, y) = exp(−‖x − y‖² / (2ℓ²)) with ℓ the
 median pairwise distance of the pooled sample.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from pipelines.privacy.ksd import _as_points, _like, median_bandwidth
+from pipelines.stats.ksd import _as_points, _like, median_bandwidth
 
 _CHUNK_ELEMENTS = 1 << 22  # permutation label entries held at once
 

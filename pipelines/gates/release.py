@@ -87,8 +87,8 @@ def alpha_lmdp_gate(score: Callable[[torch.Tensor], torch.Tensor], real: np.ndar
     """
     import torch
 
-    from pipelines.privacy.ksd import ksd_bootstrap_test
-    from pipelines.privacy.two_sample import mmd_permutation_test
+    from pipelines.stats.ksd import ksd_bootstrap_test
+    from pipelines.stats.two_sample import mmd_permutation_test
 
     rng = np.random.default_rng(seed)
     if len(real) > max_rows:
