@@ -108,6 +108,7 @@ class Dataset(Section):
     source: StrictStr
     holdout_fraction: Number
     columns: ColumnMode = "strict"  # "schema": read only the schema's columns of a wider table (data/readers.py)
+    max_dropped_fraction: Number = 0.02  # validate stops when its policies drop or clip more of the rows read
     noise_seed: StrictInt | None = None  # the noisy row count's noise: internal releases only (`noise_seed_keys`)
 
 
@@ -635,6 +636,11 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     if not 0 < config.dataset.holdout_fraction < 1:
         raise fail(file, "dataset.holdout_fraction", f"must lie in (0, 1), got {config.dataset.holdout_fraction!r}: "
                    "the evaluation and the gates need real rows on both sides.", "use e.g. 0.2.")
+    if not 0 <= config.dataset.max_dropped_fraction <= 1:
+        raise fail(file, "dataset.max_dropped_fraction", f"must lie in [0, 1], got "
+                   f"{config.dataset.max_dropped_fraction!r}: the share of rows validation may drop or clip.",
+                   "use e.g. 0.02.")
+    params["dataset"]["max_dropped_fraction"] = float(config.dataset.max_dropped_fraction)
     check_noise_seeds(params, file, privacy.internal_release)
     check_ranges(params, file)
     params["privacy"]["row_count_epsilon"] = privacy.row_count_epsilon

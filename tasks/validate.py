@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 
 from pipelines.data.readers import read_source
-from pipelines.data.validation import validate_table
+from pipelines.data.validation import check_row_loss, validate_table
 from pipelines.io import write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
@@ -24,6 +24,7 @@ def validate(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     table = read_source(source, sch, params["dataset"].get("columns", "strict"))
     label = table.label
     clean, report = validate_table(table.frame, sch, label)
+    check_row_loss(report, float(params["dataset"]["max_dropped_fraction"]))  # before anything is written
     report["ignored_columns"] = list(table.ignored)  # names only, never their values
     if table.ignored:
         run_logger().warning("validate: ignored %d columns of %s that schema '%s' does not declare "
@@ -37,6 +38,7 @@ def validate(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     ignored = f"\n\nignored columns (not in the schema; values not kept): {', '.join(table.ignored)}"
     publish(f"{p.dataset}-validation", markdown=(
         f"## Validation of `{label}`\n\nrows in: {report['rows_in']}, rows out: {report['rows_out']}, "
-        f"dropped: {report['rows_dropped']}; Great Expectations success: {report['gx']['success']}"
+        f"dropped: {report['rows_dropped']}, clipped: {report['rows_clipped']}; "
+        f"Great Expectations success: {report['gx']['success']}"
         + (ignored if table.ignored else "")), table=rows)
     return report

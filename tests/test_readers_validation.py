@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.data.readers import read_table
 from pipelines.data.schema import Schema, load_schema
-from pipelines.data.validation import build_suite, conforms, validate_table
+from pipelines.data.validation import build_suite, check_row_loss, conforms, validate_table
 from pipelines.errors import InputError
 
 TOY = """\
@@ -162,7 +162,7 @@ def test_policies_clip_drop_and_report(tmp_path: Path, toy: Schema) -> None:
     clean, report = validate_table(raw, toy, label)
     assert clean.to_dict("list") == {"n": [0, 2, 10], "v": [0.5, 0.0, 1.0], "c": ["a", "?", "b"], "y": [0, 1, 0]}
     assert [str(clean[c].dtype) for c in clean] == ["int64", "float64", "str", "int64"]
-    assert (report["rows_in"], report["rows_out"], report["rows_dropped"]) == (8, 3, 5)
+    assert (report["rows_in"], report["rows_out"], report["rows_dropped"], report["rows_clipped"]) == (8, 3, 5, 3)
     assert report["source"] == label and report["schema_hash"] == toy.hash()
     cols = report["columns"]
     assert cols["n"] == {"policy": "clip", "out_of_domain": 5, "nulls": 1, "below": 1, "above": 2,
@@ -180,6 +180,40 @@ def test_policies_clip_drop_and_report(tmp_path: Path, toy: Schema) -> None:
     text = json.dumps(report)  # JSON-able, and no record values leak into the report
     assert "zzz_secret" not in text and "100" not in text
     assert conforms(clean, toy) == {"success": True, "failed": []}
+
+
+def test_losing_more_than_the_allowed_share_of_rows_stops_with_the_counts(tmp_path: Path, toy: Schema) -> None:
+    raw, label = read_table(toy_table(tmp_path), toy)
+    _, report = validate_table(raw, toy, label)
+    with pytest.raises(InputError) as err:
+        check_row_loss(report, 0.02)
+    msg = str(err.value)
+    assert "toy.csv" in msg and "would drop 5 and clip 3 of the 8 rows read (100.0%)" in msg
+    assert "dataset.max_dropped_fraction = 0.02" in msg and "Fix:" in msg
+    assert "'n' 1 below the lower bound, 2 above the upper bound, 2 not whole numbers, 1 null (clip; drop nulls)" in msg
+    assert "'v' 1 above the upper bound, 1 null (drop; drop nulls)" in msg and "'c' 1 not in the category list" in msg
+    check_row_loss(report, 1.0)                    # all 8 rows changed: allowed at 1
+    with pytest.raises(InputError, match=r"would drop 8 and clip 0 of the 8 rows read"):
+        check_row_loss({**report, "rows_out": 0, "rows_dropped": 8, "rows_clipped": 0}, 1.0)  # no row left: never
+
+
+def test_validate_stage_writes_nothing_when_nulls_would_drop_a_group(tmp_path: Path, bc_raw: pd.DataFrame) -> None:
+    """A column null exactly for one target class (structural missingness: 212 malignant of 569) would leave a
+    table of one class; the stage stops before writing, and runs once the steward accepts the loss."""
+    from test_pipeline import make_root
+    from pipelines.config import load_params
+    from tasks.validate import validate
+    source = tmp_path / "cohort.csv"
+    bc_raw.assign(mean_radius=bc_raw["mean_radius"].where(bc_raw["target"] == 1)).to_csv(source, index=False)
+    root = make_root(tmp_path, {"dataset": {"source": str(source)}})
+    with pytest.raises(InputError) as err:
+        validate.fn(load_params(root / "params.yaml"), root)
+    assert "would drop 212 and clip 0 of the 569 rows read (37.3%)" in str(err.value)
+    assert "'mean_radius' 212 null (drop nulls)" in str(err.value) and str(source) in str(err.value)
+    assert not (root / "data").exists()
+    params = load_params(root / "params.yaml")
+    params["dataset"]["max_dropped_fraction"] = 0.4
+    assert validate.fn(params, root)["rows_out"] == 357
 
 
 def test_fatal_policy_raises_with_counts_and_examples(tmp_path: Path) -> None:

@@ -137,6 +137,11 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
         columns[col.name] = {"policy": col.on_invalid, "out_of_domain": n_bad, "nulls": n_null,
                              **{k: int(m.sum()) for k, m in masks.items()},
                              "action": "; ".join(action) or "none"}
+    clipped = pd.Series(False, index=df.index)  # kept rows whose value a clip policy changes
+    for col in schema.columns:
+        if col.is_numeric and col.on_invalid == "clip":
+            clipped |= pd.concat(_violations(df[col.name], col), axis=1).any(axis=1)
+    clipped &= ~drop
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
         if col.is_numeric and col.on_invalid == "clip":
@@ -145,5 +150,32 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
         clean[col.name] = clean[col.name].astype(col.dtype)
     report = {"schema": schema.name, "schema_hash": schema.hash(), "source": label,
               "computed_from_private_data": True, "rows_in": len(df), "rows_out": len(clean),
-              "rows_dropped": int(drop.sum()), "columns": columns, "gx": gx_summary}
+              "rows_dropped": int(drop.sum()), "rows_clipped": int(clipped.sum()), "columns": columns,
+              "gx": gx_summary}
     return clean, report
+
+
+def check_row_loss(report: dict[str, Any], max_fraction: float, key: str = "dataset.max_dropped_fraction") -> None:
+    """Stop (InputError naming the source, each column's counts and the fix) when validation left no row, or
+    dropped or clipped more than `max_fraction` of the rows read: the rows a policy drops are rarely a random
+    sample (a null cause of death marks the patients alive), so a release on the rest would misdescribe the
+    table. Called before anything is written."""
+    rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report.get("rows_clipped", 0)
+    changed = dropped + clipped
+    if report["rows_out"] and changed <= max_fraction * rows_in:
+        return
+    causes = "; ".join(
+        f"'{c}' " + ", ".join([f"{r[k]} {_REASONS[k]}" for k in ("below", "above", "non_integer", "unknown")
+                               if r.get(k)] + ([f"{r['nulls']} null"] if r["nulls"] else [])) + f" ({r['action']})"
+        for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"])
+    share = changed / rows_in if rows_in else 1.0
+    raise InputError(
+        f"validation would drop {dropped} and clip {clipped} of the {rows_in} rows read ({share:.1%}), "
+        + ("leaving no row" if not report["rows_out"] else f"more than {key} = {max_fraction:g} allows")
+        + f" (by column: {causes}). The rows a policy drops are rarely a random "
+        "sample (nulls often mark a group, e.g. patients alive at last contact), so a release of the rest would "
+        "misdescribe the table; nothing was written.",
+        file=report["source"],
+        fix="give those columns their documented domain in the schema (bounds, every category, a category for "
+            "a documented 'unknown' code), correct the source table, or, once you have checked that losing these "
+            f"rows does not bias the table, raise {key} (the steward report lists the counts).")

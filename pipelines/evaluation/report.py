@@ -309,7 +309,8 @@ def steward_context(summary: dict[str, Any]) -> dict[str, Any]:
             "title": f"Steward report: {fmt(summary.get('dataset'))} / {fmt(summary.get('generator'))}",
             "banner": INTERNAL, "notice": notice(summary), "guarantees": GUARANTEES,
             "weights": sec.weights_section(summary.get("weights")),
-            "evaluation": [*_evaluation(summary), *sec.validation_section(summary.get("validation")),
+            # validate's row counts first: what the release was trained on, before how good it is
+            "evaluation": [*sec.validation_section(summary.get("validation")), *_evaluation(summary),
                            *sec.weights_analysis_section(summary.get("weights_analysis"))],
             "hashes": {k: v for k, v in (summary.get("hashes") or {}).items() if isinstance(v, str)}}
 

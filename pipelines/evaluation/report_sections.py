@@ -313,7 +313,8 @@ def utility_section(utility: dict | None) -> Section:
                           for name, m in (utility.get("models") or {}).items()]))
 
 
-VALIDATION = {"rows_in": "Rows read", "rows_out": "Rows kept", "rows_dropped": "Rows dropped"}
+VALIDATION = {"rows_in": "Rows read", "rows_out": "Rows kept", "rows_dropped": "Rows dropped",
+              "rows_clipped": "Rows kept with a value clipped to its bounds"}
 
 
 def validation_section(validation: dict | None) -> list[Section]:
