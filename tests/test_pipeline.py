@@ -98,7 +98,7 @@ def env() -> dict[str, str]:
 
 def sh(cmd: list[str], cwd: Path, check: bool = True, extra_env: dict | None = None) -> subprocess.CompletedProcess:
     r = subprocess.run(cmd, cwd=cwd, env={**env(), **(extra_env or {})}, capture_output=True, text=True,
-                       timeout=900)
+                       timeout=1800)  # a hang guard: the 8-generator repro takes ~10 min on 2 busy cores
     if check and r.returncode != 0:
         raise AssertionError(f"{cmd} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     return r
