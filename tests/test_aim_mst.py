@@ -106,6 +106,7 @@ def test_zcdp_conversion_round_trips():
     assert abs(zcdp_epsilon(rho, DELTA) - 1.0) < 1e-6 and 0.015 < rho < 0.04
 
 
+@pytest.mark.slow
 def test_aim_loop_stays_inside_its_zcdp_filter_and_records_the_plan():
     X = toy_rows(3000)
     disc = Discretizer(LAYOUT, 8)
@@ -144,6 +145,7 @@ def test_zcdp_filter_admits_up_to_its_budget_and_refuses_beyond():
         ZCDPFilter(1.0).spend(-0.1)
 
 
+@pytest.mark.slow
 def test_aim_round_that_would_overspend_the_filter_is_refused_before_it_runs(monkeypatch):
     # a loop whose last round would measure with less noise than the rest of the filter allows must stop there
     disc = Discretizer(LAYOUT, 4)

@@ -41,6 +41,7 @@ def within(eps: float, target: float) -> bool:
 
 
 @pytest.mark.parametrize("release", [0.5, 1.0, 4.0])
+@pytest.mark.slow
 def test_composed_epsilon_is_the_release_epsilon_for_mixed_event_kinds(release):
     alloc = allocate(MIXED, release, DELTA)
     assert within(epsilon_pld(alloc.events, DELTA), release)        # recomputed from the plans' events

@@ -180,6 +180,7 @@ def binned(name: str, encoder: Encoder, epsilon: float):
 
 @pytest.mark.parametrize("epsilon", [math.inf, 1.0])
 @pytest.mark.parametrize("name", BINNED)
+@pytest.mark.slow
 def test_binned_generators_fit_and_sample_exact_table_rows(name, epsilon, encoder, table, adult_schema,
                                                            tmp_path: Path):
     gen = binned(name, encoder, epsilon)
@@ -220,6 +221,7 @@ def test_plans_are_for_the_layout_the_method_trains_on(encoder):
     assert "hours_per_week.bin" in [b.column for b in ppem.layout.blocks]
 
 
+@pytest.mark.slow
 def test_ppem_gate_reads_table_rows_under_bins(encoder, table):
     gen = binned("ppem", encoder, 1.0)
     gen.fit(table, Session(), Budget(1.0, DELTA))

@@ -89,6 +89,7 @@ def test_sigma_matches_the_hand_computed_gaussian_composition():
     assert cal.method_epsilon == pytest.approx(0.8) and cal.epsilon == pytest.approx(epsilon_pld([cal.event], DELTA))
 
 
+@pytest.mark.slow
 def test_a_generator_plans_its_method_at_the_rest_and_the_total_meets_the_target():
     gen = DPWGAN(MIXED, FAST)
     plan = gen.plan(2000, Budget(1.0, DELTA))
@@ -105,6 +106,7 @@ def test_ppem_never_calibrates_its_protected_columns():
     assert gen.cliques == (("smoker",), ("region",), ("outcome",), ("smoker", "outcome"), ("region", "outcome"))
 
 
+@pytest.mark.slow
 def test_calibration_is_off_where_its_noise_would_swamp_the_marginals():
     """expected_noise_tv = mean over 1-way marginals of ½·k·σ·√(2/π)/n̂ (public facts only); above a steward's
     max_noise_tv the method gets all of ε: the plan then equals the share-0 plan at the whole budget. The default
@@ -124,6 +126,7 @@ def test_calibration_is_off_where_its_noise_would_swamp_the_marginals():
     assert DPWGAN(MIXED, FAST).plan(few, Budget(1.0, DELTA)).calibration is not None   # the default: never off
 
 
+@pytest.mark.slow
 def test_a_target_looser_than_the_smallest_searched_noise_takes_that_noise():
     method = [GaussianEvent(gaussian_sigma(1.0, DELTA, 1.0), 1.0)]
     cal = plan_calibration(method, CLIQUES, 0.2, 200.0, DELTA)
@@ -232,6 +235,7 @@ def test_a_non_private_fit_measures_exact_marginals():
     assert all(np.array_equal(a, b) for a, b in zip(gen.noisy_marginals.counts, exact.counts))
 
 
+@pytest.mark.slow
 def test_share_zero_turns_calibration_off_and_marginal_generators_default_to_off():
     gen = DPWGAN(MIXED, {**FAST, "calibration": {"share": 0}})
     assert gen.plan(2000, Budget(1.0, DELTA)).calibration is None
@@ -271,6 +275,7 @@ def test_weighted_sigma_is_w_max_times_the_counts_sigma_and_the_total_meets_the_
         plan_calibration([], CLIQUES, 0.2, 1.0, DELTA, math.inf)
 
 
+@pytest.mark.slow
 def test_iw_mmd_gan_plans_weighted_marginals_at_its_public_bound():
     gen = iw_mmd_gan(weights=REBALANCE)
     plan = gen.plan(2000, Budget(1.0, DELTA))
@@ -369,6 +374,7 @@ def test_manifest_summary_and_public_report_say_what_was_calibrated(fitted):
 # -- audit ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("case", AUDIT_CASES, ids=[c.config for c in AUDIT_CASES])
+@pytest.mark.slow
 def test_audit_the_calibration_measurement_on_neighbouring_tables(case):
     """Clopper-Pearson lower bound on ε (pipelines/privacy/audit.py) from the real measurement code on D and
     D' = D + canary (counts; importance-weighted with a canary of the largest weight): below the claim at the

@@ -33,6 +33,7 @@ def test_identical_tables_give_tstr_equal_to_trtr(split):
         assert result["average"]["tstr"][m] == pytest.approx(np.mean([r["tstr"][m] for r in result["models"].values()]))
 
 
+@pytest.mark.slow
 def test_flipped_labels_mirror_the_roc(split):
     """Synthetic = real with the two target categories swapped: each classifier learns the mirror
     image, so its test ROC is 1 − the train-on-real ROC (for the score and for hard labels)."""

@@ -58,6 +58,7 @@ def test_is_a_registered_generator_with_checked_params():
 PLAN = {"autoencoder_epochs": 5, "epochs": 3, "calibration": {"share": 0.0}}
 
 
+@pytest.mark.slow
 def test_plan_has_one_event_per_phase_split_by_the_share_and_meets_the_target():
     n, budget = 1000, Budget(2.0, DELTA)
     plan = DPAutoGAN(MIXED, {**PLAN, "autoencoder_share": 0.3}).plan(n, budget)
@@ -121,6 +122,7 @@ def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     assert all(isinstance(e, PoissonGaussianEvent) for e in planned)
 
 
+@pytest.mark.slow
 def test_fit_keeps_the_public_count_when_the_rows_differ():
     """Rows other than the public n̂ of the plan are trained on at the planned rates; another width is refused."""
     gen = DPAutoGAN(MIXED, FAST)
@@ -294,6 +296,7 @@ def test_generator_in_eval_mode_maps_each_latent_on_its_own():
 
 # -- training, sampling, persistence --------------------------------------------------------------
 
+@pytest.mark.slow
 def test_fit_handles_empty_poisson_batches():
     gen = fitted({"autoencoder_steps": 20, "steps": 20, "autoencoder_batch_size": 1, "batch_size": 2}, n=30)
     assert np.isfinite(gen.sample(10, 0)).all()  # q = 1/30 and 2/30: most batches are empty
@@ -301,6 +304,7 @@ def test_fit_handles_empty_poisson_batches():
         DPAutoGAN(MIXED, {"batch_size": 1})
 
 
+@pytest.mark.slow
 def test_training_noise_is_secret_by_default_and_seeded_only_on_request():
     a, b = fitted({"noise_seed": 5}), fitted({"noise_seed": 5})
     np.testing.assert_array_equal(a.sample(100, 1), b.sample(100, 1))
@@ -311,6 +315,7 @@ def test_training_noise_is_secret_by_default_and_seeded_only_on_request():
                               fitted({"noise_seed": None}).sample(100, 1))
 
 
+@pytest.mark.slow
 def test_samples_on_adult_lie_in_the_layout_and_decode_to_the_schema(adult_schema, adult_raw):
     from pipelines.data.validation import conforms
     enc = Encoder(adult_schema)

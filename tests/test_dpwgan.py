@@ -94,6 +94,7 @@ def test_is_a_registered_generator():
         DPWGAN(MIXED, {"epochs": 3, "steps": 10})
 
 
+@pytest.mark.slow
 def test_plan_is_data_independent_and_meets_the_target():
     budget = Budget(3.0, 1e-5)
     plan = DPWGAN(MIXED, {"epochs": 5, "batch_size": 64}).plan(1000, budget)
@@ -130,6 +131,7 @@ def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     assert isinstance(planned[0], PoissonGaussianEvent) and planned[0].steps == FAST["steps"]
 
 
+@pytest.mark.slow
 def test_fit_handles_empty_poisson_batches():
     gen = DPWGAN(MIXED, {**FAST, "steps": 20, "batch_size": 1})
     gen.plan(30, Budget(5.0, 1e-5))  # q = 1/30: most batches are empty

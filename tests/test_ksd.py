@@ -190,7 +190,8 @@ def test_section_5_1_null_distribution(n_sets: int) -> None:
     assert 0.015 <= type1_linear <= 0.08
 
 
-@pytest.mark.parametrize("n_sets", [500, pytest.param(10_000, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("n_sets", [500, 10_000])
 def test_section_5_1_power_rises_with_n(n_sets: int) -> None:
     g = torch.Generator().manual_seed(2)
     sizes = [32, 64, 128, 256, 512]

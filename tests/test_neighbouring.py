@@ -200,6 +200,7 @@ def test_leftover_split_seed_is_a_clear_error(tmp_path: Path) -> None:
         load_params(tmp_path / "params.yaml")
 
 
+@pytest.mark.slow
 def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_raw: pd.DataFrame,
                                                            monkeypatch) -> None:
     import tasks.evaluate as evaluate

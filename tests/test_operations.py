@@ -115,6 +115,7 @@ def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, mon
     assert (model_dir.exists() and sorted(model_dir.iterdir())) == before   # no partial model
 
 
+@pytest.mark.slow
 def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch):
     """Pre-flight: a run whose plan does not fit fails before training with spent / planned / remaining."""
     from tasks.budget import budget

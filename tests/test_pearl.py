@@ -224,6 +224,7 @@ def test_weighted_cfd_per_frequency():
     np.testing.assert_allclose(weighted_cfd(target, generated, torch.tensor([0.25, 0.75])).numpy(), [0.25, 0.25])
 
 
+@pytest.mark.slow
 def test_reweighting_never_loses_power_figure_2_reduced():
     """§4 / App. C at reduced size (n = 300, 20 trials, 100 permutations, 8 frequency draws): the
     re-weighted ("optimized") set rejects at least as often as the unoptimized one at every dimension and
@@ -278,6 +279,7 @@ def test_sample_respects_layout_and_the_released_class_proportions():
 
 
 @pytest.mark.parametrize("critic, steps", [(False, 400), (True, 1200)])
+@pytest.mark.slow
 def test_training_fits_the_marginals_without_noise(critic, steps):
     """ε = inf on MIXED (uniform, Beta(2, 5), Bernoulli, 3 categories, Bernoulli target): every column
     mean of the samples within 0.04 of the data's (measured: ≤ 0.03)."""

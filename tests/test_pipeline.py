@@ -141,6 +141,7 @@ def test_budget_refused_before_any_data_is_read(tmp_path, monkeypatch):
     assert not (root / "models").exists()
 
 
+@pytest.mark.slow
 def test_bad_source_is_a_clear_error_and_writes_nothing(tmp_path):
     root = make_root(tmp_path, {"dataset": {"source": "missing/table.csv"}})
     with pytest.raises(InputError, match=r"missing/table\.csv.*Fix:"):

@@ -243,6 +243,7 @@ def test_non_private_ppem_keeps_the_prediction_task(bc_schema, bc_raw):
     assert gen.alpha_lmdp_gate(enc.encode(train)).passed
 
 
+@pytest.mark.slow
 def test_networks_follow_the_plan_built_in_fit_not_in_plan(tmp_path):
     """Constructed for ε = inf (the paper's BatchNorm generators), planned private: plan() builds nothing,
     fit() rebuilds LayerNorm generators before training, and load() rebuilds the saved kind."""

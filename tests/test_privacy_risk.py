@@ -150,6 +150,7 @@ def test_family_wise_bound_hand_computed():
         thresholds({"confidence": 1})
 
 
+@pytest.mark.slow
 def test_family_wise_refusal_rate_at_the_thresholds():
     """A release whose true risks sit exactly at every threshold (AUC 0.6, R = 0.1) is refused by chance in at
     most ≈ α = 5 % of releases; per-test 95 % intervals (z = 1.96, i.e. confidence 1 − 7 · 0.025) refuse

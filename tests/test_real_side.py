@@ -21,6 +21,7 @@ SMALL_EVAL = {"evaluate": {"n_samples": 300, "max_rows": 200, "ot_max_rows": 150
               "utility_gate": {"bootstrap": 20, "baseline_draws": 2}}
 
 
+@pytest.mark.slow
 def test_evaluate_metrics_are_identical_with_and_without_the_real_side_cache(tmp_path, monkeypatch):
     import tasks.evaluate as evaluate
     from tasks.baseline import baseline

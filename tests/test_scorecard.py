@@ -99,6 +99,7 @@ def test_random_range_queries_come_from_the_schema():
         random_range_queries(DEPENDENT[:2], 1, 3, np.random.default_rng(0))
 
 
+@pytest.mark.slow
 def test_shuffled_columns_break_joint_metrics_and_keep_marginals_perfect():
     """Each real column permuted independently: identical 1-way marginals, no dependence left. Every joint
     metric must score it clearly worse than a fresh sample of the same distribution."""

@@ -138,6 +138,7 @@ def test_a_step_cap_shortens_the_planned_and_the_run_schedule(monkeypatch):
     ("dpwgan", 39074, (10000,)), ("dpwgan", 16000, (7500,)), ("dpwgan", 1000, (469,)),
     ("dp_auto_gan", 39074, (25000, 10000)), ("dp_auto_gan", 16000, (25000, 7500)),
     ("ppem", 39074, (6400, 1600)), ("ppem", 1000, (626, 156))])
+@pytest.mark.slow
 def test_default_step_caps_bind_only_on_large_tables(name, n_hat, steps):
     """The defaults' caps (dpwgan 10,000; dp_auto_gan 25,000 / 10,000; PPEM 8,000 = 6,400 energy + 1,600
     generator steps) at Adult's 39,074 training rows; below them the epochs rule is unchanged (PPEM at 1,000 rows:
@@ -147,6 +148,7 @@ def test_default_step_caps_bind_only_on_large_tables(name, n_hat, steps):
     assert tuple(e.steps for e in gen.plan(n_hat, Budget(1.0, DELTA)).events) == steps
 
 
+@pytest.mark.slow
 def test_dp_auto_gan_runs_both_planned_phases_at_their_rates(monkeypatch):
     import pipelines.generators.dp_auto_gan as dp_auto_gan
     import pipelines.generators.wgan as wgan
@@ -165,6 +167,7 @@ def test_dp_auto_gan_runs_both_planned_phases_at_their_rates(monkeypatch):
     assert [e[1] for e in schedule.log if e[0] == "batch"] == ["autoencoder"] * 3 + ["critic"] * 5  # phase 1 first
 
 
+@pytest.mark.slow
 def test_ppem_runs_the_planned_energy_and_generator_steps(monkeypatch):
     """T batches; T − T_G of them privatised by two releases (ξ, γ: σ/√2 composed) and T_G, the generator
     steps, by three (ξ, γ, υ: σ/√3 composed), each release at the plan's σ over q·n."""

@@ -111,6 +111,7 @@ def test_logistic_estimators_divide_by_the_public_row_count(monkeypatch):
 
 # -- Corollaries 1-2 (unbiased) and Proposition 1 (biased), by Monte Carlo ---------------------------------
 
+@pytest.mark.slow
 def test_output_noise_is_unbiased_on_the_weight_scale():
     """Corollaries 1-2 on a lattice: with the discrete noise's own mean shift E[e^ζ] = 1, on a fine lattice (the
     continuous limit, eq. (8)'s sd) and on a coarse one, where the continuous shifts would be off by > 5 sd."""
@@ -137,6 +138,7 @@ def test_output_noise_is_unbiased_on_the_weight_scale():
     assert np.exp(rng.laplace(0, 0.4, 1_000_000)).mean() == pytest.approx(1 / (1 - 0.16), rel=0.01)
 
 
+@pytest.mark.slow
 def test_beta_noised_weights_are_biased_as_proposition_1_says():
     """E_ζ[exp(ζᵀx̃)] = Π_j 1/(1 − b² x̃_j²) > 1 for Laplace(b) coefficients (b|x̃_j| < 1); on the lattice γℤ the
     exact factor is the discrete Laplace's E[e^{γx̃_j Y}], within 0.1 % of it at γ = 2^-10."""
