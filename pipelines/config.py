@@ -533,12 +533,13 @@ def weight_settings(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def release_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The `release:` section over RELEASE_DEFAULTS (its types: the model): a positive finite `test_epsilon`,
-    `test_excess_max` in [0, 1], `test_confidence` in (0, 1)."""
+    """The `release:` section over RELEASE_DEFAULTS (its types: the model): a finite `test_epsilon` ≥ 0.001 (below
+    it the test's noise, scale ≥ 1,000 rows, decides alone), `test_excess_max` in [0, 1], `test_confidence` in
+    [0.5, 1) (a test that refuses most fresh tables is not a release test)."""
     s = {**RELEASE_DEFAULTS, **check_section("release", params.get("release"))}
-    for key, ok, rule in (("test_epsilon", 0 < s["test_epsilon"] < math.inf, "a positive finite number"),
+    for key, ok, rule in (("test_epsilon", 0.001 <= s["test_epsilon"] < math.inf, "a finite number ≥ 0.001"),
                           ("test_excess_max", 0 <= s["test_excess_max"] <= 1, "a number in [0, 1]"),
-                          ("test_confidence", 0 < s["test_confidence"] < 1, "a number in (0, 1)")):
+                          ("test_confidence", 0.5 <= s["test_confidence"] < 1, "a number in [0.5, 1)")):
         if not ok:
             raise fail(PARAMS_FILE, f"release.{key}", f"must be {rule}, got {s[key]!r}.",
                        f"set it to {RELEASE_DEFAULTS[key]}.")

@@ -9,6 +9,7 @@ import pytest
 
 from pipelines.config import release_settings
 from pipelines.data.schema import Column
+from pipelines.errors import InputError
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.noise import NoiseSource
 from pipelines.privacy.release_test import near_counts, planned_event, release_test, split_weights, threshold
@@ -42,6 +43,13 @@ def test_threshold_known_answers_at_its_two_limits():
     q = math.exp(-1 / 400)
     tau = threshold(0, 0.2, 0.01, 0.05, 0.99)
     assert q ** (math.floor(tau) + 2) / (1 + q) < 0.01 < q ** math.floor(tau) / (1 + q) and 1500 < tau < 1570
+
+
+def test_threshold_at_confidence_one_half_is_the_excess_allowance_and_settings_are_range_checked():
+    assert threshold(455, 0.2, 0.1, 0.05, 0.5) == pytest.approx(22.75, abs=1e-3)  # G + Y is symmetric: median 0
+    for key, value in (("test_epsilon", 0.0005), ("test_confidence", 0.4), ("test_excess_max", 1.5)):
+        with pytest.raises(InputError, match=rf"'release\.{key}': must be"):
+            release_settings({"release": {key: value}})
 
 
 def test_fresh_tables_are_refused_at_most_one_minus_confidence_of_the_time():

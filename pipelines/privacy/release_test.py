@@ -76,9 +76,10 @@ def threshold(n_public: int, holdout_fraction: float, epsilon: float, excess_max
     def excess_refusal(x: float) -> float:  # P(G + Y > x) − α
         return float(pmf @ norm.sf((x - k) / sigma)) - alpha
 
-    # P(G > x₁) + P(Y > x₂) ≤ α/2 + α/2 at x₁ + x₂: an upper end where the refusal is below α
-    upper = norm.isf(alpha / 2) * sigma + t * np.log(2 / alpha) + 1.0
-    return float(a * n_public * excess_max + brentq(excess_refusal, 0.0, upper, xtol=1e-6))
+    def end(tail: float) -> float:  # P(G > x₁) + P(Y > x₂) ≤ tail/2 + tail/2 at x₁ + x₂ (and by symmetry below −)
+        return norm.isf(tail / 2) * sigma + t * np.log(2 / tail) + 1.0
+
+    return float(a * n_public * excess_max + brentq(excess_refusal, -end(1 - alpha), end(alpha), xtol=1e-6))
 
 
 def near_counts(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any],
