@@ -113,6 +113,7 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
     gx_summary = _summary(_run(df, build_suite(schema)))
     df = df.reset_index(drop=True)
     drop = pd.Series(False, index=df.index)
+    clipped = pd.Series(False, index=df.index)  # rows whose value a clip policy changes (counted if kept)
     columns: dict[str, Any] = {}
     for col in schema.columns:
         s = df[col.name]
@@ -130,6 +131,8 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
                     "column) for this column in the schema.")
         if col.on_invalid == "drop":
             drop |= bad
+        elif col.on_invalid == "clip":
+            clipped |= bad
         drop |= nulls
         action = [col.on_invalid] if n_bad else []
         if n_null:
@@ -137,10 +140,6 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
         columns[col.name] = {"policy": col.on_invalid, "out_of_domain": n_bad, "nulls": n_null,
                              **{k: int(m.sum()) for k, m in masks.items()},
                              "action": "; ".join(action) or "none"}
-    clipped = pd.Series(False, index=df.index)  # kept rows whose value a clip policy changes
-    for col in schema.columns:
-        if col.is_numeric and col.on_invalid == "clip":
-            clipped |= pd.concat(_violations(df[col.name], col), axis=1).any(axis=1)
     clipped &= ~drop
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
@@ -160,7 +159,7 @@ def check_row_loss(report: dict[str, Any], max_fraction: float, key: str = "data
     dropped or clipped more than `max_fraction` of the rows read: the rows a policy drops are rarely a random
     sample (a null cause of death marks the patients alive), so a release on the rest would misdescribe the
     table. Called before anything is written."""
-    rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report.get("rows_clipped", 0)
+    rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report["rows_clipped"]
     changed = dropped + clipped
     if report["rows_out"] and changed <= max_fraction * rows_in:
         return
