@@ -183,10 +183,12 @@ UTILITY_GATE_DEFAULTS: dict[str, Any] = {
     "bootstrap": 200,       # resamples of the 2-way TV difference's standard error
     "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the task's noise floor
 # `release:` (pipelines/selection.py): which of `generators` one release run trains and publishes
-SELECT_MODES = ("auto", "all")
+SELECT_MODES = ("auto", "all", "private")
+SELECTION = "private_selection"  # the meta-generator `select: private` trains (pipelines/generators/private_selection.py)
 NON_DP_GATE_POLICIES = ("advise", "refuse")
 RELEASE_DEFAULTS: dict[str, Any] = {
-    "select": "auto",       # auto: the public rule picks ONE generator, which gets the whole release ε; all: every one
+    "select": "auto",       # auto: the public rule picks ONE generator, which gets the whole release ε; all: every one;
+                            # private: the DP selection among the others (the private_selection generator)
     "test_epsilon": 0.1,    # the DP release test of each published table (pipelines/privacy/release_test.py), pinned
     "test_excess_max": 0.05,  # share of training rows near the table, beyond the holdout's, that it tolerates
     "test_confidence": 0.99,  # a table within test_excess_max passes with at least this probability
@@ -352,6 +354,17 @@ def allocated_section(section: dict[str, Any], epsilon: float) -> dict[str, Any]
     """A generator's section as its class takes it: ε set to the allocated (or pinned) value, `share` dropped
     (the share is the allocation's, pipelines/privacy/allocation.py)."""
     return {**{k: v for k, v in section.items() if k != "share"}, "epsilon": float(epsilon)}
+
+
+def generator_params(params: dict[str, Any], name: str, epsilon: float) -> dict[str, Any]:
+    """Generator `name`'s section as its class takes it at `epsilon` (`allocated_section`); the private
+    selection's with its candidates (null: every other configured generator) and their own sections."""
+    section = allocated_section(params.get(name) or {}, epsilon)
+    if name == SELECTION:
+        candidates = section.get("candidates") or [g for g in params["generators"] if g != SELECTION]
+        section = {**section, "candidates": list(candidates),
+                   "sections": {g: params.get(g) or {} for g in candidates}}
+    return section
 
 
 def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilon: float = 1.0) -> dict[str, Any]:

@@ -98,9 +98,12 @@ def fingerprint(roots: list[str], root: Path = ROOT) -> dict:
 def stage_roots() -> dict[str, list[str]]:
     """The roots of every budget-spending part: train@<generator> (the task, the generator's module and its
     params module, which the registry imports by name), weight@<generator> and prepare."""
+    from pipelines.config import SELECTION
     from pipelines.generators.registry import CLASSES, params_module
     parts = {f"train-{name}": ["tasks.train", spec.partition(":")[0], params_module(name)]
              for name, spec in CLASSES.items()}
+    # the private selection trains its candidates through the registry's by-name imports: all of them are its code
+    parts[f"train-{SELECTION}"] += [spec.partition(":")[0] for spec in CLASSES.values()]
     return {**parts, "weight": ["tasks.weight"], "prepare": ["tasks.prepare"]}
 
 

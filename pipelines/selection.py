@@ -6,6 +6,11 @@
   before any row is read, and `dvc repro` and the Prefect flow make the same one (both call `select`).
 - `all`: every configured generator is trained and published, the release ε divided across them
   (params/compare.yaml: for comparing methods, not for a release an analyst uses).
+- `private`: differentially private selection among the configured generators (Liu & Talwar 2019; Papernot &
+  Steinke 2022): the `private_selection` generator, which must be listed in `generators:` (DVC creates its stages
+  from that list), trains a secret random number of candidates, scores each with a DP quality score and publishes
+  the best, with the whole release ε (pipelines/generators/private_selection.py). The other generators are its
+  candidates (or its section's `candidates:`); their own stages train nothing (params/private.yaml).
 
 The rule is the order PREFERENCE: the first candidate in it wins. The order is what was measured, on tables the
 project did not tune on, by scoring each published table (train on synthetic, test on real, AUROC of LR / RF /
@@ -26,10 +31,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipelines.config import Paths, release_settings
+from pipelines.config import PARAMS_FILE, SELECTION, Paths, release_settings
+from pipelines.errors import InputError
 from pipelines.io import read_json
 
-PREFERENCE = ("aim", "mst", "pearl", "dpwgan", "dp_auto_gan", "ppem", "iw_mmd_gan", "support_points")
+PREFERENCE = ("aim", "mst", "pearl", "dpwgan", "dp_auto_gan", "ppem", "iw_mmd_gan", "support_points", SELECTION)
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,15 @@ def select(params: dict[str, Any], n_rows: int) -> Selection:
     if mode == "all":
         return Selection(mode, candidates, candidates, "release.select: all: every configured generator, the "
                          "release ε divided across them", facts)
+    if mode == "private":
+        if SELECTION not in candidates:
+            raise InputError(f"'release.select': private trains the generator '{SELECTION}', which is not in "
+                             f"'generators' ({', '.join(candidates)}).", file=PARAMS_FILE,
+                             fix=f"add {SELECTION} to 'generators' (its candidates: the others there, or its "
+                                 "section's 'candidates'), as params/private.yaml does.")
+        return Selection(mode, candidates, (SELECTION,), "release.select: private: the private selection "
+                         "(Papernot & Steinke 2022) chooses among its candidates under differential privacy, with "
+                         "the whole release ε (less the importance weights' share)", facts)
     chosen = min(candidates, key=PREFERENCE.index)  # every registered generator is ranked (tests/test_selection.py)
     reason = (f"release.select: auto: {chosen} is the first of the configured generators in the public rule's "
               f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε (less the "

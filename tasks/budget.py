@@ -19,7 +19,7 @@ from typing import Any
 
 from prefect import task
 
-from pipelines.config import (ALLOCATION_SUMMARY, Paths, allocated_section, release_settings, weight_settings,
+from pipelines.config import (ALLOCATION_SUMMARY, SELECTION, Paths, generator_params, release_settings, weight_settings,
                               weighted_generators)
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
@@ -53,8 +53,7 @@ def release_parts(params: dict[str, Any], root: Path,
     n_rows = len(EncodedTable(p.prepared / "train_encoded.parquet"))
 
     def generator_planner(name: str):
-        section = params[name]
-        return lambda eps: make_generator(name, layout, allocated_section(section, eps), "cpu").plan(
+        return lambda eps: make_generator(name, layout, generator_params(params, name, eps), "cpu").plan(
             n_rows, Budget(eps, delta)).events
 
     parts = [Part(g, generator_planner(g), params[g].get("epsilon"), params[g].get("share") or 1.0)
@@ -98,13 +97,15 @@ def allocation(params: dict[str, Any], root: Path,
 
 
 def write_allocation(p: Paths, alloc: Allocation, chosen: Selection, stages: dict[str, list[str]],
-                     extra: dict[str, Any]) -> None:
-    """data/allocation/<ds>/: one file per part (its own ε and what `allocated_epsilon` checks it against), one
-    per configured generator (and the weights) left out of this run (`{"selected": false}`: train@gen and
-    weight@gen then spend nothing), and the whole allocation with the selection in release.json."""
+                     extra: dict[str, Any], inputs: dict[str, dict[str, Any]] | None = None) -> None:
+    """data/allocation/<ds>/: one file per part (its own ε, what `allocated_epsilon` checks it against, and the
+    part's `inputs`: the private selection's candidates and their sections, so that its train stage re-runs when
+    one changes), one per configured generator (and the weights) left out of this run (`{"selected": false}`:
+    train@gen and weight@gen then spend nothing), and the whole allocation with the selection in release.json."""
     with atomic_dir(p.allocations) as out:
         for name, part in alloc.parts.items():
-            entry = {"part": name, "epsilon": part.epsilon, "pinned": part.pinned, "delta": alloc.delta}
+            entry = {"part": name, "epsilon": part.epsilon, "pinned": part.pinned, "delta": alloc.delta,
+                     **(inputs or {}).get(name, {})}
             if not part.pinned:  # a pinned part's file stays the same when the release ε changes: no retraining
                 entry.update(share=part.share, release_epsilon=alloc.release_epsilon)
             write_json(out / f"{name}.json", finite_json(entry))
@@ -133,8 +134,11 @@ def budget(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     rows = [{"part": name, "stages": ", ".join(stages[name]), "pinned": part.pinned,
              "epsilon_allocated": part.epsilon, "epsilon_planned": round(part.epsilon_planned, 6)}
             for name, part in alloc.parts.items()]
+    inputs = {SELECTION: {k: v for k, v in generator_params(params, SELECTION, 1.0).items()
+                          if k in ("candidates", "sections")}} if SELECTION in alloc.parts else {}
     write_allocation(p, alloc, chosen, stages, {"dataset": ds, "rows_public": len(EncodedTable(
-        p.prepared / "train_encoded.parquet")), "hashes": common.hashes(params, "budget", common.schema(params, root))})
+        p.prepared / "train_encoded.parquet")), "hashes": common.hashes(params, "budget", common.schema(params, root))},
+        inputs)
     summary = {"dataset": ds, "release_epsilon": alloc.release_epsilon, "epsilon_release": alloc.epsilon_composed,
                "epsilon_spent": spent, "epsilon_after": after, "lifetime_epsilon": lifetime,
                "epsilon_remaining_after": max(lifetime - after, 0.0), "delta": delta, "parts": rows}

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.config import PARAMS_FILE, Paths, allocated_section, epsilon_value, params_hash, weight_settings
+from pipelines.config import PARAMS_FILE, Paths, epsilon_value, generator_params, params_hash, weight_settings
 from pipelines.data.schema import Schema, load_schema
 from pipelines.errors import InputError
 from pipelines.io import read_json
@@ -123,8 +123,8 @@ def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
     for name in params["generators"]:
         section = params.get(name) or {}
         try:
-            gen = make_generator(name, layout, allocated_section(section, section.get("epsilon") or release_epsilon),
-                                 "cpu")
+            gen = make_generator(name, layout, generator_params(params, name, section.get("epsilon") or
+                                                                release_epsilon), "cpu")
             if hasattr(type(gen), "weight_fn"):  # iw_mmd_gan builds its public weight function lazily
                 gen.weight_fn
         except ValueError as e:
@@ -143,4 +143,4 @@ def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
 
 def generator_section(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
     """The generator's params.yaml section at its allocated (or pinned) ε, as its class takes it."""
-    return allocated_section(params[generator], allocated_epsilon(params, generator, root))
+    return generator_params(params, generator, allocated_epsilon(params, generator, root))

@@ -53,6 +53,8 @@ TINY: dict[str, dict[str, Any]] = {
     "mst": {"n_bins": 4, "iters": 20},
     "aim": {"n_bins": 4, "iters": 20, "max_rounds": 2, "final_iters": 20, "three_way": False, "max_model_size": 1.0},
 }
+TINY["private_selection"] = {"candidates": ["pearl", "support_points"], "mean_trials": 2,
+                             "sections": {g: TINY[g] for g in ("pearl", "support_points")}}
 
 
 class Refused(Exception):

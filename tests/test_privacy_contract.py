@@ -2,8 +2,9 @@
 estimator plans is audited on its own training / release code.
 
 Cases come from tests/audit_cases_dpsgd.py (DP-SGD steps), tests/audit_cases_release.py (one-shot
-releases), tests/audit_cases_marginal.py (MST, AIM) and tests/audit_cases_calibration.py (the DP marginal
-calibration of samples), all on the interface of tests/audit_harness.py.
+releases), tests/audit_cases_marginal.py (MST, AIM), tests/audit_cases_calibration.py (the DP marginal
+calibration of samples) and tests/audit_cases_selection.py (the private selection's score and repeat-and-select),
+all on the interface of tests/audit_harness.py.
   - coverage (fast): every registered generator and private weight estimator has plans; every planned
     event that is not a NonPrivateEvent is exercised by a case; each case's claim is the accountant's ε
     for its planned event: the event itself at T = 1 and q = 1, or one of the k releases (k = the event's
@@ -25,14 +26,15 @@ import audit_cases_calibration
 import audit_cases_dpsgd
 import audit_cases_marginal
 import audit_cases_release
+import audit_cases_selection
 from pipelines.generators.registry import GENERATORS
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, LaplaceEvent, NonPrivateEvent,
-                                      PoissonGaussianEvent, PureEpsilonEvent, ZCDPEvent)
+                                      PoissonGaussianEvent, PureEpsilonEvent, RepeatAndSelectEvent, ZCDPEvent)
 from pipelines.weights.estimators import ESTIMATORS, NON_PRIVATE
 
-MODULES = (audit_cases_dpsgd, audit_cases_release, audit_cases_marginal, audit_cases_calibration)
+MODULES = (audit_cases_dpsgd, audit_cases_release, audit_cases_marginal, audit_cases_calibration, audit_cases_selection)
 CASES = [c for m in MODULES for c in m.CASES]
 PLANS = {k: v for m in MODULES for k, v in m.PLANS.items()}
 RUNS = {1.0: 1000, 0.5: 2000}   # per data set; the half-noise check needs the power
@@ -69,6 +71,8 @@ def claims_for(event, k: int, delta: float) -> list[float]:
         return [epsilon_pld([PoissonGaussianEvent(nm * s, 1.0, 1)], delta) for s in (1.0, math.sqrt(k))]
     if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent, PureEpsilonEvent)):
         return [event.epsilon, event.epsilon / k]
+    if isinstance(event, RepeatAndSelectEvent):   # the whole selection (its trials' steps have their own cases)
+        return [epsilon_pld([event], delta)]
     if isinstance(event, ZCDPEvent):          # a ρ-zCDP budget, or one of k equal ρ/k shares of it
         return [epsilon_pld([event], delta), epsilon_pld([dataclasses.replace(event, rho=event.rho / k)], delta)]
     whole = epsilon_pld([event], delta)

@@ -16,6 +16,9 @@ Neighbouring relation: add/remove one record (privacy rule 7, docs/architecture.
   one is composed by methods that hold under adaptivity only: RDP (α·ρ per order) and the PLD of the other
   events composed with a dominating pair of the ρ-zCDP privacy profile (`epsilon_pld`'s docstring). Lists
   without one are unchanged.
+* Private selection (`RepeatAndSelectEvent`: the best of a secret, random number of trials, each a candidate
+  chosen at random): its RDP curve is Papernot & Steinke's (`selection_rdp`); the PLD composes it with the other
+  events through a dominating pair of the privacy profile that curve implies, as a ρ-zCDP budget (`epsilon_pld`).
 * Exactly sampled lattice noise (issue 28, item 4; `DiscreteGaussianEvent`, `DiscreteLaplaceEvent`): the PLD of
   the 1-D discrete mechanism with its integer shift, self-composed `count` times (connect-the-dots, pessimistic).
   Never merged with continuous Gaussians: a discrete Gaussian's hockey-stick curve is not below the continuous
@@ -42,8 +45,8 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize, special
 
 from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, Event, GaussianEvent, LaplaceEvent,
-                                      NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent, ZCDPEvent,
-                                      validate_event)
+                                      NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent, RepeatAndSelectEvent,
+                                      ZCDPEvent, validate_event)
 
 VALUE_DISCRETIZATION = 1e-4
 RDP_ORDERS = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=float)
@@ -195,6 +198,12 @@ def epsilon_pld(events: Sequence[Event], delta: float) -> float:
       pair, so the pessimistic PLD composition of all of them bounds the adaptive composition (Zhu, Dong & Wang
       2022, Thm. 10), in whatever order the runs and the other events interleave.
     The minimum of two valid bounds is valid (as above). Non-ZCDP lists never reach this branch.
+
+    Private selection. A `RepeatAndSelectEvent` is (α, ε_sel(α))-RDP at every order, both orders of a
+    neighbouring pair (`selection_rdp`), so (ε, δ_sel(ε))-DP for every ε ≥ 0 (`rdp_delta`, Prop. 12 again): its
+    hockey-stick curve lies below the lower convex hull of those points, which is the curve of an explicit pair
+    fixed in advance (`_hull_pld`, as for ρ-zCDP above). ε_hyb composes that pair with the others' by PLD (Zhu,
+    Dong & Wang 2022, Thm. 10); ε_RDP adds ε_sel(α) per order. The minimum of the two is returned.
     """
     return _epsilon_pld(events, delta, VALUE_DISCRETIZATION)
 
@@ -205,9 +214,12 @@ def _epsilon_pld(events: Sequence[Event], delta: float, interval: float) -> floa
     return _epsilon_pld_cached(tuple(events), float(delta), float(interval))
 
 
+ADAPTIVE = (ZCDPEvent, RepeatAndSelectEvent)  # events composed by RDP or a profile's dominating pair only
+
+
 @lru_cache(maxsize=4096)
 def _epsilon_pld_cached(events: tuple[Event, ...], delta: float, interval: float) -> float:
-    if any(isinstance(e, ZCDPEvent) for e in events):
+    if any(isinstance(e, ADAPTIVE) for e in events):
         return _epsilon_adaptive(events, delta, interval)
     eps = _epsilon_pld_only(events, delta, interval)
     if math.isfinite(eps) and any(isinstance(e, PureEpsilonEvent) and e.bounded_range for e in events):
@@ -242,15 +254,18 @@ def _epsilon_pld_only(events: Sequence[Event], delta: float, interval: float,
 
 
 def _epsilon_adaptive(events: Sequence[Event], delta: float, interval: float) -> float:
-    """min(ε_hyb, ε_RDP) of a list with ZCDPEvents (`epsilon_pld`'s docstring, "Adaptive budgets")."""
+    """min(ε_hyb, ε_RDP) of a list with ZCDPEvents or RepeatAndSelectEvents (`epsilon_pld`'s docstring, "Adaptive
+    budgets" and "Private selection")."""
     _check_delta(delta)
     for e in events:
         validate_event(e)
     if any(isinstance(e, NonPrivateEvent) for e in events):
         return math.inf
     rho = math.fsum(e.rho for e in events if isinstance(e, ZCDPEvent))
-    rest = [e for e in events if not isinstance(e, ZCDPEvent)]
-    hybrid = _epsilon_pld_only(rest, delta, interval, extra=[_zcdp_pld(rho, interval)])
+    rest = [e for e in events if not isinstance(e, ADAPTIVE)]
+    extra = [_zcdp_pld(rho, interval)] if rho > 0 else []
+    extra += [_selection_pld(e, interval) for e in events if isinstance(e, RepeatAndSelectEvent)]
+    hybrid = _epsilon_pld_only(rest, delta, interval, extra=extra)
     return min(hybrid, epsilon_rdp(events, delta))
 
 
@@ -277,18 +292,44 @@ def zcdp_rdp(rho: float, orders: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def _zcdp_pld(rho: float, interval: float) -> pld_lib.PrivacyLossDistribution:
-    """A pessimistic PLD of a dominating pair of every ρ-zCDP mechanism (`epsilon_pld`'s docstring, ε_hyb).
-
-    Points (t_i, δ_i), t_i = e^{ε_i} on ZCDP_PROFILE_POINTS equally spaced ε_i ∈ [0, ε_max] (δ_i = `zcdp_delta`),
-    their mirror images (1/t_i, 1 − 1/t_i + δ_i/t_i) and (0, 1): every hockey-stick curve H(t) of the mechanism
-    (convex, H(0) = 1) lies below their lower convex hull g, and beyond t_max below δ_max (H is non-increasing). g is
-    piecewise linear, so g(t) = δ_max + Σ_k q_k (t_k − t)_+ with q_k > 0 the slope increase at vertex t_k: the
-    hockey-stick curve of the pair (P, Q) with P = t_k q_k and Q = q_k at privacy loss log t_k, P = δ_max at
-    loss +∞ and Q's remaining mass at loss −∞ (Σ_k q_k = −g'(0) ≤ 1; ΣP = g(0) = 1). Losses are rounded up to
-    the grid (pessimistic, as dp_accounting's own `from_privacy_parameters`). The pair bounds both orders of a
-    neighbouring pair, so the PLD is symmetric."""
+    """A pessimistic PLD of a dominating pair of every ρ-zCDP mechanism (`epsilon_pld`'s docstring, ε_hyb): the
+    hull pair (`_hull_pld`) of (ε_i, `zcdp_delta`(ε_i)) on ZCDP_PROFILE_POINTS equally spaced ε_i ∈ [0, ε_max]."""
     eps = np.linspace(0.0, rho + 2 * math.sqrt(rho * ZCDP_PROFILE_TAIL), ZCDP_PROFILE_POINTS)
-    d = zcdp_delta(rho, eps)
+    return _hull_pld(eps, zcdp_delta(rho, eps), interval)
+
+
+def rdp_delta(rdp: np.ndarray, epsilons: np.ndarray, orders: np.ndarray = RDP_ORDERS) -> np.ndarray:
+    """δ(ε) ≥ the hockey-stick divergence H_{e^ε} of an (α, rdp(α))-RDP mechanism (both orders of a neighbouring
+    pair): the best over `orders` of Canonne, Kamath & Steinke 2020, Prop. 12,
+    δ ≤ exp((α − 1)(rdp(α) − ε) + (α − 1) log(1 − 1/α) − log α), capped at 1 (orders ≤ 1 and infinite rdp skipped)."""
+    eps = np.asarray(epsilons, dtype=float)[:, None]
+    ok = (orders > 1) & np.isfinite(rdp)
+    a, r = orders[ok][None, :], rdp[ok][None, :]
+    log_delta = (a - 1) * (r - eps) + (a - 1) * np.log1p(-1 / a) - np.log(a)
+    return np.minimum(1.0, np.exp(log_delta.min(axis=1)))
+
+
+@lru_cache(maxsize=64)
+def _selection_pld(event: RepeatAndSelectEvent, interval: float) -> pld_lib.PrivacyLossDistribution:
+    """A pessimistic PLD of a dominating pair of a private selection (`epsilon_pld`'s docstring): the hull pair of
+    (ε_i, `rdp_delta`(ε_i)) on ZCDP_PROFILE_POINTS equally spaced ε_i up to where δ < e^−ZCDP_PROFILE_TAIL."""
+    rdp = selection_rdp(event)
+    top = float(rdp_lib.compute_epsilon(RDP_ORDERS, rdp, math.exp(-ZCDP_PROFILE_TAIL))[0])
+    eps = np.linspace(0.0, top, ZCDP_PROFILE_POINTS)
+    return _hull_pld(eps, rdp_delta(rdp, eps), interval)
+
+
+def _hull_pld(eps: np.ndarray, d: np.ndarray, interval: float) -> pld_lib.PrivacyLossDistribution:
+    """The pessimistic PLD of a pair whose hockey-stick curve dominates every mechanism that is (ε_i, δ_i)-DP for
+    every i in both orders of a neighbouring pair (the last δ_i negligible: beyond it the loss counts as infinite).
+
+    Points (t_i, δ_i), t_i = e^{ε_i}, their mirror images (1/t_i, 1 − 1/t_i + δ_i/t_i) and (0, 1): every
+    hockey-stick curve H(t) of the mechanism (convex, H(0) = 1) lies below their lower convex hull g, and beyond
+    t_max below δ_max (H is non-increasing). g is piecewise linear, so g(t) = δ_max + Σ_k q_k (t_k − t)_+ with
+    q_k > 0 the slope increase at vertex t_k: the hockey-stick curve of the pair (P, Q) with P = t_k q_k and
+    Q = q_k at privacy loss log t_k, P = δ_max at loss +∞ and Q's remaining mass at loss −∞ (Σ_k q_k = −g'(0) ≤
+    1; ΣP = g(0) = 1). Losses are rounded up to the grid (pessimistic, as dp_accounting's own
+    `from_privacy_parameters`). The pair bounds both orders of a neighbouring pair, so the PLD is symmetric."""
     t = np.exp(eps)
     points = sorted({(0.0, 1.0), *zip(t.tolist(), d.tolist()), *zip((1 / t).tolist(), (1 - 1 / t + d / t).tolist())})
     hull: list[tuple[float, float]] = []
@@ -325,22 +366,32 @@ def bounded_range_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
 
 
 def epsilon_rdp(events: Sequence[Event], delta: float) -> float:
-    """ε at `delta` of composing `events` by Rényi DP, the cross-check for `epsilon_pld` (always ≥ it).
+    """ε at `delta` of composing `events` by Rényi DP (`rdp_curve`), the cross-check for `epsilon_pld` (always ≥
+    it), converted by Canonne, Kamath & Steinke 2020 (Prop. 12, dp_accounting's `compute_epsilon`)."""
+    _check_delta(delta)
+    rdp = rdp_curve(events)
+    if not np.any(np.isfinite(rdp)):
+        return math.inf
+    return float(rdp_lib.compute_epsilon(RDP_ORDERS, rdp, delta)[0])
+
+
+def rdp_curve(events: Sequence[Event]) -> np.ndarray:
+    """The RDP of composing `events` at each of RDP_ORDERS (∞ everywhere if one is non-private).
 
     DP-SGD and Gaussian events use dp_accounting's RdpAccountant (Mironov, Talwar & Zhang 2019 for
     the sampled Gaussian; α/(2σ²) for the plain one). Laplace is supported there too, with the exact
     curve of Mironov 2017 (Prop. 6 / Table II): for b = Δ₁/ε,
     D_α = ε + log(1 + (α-1)(e^{(1-2α)ε} - 1)/(2α-1)) / (α-1).
     Pure ε steps add `pure_epsilon_rdp` at the same orders, bounded-range steps `bounded_range_rdp`, ρ-zCDP
-    budgets (`ZCDPEvent`) `zcdp_rdp`. RDP composes by summing per order, also under adaptive composition.
+    budgets (`ZCDPEvent`) `zcdp_rdp`, private selections `selection_rdp`. RDP composes by summing per order, also
+    under adaptive composition (Mironov 2017, Prop. 1).
     """
-    _check_delta(delta)
     accountant = rdp_lib.RdpAccountant(orders=RDP_ORDERS)
     extra = np.zeros_like(RDP_ORDERS)
     for e in events:
         validate_event(e)
         if isinstance(e, NonPrivateEvent):
-            return math.inf
+            return np.full_like(RDP_ORDERS, np.inf)
         if isinstance(e, PoissonGaussianEvent):
             accountant.compose(dp_event.SelfComposedDpEvent(
                 dp_event.PoissonSampledDpEvent(e.sample_rate, dp_event.GaussianDpEvent(e.noise_multiplier)),
@@ -359,16 +410,35 @@ def epsilon_rdp(events: Sequence[Event], delta: float) -> float:
         elif isinstance(e, DiscreteLaplaceEvent):
             # each block is (Δ/t)-DP: min(ε, αε²/2) per order (Bun & Steinke 2016, Prop. 1.4), summed over count
             extra += e.count * pure_epsilon_rdp(e.sensitivity / e.scale, RDP_ORDERS)
+        elif isinstance(e, RepeatAndSelectEvent):
+            extra += selection_rdp(e)
         else:
             raise TypeError(f"not a privacy event: {e!r}")
-    return float(rdp_lib.compute_epsilon(RDP_ORDERS, accountant.rdp + extra, delta)[0])
+    return accountant.rdp + extra
+
+
+SELECTION_SHAPE = 1.0  # η of the truncated negative binomial law of the trial count: 1 = geometric (events.py)
+
+
+@lru_cache(maxsize=256)
+def selection_rdp(event: RepeatAndSelectEvent) -> np.ndarray:
+    """The RDP curve of a private selection (`RepeatAndSelectEvent`), at each of RDP_ORDERS.
+
+    One trial: at each order the largest RDP of the candidates' composed events (a mixture with public weights is
+    no less private than its worst component: Rényi divergence is jointly quasi-convex, van Erven & Harremoës
+    2014, Thm. 13). The selection: Papernot & Steinke 2022, Theorem 2 for the truncated negative binomial of shape
+    η = 1 (geometric) and mean μ, ε'(λ) = ε(λ) + (1 + η)(1 − 1/λ̂)ε(λ̂) − (1 + η) log γ/λ̂ + log μ/(λ − 1) with the
+    best λ̂, then made non-decreasing in λ — dp_accounting 0.6's `_compute_rdp_repeat_and_select`, used as is."""
+    trial = np.max([rdp_curve(c) for c in event.candidates], axis=0)
+    return np.asarray(rdp_lib._compute_rdp_repeat_and_select(RDP_ORDERS, trial, float(event.mean), SELECTION_SHAPE),
+                      dtype=float)
 
 
 class UnreachableTarget(ValueError):
     """Even the largest searched noise multiplier leaves ε above the target."""
 
 
-def _smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: float, start: float = 1.0,
+def smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: float, start: float = 1.0,
                          factor: float = 2.0) -> float:
     """Smallest x in [MIN, MAX]_NOISE_MULTIPLIER with eps_of(x) ≤ target, eps_of decreasing.
 
@@ -452,11 +522,11 @@ def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[flo
     def ledger_epsilon(x: float) -> float:
         return epsilon_pld(events_of(x), delta)
     try:
-        coarse = _smallest_satisfying(lambda x: _epsilon_pld(events_of(x), delta, 10 * VALUE_DISCRETIZATION),
+        coarse = smallest_satisfying(lambda x: _epsilon_pld(events_of(x), delta, 10 * VALUE_DISCRETIZATION),
                                       epsilon, rtol)
     except UnreachableTarget:   # on the coarse grid only (a too-loose target is looser still on the ledger's)
-        return _smallest_satisfying(ledger_epsilon, epsilon, rtol)
-    return _smallest_satisfying(ledger_epsilon, epsilon, rtol, start=coarse, factor=1.05)
+        return smallest_satisfying(ledger_epsilon, epsilon, rtol)
+    return smallest_satisfying(ledger_epsilon, epsilon, rtol, start=coarse, factor=1.05)
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:

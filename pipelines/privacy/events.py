@@ -134,6 +134,25 @@ class ZCDPEvent:
 
 
 @dataclass(frozen=True)
+class RepeatAndSelectEvent:
+    """Private selection from private candidates (Liu & Talwar 2019; Papernot & Steinke 2022, "Hyperparameter
+    tuning with Rényi differential privacy", ICLR): run T trials, T ~ Geometric(1/`mean`) on {1, 2, ...} drawn
+    secretly, each trial one candidate chosen uniformly at random and run (its events: `candidates[i]`, the
+    candidate's training and its DP quality score), and release only the best trial's output (neither T, nor the
+    other trials, nor their scores).
+
+    One trial is a mixture of the candidates with public weights 1/K, so its RDP at each order α is at most the
+    largest of the candidates' (Rényi divergence is jointly quasi-convex: van Erven & Harremoës 2014, Thm. 13).
+    The whole selection is then RDP by Papernot & Steinke's Theorem 2 with η = 1 (the geometric law, the truncated
+    negative binomial of shape 1), as dp_accounting 0.6 computes it (`_compute_rdp_repeat_and_select`,
+    pipelines/privacy/accountant.py). The geometric law is the one drawn exactly (`samplers.geometric_trials`: a
+    Bernoulli(1/mean) of a rational mean from uniform integers), so the accountant's T is the sampler's T."""
+    candidates: tuple[tuple["Event", ...], ...]
+    mean: float
+    kind: ClassVar[str] = "repeat_and_select"
+
+
+@dataclass(frozen=True)
 class NonPrivateEvent:
     """Data accessed without a DP guarantee (ε = ∞), e.g. a generator trained with epsilon: inf.
 
@@ -147,21 +166,27 @@ class NonPrivateEvent:
 
 
 Event = Union[PoissonGaussianEvent, GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent,
-              PureEpsilonEvent, ZCDPEvent, NonPrivateEvent]
+              PureEpsilonEvent, ZCDPEvent, RepeatAndSelectEvent, NonPrivateEvent]
 EVENT_TYPES: dict[str, type] = {t.kind: t for t in
                                  (PoissonGaussianEvent, GaussianEvent, LaplaceEvent, DiscreteGaussianEvent,
-                                  DiscreteLaplaceEvent, PureEpsilonEvent, ZCDPEvent,
+                                  DiscreteLaplaceEvent, PureEpsilonEvent, ZCDPEvent, RepeatAndSelectEvent,
                                   NonPrivateEvent)}
 
 
 def event_to_dict(event: Event) -> dict:
-    """JSON-able form: {'kind': ..., **fields}."""
+    """JSON-able form: {'kind': ..., **fields} (a selection's candidates as lists of such dicts)."""
+    if isinstance(event, RepeatAndSelectEvent):
+        return {"kind": event.kind, "candidates": [[event_to_dict(e) for e in c] for c in event.candidates],
+                "mean": event.mean}
     return {"kind": event.kind, **asdict(event)}
 
 
 def event_from_dict(d: dict) -> Event:
     d = dict(d)
     cls = EVENT_TYPES[d.pop("kind")]
+    if cls is RepeatAndSelectEvent:
+        return RepeatAndSelectEvent(tuple(tuple(event_from_dict(e) for e in c) for c in d["candidates"]),
+                                    float(d["mean"]))
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -195,5 +220,13 @@ def validate_event(event: Event) -> None:
     elif isinstance(event, ZCDPEvent):
         if not (event.rho > 0 and math.isfinite(event.rho)):
             bad = "rho must be positive and finite"
+    elif isinstance(event, RepeatAndSelectEvent):
+        if not (event.mean >= 1 and math.isfinite(event.mean)):
+            bad = "mean must be a finite number >= 1"
+        elif not event.candidates or not all(event.candidates):
+            bad = "needs at least one candidate, each with at least one event"
+        else:
+            for e in (e for c in event.candidates for e in c):
+                validate_event(e)
     if bad:
         raise ValueError(f"invalid {event.kind} event {event}: {bad}")

@@ -1,5 +1,5 @@
 """Exact samplers for published noise: Bernoulli(e^−γ), discrete Laplace, discrete Gaussian, the exponential
-mechanism, and the exact lattice rounding that puts a real-valued query on the integers they need.
+mechanism, a private selection's trial count and candidates, and the exact lattice rounding that puts a real-valued query on the integers they need.
 
 Why (issue 28, item 4). Laplace by inverse CDF, Gaussians by `numpy`, the exponential mechanism by float
 Gumbel-max: each maps a uniform float through floating-point functions, so the set of outputs that the noisy value
@@ -165,6 +165,26 @@ def _geometric_exp1(rng: np.random.Generator, n: int) -> np.ndarray:
         v[active] += leading
         active = active[leading == GEOMETRIC_BLOCK]
     return v
+
+
+def geometric_trials(rng: np.random.Generator, mean: float | Fraction) -> int:
+    """T ~ Geometric(p) on {1, 2, ...}, p = 1/`mean` (a float taken as its exact rational value, ≥ 1): the number of
+    Bernoulli(p) draws up to and including the first success, each decided exactly by a uniform integer below q
+    being below r for p = r/q (`RepeatAndSelectEvent`'s trial count: exactly the law the accountant assumes)."""
+    p = 1 / _rational(mean, "mean")
+    if p > 1:
+        raise ValueError(f"the mean number of trials must be >= 1, got {mean}")
+    if p.denominator >= _MAX_INT64_STEP:
+        raise ValueError(f"mean {mean} has too fine a rational value: use a simpler one (e.g. 3 or 2.5)")
+    t = 1
+    while int(_uniform_below(rng, p.denominator, 1)[0]) >= p.numerator:
+        t += 1
+    return t
+
+
+def uniform_index(rng: np.random.Generator, k: int) -> int:
+    """One uniform integer in [0, k), exactly (a private selection's candidate of one trial)."""
+    return int(_uniform_below(rng, int(k), 1)[0])
 
 
 # -- discrete Laplace ----------------------------------------------------------------------------------------

@@ -1,0 +1,35 @@
+"""Repeat and select (Liu & Talwar 2019; Papernot & Steinke 2022, Algorithm 1 with the geometric law): the
+mechanism a private selection runs, apart from what each trial does. Accounted as one `RepeatAndSelectEvent`
+(pipelines/privacy/events.py, accountant.py `selection_rdp`).
+
+    T ~ Geometric(1/μ) on {1, 2, ...}; for t < T: k_t ~ Uniform{0..K−1}, (s_t, y_t) = trial(t, k_t);
+    return (s_t*, k_t*, y_t*) for t* = the first t with the smallest s_t.
+
+T and every k_t are drawn exactly from `rng` (samplers.geometric_trials, samplers.uniform_index), the law the
+accountant assumes. Only the returned triple may leave the mechanism: T, the other trials and their scores stay
+inside (the guarantee is for the best trial's output alone). A trial's score s_t must itself be private (a noisy
+score charged as part of the trial's events): ties go to the earlier trial, a rule fixed in advance.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+
+from pipelines.privacy.samplers import geometric_trials, uniform_index
+
+Output = TypeVar("Output")
+
+
+def best_of_trials(rng: np.random.Generator, mean: float, n_candidates: int,
+                   trial: Callable[[int, int], tuple[int, Output]]) -> tuple[int, int, Output]:
+    """(score, candidate, output) of the best of T ~ Geometric(1/`mean`) trials, `trial(t, k)` running candidate k
+    as trial t and returning its private score (lower is better) and output (module docstring)."""
+    best: tuple[int, int, Output] | None = None
+    for t in range(geometric_trials(rng, mean)):
+        k = uniform_index(rng, n_candidates)
+        score, output = trial(t, k)
+        if best is None or score < best[0]:
+            best = (score, k, output)
+    return best

@@ -1,0 +1,205 @@
+"""release.select: private (issue 30, items 1-2): the repeat-and-select accounting against dp_accounting's, the exact
+trial-count sampler, the DP quality score (known answers, its sensitivity attained and never exceeded), the
+selection generator (its plan spends the budget, its fit records one event and keeps one winner) and the release
+path (the budget stage selects it, the candidates' own stages spend nothing). The empirical audits are in
+tests/audit_cases_selection.py (tests/test_privacy_contract.py)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
+
+from pipelines.config import load_params
+from pipelines.data.bins import Discretizer
+from pipelines.data.layout import Block, Layout
+from pipelines.errors import InputError
+from pipelines.generators.base import Budget
+from pipelines.generators.private_selection import TRIAL_RTOL, WINNER_DIR
+from pipelines.generators.registry import load_generator, make_generator
+from pipelines.marginal.score import MAX_PAIRS, marginal_error, noisy_score, score_event, workload
+from pipelines.privacy.accountant import RDP_ORDERS, epsilon_pld, epsilon_rdp
+from pipelines.privacy.events import (GaussianEvent, RepeatAndSelectEvent, event_from_dict, event_to_dict,
+                                      validate_event)
+from pipelines.privacy.repeat_select import best_of_trials
+from pipelines.privacy.samplers import geometric_trials
+from pipelines.selection import select
+from test_generator_contract import TINY, Session
+from test_pipeline import PROJECT, ledger_rows, make_root, run_stages
+
+DELTA = 1e-5
+G4, G5 = GaussianEvent(sigma=4.0, l2_sensitivity=1.0), GaussianEvent(sigma=5.0, l2_sensitivity=1.0)
+LAYOUT = Layout((Block("a", "categorical", 0, 3), Block("y", "binary", 3, 4, is_target=True)))
+
+
+# -- accounting ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sigma, mean", [(5.0, 3.0), (2.0, 1.0), (8.0, 10.0)])
+def test_one_candidate_is_dp_accountings_repeat_and_select(sigma, mean):
+    ours = RepeatAndSelectEvent(((GaussianEvent(sigma=sigma, l2_sensitivity=1.0),),), mean)
+    reference = rdp_lib.RdpAccountant(orders=RDP_ORDERS)
+    reference.compose(dp_event.RepeatAndSelectDpEvent(dp_event.GaussianDpEvent(sigma), mean, 1.0))
+    assert epsilon_rdp([ours], DELTA) == pytest.approx(reference.get_epsilon(DELTA), rel=1e-12)
+    assert epsilon_pld([ours], DELTA) <= epsilon_rdp([ours], DELTA)
+
+
+def test_a_trial_costs_its_worst_candidate_and_the_selection_more_than_one_trial():
+    both = RepeatAndSelectEvent(((G5,), (G4,)), 3.0)
+    assert epsilon_rdp([both], DELTA) == epsilon_rdp([RepeatAndSelectEvent(((G4,),), 3.0)], DELTA)
+    assert epsilon_pld([both], DELTA) > epsilon_pld([G4], DELTA)          # selection is never free
+    assert epsilon_pld([RepeatAndSelectEvent(((G4,),), 5.0)], DELTA) > epsilon_pld([both], DELTA)  # more trials cost
+    assert epsilon_pld([both, G5], DELTA) > epsilon_pld([both], DELTA)    # it composes with the other events
+
+
+def test_the_event_round_trips_and_bad_ones_are_refused():
+    event = RepeatAndSelectEvent(((G5, score_event(3, 0.1)), (G4,)), 2.5)
+    assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
+    for bad in (RepeatAndSelectEvent(((G4,),), 0.5), RepeatAndSelectEvent((), 3.0), RepeatAndSelectEvent(((),), 3.0),
+                RepeatAndSelectEvent(((GaussianEvent(sigma=-1.0, l2_sensitivity=1.0),),), 3.0)):
+        with pytest.raises(ValueError):
+            validate_event(bad)
+
+
+# -- the trial count and the selection loop ------------------------------------------------------------------------
+@pytest.mark.parametrize("mean", [1.0, 3.0, 2.5])
+def test_the_trial_count_is_geometric_with_the_planned_mean(mean):
+    rng = np.random.default_rng(0)
+    t = np.array([geometric_trials(rng, mean) for _ in range(20_000)])
+    # mean ± 6 standard errors (sd √(1 − p)/p); an off-by-one (T from 0, or one more) misses by ≥ 1
+    assert t.min() == 1 and abs(t.mean() - mean) < 6 * math.sqrt(mean * (mean - 1) / 20_000) + 1e-9
+    assert abs(np.mean(t == 1) - 1 / mean) < 0.02
+    with pytest.raises(ValueError):
+        geometric_trials(rng, 0.5)
+
+
+def test_the_lowest_score_wins_ties_go_to_the_earlier_trial_and_every_trial_runs():
+    calls = []
+
+    def trial(t, k):
+        calls.append((t, k))
+        return [5, 3, 3, 7, 3, 9][t % 6], (t, k)
+    rng = np.random.default_rng(4)
+    score, k, output = best_of_trials(rng, 6.0, 3, trial)
+    expected_t = geometric_trials(np.random.default_rng(4), 6.0)
+    assert [t for t, _ in calls] == list(range(len(calls))) and len(calls) == expected_t
+    best_t = min(range(len(calls)), key=lambda t: ([5, 3, 3, 7, 3, 9][t % 6], t))
+    assert (score, output) == ([5, 3, 3, 7, 3, 9][best_t % 6], calls[best_t]) and k == calls[best_t][1]
+
+
+# -- the DP quality score ------------------------------------------------------------------------------------------
+def rows(cells):
+    """Encoded rows of LAYOUT from (a, y) pairs."""
+    return np.array([[*np.eye(3)[a], y] for a, y in cells], dtype=np.float32)
+
+
+def test_the_workload_is_the_target_pairs_or_every_pair_capped():
+    assert workload(LAYOUT) == (("a",), ("y",), ("a", "y"))
+    wide = Layout(tuple(Block(f"c{i}", "binary", i, i + 1) for i in range(16)))   # no target: 120 pairs
+    w = workload(wide)
+    assert len(w) == 16 + MAX_PAIRS and w[16] == ("c0", "c1") and all(len(q) == 2 for q in w[16:])
+
+
+def test_marginal_error_known_answer():
+    d = Discretizer(LAYOUT, 10)
+    real, synthetic = rows([(0, 0), (0, 1), (1, 1)]), rows([(2, 1), (2, 1), (2, 1)])
+    # a: |2−0|+|1−0|+|0−3| = 6; y: |1−0|+|2−3| = 2; (a, y): three real cells of 1 and one synthetic cell of 3: 6
+    assert marginal_error(d, workload(LAYOUT), real, synthetic) == 14
+    value, event = noisy_score(d, workload(LAYOUT), real, synthetic, 100.0, np.random.default_rng(0))
+    assert value == 14 and event.sensitivity == 3 and event.epsilon == pytest.approx(100.0)
+
+
+def test_one_record_moves_the_score_by_at_most_the_workload_size_which_is_attained():
+    d, w = Discretizer(LAYOUT, 10), workload(LAYOUT)
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        real = rows(zip(rng.integers(0, 3, 20), rng.integers(0, 2, 20)))
+        synthetic = rows(zip(rng.integers(0, 3, 20), rng.integers(0, 2, 20)))
+        extra = rows([(int(rng.integers(0, 3)), int(rng.integers(0, 2)))])
+        base = marginal_error(d, w, real, synthetic)
+        assert abs(marginal_error(d, w, np.vstack([real, extra]), synthetic) - base) <= len(w)
+        assert abs(marginal_error(d, w, real[1:], synthetic) - base) <= len(w)
+    real, synthetic = rows([(1, 1)] * 5), rows([(2, 1)] * 5)   # the canary's cells are empty in S: + |W|
+    assert marginal_error(d, w, np.vstack([real, rows([(0, 0)])]), synthetic) == marginal_error(d, w, real, synthetic) + 3
+
+
+# -- the selection generator ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bc(bc_schema, bc_raw):
+    from pipelines.data.transform import Encoder
+    encoder = Encoder(bc_schema)
+    picked = np.random.default_rng(0).choice(len(bc_raw), 160, replace=False)
+    return encoder.layout, encoder.encode(bc_raw.iloc[np.sort(picked)].reset_index(drop=True))
+
+
+def test_the_plan_spends_the_budget_on_one_selection_event(bc):
+    layout, _ = bc
+    gen = make_generator("private_selection", layout, TINY["private_selection"], "cpu")
+    plan = gen.plan(160, Budget(1.0, DELTA))
+    (event,) = plan.events
+    assert isinstance(event, RepeatAndSelectEvent) and event.mean == 2.0 and len(event.candidates) == 2
+    spent = epsilon_rdp([event], DELTA)
+    assert (1 - 2 * TRIAL_RTOL) <= spent <= 1.0 and epsilon_pld([event], DELTA) <= spent
+    assert 0.2 < plan.trial_epsilon < 1.0 and event.candidates[0][-1] == score_event(
+        len(workload(layout)), 0.1 * plan.trial_epsilon)
+
+
+def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_path):
+    layout, X = bc
+    gen = make_generator("private_selection", layout, {**TINY["private_selection"], "noise_seed": 3}, "cpu")
+    session = Session()
+    gen.fit(X, session, Budget(1.0, DELTA))
+    assert session.reserved == session.recorded == list(gen.privacy.events)
+    assert gen.winner_name in ("pearl", "support_points") and gen.winner.name == gen.winner_name
+    gen.save(tmp_path)
+    assert (tmp_path / WINNER_DIR).is_dir()
+    again = load_generator("private_selection", tmp_path)
+    assert again.winner_name == gen.winner_name
+    np.testing.assert_array_equal(again.sample(32, 5), gen.sample(32, 5))
+    np.testing.assert_array_equal(gen.sample(32, 5), gen.winner.sample(32, 5))
+
+
+@pytest.mark.parametrize("key, value", [("candidates", ["private_selection"]), ("candidates", ["gan"]),
+                                        ("mean_trials", 0.5), ("score_share", 1.0), ("score_bins", 1)])
+def test_bad_selection_params_are_refused_with_their_key(tmp_path, key, value):
+    params = yaml.safe_load((PROJECT / "params" / "private.yaml").read_text())
+    params["private_selection"][key] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(InputError, match=rf"'private_selection\.{key}'.*Fix:"):
+        load_params(tmp_path / "params.yaml")
+
+
+# -- the release path ----------------------------------------------------------------------------------------------
+def test_private_mode_selects_the_selection_generator_or_says_how_to_add_it():
+    params = {"generators": ["aim", "mst", "private_selection"], "privacy": {"release_epsilon": 1.0},
+              "release": {"select": "private"}}
+    assert select(params, 455).selected == ("private_selection",)
+    with pytest.raises(InputError, match=r"'release\.select'.*private_selection.*Fix: add private_selection"):
+        select({**params, "generators": ["aim", "mst"]}, 455)
+    bundled = load_params(PROJECT / "params" / "private.yaml")
+    assert bundled["release"]["select"] == "private" and select(bundled, 455).selected == ("private_selection",)
+    assert select({**params, "release": {"select": "auto"}}, 455).selected == ("aim",)  # auto never picks it first
+
+
+@pytest.mark.slow
+def test_private_release_trains_only_the_selection_and_charges_one_event(tmp_path):
+    from tasks.train import train
+    sections = {g: TINY[g] for g in ("pearl", "support_points")}
+    root = make_root(tmp_path, {"generators": ["pearl", "support_points", "private_selection"],
+                                "release": {"select": "private"}, "weights": {"generators": []},
+                                "private_selection": {"mean_trials": 2}, **sections})
+    run_stages(root, "budget")
+    params = load_params(root / "params.yaml")
+    alloc = root / "data/allocation/breast_cancer"
+    entry = json.loads((alloc / "private_selection.json").read_text())
+    assert entry["candidates"] == ["pearl", "support_points"]
+    assert entry["sections"]["pearl"].items() >= TINY["pearl"].items()   # what train@private_selection re-runs on
+    assert json.loads((alloc / "pearl.json").read_text())["selected"] is False
+    for gen in ("pearl", "support_points", "private_selection"):
+        train.fn(params, gen, "run", root)
+    assert {stage for _, stage, _ in ledger_rows(root)} == {"train@private_selection"}
+    privacy = json.loads((root / "models/breast_cancer/private_selection/privacy.json").read_text())
+    assert [e["kind"] for e in privacy["events"]] == ["repeat_and_select"]
+    assert privacy["epsilon_pld"] <= entry["epsilon"] + 1e-9
