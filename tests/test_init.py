@@ -111,7 +111,8 @@ def test_params_file_keeps_the_template_but_dataset_and_column_choices(tmp_path:
     _, params_path = init(tmp_path, data)
     params, template = yaml.safe_load(params_path.read_text()), yaml.safe_load(TEMPLATE.read_text())
     assert params["dataset"] == {"name": "clinic", "source": "table.csv", "columns": "schema",
-                                 "holdout_fraction": template["dataset"]["holdout_fraction"]}
+                                 "holdout_fraction": template["dataset"]["holdout_fraction"],
+                                 "max_dropped_fraction": template["dataset"]["max_dropped_fraction"]}
     assert params["generators"] == [g for g in template["generators"] if g not in COLUMN_CHOICES]
     assert {k: v for k, v in params.items() if k not in ("dataset", "generators")} == \
         {k: v for k, v in template.items() if k not in ("dataset", "generators", *COLUMN_CHOICES)}

@@ -143,7 +143,7 @@ def test_the_plan_spends_the_budget_on_one_selection_event(bc):
     spent = epsilon_rdp([event], DELTA)
     assert (1 - 2 * TRIAL_RTOL) <= spent <= 1.0 and epsilon_pld([event], DELTA) <= spent
     assert 0.2 < plan.trial_epsilon < 1.0 and event.candidates[0][-1] == score_event(
-        len(workload(layout)), 0.1 * plan.trial_epsilon)
+        len(workload(layout)), 0.25 * plan.trial_epsilon)
 
 
 def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_path):
@@ -203,3 +203,10 @@ def test_private_release_trains_only_the_selection_and_charges_one_event(tmp_pat
     privacy = json.loads((root / "models/breast_cancer/private_selection/privacy.json").read_text())
     assert [e["kind"] for e in privacy["events"]] == ["repeat_and_select"]
     assert privacy["epsilon_pld"] <= entry["epsilon"] + 1e-9
+
+
+def test_a_candidate_section_the_layout_cannot_take_is_refused_when_built(bc):
+    layout, _ = bc   # built by check_against_schema in the validate and budget stages: before any budget is spent
+    with pytest.raises(ValueError, match="no_such_column"):
+        make_generator("private_selection", layout, {"candidates": ["ppem"],
+                                                     "sections": {"ppem": {"protected": ["no_such_column"]}}}, "cpu")

@@ -123,6 +123,7 @@ def params_text(template: str, name: str, source: str, template_label: str) -> s
     try:
         parsed = yaml.safe_load(template) or {}
         holdout = parsed["dataset"]["holdout_fraction"]
+        dropped = parsed["dataset"].get("max_dropped_fraction")
         generators = [g for g in parsed["generators"] if g not in COLUMN_CHOICES]
     except (yaml.YAMLError, KeyError, TypeError) as e:
         raise InputError(f"not a release configuration with dataset.holdout_fraction and generators ({e}).",
@@ -136,7 +137,7 @@ def params_text(template: str, name: str, source: str, template_label: str) -> s
            f"#   (or: cp params/{name}.yaml params.yaml && dvc repro)\n"]
     for key, text in blocks:
         if key == "dataset":
-            out.append(_dataset_block(name, source, holdout) + _trailing_blank(text))
+            out.append(_dataset_block(name, source, holdout, dropped) + _trailing_blank(text))
         elif key == "generators":
             note = "".join(f"# {g} is left out: it needs {COLUMN_CHOICES[g]};\n#   add it, with its "
                            f"'{g}:' section from {template_label}, once chosen.\n" for g in left_out)
@@ -146,11 +147,17 @@ def params_text(template: str, name: str, source: str, template_label: str) -> s
     return "".join(out)
 
 
-def _dataset_block(name: str, source: str, holdout: object) -> str:
+def _dataset_block(name: str, source: str, holdout: object, dropped: object = None) -> str:
+    """The dataset section: this table's name and source, the template's holdout fraction and (when it has one)
+    its max_dropped_fraction, shown so that a steward sees the row-loss limit validate enforces."""
+    limit = "" if dropped is None else (
+        f"  max_dropped_fraction: {dropped}        # validate stops when its policies drop or clip more of the "
+        f"rows read\n")
     return (f"dataset:\n"
             f"  name: {name}{' ' * max(1, 28 - len(name))}# schemas/{name}.yaml is the public schema\n"
             f"  source: {_scalar(source)}\n"
             f"  holdout_fraction: {holdout}             # each row's side: HMAC(secret split key, row) < this\n"
+            f"{limit}"
             f"  columns: schema                   # read only the schema's columns; the table's others are named\n"
             f"                                    # in reports/{name}/validation.json, never their values (strict: "
             f"refuse them)\n")

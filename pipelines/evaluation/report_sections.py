@@ -7,6 +7,7 @@ Which sections a report shows, and in which order, is the templates' business.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from pipelines.evaluation.report_words import (EVENT_PARAMS, EVENTS, GATES, NA, evidence_rows, fmt, label,
@@ -80,6 +81,11 @@ def event_text(event: dict[str, Any] | str) -> tuple[str, str]:
         except ValueError:
             return event, ""
     kind = event.get("kind", "")
+    if kind == "repeat_and_select":   # each candidate's trial as its mechanisms counted (the ledger has them all)
+        trials = [", ".join(f"{n}× {EVENTS.get(k, k)}" for k, n in Counter(e.get("kind") for e in c).items())
+                  for c in event.get("candidates", [])]
+        return EVENTS[kind], "; ".join([f"{EVENT_PARAMS['mean']} {fmt(event.get('mean'), 6)}"] +
+                                       [f"candidate {i + 1}: {t}" for i, t in enumerate(trials)])
     params = "; ".join(f"{EVENT_PARAMS.get(k, label(k))} {fmt(v, 6)}" for k, v in event.items()
                        if k != "kind" and v not in ("", None))
     return EVENTS.get(kind, fmt(kind)), params

@@ -163,12 +163,14 @@ EVENTS = {"poisson_gaussian": "Poisson-subsampled Gaussian (DP-SGD)", "gaussian"
           "laplace": "Laplace mechanism", "pure_epsilon": "ε-DP step (exponential mechanism)",
           "discrete_gaussian": "discrete Gaussian mechanism (exact sampler)",
           "discrete_laplace": "discrete Laplace mechanism (exact sampler)",
-          "zcdp": "zCDP budget (adaptive steps under a privacy filter)", "non_private": "NON-PRIVATE access"}
+          "zcdp": "zCDP budget (adaptive steps under a privacy filter)", "non_private": "NON-PRIVATE access",
+          "repeat_and_select": "private selection (the best of a secret, geometric number of trials)"}
 EVENT_PARAMS = {"noise_multiplier": "noise multiplier", "sample_rate": "sampling rate", "steps": "steps",
                 "sigma": "noise σ", "l2_sensitivity": "L2 sensitivity", "query": "query", "scale": "scale",
                 "l1_sensitivity": "L1 sensitivity", "epsilon": "ε", "mechanism": "mechanism",
                 "reason": "reason", "internal": "internal", "sensitivity": "sensitivity (lattice units)",
-                "count": "compositions", "dims": "coordinates per block", "rho": "ρ (zCDP)"}
+                "count": "compositions", "dims": "coordinates per block", "rho": "ρ (zCDP)",
+                "mean": "mean number of trials"}
 
 
 def fmt(value: Any, digits: int = 4) -> str:
