@@ -72,7 +72,8 @@ def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str,
     seeded = [k for k in noise_seed_keys(params)  # a fixed noise_seed: internal releases only (load_params)
               if k.split(".")[0] in ("dataset", generator) or (k == "weights.noise_seed" and weights is not None)]
     return {
-        "dataset": p.dataset, "generator": generator, "release_id": f"{generator}-{sha256_text(content)[:12]}",
+        "dataset": p.dataset, "generator": generator, "drawn_by": privacy.get("drawn_by", generator),
+        "release_id": f"{generator}-{sha256_text(content)[:12]}",
         "audience": "internal only" if priv.get("internal_release", False) else "public",
         "guarantee": ledger_evidence.get("label", "refused: the ledger gate failed"),
         "privacy": {"epsilon_generator": privacy["epsilon_pld"], "epsilon_generator_rdp": privacy["epsilon_rdp"],

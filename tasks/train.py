@@ -50,7 +50,7 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
     events = [event_from_dict(json.loads(spent[i]["event_json"])) for i in session.row_ids]
     row_ids = list(session.reservation.row_ids) + list(session.row_ids)
     privacy = {
-        "generator": generator, "run_id": run_id, "dataset": ds, "n_rows": len(table),
+        "generator": generator, "drawn_by": gen.drawn_by, "run_id": run_id, "dataset": ds, "n_rows": len(table),
         "rows_public": len(table), "rows_public_source": table.n_rows_source,
         "events": [event_to_dict(e) for e in events], "ledger_row_ids": row_ids,
         "epsilon_pld": epsilon_pld(events, budget.delta), "epsilon_rdp": epsilon_rdp(events, budget.delta),

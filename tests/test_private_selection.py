@@ -152,7 +152,7 @@ def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_
     session = Session()
     gen.fit(X, session, Budget(1.0, DELTA))
     assert session.reserved == session.recorded == list(gen.privacy.events)
-    assert gen.winner_name in ("pearl", "support_points") and gen.winner.name == gen.winner_name
+    assert gen.winner_name in ("pearl", "support_points") and gen.winner.name == gen.winner_name == gen.drawn_by
     gen.save(tmp_path)
     assert (tmp_path / WINNER_DIR).is_dir()
     again = load_generator("private_selection", tmp_path)
@@ -202,6 +202,7 @@ def test_private_release_trains_only_the_selection_and_charges_one_event(tmp_pat
     assert {stage for _, stage, _ in ledger_rows(root)} == {"train@private_selection"}
     privacy = json.loads((root / "models/breast_cancer/private_selection/privacy.json").read_text())
     assert [e["kind"] for e in privacy["events"]] == ["repeat_and_select"]
+    assert privacy["drawn_by"] in ("pearl", "support_points")   # the winner: part of the selection's DP output
     assert privacy["epsilon_pld"] <= entry["epsilon"] + 1e-9
 
 
@@ -210,3 +211,11 @@ def test_a_candidate_section_the_layout_cannot_take_is_refused_when_built(bc):
     with pytest.raises(ValueError, match="no_such_column"):
         make_generator("private_selection", layout, {"candidates": ["ppem"],
                                                      "sections": {"ppem": {"protected": ["no_such_column"]}}}, "cpu")
+
+
+def test_the_report_names_the_candidate_that_drew_the_rows():
+    from pipelines.evaluation.report import release_rows
+    rows = dict(map(tuple, release_rows({"generator": "private_selection", "drawn_by": "aim"})))
+    assert rows["Drawn by (the selected candidate)"] == "aim"
+    assert "Drawn by (the selected candidate)" not in dict(map(tuple, release_rows({"generator": "aim",
+                                                                                   "drawn_by": "aim"})))

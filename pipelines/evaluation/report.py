@@ -17,7 +17,7 @@ context from pipelines/evaluation/comparison.py.
 
 Expected summary dict (every key optional; a missing section or value reads "not available"):
 
-    {"dataset": str, "generator": str, "release_id": str,
+    {"dataset": str, "generator": str, "drawn_by": str, "release_id": str,   # drawn_by: a selection's winner
      "privacy": {"epsilon_generator": float,          # ε spent by this generator's stages
                  "epsilon_dataset_total": float,      # ε over every event ever recorded for the data set (PLD/PRV)
                  "epsilon_dataset_total_rdp": float,  # the same composition, RDP accountant cross-check
@@ -245,7 +245,10 @@ def headline(summary: dict[str, Any], audience: str) -> list[str]:
 def release_rows(summary: dict[str, Any]) -> list[list[str]]:
     """What was released, as a [item, value] table under the verdict's sentences."""
     verdict = summary.get("utility_verdict")
+    drawn = summary.get("drawn_by")
     return [["Data set", fmt(summary.get("dataset"))], ["Generator", fmt(summary.get("generator"))],
+            *([["Drawn by (the selected candidate)", fmt(drawn)]] if drawn not in (None, summary.get("generator"))
+              else []),
             ["Release id", fmt(summary.get("release_id"))], ["Synthetic rows", fmt(summary.get("rows"))],
             ["Guarantee", fmt(summary.get("guarantee"))], ["Audience", fmt(summary.get("audience"))],
             *([["Utility verdict", f"{VERDICTS.get(verdict.get('verdict'), fmt(verdict.get('verdict')))} (policy: "

@@ -192,6 +192,12 @@ class PrivateGenerator(ABC):
         """The rules of the params beyond their types (ParamError naming the key): a generator's is its
         `pipelines.generators.params.<name>.check_params` where it has one (`__init_subclass__`)."""
 
+    @property
+    def drawn_by(self) -> str:
+        """The registered generator whose model draws this generator's rows: itself (a meta-generator names its
+        chosen candidate, an output of its own DP mechanism: `PrivateSelection`)."""
+        return self.name
+
     def release_gates(self, real_encoded: Any) -> list[GateResult]:
         """This generator's own release gates on the encoded training rows (array-like; a lazy EncodedTable is
         read by np.asarray only by a gate that needs it): PPEM's α-LMDP tests, the support points' R̂. They read

@@ -153,6 +153,11 @@ class PrivateSelection(PrivateGenerator):
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.winner.sample(n, rng)
 
+    @property
+    def drawn_by(self) -> str:
+        """The winning candidate (which candidate won is part of the selection's DP output)."""
+        return self.winner_name or self.name
+
     def release_gates(self, real_encoded: Any) -> list[GateResult]:
         """The winning candidate's own gates (PPEM's α-LMDP tests, the support points' R̂)."""
         return self.winner.release_gates(real_encoded)
