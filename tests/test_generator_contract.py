@@ -151,7 +151,7 @@ def private_fits(encoder, table) -> dict[str, tuple[Any, Session]]:
 
 
 names = pytest.mark.parametrize("name", GENERATORS)
-SLOW_FITS = {"mst", "aim"}  # their fits on breast cancer's 31 columns take 10 s (MST) to minutes (AIM)
+SLOW_FITS = {"mst", "aim", "private_selection"}  # fits of 10 s (MST, a selection of several trainings) to minutes (AIM)
 fitted_names = pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FITS else n
                                                 for n in GENERATORS])
 

@@ -106,7 +106,7 @@ PUBLIC_GUARANTEES_DP = GUARANTEES[:3] + [
     "Laplace noise, was under a public threshold. On a few hundred rows it refuses wholesale copying only; the "
     "steward report holds the row-reading attacks and tests, which do not decide publication.",
     PUBLIC_GUARANTEES[4], GUARANTEES[4]]
-PUBLIC_KEYS = ("dataset", "generator", "release_id", "rows", "guarantee", "audience", "libraries")
+PUBLIC_KEYS = ("dataset", "generator", "drawn_by", "release_id", "rows", "guarantee", "audience", "libraries")
 PUBLIC_PRIVACY = ("epsilon_generator", "epsilon_generator_rdp", "epsilon_dataset_total", "epsilon_dataset_total_rdp",
                   "delta", "lifetime_budget", "ledger_head", "events", "run_id", "release_epsilon",
                   "epsilon_release_planned", "epsilon_allocated", "epsilon_lifetime_spent", "epsilon_lifetime_remaining",
@@ -121,11 +121,12 @@ BAR_WIDTH = 640  # px of the budget figure's bars
 def public_view(summary: dict) -> dict:
     """The whitelist of `summary` the public report may show; every other key is dropped.
 
-    Kept: the release's identity and row count, the guarantee label and audience, ε/δ (generator, data set
-    total, budget), the ledger rows' public columns and head, the mechanisms' events, each gate's name,
-    pass/fail bit and whether it read real rows ("data_dependent"), the utility verdict word and its policy
-    action (PUBLIC_VERDICT, data-dependent), the importance weights' estimator, ε, k̂ and ESS and whether the
-    weight column was released (or why not), "synthetic_summary" (statistics of the synthetic table alone), the hashes, the library versions,
+    Kept: the release's identity (a selection's winner, `drawn_by`, included) and row count, the guarantee label
+    and audience, ε/δ (generator, data set total, budget), the ledger rows' public columns and head, the
+    mechanisms' events, each gate's name, pass/fail bit and whether it read real rows ("data_dependent"), the
+    utility verdict word and its policy action (PUBLIC_VERDICT, data-dependent), the importance weights'
+    estimator, ε, k̂ and ESS and whether the weight column was released (or why not), "synthetic_summary"
+    (statistics of the synthetic table alone), the hashes, the library versions,
     and of "plots" only the synthetic-only figures of PUBLIC_PLOTS. Dropped, whatever the caller passes:
     gate evidence, metrics, fidelity, utility, validation counts, weighted analyses, real-data plots.
     """
