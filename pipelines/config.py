@@ -184,7 +184,7 @@ UTILITY_GATE_DEFAULTS: dict[str, Any] = {
     "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the task's noise floor
 # `release:` (pipelines/selection.py): which of `generators` one release run trains and publishes
 SELECT_MODES = ("auto", "all", "private")
-SELECTION = "private_selection"  # the meta-generator `select: private` trains (pipelines/generators/private_selection.py)
+SELECTION = "private_selection"  # the generator `select: private` trains (pipelines/generators/private_selection.py)
 NON_DP_GATE_POLICIES = ("advise", "refuse")
 RELEASE_DEFAULTS: dict[str, Any] = {
     "select": "auto",       # auto: the public rule picks ONE generator, which gets the whole release ε; all: every one;

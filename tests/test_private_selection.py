@@ -122,7 +122,8 @@ def test_one_record_moves_the_score_by_at_most_the_workload_size_which_is_attain
         assert abs(marginal_error(d, w, np.vstack([real, extra]), synthetic) - base) <= len(w)
         assert abs(marginal_error(d, w, real[1:], synthetic) - base) <= len(w)
     real, synthetic = rows([(1, 1)] * 5), rows([(2, 1)] * 5)   # the canary's cells are empty in S: + |W|
-    assert marginal_error(d, w, np.vstack([real, rows([(0, 0)])]), synthetic) == marginal_error(d, w, real, synthetic) + 3
+    base = marginal_error(d, w, real, synthetic)
+    assert marginal_error(d, w, np.vstack([real, rows([(0, 0)])]), synthetic) == base + 3
 
 
 # -- the selection generator ---------------------------------------------------------------------------------------

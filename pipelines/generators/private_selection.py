@@ -4,7 +4,7 @@ Liu & Talwar 2019 ("Private selection from private candidates", STOC) and Papern
 ("Hyperparameter tuning with Rényi differential privacy", ICLR), Algorithm 1 with the truncated negative binomial
 of shape η = 1 (the geometric law):
 
-    T ~ Geometric(1/μ) on {1, 2, ...}                       (drawn exactly, secretly: pipelines/privacy/repeat_select.py)
+    T ~ Geometric(1/μ) on {1, 2, ...}                       (drawn exactly and secretly: privacy/repeat_select.py)
     for t = 1..T:  k_t ~ Uniform(candidates)                 (exactly)
                    G_t = candidate k_t trained on D at ε_g   (its own plan and mechanisms)
                    s_t = err(D; S_t) + Lap_ℤ(|W|/ε_s)        (S_t: n̂ rows of G_t, pipelines/marginal/score.py)
@@ -16,8 +16,8 @@ planned events and the score's discrete Laplace, and the mixture's RDP at each o
 component's (joint quasi-convexity of Rényi divergence). Papernot & Steinke's Theorem 2 bounds the RDP of
 publishing the best of T trials from Q's RDP curve; the ledger records that one event, planned before any row is
 read (`_plan`: the per-trial ε x, ε_g = (1 − score_share)·x and ε_s = score_share·x, is the largest for which the
-selection's ε at δ is within the budget). The number of trials is the only data-independent cost driver: the
-expected training time is μ times a candidate's.
+selection's RDP-converted ε at δ, an upper bound on the ledger's PLD figure, is within the budget). The number of
+trials is the only data-independent cost driver: the expected training time is μ times a candidate's.
 
 This is scikit-learn's meta-estimator shape (GridSearchCV's `best_estimator_`): the selection is one generator
 whose fitted state is the winning candidate (`winner`), which it samples from, saves under `selected/` and whose
@@ -26,9 +26,9 @@ own release gates it runs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np

@@ -29,7 +29,7 @@ CLASSES: dict[str, str] = {
     "support_points": "pipelines.generators.support_points:SupportPoints",
     "mst": "pipelines.generators.mst:MST",
     "aim": "pipelines.generators.aim:AIM",
-    "private_selection": "pipelines.generators.private_selection:PrivateSelection",  # a meta-generator (select: private)
+    "private_selection": "pipelines.generators.private_selection:PrivateSelection",  # select: private
 }
 GENERATORS: tuple[str, ...] = tuple(CLASSES)  # the registry's names, in release order
 

@@ -1,5 +1,6 @@
 """Exact samplers for published noise: Bernoulli(e^−γ), discrete Laplace, discrete Gaussian, the exponential
-mechanism, a private selection's trial count and candidates, and the exact lattice rounding that puts a real-valued query on the integers they need.
+mechanism, a private selection's trial count and candidates, and the exact lattice rounding that puts a
+real-valued query on the integers they need.
 
 Why (issue 28, item 4). Laplace by inverse CDF, Gaussians by `numpy`, the exponential mechanism by float
 Gumbel-max: each maps a uniform float through floating-point functions, so the set of outputs that the noisy value
