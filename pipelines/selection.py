@@ -23,8 +23,10 @@ GBM, and k-way marginal scores; docs/selection.md):
   candidate (both handle any domain after public binning);
 - the deep generators (calibrated) lead on Adult's task at 16,000 rows and trail on 3-way marginals; at a few
   hundred rows each was at chance. Among them the order follows the Adult task scores.
-A shape-dependent refinement (n̂, columns, domain sizes) is for a sweep over more tables; `facts` records what
-such a rule may read.
+The settings of the chosen generator follow public facts too: AIM's bins and rounds come from n̂·ε
+(`pipelines.generators.params.aim.public_settings`, docs/aim-mst.md "Settings"). A shape-dependent choice of the
+generator itself (n̂, columns, domain sizes) is for a sweep over more tables; `facts` records what such a rule may
+read.
 """
 from __future__ import annotations
 

@@ -125,7 +125,10 @@ def test_aim_loop_stays_inside_its_zcdp_filter_and_records_the_plan():
         # the adaptive per-round spends: each round ε_sel²/8 + 1/2σ_t², their sum within ρ_R
         assert 1 <= len(log) <= rounds
         for entry in log:
-            assert entry["rho"] == pytest.approx(plan.epsilon_select ** 2 / 8 + 0.5 * entry["sigma"] ** -2, rel=1e-12)
+            assert entry["rho"] == pytest.approx(entry["epsilon_select"] ** 2 / 8 + 0.5 * entry["sigma"] ** -2,
+                                                 rel=1e-12)
+            # every round, annealed or last, splits its cost 0.9 / 0.1 (Alg. 2: σ/2 goes with 2ε_sel)
+            assert entry["epsilon_select"] ** 2 / 8 == pytest.approx(0.5 * entry["sigma"] ** -2 / 9, rel=1e-9)
         assert sum(entry["rho"] for entry in log) <= plan.rho_rounds
         assert len({entry["sigma"] for entry in log}) >= 1 and log[0]["sigma"] <= plan.scale * (1 + 1e-9)
 
@@ -154,7 +157,7 @@ def test_aim_round_that_would_overspend_the_filter_is_refused_before_it_runs(mon
     measured = []
     real_measure = aim_module.measure
     monkeypatch.setattr(aim_module, "measure", lambda *a, **k: measured.append(k.get("query")) or real_measure(*a, **k))
-    monkeypatch.setattr(aim_module, "last_sigma", lambda left, rho_select: 0.5 * (2 * (left - rho_select)) ** -0.5)
+    monkeypatch.setattr(aim_module, "last_round", lambda left: (0.5 * (1.8 * left) ** -0.5, (0.8 * left) ** 0.5))
     with pytest.raises(FilterExhausted, match="measurement"):
         run_aim(codes, disc.shape, disc.names, plan, np.random.default_rng(0), workload(disc.names, "y"),
                 max_model_size=10.0, iters=20, final_iters=20)
@@ -349,3 +352,28 @@ def test_adult_5000_rows_epsilon_1_beats_the_independence_baseline():
     # 942.2). A tree of random or no edges, or an AIM loop whose selections ignore the scores, stays at or below
     # the baseline; AIM's adaptive 2- and 3-way measurements must beat MST's tree.
     assert scores["mst"] > base2 + 5 and scores["aim"] > base2 + 15 and scores["aim"] > scores["mst"] + 5
+
+
+def test_aim_settings_follow_the_public_rule_unless_the_section_gives_them():
+    # n̂·ε below 5000: 16 bins and 16 rounds (the bundled 455-row table at ε 0.9); from 5000: 32 and 40 (Adult)
+    from pipelines.generators.params.aim import DEFAULTS, public_settings
+    assert public_settings(DEFAULTS, 455, 0.9) == (16, 16)
+    assert public_settings(DEFAULTS, 4999, 1.0) == (16, 16) and public_settings(DEFAULTS, 5000, 1.0) == (32, 40)
+    assert public_settings(DEFAULTS, 15200, 1.0) == (32, 40) and public_settings(DEFAULTS, 15200, 0.3) == (16, 16)
+    assert public_settings({**DEFAULTS, "n_bins": 8}, 15200, 1.0) == (8, 40)
+    assert public_settings({**DEFAULTS, "max_rounds": 3}, 100, 1.0) == (16, 3)
+    gen = generator_class("aim")(LAYOUT, {"noise_seed": 1}, "cpu")
+    for n_rows, eps, bins, rounds in ((400, 1.0, 16, 16), (8000, 1.0, 32, 40), (8000, 0.5, 16, 16)):
+        plan = gen.plan(n_rows, Budget(eps, DELTA))
+        assert plan.rounds == rounds and gen.discretizer.bins["c"].size == bins   # the column without public edges
+    mst = generator_class("mst")(LAYOUT, {"noise_seed": 1}, "cpu")
+    mst.plan(40000, Budget(1.0, DELTA))
+    assert mst.discretizer.bins["c"].size == 32                                  # MST keeps its section's n_bins
+
+
+@pytest.mark.parametrize("key,value", [("max_rounds", 0), ("max_rounds", 2.5), ("max_rounds", True), ("n_bins", 1)])
+def test_aim_settings_out_of_range_are_refused_naming_the_key(key, value):
+    from pipelines.errors import ParamError
+    from pipelines.generators.params.aim import DEFAULTS, check_params
+    with pytest.raises(ParamError, match=f"aim.{key}"):
+        check_params({**DEFAULTS, key: value})

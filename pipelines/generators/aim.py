@@ -11,6 +11,7 @@ import numpy as np
 
 from pipelines.generators.base import Budget
 from pipelines.generators.mst import MST
+from pipelines.generators.params.aim import public_settings
 from pipelines.marginal.aim import AIMPlan, plan_aim, run_aim, workload
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
@@ -19,13 +20,19 @@ from pipelines.progress import report
 
 class AIM(MST):
     """AIM generator (see module docstring). `params`: the params.yaml section over
-    `pipelines.generators.params.aim.DEFAULTS` (MST's and the rounds')."""
+    `pipelines.generators.params.aim.DEFAULTS` (MST's and the rounds'). `n_bins` and `max_rounds` left null are
+    set by `public_settings` from n̂ and ε when the generator plans (before any row is read)."""
 
     name = "aim"
 
+    def _bin_count(self, n_rows: int, epsilon: float) -> int:
+        return public_settings(self.params, n_rows, epsilon)[0]
+
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
-        """`plan_aim` for the layout's columns and K = max_rounds: data-independent."""
-        return plan_aim(len(self.names), int(self.params["max_rounds"]), budget.epsilon, budget.delta, n_rows=n_rows)
+        """`public_settings` (n̂, ε: public), then `plan_aim` for the layout's columns and K rounds."""
+        n_bins, rounds = public_settings(self.params, n_rows, budget.epsilon)
+        self.discretizer = self._discretizer(n_bins)   # public: the layout, n̂ and ε
+        return plan_aim(len(self.names), rounds, budget.epsilon, budget.delta, n_rows=n_rows)
 
     def _target(self) -> str | None:
         if self.params["target"] is not None:

@@ -34,16 +34,25 @@ class MST(PrivateGenerator):
     input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
 
     def build(self) -> None:
-        try:
-            self.discretizer = Discretizer(self.layout, int(self.params["n_bins"]), self.params["bins"])
-        except ValueError as e:
-            raise ValueError(f"{self.name}.bins: {e}") from None
+        self.discretizer = self._discretizer(self._bin_count(0, 0.0))   # AIM's may change when it plans
         self.model = None                          # the fitted mbi MarkovRandomField
         self.structure: dict[str, Any] = {}        # what the mechanism selected (public: DP outputs)
 
+    def _bin_count(self, n_rows: int, epsilon: float) -> int:
+        """`n_bins` (MST: the section's; AIM: its public rule's at n̂ = `n_rows` and `epsilon`)."""
+        return int(self.params["n_bins"])
+
+    def _discretizer(self, n_bins: int) -> Discretizer:
+        """The layout's public bins, `n_bins` equal-width where a numeric column has no public edges (`bins`
+        checked against the layout: a ValueError naming `<generator>.bins`)."""
+        try:
+            return Discretizer(self.layout, n_bins, self.params["bins"])
+        except ValueError as e:
+            raise ValueError(f"{self.name}.bins: {e}") from None
+
     @property
     def names(self) -> list[str]:
-        return self.discretizer.names
+        return [b.column for b in self.layout.blocks]
 
     def _plan(self, n_rows: int, budget: Budget) -> MSTPlan:
         """`plan_mst` for the layout's columns: data-independent (schema and ε, δ only)."""

@@ -8,8 +8,9 @@ Candidates: the cliques of size 2..3 of W's downward closure, weight w_r = Σ_{s
 Rounds: measure all 1-way marginals (σ = x each); then, while selection slots and Gaussian budget remain,
 select r by the exponential mechanism (ε_sel, Δ = max_r w_r, score w_r(||M_r(D) - M_r(p̂)||₁ - sqrt(2/π)σ_t n_r):
 `select`), measure M_r with σ_t (Δ₂ = 1: `measure`), re-estimate p̂ (mbi, warm start), and halve σ_t when the
-model's r-marginal moved by less than the noise it was expected to add (the paper's annealing). A round that
-leaves less than one more round's budget spends the whole rest on its measurement (the paper's rule).
+model's r-marginal moved by less than the noise it was expected to add, doubling ε_sel with it (the paper's
+annealing: σ_{t+1} = σ_t/2, ε_{t+1} = 2ε_t, so every round keeps the 0.9 / 0.1 split). A round that would leave
+less than one more round's budget spends the whole rest, split 0.9 / 0.1 the same way (the paper's rule).
 Candidates whose model would exceed max_model_size × (fraction of the rounds' budget used) MB are dropped (the
 paper's size filter).
 
@@ -47,9 +48,10 @@ from pipelines.privacy.events import (BOUNDED_RANGE, Event, GaussianEvent, NonPr
                                       ZCDPEvent)
 from pipelines.privacy.plan import PrivacyPlan
 
-SELECT_RATIO = 2.0 / 3.0          # ε_sel = SELECT_RATIO / x (the paper's 0.1 / 0.9 zCDP split per round)
+MEASURE_SHARE = 0.9               # of a round's zCDP cost to its measurement, the rest to its selection (Alg. 2)
+SELECT_RATIO = 2.0 / 3.0          # ε_sel = SELECT_RATIO / x: 1/2x² = 0.9ρ_t and ε_sel²/8 = 0.1ρ_t
 ROUNDS_MECHANISM = "AIM rounds: zCDP filter (selections ε_sel²/8, measurements 1/2σ_t²)"
-LAST_ROUND_MARGIN = 1e-9          # the last round's measurement spends (1 − margin) of what is left (rounding)
+LAST_ROUND_MARGIN = 1e-9          # the last round spends (1 − margin) of what is left (rounding)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,11 +67,6 @@ class AIMPlan(PrivacyPlan):
     def rho_rounds(self) -> float:
         """ρ_R = K·(1/2x² + ε_sel²/8): the rounds' zCDP budget (the filter's; ∞ when ε = ∞)."""
         return rounds_rho(self.scale, self.rounds) if self.scale > 0 else math.inf
-
-    @property
-    def rho_select(self) -> float:
-        """ε_sel²/8: the zCDP cost of one bounded-range selection."""
-        return self.epsilon_select ** 2 / 8 if self.scale > 0 else 0.0
 
 
 def rounds_rho(x: float, rounds: int) -> float:
@@ -118,9 +115,11 @@ class ZCDPFilter:
         self.spent += rho
 
 
-def last_sigma(left: float, rho_select: float) -> float:
-    """σ of a round's measurement that spends the rest of the filter after its selection (never above it)."""
-    return (2 * (left - rho_select) * (1 - LAST_ROUND_MARGIN)) ** -0.5
+def last_round(left: float) -> tuple[float, float]:
+    """(σ, ε_sel) of a last round that spends what is `left` of the filter, split as every round is (Alg. 2):
+    1/2σ² = 0.9·left to the measurement, ε²/8 = 0.1·left to the selection, a hair under it (rounding)."""
+    rest = left * (1 - LAST_ROUND_MARGIN)
+    return (2 * MEASURE_SHARE * rest) ** -0.5, (8 * (1 - MEASURE_SHARE) * rest) ** 0.5
 
 
 def plan_aim(d: int, rounds: int, epsilon: float, delta: float, *, n_rows: int) -> AIMPlan:
@@ -196,17 +195,14 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
         events.append(ev)
     model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     budget = ZCDPFilter(plan.rho_rounds) if private else None
-    rho_sel = plan.rho_select
-    sigma = plan.scale
+    sigma, eps_sel = plan.scale, plan.epsilon_select
     for t in range(plan.rounds):
         last = t == plan.rounds - 1
         if private:
-            if budget.left <= rho_sel:
-                break
-            round_rho = rho_sel + 0.5 * sigma ** -2
-            if last or budget.left - round_rho < round_rho:    # no room for another round at σ: spend the rest
-                last, sigma = True, last_sigma(budget.left, rho_sel)
-        used = 1.0 if not private else (budget.spent + rho_sel + 0.5 * sigma ** -2) / budget.budget
+            round_rho = eps_sel ** 2 / 8 + 0.5 * sigma ** -2
+            if last or budget.left < 2 * round_rho:   # no room for two more rounds: this one spends the rest
+                last, (sigma, eps_sel) = True, last_round(budget.left)
+        used = 1.0 if not private else (budget.spent + eps_sel ** 2 / 8 + 0.5 * sigma ** -2) / budget.budget
         cliques = [c for c, *_ in meas]
         allowed = [r for r in cands if r in cliques or
                    est.model_size_mb(dom, cliques + [r]) <= max_model_size * used]
@@ -216,8 +212,8 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
         scores = np.asarray([l1_score(exact[r], p, cands[r], aim_penalty(sigma, int(np.prod([sizes[a] for a in r]))))
                              for r, p in zip(allowed, projected)])
         if private:
-            budget.spend(rho_sel, f"AIM round {t + 1}: selection")
-        k, _ = select(scores, max(cands[r] for r in allowed), plan.epsilon_select, rng)
+            budget.spend(eps_sel ** 2 / 8, f"AIM round {t + 1}: selection")
+        k, _ = select(scores, max(cands[r] for r in allowed), eps_sel, rng)
         r = allowed[k]
         if private:
             budget.spend(0.5 * sigma ** -2, f"AIM round {t + 1}: measurement")
@@ -229,13 +225,14 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
         moved = float(np.abs(est.project_many(model, [r])[0] - before).sum())
         cells = int(np.prod([sizes[a] for a in r]))
         log.append({"round": t + 1, "clique": list(r), "sigma": sigma if private else 0.0,
-                    "rho": rho_sel + 0.5 * sigma ** -2 if private else None, "moved": moved})
+                    "epsilon_select": eps_sel if private else None,
+                    "rho": eps_sel ** 2 / 8 + 0.5 * sigma ** -2 if private else None, "moved": moved})
         if progress:
             progress(t + 1, plan.rounds)
         if last:
             break
         if private and moved <= aim_penalty(sigma, cells):
-            sigma /= 2                                       # anneal; the next round's `last` test caps it
+            sigma, eps_sel = sigma / 2, eps_sel * 2          # anneal both (Alg. 2): a round then costs 4ρ_t
     model = est.estimate(dom, meas, plan.n_rows, final_iters, warm_start=model, device=device)
     if not private:
         return model, [NonPrivateEvent("epsilon: inf")], log

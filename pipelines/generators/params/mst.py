@@ -16,11 +16,10 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def check_bins(params: dict[str, Any], section: str) -> None:
-    """`n_bins` >= 2 and `bins` a mapping of column names to strictly increasing lists of numbers (ParamError naming
-    `section`.key); the columns and the edges' units are checked against the layout when the generator is built."""
-    check_bin_count(params["n_bins"], f"{section}.n_bins")
-    bins = params["bins"] or {}
+def check_bins(bins: Any, section: str) -> None:
+    """`bins` a mapping of column names to strictly increasing lists of numbers (ParamError naming `section`.bins);
+    the columns and the edges' units are checked against the layout when the generator is built."""
+    bins = bins or {}
     if not isinstance(bins, dict):
         raise ParamError(f"{section}.bins", f"must be a mapping {{column: [edges]}}, got {bins!r}")
     for column, edges in bins.items():
@@ -32,5 +31,6 @@ def check_bins(params: dict[str, Any], section: str) -> None:
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """The params-only rules of an `mst:` section over DEFAULTS (`check_bins`)."""
-    check_bins(params, "mst")
+    """The params-only rules of an `mst:` section over DEFAULTS: `n_bins` >= 2, `check_bins`."""
+    check_bin_count(params["n_bins"], "mst.n_bins")
+    check_bins(params["bins"], "mst")

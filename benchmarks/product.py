@@ -1,0 +1,226 @@
+"""Issue 33's harness: what a release PUBLISHES, measured through the product path.
+
+    python benchmarks/product.py --data bundled:adult --schema schemas/adult.yaml --rows 16000 --seeds 0 1 2
+    python benchmarks/product.py --data bundled:adult --schema schemas/adult.yaml --rows 16000 \
+        --params params/adult-all.yaml --set release.select=all --seeds 0
+    python benchmarks/product.py --data bundled:breast_cancer --schema schemas/breast_cancer.yaml --seeds 0 1 2
+
+Per seed, a scratch project (a copy of pipelines/, tasks/, flows/, schemas/, dvc.yaml, requirements.lock, a git
+and DVC repository) holds the table and the params (what `synthrelease init` writes from params.yaml for a
+steward's own table, then `--params` deep-merged over it, then each `--set`), and `dvc repro` runs every stage a
+steward's release runs. The seed is the steward noise key
+(privacy.noise_key_file = sha256("synthrelease/benchmarks/product/<seed>")): it fixes the keyed split and every DP
+draw, so a seed's run is reproducible and different seeds are independent noise draws, as separate releases are.
+
+`--rows N`: the table is a seeded sample (`--sample-seed`, 0) of N rows of the source, used as the WHOLE table
+(the schema's public `rows.count` is set to N, as a steward releasing that extract documents it); the rows of the
+source outside the sample are then the test rows (never seen by the pipeline; on Adult that is 32,842 real rows).
+Without `--rows` the whole source is the table and the project's keyed holdout is the test set.
+
+Each published table (releases/<ds>/latest.json's `released`) is scored by `frontier.measure`: k-way marginal
+scores (k = 1, 2, 3; 1000 = identical; numerics in 10 quantile bins of the real training rows), train on synthetic,
+test on real AUROC (LR / RF / GBM), detection AUC. The last lines give each table's mean and spread over the seeds.
+A benchmark reads real rows: its figures are not release artefacts.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from frontier import TSTR, measure
+from pipelines.data.readers import read_table
+from pipelines.data.scaffold import params_text
+from pipelines.data.schema import load_schema
+from pipelines.data.validation import validate_table
+from pipelines.evaluation.marginals import column_subsets
+
+ROOT = Path(__file__).resolve().parents[1]
+COPIED = ("pipelines", "tasks", "flows", "schemas", "dvc.yaml", "requirements.lock")
+METRICS = ("1-way", "2-way", "3-way")
+
+
+def merged(base: dict, extra: dict) -> dict:
+    """`extra` deep-merged over `base` (a section replaces nothing it does not name)."""
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def assignment(text: str) -> dict:
+    """'a.b=VALUE' (VALUE as YAML) → {"a": {"b": VALUE}}."""
+    path, _, value = text.partition("=")
+    out: Any = yaml.safe_load(value)
+    for key in reversed(path.split(".")):
+        out = {key: out}
+    return out
+
+
+def noise_key(seed: int) -> str:
+    return hashlib.sha256(f"synthrelease/benchmarks/product/{seed}".encode()).hexdigest()
+
+
+def project(scratch: Path, name: str, schema_text: str, table: pd.DataFrame, params: dict, seed: int) -> Path:
+    """A committed git + DVC copy of the project with the table, the schema and the params (module docstring)."""
+    root = scratch / "repo"
+    for item in COPIED:
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, root / item, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(src, root / item)
+    (root / "schemas" / f"{name}.yaml").write_text(schema_text)
+    (root / "source").mkdir()
+    table.to_parquet(root / "source" / f"{name}.parquet", index=False)
+    key = scratch / "steward.key"
+    key.write_text(noise_key(seed) + "\n")
+    params = merged(params, {"dataset": {"name": name, "source": f"source/{name}.parquet"},
+                             "privacy": {"noise_key_file": str(key)}})
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"],
+                ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "bench"]):
+        subprocess.run(cmd, cwd=root, env=environment(root), check=True, capture_output=True)
+    return root
+
+
+def environment(root: Path) -> dict[str, str]:
+    """The scratch project's imports, this interpreter's `dvc`, no steward key from the caller's shell."""
+    env = {**os.environ, "PYTHONPATH": str(root), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env.pop("SYNTHRELEASE_NOISE_KEY", None)
+    return env
+
+
+def published(root: Path, name: str) -> list[dict[str, Any]]:
+    """The release's published tables: generator, path and what its privacy.json / manifest say of it."""
+    index = json.loads((root / "releases" / name / "latest.json").read_text())
+    out = []
+    for entry in index["released"]:
+        manifest = json.loads((root / entry["path"] / "manifest.json").read_text())
+        out.append({"generator": entry["generator"], "path": root / entry["path"] / "synthetic.parquet",
+                    "drawn_by": manifest.get("privacy", {}).get("drawn_by"),
+                    "epsilon_generator": round(entry["epsilon_generator"], 4)})
+    return out
+
+
+def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, table: pd.DataFrame,
+             test: pd.DataFrame | None, params: dict, k3: list[tuple[str, ...]]) -> list[dict[str, Any]]:
+    """One seed: build the scratch project, `dvc repro`, score every published table."""
+    schema = load_schema(ROOT / args.schema)
+    with tempfile.TemporaryDirectory(prefix=f"product-{seed}-", dir=args.scratch) as tmp:
+        root = project(Path(tmp), name, schema_text, table, params, seed)
+        t0 = time.perf_counter()
+        done = subprocess.run(["dvc", "repro"], cwd=root, env=environment(root), capture_output=True, text=True)
+        wall = round(time.perf_counter() - t0, 1)
+        if done.returncode != 0:
+            tail = (done.stdout + done.stderr)[-3000:]
+            print(tail, file=sys.stderr)
+            return [{"seed": seed, "error": f"dvc repro exited {done.returncode}", "repro_s": wall}]
+        train = pd.read_parquet(root / "data" / "prepared" / name / "train.parquet")
+        holdout = test if test is not None else pd.read_parquet(root / "data" / "prepared" / name / "holdout.parquet")
+        rows = []
+        for table_ in published(root, name):
+            synth = pd.read_parquet(table_.pop("path"))
+            weighted = "weight" in synth.columns
+            synth = synth[[c.name for c in schema.columns]]
+            scores = measure(train, holdout, synth, schema, k3, 0)
+            rows.append({"seed": seed, **table_, "rows": len(synth), "weight_column": weighted, "repro_s": wall,
+                         **{k: v for k, v in scores.items() if k != "worst_1way_tv"}})
+            print(json.dumps(rows[-1]), flush=True)
+        if args.keep:
+            shutil.copytree(root, args.keep / f"seed-{seed}", ignore=shutil.ignore_patterns(".dvc", ".git"))
+        return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    """Markdown: per published generator, mean ± sample s.d. over seeds of each score."""
+    def cell(values: list[float]) -> str:
+        mean = statistics.fmean(values)
+        return f"{mean:.3f}" if mean < 1.5 else f"{mean:.1f}" + (f" ± {statistics.stdev(values):.1f}"
+                                                                 if len(values) > 1 else "")
+    lines = ["| published table | seeds | 1-way | 2-way | 3-way | AUROC LR / RF / GBM | detection AUC | repro s |",
+             "|---|---|---|---|---|---|---|---|"]
+    ok = [r for r in rows if "error" not in r]
+    for gen in dict.fromkeys(r["generator"] for r in ok):
+        mine = [r for r in ok if r["generator"] == gen]
+        label = gen + ("" if mine[0]["drawn_by"] is None else
+                       " (drawn by " + ", ".join(sorted({r["drawn_by"] for r in mine})) + ")")
+        auc = " / ".join(cell([r["tstr_auroc"][m] for r in mine]) for m in TSTR)
+        lines.append(f"| {label} | {', '.join(str(r['seed']) for r in mine)} | "
+                     + " | ".join(cell([r[m] for r in mine]) for m in METRICS)
+                     + f" | {auc} | {cell([r['detection_auc'] for r in mine])} "
+                     f"| {statistics.fmean(r['repro_s'] for r in mine):.0f} |")
+    if ok:
+        lines.append("| train on real (reference) | | 1000 | 1000 | 1000 | "
+                     + " / ".join(f"{ok[0]['trtr_auroc'][m]:.3f}" for m in TSTR) + " | | |")
+    lines += [f"| seed {r['seed']} | failed: {r['error']} | | | | | | |" for r in rows if "error" in r]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", required=True, help="bundled:<name> or a .csv / .parquet path")
+    ap.add_argument("--schema", required=True, type=Path, help="its schema (relative to the project or absolute)")
+    ap.add_argument("--rows", type=int, help="use a seeded sample of N rows as the whole table (module docstring)")
+    ap.add_argument("--sample-seed", type=int, default=0)
+    ap.add_argument("--params", type=Path, help="YAML deep-merged over params.yaml")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="one override (repeatable)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="steward noise keys (independent releases)")
+    ap.add_argument("--subsets3", type=int, default=0, help="3-way: N seeded column subsets (0: all)")
+    ap.add_argument("--scratch", type=Path, default=None, help="parent of the scratch projects (default: TMPDIR)")
+    ap.add_argument("--keep", type=Path, help="copy each seed's project here (without .git / .dvc)")
+    ap.add_argument("--json", type=Path, help="write the rows and the command here")
+    args = ap.parse_args()
+    schema_path = args.schema if args.schema.is_absolute() else ROOT / args.schema
+    name = schema_path.stem
+    schema = load_schema(schema_path)
+    # the configuration `synthrelease init` writes for a steward's own table (params.yaml less the generators whose
+    # sections name the bundled table's columns), then the overrides
+    params = yaml.safe_load(params_text((ROOT / "params.yaml").read_text(), name, "", "params.yaml"))
+    if args.params:
+        params = merged(params, yaml.safe_load(args.params.read_text()) or {})
+    for text in args.set:
+        params = merged(params, assignment(text))
+    raw, _ = read_table(args.data, schema)
+    schema_doc = yaml.safe_load(schema_path.read_text())
+    test = None
+    if args.rows:
+        if args.rows >= len(raw):
+            ap.error(f"--rows {args.rows}: the source has only {len(raw)} rows")
+        table = raw.sample(n=args.rows, random_state=args.sample_seed)
+        rest = raw.drop(index=table.index)
+        table = table.reset_index(drop=True)
+        test = validate_table(rest.reset_index(drop=True), schema, "rest of the source")[0]
+        schema_doc["rows"] = {"count": args.rows, "source": f"benchmark extract: {args.rows} rows of {args.data} "
+                                                             f"(sample seed {args.sample_seed})"}
+    else:
+        table = raw
+    names = [c.name for c in schema.columns]
+    k3 = [tuple(names[i] for i in s) for s in column_subsets(len(names), 3, args.subsets3 or 10**9,
+                                                              np.random.default_rng(0))] if len(names) >= 3 else []
+    rows: list[dict[str, Any]] = []
+    for seed in args.seeds:
+        rows += run_seed(args, seed, name, yaml.safe_dump(schema_doc, sort_keys=False), table, test, params, k3)
+    print("\n" + summary(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"command": " ".join(sys.argv), "table_rows": len(table),
+                                         "test_rows": None if test is None else len(test), "rows": rows},
+                                        indent=2, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""benchmarks/product.py (issue 33): the harness that scores what a release publishes through the product path."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import product  # noqa: E402
+
+
+def test_overrides_merge_deeply_and_parse_yaml_values():
+    base = {"privacy": {"delta": 1e-5, "release_epsilon": 1.0}, "generators": ["aim", "mst"]}
+    out = product.merged(base, product.assignment("privacy.release_epsilon=1.2"))
+    out = product.merged(out, product.assignment("generators=[aim]"))
+    out = product.merged(out, product.assignment("aim.max_rounds=40"))
+    assert out == {"privacy": {"delta": 1e-5, "release_epsilon": 1.2}, "generators": ["aim"],
+                   "aim": {"max_rounds": 40}}
+    assert base["privacy"]["release_epsilon"] == 1.0                      # the base is not modified
+    assert product.assignment("weights.generators=[]") == {"weights": {"generators": []}}
+
+
+def test_each_seed_is_its_own_steward_key():
+    keys = [product.noise_key(s) for s in (0, 1, 2)]
+    assert len(set(keys)) == 3 and all(len(k) == 64 for k in keys)
+    assert product.noise_key(0) == "fbfc8982605c5451573c774311906488eb097a963ec38be54ecb5065bddba194"
+
+
+def test_project_is_a_committed_repo_with_the_table_schema_and_key(tmp_path):
+    table = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "x"]})
+    root = product.project(tmp_path, "toy", "columns: {}\n", table, {"dataset": {"holdout_fraction": 0.2}}, 5)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    assert params["dataset"] == {"holdout_fraction": 0.2, "name": "toy", "source": "source/toy.parquet"}
+    key = Path(params["privacy"]["noise_key_file"])
+    assert key.read_text().strip() == product.noise_key(5) and not key.is_relative_to(root)
+    pd.testing.assert_frame_equal(pd.read_parquet(root / "source" / "toy.parquet"), table)
+    assert (root / "schemas" / "toy.yaml").read_text() == "columns: {}\n"
+    assert (root / ".dvc").is_dir() and (root / "dvc.yaml").exists() and (root / "pipelines").is_dir()
+
+
+def test_published_tables_are_read_from_the_release_index(tmp_path):
+    rel = tmp_path / "releases" / "toy" / "aim-1"
+    rel.mkdir(parents=True)
+    (rel / "manifest.json").write_text(json.dumps({"privacy": {"drawn_by": None}}))
+    (tmp_path / "releases" / "toy" / "latest.json").write_text(json.dumps(
+        {"released": [{"generator": "aim", "path": "releases/toy/aim-1", "epsilon_generator": 0.899631}]}))
+    assert product.published(tmp_path, "toy") == [
+        {"generator": "aim", "path": rel / "synthetic.parquet", "drawn_by": None, "epsilon_generator": 0.8996}]
+
+
+def test_summary_gives_mean_and_spread_over_seeds():
+    def row(seed, two, gbm):
+        return {"seed": seed, "generator": "aim", "drawn_by": None, "1-way": 990.0, "2-way": two, "3-way": 920.0,
+                "tstr_auroc": {"logistic_regression": 0.8, "random_forest": 0.8, "gradient_boosting": gbm},
+                "trtr_auroc": {"logistic_regression": 0.9, "random_forest": 0.9, "gradient_boosting": 0.92},
+                "detection_auc": 0.8, "repro_s": 300.0}
+    text = product.summary([row(0, 958.0, 0.86), row(1, 962.0, 0.88), {"seed": 2, "error": "dvc repro exited 1"}])
+    lines = text.splitlines()
+    assert lines[2] == ("| aim | 0, 1 | 990.0 ± 0.0 | 960.0 ± 2.8 | 920.0 ± 0.0 | 0.800 / 0.800 / 0.870 | 0.800 "
+                        "| 300 |")
+    assert lines[3].startswith("| train on real (reference) | | 1000 | 1000 | 1000 | 0.900 / 0.900 / 0.920")
+    assert lines[4] == "| seed 2 | failed: dvc repro exited 1 | | | | | | |"
