@@ -36,9 +36,6 @@ TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []}
         "privacy": {"noise_key_file": None},
         "dpwgan": {"epsilon": 0.9, "steps": 40, "batch_size": 64},  # pinned: the release test's ε fits beside it
         "utility_gate": {"inverted": "label"},   # fresh noise: a 40-step DP-WGAN may invert; label it, never refuse
-        # the DP release test at SMALL's ε 0.01 refuses a table with no row near it 1 - confidence of the time (one
-        # fresh-noise CI run drew it at 0.99); at 0.9999 a run that needs a published table misses it 1 in 10,000
-        "release": {"test_confidence": 0.9999},
         "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
                      "attacks": {"max_rows": 200, "n_attacks": 100}}}
 

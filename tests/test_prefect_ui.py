@@ -18,8 +18,11 @@ from test_pipeline import make_root, sh
 from test_report import CHROMIUM_FLAGS, PNG, chromium_binary
 
 # TINY without its OS-entropy noise: make_root's steward key binds every draw to the data and params, so the one
-# published table (and every gate and release-test outcome) is the same in every run (never a flake)
-KEYED = {k: v for k, v in TINY.items() if k != "privacy"}
+# published table (and every gate and release-test outcome) is the same in every run (never a flake). The DP release
+# test at SMALL's ε 0.01 refuses a table with no row near it 1 − confidence of the time: at 0.99 this key's draw was
+# one of those (statistic 0, noisy 1,602 > τ 1,590), and fresh noise (TINY's) drew one in a CI run; at 0.9999 the
+# page this test needs is published
+KEYED = {**{k: v for k, v in TINY.items() if k != "privacy"}, "release": {"test_confidence": 0.9999}}
 
 pytestmark = pytest.mark.slow
 # the artefacts the release publishes (tasks/artifacts.py `publish`): the budget stage's, the gates of each
