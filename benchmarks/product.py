@@ -43,6 +43,7 @@ import yaml
 
 from frontier import TSTR, measure
 from pipelines.data.readers import read_table
+from pipelines.config import EXTENDS, merged
 from pipelines.data.scaffold import params_text
 from pipelines.data.schema import load_schema
 from pipelines.data.validation import validate_table
@@ -51,14 +52,6 @@ from pipelines.evaluation.marginals import column_subsets
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("pipelines", "tasks", "flows", "schemas", "dvc.yaml", "requirements.lock")
 METRICS = ("1-way", "2-way", "3-way")
-
-
-def merged(base: dict, extra: dict) -> dict:
-    """`extra` deep-merged over `base` (a section replaces nothing it does not name)."""
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
 
 
 def assignment(text: str) -> dict:
@@ -177,7 +170,8 @@ def main() -> None:
     ap.add_argument("--schema", required=True, type=Path, help="its schema (relative to the project or absolute)")
     ap.add_argument("--rows", type=int, help="use a seeded sample of N rows as the whole table (module docstring)")
     ap.add_argument("--sample-seed", type=int, default=0)
-    ap.add_argument("--params", type=Path, help="YAML deep-merged over params.yaml")
+    ap.add_argument("--params", type=Path, help="YAML deep-merged over init's params (an override "
+                    "file's own keys: params/*.yaml)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="one override (repeatable)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="steward noise keys (independent releases)")
     ap.add_argument("--subsets3", type=int, default=0, help="3-way: N seeded column subsets (0: all)")
@@ -192,7 +186,8 @@ def main() -> None:
     # sections name the bundled table's columns), then the overrides
     params = yaml.safe_load(params_text((ROOT / "params.yaml").read_text(), name, "", "params.yaml"))
     if args.params:
-        params = merged(params, yaml.safe_load(args.params.read_text()) or {})
+        own = yaml.safe_load(args.params.read_text()) or {}  # an override file's own keys: its base is init's
+        params = merged(params, {k: v for k, v in own.items() if k != EXTENDS})
     for text in args.set:
         params = merged(params, assignment(text))
     raw, _ = read_table(args.data, schema)

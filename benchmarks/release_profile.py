@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from pipelines.config import resolved_text  # noqa: E402  (the project's package, from its root)
 STAGE_LINE = re.compile(r"Running stage '([^']+)'")
 
 
@@ -84,7 +86,8 @@ def table(stages: list[tuple[str, float]], total: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--params", type=Path, help="a params file copied over the copy's params.yaml")
+    parser.add_argument("--params", type=Path, help="a params file (whole or override) resolved over the copy's "
+                        "params.yaml")
     parser.add_argument("--keep", type=Path, help="run in this (new or empty) directory and keep it")
     parser.add_argument("--reuse", type=Path, help="start from a copy of this kept run (see the docstring)")
     parser.add_argument("--only", nargs="+", help="with --reuse: copy only these project paths over it (one "
@@ -99,7 +102,7 @@ def main() -> int:
             shutil.copytree(args.reuse, workdir, symlinks=True, dirs_exist_ok=True)
         copy_project(workdir, args.only)
         if args.params:
-            shutil.copy2(args.params, workdir / "params.yaml")
+            (workdir / "params.yaml").write_text(resolved_text(args.params))  # an override file made whole
         load_before = os.getloadavg()
         stages, total, rc = timed_repro(workdir, args.repro_args)
         load_after = os.getloadavg()

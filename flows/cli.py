@@ -2,6 +2,7 @@
 
   synthrelease init --data PATH --name NAME [--force] schemas/NAME.yaml and params/NAME.yaml from the header
   synthrelease run [--params params.yaml]            the Prefect release flow
+  synthrelease --params FILE resolve [--out PATH]    the whole params file an override file stands for
   synthrelease serve [--schedules schedules.yaml]    scheduled releases against a Prefect server
   synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
   synthrelease code [--out data/code]                the code fingerprint of each budget-spending stage
@@ -28,12 +29,12 @@ for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTI
 def left_out_stage(name: str, params_path: str, generator: str | None) -> dict | None:
     """The outputs of a per-generator stage for a generator the budget stage did not select (tasks/unselected.py),
     written before the stage's task (and its heavy imports) loads; None: run the stage."""
-    import yaml
+    from pipelines.config import Paths, read_params
+    from pipelines.errors import InputError
     try:
-        dataset = yaml.safe_load(Path(params_path).read_text())["dataset"]["name"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        dataset = read_params(params_path)["dataset"]["name"]
+    except (InputError, KeyError, TypeError):
         return None  # load_params names the problem
-    from pipelines.config import Paths
     from tasks import unselected
     return unselected.write(name, Paths(str(dataset), Path.cwd()), generator) if generator else None
 
@@ -82,6 +83,20 @@ def ledger_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def resolve_command(args: argparse.Namespace) -> int:
+    """`--params`'s whole configuration (pipelines.config.resolved_text), checked first; written atomically."""
+    from pipelines.config import resolved_text
+    from pipelines.io import atomic_path
+    text = resolved_text(args.params)
+    if not args.out:
+        print(text, end="")
+        return 0
+    with atomic_path(Path(args.out)) as tmp:
+        tmp.write_text(text)
+    print(f"wrote {args.out} from {args.params}", file=sys.stderr)
+    return 0
+
+
 def init_command(args: argparse.Namespace) -> int:
     """Write the schema and params file of a steward's table from its header alone (pipelines/data/scaffold.py)."""
     from pipelines.data.scaffold import scaffold, write
@@ -113,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     cd = sub.add_parser("code", help="write the code fingerprint of every budget-spending stage (dvc.yaml's `code` "
                                      "stage; pipelines/fingerprint.py)")
     cd.add_argument("--out", default="data/code")
+    rs = sub.add_parser("resolve", help="print (or write to --out) the whole params file that --params stands for: "
+                                        "an override file's keys merged over the files it extends")
+    rs.add_argument("--out", help="write here instead (e.g. params.yaml, what dvc repro reads)")
     st = sub.add_parser("stage", help="run one stage, as dvc.yaml does")
     st.add_argument("name", choices=STAGES)
     st.add_argument("--generator")
@@ -135,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(configured_flow(args.params)(params_path=args.params), indent=2))
         elif args.command == "init":
             return init_command(args)
+        elif args.command == "resolve":
+            return resolve_command(args)
         elif args.command == "code":
             from pipelines.fingerprint import write_fingerprints
             print(f"code: {len(write_fingerprints(Path(args.out), Path.cwd()))} fingerprints in {args.out}", file=sys.stderr)

@@ -29,6 +29,7 @@ from pipelines.generators.params.calibration import calibration_params
 from pipelines.io import canonical_json, sha256_text
 
 PARAMS_FILE = "params.yaml"
+EXTENDS = "extends"  # an override file's base (`read_params`)
 Number = Union[StrictInt, StrictFloat]
 # keys that were accepted once and are refused now with their own reason: (section kind, key) -> (problem, fix)
 RETIRED = {
@@ -607,8 +608,23 @@ def release_model() -> type[Section]:
                         **{g: (dict[str, Any] | None, None) for g in GENERATORS})
 
 
-def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
-    """Read params.yaml and check it once (module docstring); every problem is one InputError."""
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` deep-merged over `base`: a mapping merges key by key, any other value (a list, a number, null)
+    replaces the base's."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def read_params(path: str | Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The mapping a params file gives, before any check: its own keys, deep-merged (`merged`) over the file its
+    top-level `extends:` names (a path relative to this file's folder), recursively.
+
+    An override file (params/*.yaml) then holds only what differs from params.yaml. The file dvc.yaml reads
+    (PARAMS_FILE) must be whole: DVC tracks a stage's params by reading that file's keys, so keys inherited from
+    another file would change without DVC noticing (`synthrelease --params FILE resolve` writes a whole one).
+    """
     path = Path(path)
     file = str(path)
     if not path.exists():
@@ -620,6 +636,36 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
         raise InputError(f"not valid YAML ({e}).", file=file, fix="correct the YAML syntax.") from e
     if not isinstance(params, dict):
         raise InputError("must be a mapping of sections.", file=file, fix="start from the bundled params.yaml.")
+    if EXTENDS not in params:
+        return params
+    base = params.pop(EXTENDS)
+    if path.name == PARAMS_FILE:
+        raise fail(file, EXTENDS, f"{PARAMS_FILE} is the file dvc.yaml reads and must be whole: DVC would not see a "
+                   "change in the file it extends.", f"keep the overrides in params/NAME.yaml and run "
+                   f"`synthrelease --params params/NAME.yaml resolve --out {PARAMS_FILE}`.")
+    if not isinstance(base, str) or not base:
+        raise fail(file, EXTENDS, f"must be the path of the params file this one overrides, got {base!r}.",
+                   "e.g. 'extends: ../params.yaml'.")
+    base_path = path.parent / base
+    if base_path.resolve() in _seen + (path.resolve(),):
+        raise fail(file, EXTENDS, f"'{base}' extends this file again (a circle).", "extend a whole params file.")
+    return merged(read_params(base_path, _seen + (path.resolve(),)), params)
+
+
+def resolved_text(path: str | Path) -> str:
+    """The whole params file an override file stands for (`read_params`), as YAML, after `load_params` has
+    checked it: what `dvc repro` needs in params.yaml to run that configuration."""
+    load_params(path)
+    header = (f"# written by `synthrelease --params {path} resolve` from {path} and the files it extends:\n"
+              f"# edit those, then resolve again, rather than this file.\n")
+    return header + yaml.safe_dump(read_params(path), sort_keys=False, allow_unicode=True, width=100)
+
+
+def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
+    """Read a params file (`read_params`: params.yaml, or an override file over it) and check it once (module
+    docstring); every problem is one InputError."""
+    file = str(path)
+    params = read_params(path)
     for section in ("dataset", "privacy"):  # the sections' own key paths, not a top-level type error
         check(section_models()[section], params.get(section), section, file)
     config = check(release_model(), params, "", file)

@@ -13,6 +13,7 @@ home (`<PREFECT_HOME>-<worker>`), so that two in-process Prefect runs never shar
 from __future__ import annotations
 
 import os
+import sys
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
               "VECLIB_MAXIMUM_THREADS")
@@ -23,12 +24,18 @@ if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("PREFECT_HOME"):
 
 from pathlib import Path  # noqa: E402
 
+import absl.logging  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from pipelines.data.readers import read_table  # noqa: E402
 from pipelines.data.schema import Schema, load_schema  # noqa: E402
+
+# dp_accounting imports absl, whose log handler keeps the sys.stderr of the moment (under pytest: a capture file)
+# and closes it when Prefect's logging setup (dictConfig, at `import prefect`) clears the handlers; pytest then
+# fails the running test on its closed capture file. absl never closes the process's own stderr.
+absl.logging.get_absl_handler().python_handler.stream = sys.__stderr__
 
 torch.set_num_threads(1)
 torch.set_num_interop_threads(1)

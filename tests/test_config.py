@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from pipelines.config import load_params, noise_seed_keys
+from pipelines.config import load_params, noise_seed_keys, read_params
 from pipelines.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,10 +328,11 @@ def test_an_internal_release_with_noise_seeds_says_so_in_its_manifest(tmp_path):
 @pytest.mark.parametrize("path", [ROOT / "params.yaml", *sorted((ROOT / "params").glob("*.yaml"))],
                          ids=lambda p: p.name)
 def test_every_bundled_params_file_has_every_key_dvc_tracks(path):
-    """`cp params/<file>.yaml params.yaml && dvc repro` (each file's own instructions) fails on a key a stage lists
-    that the file lacks ("Parameters '...' are missing from 'params.yaml'"): every key of every stage is there."""
+    """`dvc repro` on a file (params.yaml, or an override file made whole by `synthrelease resolve`) fails on a key
+    a stage lists that the file lacks ("Parameters '...' are missing from 'params.yaml'"): every key of every stage
+    is there."""
     from tasks.common import STAGE_PARAMS
-    params = yaml.safe_load(path.read_text())
+    params = read_params(path)
     missing = []
     for key in sorted({k for keys in STAGE_PARAMS.values() for k in keys if k != "${item}"}):
         *parents, leaf = key.split(".")

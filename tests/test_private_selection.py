@@ -14,7 +14,7 @@ import yaml
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from pipelines.config import load_params
+from pipelines.config import load_params, read_params
 from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Block, Layout
 from pipelines.errors import InputError
@@ -165,7 +165,7 @@ def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_
 @pytest.mark.parametrize("key, value", [("candidates", ["private_selection"]), ("candidates", ["gan"]),
                                         ("mean_trials", 0.5), ("score_share", 1.0), ("score_bins", 1)])
 def test_bad_selection_params_are_refused_with_their_key(tmp_path, key, value):
-    params = yaml.safe_load((PROJECT / "params" / "private.yaml").read_text())
+    params = read_params(PROJECT / "params" / "private.yaml")  # the override file made whole
     params["private_selection"][key] = value
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     with pytest.raises(InputError, match=rf"'private_selection\.{key}'.*Fix:"):

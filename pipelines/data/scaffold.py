@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from pipelines.config import EXTENDS
 from pipelines.data.header import read_header
 from pipelines.data.schema import KINDS, PLACEHOLDER
 from pipelines.errors import InputError
@@ -122,6 +123,11 @@ def params_text(template: str, name: str, source: str, template_label: str) -> s
     blocks = _top_level_blocks(template)
     try:
         parsed = yaml.safe_load(template) or {}
+        if EXTENDS in parsed:
+            raise InputError(f"an override file ('{EXTENDS}: {parsed[EXTENDS]}') is not a template: init copies a "
+                             "whole configuration, section by section.", file=template_label,
+                             fix="pass --params params.yaml, or write the whole file first with `synthrelease "
+                             f"--params {template_label} resolve --out whole.yaml`.")
         holdout = parsed["dataset"]["holdout_fraction"]
         dropped = parsed["dataset"].get("max_dropped_fraction")
         generators = [g for g in parsed["generators"] if g not in COLUMN_CHOICES]
