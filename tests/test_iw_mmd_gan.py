@@ -18,8 +18,7 @@ from pipelines.evaluation.knn_divergence import kl_divergence_knn
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import generator_class
 from pipelines.generators.iw_weights import weight_function
-from pipelines.generators.iw_estimators import (duplicate_indices, gaussian_kernel, mmd2_iw, mmd2_miw, mmd2_sniw,
-                                                weighted_mean, weighted_mmd2)
+from pipelines.generators.iw_estimators import duplicate_indices, estimator_mmd2, mmd2_miw, weighted_mean
 from pipelines.generators.iw_mmd_gan import IWMMDGAN, IWMMDGANPlan
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.embeddings import cf_features
@@ -27,6 +26,7 @@ from pipelines.privacy.events import GaussianEvent, NonPrivateEvent
 from pipelines.privacy.weighted_embedding import (mean_embedding, random_frequencies, release_weighted_embedding,
                                                   weighted_embedding_event, weighted_embedding_sensitivity,
                                                   weighted_embedding_sums)
+from pipelines.stats.mmd import gaussian_kernel, mmd2_iw, mmd2_sniw
 
 DELTA = 1e-5
 FAST = {"steps": 20, "batch_size": 32, "hidden": [16, 16], "code_dim": 8, "frequencies": 16, "n_critic": 2,
@@ -101,7 +101,7 @@ def test_importance_weighting_removes_the_bias_of_the_modified_sample():
         y = torch.as_tensor(rng.normal(3.0 * cy, 1.0)[:, None])
         w = torch.as_tensor(np.where(cx, 0.5 / 0.2, 0.5 / 0.8))
         for est in values:
-            values[est].append(weighted_mmd2(est, x, y, w, bw, 2, torch.Generator().manual_seed(1)).item())
+            values[est].append(estimator_mmd2(est, x, y, w, bw, 2, torch.Generator().manual_seed(1)).item())
     mean = {k: np.mean(v) for k, v in values.items()}
     se = {k: np.std(v) / math.sqrt(len(v)) for k, v in values.items()}
     assert abs(mean["iw"]) < 4 * se["iw"], (mean, se)

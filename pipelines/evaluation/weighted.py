@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
-from scipy.spatial.distance import cdist
+import torch
 from sklearn.base import ClassifierMixin
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -29,6 +29,7 @@ from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder
 from pipelines.evaluation.outside_dp import WEIGHTED_ANALYSES
 from pipelines.evaluation.utility import _labels, featurise
+from pipelines.stats.mmd import gaussian_kernel, mmd2_sniw
 
 # §4.2: "benchmark models with default parameters in sklearn" (iteration caps raised so they converge).
 WEIGHTED_CLASSIFIERS: dict[str, Callable[[int], ClassifierMixin]] = {
@@ -66,24 +67,22 @@ def weighted_wasserstein1(synthetic: np.ndarray, weights: np.ndarray | None, rea
     return float(ot.emd2(a, b, ot.dist(x, z, metric="euclidean"), numItermax=10_000_000))
 
 
-def gaussian_gram(x: np.ndarray, y: np.ndarray, bandwidth: float) -> np.ndarray:
-    return np.exp(-cdist(x, y, metric="sqeuclidean") / (2 * bandwidth ** 2))
-
-
 def weighted_mmd2(synthetic: np.ndarray, weights: np.ndarray | None, real: np.ndarray,
                   bandwidth: float = 1.0) -> float:
     """Weighted MMD² with the Gaussian kernel ("standard normal kernel": bandwidth 1), appendix B.1.
 
     With a ∝ w normalised to Σ a = 1: Σ_{i≠j} a_i a_j k(x_i, x_j) / (1 − Σ a_i²)
-    + Σ_{i≠j} k(z_i, z_j) / (m(m−1)) − 2 Σ_{i,j} a_i k(x_i, z_j) / m. For uniform weights this is the
-    unbiased MMD²_u of Gretton et al. (eq. 3); the within-sample term drops the diagonal as B.1 does.
+    + Σ_{i≠j} k(z_i, z_j) / (m(m−1)) − 2 Σ_{i,j} a_i k(x_i, z_j) / m: the self-normalised estimator (the
+    Diesendruck thesis' eq. 3.5, `pipelines.stats.mmd.mmd2_sniw`, synthetic rows weighted), in float64 on exact
+    distances. For uniform weights this is the unbiased MMD²_u of Gretton et al. (eq. 3); the within-sample term
+    drops the diagonal as B.1 does.
     """
-    x, z = np.asarray(synthetic, float), np.asarray(real, float)
-    a, m = _normalised(weights, len(x)), len(z)
-    kxx, kzz, kxz = gaussian_gram(x, x, bandwidth), gaussian_gram(z, z, bandwidth), gaussian_gram(x, z, bandwidth)
-    xx = (a @ kxx @ a - np.sum(a ** 2 * np.diag(kxx))) / (1 - np.sum(a ** 2))
-    zz = (kzz.sum() - np.trace(kzz)) / (m * (m - 1))
-    return float(xx + zz - 2 * (a @ kxz).sum() / m)
+    x, z = torch.as_tensor(np.asarray(synthetic, float)), torch.as_tensor(np.asarray(real, float))
+    a = torch.as_tensor(_normalised(weights, len(x)))
+
+    def k(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        return gaussian_kernel(p, q, (bandwidth,), exact=True)
+    return float(mmd2_sniw(k(x, x), k(z, z), k(x, z), a))
 
 
 def weighted_auroc(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None, x_test: np.ndarray,

@@ -11,7 +11,8 @@ for SNIW); y_1..y_m are generated rows; k is a kernel with values in [0, K].
   id       §3.2.5: row i duplicated ⌈w_i⌉ times (`duplicate_indices`), then eq. 3.2 on batches of the copies.
 
 Sample averages of other losses (the MMD-GAN's reconstruction term) are weighted the same way
-(Table 3.1, last row): `weighted_mean`.
+(Table 3.1, last row): `weighted_mean`. The kernel and eqs. 3.2/3.3/3.5 are the project's one kernel and MMD²
+(pipelines/stats/mmd.py); this module adds the median of means and the dispatch by estimator.
 """
 from __future__ import annotations
 
@@ -20,38 +21,7 @@ import torch
 from torch import Tensor
 
 from pipelines.generators.params.iw_mmd_gan import ESTIMATORS
-
-
-def gaussian_kernel(a: Tensor, b: Tensor, bandwidths: list[float] | tuple[float, ...]) -> Tensor:
-    """Mixture of Gaussian kernels (1/B) Σ_h exp(−‖a_i − b_j‖² / 2h²), shape (len(a), len(b)); values in (0, 1]
-    (K = 1). MMD-GAN (Li et al. 2017) uses the mixture over bandwidths h ∈ {1, 2, 4, 8, 16} on its codes."""
-    sq = torch.cdist(a, b).pow(2)
-    return sum(torch.exp(-sq / (2 * h * h)) for h in bandwidths) / len(bandwidths)
-
-
-def _off_diagonal_sum(k: Tensor, wa: Tensor | None = None) -> Tensor:
-    """Σ_{i≠j} w_i w_j k_ij (w ≡ 1 without `wa`)."""
-    if wa is None:
-        return k.sum() - k.diagonal().sum()
-    return wa @ k @ wa - (wa * wa * k.diagonal()).sum()
-
-
-def mmd2_iw(k_xx: Tensor, k_yy: Tensor, k_xy: Tensor, w: Tensor | None = None) -> Tensor:
-    """Eq. 3.3 (eq. 3.2 when `w` is None): (1/n(n−1)) Σ_{i≠j} w_i w_j k(x_i, x_j) + (1/m(m−1)) Σ_{i≠j} k(y_i, y_j)
-    − (2/nm) Σ_i Σ_j w_i k(x_i, y_j), with w_i = 1/M(x_i). Unbiased for MMD²(P, Q); needs n, m ≥ 2."""
-    n, m = k_xy.shape
-    cross = k_xy.sum() if w is None else (w[:, None] * k_xy).sum()
-    return (_off_diagonal_sum(k_xx, w) / (n * (n - 1)) + _off_diagonal_sum(k_yy) / (m * (m - 1))
-            - 2 * cross / (n * m))
-
-
-def mmd2_sniw(k_xx: Tensor, k_yy: Tensor, k_xy: Tensor, w: Tensor) -> Tensor:
-    """Eq. 3.5: Σ_{i≠j} w_i w_j k(x_i, x_j) / Σ_{i≠j} w_i w_j + (1/m(m−1)) Σ_{i≠j} k(y_i, y_j)
-    − 2 Σ_i Σ_j w_i k(x_i, y_j) / (m Σ_i w_i), for w_i ∝ 1/M(x_i) (any positive scale cancels)."""
-    m = k_yy.shape[0]
-    pair_norm = w.sum() ** 2 - (w * w).sum()
-    return (_off_diagonal_sum(k_xx, w) / pair_norm + _off_diagonal_sum(k_yy) / (m * (m - 1))
-            - 2 * (w[:, None] * k_xy).sum() / (m * w.sum()))
+from pipelines.stats.mmd import gaussian_kernel, mmd2_iw, mmd2_sniw
 
 
 def mmd2_miw(k_xx: Tensor, k_yy: Tensor, k_xy: Tensor, w: Tensor, groups: int, generator: torch.Generator) -> Tensor:
@@ -77,7 +47,7 @@ def duplicate_indices(w: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(w)), np.ceil(w - 1e-12).clip(0).astype(int))
 
 
-def weighted_mmd2(estimator: str, x: Tensor, y: Tensor, w: Tensor | None, bandwidths: list[float],
+def estimator_mmd2(estimator: str, x: Tensor, y: Tensor, w: Tensor | None, bandwidths: list[float],
                   groups: int = 1, generator: torch.Generator | None = None) -> Tensor:
     """The estimator's MMD² between real rows `x` (weights `w`) and generated rows `y` under `gaussian_kernel`.
     `id` batches are already drawn from the duplicated rows, so they use eq. 3.2, like `uniform`."""

@@ -38,7 +38,7 @@ from pipelines import progress
 from pipelines.data.layout import Layout
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
-from pipelines.generators.iw_estimators import duplicate_indices, weighted_mean, weighted_mmd2
+from pipelines.generators.iw_estimators import duplicate_indices, estimator_mmd2, weighted_mean
 from pipelines.generators.iw_weights import WeightFunction, weight_function
 from pipelines.generators.networks import elu, initialise, mlp
 from pipelines.generators.params.iw_mmd_gan import PRIVATE_ESTIMATORS
@@ -108,7 +108,7 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
                        n_critic: int = 5, mmd_weight: float = 0.1, label: str = "iw_mmd_gan") -> None:
     """Non-private training with Table 3.1's `estimator` on real rows `real` (weights `w`).
 
-    Fixed kernel (`autoencoder` None): each step minimises weighted_mmd2(x_batch, G(z)) under the Gaussian mixture
+    Fixed kernel (`autoencoder` None): each step minimises estimator_mmd2(x_batch, G(z)) under the Gaussian mixture
     `bandwidths`, over `parameters` (the generator's). Adversarial (MMD-GAN): each generator step follows
     `n_critic` discriminator steps minimising  weighted_mean(‖x − dec(enc x)‖²) + mean ‖y − dec(enc y)‖²
     − mmd_weight·MMD²_w(enc x, enc y), and the generator minimises MMD²_w(enc x, enc G(z)); kernels on the codes
@@ -124,7 +124,7 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
         return real[idx], w[idx]
 
     def mmd2(x: torch.Tensor, y: torch.Tensor, wx: torch.Tensor) -> torch.Tensor:
-        return weighted_mmd2(estimator, x, y, wx, bandwidths, groups, rng)
+        return estimator_mmd2(estimator, x, y, wx, bandwidths, groups, rng)
 
     opt_g = torch.optim.RMSprop(parameters, lr=lr)
     opt_d = torch.optim.RMSprop(autoencoder.parameters(), lr=lr) if autoencoder is not None else None

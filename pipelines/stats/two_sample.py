@@ -1,8 +1,8 @@
 """Kernel MMD two-sample permutation test (Gretton et al. 2012), as in the paper's section 5.2.1.
 
 Tests whether real and generated values of the α-LMDP-protected attributes share a distribution.
-Kernel convention as in :mod:`pipelines.stats.ksd`: k(x, y) = exp(−‖x − y‖² / (2ℓ²)) with ℓ the
-median pairwise distance of the pooled sample.
+Kernel: the project's Gaussian kernel (:mod:`pipelines.stats.mmd`) k(x, y) = exp(−‖x − y‖² / (2ℓ²)) on exact
+distances, with ℓ the median pairwise distance of the pooled sample (the convention of :mod:`pipelines.stats.ksd`).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from pipelines.stats.ksd import _as_points, _like, median_bandwidth
+from pipelines.stats.mmd import gaussian_kernel
 
 _CHUNK_ELEMENTS = 1 << 22  # permutation label entries held at once
 
@@ -48,8 +49,7 @@ def mmd_permutation_test(x: Tensor | np.ndarray, y: Tensor | np.ndarray, n_permu
         raise ValueError("MMD²_u needs at least two points in each sample")
     pooled = torch.cat([x, y])
     ell = median_bandwidth(pooled) if bandwidth is None else _like(bandwidth, pooled)
-    r2 = torch.cdist(pooled, pooled, compute_mode="donot_use_mm_for_euclid_dist") ** 2
-    gram = torch.exp(-r2 / (2 * ell ** 2)).fill_diagonal_(0).numpy()
+    gram = gaussian_kernel(pooled, pooled, (ell,), exact=True).fill_diagonal_(0).numpy()
     observed = _mmd_from_labels(gram, np.repeat([[1.0, 0.0]], [n, m], axis=1), n)[0]
     permuted = _permutation_statistics(gram, n, n_permutations, seed)
     tie = 1e-12 * abs(observed)  # relabellings equal to the observed one up to rounding count as ≥
