@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 from pipelines.data.readers import read_table  # noqa: E402
 from pipelines.data.schema import load_schema  # noqa: E402
 from pipelines.data.transform import Encoder, train_holdout_split  # noqa: E402
-from pipelines.evaluation.knn_divergence import kl_divergence_knn  # noqa: E402
+from knn_divergence import kl_divergence_knn  # noqa: E402
 from pipelines.generators.base import Budget  # noqa: E402
 from pipelines.generators.iw_mmd_gan import IWMMDGAN, train_weighted_mmd  # noqa: E402
 from pipelines.generators.networks import elu, initialise, mlp  # noqa: E402

@@ -1,7 +1,7 @@
 """PEARL §4 / appendix C (Figure 2): rejection rate of the CF two-sample test against dimension for the
 "unoptimized", "normal" and "optimized" frequency sets (and our critic's re-weighting of the unoptimized
 set); 20 frequencies, 1,000 samples per distribution, 100 trials, the whole experiment repeated 5 times
-(mean ± standard deviation over the repeats). Test and sets: pipelines/generators/cf_two_sample.py.
+(mean ± standard deviation over the repeats). Test and sets: benchmarks/cf_two_sample.py.
 
     python benchmarks/pearl_two_sample.py
     python benchmarks/pearl_two_sample.py --dims 2 5 10 --repeats 2 --trials 50
@@ -12,7 +12,7 @@ import argparse
 
 import numpy as np
 
-from pipelines.generators.cf_two_sample import SETS, rejection_rates
+from cf_two_sample import SETS, rejection_rates
 
 
 def main() -> None:
