@@ -103,7 +103,8 @@ def test_a_generator_plans_its_method_at_the_rest_and_the_total_meets_the_target
 def test_ppem_never_calibrates_its_protected_columns():
     """α-LMDP promises the generated x′ marginal is not the real one: no measured marginal contains x′."""
     gen = generator_class("ppem")(MIXED, {"protected": ["age", "income"], "hidden": 8, "latent_dim": 4})
-    assert gen.cliques == (("smoker",), ("region",), ("outcome",), ("smoker", "outcome"), ("region", "outcome"))
+    assert gen.calibration.cliques == (("smoker",), ("region",), ("outcome",), ("smoker", "outcome"),
+                                       ("region", "outcome"))
 
 
 @pytest.mark.slow
@@ -205,7 +206,7 @@ def test_fit_reserves_and_records_the_method_and_the_calibration(fitted):
     assert session.calls == ["reserve", "record"] and session.reserved == list(plan.events)
     assert isinstance(session.recorded[0], PoissonGaussianEvent) and session.recorded[-1] == plan.calibration.event
     assert epsilon_pld(session.recorded, DELTA) <= 1.0
-    assert gen.noisy_marginals.cliques == CLIQUES and gen.noisy_marginals.sigma == plan.calibration.sigma
+    assert gen.calibration.noisy.cliques == CLIQUES and gen.calibration.noisy.sigma == plan.calibration.sigma
 
 
 def test_the_plan_round_trips_through_strict_json(fitted):
@@ -219,10 +220,10 @@ def test_save_load_keeps_the_calibration(fitted, tmp_path):
     gen.save(tmp_path)
     back = DPWGAN.load(tmp_path)
     assert back.privacy == gen.privacy
-    assert all(np.array_equal(a, b) for a, b in zip(back.noisy_marginals.counts, gen.noisy_marginals.counts))
+    assert all(np.array_equal(a, b) for a, b in zip(back.calibration.noisy.counts, gen.calibration.noisy.counts))
     assert np.array_equal(back.sample(300, 7), gen.sample(300, 7))
     uncalibrated = DPWGAN.load(tmp_path)
-    uncalibrated.noisy_marginals = None
+    uncalibrated.calibration.noisy = None
     assert not np.array_equal(uncalibrated.sample(300, 7), gen.sample(300, 7))
 
 
@@ -232,7 +233,7 @@ def test_a_non_private_fit_measures_exact_marginals():
     assert gen.privacy.calibration.sigma == 0 and isinstance(session.recorded[-1], NonPrivateEvent)
     disc = public_discretizer(MIXED, gen.params["numeric_bins"])      # the generator's own bins
     exact, _ = NoisyMarginals.measure(disc, exact_plan(), data, None)
-    assert all(np.array_equal(a, b) for a, b in zip(gen.noisy_marginals.counts, exact.counts))
+    assert all(np.array_equal(a, b) for a, b in zip(gen.calibration.noisy.counts, exact.counts))
 
 
 @pytest.mark.slow
@@ -240,7 +241,7 @@ def test_share_zero_turns_calibration_off_and_marginal_generators_default_to_off
     gen = DPWGAN(MIXED, {**FAST, "calibration": {"share": 0}})
     assert gen.plan(2000, Budget(1.0, DELTA)).calibration is None
     for name in ("mst", "aim"):
-        assert generator_class(name)(MIXED, {}, "cpu").cliques == ()
+        assert generator_class(name)(MIXED, {}, "cpu").calibration.cliques == ()
 
 
 # -- importance-weighted marginals (IW-MMD-GAN) -----------------------------------------------------------------
@@ -334,7 +335,7 @@ def test_iw_mmd_gan_calibrates_to_the_weighted_target_not_back_to_the_real_rows(
     exact = iw_mmd_gan(weights=REBALANCE)
     exact.fit(data, FakeSession(), Budget(math.inf, DELTA))
     w = np.where(data[:, 6] == 1, 1.6, 0.4)
-    assert exact.noisy_marginals.counts[CLIQUES.index(("outcome",))] == pytest.approx(
+    assert exact.calibration.noisy.counts[CLIQUES.index(("outcome",))] == pytest.approx(
         [w[data[:, 6] == 0].sum(), w[data[:, 6] == 1].sum()])
     assert abs(exact.sample(4000, 1)[:, 6].mean() - target) < 0.01
 

@@ -72,7 +72,7 @@ def _calibration(root: Path) -> tuple[np.ndarray, float, np.ndarray]:
     """The dpwgan model's noisy calibration counts (concatenated), their σ and the exact counts of its rows."""
     from pipelines.generators.registry import generator_class
     model = generator_class("dpwgan").load(root / "models/breast_cancer/dpwgan")
-    nm = model.noisy_marginals
+    nm = model.calibration.noisy
     data = pd.read_parquet(root / "data/prepared/breast_cancer/train_encoded.parquet").to_numpy(np.float32)
     exact = [np.bincount(c, minlength=n.size) for c, n in zip(nm.cells(data), nm.counts)]
     return np.concatenate([c.ravel() for c in nm.counts]), nm.sigma, np.concatenate(exact).astype(float)

@@ -17,11 +17,11 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from pipelines.data.bins import BinnedEncoding, Discretizer
+from pipelines.data.bins import BinnedEncoding
 from pipelines.data.layout import Layout, project_to_layout
 from pipelines.generators.params.calibration import calibration_params
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
-from pipelines.marginal import calibrate
+from pipelines.marginal.calibration import Calibration
 from pipelines.privacy.events import Event
 from pipelines.gates.release import GateResult
 from pipelines.privacy.noise import NoiseSource, Streams
@@ -143,11 +143,10 @@ class PrivateGenerator(ABC):
     `release_gates(real_encoded)`: a generator's own gates (none by default), run by check@gen after the DP
     gates (they may read real training rows: say so in the evidence).
 
-    Calibration (`pipelines/marginal/calibrate.py`), on when the params' `calibration.share` > 0: `plan` gives the
-    method (1 − share)·ε and the noisy marginals the rest (one composed plan); `fit` measures them after `_fit`
-    (which sees the method's plan alone) and records their event with the method's; `sample` rakes an oversampled
-    draw to them. The noisy marginals are saved with the model. They are plain counts unless `calibration_weights`
-    gives public importance weights (IW-MMD-GAN: the samples are calibrated to the weighted distribution it targets).
+    Calibration: `self.calibration` (`pipelines.marginal.calibration.Calibration`, on when the params'
+    `calibration.share` > 0) is composed around the method: `plan` lets it split ε, `fit` records its event after
+    `_fit` (which sees the method's plan alone), `sample` lets it rake an oversampled draw, `save`/`load` keep its
+    noisy marginals. Plain counts unless `calibration_weights` gives public importance weights (IW-MMD-GAN).
     """
 
     name: ClassVar[str]
@@ -173,11 +172,9 @@ class PrivateGenerator(ABC):
         if self.encoding is not None:
             self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
-        cal = self.params.get("calibration")
-        hidden = self.uncalibrated_columns()
-        self.cliques = tuple(q for q in calibrate.marginals(layout, cal["pairs"], self.name)
-                             if not hidden.intersection(q)) if cal and cal["share"] > 0 else ()
-        self.noisy_marginals: calibrate.NoisyMarginals | None = None
+        self.calibration = Calibration(layout, self.params.get("calibration"), self.name,
+                                       self.params.get("numeric_bins"), self.uncalibrated_columns(),
+                                       self.calibration_weights)
         self.build()
 
     def calibration_weights(self) -> tuple[Callable[[np.ndarray], np.ndarray], float] | None:
@@ -218,24 +215,9 @@ class PrivateGenerator(ABC):
         the plan for `fit`."""
         if n_rows < 1:
             raise ValueError(f"n_rows must be >= 1, got {n_rows}")
-        if not self.cliques:
-            self.privacy = self._plan(int(n_rows), budget)
-            return self.privacy
-        share = self.params["calibration"]["share"]
-        method = self._plan(int(n_rows), Budget((1 - share) * budget.epsilon, budget.delta))
-        weights = self.calibration_weights()
-        cal = calibrate.plan_calibration(method.events, self.cliques, share, budget.epsilon, budget.delta,
-                                         None if weights is None else weights[1])
-        cells, limit = self._calibration_cells(), self.params["calibration"]["max_noise_tv"]
-        if limit is not None and calibrate.expected_noise_tv(cal, cells.shape, cells.names, n_rows) > limit:
-            self.privacy = self._plan(int(n_rows), budget)   # too few rows for this ε: the method gets all of it
-            return self.privacy
-        self.privacy = method.calibrated(cal, budget.epsilon)
+        self.privacy = self.calibration.plan(lambda eps: self._plan(int(n_rows), Budget(eps, budget.delta)),
+                                             int(n_rows), budget.epsilon, budget.delta)
         return self.privacy
-
-    def _calibration_cells(self) -> Discretizer:
-        """The calibration's public discretiser (`calibrate.public_discretizer` with this generator's numeric_bins)."""
-        return calibrate.public_discretizer(self.table_layout, self.params.get("numeric_bins"))
 
     @abstractmethod
     def _plan(self, n_rows: int, budget: Budget) -> PrivacyPlan:
@@ -260,12 +242,7 @@ class PrivateGenerator(ABC):
             spent = list(self._fit(self.model_rows(data), streams))
         finally:
             self.privacy = plan
-        if plan.calibration is not None:
-            cells = self._calibration_cells()
-            weights = self.calibration_weights()
-            w = None if weights is None else weights[0](data)     # public weights of the rows (None: counts)
-            self.noisy_marginals, event = calibrate.NoisyMarginals.measure(cells, plan.calibration, data,
-                                                                           streams.numpy("calibration"), w)
+        if (event := self.calibration.measure(plan, data, streams)) is not None:
             spent.append(event)
         session.record(spent)
         return self
@@ -318,11 +295,7 @@ class PrivateGenerator(ABC):
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(int(rng))
         if n == 0:
             return np.zeros((0, self.table_layout.width), dtype=np.float32)
-        if self.noisy_marginals is None:
-            return self._table_rows(self._sample(int(n), rng))
-        cal = self.params["calibration"]
-        rows = self._table_rows(self._sample(int(n) * int(cal["oversample"]), rng))
-        return self.noisy_marginals.calibrate(rows, int(n), rng, int(cal["sweeps"]), float(cal["tolerance"]))
+        return self.calibration.sample(lambda m: self._table_rows(self._sample(m, rng)), int(n), rng)
 
     @abstractmethod
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -341,7 +314,7 @@ class PrivateGenerator(ABC):
         save_networks(directory, self.name, self.networks, {
             "generator": self.name, "params": self.params, "layout": self.table_layout.to_dict(),
             "privacy": None if self.privacy is None else self.privacy.to_dict(), "state": self._state(),
-            "calibration": None if self.noisy_marginals is None else self.noisy_marginals.to_dict()})
+            "calibration": self.calibration.to_dict()})
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "PrivateGenerator":
@@ -352,9 +325,6 @@ class PrivateGenerator(ABC):
         model._restore(meta["state"])
         load_networks(directory, model.networks, device)
         model.privacy = None if meta["privacy"] is None else plan_from_dict(meta["privacy"])
-        if meta.get("calibration") is not None:
-            model.noisy_marginals = calibrate.NoisyMarginals.from_dict(model.table_layout, meta["calibration"])
-        elif model.privacy is not None and model.privacy.calibration is not None:
-            raise ValueError(f"{directory}/{cls.name}.json: the plan calibrates samples but the noisy marginals "
-                             f"are missing. Fix: re-run the train stage (dvc repro -f train@{cls.name})")
+        model.calibration.restore(meta.get("calibration"), model.privacy, f"{directory}/{cls.name}.json",
+                                  f"re-run the train stage (dvc repro -f train@{cls.name})")
         return model

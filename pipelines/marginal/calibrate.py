@@ -27,7 +27,7 @@ DiscreteGaussianEvent(σ_γ, K, m), whose ratio σ_γ/K = z√m equals the conti
 counts times γ (post-processing) are the weighted counts; a row's weight is represented to within γ/2 = w_max/2K.
 
 Budget (`plan_calibration`). A generator's ε covers its method and its calibration: the method is planned at
-(1 − share)·ε (`PrivateGenerator.plan`); σ is then the smallest noise (to 0.1 %) with
+(1 − share)·ε (`pipelines.marginal.calibration.Calibration.plan`); σ is then the smallest noise (to 0.1 %) with
 ε_PLD(method's events ∪ {`calibration_event`(σ)}) ≤ ε at δ (`accountant.calibrate_noise_scale`): composition is
 sub-additive, so the calibration gets more than share·ε alone. ε = ∞: exact marginals (σ = 0), a NonPrivateEvent.
 
@@ -174,9 +174,10 @@ def expected_noise_tv(plan: CalibrationPlan, shape: Sequence[int], columns: Sequ
     """The noise's expected total variation error on a 1-way marginal estimate, averaged over the measured 1-way
     marginals: a column of k cells gets N(0, σ²) on each count of n̂ rows, E|N(0, σ²)| = σ√(2/π), so
     TV ≈ ½·k·σ·√(2/π)/n̂ (before clipping). Public: the plan's σ, the public bins' sizes `shape` (per column of
-    `columns`) and n̂. `PrivateGenerator.plan` turns the calibration off above a steward's `max_noise_tv` (default
-    null: never), for a method that models the table better than such noisy marginals would (breast cancer, 458
-    rows at ε ≈ 0.24: TV ≈ 3; Adult, 16,000 rows at ε = 1: 0.012; docs/calibration.md)."""
+    `columns`) and n̂. `Calibration.plan` (pipelines/marginal/calibration.py) turns the calibration off above a
+    steward's `max_noise_tv` (default null: never), for a method that models the table better than such noisy
+    marginals would (breast cancer, 458 rows at ε ≈ 0.24: TV ≈ 3; Adult, 16,000 rows at ε = 1: 0.012;
+    docs/calibration.md)."""
     sizes = dict(zip(columns, shape))
     ks = [sizes[q[0]] for q in plan.marginals if len(q) == 1]
     return float(np.mean([0.5 * k * plan.sigma * math.sqrt(2 / math.pi) / n_rows for k in ks])) if ks else 0.0

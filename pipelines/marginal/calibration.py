@@ -1,0 +1,90 @@
+"""The DP marginal calibration as a part any generator composes with its method (`PrivateGenerator.calibration`).
+
+The statistics, the event and the raking are `pipelines.marginal.calibrate` (its docstring derives the sensitivity).
+This part holds the lifecycle around them, on when the params' `calibration.share` > 0 and some marginal is left:
+
+  plan     the method is planned at (1 − share)·ε and the noisy marginals get the rest (one composed plan,
+           `calibrate.plan_calibration`); when the expected noise of the marginals exceeds `max_noise_tv` on n̂ rows
+           (too few rows for this ε) the method is planned at the whole ε instead and nothing is calibrated;
+  measure  after the method's `_fit`: the noisy marginals of the real rows (plain counts, or the generator's public
+           importance weights `weights()` summed), their event returned for the ledger;
+  sample   an oversampled draw of the method, raked to the noisy marginals (post-processing);
+  save     the noisy marginals go with the model (`to_dict`, `restore`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pipelines.data.bins import Discretizer
+from pipelines.data.layout import Layout
+from pipelines.marginal import calibrate
+from pipelines.privacy.events import Event
+from pipelines.privacy.noise import Streams
+from pipelines.privacy.plan import PrivacyPlan
+
+Weights = tuple[Callable[[np.ndarray], np.ndarray], float] | None   # (w of table rows, public bound w_max) or counts
+
+
+class Calibration:
+    """One generator's calibration part (module docstring). `settings`: its `calibration` params (None: none);
+    `hidden`: columns it must not measure nor match (PPEM's protected x′); `weights`: the generator's
+    `calibration_weights`, called when planning and measuring (its weight function is built after this part)."""
+
+    def __init__(self, layout: Layout, settings: dict[str, Any] | None, generator: str, numeric_bins: int | None,
+                 hidden: set[str], weights: Callable[[], Weights]) -> None:
+        self.layout, self.settings, self.numeric_bins, self.weights = layout, settings, numeric_bins, weights
+        self.cliques = tuple(q for q in calibrate.marginals(layout, settings["pairs"], generator)
+                             if not hidden.intersection(q)) if settings and settings["share"] > 0 else ()
+        self.noisy: calibrate.NoisyMarginals | None = None
+
+    def cells(self) -> Discretizer:
+        """The public discretiser the marginals are counted on (`calibrate.public_discretizer`, the generator's
+        numeric_bins)."""
+        return calibrate.public_discretizer(self.layout, self.numeric_bins)
+
+    def plan(self, method_plan: Callable[[float], PrivacyPlan], n_rows: int, epsilon: float,
+             delta: float) -> PrivacyPlan:
+        """The generator's plan for n̂ = `n_rows` at (ε, δ): `method_plan(ε')` is the method's own plan at ε'."""
+        if not self.cliques:
+            return method_plan(epsilon)
+        share = self.settings["share"]
+        method = method_plan((1 - share) * epsilon)
+        weights = self.weights()
+        cal = calibrate.plan_calibration(method.events, self.cliques, share, epsilon, delta,
+                                         None if weights is None else weights[1])
+        cells, limit = self.cells(), self.settings["max_noise_tv"]
+        if limit is not None and calibrate.expected_noise_tv(cal, cells.shape, cells.names, n_rows) > limit:
+            return method_plan(epsilon)   # too few rows for this ε: the method gets all of it
+        return method.calibrated(cal, epsilon)
+
+    def measure(self, plan: PrivacyPlan, data: np.ndarray, streams: Streams) -> Event | None:
+        """The noisy marginals of the table rows `data` when `plan` calibrates (kept for `sample`), and their event;
+        None when it does not."""
+        if plan.calibration is None:
+            return None
+        weights = self.weights()
+        w = None if weights is None else weights[0](data)     # public weights of the rows (None: counts)
+        self.noisy, event = calibrate.NoisyMarginals.measure(self.cells(), plan.calibration, data,
+                                                             streams.numpy("calibration"), w)
+        return event
+
+    def sample(self, draw: Callable[[int], np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
+        """n rows: `draw(n)` as it is without noisy marginals, else `oversample`·n drawn and raked to them."""
+        if self.noisy is None:
+            return draw(n)
+        s = self.settings
+        return self.noisy.calibrate(draw(n * int(s["oversample"])), n, rng, int(s["sweeps"]), float(s["tolerance"]))
+
+    def to_dict(self) -> dict[str, Any] | None:
+        return None if self.noisy is None else self.noisy.to_dict()
+
+    def restore(self, saved: dict[str, Any] | None, plan: PrivacyPlan | None, file: str, fix: str) -> None:
+        """The noisy marginals `to_dict` saved; a plan that calibrates without them is refused (the model's `file`,
+        and the `fix`)."""
+        if saved is not None:
+            self.noisy = calibrate.NoisyMarginals.from_dict(self.layout, saved)
+        elif plan is not None and plan.calibration is not None:
+            raise ValueError(f"{file}: the plan calibrates samples but the noisy marginals are missing. Fix: {fix}")
