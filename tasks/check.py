@@ -48,11 +48,12 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
     p, sch, priv = common.paths(params, root), common.schema(params, root), params["privacy"]
     s, fraction = release_settings(params), float(params["dataset"]["holdout_fraction"])
     radius = attack_ranges((params.get("evaluate") or {}).get("attacks"))["near_duplicate_distance"]
-    n_public = len(EncodedTable(p.prepared / "train_encoded.parquet"))
+    n_rows = len(EncodedTable(p.prepared / "train_encoded.parquet"))
     facts = {"synthetic": sha256_file(p.synthetic(generator)),
              **{side: sha256_file(p.prepared / f"{side}.parquet") for side in ("train", "holdout")},
              "settings": {k: s[k] for k in ("test_epsilon", "test_excess_max", "test_confidence")},
-             "radius": radius, "holdout_fraction": fraction, "n_public": n_public}
+             "radius": radius, "holdout_fraction": fraction,
+             "n_public": n_rows}  # the key as the paid bits were hashed with: renaming it would re-spend them
     inputs = sha256_text(json.dumps(facts, sort_keys=True))
     led = common.ledger(params, root)
     prior = read_json(p.release_test(generator)) if p.release_test(generator).exists() else None
@@ -70,7 +71,7 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
     counts = near_counts(pd.read_parquet(p.prepared / "train.parquet"), pd.read_parquet(p.prepared / "holdout.parquet"),
                          pd.read_parquet(p.synthetic(generator)), sch.columns, radius)
     rng = noise.streams(private=True, seed=0).numpy("check:release_test")
-    result = release_test(counts, n_public, fraction, s, rng)
+    result = release_test(counts, n_rows, fraction, s, rng)
     rows = session.record([result.event])
     gate = GateResult("release_test", result.passed, {**result.evidence(), "inputs": inputs, "reused": False,
                                                       "ledger_row_ids": [*session.reservation.row_ids, *rows]})

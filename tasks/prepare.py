@@ -101,14 +101,14 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
                               f"{p.dataset}/prepare",
                               binding_facts(common.hashes(params, "prepare", sch), float(priv["row_count_epsilon"]),
                                             float(priv["delta"]))).overridden(ds.get("noise_seed"))
-    n_hat, n_hat_source = public_row_count(sch, params, session, count_rows, noise)
+    n_rows, n_rows_source = public_row_count(sch, params, session, count_rows, noise)
     if "train" not in split:
         count_rows()
     train, holdout = split["train"], split["holdout"]
     encoder = Encoder(sch)
     encoded = pd.DataFrame(encoder.encode(train), columns=encoder.column_names())
-    summary = {"rows_train": len(train), "rows_holdout": len(holdout), "rows_public": n_hat,
-               "rows_public_source": n_hat_source, "ledger_row_ids": list(session.row_ids) if session else [],
+    summary = {"rows_train": len(train), "rows_holdout": len(holdout), "rows_public": n_rows,
+               "rows_public_source": n_rows_source, "ledger_row_ids": list(session.row_ids) if session else [],
                "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
                          "holdout_fraction": holdout_fraction, "key": key_source},
                "width": encoder.layout.width, "layout": encoder.layout.to_dict(),
@@ -120,7 +120,7 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
         write_json(out / "layout.json", summary)
     publish(f"{p.dataset}-prepare", markdown=(  # steward-facing Prefect artefact (actual counts are internal)
         f"## Prepared `{p.dataset}`\n\ntrain rows: {len(train)}, holdout rows: {len(holdout)}, "
-        f"public training row count n̂ = {n_hat} ({n_hat_source}), encoded width: {encoder.layout.width}"))
+        f"public training row count n̂ = {n_rows} ({n_rows_source}), encoded width: {encoder.layout.width}"))
     return summary
 
 

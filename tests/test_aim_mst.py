@@ -48,8 +48,8 @@ def toy_rows(n: int, seed: int = 0) -> np.ndarray:
 class LazyX:
     """len() is the public n̂; reading the rows before reserve() is an error."""
 
-    def __init__(self, X, session, n_public=None):
-        self.X, self.session, self.n = X, session, n_public or len(X)
+    def __init__(self, X, session, n_rows=None):
+        self.X, self.session, self.n = X, session, n_rows or len(X)
 
     def __len__(self):
         return self.n
@@ -272,7 +272,7 @@ def test_reserve_before_read_records_planned_dominating_events(name):
     session = FakeSession()
     params = {"noise_seed": 3, "n_bins": 4, "iters": 50, **({"max_rounds": 3, "final_iters": 50} if name == "aim" else {})}
     gen = generator_class(name)(LAYOUT, params, "cpu")
-    gen.fit(LazyX(toy_rows(400), session, n_public=420), session, Budget(1.0, DELTA))
+    gen.fit(LazyX(toy_rows(400), session, n_rows=420), session, Budget(1.0, DELTA))
     assert session.calls == ["reserve", "record"]
     assert gen.privacy.n_rows == 420
     assert epsilon_pld(session.recorded, DELTA) <= epsilon_pld(session.reserved, DELTA) + 1e-9 <= 1.0 + 1e-9

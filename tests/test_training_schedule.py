@@ -85,15 +85,15 @@ def planned_events(gen: Any) -> list[PoissonGaussianEvent]:
 
 
 def assert_phase(schedule: Schedule, phase: str, event: PoissonGaussianEvent, n: int, sigma: float,
-                 releases: int, public_rows: int) -> None:
+                 releases: int, n_rows: int) -> None:
     """T = event.steps batches of the n real rows at q = event.sample_rate, each privatised by `releases`
-    Gaussian releases at noise multiplier σ divided by q·n̂ (n̂ = `public_rows`, the plan's public count)."""
+    Gaussian releases at noise multiplier σ divided by q·n̂ (n̂ = `n_rows`, the plan's public count)."""
     batches = schedule.batches(phase)
     assert len(batches) == event.steps, f"{phase}: {len(batches)} Poisson batches, planned T = {event.steps}"
     assert set(batches) == {(n, event.sample_rate)}, f"{phase}: batches drawn as {set(batches)}"
     per_batch = schedule.releases_per_batch(phase)
     assert [len(r) for r in per_batch] == [releases] * event.steps
-    assert_releases(per_batch, sigma, event.sample_rate * public_rows)
+    assert_releases(per_batch, sigma, event.sample_rate * n_rows)
 
 
 def assert_releases(per_batch: list[list[tuple[float, float]]], sigma: float, divisor: float) -> None:
@@ -118,7 +118,7 @@ def test_dpwgan_runs_the_planned_critic_steps_at_the_planned_rate(monkeypatch, n
     gen.fit(mixed_data(n), Session())
     (event,) = planned_events(gen)
     assert (event.sample_rate, event.steps) == (10 / n_hat, math.ceil(n_hat / 10))  # T = ceil(epochs / q)
-    assert_phase(schedule, "critic", event, n, event.noise_multiplier, releases=1, public_rows=gen.privacy.n_rows)
+    assert_phase(schedule, "critic", event, n, event.noise_multiplier, releases=1, n_rows=gen.privacy.n_rows)
 
 
 def test_a_step_cap_shortens_the_planned_and_the_run_schedule(monkeypatch):
@@ -131,7 +131,7 @@ def test_a_step_cap_shortens_the_planned_and_the_run_schedule(monkeypatch):
     gen.fit(mixed_data(50), Session(), Budget(2.0, DELTA))
     (event,) = planned_events(gen)
     assert (event.sample_rate, event.steps) == (10 / 50, 3)          # uncapped: ceil(1 / 0.2) = 5
-    assert_phase(schedule, "critic", event, 50, event.noise_multiplier, releases=1, public_rows=50)
+    assert_phase(schedule, "critic", event, 50, event.noise_multiplier, releases=1, n_rows=50)
 
 
 @pytest.mark.parametrize("name,n_hat,steps", [
@@ -162,8 +162,8 @@ def test_dp_auto_gan_runs_both_planned_phases_at_their_rates(monkeypatch):
     autoencoder, critic = planned_events(gen)
     assert (autoencoder.steps, critic.steps) == (3, 5)
     n_hat = gen.privacy.n_rows
-    assert_phase(schedule, "autoencoder", autoencoder, n, autoencoder.noise_multiplier, releases=1, public_rows=n_hat)
-    assert_phase(schedule, "critic", critic, n, critic.noise_multiplier, releases=1, public_rows=n_hat)
+    assert_phase(schedule, "autoencoder", autoencoder, n, autoencoder.noise_multiplier, releases=1, n_rows=n_hat)
+    assert_phase(schedule, "critic", critic, n, critic.noise_multiplier, releases=1, n_rows=n_hat)
     assert [e[1] for e in schedule.log if e[0] == "batch"] == ["autoencoder"] * 3 + ["critic"] * 5  # phase 1 first
 
 

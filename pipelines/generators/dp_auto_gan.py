@@ -207,7 +207,7 @@ class DPAutoGAN(PrivateGenerator):
         self.autoencoder.eval()  # phase 2: the decoder is frozen (the generator step updates w only)
         train_wgan(self.name, self.critic, self.generator, self._fake, rows, plan.sample_rate, plan.steps,
                    plan.noise_multiplier, plan.clip_norm, self.params,
-                   *streams.training(f"{self.name}:wgan", self.device), public_rows=plan.n_rows)
+                   *streams.training(f"{self.name}:wgan", self.device), n_rows=plan.n_rows)
         return plan.events
 
     def _train_autoencoder(self, data: torch.Tensor, rng: torch.Generator, sample_rng: torch.Generator) -> None:

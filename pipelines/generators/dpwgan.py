@@ -78,7 +78,7 @@ class DPWGAN(PrivateGenerator):
         rng, sample_rng = streams.training(self.name, self.device)
         train_wgan(self.name, self.critic, self.generator, self._fake, torch.as_tensor(data, device=self.device),
                    plan.sample_rate, plan.steps, plan.noise_multiplier, plan.clip_norm, self.params, rng,
-                   sample_rng, public_rows=plan.n_rows)
+                   sample_rng, n_rows=plan.n_rows)
         return plan.events
 
     def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:

@@ -91,11 +91,11 @@ def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Te
 
 def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSampler, data: torch.Tensor,
                sample_rate: float, steps: int, noise_multiplier: float, clip_norm: float, params: dict[str, Any],
-               rng: torch.Generator, sample_rng: torch.Generator, public_rows: int | None = None) -> None:
+               rng: torch.Generator, sample_rng: torch.Generator, n_rows: int | None = None) -> None:
     """`steps` private critic steps, one generator step after every `n_critic` (module docstring).
 
     Poisson batches are drawn over the actual rows of `data` at rate q = `sample_rate` (= B/n̂); the noised
-    gradient sum is divided by the data-independent expected batch size q·n̂, n̂ = `public_rows` (the public
+    gradient sum is divided by the data-independent expected batch size q·n̂, n̂ = `n_rows` (the public
     training row count; None: the rows of `data`, when their count is public, e.g. a plain array).
 
     `fake(n, rng)`: n fakes from the generator's current parameters (`generator`: the module whose
@@ -103,7 +103,7 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
     lr_generator, gp_lambda. Both networks use Adam with betas (0.5, 0.9).
     """
     n, q = data.shape[0], sample_rate
-    expected = q * (n if public_rows is None else public_rows)
+    expected = q * (n if n_rows is None else n_rows)
     n_fake, private = int(params["batch_size"]), noise_multiplier > 0
     opt_d = torch.optim.Adam(critic.parameters(), lr=params["lr_critic"], betas=(0.5, 0.9))
     opt_g = torch.optim.Adam(generator.parameters(), lr=params["lr_generator"], betas=(0.5, 0.9))

@@ -64,11 +64,11 @@ def planned_event(epsilon: float, holdout_fraction: float) -> DiscreteLaplaceEve
     return DiscreteLaplaceEvent(scale=sensitivity / float(epsilon), sensitivity=sensitivity, query=QUERY)
 
 
-def threshold(n_public: int, holdout_fraction: float, epsilon: float, excess_max: float, confidence: float) -> float:
+def threshold(n_rows: int, holdout_fraction: float, epsilon: float, excess_max: float, confidence: float) -> float:
     """τ of the module docstring, from public facts only."""
     a, b = split_weights(holdout_fraction)
     t = max(a, b) / float(epsilon)
-    sigma = max(float(np.sqrt(a * b * n_public * (a + b) / b)), 1e-9)
+    sigma = max(float(np.sqrt(a * b * n_rows * (a + b) / b)), 1e-9)
     q, alpha = np.exp(-1.0 / t), 1.0 - float(confidence)
     k = np.arange(-np.ceil(40 * t), np.ceil(40 * t) + 1)
     pmf = (1 - q) / (1 + q) * q ** np.abs(k)
@@ -79,7 +79,7 @@ def threshold(n_public: int, holdout_fraction: float, epsilon: float, excess_max
     def end(tail: float) -> float:  # P(G > x₁) + P(Y > x₂) ≤ tail/2 + tail/2 at x₁ + x₂ (and by symmetry below −)
         return norm.isf(tail / 2) * sigma + t * np.log(2 / tail) + 1.0
 
-    return float(a * n_public * excess_max + brentq(excess_refusal, -end(1 - alpha), end(alpha), xtol=1e-6))
+    return float(a * n_rows * excess_max + brentq(excess_refusal, -end(1 - alpha), end(alpha), xtol=1e-6))
 
 
 def near_counts(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any],
@@ -106,7 +106,7 @@ class ReleaseTest:
                 "near_train_rows": self.counts[0], "near_holdout_rows": self.counts[1]}
 
 
-def release_test(counts: tuple[int, int], n_public: int, holdout_fraction: float, s: dict[str, Any],
+def release_test(counts: tuple[int, int], n_rows: int, holdout_fraction: float, s: dict[str, Any],
                  rng: np.random.Generator) -> ReleaseTest:
     """Z + Lap_ℤ(Δ/ε) ≤ τ on `counts` = `near_counts(...)` (the caller reserves `planned_event` first and records
     the returned event); `s`: the `release` section (`test_epsilon`, `test_excess_max`, `test_confidence`)."""
@@ -114,5 +114,5 @@ def release_test(counts: tuple[int, int], n_public: int, holdout_fraction: float
     planned = planned_event(s["test_epsilon"], holdout_fraction)
     z = a * counts[0] - b * counts[1]
     noisy, event = discrete_laplace_mechanism(np.array([z]), planned.sensitivity, planned.scale, rng, query=QUERY)
-    tau = threshold(n_public, holdout_fraction, s["test_epsilon"], s["test_excess_max"], s["test_confidence"])
+    tau = threshold(n_rows, holdout_fraction, s["test_epsilon"], s["test_excess_max"], s["test_confidence"])
     return ReleaseTest(bool(noisy[0] <= tau), event, tau, int(z), int(noisy[0]), counts)

@@ -34,8 +34,8 @@ def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession
     from `noise` (keyed or OS entropy; a `noise_seed` in it, from `dataset.noise_seed`, is for tests only)."""
     holdout_fraction = float(params["dataset"]["holdout_fraction"])
     if sch.rows is not None:
-        n_hat = sch.rows.train_count(holdout_fraction)
-        return n_hat, (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
+        n_rows = sch.rows.train_count(holdout_fraction)
+        return n_rows, (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
                        f"documented: {sch.rows.source}")
     if session is None:
         raise ValueError("the schema declares no public rows: the noisy count needs a ledger session")
@@ -46,6 +46,6 @@ def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession
                                               noise.streams(private=True, seed=0).numpy("prepare:row_count"),
                                               query=planned.query)
     session.record([event])
-    n_hat = max(1, int(noisy))
-    return n_hat, (f"training row count + discrete Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
+    n_rows = max(1, int(noisy))
+    return n_rows, (f"training row count + discrete Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
                    f"(ledger stage 'prepare', run {session.run_id})")
