@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.config import load_params
+from pipelines.config import load_params, merged
 from pipelines.errors import BudgetExceededError, InputError
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -57,12 +57,6 @@ TRAIN_ROWS = sorted(  # DP-auto-GAN, PEARL and PPEM: two events each, every gene
     + [(f"check@{g}", status) for g in GENERATORS for status in ("planned", "spent")])  # the DP release tests
 
 
-def deep_update(base: dict, extra: dict) -> dict:
-    for k, v in extra.items():
-        base[k] = deep_update(dict(base.get(k) or {}), v) if isinstance(v, dict) else v
-    return base
-
-
 STEWARD_KEY = "ab" * 32  # the tests' steward key (a file outside the repo): keyed noise, as a steward's release
 
 
@@ -78,7 +72,7 @@ def make_root(tmp: Path, overrides: dict, git: bool = False) -> Path:
     key = tmp / "test-steward.key"
     key.write_text(STEWARD_KEY + "\n")
     params = yaml.safe_load((PROJECT / "params.yaml").read_text())
-    params = deep_update(deep_update(params, {"privacy": {"noise_key_file": str(key)}}), {**SMALL, **overrides})
+    params = merged(merged(params, {"privacy": {"noise_key_file": str(key)}}), {**SMALL, **overrides})
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     if git:
         for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"],
