@@ -27,16 +27,21 @@ for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTI
 
 
 def left_out_stage(name: str, params_path: str, generator: str | None) -> dict | None:
-    """The outputs of a per-generator stage for a generator the budget stage did not select (tasks/unselected.py),
-    written before the stage's task (and its heavy imports) loads; None: run the stage."""
+    """The outputs of a per-generator stage for a generator the budget stage did not select, or of weight@gen for
+    a table the release does not weight (tasks/unselected.py), written before the stage's task (and its heavy
+    imports) loads; None: run the stage."""
     from pipelines.config import Paths, read_params
     from pipelines.errors import InputError
+    if not generator:
+        return None
+    from tasks import unselected
     try:
-        dataset = read_params(params_path)["dataset"]["name"]
+        params = read_params(params_path)
+        p = Paths(str(params["dataset"]["name"]), Path.cwd())
+        skipped = unselected.write(name, p, generator)
+        return unselected.unweighted(params, p, generator) if skipped is None and name == "weight" else skipped
     except (InputError, KeyError, TypeError):
         return None  # load_params names the problem
-    from tasks import unselected
-    return unselected.write(name, Paths(str(dataset), Path.cwd()), generator) if generator else None
 
 
 def run_stage(name: str, params_path: str, generator: str | None) -> dict:

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.config import EVALUATE_PLOTS, Paths
+from pipelines.config import EVALUATE_PLOTS, Paths, weight_settings, weighted_generators
 from pipelines.io import atomic_dir, atomic_path, write_json, write_parquet
-from pipelines.selection import NOT_SELECTED, left_out, not_trained
+from pipelines.selection import NOT_SELECTED, left_out, not_trained, selected
 
 
 def write(stage: str, p: Paths, generator: str) -> dict[str, Any] | None:
@@ -39,6 +39,14 @@ def write(stage: str, p: Paths, generator: str) -> dict[str, Any] | None:
     else:
         return no_weights(p, generator, "this release did not select it")
     return record
+
+
+def unweighted(params: dict[str, Any], p: Paths, generator: str) -> dict[str, Any] | None:
+    """weight@gen's outputs (`no_weights`) for a generator the release trained but whose table `weights.generators`
+    does not weight (no ledger row, no weights), or None when it gets weights (the stage then runs)."""
+    if generator in weighted_generators(params, selected(p, params["generators"])):
+        return None
+    return no_weights(p, generator, f"weights.generators ({weight_settings(params)['generators']}) does not name it")
 
 
 def no_weights(p: Paths, generator: str, why: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from pipelines.config import weight_settings, weighted_generators
+from pipelines.config import weight_settings
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.data.transform import Encoder
@@ -31,7 +31,6 @@ from pipelines.runtime import torch_threads
 from pipelines.weights import estimators, postprocess
 from pipelines.weights.discriminator import critic_scorer
 from pipelines.weights.release import weight_gate
-from pipelines.selection import selected
 from tasks import common, unselected
 from tasks.artifacts import publish
 
@@ -46,8 +45,8 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     skipped = unselected.write("weight", p, generator)
     if skipped is not None:  # release.select left it out
         return skipped
-    if generator not in weighted_generators(params, selected(p, params["generators"])):  # no ledger row, no weights
-        return unselected.no_weights(p, generator, f"weights.generators ({s['generators']}) does not name it")
+    if (unweighted := unselected.unweighted(params, p, generator)) is not None:  # no ledger row, no weights
+        return unweighted
     delta, internal = float(priv["delta"]), bool(priv.get("internal_release", False))
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     synth = pd.read_parquet(p.synthetic(generator))

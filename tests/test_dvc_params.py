@@ -85,7 +85,10 @@ def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     again = sh(["dvc", "repro"], root)
     out = again.stdout + again.stderr
-    assert "Running stage 'train@dpwgan'" not in out and "Running stage 'prepare'" not in out, out[-3000:]
+    # budget re-runs on any params change (it tracks all of params.yaml), but an unchanged allocation retrains
+    # nothing and spends nothing
+    assert "Running stage 'budget'" in out and "Running stage 'train@dpwgan'" not in out, out[-3000:]
+    assert "Running stage 'prepare'" not in out, out[-3000:]
     assert ledger_rows(root) == rows                              # the old file: untouched
     with sqlite3.connect(moved) as con:
         assert con.execute("SELECT seq, stage, status FROM privacy_events ORDER BY seq").fetchall() == rows
