@@ -34,14 +34,18 @@ def left_out_stage(name: str, params_path: str, generator: str | None) -> dict |
     from pipelines.errors import InputError
     if not generator:
         return None
-    from tasks import unselected
     try:
         params = read_params(params_path)
         p = Paths(str(params["dataset"]["name"]), Path.cwd())
-        skipped = unselected.write(name, p, generator)
-        return unselected.unweighted(params, p, generator) if skipped is None and name == "weight" else skipped
     except (InputError, KeyError, TypeError):
         return None  # load_params names the problem
+    from tasks import unselected
+    if name != "weight":
+        return unselected.write(name, p, generator)
+    try:
+        return unselected.unweighted(params, p, generator)
+    except (InputError, KeyError, TypeError):
+        return None  # params not yet checked: the task's load_params names the problem
 
 
 def run_stage(name: str, params_path: str, generator: str | None) -> dict:

@@ -42,10 +42,12 @@ def write(stage: str, p: Paths, generator: str) -> dict[str, Any] | None:
 
 
 def unweighted(params: dict[str, Any], p: Paths, generator: str) -> dict[str, Any] | None:
-    """weight@gen's outputs (`no_weights`) for a generator the release trained but whose table `weights.generators`
-    does not weight (no ledger row, no weights), or None when it gets weights (the stage then runs)."""
-    if generator in weighted_generators(params, selected(p, params["generators"])):
-        return None
+    """weight@gen's outputs when it weights nothing (no ledger row, no weights): for a generator this release left
+    out (`write`), or one whose table `weights.generators` does not name; None when it gets weights (the stage
+    then runs)."""
+    skipped = write("weight", p, generator)
+    if skipped is not None or generator in weighted_generators(params, selected(p, params["generators"])):
+        return skipped
     return no_weights(p, generator, f"weights.generators ({weight_settings(params)['generators']}) does not name it")
 
 

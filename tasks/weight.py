@@ -42,11 +42,9 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
     p, sch = common.paths(params, root), common.schema(params, root)
     s, priv = weight_settings(params), params["privacy"]
-    skipped = unselected.write("weight", p, generator)
-    if skipped is not None:  # release.select left it out
+    skipped = unselected.unweighted(params, p, generator)  # left out by release.select, or not in weights.generators
+    if skipped is not None:
         return skipped
-    if (unweighted := unselected.unweighted(params, p, generator)) is not None:  # no ledger row, no weights
-        return unweighted
     delta, internal = float(priv["delta"]), bool(priv.get("internal_release", False))
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     synth = pd.read_parquet(p.synthetic(generator))
