@@ -270,7 +270,7 @@ def _repeated_rows_risk(seed: int, split: str) -> list:
 def test_attacks_on_the_keyed_split_of_repeated_rows_see_no_membership():
     """Issue 30, item 5: on the keyed split, which spreads the copies of a row over both sides, every risk gate
     passes for a table that reproduces the population in 8 of 8 seeds (measured: every gate passed in 49 of
-    seeds 0-49, one inference-risk refusal, within the gates' 5 % family-wise level; DCR AUC 0.49-0.51).
+    seeds 0-49, one inference-risk refusal, within the gates' 5 % family-wise level; DCR AUC 0.49-0.51 in seeds 0-9).
     With a side per row content the non-members never shared a cell with a member: the same table failed the
     membership and exact-copy gates in 4 of 4 seeds (DCR AUC 1.0), a refusal the split, not the table, made."""
     keyed = [_repeated_rows_risk(seed, "keyed") for seed in range(8)]
