@@ -160,9 +160,10 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
     task, pairs = verdict.get("task") or {}, verdict.get("two_way") or {}
     assoc = verdict.get("associations") or {}
     on_task = (fmt(task["skipped"]) if "skipped" in task else
-               f"inverted {fmt(task.get('inverted'))}, beats the baseline {fmt(task.get('beats_baseline'))}")
-    rows = [[name, m.get("auroc"), m.get("auroc_upper_bound"), m.get("baseline_auroc"), m.get("baseline_auroc_sd"),
-             m.get("excess_lower_bound")] for name, m in (task.get("models") or {}).items()]
+               f"inverted {fmt(task.get('inverted'))}, beats chance {fmt(task.get('beats_chance'))}, beats the "
+               f"baseline {fmt(task.get('beats_baseline'))}")
+    rows = [[name, m.get("auroc"), m.get("auroc_lower_bound"), m.get("auroc_upper_bound"), m.get("baseline_auroc"),
+             m.get("baseline_auroc_sd"), m.get("excess_lower_bound")] for name, m in (task.get("models") or {}).items()]
     return [section(f"Utility verdict: {fmt(verdict.get('verdict'))}",
                     p(f"Baseline: {fmt(verdict.get('baseline'))}. Confidence {fmt(verdict.get('confidence'))} "
                       f"(family-wise over {fmt(verdict.get('family_claims'))} 'fit' claims). Target task: {on_task}."),
@@ -174,12 +175,14 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
                     table(["Associations with the target against the real holdout", "Value", "Unit"], [
                         ["Features whose association beats the baseline", assoc.get("features_beating_baseline"),
                          f"of {fmt(assoc.get('features'))} features"],
+                        ["Features whose association is distorted (worse than the baseline)",
+                         assoc.get("features_worse_than_baseline"), f"of {fmt(assoc.get('features'))} features"],
                         ["Best feature's improvement, lower bound", assoc.get("improvement_lower_bound"),
                          "correlation"],
                         ["RMS distance of the correlations, this table", assoc.get("distance"), "correlation"],
                         ["RMS distance of the correlations, baseline", assoc.get("baseline_distance"), "correlation"],
                         ["Beats the baseline", assoc.get("beats_baseline"), ""]]),
-                    *([table(["Model", "AUROC", "Upper bound", "Baseline AUROC (mean)", "Baseline SD",
+                    *([table(["Model", "AUROC", "Lower bound", "Upper bound", "Baseline AUROC (mean)", "Baseline SD",
                               "Excess lower bound"], rows)] if rows else []))]
 
 

@@ -78,7 +78,8 @@ GATES: dict[str, GateWords] = {
 
 VERDICTS = {
     "fit": "fit: models trained on it beat a baseline of independent columns drawn from the real 1-way marginals",
-    "weak": "WEAK: not measurably better than independent columns drawn from the real 1-way marginals",
+    "weak": ("WEAK: not measurably better than independent columns drawn from the real 1-way marginals, or "
+             "models trained on it not measurably better than chance, or a relationship with the target distorted"),
     "inverted": "INVERTED: models trained on it predict the opposite of the truth",
     "not_assessed": "not assessed (no target task and fewer than two columns)",
 }

@@ -24,13 +24,18 @@ The verdict, on the real holdout rows:
   TV_baseline − TV_table against the holdout, bootstrap standard error over all three tables' rows, is above 0).
   These M + 2 claims are Bonferroni-corrected, each one-sided at level α/(M + 2), α = 1 − `confidence`: a table
   that models nothing beyond its marginals is called fit by chance with probability at most about α (the bounds
-  are normal, Student or bootstrap approximations). Measured on the bundled table: 0 of 40 independent-marginals
-  tables and a table with the target inverted are called fit; AIM's table at ε ≈ 0.96 (TSTR AUROC ≥ 0.93) is
-  (tests/test_utility_verdict.py).
+  are normal, Student or bootstrap approximations). A claim alone is not enough: the table must also be
+  *sound*, every model's AUROC lower bound above 0.5 (classifiers fitted on it beat chance on real rows) and no
+  feature's association with the target distorted (reproduced measurably worse than by independent columns:
+  ``association_comparison``). Soundness only removes tables from "fit", so the false-fit rate stays at most
+  about α; it keeps "fit" from a table that reproduces some associations and inverts others (issue 30: PEARL at
+  ε 0.4 on the bundled table reproduced 6 features' associations, distorted 4, and its forest scored AUROC
+  0.07). Measured on the bundled table: 0 of 40 independent-marginals tables and a table with the target
+  inverted are called fit; AIM's table at ε ≈ 0.96 (TSTR AUROC ≥ 0.93) is (tests/test_utility_verdict.py).
 - **weak**: neither inverted nor fit. The margin is the confidence bound itself: "not better" means the
   improvement is within what the sampling noise of the holdout and of both tables produces.
-Everything here reads real rows (training marginals, holdout): steward evidence; the public manifest shows
-the verdict word alone, declared data-dependent.
+Everything here reads real rows (training marginals, holdout): steward evidence; a public manifest shows the
+verdict word alone, declared data-dependent, and only under `release.non_dp_gates: refuse`.
 """
 from __future__ import annotations
 
@@ -55,7 +60,9 @@ OUTSIDE_DP = ("utility verdict: TSTR AUROC on real holdout rows, 2-way TV and th
 REASONS = {"inverted": "models fitted on this table predict the opposite of the truth on real rows (AUROC clearly "
                        "below 0.5)",
            "weak": "this table is not measurably better than independent columns drawn from the real 1-way "
-                   "marginals, on the target task, on the features' associations with the target or on 2-way fidelity"}
+                   "marginals (on the target task, on the features' associations with the target or on 2-way "
+                   "fidelity), or a model fitted on it is not measurably better than chance on real rows, or it "
+                   "distorts a feature's association with the target beyond what independent columns would"}
 
 
 def independent_marginals(train: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
@@ -87,7 +94,7 @@ def delong(y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def task_comparison(scored: dict, z_inverted: float, beats_level: float) -> dict:
-    """Per model: the table's AUROC, its DeLong SE and upper bound (AUROC + z_inverted·SE); the mean AUROC
+    """Per model: the table's AUROC, its DeLong SE and bounds (AUROC ± z_inverted·SE); the mean AUROC
     ā and standard deviation s_b of the same model fitted on R independent-marginals tables; and the lower
     bound of the excess Δ = AUROC − ā, Δ − t·√(s_b²(1 + 1/R) + SE²), t the one-sided Student quantile at
     `beats_level` with R − 1 degrees of freedom (a prediction interval for one more model-free table).
@@ -95,7 +102,8 @@ def task_comparison(scored: dict, z_inverted: float, beats_level: float) -> dict
     The baseline's spread is measured, not modelled: a classifier fitted on a table with no relationship is
     a random function of the features, and where features are strongly correlated with the target (breast
     cancer) its test AUROC ranges far from 0.5 (0.65-0.90 for a random forest over draws), far beyond the
-    test-set noise alone. `scored` is ``utility.target_scores`` with the "tstr" (table) and "baseline_<r>" sets."""
+    test-set noise alone. `beats_chance`: every model's lower bound is above 0.5 (an intersection-union test,
+    the mirror of `inverted`). `scored` is ``utility.target_scores`` with the "tstr" (table) and "baseline_<r>" sets."""
     if "skipped" in scored:
         return {"skipped": scored["skipped"]}
     y = scored["y_test"]
@@ -110,11 +118,13 @@ def task_comparison(scored: dict, z_inverted: float, beats_level: float) -> dict
         mean, spread = float(auc[1:].mean()), float(auc[1:].std(ddof=1))
         excess = float(auc[0]) - mean
         models[model] = {"auroc": float(auc[0]), "auroc_se": se, "auroc_upper_bound": float(auc[0]) + z_inverted * se,
+                         "auroc_lower_bound": float(auc[0]) - z_inverted * se,
                          "baseline_auroc": mean, "baseline_auroc_sd": spread, "baseline_draws": draws,
                          "excess": excess,
                          "excess_lower_bound": excess - t * math.sqrt(spread ** 2 * (1 + 1 / draws) + se ** 2)}
     return {"target": scored["target"], "models": models, "reference": "real holdout rows",
             "inverted": all(m["auroc_upper_bound"] < 0.5 for m in models.values()),
+            "beats_chance": all(m["auroc_lower_bound"] > 0.5 for m in models.values()),
             "beats_baseline": any(m["excess_lower_bound"] > 0 for m in models.values())}
 
 
@@ -190,11 +200,14 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     it. Its standard error SE_j is the bootstrap's (every resample redraws the rows of all three tables). The
     claim "the table reproduces a real association with the target" holds when some d_j − z·SE_j > 0, z the
     one-sided normal quantile at 1 − (1 − `level`)/p over the p features (Bonferroni: a table with no relationship
-    to the target passes with probability at most 1 − `level`). Unlike a classifier's AUROC, whose spread over
+    to the target passes with probability at most 1 − `level`). Feature j is *distorted* when d_j + z·SE_j < 0:
+    the table's association is measurably further from the real one than no association at all (an inverted or
+    exaggerated relationship, which would mislead an analyst of that feature; a table as good as the real rows
+    shows it with probability at most 1 − `level`). Unlike a classifier's AUROC, whose spread over
     relationship-free tables is wide where the features track the target closely (a classifier fitted on such a
     table is a random function of them, of random sign), d_j's null spread is the correlations' sampling noise
-    alone. Also reported: the root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and the baseline,
-    and how many features beat it."""
+    alone. Also reported: how many features beat the baseline and how many are distorted, and the
+    root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and of the baseline."""
     from pipelines.evaluation.utility import _labels, featurise
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in ("categorical", "binary"):
@@ -226,6 +239,7 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     best = int(np.argmax(bounds))
     return {"features": p, "reference": "real holdout rows", "z": z, "distance": rms["s"],
             "baseline_distance": rms["b"], "features_beating_baseline": int((bounds > 0).sum()),
+            "features_worse_than_baseline": int((d + z * se < 0).sum()),
             "best_feature": best, "best_improvement": float(d[best]), "best_improvement_se": float(se[best]),
             "improvement_lower_bound": float(bounds[best]), "beats_baseline": bool(bounds[best] > 0)}
 
@@ -246,8 +260,9 @@ def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.D
     associations = (association_comparison(synth, first, holdout, columns, target, s["bootstrap"], level, seed)
                     if target is not None else {"skipped": scored["skipped"]})
     assessed = [c for c in (task, pairs, associations) if "skipped" not in c]
+    sound = task.get("beats_chance", True) and not associations.get("features_worse_than_baseline", 0)
     verdict = ("not_assessed" if not assessed else "inverted" if task.get("inverted")
-               else "fit" if any(c["beats_baseline"] for c in assessed) else "weak")
+               else "fit" if sound and any(c["beats_baseline"] for c in assessed) else "weak")
     return {"verdict": verdict, "confidence": s["confidence"], "family_claims": claims, "z_fit": z_beats,
             "baseline": BASELINE, "task": task, "two_way": pairs, "associations": associations,
             "outside_dp": OUTSIDE_DP}
