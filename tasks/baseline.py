@@ -64,9 +64,10 @@ def inputs(params: dict[str, Any], root: Path) -> Inputs:
 
 def real_side(i: Inputs) -> dict[str, Any]:
     """Every module's real side (module docstring), as JSON."""
-    baselines = verdict.baseline_tables(i.train, i.n, i.seed, i.verdict["baseline_draws"])
+    cap = i.knobs["utility_max_rows"]
+    baselines = verdict.baseline_tables(i.train, i.n, i.seed, i.verdict["baseline_draws"], cap)
     return {"utility": scores_json(target_scores({"trtr": i.train, **baselines}, i.holdout, i.sch.columns,
-                                                 i.sch.target, i.seed)),
+                                                 i.sch.target, i.seed, max_rows=cap)),
             "paper": unsupervised.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.knobs),
             "scorecard": scorecard.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.card_knobs),
             "attacks": suite.real_side(i.train, i.holdout, i.sch, i.attacks, i.seed)}

@@ -62,9 +62,10 @@ def measure(params: dict[str, Any], generator: str, root: Path) -> tuple[pd.Data
     distances = step.done(marginal_distances(holdout, synth, sch.columns))
     paper, pngs = step.done(paper_metrics(train, synth, holdout, sch, seed, k, real.get("paper")))
     risk = step.done(suite.privacy_risk(train, synth, holdout, sch, attack_settings, seed, real.get("attacks")))
-    baselines = step.done(verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"]))  # exact marginals
+    cap = k["utility_max_rows"]
+    baselines = step.done(verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"], cap))
     tables = {"tstr": synth} if real else {"tstr": synth, "trtr": train, **baselines}
-    scored = step.done(target_scores(tables, holdout, sch.columns, sch.target, seed, real.get("utility")))
+    scored = step.done(target_scores(tables, holdout, sch.columns, sch.target, seed, real.get("utility"), cap))
     pngs["membership_roc"] = plots.roc_curves({"DOMIAS": risk["membership"]["domias"], "DCR": risk["membership"]["dcr"]},
                                               "Membership inference on the released table")
     metrics = {
@@ -73,7 +74,7 @@ def measure(params: dict[str, Any], generator: str, root: Path) -> tuple[pd.Data
         "fidelity": distances, "fidelity_summary": summarise(distances),
         "utility": auroc_table(scored),
         "utility_verdict": step.done(verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns,
-                                                             k["kway_bins"], verdict_settings, seed)),
+                                                             k["kway_bins"], verdict_settings, seed, cap)),
         **paper,
         "scorecard": step.done(scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs,
                                                    real.get("scorecard"))),

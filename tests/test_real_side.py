@@ -16,7 +16,7 @@ from test_pipeline import PROJECT, make_root, run_stages
 # small but every branch: row caps below the table sizes (the capped subsamples' seeded draws), n ≠ n̂
 SMALL_EVAL = {"evaluate": {"n_samples": 300, "max_rows": 200, "ot_max_rows": 150, "kway_subsets": 10,
                            "mmd_max_rows": 200, "mmd_permutations": 20, "detection_max_rows": 200,
-                           "classifier_max_rows": 250, "range_queries": 200,
+                           "classifier_max_rows": 250, "utility_max_rows": 250, "range_queries": 200,
                            "attacks": {"max_rows": 100, "n_attacks": 50, "bootstrap": 20}},
               "utility_gate": {"bootstrap": 20, "baseline_draws": 2}}
 
@@ -41,6 +41,7 @@ def test_evaluate_metrics_are_identical_with_and_without_the_real_side_cache(tmp
     assert {"utility", "paper", "scorecard", "attacks"} <= set(stored) and "steward-internal" in stored["internal"]
     _, pngs_with, with_cache = evaluate.measure(params, "dpwgan", root)
     assert json.dumps(with_cache, sort_keys=True, default=str) == json.dumps(without, sort_keys=True, default=str)
+    assert with_cache["utility"]["n_synth"] == with_cache["utility"]["n_train_real"] == 250  # the utility's row cap
     assert pngs_with == pngs_without
 
     other = {**params, "evaluate": {**params["evaluate"], "seed": 1}}  # the cache was computed with seed 0

@@ -56,6 +56,28 @@ def test_independent_marginals_keep_each_column_and_drop_every_relationship():
     assert list(verdict.baseline_tables(train, 5, 0, 3)) == ["baseline_0", "baseline_1", "baseline_2"]
 
 
+def test_the_utility_row_cap_fits_and_scores_seeded_samples_of_each_table(adult_raw, adult_schema):
+    """Issue 32: `evaluate.utility_max_rows` cuts every table the classifiers and the verdict read to a seeded
+    sample: the scores at a cap are those of the pre-cut tables, and a table under the cap is left whole."""
+    from pipelines.evaluation.utility import capped
+    rows = adult_raw.sample(3000, random_state=0).reset_index(drop=True)
+    train, holdout = rows.iloc[:2000], rows.iloc[2000:]
+    assert capped(train, None, 0) is train and capped(train, 2000, 0) is train
+    assert capped(train, 500, 3).equals(capped(train, 500, 3)) and len(capped(train, 500, 3)) == 500
+    assert not capped(train, 500, 3).index.equals(capped(train, 500, 4).index)
+    base = verdict.baseline_tables(train, 2000, 0, 2, max_rows=600)
+    assert [len(t) for t in base.values()] == [600, 600]
+    assert base["baseline_1"].equals(verdict.independent_marginals(train, 600, 1))
+    at_cap = target_scores({"trtr": train, **base}, holdout, adult_schema.columns, adult_schema.target, 0,
+                           max_rows=600)
+    cut = target_scores({"trtr": capped(train, 600, 0), **base}, capped(holdout, 600, 0), adult_schema.columns,
+                        adult_schema.target, 0)
+    assert at_cap["rows"] == {"trtr": 600, "baseline_0": 600, "baseline_1": 600, "test": 600}
+    for model, by_set in at_cap["scores"].items():
+        for name, scores in by_set.items():
+            np.testing.assert_array_equal(scores, cut["scores"][model][name])
+
+
 def _verdict_dict(word: str) -> dict:
     return {"verdict": word, "task": {}, "two_way": {}, "outside_dp": "real rows"}
 

@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS
-from pipelines.evaluation.utility import _labels, featurise
+from pipelines.evaluation.utility import _labels, capped, featurise
 
 # scikit-learn defaults except: iteration caps that let the linear models converge, and BernoulliNB
 # thresholding the [0, 1] features at 0.5 (its default threshold 0 would make every numeric feature 1).
@@ -70,10 +70,6 @@ def _evaluate(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.nda
             "prc_label": float(average_precision_score(y_test, label))}
 
 
-def _cap(frame: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFrame:
-    return frame if max_rows is None or len(frame) <= max_rows else frame.sample(max_rows, random_state=seed)
-
-
 def _test_set(test_real: pd.DataFrame, columns: Sequence[Any], target: str,
               classifiers: Sequence[str] | None) -> tuple[Any, list[str], np.ndarray, np.ndarray]:
     """(target column, classifier names, y_test, x_test), every argument checked."""
@@ -97,9 +93,9 @@ def _fitted(table: pd.DataFrame, label: str, test_real: pd.DataFrame, columns: S
     """{"rows": training rows, "results": {classifier: `_evaluate`'s areas or why none}} of each classifier fitted
     on a seeded subset of at most `max_train_rows` rows of `table`."""
     col, names, y_test, x_test = _test_set(test_real, columns, target, classifiers)
-    capped = _cap(table, max_train_rows, seed)
-    x, y = featurise(capped, columns, target), _labels(capped, col, label)
-    return {"rows": len(capped), "results": {name: _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test)
+    rows = capped(table, max_train_rows, seed)
+    x, y = featurise(rows, columns, target), _labels(rows, col, label)
+    return {"rows": len(rows), "results": {name: _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test)
                                              for name in names}}
 
 

@@ -63,6 +63,13 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
     return np.hstack(blocks) if blocks else np.empty((len(frame), 0))
 
 
+def capped(frame: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFrame:
+    """A seeded sample of `max_rows` rows of `frame` (pandas' `sample`, `random_state=seed`); `frame` itself when
+    it has no more rows or the cap is None. The same seed and length give the same rows, so a cache computed on
+    the capped real rows matches a later call."""
+    return frame if max_rows is None or len(frame) <= max_rows else frame.sample(max_rows, random_state=seed)
+
+
 def _labels(frame: pd.DataFrame, col: Any, label: str) -> np.ndarray:
     """Target as 0/1: 1 for the schema's second category. Values outside the schema's list are an error."""
     values = frame[col.name]
@@ -91,8 +98,10 @@ SETS = {"tstr": "synthetic", "trtr": "real training", "baseline": "independent-m
 
 
 def target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any],
-                  target: str | None, seed: int, real: dict | None = None) -> dict:
-    """Each model of MODELS fitted on each table of `train_sets` ({name: table}), scored on `test_real`.
+                  target: str | None, seed: int, real: dict | None = None, max_rows: int | None = None) -> dict:
+    """Each model of MODELS fitted on each table of `train_sets` ({name: table}), scored on `test_real`; each
+    of them first cut to `capped(·, max_rows, seed)` (`evaluate.utility_max_rows`: the cost stops growing with
+    the rows; the AUROCs' DeLong errors are those of the capped test set, so the verdict's bounds account for it).
 
     Returns {"target", "positive_class", "y_test", "scores": {model: {name: P(positive) per test row}},
     "notes": {model: [...]}, "rows": {name: rows, "test": rows}}. A table whose target has a single class
@@ -103,7 +112,8 @@ def target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, 
     baseline tables, computed once per data set by the baseline stage), merged after `train_sets` exactly as
     if they had been listed there (each fit is seeded by `seed` alone, so the order of fits changes nothing).
     """
-    scored = _target_scores(train_sets, test_real, columns, target, seed)
+    scored = _target_scores({k: capped(t, max_rows, seed) for k, t in train_sets.items()},
+                            capped(test_real, max_rows, seed), columns, target, seed)
     if real is None or "skipped" in scored and "rows" not in scored:
         return scored
     rows = {**{k: v for k, v in scored["rows"].items() if k != "test"}, **real["rows"]}

@@ -50,6 +50,7 @@ from scipy.stats import norm, rankdata
 from scipy.stats import t as student_t
 
 from pipelines.evaluation.marginals import cell_codes
+from pipelines.evaluation.utility import _labels, capped, featurise
 from pipelines.gates.release import GateResult
 
 SECTION = "utility_gate"
@@ -72,8 +73,11 @@ def independent_marginals(train: pd.DataFrame, n: int, seed: int) -> pd.DataFram
     return pd.DataFrame({c: train[c].to_numpy()[rng.integers(0, len(train), n)] for c in train.columns})
 
 
-def baseline_tables(train: pd.DataFrame, n: int, seed: int, draws: int) -> dict[str, pd.DataFrame]:
-    """`draws` independent-marginals tables of `n` rows, {"baseline_<r>": table}, seeded by (seed, r)."""
+def baseline_tables(train: pd.DataFrame, n: int, seed: int, draws: int,
+                    max_rows: int | None = None) -> dict[str, pd.DataFrame]:
+    """`draws` independent-marginals tables of `n` rows (at most `max_rows`: the utility's row cap, which would
+    cut them to that many anyway), {"baseline_<r>": table}, seeded by (seed, r)."""
+    n = n if max_rows is None else min(n, max_rows)
     return {f"baseline_{r}": independent_marginals(train, n, seed * 1000 + r) for r in range(draws)}
 
 
@@ -208,7 +212,6 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     table is a random function of them, of random sign), d_j's null spread is the correlations' sampling noise
     alone. Also reported: how many features beat the baseline and how many are distorted, and the
     root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and of the baseline."""
-    from pipelines.evaluation.utility import _labels, featurise
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in ("categorical", "binary"):
         return {"skipped": "the schema declares no categorical target"}
@@ -245,17 +248,21 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
 
 
 def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.DataFrame], holdout: pd.DataFrame,
-                    columns: Sequence[Any], bins: int, s: dict[str, Any], seed: int) -> dict:
+                    columns: Sequence[Any], bins: int, s: dict[str, Any], seed: int,
+                    max_rows: int | None = None) -> dict:
     """The verdict (module docstring) from `scored` (``utility.target_scores`` of {"tstr": synth, "trtr": ...,
-    **baselines}, `baselines` from ``baseline_tables``) and the 2-way comparison against the first baseline
-    table; "not_assessed" when neither comparison applies."""
+    **baselines}, `baselines` from ``baseline_tables``, both at the row cap `max_rows`) and the 2-way and
+    association comparisons against the first baseline table, on the same seeded samples of at most `max_rows`
+    rows of each table (``utility.capped``: their bootstrap errors are those of the samples); "not_assessed"
+    when neither comparison applies."""
     alpha = 1 - s["confidence"]
     target = None if "skipped" in scored else scored["target"]
     claims = (0 if target is None else len(scored["scores"]) + 1) + (len(list(columns)) >= 2)
     level = 1 - alpha / max(claims, 1)
     z_beats = float(norm.ppf(level))
     task = task_comparison(scored, float(norm.ppf(s["confidence"])), level)
-    first = next(iter(baselines.values()))
+    synth, holdout = capped(synth, max_rows, seed), capped(holdout, max_rows, seed)
+    first = capped(next(iter(baselines.values())), max_rows, seed)
     pairs = two_way_comparison(synth, first, holdout, columns, bins, s["bootstrap"], z_beats, seed)
     associations = (association_comparison(synth, first, holdout, columns, target, s["bootstrap"], level, seed)
                     if target is not None else {"skipped": scored["skipped"]})
