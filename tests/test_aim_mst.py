@@ -305,6 +305,26 @@ def test_a_documented_count_the_rows_contradict_does_not_distort_the_model(name)
         assert 0.5 * np.abs(a / a.sum() - exact / exact.sum()).sum() < 0.03, n_hat
 
 
+def test_an_atom_keeps_its_share_of_rows_through_mst():
+    """Issue 31: a continuous column whose rows are 40 % exact zeros, declared `atoms: [0]`: MST's table has the
+    zero share of the rows within noise (without the atom: 0 % exact zeros, a uniform draw inside [0, 0.25))."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    y = (rng.random(n) < 0.5).astype(float)
+    cost = np.where(rng.random(n) < 0.2 + 0.4 * y, 0.0, rng.uniform(0.0, 1.0, n))    # zeros: 20 % / 60 % by y
+    X = np.column_stack([cost, y]).astype(np.float32)
+    shares = {}
+    for atoms in (None, (0.0,)):
+        layout = Layout((Block("cost", "continuous", 0, 1, lower=0.0, upper=1.0, atoms=atoms),
+                         Block("y", "binary", 1, 2, is_target=True)))
+        gen = generator_class("mst")(layout, {"noise_seed": 0, "n_bins": 4, "iters": 300}, "cpu")
+        gen.fit(X, FakeSession(), Budget(1.0, DELTA))
+        S = gen.sample(n, 0)
+        shares[atoms] = [float((S[S[:, 1] == v, 0] == 0.0).mean()) for v in (0.0, 1.0)]
+    assert shares[None] == [0.0, 0.0]
+    assert abs(shares[(0.0,)][0] - 0.2) < 0.04 and abs(shares[(0.0,)][1] - 0.6) < 0.04, shares
+
+
 @pytest.mark.parametrize("name", ["mst", "aim"])
 def test_bad_input_is_refused_before_training(name):
     gen = generator_class(name)(LAYOUT, {"noise_seed": 3}, "cpu")

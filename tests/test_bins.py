@@ -12,6 +12,7 @@ import pytest
 
 from pipelines.data.bins import BinnedEncoding, Discretizer, NumericBins
 from pipelines.data.layout import Block, Layout
+from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.errors import ParamError
@@ -151,6 +152,37 @@ def test_a_point_mass_bin_decodes_exactly(encoder):
     assert nb.values(np.array([7, 7]), np.array([0.0, 1.0])).tolist() == [(41 - 1) / 98, (44 - 1) / 98]
     u = np.array([39 / 98], np.float32)                                          # 40 hours, encoded
     assert nb.codes(u).tolist() == [k]
+
+
+def test_atoms_are_bins_of_their_own_that_decode_exactly(tmp_path):
+    """Issue 31: documented exact values (`atoms`). A continuous atom is a zero-width bin before the others; an
+    integer atom a isolates [a, a] among the equal-width bins. 40 % zeros survive encode → codes → decode."""
+    cost = Block("cost", "continuous", 0, 1, lower=0.0, upper=10.0, atoms=(0.0, 10.0))
+    visits = Block("visits", "integer", 1, 2, lower=0.0, upper=200.0, atoms=(0.0,))
+    layout = Layout((cost, visits))
+    disc = Discretizer(layout, 4)
+    nb = disc.bins["cost"]
+    assert nb.size == 2 + 4 and nb.edges == (0.0, 2.5, 5.0, 7.5, 10.0)
+    u = np.array([0.0, 1e-9, 0.05, 0.3, 0.99, 1.0], np.float32)          # 0, ≈0, 0.5, 3, 9.9, 10
+    assert nb.codes(u).tolist() == [0, 0, 2, 3, 5, 1]
+    assert nb.values(np.array([0, 1, 2]), np.array([0.7, 0.7, 0.5])).tolist() == [0.0, 1.0, 0.125]
+    v = disc.bins["visits"]
+    assert (v.lo[:3], v.hi[:2]) == ((0, 1, 50), (0, 49)) and v.point_masses is False
+    assert NumericBins.from_dict(nb.to_dict()) == nb and "atoms" not in disc.bins["visits"].to_dict()
+    assert Layout.from_dict(layout.to_dict()) == layout
+    assert "atoms" not in Layout((Block("c", "continuous", 0, 1, lower=0.0, upper=1.0),)).to_dict()["blocks"][0]
+    rng = np.random.default_rng(0)
+    x = np.where(rng.random(1000) < 0.4, 0.0, rng.uniform(0.0, 1.0, 1000))       # 40 % exact zeros
+    X = np.column_stack([x, np.where(x == 0.0, 0.0, 0.5)]).astype(np.float32)
+    back = disc.decode(disc.codes(X), np.random.default_rng(1))
+    assert ((back[:, 0] == 0.0) == (x == 0.0)).all() and ((back[:, 1] == 0.0) == (x == 0.0)).all()
+    (tmp_path / "t.yaml").write_text("name: t\ncolumns:\n  cost: {kind: continuous, lower: 0, upper: 10, atoms: [3.7]}\n")
+    enc = Encoder(load_schema(tmp_path / "t.yaml"))
+    assert enc.layout.block("cost").atoms == (3.7,)
+    assert enc.decode(np.array([[np.float32(0.37)], [0.38]]))["cost"].tolist() == [3.7, 3.8]  # float32 0.37: 3.6999998
+    be = BinnedEncoding(layout, 4)                                  # the deep generators' binned encoding
+    assert be.layout.block("cost.bin").width == 6
+    assert ((be.decode(be.encode(X))[:, 0] == 0.0) == (x == 0.0)).all()
 
 
 def test_decode_is_the_discretizers_uniform_draw_at_a_uniform_offset(encoder):

@@ -149,7 +149,17 @@ BAD = [
     ('c: {kind: categorical, categories: [a, b, "?"]}', "c: {kind: categorical, categories: [a, b], "
      "on_invalid: clip}", "c", "clip is undefined"),
     ('c: {kind: categorical, categories: [a, b, "?"]}', "c: {kind: categorical, categories: [a, b], upper: 3}",
-     "c", "cannot have bounds"),
+     "c", "cannot have upper"),
+    ('c: {kind: categorical, categories: [a, b, "?"]}', "c: {kind: categorical, categories: [a, b], atoms: [0]}",
+     "c", "cannot have atoms"),
+    ("x: {kind: integer, lower: 0, upper: 10, on_invalid: clip}", "x: {kind: integer, lower: 0, upper: 10, "
+     "atoms: [0.5]}", "x", "not whole numbers"),
+    ("x: {kind: integer, lower: 0, upper: 10, on_invalid: clip}", "x: {kind: integer, lower: 0, upper: 10, "
+     "atoms: [3, 0]}", "x", "atoms [3.0, 0.0] are not strictly increasing within [0, 10]"),
+    ("x: {kind: integer, lower: 0, upper: 10, on_invalid: clip}", "x: {kind: integer, lower: 0, upper: 10, "
+     "atoms: [11]}", "x", "atoms [11.0] are not strictly increasing within [0, 10]"),
+    ("x: {kind: integer, lower: 0, upper: 10, on_invalid: clip}", "x: {kind: integer, lower: 0, upper: 10, "
+     "atoms: 0}", "x", "atoms is 0, not a list of numbers"),
     ("y: {kind: binary, categories: [0, 1]}", "y: {kind: binary, categories: [0, 1, 2]}", "y", "not 2"),
     ("target: y", "target: z", "z", "target 'z' is not a column"),
     ("protected: [c]", "protected: [c, race]", "race", "protected column 'race' is not a column"),

@@ -10,6 +10,11 @@ A numeric block (encoded u = (v − lower)/(upper − lower) in [0, 1]) gets `Nu
   `n_bins` equal-width bins over [lower, upper]; integer columns get integer-aligned bins (bin k = the integers in
   [ceil(e_k), ceil(e_{k+1}) − 1], the last one including `upper`; one bin per integer when the range has at most
   `n_bins` values), so a public edge list such as [0, 1, ...] keeps the value 0 exact.
+Documented exact values (the schema's `atoms`, e.g. 0 for "no cost") get bins of their own: an integer atom a
+adds the starts a and a + 1 (bin [a, a]); a continuous atom is a zero-width bin before the others (codes
+0..len(atoms) − 1), which an encoded value within `ATOM_TOLERANCE` of the range of it falls in and which decodes to
+exactly a. Without them a column whose rows are 40 % zeros decodes to no zero at all (a uniform draw inside the
+bin [0, e₁)): a detection classifier then tells every synthetic row apart (issue 31, the RAND health-insurance table).
 A value inside its bin is an offset o in [0, 1]: continuous v = e_k + o·(e_{k+1} − e_k); integer v = lo_k +
 min(⌊o·m_k⌋, m_k − 1) for the m_k = hi_k − lo_k + 1 integers of the bin (so a bin of one value, e.g. 40 hours a
 week, decodes to exactly that value whatever o is). A uniform o is a uniform draw inside the bin.
@@ -26,23 +31,25 @@ from typing import Any, Iterable
 import numpy as np
 
 from pipelines.data.layout import Block, Layout
-from pipelines.data.schema import NUMERIC_KINDS
+from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS
 
 
 @dataclass(frozen=True)
 class NumericBins:
     """One numeric column's bins. kind 'unit': `edges` in encoded units (no public facts); 'continuous':
-    `edges` in schema units; 'integer': bin k holds the integers lo[k]..hi[k] (schema units)."""
+    `edges` in schema units, after one zero-width bin per value of `atoms` (schema units); 'integer': bin k holds
+    the integers lo[k]..hi[k] (schema units)."""
     kind: str
     edges: tuple[float, ...] = ()
     lo: tuple[int, ...] = ()
     hi: tuple[int, ...] = ()
     lower: float = 0.0
     upper: float = 1.0
+    atoms: tuple[float, ...] = ()
 
     @property
     def size(self) -> int:
-        return len(self.lo) if self.kind == "integer" else len(self.edges) - 1
+        return len(self.lo) if self.kind == "integer" else len(self.atoms) + len(self.edges) - 1
 
     @property
     def point_masses(self) -> bool:
@@ -54,7 +61,11 @@ class NumericBins:
         v = self._schema_units(np.clip(np.asarray(u, dtype=np.float64), 0.0, 1.0))
         if self.kind == "integer":
             return (np.searchsorted(np.asarray(self.lo), np.rint(v), side="right") - 1).clip(0, self.size - 1)
-        return np.minimum(np.searchsorted(np.asarray(self.edges), v, side="right") - 1, self.size - 1).clip(0)
+        k = len(self.atoms)
+        codes = np.minimum(np.searchsorted(np.asarray(self.edges), v, side="right") - 1, self.size - k - 1).clip(0) + k
+        for i, a in enumerate(self.atoms):
+            codes[np.abs(v - a) <= ATOM_TOLERANCE * (self.upper - self.lower)] = i
+        return codes
 
     def offsets(self, u: np.ndarray, codes: np.ndarray) -> np.ndarray:
         """Each encoded value's position in [0, 1] inside its bin `codes` (integers: the centre of its cell)."""
@@ -62,8 +73,9 @@ class NumericBins:
         if self.kind == "integer":
             lo, hi = np.asarray(self.lo)[codes], np.asarray(self.hi)[codes]
             return np.clip((np.clip(np.rint(v), lo, hi) - lo + 0.5) / (hi - lo + 1), 0.0, 1.0)
-        e = np.asarray(self.edges)
-        return np.clip((v - e[codes]) / (e[codes + 1] - e[codes]), 0.0, 1.0)
+        e, k = np.asarray(self.edges), len(self.atoms)
+        regular = np.maximum(codes - k, 0)
+        return np.where(codes < k, 0.5, np.clip((v - e[regular]) / (e[regular + 1] - e[regular]), 0.0, 1.0))
 
     def values(self, codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """Encoded values in [0, 1] of the points at `offsets` inside bins `codes` (module docstring)."""
@@ -72,8 +84,10 @@ class NumericBins:
             lo, hi = np.asarray(self.lo)[codes], np.asarray(self.hi)[codes]
             v = lo + np.minimum(np.floor(o * (hi - lo + 1)), hi - lo)
         else:
-            e = np.asarray(self.edges)
-            v = e[codes] + o * (e[codes + 1] - e[codes])
+            e, k = np.asarray(self.edges), len(self.atoms)
+            regular = np.maximum(codes - k, 0)
+            v = np.where(codes < k, np.asarray((*self.atoms, 0.0))[np.minimum(codes, k)],
+                         e[regular] + o * (e[regular + 1] - e[regular]))
         if self.kind == "unit":
             return np.clip(v, 0.0, 1.0)
         return np.clip((v - self.lower) / (self.upper - self.lower), 0.0, 1.0)
@@ -88,12 +102,13 @@ class NumericBins:
         bounds = {"kind": self.kind, "lower": self.lower, "upper": self.upper}
         if self.kind == "integer":
             return {**bounds, "lo": list(self.lo), "hi": list(self.hi)}
-        return {**bounds, "edges": list(self.edges)}
+        return {**bounds, "edges": list(self.edges), **({"atoms": list(self.atoms)} if self.atoms else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NumericBins":
         return cls(d["kind"], tuple(float(e) for e in d.get("edges", ())), tuple(int(v) for v in d.get("lo", ())),
-                   tuple(int(v) for v in d.get("hi", ())), float(d.get("lower", 0.0)), float(d.get("upper", 1.0)))
+                   tuple(int(v) for v in d.get("hi", ())), float(d.get("lower", 0.0)), float(d.get("upper", 1.0)),
+                   tuple(float(a) for a in d.get("atoms", ())))
 
 
 def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None) -> NumericBins:
@@ -110,13 +125,15 @@ def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None
         cuts = [lower, *sorted({float(e) for e in public if lower < float(e) < upper}), upper]
     else:
         cuts = np.linspace(lower, upper, n_bins + 1).tolist()
+    atoms = block.atoms or ()
     if block.kind != "integer":
-        return NumericBins("continuous", tuple(cuts), lower=lower, upper=upper)
+        return NumericBins("continuous", tuple(cuts), lower=lower, upper=upper, atoms=tuple(atoms))
     lo_i, hi_i = int(math.ceil(lower)), int(math.floor(upper))
     if public is None and hi_i - lo_i + 1 <= n_bins:
         starts = list(range(lo_i, hi_i + 1))
     else:
-        starts = [s for s in sorted({int(math.ceil(e)) for e in cuts[:-1]} | {lo_i}) if lo_i <= s <= hi_i]
+        isolated = {int(a) for a in atoms} | {int(a) + 1 for a in atoms}
+        starts = [s for s in sorted({int(math.ceil(e)) for e in cuts[:-1]} | {lo_i} | isolated) if lo_i <= s <= hi_i]
     return NumericBins("integer", lo=tuple(starts), hi=tuple([s - 1 for s in starts[1:]] + [hi_i]),
                        lower=lower, upper=upper)
 

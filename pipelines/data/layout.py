@@ -12,8 +12,8 @@ class Block:
 
     kind: 'continuous' | 'integer' (one value in [0,1]), 'binary' (one value in {0,1}),
     'categorical' (one-hot, stop - start = number of schema categories).
-    lower, upper, bins: a numeric block's public facts from the schema (`Encoder`): its bounds (the encoded value
-    is (v - lower)/(upper - lower)) and its optional public bin edges, so the public binning
+    lower, upper, bins, atoms: a numeric block's public facts from the schema (`Encoder`): its bounds (the encoded
+    value is (v - lower)/(upper - lower)), its optional public bin edges and exact values, so the public binning
     (`pipelines.data.bins`) is a function of the layout alone; None in a layout built without a schema.
     """
     column: str
@@ -25,10 +25,17 @@ class Block:
     lower: float | None = None
     upper: float | None = None
     bins: tuple[float, ...] | None = None
+    atoms: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.bins is not None:   # JSON gives a list: keep the block hashable and equal to the original
-            object.__setattr__(self, "bins", tuple(float(e) for e in self.bins))
+        for key in ("bins", "atoms"):   # JSON gives a list: keep the block hashable and equal to the original
+            if getattr(self, key) is not None:
+                object.__setattr__(self, key, tuple(float(e) for e in getattr(self, key)))
+
+    def to_dict(self) -> dict:
+        """The block's fields; `atoms` only when set, so a layout without them keeps its bytes (and hashes)."""
+        d = asdict(self)
+        return d if self.atoms is not None else {k: v for k, v in d.items() if k != "atoms"}
 
     @property
     def width(self) -> int:
@@ -52,7 +59,7 @@ class Layout:
         raise KeyError(column)
 
     def to_dict(self) -> dict:
-        out = {"width": self.width, "blocks": [asdict(b) for b in self.blocks]}
+        out = {"width": self.width, "blocks": [b.to_dict() for b in self.blocks]}
         return {**out, "related": [list(p) for p in self.related]} if self.related else out
 
     @classmethod

@@ -18,6 +18,8 @@ import yaml
 from pipelines.errors import SchemaError
 
 NUMERIC_KINDS = ("continuous", "integer")
+ATOM_TOLERANCE = 1e-6   # of (upper − lower): a value this close to an atom is the atom (float32 encoding rounds
+                        # a value by less than 1e-7 of the range)
 CATEGORICAL_KINDS = ("categorical", "binary")
 KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS
 POLICIES = ("clip", "drop", "fatal")
@@ -37,7 +39,7 @@ _PLACEHOLDER_FIX = {
 }
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
 _ROWS_KEYS = {"count", "source"}
-_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins"}
+_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins", "atoms"}
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Column:
     categories: tuple[str, ...] | tuple[int, ...] | None = None
     on_invalid: str = "drop"
     bins: tuple[float, ...] | None = None   # optional public bin edges (numeric only; MST/AIM discretisation)
+    atoms: tuple[float, ...] | None = None  # optional documented values that occur exactly (numeric only: a
+                                            # zero cost, no coinsurance): each its own bin, decoded exactly
 
     @property
     def is_numeric(self) -> bool:
@@ -75,6 +79,8 @@ class Column:
             d.update(lower=self.lower, upper=self.upper)
             if self.bins is not None:
                 d["bins"] = list(self.bins)
+            if self.atoms is not None:
+                d["atoms"] = list(self.atoms)
         else:
             d["categories"] = list(self.categories)
         return d
@@ -224,23 +230,38 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
     if kind == "integer" and not (lower.is_integer() and upper.is_integer()):
         raise SchemaError(f"integer column has non-integer bounds {lower:g}..{upper:g}.", file=file, column=name,
                           fix="use whole-number bounds, or make the column continuous.")
-    bins = None
-    if spec.get("bins") is not None:
-        raw_bins = spec["bins"]
-        if not isinstance(raw_bins, list) or not raw_bins:
-            raise SchemaError(f"bins is {raw_bins!r}, not a list of edges.", file=file, column=name,
-                              fix="write bins: [e1, e2, ...], public edges in the column's units (docs/aim-mst.md).")
-        bins = tuple(_number(e, "bins", file, name) for e in raw_bins)
-        if list(bins) != sorted(set(bins)) or not all(lower <= e <= upper for e in bins):
-            raise SchemaError(f"bins {list(bins)} are not strictly increasing within [{lower:g}, {upper:g}].",
-                              file=file, column=name, fix="list increasing edges between the bounds.")
-    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins)
+    bins, atoms = (_values(spec, key, kind, lower, upper, file, name) for key in ("bins", "atoms"))
+    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms)
+
+
+_VALUES_FIX = {"bins": "public edges in the column's units (docs/aim-mst.md)",
+               "atoms": "documented values the column takes exactly, e.g. atoms: [0] for 'no cost' (docs/aim-mst.md)"}
+
+
+def _values(spec: dict, key: str, kind: str, lower: float, upper: float, file: str, name: str) -> tuple | None:
+    """A numeric column's optional `bins` (public edges) or `atoms` (documented exact values): strictly increasing
+    numbers within the bounds (atoms of an integer column: whole numbers)."""
+    raw = spec.get(key)
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw:
+        raise SchemaError(f"{key} is {raw!r}, not a list of numbers.", file=file, column=name,
+                          fix=f"write {key}: [v1, v2, ...], {_VALUES_FIX[key]}.")
+    values = tuple(_number(e, key, file, name) for e in raw)
+    if list(values) != sorted(set(values)) or not all(lower <= e <= upper for e in values):
+        raise SchemaError(f"{key} {list(values)} are not strictly increasing within [{lower:g}, {upper:g}].",
+                          file=file, column=name, fix=f"list increasing {key} between the bounds.")
+    if key == "atoms" and kind == "integer" and not all(e.is_integer() for e in values):
+        raise SchemaError(f"atoms {list(values)} of an integer column are not whole numbers.", file=file,
+                          column=name, fix="list whole numbers, or make the column continuous.")
+    return values
 
 
 def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
-    if "lower" in spec or "upper" in spec:
-        raise SchemaError(f"a {kind} column cannot have bounds.", file=file, column=name,
-                          fix="remove lower/upper, or make the column continuous or integer.")
+    numeric_only = [k for k in ("lower", "upper", "bins", "atoms") if k in spec]
+    if numeric_only:
+        raise SchemaError(f"a {kind} column cannot have {'/'.join(numeric_only)} (numeric columns' keys).", file=file,
+                          column=name, fix=f"remove {'/'.join(numeric_only)}, or make the column continuous or integer.")
     if policy == "clip":
         raise SchemaError(f"on_invalid: clip is undefined for a {kind} column.", file=file, column=name,
                           fix="set on_invalid: drop or fatal on this column.")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.data.layout import Block, Layout
-from pipelines.data.schema import Schema
+from pipelines.data.schema import ATOM_TOLERANCE, Schema
 
 
 class Encoder:
@@ -26,7 +26,7 @@ class Encoder:
         blocks, start = [], 0
         for c in schema.columns:
             width = len(c.categories) if c.kind == "categorical" else 1
-            facts = {"lower": c.lower, "upper": c.upper, "bins": c.bins} if c.is_numeric else {}
+            facts = {"lower": c.lower, "upper": c.upper, "bins": c.bins, "atoms": c.atoms} if c.is_numeric else {}
             blocks.append(Block(column=c.name, kind=c.kind, start=start, stop=start + width,
                                 protected=c.name in schema.protected, is_target=c.name == schema.target, **facts))
             start += width
@@ -74,7 +74,8 @@ class Encoder:
 
     def decode(self, X: np.ndarray) -> pd.DataFrame:
         """Frame satisfying the schema, in the dtypes ``read_table`` gives a clean table: numeric values
-        clipped to [0, 1] and rescaled (integers rounded), binary thresholded at 0.5, categorical argmax."""
+        clipped to [0, 1] and rescaled (integers rounded, values within `ATOM_TOLERANCE` of a schema atom set to
+        it), binary thresholded at 0.5, categorical argmax."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self._layout.width:
             raise ValueError(f"cannot decode: expected a 2-d matrix with {self._layout.width} columns "
@@ -86,6 +87,8 @@ class Encoder:
             if c.is_numeric:
                 v = c.lower + np.clip(X[:, b.start], 0.0, 1.0) * (c.upper - c.lower)
                 values = np.clip(np.rint(v) if c.kind == "integer" else v, c.lower, c.upper)
+                for a in c.atoms or ():   # the float32 encoding moved an atom by < 1e-7 of the range: snap it back
+                    values[np.abs(values - a) <= ATOM_TOLERANCE * (c.upper - c.lower)] = a
             else:
                 idx = (X[:, b.start] >= 0.5).astype(int) if c.kind == "binary" else X[:, b.start:b.stop].argmax(1)
                 values = np.asarray(c.categories, dtype=object)[idx]
