@@ -176,7 +176,8 @@ def test_atoms_are_bins_of_their_own_that_decode_exactly(tmp_path):
     X = np.column_stack([x, np.where(x == 0.0, 0.0, 0.5)]).astype(np.float32)
     back = disc.decode(disc.codes(X), np.random.default_rng(1))
     assert ((back[:, 0] == 0.0) == (x == 0.0)).all() and ((back[:, 1] == 0.0) == (x == 0.0)).all()
-    (tmp_path / "t.yaml").write_text("name: t\ncolumns:\n  cost: {kind: continuous, lower: 0, upper: 10, atoms: [3.7]}\n")
+    (tmp_path / "t.yaml").write_text("name: t\ncolumns:\n"
+                                     "  cost: {kind: continuous, lower: 0, upper: 10, atoms: [3.7]}\n")
     enc = Encoder(load_schema(tmp_path / "t.yaml"))
     assert enc.layout.block("cost").atoms == (3.7,)
     assert enc.decode(np.array([[np.float32(0.37)], [0.38]]))["cost"].tolist() == [3.7, 3.8]  # float32 0.37: 3.6999998

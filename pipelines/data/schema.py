@@ -260,8 +260,9 @@ def _values(spec: dict, key: str, kind: str, lower: float, upper: float, file: s
 def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
     numeric_only = [k for k in ("lower", "upper", "bins", "atoms") if k in spec]
     if numeric_only:
-        raise SchemaError(f"a {kind} column cannot have {'/'.join(numeric_only)} (numeric columns' keys).", file=file,
-                          column=name, fix=f"remove {'/'.join(numeric_only)}, or make the column continuous or integer.")
+        keys = "/".join(numeric_only)
+        raise SchemaError(f"a {kind} column cannot have {keys} (numeric columns' keys).", file=file, column=name,
+                          fix=f"remove {keys}, or make the column continuous or integer.")
     if policy == "clip":
         raise SchemaError(f"on_invalid: clip is undefined for a {kind} column.", file=file, column=name,
                           fix="set on_invalid: drop or fatal on this column.")
