@@ -281,8 +281,12 @@ def test_paper_metrics_and_plots_are_valid_pngs():
 
 
 def test_knobs_validation():
-    assert knobs({}) == {"max_rows": 10000, "ot_max_rows": 2000, "kway": 3, "kway_subsets": 100, "kway_bins": 10}
+    assert knobs({}) == {"max_rows": 10000, "utility_max_rows": 50000, "ot_max_rows": 2000, "kway": 3,
+                         "kway_subsets": 100, "kway_bins": 10}
     assert knobs({"max_rows": None})["max_rows"] is None
+    assert knobs({"utility_max_rows": None})["utility_max_rows"] is None
+    with pytest.raises(InputError, match=r"'evaluate\.utility_max_rows': must be a positive integer or null"):
+        knobs({"utility_max_rows": 0})
     with pytest.raises(InputError, match=r"params\.yaml: 'evaluate\.kway': must be a positive integer.*Fix:"):
         knobs({"kway": 0})
     with pytest.raises(InputError, match="evaluate.kway_bins"):
