@@ -124,7 +124,8 @@ def last_round(left: float) -> tuple[float, float]:
 
 def plan_aim(d: int, rounds: int, epsilon: float, delta: float, *, n_rows: int) -> AIMPlan:
     """The AIM parameters for d columns and K = `rounds` at (ε, δ) (PLD-calibrated; ε = inf: no noise); `n_rows`
-    is the public n̂ it is planned for (the estimation's total comes from the measurements: `estimate.estimate`)."""
+    is the public n̂ it is planned for, and the estimation's total unless the measurements contradict it
+    (`estimate.estimation_total`)."""
     if rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {rounds}")
     if math.isinf(epsilon):
@@ -179,9 +180,9 @@ def candidates(work: list[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
 
 def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work, max_model_size: float,
             iters: int, final_iters: int, device: str = "cpu", progress=None):
-    """Run AIM under `plan` (the estimation's total from the measurements); returns (model, actual events, the
-    rounds' log). Every round's selection and measurement pass the rounds' `ZCDPFilter` first (module docstring); each log
-    entry holds the round's σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
+    """Run AIM under `plan` (its n̂ the estimation's total unless the measurements contradict it); returns
+    (model, actual events, the rounds' log). Every round's selection and measurement pass the rounds'
+    `ZCDPFilter` first (module docstring); each log entry holds the round's σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
     dom = est.domain(names, shape, device)
     idx = {n: i for i, n in enumerate(names)}
     sizes = dict(zip(names, shape))
@@ -193,7 +194,7 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
         y, ev = measure(codes, shape, (idx[n],), plan.scale, rng, query=f"1-way {n}")
         meas.append(((n,), y, plan.scale))
         events.append(ev)
-    model = est.estimate(dom, meas, iters, device=device)
+    model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     budget = ZCDPFilter(plan.rho_rounds) if private else None
     sigma, eps_sel = plan.scale, plan.epsilon_select
     for t in range(plan.rounds):
@@ -221,7 +222,7 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
                        query=f"AIM round {t + 1}: {' x '.join(r)}")
         before = projected[k]
         meas.append((r, y, sigma if private else 1.0))
-        model = est.estimate(dom, meas, iters, warm_start=model, device=device)
+        model = est.estimate(dom, meas, plan.n_rows, iters, warm_start=model, device=device)
         moved = float(np.abs(est.project_many(model, [r])[0] - before).sum())
         cells = int(np.prod([sizes[a] for a in r]))
         log.append({"round": t + 1, "clique": list(r), "sigma": sigma if private else 0.0,
@@ -233,7 +234,7 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
             break
         if private and moved <= aim_penalty(sigma, cells):
             sigma, eps_sel = sigma / 2, eps_sel * 2          # anneal both (Alg. 2): a round then costs 4ρ_t
-    model = est.estimate(dom, meas, final_iters, warm_start=model, device=device)
+    model = est.estimate(dom, meas, plan.n_rows, final_iters, warm_start=model, device=device)
     if not private:
         return model, [NonPrivateEvent("epsilon: inf")], log
     # the rounds' guarantee is the filter's budget, whatever they spent of it (the plan's ZCDPEvent)

@@ -55,7 +55,8 @@ def mst_events(scale: float, d: int) -> list[Event]:
 
 def plan_mst(d: int, epsilon: float, delta: float, *, n_rows: int) -> MSTPlan:
     """The MST parameters for d columns at (ε, δ) (PLD-calibrated; ε = inf: no noise); `n_rows` is the public n̂
-    it is planned for (the estimation's total comes from the measurements: `estimate.estimate`)."""
+    it is planned for, and the estimation's total unless the measurements contradict it
+    (`estimate.estimation_total`)."""
     if d < 2:
         raise ValueError(f"MST needs at least 2 columns, got {d}")
     if math.isinf(epsilon):
@@ -97,8 +98,8 @@ def select_tree(codes: np.ndarray, shape, names, model, epsilon: float, rng, pro
 
 def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, rng, iters: int = 2000, device: str = "cpu",
             progress=None):
-    """Run MST on integer codes under `plan` (the estimation's total from the measurements); returns (model,
-    actual events, selected edges)."""
+    """Run MST on integer codes under `plan` (its n̂ the estimation's total unless the measurements contradict
+    it); returns (model, actual events, selected edges)."""
     dom = est.domain(names, shape, device)
     d = len(names)
     meas, events = [], []
@@ -106,7 +107,7 @@ def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, rng, iters: int = 20
         y, ev = measure(codes, shape, (i,), plan.sigma_1way, rng, query=f"1-way {names[i]}")
         meas.append(((names[i],), y, plan.sigma_1way))
         events.append(ev)
-    one_way = est.estimate(dom, meas, max(100, iters // 10), device=device)
+    one_way = est.estimate(dom, meas, plan.n_rows, max(100, iters // 10), device=device)
     edges, sel_events = select_tree(codes, shape, names, one_way, plan.epsilon_select, rng)
     events += sel_events
     if progress:
@@ -115,7 +116,7 @@ def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, rng, iters: int = 20
         y, ev = measure(codes, shape, (i, j), plan.sigma_2way, rng, query=f"2-way {names[i]} x {names[j]}")
         meas.append(((names[i], names[j]), y, plan.sigma_2way))
         events.append(ev)
-    model = est.estimate(dom, meas, iters, device=device)
+    model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     if plan.scale == 0:
         events = [NonPrivateEvent("epsilon: inf")]
     return model, events, edges
