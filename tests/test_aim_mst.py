@@ -301,8 +301,8 @@ def test_a_documented_count_the_rows_contradict_does_not_distort_the_model(name)
     """Issue 31: the estimation does not trust a public n̂ its noisy measurements contradict. With n̂ three times
     the rows (an extract of a documented table), a total fixed at n̂ put two thirds of the mass wherever the
     measurements were silent (measured before: the model's total 6,000; on Adult 6,000 rows under n̂ 18,000,
-    2-/3-way scores 934 → 607 / 883 → 503 for MST, 945 → 602 / 897 → 495 for AIM; after: benchmarks/declared_rows.py,
-    docs/aim-mst.md). With n̂ right, n̂ stays the total (`estimation_total`)."""
+    2-/3-way scores 934 → 607 / 883 → 503 for MST, 945 → 602 / 897 → 495 for AIM; after:
+    benchmarks/declared_rows.py, docs/aim-mst.md). With n̂ right, n̂ stays the total (`estimation_total`)."""
     X = toy_rows(2000)
     params = {"noise_seed": 0, "n_bins": 4, "iters": 200, **({"max_rounds": 3, "final_iters": 200}
                                                             if name == "aim" else {})}

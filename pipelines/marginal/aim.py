@@ -182,7 +182,8 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
             iters: int, final_iters: int, device: str = "cpu", progress=None):
     """Run AIM under `plan` (its n̂ the estimation's total unless the measurements contradict it); returns
     (model, actual events, the rounds' log). Every round's selection and measurement pass the rounds'
-    `ZCDPFilter` first (module docstring); each log entry holds the round's σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
+    `ZCDPFilter` first (module docstring); each log entry holds the round's σ_t and ρ_t
+    (Σρ_t ≤ plan.rho_rounds)."""
     dom = est.domain(names, shape, device)
     idx = {n: i for i, n in enumerate(names)}
     sizes = dict(zip(names, shape))

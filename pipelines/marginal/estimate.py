@@ -36,6 +36,11 @@ def domain(names: Sequence[str], shape: Sequence[int], device: str = "cpu"):
 CONTRADICTION_Z = 4.0   # standard errors of the measured total beyond which it contradicts the public n̂
 
 
+def _weight_sigma(sigma: float) -> float:
+    """A measurement's σ as the estimation weighs it: σ = 0 (exact, non-private) counts as σ = 1."""
+    return float(sigma) if sigma > 0 else 1.0
+
+
 def estimation_total(measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]], n_rows: float) -> float:
     """The total the estimation uses: the public n̂ = `n_rows`, unless the noisy measurements contradict it.
 
@@ -47,7 +52,7 @@ def estimation_total(measurements: Sequence[tuple[tuple[str, ...], np.ndarray, f
     2-/3-way score 949 → 599 / 893 → 490), so T̂ is used (at least 1). Otherwise n̂, the better-known of the
     two. Post-processing of the DP measurements and a public count: no budget. σ = 0 (exact) counts as σ = 1."""
     sums = np.array([float(np.sum(y)) for _, y, _ in measurements])
-    variances = np.array([(s if s > 0 else 1.0) ** 2 * np.size(y) for _, y, s in measurements])
+    variances = np.array([_weight_sigma(s) ** 2 * np.size(y) for _, y, s in measurements])
     if not len(sums):
         return float(n_rows)
     measured = float(np.sum(sums / variances) / np.sum(1.0 / variances))
@@ -61,7 +66,7 @@ def estimate(dom, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, floa
     `estimation_total` (the public n̂ = `n_rows` unless the measurements contradict it). The number of rows
     sampled is the caller's. σ = 0 (exact, non-private) measurements get σ = 1 as their weight."""
     mbi = _mbi(device)
-    ms = [mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), float(s) if s > 0 else 1.0)
+    ms = [mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), _weight_sigma(s))
           for cl, y, s in measurements]
     return mbi.estimation.MirrorDescent().estimate(dom, ms, known_total=estimation_total(measurements, n_rows),
                                                    iters=int(iters), warm_start=warm_start)
