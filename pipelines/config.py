@@ -58,8 +58,9 @@ def epsilon_value(value: Any) -> float:
 
 
 Epsilon = Annotated[Any, AfterValidator(epsilon_value)]
-# a part's own ε: pinned (a positive number or inf) or null/absent: allocated from privacy.release_epsilon
-PinnedEpsilon = Annotated[Any, AfterValidator(lambda v: None if v is None else epsilon_value(v))]
+# an ε or null: a part's own ε, pinned (a positive number or inf) or null/absent (allocated from
+# privacy.release_epsilon); the row count's ε or null (no noisy count: the documented count trusted unchecked)
+OptionalEpsilon = Annotated[Any, AfterValidator(lambda v: None if v is None else epsilon_value(v))]
 
 
 def share_value(value: Any) -> float:
@@ -117,7 +118,7 @@ class Privacy(Section):
     delta: Number
     lifetime_epsilon: Epsilon
     release_epsilon: Epsilon = 1.0  # ε of one release run, all generators and weights composed (PLD)
-    row_count_epsilon: Epsilon = 0.05
+    row_count_epsilon: OptionalEpsilon = 0.05  # noisy training row count: n̂, or the documented count's check
     ledger: StrictStr
     internal_release: StrictBool = False
     noise_key_file: StrictStr | None = None
@@ -240,7 +241,7 @@ def section_models() -> dict[str, type[Section]]:
                              EVALUATE_NULLABLE + SCORECARD_NULLABLE, seed=(StrictInt, None),
                              n_samples=(StrictInt | None, None), attacks=(attacks | None, None))
     weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS},
-                            epsilon=(PinnedEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None),
+                            epsilon=(OptionalEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None),
                             generators=(Literal[SELECTED] | list[StrictStr], None))
     return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": evaluate,
             "evaluate.attacks": attacks, "risk_gates": section_model("RiskGates", RISK_GATES_DEFAULTS),
@@ -264,7 +265,7 @@ def generator_model(name: str) -> type[Section]:
     privacy.release_epsilon), plus its `share` of the release ε."""
     defaults = generator_defaults(name)[0]
     caps = tuple(k for k in defaults if k.endswith("max_steps"))   # a step cap may be off (null)
-    return section_model(f"{name}_params", defaults, caps, epsilon=(PinnedEpsilon, None), share=(Share, None))
+    return section_model(f"{name}_params", defaults, caps, epsilon=(OptionalEpsilon, None), share=(Share, None))
 
 
 def fail(file: str, key: str, problem: str, fix: str) -> InputError:
@@ -691,10 +692,10 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
     if not 0 < privacy.delta < 1:
         raise fail(file, "privacy.delta", f"must lie in (0, 1), got {privacy.delta!r}.",
                    "use e.g. 1.0e-5 (well below 1/number of rows).")
-    if not math.isfinite(privacy.row_count_epsilon):
+    if privacy.row_count_epsilon is not None and not math.isfinite(privacy.row_count_epsilon):
         raise fail(file, "privacy.row_count_epsilon", "must be finite: the training row count is released with "
-                   "Laplace noise when the schema declares no public 'rows'.",
-                   "set 'row_count_epsilon: 0.05', or declare rows: {count, source} in the schema.")
+                   "Laplace noise (n̂ when the schema declares no public 'rows', else the documented count's check).",
+                   "set 'row_count_epsilon: 0.05' (or null to trust a documented count unchecked).")
     if not 0 < config.dataset.holdout_fraction < 1:
         raise fail(file, "dataset.holdout_fraction", f"must lie in (0, 1), got {config.dataset.holdout_fraction!r}: "
                    "the evaluation and the gates need real rows on both sides.", "use e.g. 0.2.")

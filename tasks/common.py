@@ -112,13 +112,18 @@ def allocated_epsilon(params: dict[str, Any], part: str, root: Path) -> float:
 def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
     """What the configuration names of the table, checked against its public schema before any budget is spent
     (the validate and budget stages call it; `load_params` checked every type and range without the schema):
-    each listed generator is built on the schema's layout (the columns its section names: ppem.protected,
-    iw_mmd_gan.weights, mst/aim bins, calibration pairs, ...), the columns of evaluate.attacks, and the weights'
-    public calibration file. Each problem is one InputError naming the key, the column and the fix."""
+    a public row count (documented or noisy); each listed generator is built on the schema's layout (the columns
+    its section names: ppem.protected, iw_mmd_gan.weights, mst/aim bins, calibration pairs, ...); the columns of
+    evaluate.attacks, and the weights' public calibration file. Each problem is one InputError naming the key, the column and the fix."""
     from pipelines.data.transform import Encoder
     from pipelines.evaluation.attacks import suite
     from pipelines.generators.registry import make_generator
     from pipelines.weights.postprocess import calibration_rows
+    if sch.rows is None and params["privacy"]["row_count_epsilon"] is None:
+        raise InputError(f"'privacy.row_count_epsilon' is null, but the schema '{sch.name}' declares no public "
+                         "'rows': the training row count would have no public value.", file=PARAMS_FILE,
+                         fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count), or declare "
+                             "rows: {count, source} in the schema from the table's documentation.")
     layout, release_epsilon = Encoder(sch).layout, float(params["privacy"]["release_epsilon"])
     for name in params["generators"]:
         section = params.get(name) or {}

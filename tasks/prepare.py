@@ -6,8 +6,9 @@ key when there is one, else it is a random 256-bit salt created once per data se
 artefacts (`salt_path`), never in git or in a release bundle.
 
 The training row count is private under add/remove-one, so every plan, sample rate q = B/n and divisor
-downstream uses n̂ (pipelines/privacy/row_count.py): the schema's documented count scaled by (1 − holdout_fraction),
-or a Laplace-noised count recorded in the ledger. layout.json carries n̂ as `rows_public` with its source.
+downstream uses n̂ (pipelines/privacy/row_count.py): the schema's documented count scaled by
+(1 − holdout_fraction), checked against a noisy count recorded in the ledger (the run stops when they
+disagree), or the noisy count itself. layout.json carries n̂ as `rows_public` with its source.
 """
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
     p, sch = common.paths(params, root), common.schema(params, root)
     ds, priv = params["dataset"], params["privacy"]
     holdout_fraction = float(ds["holdout_fraction"])
-    session = None if sch.rows is not None else common.ledger(params, root).session(
+    counted = sch.rows is None or priv["row_count_epsilon"] is not None  # a noisy count: n̂ or the check
+    session = None if not counted else common.ledger(params, root).session(
         p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare", float(priv["delta"]),
         float(priv["lifetime_epsilon"]), internal=bool(priv.get("internal_release", False)))
     key, key_source = split_key(params, root)
@@ -99,9 +101,10 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
 
     noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: {"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest()},
                               f"{p.dataset}/prepare",
-                              binding_facts(common.hashes(params, "prepare", sch), float(priv["row_count_epsilon"]),
+                              binding_facts(common.hashes(params, "prepare", sch),
+                                            float(priv["row_count_epsilon"] or 0),
                                             float(priv["delta"]))).overridden(ds.get("noise_seed"))
-    n_rows, n_rows_source = public_row_count(sch, params, session, count_rows, noise)
+    n_rows, n_rows_source = public_row_count(sch, params, session, count_rows, noise, str(p.schema))
     if "train" not in split:
         count_rows()
     train, holdout = split["train"], split["holdout"]

@@ -1,7 +1,7 @@
 """Audit cases for the one-shot release mechanisms (issue 16 §3): PEARL's two Gaussian releases, IW-MMD-GAN's
 weighted random-feature embedding (iw, sniw), support_points' exponential mechanism (its real MH sampler) and its
-bandwidth mechanisms (kde_laplace, kde_exponential, repeat), and the three logistic weight estimators
-(beta_noised, output_lapl, output_norm). tests/test_privacy_contract.py runs them (interface: tests/audit_harness.py).
+bandwidth mechanisms (kde_laplace, kde_exponential, repeat), the three logistic weight estimators
+(beta_noised, output_lapl, output_norm), and prepare's noisy training row count (`noisy_count`). tests/test_privacy_contract.py runs them (interface: tests/audit_harness.py).
 
 Every case runs the owner's own code on a worst-case neighbouring pair D, D' = D + canary; PEARL and the weight
 estimators plan once from the public n̂ for both data sets (the stages plan from len(EncodedTable), not from the rows
@@ -53,6 +53,7 @@ from pipelines.privacy.bandwidth import exponential_bandwidth, laplace_bandwidth
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import DiscreteLaplaceEvent, Event, LaplaceEvent, PureEpsilonEvent
 from pipelines.privacy.noise import NoiseSource
+from pipelines.privacy.row_count import count_event, noisy_count
 from pipelines.weights import estimators, logistic
 
 # Gaussian claims are made at δ = 1e-2 (as tests/audit_cases_dpsgd.py): at δ = 1e-5 the claim is set by tails that
@@ -386,8 +387,24 @@ def w_cases() -> list[AuditCase]:
             for est in ("beta_noised", "output_lapl", "output_norm")]
 
 
-CASES: list[AuditCase] = [*pearl_cases(), *iw_cases(), *sp_cases(), *w_cases()]
+# The noisy training row count prepare releases (n̂, or the documented count's check): `noisy_count`, prepare's own
+# call, at ε = 1 (at the default 0.05 no 2,000 runs resolve e^0.05 from 1). D has 40 training rows, D' one more (a
+# record lands in the training set or nowhere: Δ₁ = 1); the output is the released integer.
+COUNT_EPSILON = 1.0
+
+
+def count_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    rows = 40 + int(neighbour)
+    return np.array([noisy_count(FakeSession(), COUNT_EPSILON / noise_scale, lambda: rows,
+                                 NoiseSource(None, 7_000_003 * int(neighbour) + run)) for run in range(n_runs)],
+                    dtype=float)
+
+
+CASES: list[AuditCase] = [*pearl_cases(), *iw_cases(), *sp_cases(), *w_cases(),
+                          AuditCase("prepare:row_count", "epsilon_1", 0, "training row count (discrete Laplace, Δ = 1)",
+                                    COUNT_EPSILON, 0.0, count_scores)]
 PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
+    ("prepare:row_count", "epsilon_1"): lambda: [count_event(COUNT_EPSILON)],
     ("pearl", "default"): pearl_plan,
     **{("iw_mmd_gan", est): (lambda est=est: iw_plan(est)) for est in ("iw", "sniw")},
     **{("support_points", config): (lambda config=config: sp_plan(config)) for config in SP_CONFIGS},

@@ -208,7 +208,8 @@ def test_wine_from_wide_csv_to_prepared(tmp_path: Path) -> None:
     assert list(clean.columns) == [*WINE, "cultivar"]
 
     summary = prepare.fn(params, tmp_path)
-    assert summary["rows_public"] == 142 and summary["ledger_row_ids"] == []  # round(178 · 0.8), no budget spent
+    assert summary["rows_public"] == 142  # round(178 · 0.8): the documented count, checked against a noisy one
+    assert len(summary["ledger_row_ids"]) == 1 and "checked against a noisy count" in summary["rows_public_source"]
     assert summary["rows_train"] + summary["rows_holdout"] == 178
 
     strict = {**params, "dataset": {**params["dataset"], "columns": "strict"}}

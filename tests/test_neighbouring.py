@@ -119,7 +119,8 @@ def make_root(tmp_path: Path, bc_raw: pd.DataFrame, with_rows: bool) -> tuple[Pa
     (root / "schemas" / "breast_cancer.yaml").write_text(schema_text(with_rows))
     (root / "data" / "raw" / "breast_cancer").mkdir(parents=True)
     bc_raw.to_parquet(root / "data" / "raw" / "breast_cancer" / "validated.parquet", index=False)
-    params = {"dataset": {"name": "breast_cancer", "source": "bundled:breast_cancer", "holdout_fraction": 0.2},
+    params = {"dataset": {"name": "breast_cancer", "source": "bundled:breast_cancer", "holdout_fraction": 0.2,
+                          "max_dropped_fraction": 0.02},
               "privacy": {"delta": 1e-5, "lifetime_epsilon": 10.0, "ledger": "ledger/privacy.sqlite",
                           "row_count_epsilon": 0.05, "release_epsilon": 1.0},
               "device": "cpu", "evaluate": {"n_samples": None},
@@ -156,17 +157,68 @@ def test_split_key_salt_file_or_steward_key(tmp_path: Path, bc_raw: pd.DataFrame
                                hashlib.sha256).digest()
 
 
-def test_public_rows_spend_nothing(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
+def test_documented_rows_are_checked_against_a_noisy_count(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
     from tasks.prepare import prepare
-    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", "ab" * 32)  # keyed noise: the same count on every run
     root, params = make_root(tmp_path, bc_raw, True)
     summary = prepare.fn(params, root)
     assert summary["rows_public"] == 455 and "rows.count 569" in summary["rows_public_source"]
-    assert summary["rows_train"] + summary["rows_holdout"] == 569 and ledger_rows(root) == []
+    assert "checked against a noisy count (ε = 0.05" in summary["rows_public_source"]
+    rows = ledger_rows(root)  # the check's count is charged like the undocumented one
+    assert [r[:2] for r in rows] == [("prepare", "planned"), ("prepare", "spent")]
+    assert json.loads(rows[1][2])["scale"] == 20.0 and len(summary["ledger_row_ids"]) == 1
+    assert summary["rows_train"] + summary["rows_holdout"] == 569
     layout = json.loads((root / "data/prepared/breast_cancer/layout.json").read_text())
     assert layout["rows_public"] == 455 and layout["rows_public_source"] == summary["rows_public_source"]
     again = prepare.fn(params, root)  # the salt survives a re-run of prepare: the same split
     assert (again["rows_train"], again["rows_holdout"]) == (summary["rows_train"], summary["rows_holdout"])
+
+
+def test_documented_rows_trusted_unchecked_spend_nothing(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
+    from tasks.prepare import prepare
+    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    root, params = make_root(tmp_path, bc_raw, True)
+    params["privacy"]["row_count_epsilon"] = None
+    summary = prepare.fn(params, root)
+    assert summary["rows_public"] == 455 and ledger_rows(root) == [] and summary["ledger_row_ids"] == []
+    assert summary["rows_public_source"].endswith("documented: " + load_schema_rows_source())
+
+
+def load_schema_rows_source() -> str:
+    from pipelines.data.schema import load_schema
+    return load_schema(PROJECT / "schemas" / "breast_cancer.yaml").rows.source
+
+
+def test_an_extract_of_the_documented_table_stops_prepare(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
+    """The issue's case: the schema documents 569 rows, the table holds 60 of them (an extract, or rows
+    dropped): about 48 training rows against the documented 455, 407 apart, beyond the 242-row slack."""
+    from tasks.prepare import prepare
+    monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", "ab" * 32)
+    root, params = make_root(tmp_path, bc_raw.iloc[:60], True)
+    with pytest.raises(InputError, match=r"breast_cancer\.yaml.*rows\.count 569 documents 455 training rows, but "
+                       r"the table prepare read has about \d+ .*spent and recorded.*\(242 rows\).*Fix: set 'rows: "
+                       r"\{count, source\}' to the documented size of the table you release"):
+        prepare.fn(params, root)
+    assert not (root / "data" / "prepared").exists()          # nothing written
+    assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")]  # the spend, recorded
+
+
+def test_the_documented_count_check_slack() -> None:
+    from pipelines.privacy.row_count import contradiction_slack
+    # ln(1e4)/0.05 + 5·√(569·0.2·0.8) + 0.02·569·0.8 + 1 = 184.21 + 47.71 + 9.10 + 1
+    assert contradiction_slack(569, 0.2, 0.05, 0.02) == pytest.approx(242.018, abs=1e-3)
+    # Adult's documented 48,842 rows: 184.21 + 442.01 + 781.47 + 1; a 16,000-row extract is 26,274 rows short
+    assert contradiction_slack(48842, 0.2, 0.05, 0.02) == pytest.approx(1408.69, abs=0.01)
+
+
+def test_no_row_count_at_all_is_a_configuration_error(tmp_path: Path) -> None:
+    from pipelines.data.schema import load_schema
+    from tasks.common import check_against_schema
+    (tmp_path / "bc.yaml").write_text(schema_text(False))
+    params = {"privacy": {"row_count_epsilon": None, "release_epsilon": 1.0}, "generators": []}
+    with pytest.raises(InputError, match=r"row_count_epsilon' is null, but the schema 'breast_cancer' declares no "
+                       r"public 'rows'.*Fix: set 'row_count_epsilon: 0.05'"):
+        check_against_schema(params, load_schema(tmp_path / "bc.yaml"))
 
 
 def test_noisy_count_is_reserved_before_the_rows_are_read(tmp_path: Path, bc_raw: pd.DataFrame,

@@ -109,7 +109,8 @@ source:
 # rows (optional): the row count of the whole table (train + holdout), ONLY when it is published, with where:
 #   rows: {{count: 178, source: "<documentation>: Number of Instances: 178"}}
 # Without it, prepare releases a noisy count instead (Laplace noise, privacy.row_count_epsilon of the budget,
-# recorded in the ledger). A count taken from the file itself is not public: do not write it here.
+# recorded in the ledger); with it, prepare checks it against such a noisy count and stops when they disagree.
+# A count taken from the file itself is not public: do not write it here.
 on_invalid: clip   # out-of-domain values and nulls: numeric columns are clipped to their bounds, categorical and
                    # binary ones drop the row (drop: drop rows everywhere; fatal: stop). A column's own
                    # on_invalid: drop | fatal (clip: numeric only) overrides it.

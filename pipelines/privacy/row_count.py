@@ -1,17 +1,27 @@
-"""The public training row count n̂: the schema's documented count, or a discrete-Laplace-noised count in the ledger.
+"""The public training row count n̂: the schema's documented count (checked against a noisy count), or a
+discrete-Laplace-noised count in the ledger.
 
 The training row count is private under add/remove-one, so every plan, sample rate q = B/n and divisor
-downstream uses n̂ (tasks/prepare.py writes it to layout.json as `rows_public`, with its source).
+downstream uses n̂ (tasks/prepare.py writes it to layout.json as `rows_public`, with its source). A documented
+count that no longer describes the rows (an extract of the documented table, rows dropped by validation) would
+make every generator plan for the wrong table, so prepare also releases a noisy count, charged, and stops when the
+two disagree beyond what the noise, the keyed split and the tolerated drop explain (`contradiction_slack`).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
+from pipelines.config import PARAMS_FILE
 from pipelines.data.schema import Schema
+from pipelines.errors import InputError
 from pipelines.privacy.events import DiscreteLaplaceEvent
 from pipelines.privacy.ledger import LedgerSession
 from pipelines.privacy.mechanisms import discrete_laplace_mechanism
 from pipelines.privacy.noise import NoiseSource
+
+FALSE_ALARM = 1e-4    # the check's chance of stopping a run whose documented count is right (each of noise, split)
+SPLIT_SDS = 5.0       # the split's binomial spread allowed: P(|Z| > 5) < 1e-6
 
 
 def count_event(epsilon: float) -> DiscreteLaplaceEvent:
@@ -20,32 +30,71 @@ def count_event(epsilon: float) -> DiscreteLaplaceEvent:
     Sensitivity: under add/remove-one, a record added to (removed from) the table lands in the training set
     or in the holdout by its own keyed hash alone, so the training count changes by 0 or 1: Δ₁ = 1. Discrete
     Laplace noise P(y) ∝ e^{−ε|y|} on ℤ, drawn exactly (`discrete_laplace_mechanism`), makes the released integer
-    count ε-DP (the mass ratio of any output is ≤ e^{ε·1}); the floor at 1 is post-processing. A float Laplace
-    by inverse CDF would leak the count through its low-order bits (issue 28, item 4).
+    count ε-DP (the mass ratio of any output is ≤ e^{ε·1}); the floor at 1 and the documented count's check
+    are post-processing. A float Laplace by inverse CDF would leak the count through its low-order bits
+    (issue 28, item 4).
     """
     return DiscreteLaplaceEvent(scale=1.0 / float(epsilon), sensitivity=1, query="training row count")
 
 
-def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession | None,
-                     count_rows: Callable[[], int], noise: NoiseSource) -> tuple[int, str]:
-    """(n̂, its source). With the schema's `rows`: round(count·(1 − holdout_fraction)), data-independent, no
-    ledger event (`session` may be None). Without: reserve `count_event` in `session` before `count_rows()`
-    reads the count, release max(1, count + Lap_ℤ(1/ε)) and record the event, the noise drawn
-    from `noise` (keyed or OS entropy; a `noise_seed` in it, from `dataset.noise_seed`, is for tests only)."""
-    holdout_fraction = float(params["dataset"]["holdout_fraction"])
-    if sch.rows is not None:
-        n_rows = sch.rows.train_count(holdout_fraction)
-        return n_rows, (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
-                       f"documented: {sch.rows.source}")
-    if session is None:
-        raise ValueError("the schema declares no public rows: the noisy count needs a ledger session")
-    epsilon = float(params["privacy"]["row_count_epsilon"])
+def contradiction_slack(count: int, holdout_fraction: float, epsilon: float, max_dropped_fraction: float) -> float:
+    """How far the noisy training count may lie from the documented n̂ = round(count·(1 − h)) before the
+    documented count is contradicted; public facts only, so the check is post-processing of the noisy count:
+    - the noise: P(|Lap_ℤ(1/ε)| ≥ t) ≤ e^{−ε t}, so t = ln(1/FALSE_ALARM)/ε (184 rows at ε = 0.05);
+    - the keyed split: each of the `count` rows is a training row with probability 1 − h independently, so the
+      training count's standard deviation is √(count·h·(1 − h)); SPLIT_SDS of them;
+    - validation's tolerated drop: up to `max_dropped_fraction` of the rows read (validate stops above it),
+      i.e. max_dropped_fraction·n̂ training rows, and the rounding of n̂ (1 row)."""
+    noise = math.log(1.0 / FALSE_ALARM) / float(epsilon)
+    split = SPLIT_SDS * math.sqrt(count * holdout_fraction * (1.0 - holdout_fraction))
+    return noise + split + max_dropped_fraction * count * (1.0 - holdout_fraction) + 1.0
+
+
+def noisy_count(session: LedgerSession, epsilon: float, count_rows: Callable[[], int], noise: NoiseSource) -> int:
+    """The training row count + Lap_ℤ(1/ε) (`count_event`), reserved in `session` before `count_rows()` reads
+    the rows and recorded after; the noise drawn from `noise` (keyed or OS entropy; a `noise_seed` in it, from
+    `dataset.noise_seed`, is for tests only)."""
     planned = count_event(epsilon)
     session.reserve([planned])
     noisy, event = discrete_laplace_mechanism(int(count_rows()), planned.sensitivity, planned.scale,
                                               noise.streams(private=True, seed=0).numpy("prepare:row_count"),
                                               query=planned.query)
     session.record([event])
-    n_rows = max(1, int(noisy))
-    return n_rows, (f"training row count + discrete Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
-                   f"(ledger stage 'prepare', run {session.run_id})")
+    return int(noisy)
+
+
+def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession | None,
+                     count_rows: Callable[[], int], noise: NoiseSource, schema_file: str = "") -> tuple[int, str]:
+    """(n̂, its source).
+    - With the schema's `rows`: n̂ = round(count·(1 − holdout_fraction)), data-independent. Unless
+      `privacy.row_count_epsilon` is null, a noisy count (`noisy_count`, in `session`) checks it: an InputError
+      when |noisy − n̂| > `contradiction_slack` (the spend is recorded; nothing is written).
+    - Without: n̂ = max(1, noisy count), `session` required."""
+    holdout_fraction = float(params["dataset"]["holdout_fraction"])
+    epsilon = params["privacy"]["row_count_epsilon"]
+    if sch.rows is None:
+        if session is None or epsilon is None:
+            raise ValueError("the schema declares no public rows: the noisy count needs a ledger session and ε")
+        n_rows = max(1, noisy_count(session, float(epsilon), count_rows, noise))
+        return n_rows, (f"training row count + discrete Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
+                        f"(ledger stage 'prepare', run {session.run_id})")
+    n_rows = sch.rows.train_count(holdout_fraction)
+    source = (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
+              f"documented: {sch.rows.source}")
+    if epsilon is None:
+        return n_rows, source
+    if session is None:
+        raise ValueError("the documented count's check needs a ledger session")
+    noisy = noisy_count(session, float(epsilon), count_rows, noise)
+    slack = contradiction_slack(sch.rows.count, holdout_fraction, float(epsilon),
+                                float(params["dataset"]["max_dropped_fraction"]))
+    if abs(noisy - n_rows) > slack:
+        raise InputError(
+            f"rows.count {sch.rows.count} documents {n_rows} training rows, but the table prepare read has about "
+            f"{max(noisy, 0)} (a noisy count, privacy.row_count_epsilon = {epsilon:g} spent and recorded in the "
+            f"ledger): more apart than the noise, the keyed split and the tolerated drop explain ({slack:.0f} rows). "
+            "Every plan and divisor would use the documented count.", file=schema_file or None,
+            fix="set 'rows: {count, source}' to the documented size of the table you release (an extract or a sample "
+                "has its own size), or remove 'rows:' so that prepare releases a noisy count as n̂; to trust the "
+                f"documented count without this check, set 'privacy.row_count_epsilon: null' in {PARAMS_FILE}.")
+    return n_rows, source + f"; checked against a noisy count (ε = {epsilon:g}, ledger stage 'prepare')"
