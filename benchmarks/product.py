@@ -42,7 +42,8 @@ import pandas as pd
 import yaml
 
 from frontier import TSTR, measure
-from pipelines.data.readers import read_table
+from pipelines.data.missing import to_modelled
+from pipelines.data.readers import read_source
 from pipelines.config import EXTENDS, merged
 from pipelines.data.scaffold import params_text
 from pipelines.data.schema import load_schema
@@ -117,19 +118,23 @@ def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, t
     with tempfile.TemporaryDirectory(prefix=f"product-{seed}-", dir=args.scratch) as tmp:
         root = project(Path(tmp), name, schema_text, table, params, seed)
         t0 = time.perf_counter()
-        done = subprocess.run(["dvc", "repro"], cwd=root, env=environment(root), capture_output=True, text=True)
+        done = subprocess.run(["dvc", "repro", *([args.until] if args.until else [])], cwd=root,
+                              env=environment(root), capture_output=True, text=True)
         wall = round(time.perf_counter() - t0, 1)
         if done.returncode != 0:
             tail = (done.stdout + done.stderr)[-3000:]
             print(tail, file=sys.stderr)
             return [{"seed": seed, "error": f"dvc repro exited {done.returncode}", "repro_s": wall}]
+        if args.until:  # a prepared project for benchmarks/select_sweep.py: nothing published to score
+            shutil.copytree(root, args.keep / f"seed-{seed}", ignore=shutil.ignore_patterns(".dvc", ".git"))
+            return []
         train = pd.read_parquet(root / "data" / "prepared" / name / "train.parquet")
         holdout = test if test is not None else pd.read_parquet(root / "data" / "prepared" / name / "holdout.parquet")
         rows = []
         for table_ in published(root, name):
             synth = pd.read_parquet(table_.pop("path"))
             weighted = "weight" in synth.columns
-            synth = synth[[c.name for c in schema.columns]]
+            synth = to_modelled(synth[schema.declared_names], schema)  # nulls as the pipeline models them
             scores = measure(train, holdout, synth, schema, k3, 0)
             rows.append({"seed": seed, **table_, "rows": len(synth), "weight_column": weighted, "repro_s": wall,
                          **{k: v for k, v in scores.items() if k != "worst_1way_tv"}})
@@ -178,7 +183,11 @@ def main() -> None:
     ap.add_argument("--scratch", type=Path, default=None, help="parent of the scratch projects (default: TMPDIR)")
     ap.add_argument("--keep", type=Path, help="copy each seed's project here (without .git / .dvc)")
     ap.add_argument("--json", type=Path, help="write the rows and the command here")
+    ap.add_argument("--until", help="run `dvc repro UNTIL` only (e.g. prepare) and keep the project (--keep): "
+                    "a --root for benchmarks/select_sweep.py")
     args = ap.parse_args()
+    if args.until and not args.keep:
+        ap.error("--until keeps the project and scores nothing: give --keep")
     schema_path = args.schema if args.schema.is_absolute() else ROOT / args.schema
     name = schema_path.stem
     schema = load_schema(schema_path)
@@ -190,7 +199,7 @@ def main() -> None:
         params = merged(params, {k: v for k, v in own.items() if k != EXTENDS})
     for text in args.set:
         params = merged(params, assignment(text))
-    raw, _ = read_table(args.data, schema)
+    raw = read_source(args.data, schema, params["dataset"].get("columns", "strict")).frame
     schema_doc = yaml.safe_load(schema_path.read_text())
     test = None
     if args.rows:

@@ -23,6 +23,7 @@ import pandas as pd
 from prefect import task
 
 from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Paths, check_noise_seeds, noise_seed_keys, params_hash
+from pipelines.data.missing import to_published
 from pipelines.evaluation import comparison
 from pipelines.evaluation.outside_dp import DP_STATEMENT, public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
@@ -179,11 +180,13 @@ def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]
     weights = for_release(params, generator, root)
     with atomic_dir(p.releases / release_id) as out:
         if weights is None or not weights["passed"]:  # no weights configured, or weights refused: the table alone
-            shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")
+            if sch.missing:  # the declared columns, with real nulls (pipelines/data/missing.py)
+                write_parquet(out / "synthetic.parquet", to_published(synth, sch))
+            else:
+                shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")
         else:  # the `weight` column joined on row position
-            write_parquet(out / "synthetic.parquet", weighted_table(
-                pd.read_parquet(p.synthetic(generator)), pd.read_parquet(weights["path"]), str(p.synthetic(generator)),
-                str(weights["path"])))
+            write_parquet(out / "synthetic.parquet", to_published(weighted_table(
+                synth, pd.read_parquet(weights["path"]), str(p.synthetic(generator)), str(weights["path"])), sch))
         write_json(out / "manifest.json", manifest)
         (out / "report.html").write_text(public_html(public))
         (out / "report.md").write_text(public_markdown(public))

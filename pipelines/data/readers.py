@@ -40,7 +40,8 @@ def read_table(source: str, schema: Schema) -> tuple[pd.DataFrame, str]:
 
 
 def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> SourceTable:
-    """Read ``source`` into a frame with exactly the schema's columns in schema order.
+    """Read ``source`` into a frame with exactly the schema's declared columns in schema order (nulls kept:
+    `validation.validate_table` models or drops them).
 
     ``source`` is ``bundled:<name>`` (see ``BUNDLED``) or a path to a .csv, .csv.gz or .parquet file.
     ``columns="strict"`` refuses a table with columns the schema lacks; ``"schema"`` reads only the schema's
@@ -54,18 +55,18 @@ def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> 
         raw, label = _read_bundled(source.removeprefix("bundled:"))
         raw = raw.rename(columns=str)
         ignored = _check_columns(list(raw.columns), schema, label, columns)
-        raw = raw[schema.names]
+        raw = raw[schema.declared_names]
     else:
         label = source
         ignored = _check_columns(read_header(source), schema, label, columns)
-        raw = _read_file(Path(source), schema.names)
+        raw = _read_file(Path(source), schema.declared_names)
     return SourceTable(_conform(raw, schema, label), label, tuple(ignored))
 
 
 def _check_columns(header: list[str], schema: Schema, label: str, columns: ColumnMode) -> list[str]:
     """The header's columns outside the schema (allowed only under ``columns="schema"``); InputError for a
     schema column the table lacks, or for extra columns under "strict"."""
-    names = schema.names
+    names = schema.declared_names
     missing = [c for c in names if c not in header]
     if missing:
         raise InputError(f"missing columns {missing} required by schema '{schema.name}'.", file=label,
@@ -117,7 +118,7 @@ def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
     if raw.shape[0] == 0:
         raise InputError("the table is empty (no data rows).", file=label,
                          fix="point the source at a table with a header row and at least one row.")
-    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.columns})
+    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.declared})
 
 
 def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:

@@ -113,7 +113,8 @@ source:
 # A count taken from the file itself is not public: do not write it here.
 on_invalid: clip   # out-of-domain values and nulls: numeric columns are clipped to their bounds, categorical and
                    # binary ones drop the row (drop: drop rows everywhere; fatal: stop). A column's own
-                   # on_invalid: drop | fatal (clip: numeric only) overrides it.
+                   # on_invalid: drop | fatal (clip: numeric only) overrides it. A column the documentation says
+                   # may be empty: add `missing: allowed` (its nulls are modelled and released as nulls).
 columns:
 {entries}"""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ _PLACEHOLDER_FIX = {
 }
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
 _ROWS_KEYS = {"count", "source"}
-_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins", "atoms"}
+_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins", "atoms", "missing"}
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class Column:
     bins: tuple[float, ...] | None = None   # optional public bin edges (numeric only; MST/AIM discretisation)
     atoms: tuple[float, ...] | None = None  # optional documented values that occur exactly (numeric only: a
                                             # zero cost, no coinsurance): each its own bin, decoded exactly
+    missing: bool = False   # `missing: allowed`: nulls are data, modelled (pipelines/data/missing.py)
 
     @property
     def is_numeric(self) -> bool:
@@ -83,6 +84,8 @@ class Column:
                 d["atoms"] = list(self.atoms)
         else:
             d["categories"] = list(self.categories)
+        if self.missing:  # only when set: a schema without it keeps its hash
+            d["missing"] = "allowed"
         return d
 
 
@@ -99,9 +102,54 @@ class PublicRows:
         return max(1, round(self.count * (1.0 - float(holdout_fraction))))
 
 
+# -- missing values as data (`missing: allowed`; the frames' transforms: pipelines/data/missing.py) ---------------
+NULL_TEXT = "(missing)"           # the null category of a column with string categories
+INDICATOR_SUFFIX = "__missing"    # a numeric column's missingness indicator: <name>__missing
+INDICATOR_CATEGORIES = ("present", "missing")
+
+
+def null_category(col: Column) -> str | int:
+    """The category standing for a null: "(missing)" for string categories, min(categories) − 1 for integer
+    codes (a value no documented code takes)."""
+    return NULL_TEXT if isinstance(col.categories[0], str) else min(col.categories) - 1
+
+
+def indicator(name: str) -> str:
+    return name + INDICATOR_SUFFIX
+
+
+def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
+    """The modelled columns of the declared ones (pipelines/data/missing.py), in declared order: a null category
+    for a categorical or binary column with `missing: allowed`, an indicator column after a numeric one (whose
+    lower bound becomes an atom: its null rows' value); SchemaError when a name or category it adds is taken."""
+    names = {c.name for c in declared}
+    out: list[Column] = []
+    for col in declared:
+        if not col.missing:
+            out.append(col)
+        elif col.is_numeric:
+            name = indicator(col.name)
+            if name in names:
+                raise SchemaError(f"its missingness indicator '{name}' is the name of another column.", file=file,
+                                  column=col.name, fix=f"rename the column '{name}'.")
+            atoms = tuple(sorted({col.lower, *(col.atoms or ())}))
+            out += [replace(col, atoms=atoms, missing=False),
+                    Column(name, "binary", categories=INDICATOR_CATEGORIES, on_invalid="drop")]
+        else:
+            token = null_category(col)
+            if token in col.categories:
+                raise SchemaError(f"the category {token!r} stands for a null, and is also a documented category.",
+                                  file=file, column=col.name, fix=f"rename the category {token!r}.")
+            out.append(replace(col, kind="categorical", categories=(*col.categories, token), missing=False))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Schema:
-    """A parsed public schema; ``columns`` are in file order (the order of every frame and layout)."""
+    """A parsed public schema. ``declared``: the columns as the file writes them, in file order (the columns of
+    the source table and of a published synthetic table); ``columns``: the modelled columns, the same unless a
+    column allows nulls (`missing: allowed`, pipelines/data/missing.py), in the order of every frame and layout
+    between reading and publishing."""
     name: str
     description: str
     columns: tuple[Column, ...]
@@ -111,10 +159,24 @@ class Schema:
     source: dict[str, Any] = field(default_factory=dict)
     rows: PublicRows | None = None
     related: tuple[tuple[str, str], ...] = ()   # column pairs the documentation ties together (`_parse_related`)
+    declared: tuple[Column, ...] = ()           # empty: the modelled columns (a schema without missing values)
+
+    def __post_init__(self) -> None:
+        if not self.declared:
+            object.__setattr__(self, "declared", self.columns)
 
     @property
     def names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+    @property
+    def declared_names(self) -> list[str]:
+        return [c.name for c in self.declared]
+
+    @property
+    def missing(self) -> list[str]:
+        """The declared columns whose nulls are data (`missing: allowed`)."""
+        return [c.name for c in self.declared if c.missing]
 
     def column(self, name: str) -> Column:
         for c in self.columns:
@@ -125,7 +187,7 @@ class Schema:
     def to_dict(self) -> dict[str, Any]:
         d = {"name": self.name, "description": self.description, "source": self.source,
              "target": self.target, "protected": list(self.protected), "on_invalid": self.on_invalid,
-             "columns": {c.name: c.to_dict() for c in self.columns}}
+             "columns": {c.name: c.to_dict() for c in self.declared}}
         if self.rows is not None:
             d["rows"] = {"count": self.rows.count, "source": self.rows.source}
         if self.related:
@@ -209,9 +271,13 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
     if policy not in POLICIES:
         raise SchemaError(f"unknown on_invalid policy {policy!r}.", file=file, column=name,
                           fix=f"set on_invalid to one of {list(POLICIES)}.")
-    if kind in NUMERIC_KINDS:
-        return _parse_numeric(name, kind, spec, policy, file)
-    return _parse_categorical(name, kind, spec, policy, file)
+    missing = spec.get("missing")
+    if missing not in (None, "allowed"):
+        raise SchemaError(f"missing is {missing!r}.", file=file, column=name,
+                          fix="write 'missing: allowed' when the documentation says the column may be empty (its "
+                              "nulls are then modelled and released as nulls), or remove the key.")
+    col = (_parse_numeric if kind in NUMERIC_KINDS else _parse_categorical)(name, kind, spec, policy, file)
+    return replace(col, missing=True) if missing else col
 
 
 def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
@@ -374,8 +440,8 @@ def load_schema(path: str | Path) -> Schema:
     if not isinstance(cols, dict) or not cols:
         raise SchemaError("missing or empty 'columns' mapping.", file=file,
                           fix="add columns: {<name>: {kind: ..., ...}, ...}.")
-    columns = tuple(_parse_column(n, spec, default_policy, file) for n, spec in cols.items())
-    names = [c.name for c in columns]
+    declared = tuple(_parse_column(n, spec, default_policy, file) for n, spec in cols.items())
+    names = [c.name for c in declared]
     target = raw.get("target")
     if target is not None and target not in names:
         raise SchemaError(f"target {target!r} is not a column of the schema.", file=file, column=str(target),
@@ -390,10 +456,18 @@ def load_schema(path: str | Path) -> Schema:
                               fix=f"name only columns of the schema: {names}.")
     if len(set(protected)) != len(protected):
         raise SchemaError(f"protected {protected} lists a column twice.", file=file, fix="list each column once.")
+    for c in declared:
+        if c.missing and c.name in (target, *protected):
+            role = "the target" if c.name == target else "a protected column"
+            raise SchemaError(f"'missing: allowed' on {role}: the utility classifiers (target) and PPEM's fairness "
+                              "groups (protected) need a value in every row.", file=file, column=c.name,
+                              fix="remove 'missing: allowed' (rows with a null are then dropped by on_invalid, "
+                                  "within dataset.max_dropped_fraction), or choose another target/protected column.")
     source = raw.get("source") or {}
     if not isinstance(source, dict):
         raise SchemaError(f"source is {source!r}, not a mapping.", file=file,
                           fix="write source: {bundled: <name>, documentation: \"...\"}.")
-    return Schema(name=name, description=str(raw.get("description") or ""), columns=columns, target=target,
+    return Schema(name=name, description=str(raw.get("description") or ""), columns=expand(declared, file),
+                  declared=declared, target=target,
                   protected=tuple(protected), on_invalid=default_policy, source=source,
                   rows=_parse_rows(raw.get("rows"), file), related=_parse_related(raw.get("related"), names, file))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from pipelines.data.missing import to_modelled
 from pipelines.data.schema import Column, Schema
 from pipelines.errors import InputError
 
@@ -104,12 +105,17 @@ def _examples(s: pd.Series, mask: pd.Series) -> str:
 
 
 def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Validate a raw frame against the schema and apply each column's on_invalid policy.
+    """Validate a raw frame (the schema's declared columns) against the schema and apply each column's
+    on_invalid policy.
 
+    A column with `missing: allowed` keeps its nulls as data: the frame is first mapped to the modelled columns
+    (`missing.to_modelled`: a null category, or an indicator column), and the report counts them as `modelled_nulls`.
     clip: numeric values clipped to the bounds (non-integers in integer columns rounded); drop: rows
-    with an out-of-domain value dropped; fatal: InputError. Nulls are dropped (clip/drop) or fatal.
-    Returns (clean frame in schema dtypes with a fresh index, JSON-able report).
+    with an out-of-domain value dropped; fatal: InputError. Other nulls are dropped (clip/drop) or fatal.
+    Returns (clean frame of the modelled columns in schema dtypes with a fresh index, JSON-able report).
     """
+    modelled_nulls = {c: int(df[c].isna().sum()) for c in schema.missing}
+    df = to_modelled(df, schema)
     gx_summary = _summary(_run(df, build_suite(schema)))
     df = df.reset_index(drop=True)
     drop = pd.Series(False, index=df.index)
@@ -150,6 +156,7 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
     report = {"schema": schema.name, "schema_hash": schema.hash(), "source": label,
               "computed_from_private_data": True, "rows_in": len(df), "rows_out": len(clean),
               "rows_dropped": int(drop.sum()), "rows_clipped": int(clipped.sum()), "columns": columns,
+              **({"modelled_nulls": modelled_nulls} if modelled_nulls else {}),
               "gx": gx_summary}
     return clean, report
 

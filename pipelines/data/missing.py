@@ -1,0 +1,65 @@
+"""Missing values as data: a column the schema declares `missing: allowed` keeps its null rows.
+
+A null there is public structure like a bound (a cause of death only for those who died, a joint income only for
+joint applications), so it is modelled, not dropped. Every stage after reading sees the *modelled* columns
+(`Schema.columns`), where a null is an ordinary value, so every generator, the calibration, the evaluation and the
+attacks handle it with no code of their own:
+- a categorical or binary column gets one more category, the null category (`schema.null_category`): a binary
+  column with nulls becomes a categorical one of three;
+- a numeric column gets an indicator column `<name>__missing` (binary: present / missing) right after it, and its
+  value on a null row is set to its lower bound, a documented exact value (an atom: its own bin in MST's and
+  AIM's public binning), so the value column's distribution over the present rows is untouched.
+The schema makes the modelled columns (`schema.expand`); here, `to_modelled` maps a table with nulls (read from
+the source, or a published synthetic table) to the modelled columns; `to_published` maps the modelled synthetic rows back to the declared columns with real nulls, which is
+what a release bundle holds. Both are functions of the public schema alone.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from pipelines.data.schema import INDICATOR_CATEGORIES, Schema, indicator, null_category
+
+
+def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """A frame of the declared columns (nulls allowed where declared) as the modelled columns: a null becomes the
+    null category, or the lower bound with its indicator set to "missing". Other columns are passed through, so
+    their nulls still meet the validation policies."""
+    if not schema.missing:
+        return df
+    out: dict[str, pd.Series] = {}
+    for col in schema.declared:
+        s = df[col.name]
+        if not col.missing:
+            out[col.name] = s
+        elif col.is_numeric:
+            null = s.isna()
+            out[col.name] = s.astype("float64").mask(null, col.lower)
+            out[indicator(col.name)] = pd.Series(null.map({False: INDICATOR_CATEGORIES[0],
+                                                           True: INDICATOR_CATEGORIES[1]}).to_numpy(object),
+                                                 index=s.index, dtype="str")
+        else:
+            token = null_category(col)
+            filled = s.astype(object).where(s.notna(), token)
+            out[col.name] = filled if isinstance(token, str) else pd.Series(filled.to_numpy(object), index=s.index)
+    return pd.DataFrame(out, index=df.index)
+
+
+def to_published(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Modelled rows (a decoded synthetic table) as the declared columns with real nulls: the null category and
+    the values whose indicator says "missing" become nulls (integer columns as nullable Int64), indicators dropped.
+    Other columns (e.g. a `weight` column) are kept after them."""
+    if not schema.missing:
+        return df
+    out: dict[str, pd.Series] = {}
+    for col in schema.declared:
+        s = df[col.name]
+        if not col.missing:
+            out[col.name] = s
+        elif col.is_numeric:
+            null = df[indicator(col.name)] == INDICATOR_CATEGORIES[1]
+            out[col.name] = s.astype("Int64" if col.kind == "integer" else "float64").mask(null)
+        else:
+            token = null_category(col)
+            out[col.name] = s.mask(s == token).astype("str" if isinstance(token, str) else "Int64")
+    modelled = {c.name for c in schema.columns}
+    return pd.DataFrame({**out, **{c: df[c] for c in df.columns if c not in modelled}}, index=df.index)
