@@ -136,3 +136,42 @@ def test_aim_reproduces_missing_rates_and_the_structural_rule(schema) -> None:
     assert rule >= 0.95
     present = synth["creatinine"].dropna()
     assert present.between(0.1, 15.0).all() and abs(present.median() - raw["creatinine"].median()) < 0.25
+
+
+@pytest.mark.slow
+def test_a_release_keeps_and_publishes_the_nulls(tmp_path: Path, bc_raw: pd.DataFrame) -> None:
+    """Through the stages: the bundled table with a quarter of mean_radius blanked and the schema saying
+    `missing: allowed` there; nothing is dropped, the bundle holds the declared columns with real nulls, and the
+    public report shows the synthetic table's missing rate."""
+    import json
+
+    from pipelines.config import load_params
+    from tasks.check import check
+    from tasks.evaluate import evaluate
+    from tasks.release import release
+    from tasks.train import train
+    from test_pipeline import make_root, run_stages
+    root = make_root(tmp_path, {"dataset": {"source": "raw.csv"}, "generators": ["dpwgan"], "dpwgan": {"steps": 20},
+                                "weights": {"generators": []}, "release": {"select": "all", "non_dp_gates": "advise"},
+                                "evaluate": {"kway_subsets": 10, "attacks": {"n_attacks": 100}}})
+    schema = root / "schemas" / "breast_cancer.yaml"
+    schema.write_text(schema.read_text().replace("mean_radius: {kind: continuous, lower: 5, upper: 30}",
+                                                 "mean_radius: {kind: continuous, lower: 5, upper: 30, "
+                                                 "missing: allowed}"))
+    raw = bc_raw.copy()
+    raw.loc[raw.index % 4 == 0, "mean_radius"] = np.nan                   # 143 of 569 rows
+    raw.to_csv(root / "raw.csv", index=False)
+    run_stages(root, "budget")
+    report = json.loads((root / "reports/breast_cancer/validation.json").read_text())
+    assert report["rows_out"] == 569 and report["modelled_nulls"] == {"mean_radius": 143}
+    params = load_params(root / "params.yaml")
+    train.fn(params, "dpwgan", "missing", root)
+    evaluate.fn(params, "dpwgan", root)
+    check.fn(params, "dpwgan", root)
+    [entry] = release.fn(params, root)["released"]
+    published = pd.read_parquet(root / entry["path"] / "synthetic.parquet")
+    assert list(published.columns) == list(bc_raw.columns) and published["mean_radius"].dtype == "float64"
+    assert 0 < published["mean_radius"].isna().sum() < len(published)     # real nulls, some rows present
+    assert published["mean_radius"].dropna().between(5, 30).all()
+    assert not published.drop(columns="mean_radius").isna().any().any()
+    assert "| mean_radius__missing | present " in (root / entry["path"] / "report.md").read_text()
