@@ -180,7 +180,7 @@ def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]
     weights = for_release(params, generator, root)
     with atomic_dir(p.releases / release_id) as out:
         if weights is None or not weights["passed"]:  # no weights configured, or weights refused: the table alone
-            if sch.missing:  # the declared columns, with real nulls (pipelines/data/missing.py)
+            if sch.missing or sch.ids:  # the declared columns: real nulls, surrogate keys (pipelines/data/missing.py)
                 write_parquet(out / "synthetic.parquet", to_published(synth, sch))
             else:
                 shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")

@@ -26,6 +26,7 @@ def validate(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
     clean, report = validate_table(table.frame, sch, label)
     check_row_loss(report, float(params["dataset"]["max_dropped_fraction"]))  # before anything is written
     report["ignored_columns"] = list(table.ignored)  # names only, never their values
+    report["identifier_columns"] = sch.ids  # kind: id, never read (released as fresh surrogate keys)
     if table.ignored:
         run_logger().warning("validate: ignored %d columns of %s that schema '%s' does not declare "
                           "(dataset.columns: schema; their values were not kept): %s",

@@ -1,5 +1,6 @@
 """Missing values as data (issue 31): `missing: allowed` in the schema, the modelled columns, validation that
-keeps the null rows, the generators' synthetic nulls and the published table (pipelines/data/missing.py)."""
+keeps the null rows, the generators' synthetic nulls and the published table; identifiers (`kind: id`) never
+read and released as surrogate keys (pipelines/data/missing.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.data.missing import to_modelled, to_published
+from pipelines.data.missing import surrogate_keys, to_modelled, to_published
+from pipelines.data.readers import read_source
 from pipelines.data.schema import NULL_TEXT, load_schema
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import validate_table
@@ -117,6 +119,33 @@ def test_published_rows_have_real_nulls_and_round_trip(schema) -> None:
     pd.testing.assert_frame_equal(again.astype(clean.dtypes.to_dict()), clean)
 
 
+def test_an_id_column_is_checked_never_read_and_released_as_surrogate_keys(tmp_path: Path) -> None:
+    text = COHORT.replace("columns:\n", "columns:\n  patient_id: {kind: id}\n")
+    (tmp_path / "c.yaml").write_text(text)
+    schema = load_schema(tmp_path / "c.yaml")
+    assert schema.ids == ["patient_id"] and schema.declared_names[0] == "patient_id"
+    assert "patient_id" not in schema.names and "patient_id" not in [c.name for c in schema.read]
+    raw = cohort(50).assign(patient_id=[f"MRN{9000 + i}" for i in range(50)])
+    raw.to_csv(tmp_path / "t.csv", index=False)
+    read = read_source(str(tmp_path / "t.csv"), schema).frame
+    assert "patient_id" not in read.columns and len(read) == 50                 # its cells are never read
+    raw.drop(columns="patient_id").to_csv(tmp_path / "u.csv", index=False)
+    with pytest.raises(Exception, match=r"u\.csv.*missing columns \['patient_id'\]"):
+        read_source(str(tmp_path / "u.csv"), schema)                          # but the header must have it
+    clean, _ = validate_table(read, schema, "t.csv")
+    published = to_published(clean, schema)
+    assert published.columns[0] == "patient_id" and list(published["patient_id"][:3]) == [
+        "synthetic-1", "synthetic-2", "synthetic-3"]
+    assert list(surrogate_keys(2)) == ["synthetic-1", "synthetic-2"]
+    assert list(to_modelled(published, schema).columns) == schema.names      # a benchmark scoring it drops them
+    for edited, problem in [(text.replace("{kind: id}", "{kind: id, categories: [a, b]}"),
+                             "an id column takes no other key"),
+                            (text.replace("target: alive", "target: patient_id"), "cannot be the target")]:
+        (tmp_path / "d.yaml").write_text(edited)
+        with pytest.raises(SchemaError, match=rf"column 'patient_id': .*{problem}.*Fix: "):
+            load_schema(tmp_path / "d.yaml")
+
+
 @pytest.mark.slow
 def test_aim_reproduces_missing_rates_and_the_structural_rule(schema) -> None:
     """AIM at ε = 3 on 3,000 rows: every column's missing rate within 0.03 of the real one, and 'cause is null
@@ -141,8 +170,8 @@ def test_aim_reproduces_missing_rates_and_the_structural_rule(schema) -> None:
 @pytest.mark.slow
 def test_a_release_keeps_and_publishes_the_nulls(tmp_path: Path, bc_raw: pd.DataFrame) -> None:
     """Through the stages: the bundled table with a quarter of mean_radius blanked and the schema saying
-    `missing: allowed` there; nothing is dropped, the bundle holds the declared columns with real nulls, and the
-    public report shows the synthetic table's missing rate."""
+    `missing: allowed` there, and a patient identifier (`kind: id`); nothing is dropped, the bundle holds the
+    declared columns with real nulls and surrogate keys, and the public report shows the synthetic missing rate."""
     import json
 
     from pipelines.config import load_params
@@ -155,11 +184,12 @@ def test_a_release_keeps_and_publishes_the_nulls(tmp_path: Path, bc_raw: pd.Data
                                 "weights": {"generators": []}, "release": {"select": "all", "non_dp_gates": "advise"},
                                 "evaluate": {"kway_subsets": 10, "attacks": {"n_attacks": 100}}})
     schema = root / "schemas" / "breast_cancer.yaml"
-    schema.write_text(schema.read_text().replace("mean_radius: {kind: continuous, lower: 5, upper: 30}",
-                                                 "mean_radius: {kind: continuous, lower: 5, upper: 30, "
-                                                 "missing: allowed}"))
+    text = schema.read_text().replace("mean_radius: {kind: continuous, lower: 5, upper: 30}",
+                                      "mean_radius: {kind: continuous, lower: 5, upper: 30, missing: allowed}")
+    schema.write_text(text.replace("columns:\n", "columns:\n  mrn: {kind: id}\n"))
     raw = bc_raw.copy()
     raw.loc[raw.index % 4 == 0, "mean_radius"] = np.nan                   # 143 of 569 rows
+    raw.insert(0, "mrn", [f"MRN-{700000 + i}" for i in range(len(raw))])
     raw.to_csv(root / "raw.csv", index=False)
     run_stages(root, "budget")
     report = json.loads((root / "reports/breast_cancer/validation.json").read_text())
@@ -170,8 +200,12 @@ def test_a_release_keeps_and_publishes_the_nulls(tmp_path: Path, bc_raw: pd.Data
     check.fn(params, "dpwgan", root)
     [entry] = release.fn(params, root)["released"]
     published = pd.read_parquet(root / entry["path"] / "synthetic.parquet")
-    assert list(published.columns) == list(bc_raw.columns) and published["mean_radius"].dtype == "float64"
+    assert list(published.columns) == ["mrn", *bc_raw.columns] and published["mean_radius"].dtype == "float64"
+    assert published["mrn"].str.startswith("synthetic-").all() and published["mrn"].is_unique
+    assert "mrn" not in pd.read_parquet(root / "data/raw/breast_cancer/validated.parquet").columns
     assert 0 < published["mean_radius"].isna().sum() < len(published)     # real nulls, some rows present
     assert published["mean_radius"].dropna().between(5, 30).all()
     assert not published.drop(columns="mean_radius").isna().any().any()
+    for f in (root / entry["path"]).iterdir():                                # no real identifier anywhere
+        assert "MRN-7" not in (pd.read_parquet(f).to_csv() if f.suffix == ".parquet" else f.read_text()), f.name
     assert "| mean_radius__missing | present " in (root / entry["path"] / "report.md").read_text()

@@ -1,4 +1,6 @@
-"""Missing values as data: a column the schema declares `missing: allowed` keeps its null rows.
+"""The declared columns and the modelled ones: missing values as data, and identifiers never read.
+
+A column the schema declares `missing: allowed` keeps its null rows.
 
 A null there is public structure like a bound (a cause of death only for those who died, a joint income only for
 joint applications), so it is modelled, not dropped. Every stage after reading sees the *modelled* columns
@@ -12,12 +14,23 @@ attacks handle it with no code of their own:
 The schema makes the modelled columns (`schema.expand`); here, `to_modelled` maps a table with nulls (read from
 the source, or a published synthetic table) to the modelled columns; `to_published` maps the modelled synthetic rows back to the declared columns with real nulls, which is
 what a release bundle holds. Both are functions of the public schema alone.
+
+An identifier column (`kind: id`) is never read or modelled: the published table gets fresh surrogate keys there
+(`surrogate_keys`: "synthetic-1", "synthetic-2", ...), a reserved form that is no real identifier, in the
+declared position.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from pipelines.data.schema import INDICATOR_CATEGORIES, Schema, indicator, null_category
+from pipelines.data.schema import ID_KIND, INDICATOR_CATEGORIES, Schema, indicator, null_category
+
+SURROGATE_PREFIX = "synthetic-"
+
+
+def surrogate_keys(n: int) -> pd.Series:
+    """n fresh identifiers, "synthetic-1" ... "synthetic-n": a function of the row position alone."""
+    return pd.Series([f"{SURROGATE_PREFIX}{i}" for i in range(1, n + 1)], dtype="str")
 
 
 def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -25,9 +38,9 @@ def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     null category, or the lower bound with its indicator set to "missing". Other columns are passed through, so
     their nulls still meet the validation policies."""
     if not schema.missing:
-        return df
+        return df[schema.names] if schema.ids else df
     out: dict[str, pd.Series] = {}
-    for col in schema.declared:
+    for col in schema.read:
         s = df[col.name]
         if not col.missing:
             out[col.name] = s
@@ -46,12 +59,15 @@ def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 
 def to_published(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """Modelled rows (a decoded synthetic table) as the declared columns with real nulls: the null category and
-    the values whose indicator says "missing" become nulls (integer columns as nullable Int64), indicators dropped.
-    Other columns (e.g. a `weight` column) are kept after them."""
-    if not schema.missing:
+    the values whose indicator says "missing" become nulls (integer columns as nullable Int64), indicators dropped,
+    identifier columns filled with `surrogate_keys`. Other columns (e.g. a `weight` column) are kept after them."""
+    if not (schema.missing or schema.ids):
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.declared:
+        if col.kind == ID_KIND:
+            out[col.name] = pd.Series(surrogate_keys(len(df)).to_numpy(object), index=df.index, dtype="str")
+            continue
         s = df[col.name]
         if not col.missing:
             out[col.name] = s

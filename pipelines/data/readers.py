@@ -40,8 +40,9 @@ def read_table(source: str, schema: Schema) -> tuple[pd.DataFrame, str]:
 
 
 def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> SourceTable:
-    """Read ``source`` into a frame with exactly the schema's declared columns in schema order (nulls kept:
-    `validation.validate_table` models or drops them).
+    """Read ``source`` into a frame with exactly the schema's declared columns in schema order, but for the
+    identifiers (`kind: id`: checked in the header, never read), nulls kept (`validation.validate_table`
+    models or drops them).
 
     ``source`` is ``bundled:<name>`` (see ``BUNDLED``) or a path to a .csv, .csv.gz or .parquet file.
     ``columns="strict"`` refuses a table with columns the schema lacks; ``"schema"`` reads only the schema's
@@ -55,11 +56,11 @@ def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> 
         raw, label = _read_bundled(source.removeprefix("bundled:"))
         raw = raw.rename(columns=str)
         ignored = _check_columns(list(raw.columns), schema, label, columns)
-        raw = raw[schema.declared_names]
+        raw = raw[[c.name for c in schema.read]]
     else:
         label = source
         ignored = _check_columns(read_header(source), schema, label, columns)
-        raw = _read_file(Path(source), schema.declared_names)
+        raw = _read_file(Path(source), [c.name for c in schema.read])
     return SourceTable(_conform(raw, schema, label), label, tuple(ignored))
 
 
@@ -118,7 +119,7 @@ def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
     if raw.shape[0] == 0:
         raise InputError("the table is empty (no data rows).", file=label,
                          fix="point the source at a table with a header row and at least one row.")
-    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.declared})
+    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.read})
 
 
 def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:

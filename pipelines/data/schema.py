@@ -21,13 +21,15 @@ NUMERIC_KINDS = ("continuous", "integer")
 ATOM_TOLERANCE = 1e-6   # of (upper − lower): a value this close to an atom is the atom (float32 encoding rounds
                         # a value by less than 1e-7 of the range)
 CATEGORICAL_KINDS = ("categorical", "binary")
-KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS
+ID_KIND = "id"          # a record identifier: never read, released as fresh surrogate keys (pipelines/data/missing.py)
+KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS + (ID_KIND,)
 POLICIES = ("clip", "drop", "fatal")
 # The value `synthrelease init` (pipelines/data/scaffold.py) writes where the steward must write a fact taken
 # from the table's public documentation; load_schema refuses a schema that still has one.
 PLACEHOLDER = "FILL_IN"
 _PLACEHOLDER_FIX = {
-    "kind": f"set kind to one of {list(KINDS)} as the table's public documentation describes the column.",
+    "kind": f"set kind to one of {list(KINDS)} as the table's public documentation describes the column "
+            "(id: a record identifier, never read, released as fresh surrogate keys).",
     "lower": "write the smallest possible value from the public documentation (never the minimum of the rows), "
              "or delete the line if the column is categorical or binary.",
     "upper": "write the largest possible value from the public documentation (never the maximum of the rows), "
@@ -70,12 +72,16 @@ class Column:
         """The pandas dtype of this column in a clean frame (read, validated or decoded)."""
         if self.kind == "continuous":
             return "float64"
+        if self.kind == ID_KIND:
+            return "str"
         if self.kind == "integer" or isinstance(self.categories[0], int):
             return "int64"
         return "str"
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"kind": self.kind, "on_invalid": self.on_invalid}
+        if self.kind == ID_KIND:
+            return d
         if self.is_numeric:
             d.update(lower=self.lower, upper=self.upper)
             if self.bins is not None:
@@ -125,6 +131,8 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
     names = {c.name for c in declared}
     out: list[Column] = []
     for col in declared:
+        if col.kind == ID_KIND:  # never modelled
+            continue
         if not col.missing:
             out.append(col)
         elif col.is_numeric:
@@ -172,6 +180,17 @@ class Schema:
     @property
     def declared_names(self) -> list[str]:
         return [c.name for c in self.declared]
+
+    @property
+    def read(self) -> tuple[Column, ...]:
+        """The declared columns whose values are read: all but the identifiers (`kind: id`)."""
+        return tuple(c for c in self.declared if c.kind != ID_KIND)
+
+    @property
+    def ids(self) -> list[str]:
+        """The declared identifier columns (`kind: id`): checked in the header, never read, released as fresh
+        surrogate keys."""
+        return [c.name for c in self.declared if c.kind == ID_KIND]
 
     @property
     def missing(self) -> list[str]:
@@ -265,6 +284,11 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
     kind = spec.get("kind")
     if kind not in KINDS:
         raise SchemaError(f"unknown kind {kind!r}.", file=file, column=name, fix=f"set kind to one of {list(KINDS)}.")
+    if kind == ID_KIND:
+        if set(spec) != {"kind"}:
+            raise SchemaError(f"an id column takes no other key ({sorted(set(spec) - {'kind'})}).", file=file,
+                              column=name, fix="write it as {kind: id}: its values are never read.")
+        return Column(name, ID_KIND, on_invalid="drop")
     policy = spec.get("on_invalid", default_policy)
     if kind in CATEGORICAL_KINDS and "on_invalid" not in spec and default_policy == "clip":
         policy = "drop"  # the schema-level clip applies to the numeric columns; a category has no bound to clip to
@@ -457,6 +481,10 @@ def load_schema(path: str | Path) -> Schema:
     if len(set(protected)) != len(protected):
         raise SchemaError(f"protected {protected} lists a column twice.", file=file, fix="list each column once.")
     for c in declared:
+        if c.kind == ID_KIND and c.name in (target, *protected):
+            raise SchemaError("an id column is never read, so it cannot be the target or a protected column.",
+                              file=file, column=c.name, fix="choose another column, or give this one a kind "
+                                                            "whose values the release may model.")
         if c.missing and c.name in (target, *protected):
             role = "the target" if c.name == target else "a protected column"
             raise SchemaError(f"'missing: allowed' on {role}: the utility classifiers (target) and PPEM's fairness "
@@ -470,4 +498,4 @@ def load_schema(path: str | Path) -> Schema:
     return Schema(name=name, description=str(raw.get("description") or ""), columns=expand(declared, file),
                   declared=declared, target=target,
                   protected=tuple(protected), on_invalid=default_policy, source=source,
-                  rows=_parse_rows(raw.get("rows"), file), related=_parse_related(raw.get("related"), names, file))
+                  rows=_parse_rows(raw.get("rows"), file), related=_parse_related(raw.get("related"), [c.name for c in declared if c.kind != ID_KIND], file))
