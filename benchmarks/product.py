@@ -42,7 +42,7 @@ import pandas as pd
 import yaml
 
 from frontier import TSTR, measure
-from pipelines.data.missing import to_modelled
+from pipelines.data.declared import to_modelled
 from pipelines.data.readers import read_source
 from pipelines.config import EXTENDS, merged
 from pipelines.data.scaffold import params_text

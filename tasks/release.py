@@ -23,7 +23,7 @@ import pandas as pd
 from prefect import task
 
 from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Paths, check_noise_seeds, noise_seed_keys, params_hash
-from pipelines.data.missing import to_published
+from pipelines.data.declared import to_published
 from pipelines.evaluation import comparison
 from pipelines.evaluation.outside_dp import DP_STATEMENT, public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
@@ -180,7 +180,7 @@ def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]
     weights = for_release(params, generator, root)
     with atomic_dir(p.releases / release_id) as out:
         if weights is None or not weights["passed"]:  # no weights configured, or weights refused: the table alone
-            if sch.missing or sch.ids:  # the declared columns: real nulls, surrogate keys (pipelines/data/missing.py)
+            if sch.columns != sch.declared:  # nulls, surrogate keys, dates (pipelines/data/declared.py)
                 write_parquet(out / "synthetic.parquet", to_published(synth, sch))
             else:
                 shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")

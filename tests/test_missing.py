@@ -1,6 +1,6 @@
 """Missing values as data (issue 31): `missing: allowed` in the schema, the modelled columns, validation that
 keeps the null rows, the generators' synthetic nulls and the published table; identifiers (`kind: id`) never
-read and released as surrogate keys (pipelines/data/missing.py)."""
+read and released as surrogate keys (pipelines/data/declared.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.data.missing import surrogate_keys, to_modelled, to_published
+from pipelines.data.declared import surrogate_keys, to_modelled, to_published
 from pipelines.data.readers import read_source
 from pipelines.data.schema import NULL_TEXT, load_schema
 from pipelines.data.transform import Encoder
@@ -209,3 +209,104 @@ def test_a_release_keeps_and_publishes_the_nulls(tmp_path: Path, bc_raw: pd.Data
     for f in (root / entry["path"]).iterdir():                                # no real identifier anywhere
         assert "MRN-7" not in (pd.read_parquet(f).to_csv() if f.suffix == ".parquet" else f.read_text()), f.name
     assert "| mean_radius__missing | present " in (root / entry["path"] / "report.md").read_text()
+
+
+STAYS = """
+name: stays
+description: hospital stays
+source: {documentation: "test fixture"}
+target: readmitted
+on_invalid: drop
+columns:
+  admitted: {kind: date, lower: 2015-01-01, upper: 2019-12-31}
+  discharged: {kind: date, lower: 2015-01-01, upper: 2020-03-31, after: admitted}
+  followup: {kind: datetime, lower: "2015-01-01T00:00:00", upper: "2021-01-01T00:00:00", missing: allowed}
+  readmitted: {kind: binary, categories: ["no", "yes"]}
+"""
+
+
+def stays(n: int, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    admitted = pd.Timestamp("2015-01-01") + pd.to_timedelta(rng.integers(0, 1826, n), unit="D")
+    discharged = admitted + pd.to_timedelta(rng.geometric(0.2, n) - 1, unit="D")      # a stay of 0 or more days
+    followup = (discharged + pd.to_timedelta(rng.integers(0, 86400 * 90, n), unit="s")).to_series().reset_index(
+        drop=True).mask(pd.Series(rng.random(n) < 0.25))
+    return pd.DataFrame({"admitted": admitted.strftime("%Y-%m-%d"), "discharged": discharged.strftime("%Y-%m-%d"),
+                         "followup": followup.dt.strftime("%Y-%m-%dT%H:%M:%S"),
+                         "readmitted": rng.choice(["no", "yes"], n)})
+
+
+def test_dates_are_modelled_as_numbers_on_calendar_bins_and_published_as_dates(tmp_path: Path) -> None:
+    (tmp_path / "stays.yaml").write_text(STAYS)
+    schema = load_schema(tmp_path / "stays.yaml")
+    admitted, discharged = schema.column("admitted"), schema.column("discharged")
+    assert (admitted.kind, admitted.lower, admitted.upper) == ("integer", 16436.0, 18261.0)  # days since 1970
+    assert len(admitted.bins) == 19 and admitted.bins[0] == 16526.0     # quarter starts: 2015-04-01 is day 16526
+    assert (discharged.kind, discharged.lower, discharged.upper) == ("integer", 0.0, 18352.0 - 16436.0)  # the gap
+    assert schema.names == ["admitted", "discharged", "followup", "followup__missing", "readmitted"]
+    assert schema.column("followup").kind == "continuous" and len(schema.column("followup").bins) == 23  # quarters
+    assert schema.to_dict()["columns"]["discharged"] == {"kind": "date", "on_invalid": "drop", "lower": "2015-01-01",
+                                                          "upper": "2020-03-31", "after": "admitted"}
+    raw = stays(200)
+    (tmp_path / "s.csv").write_text(raw.to_csv(index=False))
+    read = read_source(str(tmp_path / "s.csv"), schema).frame
+    clean, report = validate_table(read, schema, "s.csv")
+    assert report["rows_out"] == 200 and report["modelled_nulls"] == {"followup": int(raw["followup"].isna().sum())}
+    stay = (pd.to_datetime(raw["discharged"]) - pd.to_datetime(raw["admitted"])).dt.days
+    assert (clean["discharged"] == stay).all() and clean["admitted"].dtype == "int64"   # the gap, in days
+    published = to_published(clean, schema)
+    assert str(published["admitted"].dtype) == "datetime64[s]"
+    assert list(published["admitted"].dt.strftime("%Y-%m-%d")) == list(raw["admitted"])
+    assert list(published["discharged"].dt.strftime("%Y-%m-%d")) == list(raw["discharged"])
+    pd.testing.assert_series_equal(published["followup"].dt.strftime("%Y-%m-%dT%H:%M:%S"), raw["followup"],
+                                   check_names=False, check_dtype=False)
+    # a synthetic gap anywhere in its domain still gives a discharge on or after the admission
+    gaps = clean.assign(discharged=np.linspace(0, discharged.upper, 200).round())
+    out = to_published(gaps, schema)
+    assert (out["discharged"] >= out["admitted"]).all() and (out["discharged"] <= pd.Timestamp("2020-03-31")).all()
+
+
+def test_a_discharge_before_its_admission_meets_the_policy(tmp_path: Path) -> None:
+    (tmp_path / "stays.yaml").write_text(STAYS)
+    schema = load_schema(tmp_path / "stays.yaml")
+    raw = stays(50)
+    raw.loc[7, "discharged"] = "2014-12-01"                              # before its admission: out of domain
+    read = read_source_frame(tmp_path, raw, schema)
+    clean, report = validate_table(read, schema, "s.csv")
+    assert report["rows_dropped"] == 1 and report["columns"]["discharged"]["below"] == 1
+    raw.loc[7, "discharged"] = "17/05/2016"
+    with pytest.raises(Exception, match=r"column 'discharged': 1 values of this date column are not ISO dates "
+                                        r"\(row 8: '17/05/2016'.*Fix: write them as 2001-05-17"):
+        read_source_frame(tmp_path, raw, schema)
+    for edit, problem in [("after: admitted", "after: readmitted"), ("upper: 2019-12-31", 'upper: "2019-13-31"'),
+                          ("readmitted: {kind: binary", "readmitted: {after: admitted, kind: binary")]:
+        (tmp_path / "bad.yaml").write_text(STAYS.replace(*((edit, problem))))
+        with pytest.raises(SchemaError, match=r"bad\.yaml, column '(discharged|admitted|readmitted)': .*Fix: "):
+            load_schema(tmp_path / "bad.yaml")
+
+
+def read_source_frame(tmp_path: Path, raw: pd.DataFrame, schema) -> pd.DataFrame:
+    (tmp_path / "s.csv").write_text(raw.to_csv(index=False))
+    return read_source(str(tmp_path / "s.csv"), schema).frame
+
+
+def test_mst_publishes_ordered_dates(tmp_path: Path) -> None:
+    """MST at ε = 3 on 2,000 stays: every synthetic discharge is on or after its admission, dates fall inside their
+    bounds, the follow-up's missing rate is within 0.03 of the real one and the admission years within 0.05."""
+    from pipelines.generators.base import Budget
+    from pipelines.generators.registry import make_generator
+    from test_dpwgan import FakeSession
+    (tmp_path / "stays.yaml").write_text(STAYS)
+    schema = load_schema(tmp_path / "stays.yaml")
+    raw = stays(2000)
+    clean, _ = validate_table(read_source_frame(tmp_path, raw, schema), schema, "s.csv")
+    encoder = Encoder(schema)
+    model = make_generator("mst", encoder.layout, {"epsilon": 3.0, "noise_seed": 0}, "cpu")
+    model.fit(encoder.encode(clean), FakeSession(), Budget(3.0, 1e-5))
+    synth = to_published(encoder.decode(model.sample(2000, 0)), schema)
+    assert (synth["discharged"] >= synth["admitted"]).all()
+    assert synth["admitted"].between(pd.Timestamp("2015-01-01"), pd.Timestamp("2019-12-31")).all()
+    assert (synth["admitted"].dt.normalize() == synth["admitted"]).all()                 # whole days
+    assert abs(synth["followup"].isna().mean() - raw["followup"].isna().mean()) < 0.03
+    years = pd.to_datetime(raw["admitted"]).dt.year.value_counts(normalize=True)
+    assert (synth["admitted"].dt.year.value_counts(normalize=True) - years).abs().max() < 0.05

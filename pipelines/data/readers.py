@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.data.header import ColumnMode, read_header
-from pipelines.data.schema import Column, Schema
+from pipelines.data.schema import DATE_KINDS, Column, Schema
 from pipelines.errors import InputError
 
 BUNDLED_DIR = Path(__file__).parent / "bundled"
@@ -124,6 +124,8 @@ def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
 
 def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:
     s = s.reset_index(drop=True)
+    if col.kind in DATE_KINDS:
+        return _parse_dates(s, col, label)
     if col.is_numeric:
         values = _parse_numbers(s, col, label)
         whole = values.notna().all() and (values % 1 == 0).all()
@@ -149,6 +151,23 @@ def _parse_numbers(s: pd.Series, col: Column, label: str) -> pd.Series:
                          fix="correct or empty those cells (empty cells are nulls), or declare the column "
                              "categorical in the schema.")
     return values
+
+
+def _parse_dates(s: pd.Series, col: Column, label: str) -> pd.Series:
+    """ISO dates / datetimes (or a datetime column of a Parquet file) as datetime64[s]; empty cells null."""
+    if pd.api.types.is_datetime64_any_dtype(s):
+        return s.dt.tz_convert(None) if s.dt.tz is not None else s.astype("datetime64[s]")
+    text = s.astype("str").str.strip()
+    null = text.isna() | text.isin(_NUMERIC_NULLS)
+    values = pd.to_datetime(text.mask(null), errors="coerce", format="ISO8601", utc=True).dt.tz_convert(None)
+    bad = values.isna() & ~null
+    if bad.any():
+        rows = np.flatnonzero(bad.to_numpy())
+        examples = ", ".join(f"row {r + 1}: {text.iloc[r]!r}" for r in rows[:_EXAMPLES])
+        raise InputError(f"{len(rows)} values of this {col.kind} column are not ISO {col.kind}s ({examples}; data "
+                         "rows count from 1).", file=label, column=col.name,
+                         fix="write them as 2001-05-17 (or 2001-05-17T08:30:00), or empty those cells (nulls).")
+    return values.astype("datetime64[s]")
 
 
 def _int_categories(s: pd.Series) -> pd.Series:

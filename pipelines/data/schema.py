@@ -6,6 +6,7 @@ A schema is a YAML file ``schemas/<name>.yaml``; ``load_schema`` parses and chec
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -21,8 +22,11 @@ NUMERIC_KINDS = ("continuous", "integer")
 ATOM_TOLERANCE = 1e-6   # of (upper − lower): a value this close to an atom is the atom (float32 encoding rounds
                         # a value by less than 1e-7 of the range)
 CATEGORICAL_KINDS = ("categorical", "binary")
-ID_KIND = "id"          # a record identifier: never read, released as fresh surrogate keys (pipelines/data/missing.py)
-KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS + (ID_KIND,)
+ID_KIND = "id"          # a record identifier: never read, released as fresh surrogate keys (pipelines/data/declared.py)
+DATE_KINDS = ("date", "datetime")   # modelled as days (date) or seconds (datetime) since 1970-01-01 UTC
+KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS + DATE_KINDS + (ID_KIND,)
+EPOCH = datetime.datetime(1970, 1, 1)
+CALENDAR_BINS = 32      # the finest calendar unit (month, quarter, year) giving at most this many bins
 POLICIES = ("clip", "drop", "fatal")
 # The value `synthrelease init` (pipelines/data/scaffold.py) writes where the steward must write a fact taken
 # from the table's public documentation; load_schema refuses a schema that still has one.
@@ -41,7 +45,7 @@ _PLACEHOLDER_FIX = {
 }
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
 _ROWS_KEYS = {"count", "source"}
-_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins", "atoms", "missing"}
+_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins", "atoms", "missing", "after"}
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,8 @@ class Column:
     bins: tuple[float, ...] | None = None   # optional public bin edges (numeric only; MST/AIM discretisation)
     atoms: tuple[float, ...] | None = None  # optional documented values that occur exactly (numeric only: a
                                             # zero cost, no coinsurance): each its own bin, decoded exactly
-    missing: bool = False   # `missing: allowed`: nulls are data, modelled (pipelines/data/missing.py)
+    missing: bool = False   # `missing: allowed`: nulls are data, modelled (pipelines/data/declared.py)
+    after: str | None = None  # a date column's public ordering: never before this date column (modelled as the gap)
 
     @property
     def is_numeric(self) -> bool:
@@ -74,6 +79,8 @@ class Column:
             return "float64"
         if self.kind == ID_KIND:
             return "str"
+        if self.kind in DATE_KINDS:
+            return "datetime64[s]"
         if self.kind == "integer" or isinstance(self.categories[0], int):
             return "int64"
         return "str"
@@ -82,7 +89,11 @@ class Column:
         d: dict[str, Any] = {"kind": self.kind, "on_invalid": self.on_invalid}
         if self.kind == ID_KIND:
             return d
-        if self.is_numeric:
+        if self.kind in DATE_KINDS:
+            d.update(lower=iso(self.lower, self.kind), upper=iso(self.upper, self.kind))
+            if self.after is not None:
+                d["after"] = self.after
+        elif self.is_numeric:
             d.update(lower=self.lower, upper=self.upper)
             if self.bins is not None:
                 d["bins"] = list(self.bins)
@@ -108,7 +119,56 @@ class PublicRows:
         return max(1, round(self.count * (1.0 - float(holdout_fraction))))
 
 
-# -- missing values as data (`missing: allowed`; the frames' transforms: pipelines/data/missing.py) ---------------
+# -- dates: public bounds in ISO form, modelled as a number since EPOCH on public calendar bins ------------------
+def epoch_value(value: Any, kind: str) -> float:
+    """A date's days (kind date) or a datetime's seconds (datetime) since 1970-01-01 UTC; ValueError if it is no
+    date (YAML gives datetime.date / datetime.datetime for unquoted ISO values, else a string)."""
+    if isinstance(value, str):
+        value = datetime.datetime.fromisoformat(value.strip())
+    if isinstance(value, datetime.datetime):
+        moment = value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(
+            datetime.timezone.utc).replace(tzinfo=None)
+    elif isinstance(value, datetime.date):
+        moment = datetime.datetime(value.year, value.month, value.day)
+    else:
+        raise ValueError(f"{value!r} is not a date")
+    seconds = (moment - EPOCH).total_seconds()
+    if kind == "date" and seconds % 86400:
+        raise ValueError(f"{value!r} is not a whole day")
+    return seconds / 86400 if kind == "date" else seconds
+
+
+def iso(value: float, kind: str) -> str:
+    """The ISO form of an `epoch_value`."""
+    moment = EPOCH + (datetime.timedelta(days=value) if kind == "date" else datetime.timedelta(seconds=value))
+    return moment.date().isoformat() if kind == "date" else moment.isoformat()
+
+
+def calendar_edges(kind: str, lower: float, upper: float) -> tuple[float, ...]:
+    """Public bin edges of a date column on calendar boundaries: the starts of months, else quarters, else years
+    inside (lower, upper), the finest giving at most CALENDAR_BINS bins (in the column's epoch units)."""
+    unit = 1.0 if kind == "date" else 86400.0
+    first, last = EPOCH + datetime.timedelta(days=lower / unit), EPOCH + datetime.timedelta(days=upper / unit)
+    def starts(months: int) -> tuple[float, ...]:
+        edges, year, month = [], first.year, 1
+        while datetime.datetime(year, month, 1) <= last:
+            start = datetime.datetime(year, month, 1)
+            if first < start < last:
+                edges.append((start - EPOCH).total_seconds() / 86400 * unit)
+            month += months
+            year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
+        return tuple(edges)
+    return next((e for e in map(starts, (1, 3)) if len(e) + 1 <= CALENDAR_BINS), None) or starts(12)
+
+
+def gap_column(col: Column, start: Column) -> Column:
+    """The modelled column of a date `col` declared `after: start`: its gap to the start (days or seconds), from 0 to
+    col.upper − start.lower; a row whose `col` precedes its start is out of domain (clip: gap 0, drop)."""
+    return replace(col, kind="integer" if col.kind == "date" else "continuous", lower=0.0,
+                   upper=col.upper - start.lower, after=None)
+
+
+# -- missing values as data (`missing: allowed`; the frames' transforms: pipelines/data/declared.py) ---------------
 NULL_TEXT = "(missing)"           # the null category of a column with string categories
 INDICATOR_SUFFIX = "__missing"    # a numeric column's missingness indicator: <name>__missing
 INDICATOR_CATEGORIES = ("present", "missing")
@@ -125,14 +185,18 @@ def indicator(name: str) -> str:
 
 
 def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
-    """The modelled columns of the declared ones (pipelines/data/missing.py), in declared order: a null category
+    """The modelled columns of the declared ones (pipelines/data/declared.py), in declared order: a null category
     for a categorical or binary column with `missing: allowed`, an indicator column after a numeric one (whose
     lower bound becomes an atom: its null rows' value); SchemaError when a name or category it adds is taken."""
-    names = {c.name for c in declared}
+    names, by_name = {c.name for c in declared}, {c.name: c for c in declared}
     out: list[Column] = []
     for col in declared:
         if col.kind == ID_KIND:  # never modelled
             continue
+        if col.kind in DATE_KINDS:  # a number since EPOCH on calendar bins, or the gap to its start (`after`)
+            col = gap_column(col, by_name[col.after]) if col.after else replace(
+                col, kind="integer" if col.kind == "date" else "continuous",
+                bins=calendar_edges(col.kind, col.lower, col.upper))
         if not col.missing:
             out.append(col)
         elif col.is_numeric:
@@ -156,7 +220,7 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
 class Schema:
     """A parsed public schema. ``declared``: the columns as the file writes them, in file order (the columns of
     the source table and of a published synthetic table); ``columns``: the modelled columns, the same unless a
-    column allows nulls (`missing: allowed`, pipelines/data/missing.py), in the order of every frame and layout
+    column allows nulls (`missing: allowed`, pipelines/data/declared.py), in the order of every frame and layout
     between reading and publishing."""
     name: str
     description: str
@@ -295,12 +359,16 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
     if policy not in POLICIES:
         raise SchemaError(f"unknown on_invalid policy {policy!r}.", file=file, column=name,
                           fix=f"set on_invalid to one of {list(POLICIES)}.")
+    if "after" in spec and kind not in DATE_KINDS:
+        raise SchemaError(f"a {kind} column cannot have after (a date column's order).", file=file, column=name,
+                          fix="remove 'after', or make the column a date or datetime.")
     missing = spec.get("missing")
     if missing not in (None, "allowed"):
         raise SchemaError(f"missing is {missing!r}.", file=file, column=name,
                           fix="write 'missing: allowed' when the documentation says the column may be empty (its "
                               "nulls are then modelled and released as nulls), or remove the key.")
-    col = (_parse_numeric if kind in NUMERIC_KINDS else _parse_categorical)(name, kind, spec, policy, file)
+    parse = _parse_date if kind in DATE_KINDS else _parse_numeric if kind in NUMERIC_KINDS else _parse_categorical
+    col = parse(name, kind, spec, policy, file)
     return replace(col, missing=True) if missing else col
 
 
@@ -322,6 +390,46 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
                           fix="use whole-number bounds, or make the column continuous.")
     bins, atoms = (_values(spec, key, kind, lower, upper, file, name) for key in ("bins", "atoms"))
     return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms)
+
+
+def _parse_date(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
+    """A `date` / `datetime` column: ISO bounds (YAML dates, or quoted ISO text), an optional `after: <column>`,
+    `missing: allowed` (set by the caller)."""
+    extra = sorted(set(spec) - {"kind", "lower", "upper", "on_invalid", "missing", "after"})
+    if extra:
+        raise SchemaError(f"a {kind} column cannot have {extra}.", file=file, column=name,
+                          fix=f"remove them: a {kind} column's public bins are calendar months, quarters or years.")
+    bounds = []
+    for key in ("lower", "upper"):
+        try:
+            bounds.append(epoch_value(spec[key], kind))
+        except (KeyError, ValueError, TypeError):
+            example = "2003-12-31" if kind == "date" else "2003-12-31T23:59:59"
+            raise SchemaError(f"{key} is {spec.get(key)!r}, not an ISO {kind}.", file=file, column=name,
+                              fix=f"write {key}: {example} from the documentation (the study's period).") from None
+    if bounds[0] >= bounds[1]:
+        raise SchemaError(f"lower bound {spec['lower']} is not before upper bound {spec['upper']}.", file=file,
+                          column=name, fix="set lower < upper.")
+    after = spec.get("after")
+    if after is not None and not isinstance(after, str):
+        raise SchemaError(f"after is {after!r}, not a column name.", file=file, column=name,
+                          fix="write after: <the date column this one never precedes>.")
+    return Column(name, kind, lower=bounds[0], upper=bounds[1], on_invalid=policy, after=after)
+
+
+def _check_after(declared: tuple[Column, ...], file: str) -> None:
+    """`after:` names an earlier date column of the same kind, neither allowing nulls."""
+    kinds = {c.name: c for c in declared}
+    for c in declared:
+        if c.after is None:
+            continue
+        start = kinds.get(c.after)
+        if start is None or start.kind != c.kind or declared.index(start) > declared.index(c):
+            raise SchemaError(f"after: {c.after!r} is not an earlier {c.kind} column.", file=file, column=c.name,
+                              fix=f"name a {c.kind} column declared before '{c.name}'.")
+        if c.missing or start.missing:
+            raise SchemaError("a column in an 'after' pair allows nulls, so the order has no value to hold on.",
+                              file=file, column=c.name, fix="remove 'missing: allowed' from both, or 'after'.")
 
 
 _VALUES_FIX = {"bins": "public edges in the column's units (docs/aim-mst.md)",
@@ -444,7 +552,7 @@ def load_schema(path: str | Path) -> Schema:
             raw = loader.get_single_data()
         finally:
             loader.dispose()
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, ValueError) as e:  # ValueError: an unquoted value YAML reads as an impossible date
         raise SchemaError(f"invalid YAML: {e}", file=file,
                           fix="fix the YAML syntax (quote values such as \"?\" or \"yes\").") from e
     if not isinstance(raw, dict):
@@ -465,6 +573,7 @@ def load_schema(path: str | Path) -> Schema:
         raise SchemaError("missing or empty 'columns' mapping.", file=file,
                           fix="add columns: {<name>: {kind: ..., ...}, ...}.")
     declared = tuple(_parse_column(n, spec, default_policy, file) for n, spec in cols.items())
+    _check_after(declared, file)
     names = [c.name for c in declared]
     target = raw.get("target")
     if target is not None and target not in names:
@@ -498,4 +607,5 @@ def load_schema(path: str | Path) -> Schema:
     return Schema(name=name, description=str(raw.get("description") or ""), columns=expand(declared, file),
                   declared=declared, target=target,
                   protected=tuple(protected), on_invalid=default_policy, source=source,
-                  rows=_parse_rows(raw.get("rows"), file), related=_parse_related(raw.get("related"), [c.name for c in declared if c.kind != ID_KIND], file))
+                  rows=_parse_rows(raw.get("rows"), file),
+                  related=_parse_related(raw.get("related"), [c.name for c in declared if c.kind != ID_KIND], file))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from pipelines.data.missing import to_modelled
+from pipelines.data.declared import to_modelled
 from pipelines.data.schema import Column, Schema
 from pipelines.errors import InputError
 
@@ -109,7 +109,8 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
     on_invalid policy.
 
     A column with `missing: allowed` keeps its nulls as data: the frame is first mapped to the modelled columns
-    (`missing.to_modelled`: a null category, or an indicator column), and the report counts them as `modelled_nulls`.
+    (`declared.to_modelled`: a null category, or an indicator column; dates as numbers), and the report counts
+    the nulls as `modelled_nulls`.
     clip: numeric values clipped to the bounds (non-integers in integer columns rounded); drop: rows
     with an out-of-domain value dropped; fatal: InputError. Other nulls are dropped (clip/drop) or fatal.
     Returns (clean frame of the modelled columns in schema dtypes with a fresh index, JSON-able report).

@@ -1,8 +1,7 @@
-"""The declared columns and the modelled ones: missing values as data, and identifiers never read.
+"""The declared columns (the source's and the published table's) and the modelled ones every stage in between
+sees: missing values as data, dates as numbers, identifiers never read.
 
-A column the schema declares `missing: allowed` keeps its null rows.
-
-A null there is public structure like a bound (a cause of death only for those who died, a joint income only for
+A column the schema declares `missing: allowed` keeps its null rows. A null there is public structure like a bound (a cause of death only for those who died, a joint income only for
 joint applications), so it is modelled, not dropped. Every stage after reading sees the *modelled* columns
 (`Schema.columns`), where a null is an ordinary value, so every generator, the calibration, the evaluation and the
 attacks handle it with no code of their own:
@@ -12,8 +11,12 @@ attacks handle it with no code of their own:
   value on a null row is set to its lower bound, a documented exact value (an atom: its own bin in MST's and
   AIM's public binning), so the value column's distribution over the present rows is untouched.
 The schema makes the modelled columns (`schema.expand`); here, `to_modelled` maps a table with nulls (read from
-the source, or a published synthetic table) to the modelled columns; `to_published` maps the modelled synthetic rows back to the declared columns with real nulls, which is
-what a release bundle holds. Both are functions of the public schema alone.
+the source, or a published synthetic table) to the modelled columns; `to_published` maps the modelled
+synthetic rows back to the declared columns with real nulls, which is what a release bundle holds. Both are functions of the public schema alone.
+
+A `date` (`datetime`) column is modelled as its days (seconds) since 1970-01-01 UTC, an integer (continuous)
+column on public calendar bins (`schema.calendar_edges`); one declared `after: <start>` as its gap to the start,
+so every synthetic row respects the order; `to_published` turns them back into datetime64 values.
 
 An identifier column (`kind: id`) is never read or modelled: the published table gets fresh surrogate keys there
 (`surrogate_keys`: "synthetic-1", "synthetic-2", ...), a reserved form that is no real identifier, in the
@@ -23,7 +26,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from pipelines.data.schema import ID_KIND, INDICATOR_CATEGORIES, Schema, indicator, null_category
+from pipelines.data.schema import (DATE_KINDS, EPOCH, ID_KIND, INDICATOR_CATEGORIES, Column, Schema, indicator,
+                                   null_category)
 
 SURROGATE_PREFIX = "synthetic-"
 
@@ -33,18 +37,34 @@ def surrogate_keys(n: int) -> pd.Series:
     return pd.Series([f"{SURROGATE_PREFIX}{i}" for i in range(1, n + 1)], dtype="str")
 
 
+def epochs(s: pd.Series, kind: str) -> pd.Series:
+    """Dates as days (kind date) or datetimes as seconds (datetime) since 1970-01-01 UTC, nulls NaN."""
+    unit = pd.Timedelta(days=1) if kind == "date" else pd.Timedelta(seconds=1)
+    return (pd.to_datetime(s) - pd.Timestamp(EPOCH)) / unit
+
+
+def moments(values: pd.Series, col: Column) -> pd.Series:
+    """`epochs` back to datetime64[s] (whole days for a date column), within the column's bounds."""
+    v = values.astype("float64").clip(col.lower, col.upper)
+    v = v.round() if col.kind == "date" else v
+    unit = "D" if col.kind == "date" else "s"
+    return (pd.Timestamp(EPOCH) + pd.to_timedelta(v, unit=unit)).astype("datetime64[s]")
+
+
 def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """A frame of the declared columns (nulls allowed where declared) as the modelled columns: a null becomes the
     null category, or the lower bound with its indicator set to "missing". Other columns are passed through, so
     their nulls still meet the validation policies."""
-    if not schema.missing:
-        return df[schema.names] if schema.ids else df
+    if schema.columns == schema.declared:
+        return df
     out: dict[str, pd.Series] = {}
     for col in schema.read:
         s = df[col.name]
+        if col.kind in DATE_KINDS:  # the number the model sees: since EPOCH, or the gap to its start (`after`)
+            s = epochs(s, col.kind) - (epochs(df[col.after], col.kind) if col.after else 0.0)
         if not col.missing:
             out[col.name] = s
-        elif col.is_numeric:
+        elif col.is_numeric or col.kind in DATE_KINDS:
             null = s.isna()
             out[col.name] = s.astype("float64").mask(null, col.lower)
             out[indicator(col.name)] = pd.Series(null.map({False: INDICATOR_CATEGORIES[0],
@@ -61,7 +81,7 @@ def to_published(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """Modelled rows (a decoded synthetic table) as the declared columns with real nulls: the null category and
     the values whose indicator says "missing" become nulls (integer columns as nullable Int64), indicators dropped,
     identifier columns filled with `surrogate_keys`. Other columns (e.g. a `weight` column) are kept after them."""
-    if not (schema.missing or schema.ids):
+    if schema.columns == schema.declared:
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.declared:
@@ -69,6 +89,11 @@ def to_published(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
             out[col.name] = pd.Series(surrogate_keys(len(df)).to_numpy(object), index=df.index, dtype="str")
             continue
         s = df[col.name]
+        if col.kind in DATE_KINDS:  # its start's date + the gap (`after`; the start is declared earlier)
+            start = epochs(out[col.after], col.kind) if col.after else 0.0
+            values = moments(s.astype("float64") + start, col)
+            out[col.name] = values.mask(df[indicator(col.name)] == INDICATOR_CATEGORIES[1]) if col.missing else values
+            continue
         if not col.missing:
             out[col.name] = s
         elif col.is_numeric:
