@@ -139,35 +139,34 @@ def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:
 def _parse_numbers(s: pd.Series, col: Column, label: str) -> pd.Series:
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
         return s.astype("float64")
-    text = s.astype("str").str.strip()
-    null = text.isna() | text.isin(_NUMERIC_NULLS)
-    values = pd.to_numeric(text.mask(null), errors="coerce").astype("float64")
-    bad = values.isna() & ~null
-    if bad.any():
-        rows = np.flatnonzero(bad.to_numpy())
-        examples = ", ".join(f"row {r + 1}: {text.iloc[r]!r}" for r in rows[:_EXAMPLES])
-        raise InputError(f"{len(rows)} values of this {col.kind} column are not numbers ({examples}; data rows "
-                         "count from 1).", file=label, column=col.name,
-                         fix="correct or empty those cells (empty cells are nulls), or declare the column "
-                             "categorical in the schema.")
-    return values
+    return _parsed(s, lambda t: pd.to_numeric(t, errors="coerce").astype("float64"), col, label, "numbers",
+                   "correct or empty those cells (empty cells are nulls), or declare the column categorical in the "
+                   "schema.")
 
 
 def _parse_dates(s: pd.Series, col: Column, label: str) -> pd.Series:
     """ISO dates / datetimes (or a datetime column of a Parquet file) as datetime64[s]; empty cells null."""
     if pd.api.types.is_datetime64_any_dtype(s):
         return s.dt.tz_convert(None) if s.dt.tz is not None else s.astype("datetime64[s]")
+    values = _parsed(s, lambda t: pd.to_datetime(t, errors="coerce", format="ISO8601", utc=True).dt.tz_convert(None),
+                     col, label, f"ISO {col.kind}s",
+                     "write them as 2001-05-17 (or 2001-05-17T08:30:00), or empty those cells (nulls).")
+    return values.astype("datetime64[s]")
+
+
+def _parsed(s: pd.Series, parse, col: Column, label: str, what: str, fix: str) -> pd.Series:
+    """`parse` (coercing what it cannot read to null) of the stripped text cells, empty and null-marker cells null;
+    an InputError naming the first cells it could not read."""
     text = s.astype("str").str.strip()
     null = text.isna() | text.isin(_NUMERIC_NULLS)
-    values = pd.to_datetime(text.mask(null), errors="coerce", format="ISO8601", utc=True).dt.tz_convert(None)
+    values = parse(text.mask(null))
     bad = values.isna() & ~null
     if bad.any():
         rows = np.flatnonzero(bad.to_numpy())
         examples = ", ".join(f"row {r + 1}: {text.iloc[r]!r}" for r in rows[:_EXAMPLES])
-        raise InputError(f"{len(rows)} values of this {col.kind} column are not ISO {col.kind}s ({examples}; data "
-                         "rows count from 1).", file=label, column=col.name,
-                         fix="write them as 2001-05-17 (or 2001-05-17T08:30:00), or empty those cells (nulls).")
-    return values.astype("datetime64[s]")
+        raise InputError(f"{len(rows)} values of this {col.kind} column are not {what} ({examples}; data rows "
+                         "count from 1).", file=label, column=col.name, fix=fix)
+    return values
 
 
 def _int_categories(s: pd.Series) -> pd.Series:
