@@ -6,6 +6,13 @@ its k-way marginal scores against the training rows (k = 1, 2, 3; `frontier.kway
         --settings '{"max_rounds": 16, "n_bins": 16}' '{"max_rounds": 40, "n_bins": 32}' --draws 3
     python benchmarks/select_sweep.py --root <a product.py --keep project> --rows 6000 ...   # the first 6,000 rows
 
+The sweep of docs/selection.md "The sweep" (every generator at three ε on four tables of different shapes; its
+rows in benchmarks/results/select_sweep.json):
+
+    python benchmarks/product.py --data <csv> --schema <yaml> [--rows N] --until prepare --keep <dir>
+    python benchmarks/select_sweep.py --root <dir>/seed-0 --generators aim mst pearl dpwgan dp_auto_gan ppem \
+        iw_mmd_gan support_points --epsilons 0.3 0.9 3 --draws 2 --json <out.json>
+
 `--root` is a project after `dvc repro prepare` (data/prepared/<ds>/ and schemas/<ds>.yaml of params.yaml's
 data set). Each fit uses the public n̂ as the pipeline does, noise seeds 100, 101, ... (a fixed noise seed: not a
 release), n̂ synthetic rows sampled with seed 0, and the project's TSTR classifiers
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -55,7 +63,13 @@ def main() -> None:
     ap.add_argument("--settings", nargs="+", default=["{}"], help="JSON overrides of the generator's section")
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--rows", type=int, help="fit on the first N prepared training rows, n̂ = N")
+    ap.add_argument("--json", type=Path, help="write the table's public shape, every fit's scores and the command")
+    ap.add_argument("--summarize", type=Path, nargs="+", help="print the markdown table of these --json files "
+                    "(per table and ε: each generator's mean 2-way score and mean AUROC) and fit nothing")
     args = ap.parse_args()
+    if args.summarize:
+        print(summary([json.loads(f.read_text()) for f in args.summarize]))
+        return
     root = Path(args.root)
     params = load_params(root / "params.yaml")
     p = Paths(params["dataset"]["name"], root)
@@ -69,6 +83,7 @@ def main() -> None:
     k3 = [tuple(real.columns[i] for i in c)
           for c in column_subsets(len(real.columns), 3, 100, np.random.default_rng(0))]
     delta = float(params["privacy"]["delta"])
+    fits: list[dict] = []
     for gen in args.generators:
         for eps in args.epsilons:
             for raw in args.settings:
@@ -76,7 +91,14 @@ def main() -> None:
                 scores = []
                 for draw in range(args.draws):
                     t = time.perf_counter()
-                    model = make_generator(gen, layout, {**section, "epsilon": eps, "noise_seed": 100 + draw}, "cpu")
+                    try:
+                        model = make_generator(gen, layout, {**section, "epsilon": eps, "noise_seed": 100 + draw},
+                                               "cpu")
+                    except ValueError as e:  # e.g. PPEM on a table without protected columns: not a candidate
+                        print(f"{gen} ε={eps} {raw}: not applicable: {e}", flush=True)
+                        fits.append({"generator": gen, "epsilon": eps, "settings": json.loads(raw),
+                                     "not_applicable": str(e)})
+                        break
                     model.fit(table, Session(), Budget(eps, delta))  # len(table): the public n̂
                     synth = Encoder(sch).decode(model.sample(len(table), 0))
                     scored = target_scores({"tstr": synth}, holdout, sch.columns, sch.target, 0)
@@ -84,9 +106,47 @@ def main() -> None:
                     synth_b = binned(synth, train, sch)
                     kway = [kway_score(real, synth_b, k, k3 if k == 3 else None) for k in (1, 2, 3)]
                     scores.append(kway + auc)
+                    fits.append({"generator": gen, "epsilon": eps, "settings": json.loads(raw),
+                                 "noise_seed": 100 + draw,
+                                 "kway": kway, "tstr_auroc": auc, "seconds": round(time.perf_counter() - t, 1)})
                     print(f"{gen} ε={eps} {raw} draw {draw}: {line(kway + auc)} ({time.perf_counter() - t:.0f} s)",
                           flush=True)
-                print(f"{gen} ε={eps} {raw} mean of {args.draws}: {line(list(np.mean(scores, axis=0)))}")
+                if scores:
+                    print(f"{gen} ε={eps} {raw} mean of {args.draws}: {line(list(np.mean(scores, axis=0)))}")
+                if args.json:  # after each configuration: an interrupted sweep keeps what it measured
+                    args.json.write_text(json.dumps({"command": " ".join(sys.argv), "shape": shape(sch, len(table)),
+                                                     "holdout_rows": len(holdout), "fits": fits}, indent=1) + "\n")
+
+
+def summary(sweeps: list[dict]) -> str:
+    """Markdown: one row per table and ε, each generator's mean 2-way score / mean AUROC (LR, RF, GBM) over its
+    draws, the best of each marked in bold."""
+    gens = list(dict.fromkeys(f["generator"] for s in sweeps for f in s["fits"] if "kway" in f))
+    lines = ["| table (n̂, columns: numeric / categorical) | ε | " + " | ".join(gens) + " |",
+             "|---|---|" + "---|" * len(gens)]
+    for s in sweeps:
+        sh = s["shape"]
+        for eps in dict.fromkeys(f["epsilon"] for f in s["fits"]):
+            cells = {}
+            for g in gens:
+                fits = [f for f in s["fits"] if f["generator"] == g and f["epsilon"] == eps and "kway" in f]
+                if fits:
+                    cells[g] = (float(np.mean([f["kway"][1] for f in fits])),
+                                float(np.mean([np.mean(f["tstr_auroc"]) for f in fits])))
+            best = [max(v[i] for v in cells.values()) for i in (0, 1)]
+            row = [" / ".join((f"**{v:.{d}f}**" if v == b else f"{v:.{d}f}") for v, b, d in zip(cells[g], best, (0, 2)))
+                   if g in cells else "n/a" for g in gens]
+            lines.append(f"| {sh['dataset']} ({sh['rows_public']}, {sh['numeric']} / {sh['categorical']}) | {eps:g} | "
+                         + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def shape(sch, n_rows: int) -> dict:
+    """The table's public facts a selection rule may read: n̂, the columns by kind, the categorical domain sizes."""
+    cards = [len(c.categories) for c in sch.columns if not c.is_numeric]
+    return {"dataset": sch.name, "rows_public": n_rows, "columns": len(sch.columns),
+            "numeric": sum(c.is_numeric for c in sch.columns), "categorical": len(cards),
+            "largest_category_count": max(cards, default=0), "target": sch.target}
 
 
 def line(values: list[float]) -> str:
