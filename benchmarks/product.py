@@ -106,7 +106,7 @@ def published(root: Path, name: str) -> list[dict[str, Any]]:
     for entry in index["released"]:
         manifest = json.loads((root / entry["path"] / "manifest.json").read_text())
         out.append({"generator": entry["generator"], "path": root / entry["path"] / "synthetic.parquet",
-                    "drawn_by": manifest.get("privacy", {}).get("drawn_by"),
+                    "drawn_by": manifest.get("drawn_by") if manifest.get("drawn_by") != entry["generator"] else None,
                     "epsilon_generator": round(entry["epsilon_generator"], 4)})
     return out
 
