@@ -42,13 +42,18 @@ def test_project_is_a_committed_repo_with_the_table_schema_and_key(tmp_path):
 
 
 def test_published_tables_are_read_from_the_release_index(tmp_path):
-    rel = tmp_path / "releases" / "toy" / "aim-1"
-    rel.mkdir(parents=True)
-    (rel / "manifest.json").write_text(json.dumps({"privacy": {"drawn_by": None}}))
+    rel, sel = tmp_path / "releases" / "toy" / "aim-1", tmp_path / "releases" / "toy" / "private_selection-1"
+    for d, drawn in ((rel, "aim"), (sel, "pearl")):   # the manifest's drawn_by: the generator, or the winner
+        d.mkdir(parents=True)
+        (d / "manifest.json").write_text(json.dumps({"drawn_by": drawn}))
     (tmp_path / "releases" / "toy" / "latest.json").write_text(json.dumps(
-        {"released": [{"generator": "aim", "path": "releases/toy/aim-1", "epsilon_generator": 0.899631}]}))
+        {"released": [{"generator": "aim", "path": "releases/toy/aim-1", "epsilon_generator": 0.899631},
+                      {"generator": "private_selection", "path": "releases/toy/private_selection-1",
+                       "epsilon_generator": 0.8}]}))
     assert product.published(tmp_path, "toy") == [
-        {"generator": "aim", "path": rel / "synthetic.parquet", "drawn_by": None, "epsilon_generator": 0.8996}]
+        {"generator": "aim", "path": rel / "synthetic.parquet", "drawn_by": None, "epsilon_generator": 0.8996},
+        {"generator": "private_selection", "path": sel / "synthetic.parquet", "drawn_by": "pearl",
+         "epsilon_generator": 0.8}]
 
 
 def test_summary_gives_mean_and_spread_over_seeds():
