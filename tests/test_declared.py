@@ -310,3 +310,11 @@ def test_mst_publishes_ordered_dates(tmp_path: Path) -> None:
     assert abs(synth["followup"].isna().mean() - raw["followup"].isna().mean()) < 0.03
     years = pd.to_datetime(raw["admitted"]).dt.year.value_counts(normalize=True)
     assert (synth["admitted"].dt.year.value_counts(normalize=True) - years).abs().max() < 0.05
+
+
+def test_ppem_refuses_a_protected_column_with_nulls(schema) -> None:
+    from pipelines.generators.ppem import split_columns
+    layout = Encoder(schema).layout
+    with pytest.raises(ValueError, match=r"ppem\.protected columns \['creatinine'\] allow nulls \(missing: allowed"):
+        split_columns(layout, ["creatinine"])
+    assert split_columns(layout, ["age"])[0] == [layout.block("age").start]

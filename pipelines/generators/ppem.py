@@ -58,6 +58,7 @@ from torch import nn
 
 from pipelines import progress
 from pipelines.data.layout import Layout, sub_layout
+from pipelines.data.schema import indicator
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
@@ -98,6 +99,10 @@ def split_columns(layout: Layout, protected: list[str] | None) -> tuple[list[int
     if discrete:
         raise ValueError(f"ppem.protected columns {discrete} are not numeric: the KSD test of α-LMDP needs a "
                          f"density on x′; choose continuous or integer columns")
+    nullable = [n for n in names if indicator(n) in known]
+    if nullable:
+        raise ValueError(f"ppem.protected columns {nullable} allow nulls (missing: allowed in the schema): the "
+                         f"α-LMDP test needs a value in every row; protect columns without nulls")
     if len(set(names)) == len(layout.blocks):
         raise ValueError("ppem needs at least one column outside ppem.protected for the conditional model")
     x_prime = [b.start for b in layout.blocks if b.column in names]
