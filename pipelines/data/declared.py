@@ -32,9 +32,9 @@ from pipelines.data.schema import (DATE_KINDS, EPOCH, ID_KIND, INDICATOR_CATEGOR
 SURROGATE_PREFIX = "synthetic-"
 
 
-def surrogate_keys(n: int) -> pd.Series:
+def surrogate_keys(n: int) -> list[str]:
     """n fresh identifiers, "synthetic-1" ... "synthetic-n": a function of the row position alone."""
-    return pd.Series([f"{SURROGATE_PREFIX}{i}" for i in range(1, n + 1)], dtype="str")
+    return [f"{SURROGATE_PREFIX}{i}" for i in range(1, n + 1)]
 
 
 def epochs(s: pd.Series, kind: str) -> pd.Series:
@@ -52,9 +52,9 @@ def moments(values: pd.Series, col: Column) -> pd.Series:
 
 
 def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
-    """A frame of the declared columns (nulls allowed where declared) as the modelled columns: a null becomes the
-    null category, or the lower bound with its indicator set to "missing". Other columns are passed through, so
-    their nulls still meet the validation policies."""
+    """A frame of the declared columns (nulls allowed where declared) as the modelled columns: identifiers left
+    out, dates as numbers (or gaps to their start), a null as the null category, or as the lower bound with its
+    indicator set to "missing". Other columns' nulls are passed through, to meet the validation policies."""
     if schema.columns == schema.declared:
         return df
     out: dict[str, pd.Series] = {}
@@ -78,15 +78,16 @@ def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
 
 
 def to_published(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
-    """Modelled rows (a decoded synthetic table) as the declared columns with real nulls: the null category and
-    the values whose indicator says "missing" become nulls (integer columns as nullable Int64), indicators dropped,
-    identifier columns filled with `surrogate_keys`. Other columns (e.g. a `weight` column) are kept after them."""
+    """Modelled rows (a decoded synthetic table) as the declared columns: the null category and the values whose
+    indicator says "missing" become nulls (integer columns as nullable Int64), indicators dropped, dates back to
+    datetime64 within their bounds, identifier columns filled with `surrogate_keys`. Other columns (e.g. a `weight`
+    column) are kept after them."""
     if schema.columns == schema.declared:
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.declared:
         if col.kind == ID_KIND:
-            out[col.name] = pd.Series(surrogate_keys(len(df)).to_numpy(object), index=df.index, dtype="str")
+            out[col.name] = pd.Series(surrogate_keys(len(df)), index=df.index, dtype="str")
             continue
         s = df[col.name]
         if col.kind in DATE_KINDS:  # its start's date + the gap (`after`; the start is declared earlier)
