@@ -15,13 +15,12 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from pipelines.config import load_params, read_params
-from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Block, Layout
 from pipelines.errors import InputError
 from pipelines.generators.base import Budget
-from pipelines.generators.private_selection import TRIAL_RTOL, WINNER_DIR
+from pipelines.generators.private_selection import TRIAL_RTOL, WINNER_DIR, candidate_weights
 from pipelines.generators.registry import load_generator, make_generator
-from pipelines.marginal.score import MAX_PAIRS, marginal_error, noisy_score, score_event, workload
+from pipelines.marginal.score import MAX_PAIRS, QualityScore, marginal_error, task_errors, workload
 from pipelines.privacy.accountant import RDP_ORDERS, epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import (GaussianEvent, RepeatAndSelectEvent, event_from_dict, event_to_dict,
                                       validate_event)
@@ -55,7 +54,7 @@ def test_a_trial_costs_its_worst_candidate_and_the_selection_more_than_one_trial
 
 
 def test_the_event_round_trips_and_bad_ones_are_refused():
-    event = RepeatAndSelectEvent(((G5, score_event(3, 0.1)), (G4,)), 2.5)
+    event = RepeatAndSelectEvent(((G5, QualityScore.of(LAYOUT, 10).event(0.1)), (G4,)), 2.5)
     assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
     for bad in (RepeatAndSelectEvent(((G4,),), 0.5), RepeatAndSelectEvent((), 3.0), RepeatAndSelectEvent(((),), 3.0),
                 RepeatAndSelectEvent(((GaussianEvent(sigma=-1.0, l2_sensitivity=1.0),),), 3.0)):
@@ -82,11 +81,29 @@ def test_the_lowest_score_wins_ties_go_to_the_earlier_trial_and_every_trial_runs
         calls.append((t, k))
         return [5, 3, 3, 7, 3, 9][t % 6], (t, k)
     rng = np.random.default_rng(4)
-    score, k, output = best_of_trials(rng, 6.0, 3, trial)
+    score, k, output = best_of_trials(rng, 6.0, (1, 1, 1), trial)
     expected_t = geometric_trials(np.random.default_rng(4), 6.0)
     assert [t for t, _ in calls] == list(range(len(calls))) and len(calls) == expected_t
     best_t = min(range(len(calls)), key=lambda t: ([5, 3, 3, 7, 3, 9][t % 6], t))
     assert (score, output) == ([5, 3, 3, 7, 3, 9][best_t % 6], calls[best_t]) and k == calls[best_t][1]
+
+
+def test_candidates_are_drawn_by_their_public_weights():
+    counts = np.zeros(3)
+
+    def trial(t, k):
+        counts[k] += 1
+        return 0, None
+    rng = np.random.default_rng(5)
+    for _ in range(3000):
+        best_of_trials(rng, 3.0, (2, 1, 1), trial)
+    # ≈ 9,000 trials: shares 1/2, 1/4, 1/4 within 5 standard errors (≤ 0.03); uniform weights would give 1/3 each
+    assert np.abs(counts / counts.sum() - [0.5, 0.25, 0.25]).max() < 0.03
+    with pytest.raises(ValueError, match="positive integers"):
+        best_of_trials(rng, 3.0, (1, 0), trial)
+    assert candidate_weights(("mst", "pearl", "aim"), True) == (1, 1, 2)      # aim: the public rule's choice
+    assert candidate_weights(("pearl", "dpwgan", "mst", "support_points"), True) == (1, 1, 3, 1)
+    assert candidate_weights(("mst", "pearl", "aim"), False) == (1, 1, 1) and candidate_weights(("aim",), True) == (1,)
 
 
 # -- the DP quality score ------------------------------------------------------------------------------------------
@@ -102,28 +119,38 @@ def test_the_workload_is_the_target_pairs_or_every_pair_capped():
     assert len(w) == 16 + MAX_PAIRS and w[16] == ("c0", "c1") and all(len(q) == 2 for q in w[16:])
 
 
-def test_marginal_error_known_answer():
-    d = Discretizer(LAYOUT, 10)
+def test_the_score_known_answers():
+    score = QualityScore.of(LAYOUT, 10)
     real, synthetic = rows([(0, 0), (0, 1), (1, 1)]), rows([(2, 1), (2, 1), (2, 1)])
     # a: |2−0|+|1−0|+|0−3| = 6; y: |1−0|+|2−3| = 2; (a, y): three real cells of 1 and one synthetic cell of 3: 6
-    assert marginal_error(d, workload(LAYOUT), real, synthetic) == 14
-    value, event = noisy_score(d, workload(LAYOUT), real, synthetic, 100.0, np.random.default_rng(0))
-    assert value == 14 and event.sensitivity == 3 and event.epsilon == pytest.approx(100.0)
+    assert marginal_error(score.discretizer, score.cliques, real, synthetic) == 14
+    # h_S: S has one target cell (y = 1), so it mislabels the one real row with y = 0; q = 14 + |W|·1
+    assert task_errors(score.discretizer, score.target, real, synthetic) == 1 and score.value(real, synthetic) == 17
+    value, event = score.noisy(real, synthetic, 100.0, np.random.default_rng(0))
+    assert value == 17 and event.sensitivity == 6 and event.epsilon == pytest.approx(100.0)
+    # a fitted h_S: in S (60 rows) y = 1 exactly when a = 0; of the real rows, the two that break the rule
+    learnt = rows([(0, 1)] * 20 + [(1, 0)] * 20 + [(2, 0)] * 20)
+    real = rows([(0, 1)] * 5 + [(1, 0)] * 5 + [(2, 0)] * 5 + [(1, 1), (0, 0)])
+    assert task_errors(score.discretizer, score.target, real, learnt) == 2
+    no_target = QualityScore.of(Layout((Block("a", "categorical", 0, 3), Block("y", "binary", 3, 4))), 10)
+    assert no_target.target is None and no_target.sensitivity == len(no_target.cliques) == 3
+    assert no_target.value(real, learnt) == marginal_error(no_target.discretizer, no_target.cliques, real, learnt)
 
 
-def test_one_record_moves_the_score_by_at_most_the_workload_size_which_is_attained():
-    d, w = Discretizer(LAYOUT, 10), workload(LAYOUT)
+def test_one_record_moves_the_score_by_at_most_its_sensitivity_which_is_attained():
+    score = QualityScore.of(LAYOUT, 10)
+    assert score.sensitivity == 2 * len(workload(LAYOUT)) == 6
     rng = np.random.default_rng(1)
-    for _ in range(200):
-        real = rows(zip(rng.integers(0, 3, 20), rng.integers(0, 2, 20)))
-        synthetic = rows(zip(rng.integers(0, 3, 20), rng.integers(0, 2, 20)))
+    for _ in range(100):
+        real = rows(zip(rng.integers(0, 3, 30), rng.integers(0, 2, 30)))
+        synthetic = rows(zip(rng.integers(0, 3, 60), (rng.random(60) < 0.3).astype(int)))
         extra = rows([(int(rng.integers(0, 3)), int(rng.integers(0, 2)))])
-        base = marginal_error(d, w, real, synthetic)
-        assert abs(marginal_error(d, w, np.vstack([real, extra]), synthetic) - base) <= len(w)
-        assert abs(marginal_error(d, w, real[1:], synthetic) - base) <= len(w)
-    real, synthetic = rows([(1, 1)] * 5), rows([(2, 1)] * 5)   # the canary's cells are empty in S: + |W|
-    base = marginal_error(d, w, real, synthetic)
-    assert marginal_error(d, w, np.vstack([real, rows([(0, 0)])]), synthetic) == base + 3
+        base = score.value(real, synthetic)
+        assert abs(score.value(np.vstack([real, extra]), synthetic) - base) <= 6
+        assert abs(score.value(real[1:], synthetic) - base) <= 6
+    real, synthetic = rows([(1, 1)] * 5), rows([(2, 1)] * 5)   # the canary's cells empty in S, and mislabelled: + Δ
+    base = score.value(real, synthetic)
+    assert score.value(np.vstack([real, rows([(0, 0)])]), synthetic) == base + 6
 
 
 # -- the selection generator ---------------------------------------------------------------------------------------
@@ -143,8 +170,8 @@ def test_the_plan_spends_the_budget_on_one_selection_event(bc):
     assert isinstance(event, RepeatAndSelectEvent) and event.mean == 2.0 and len(event.candidates) == 2
     spent = epsilon_rdp([event], DELTA)
     assert (1 - 2 * TRIAL_RTOL) <= spent <= 1.0 and epsilon_pld([event], DELTA) <= spent
-    assert 0.2 < plan.trial_epsilon < 1.0 and event.candidates[0][-1] == score_event(
-        len(workload(layout)), 0.25 * plan.trial_epsilon)
+    assert 0.2 < plan.trial_epsilon < 1.0 and event.candidates[0][-1] == gen.score.event(0.25 * plan.trial_epsilon)
+    assert gen.score.sensitivity == 2 * len(workload(layout))   # breast cancer has a target: the task term is in
 
 
 def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_path):

@@ -5,13 +5,20 @@ Liu & Talwar 2019 ("Private selection from private candidates", STOC) and Papern
 of shape η = 1 (the geometric law):
 
     T ~ Geometric(1/μ) on {1, 2, ...}                       (drawn exactly and secretly: privacy/repeat_select.py)
-    for t = 1..T:  k_t ~ Uniform(candidates)                 (exactly)
+    for t = 1..T:  k_t ~ w                                   (exactly; w public: `candidate_weights`)
                    G_t = candidate k_t trained on D at ε_g   (its own plan and mechanisms)
-                   s_t = err(D; S_t) + Lap_ℤ(|W|/ε_s)        (S_t: n̂ rows of G_t, pipelines/marginal/score.py)
+                   s_t = q(D; S_t) + Lap_ℤ(Δ/ε_s)            (S_t: n̂ rows of G_t, pipelines/marginal/score.py:
+                                                              marginal error + |W| x real rows S_t mislabels)
     publish G_t* for t* = argmin_t s_t; nothing else (not T, not the other trials, not their scores).
 
+The candidates' weights w are public and fixed before any row is read: with `favour_rule` (the default) the public
+rule's choice among them (pipelines/selection.py, the first in its order) runs in half the trials and the others
+share the other half, so the generator the sweep found best on most tables is tried in a run with probability
+1 − (1/μ)(1/2)/(1 − (1 − 1/μ)/2) = 0.75 at μ = 3, not 0.60 as under uniform weights with three candidates (when it
+is never tried, the best of the others is published); `favour_rule: false` draws them uniformly.
+
 Privacy (`RepeatAndSelectEvent`, pipelines/privacy/accountant.py `selection_rdp`). One trial Q is a mixture with
-public weights 1/K of "train candidate k, then score it": each component is the composition of the candidate's
+public weights w_k of "train candidate k, then score it": each component is the composition of the candidate's
 planned events and the score's discrete Laplace, and the mixture's RDP at each order is at most the largest
 component's (joint quasi-convexity of Rényi divergence). Papernot & Steinke's Theorem 2 bounds the RDP of
 publishing the best of T trials from Q's RDP curve; the ledger records that one event, planned before any row is
@@ -34,16 +41,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pipelines.config import allocated_section
-from pipelines.data.bins import Discretizer
 from pipelines.gates.release import GateResult
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import load_generator, make_generator
-from pipelines.marginal.score import marginal_error, noisy_score, score_event, workload
+from pipelines.marginal.score import QualityScore
 from pipelines.privacy.accountant import epsilon_rdp, smallest_satisfying
 from pipelines.privacy.events import Event, NonPrivateEvent, RepeatAndSelectEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
 from pipelines.privacy.repeat_select import best_of_trials
+from pipelines.selection import PREFERENCE
 
 WINNER_DIR = "selected"   # the winning candidate's own saved model, inside the selection's directory
 TRIAL_RTOL = 1e-3         # the per-trial ε is within 0.1 % below the largest the budget allows
@@ -76,6 +83,14 @@ class _Trial:
         return []
 
 
+def candidate_weights(candidates: Sequence[str], favour_rule: bool) -> tuple[int, ...]:
+    """The trials' public candidate weights (module docstring): K − 1 for the public rule's choice and 1 for each
+    other (half the trials to the rule's choice) with `favour_rule`, else 1 each."""
+    chosen = min(candidates, key=PREFERENCE.index)
+    return tuple(len(candidates) - 1 if favour_rule and c == chosen and len(candidates) > 1 else 1
+                 for c in candidates)
+
+
 class PrivateSelection(PrivateGenerator):
     name = "private_selection"
     phases = ()
@@ -86,8 +101,8 @@ class PrivateSelection(PrivateGenerator):
             raise ValueError("private_selection: no candidates (the pipeline fills them from `generators:`; "
                              "a direct use names them in `candidates`)")
         self.candidates: tuple[str, ...] = tuple(p["candidates"])
-        self.workload = workload(self.table_layout)
-        self.discretizer = Discretizer(self.table_layout, int(p["score_bins"]))
+        self.weights = candidate_weights(self.candidates, bool(p["favour_rule"]))
+        self.score = QualityScore.of(self.table_layout, int(p["score_bins"]))
         self.winner: PrivateGenerator | None = None
         self.winner_name: str | None = None
         for name in self.candidates:   # each candidate's section checked against the layout now, before any budget
@@ -104,7 +119,7 @@ class PrivateSelection(PrivateGenerator):
     def _trial_events(self, n_rows: int, x: float, delta: float) -> tuple[tuple[Event, ...], ...]:
         """Each candidate's planned events at per-trial ε x, then its score's event."""
         share = float(self.params["score_share"])
-        score = score_event(len(self.workload), share * x)
+        score = self.score.event(share * x)
         return tuple((*self._candidate(c, (1 - share) * x, 0).plan(n_rows, Budget((1 - share) * x, delta)).events,
                       score) for c in self.candidates)
 
@@ -128,7 +143,7 @@ class PrivateSelection(PrivateGenerator):
                              trial_epsilon=x, candidates=self.candidates)
 
     def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
-        """Algorithm 1 (module docstring; `repeat_select.best_of_trials`): each trial a uniformly chosen candidate
+        """Algorithm 1 (module docstring; `repeat_select.best_of_trials`): each trial a candidate drawn by its weight
         trained at ε_g and scored at ε_s on n̂ rows it samples; the lowest noisy score wins. T, the candidates and
         the score noise come from the `selection` stream (CSPRNG); each trial's training noise from the source
         bound to the trial's index."""
@@ -143,10 +158,10 @@ class PrivateSelection(PrivateGenerator):
             model.fit(data, _Trial(), None, streams.source.bound(trial=t, candidate=name))
             synthetic = model.sample(plan.n_rows, int(self.params["seed"]) + t)
             if not plan.private:
-                return marginal_error(self.discretizer, self.workload, data, synthetic), model
-            return noisy_score(self.discretizer, self.workload, data, synthetic, eps_s, rng)[0], model
+                return self.score.value(data, synthetic), model
+            return self.score.noisy(data, synthetic, eps_s, rng)[0], model
 
-        _, k, self.winner = best_of_trials(rng, float(self.params["mean_trials"]), len(self.candidates), trial)
+        _, k, self.winner = best_of_trials(rng, float(self.params["mean_trials"]), self.weights, trial)
         self.winner_name = self.candidates[k]
         return list(plan.events)    # the selection's guarantee, whatever T was (never the trials' own events)
 

@@ -10,6 +10,7 @@ DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,         # ε of the whole selection (every trial, score and the choice; Papernot & Steinke)
     "candidates": None,     # generators to choose among; null = every other generator of `generators:`
     "mean_trials": 3,       # μ: the number of trials T ~ Geometric(1/μ) on {1, 2, ...}, drawn secretly
+    "favour_rule": True,    # half the trials run the public rule's choice among the candidates; false: uniform
     "score_share": 0.25,    # share of each trial's ε for its DP quality score (pipelines/marginal/score.py)
     "score_bins": 10,       # equal-width bins per numeric column (schema bounds) of the score's marginals
     "sections": {},         # the candidates' own sections (filled from params.yaml by the pipeline; leave unset)
