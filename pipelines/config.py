@@ -264,7 +264,9 @@ def generator_model(name: str) -> type[Section]:
     """A generator's section: the keys of its DEFAULTS, typed by them; ε parsed (absent or null: allocated from
     privacy.release_epsilon), plus its `share` of the release ε."""
     defaults = generator_defaults(name)[0]
+    module = importlib.import_module(generator_module(name))
     caps = tuple(k for k in defaults if k.endswith("max_steps"))   # a step cap may be off (null)
+    caps += tuple(getattr(module, "NULLABLE", ()))                 # so may the keys its module names
     return section_model(f"{name}_params", defaults, caps, epsilon=(OptionalEpsilon, None), share=(Share, None))
 
 
@@ -775,6 +777,12 @@ class Paths:
         """The DP release test paid for on `gen`'s table (tasks/check.py): not a DVC output, so that a re-run of
         check@gen (DVC deletes a stage's outputs first) finds the bit already paid for instead of spending again."""
         return self.root / "data" / "release_tests" / self.dataset / f"{gen}.json"
+
+    @property
+    def row_count(self) -> Path:
+        """The noisy training row count prepare paid for (tasks/prepare.py), with what it was computed from: not a
+        DVC output, so that a re-run of prepare on the same rows reuses it instead of spending again."""
+        return self.root / "data" / "row_counts" / f"{self.dataset}.json"
 
     def allocation(self, part: str) -> Path:
         """One part's allocated ε (a generator, or `weights`), what train@gen / weight@gen read; part

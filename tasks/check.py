@@ -56,9 +56,8 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
              "n_public": n_rows}  # the key as the paid bits were hashed with: renaming it would re-spend them
     inputs = sha256_text(json.dumps(facts, sort_keys=True))
     led = common.ledger(params, root)
-    prior = read_json(p.release_test(generator)) if p.release_test(generator).exists() else None
-    if prior and prior["evidence"]["inputs"] == inputs and set(prior["evidence"]["ledger_row_ids"]) <= {
-            r["seq"] for r in led.rows(p.dataset)}:  # the same table, rows and settings, still in the ledger
+    prior = common.paid_before(p.release_test(generator), inputs, led, p.dataset, within="evidence")
+    if prior is not None:  # the same table, rows and settings, still in the ledger
         return GateResult(prior["name"], prior["passed"], {**prior["evidence"], "reused": True})
     session = led.session(p.dataset, run_id or f"check-{uuid.uuid4().hex[:12]}", f"check@{generator}",
                           float(priv["delta"]), float(priv["lifetime_epsilon"]),

@@ -64,6 +64,18 @@ def ledger(params: dict[str, Any], root: Path) -> Ledger:
     return Ledger(location, load_noise_key(priv.get("noise_key_file"), Path(root)))
 
 
+def paid_before(path: Path, inputs: str, led: Ledger, dataset: str,
+                within: str | None = None) -> dict[str, Any] | None:
+    """The result a stage paid for earlier (`path`, not a DVC output, so a re-run finds it; its `inputs` hash and
+    `ledger_row_ids` at the top or under key `within`), when it was computed from the same `inputs` and its ledger
+    rows still stand: reusing it spends nothing, since it is the very release already paid for. None otherwise."""
+    prior = read_json(path) if path.exists() else None
+    facts = prior.get(within, {}) if prior and within else prior
+    if facts and facts["inputs"] == inputs and set(facts["ledger_row_ids"]) <= {r["seq"] for r in led.rows(dataset)}:
+        return prior
+    return None
+
+
 def released_head(params: dict[str, Any], root: Path) -> tuple[dict[str, Any] | None, str]:
     """The ledger head {"seq", "hash", ...} the last release recorded in releases/<ds>/latest.json
     (None before the first release, or for a release made before heads were recorded), and that file."""

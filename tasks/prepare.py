@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import uuid
@@ -26,9 +27,9 @@ from prefect import task
 from pipelines.config import Paths
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.errors import InputError
-from pipelines.io import atomic_dir, sha256_file, write_json, write_parquet
+from pipelines.io import atomic_dir, sha256_file, sha256_text, write_json, write_parquet
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
-from pipelines.privacy.row_count import public_row_count
+from pipelines.privacy.row_count import noisy_count, public_row_count
 from tasks import common
 from tasks.artifacts import publish
 
@@ -87,10 +88,6 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
     p, sch = common.paths(params, root), common.schema(params, root)
     ds, priv = params["dataset"], params["privacy"]
     holdout_fraction = float(ds["holdout_fraction"])
-    counted = sch.rows is None or priv["row_count_epsilon"] is not None  # a noisy count: n̂ or the check
-    session = None if not counted else common.ledger(params, root).session(
-        p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare", float(priv["delta"]),
-        float(priv["lifetime_epsilon"]), internal=bool(priv.get("internal_release", False)))
     key, key_source = split_key(params, root)
     split: dict[str, pd.DataFrame] = {}
 
@@ -99,19 +96,39 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
         split["train"], split["holdout"] = train_holdout_split(clean, holdout_fraction, key, sch.names)
         return len(split["train"])
 
-    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: {"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest()},
-                              f"{p.dataset}/prepare",
-                              binding_facts(common.hashes(params, "prepare", sch),
-                                            float(priv["row_count_epsilon"] or 0),
-                                            float(priv["delta"]))).overridden(ds.get("noise_seed"))
-    n_rows, n_rows_source = public_row_count(sch, params, session, count_rows, noise, str(p.schema))
+    paid: list[int] = []  # the count's ledger rows
+
+    def noisy() -> int:
+        """The noisy training count: the one an earlier run paid for on the same rows, split and ε while its
+        ledger rows stand (a re-run, e.g. after a code edit or a refused check, spends nothing), else a new one."""
+        epsilon = float(priv["row_count_epsilon"])
+        inputs = sha256_text(json.dumps({"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest(),
+                                         "holdout_fraction": holdout_fraction, "epsilon": epsilon}, sort_keys=True))
+        led = common.ledger(params, root)
+        prior = common.paid_before(p.row_count, inputs, led, p.dataset)
+        if prior is not None:
+            paid.extend(prior["ledger_row_ids"])
+            return int(prior["noisy"])
+        session = led.session(p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare",
+                              float(priv["delta"]), float(priv["lifetime_epsilon"]),
+                              internal=bool(priv.get("internal_release", False)))
+        noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: inputs,
+                                  f"{p.dataset}/prepare", binding_facts(common.hashes(params, "prepare", sch), epsilon,
+                                                                        float(priv["delta"]))
+                                  ).overridden(ds.get("noise_seed"))
+        count = noisy_count(session, epsilon, count_rows, noise)
+        paid.extend(session.row_ids)
+        write_json(p.row_count, {"inputs": inputs, "noisy": count, "ledger_row_ids": paid})
+        return count
+
+    n_rows, n_rows_source = public_row_count(sch, params, noisy, str(p.schema))
     if "train" not in split:
         count_rows()
     train, holdout = split["train"], split["holdout"]
     encoder = Encoder(sch)
     encoded = pd.DataFrame(encoder.encode(train), columns=encoder.column_names())
     summary = {"rows_train": len(train), "rows_holdout": len(holdout), "rows_public": n_rows,
-               "rows_public_source": n_rows_source, "ledger_row_ids": list(session.row_ids) if session else [],
+               "rows_public_source": n_rows_source, "ledger_row_ids": paid,
                "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
                          "holdout_fraction": holdout_fraction, "key": key_source},
                "width": encoder.layout.width, "layout": encoder.layout.to_dict(),

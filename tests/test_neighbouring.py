@@ -172,6 +172,13 @@ def test_documented_rows_are_checked_against_a_noisy_count(tmp_path: Path, bc_ra
     assert layout["rows_public"] == 455 and layout["rows_public_source"] == summary["rows_public_source"]
     again = prepare.fn(params, root)  # the salt survives a re-run of prepare: the same split
     assert (again["rows_train"], again["rows_holdout"]) == (summary["rows_train"], summary["rows_holdout"])
+    # ... and the same rows, split and ε: the count already paid for, not a second spend
+    assert ledger_rows(root) == rows and again["ledger_row_ids"] == summary["ledger_row_ids"]
+    paid = json.loads((root / "data/row_counts/breast_cancer.json").read_text())
+    assert paid["ledger_row_ids"] == summary["ledger_row_ids"] and isinstance(paid["noisy"], int)
+    params["privacy"]["row_count_epsilon"] = 0.1   # another ε is another release: charged
+    prepare.fn(params, root)
+    assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")] * 2
 
 
 def test_documented_rows_trusted_unchecked_spend_nothing(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
@@ -201,6 +208,9 @@ def test_an_extract_of_the_documented_table_stops_prepare(tmp_path: Path, bc_raw
         prepare.fn(params, root)
     assert not (root / "data" / "prepared").exists()          # nothing written
     assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")]  # the spend, recorded
+    with pytest.raises(InputError, match=r"rows\.count 569 documents 455"):   # run again unchanged: refused again,
+        prepare.fn(params, root)                                               # on the count already paid for
+    assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")]
 
 
 def test_the_documented_count_check_slack() -> None:

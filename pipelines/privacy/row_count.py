@@ -63,35 +63,33 @@ def noisy_count(session: LedgerSession, epsilon: float, count_rows: Callable[[],
     return int(noisy)
 
 
-def public_row_count(sch: Schema, params: dict[str, Any], session: LedgerSession | None,
-                     count_rows: Callable[[], int], noise: NoiseSource, schema_file: str = "") -> tuple[int, str]:
-    """(n̂, its source).
+def public_row_count(sch: Schema, params: dict[str, Any], noisy: Callable[[], int],
+                     schema_file: str = "") -> tuple[int, str]:
+    """(n̂, its source). `noisy()` gives the training row count + Lap_ℤ(1/ε) (`noisy_count`, or the same count
+    paid for by an earlier run on the same rows: tasks/prepare.py); it is called only when a count is released.
     - With the schema's `rows`: n̂ = round(count·(1 − holdout_fraction)), data-independent. Unless
-      `privacy.row_count_epsilon` is null, a noisy count (`noisy_count`, in `session`) checks it: an InputError
-      when |noisy − n̂| > `contradiction_slack` (the spend is recorded; nothing is written).
-    - Without: n̂ = max(1, noisy count), `session` required."""
+      `privacy.row_count_epsilon` is null, the noisy count checks it: an InputError when |noisy − n̂| >
+      `contradiction_slack` (the spend is recorded; nothing is written).
+    - Without: n̂ = max(1, noisy count)."""
     holdout_fraction = float(params["dataset"]["holdout_fraction"])
     epsilon = params["privacy"]["row_count_epsilon"]
     if sch.rows is None:
-        if session is None or epsilon is None:
-            raise ValueError("the schema declares no public rows: the noisy count needs a ledger session and ε")
-        n_rows = max(1, noisy_count(session, float(epsilon), count_rows, noise))
-        return n_rows, (f"training row count + discrete Laplace(1/ε), ε = privacy.row_count_epsilon = {epsilon:g} "
-                        f"(ledger stage 'prepare', run {session.run_id})")
+        if epsilon is None:
+            raise ValueError("the schema declares no public rows: the noisy count needs ε")
+        return max(1, noisy()), (f"training row count + discrete Laplace(1/ε), ε = privacy.row_count_epsilon = "
+                                 f"{epsilon:g} (ledger stage 'prepare')")
     n_rows = sch.rows.train_count(holdout_fraction)
     source = (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
               f"documented: {sch.rows.source}")
     if epsilon is None:
         return n_rows, source
-    if session is None:
-        raise ValueError("the documented count's check needs a ledger session")
-    noisy = noisy_count(session, float(epsilon), count_rows, noise)
+    count = noisy()
     slack = contradiction_slack(sch.rows.count, holdout_fraction, float(epsilon),
                                 float(params["dataset"]["max_dropped_fraction"]))
-    if abs(noisy - n_rows) > slack:
+    if abs(count - n_rows) > slack:
         raise InputError(
             f"rows.count {sch.rows.count} documents {n_rows} training rows, but the table prepare read has about "
-            f"{max(noisy, 0)} (a noisy count, privacy.row_count_epsilon = {epsilon:g} spent and recorded in the "
+            f"{max(count, 0)} (a noisy count, privacy.row_count_epsilon = {epsilon:g} spent and recorded in the "
             f"ledger): more apart than the noise, the keyed split and the tolerated drop explain ({slack:.0f} rows). "
             "Every plan and divisor would use the documented count.", file=schema_file or None,
             fix="set 'rows: {count, source}' to the documented size of the table you release (an extract or a sample "
