@@ -28,6 +28,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -68,8 +69,10 @@ def noise_key(seed: int) -> str:
     return hashlib.sha256(f"synthrelease/benchmarks/product/{seed}".encode()).hexdigest()
 
 
-def project(scratch: Path, name: str, schema_text: str, table: pd.DataFrame, params: dict, seed: int) -> Path:
-    """A committed git + DVC copy of the project with the table, the schema and the params (module docstring)."""
+def project(scratch: Path, name: str, schema_text: str, table: pd.DataFrame, params: dict, seed: int,
+            schema_dir: Path) -> Path:
+    """A committed git + DVC copy of the project with the table, the schema (and the code lists its
+    `categories_file`s name, from `schema_dir`) and the params (module docstring)."""
     root = scratch / "repo"
     for item in COPIED:
         src = ROOT / item
@@ -78,6 +81,10 @@ def project(scratch: Path, name: str, schema_text: str, table: pd.DataFrame, par
         else:
             shutil.copy(src, root / item)
     (root / "schemas" / f"{name}.yaml").write_text(schema_text)
+    for spec in (yaml.safe_load(schema_text).get("columns") or {}).values():
+        if isinstance(spec, dict) and "categories_file" in spec:
+            (root / "schemas" / spec["categories_file"]).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(schema_dir / spec["categories_file"], root / "schemas" / spec["categories_file"])
     (root / "source").mkdir()
     table.to_parquet(root / "source" / f"{name}.parquet", index=False)
     key = scratch / "steward.key"
@@ -112,19 +119,24 @@ def published(root: Path, name: str) -> list[dict[str, Any]]:
 
 
 def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, table: pd.DataFrame,
-             test: pd.DataFrame | None, params: dict, k3: list[tuple[str, ...]]) -> list[dict[str, Any]]:
-    """One seed: build the scratch project, `dvc repro`, score every published table."""
+             test: pd.DataFrame | None, params: dict, k3: list[tuple[str, ...]],
+             schema_dir: Path) -> list[dict[str, Any]]:
+    """One seed: build the scratch project, `dvc repro` (its wall time, and the peak resident memory of the largest
+    process it ran, and of any earlier seed's: run one seed per call to read it alone), score every published
+    table."""
     schema = load_schema(ROOT / args.schema)
     with tempfile.TemporaryDirectory(prefix=f"product-{seed}-", dir=args.scratch) as tmp:
-        root = project(Path(tmp), name, schema_text, table, params, seed)
+        root = project(Path(tmp), name, schema_text, table, params, seed, schema_dir)
         t0 = time.perf_counter()
         done = subprocess.run(["dvc", "repro", *([args.until] if args.until else [])], cwd=root,
                               env=environment(root), capture_output=True, text=True)
         wall = round(time.perf_counter() - t0, 1)
+        peak = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)  # MiB, largest stage so far
         if done.returncode != 0:
             tail = (done.stdout + done.stderr)[-3000:]
             print(tail, file=sys.stderr)
-            return [{"seed": seed, "error": f"dvc repro exited {done.returncode}", "repro_s": wall}]
+            return [{"seed": seed, "error": f"dvc repro exited {done.returncode}", "repro_s": wall,
+                     "peak_rss_mb": peak}]
         if args.until:  # a prepared project for benchmarks/select_sweep.py: nothing published to score
             shutil.copytree(root, args.keep / f"seed-{seed}", ignore=shutil.ignore_patterns(".dvc", ".git"))
             return []
@@ -137,7 +149,7 @@ def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, t
             synth = to_modelled(synth[schema.declared_names], schema)  # nulls as the pipeline models them
             scores = measure(train, holdout, synth, schema, k3, 0)
             rows.append({"seed": seed, **table_, "rows": len(synth), "weight_column": weighted, "repro_s": wall,
-                         **{k: v for k, v in scores.items() if k != "worst_1way_tv"}})
+                         "peak_rss_mb": peak, **{k: v for k, v in scores.items() if k != "worst_1way_tv"}})
             print(json.dumps(rows[-1]), flush=True)
         if args.keep:
             shutil.copytree(root, args.keep / f"seed-{seed}", ignore=shutil.ignore_patterns(".dvc", ".git"))
@@ -218,7 +230,8 @@ def main() -> None:
                                                               np.random.default_rng(0))] if len(names) >= 3 else []
     rows: list[dict[str, Any]] = []
     for seed in args.seeds:
-        rows += run_seed(args, seed, name, yaml.safe_dump(schema_doc, sort_keys=False), table, test, params, k3)
+        rows += run_seed(args, seed, name, yaml.safe_dump(schema_doc, sort_keys=False), table, test, params, k3,
+                         schema_path.parent)
     print("\n" + summary(rows))
     if args.json:
         args.json.write_text(json.dumps({"command": " ".join(sys.argv), "table_rows": len(table),

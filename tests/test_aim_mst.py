@@ -117,7 +117,7 @@ def test_aim_loop_stays_inside_its_zcdp_filter_and_records_the_plan():
         assert plan.events[-1] == ZCDPEvent(rounds_rho(plan.scale, rounds), aim_module.ROUNDS_MECHANISM)
         assert all(e == measurement_event(plan.scale, "1-way marginal counts") for e in plan.events[:-1])
         rng = NoiseSource(noise_seed=11).streams(True, 0).numpy("test:aim")
-        _, events, log = run_aim(codes, disc.shape, disc.names, plan, rng, workload(disc.names, "y"),
+        _, events, log, _ = run_aim(codes, disc.shape, disc.names, plan, rng, workload(disc.names, "y"),
                                  max_model_size=10.0, iters=50, final_iters=50)
         # the run records exactly the plan (the rounds' guarantee is the filter's budget, fixed in advance)
         assert [(type(e), getattr(e, "sigma", None), getattr(e, "rho", None)) for e in events] == \

@@ -207,3 +207,36 @@ def test_malformed_schema_file_level(tmp_path: Path, text: str, problem: str) ->
 def test_missing_schema_file(tmp_path: Path) -> None:
     with pytest.raises(SchemaError, match="nope.yaml.*Fix:"):
         load_schema(tmp_path / "nope.yaml")
+
+
+def test_a_long_code_list_is_read_from_a_file_next_to_the_schema(tmp_path: Path) -> None:
+    (tmp_path / "codes").mkdir()
+    codes = [f"{i:04d}" for i in range(5000)]                       # leading zeros kept: codes are strings
+    (tmp_path / "codes" / "dx.txt").write_text("\n".join(codes[:10]) + "\n\n  " + "\n".join(codes[10:]) + "\n")
+    text = GOOD.replace('c: {kind: categorical, categories: [a, b, "?"]}',
+                        "c: {kind: categorical, categories_file: codes/dx.txt}")
+    s = load_schema(write(tmp_path, text))
+    assert s.column("c").categories == tuple(codes) and s.column("c").dtype == "str"
+    inline = load_schema(write(tmp_path, text.replace("categories_file: codes/dx.txt",
+                                                      "categories: [" + ", ".join(f'"{c}"' for c in codes) + "]"),
+                               "inline.yaml"))
+    assert inline.hash() == s.hash()                               # the parsed schema: where the list lives is moot
+    (tmp_path / "codes" / "dx.txt").write_text("\n".join(codes[1:]))
+    assert load_schema(tmp_path / "toy.yaml").hash() != s.hash()     # an edited list is another schema
+
+
+@pytest.mark.parametrize("spec, problem, fix", [
+    ("categories_file: codes/none.txt", r"categories_file 'codes/none.txt' cannot be read", r"create .*none\.txt"),
+    ("categories_file: ../dx.txt", r"not a path inside the schema's folder", r"put the code list next to the schema"),
+    ("categories_file: 3", r"categories_file 3 is not a path", r"put the code list next to the schema"),
+    ("categories_file: codes/dx.txt, categories: [a, b]", r"both categories and categories_file", r"keep one"),
+    ("categories_file: codes/dup.txt", r"duplicate categories \['a'\]", r"list each category once")])
+def test_a_bad_code_list_names_the_column_and_the_fix(tmp_path: Path, spec: str, problem: str, fix: str) -> None:
+    schema = tmp_path / "schemas"
+    (schema / "codes").mkdir(parents=True)
+    (schema / "codes" / "dx.txt").write_text("a\nb\n")
+    (schema / "codes" / "dup.txt").write_text("a\nb\na\n")
+    (tmp_path / "dx.txt").write_text("a\nb\n")                       # outside the schema's folder
+    text = GOOD.replace('c: {kind: categorical, categories: [a, b, "?"]}', f"c: {{kind: categorical, {spec}}}")
+    with pytest.raises(SchemaError, match=rf"toy\.yaml.*'c'.*{problem}.*Fix: {fix}"):
+        load_schema(write(schema, text))

@@ -10,6 +10,7 @@ import datetime
 import hashlib
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ _PLACEHOLDER_FIX = {
 }
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
 _ROWS_KEYS = {"count", "source"}
-_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "on_invalid", "bins", "atoms", "missing", "after"}
+_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "categories_file", "on_invalid", "bins", "atoms", "missing",
+                "after"}
 
 
 @dataclass(frozen=True)
@@ -455,6 +457,27 @@ def _values(spec: dict, key: str, kind: str, lower: float, upper: float, file: s
     return values
 
 
+def _categories_file(spec: dict, file: str, name: str) -> list[str]:
+    """A long documented code list (`categories_file: codes/icd9.txt`): one string category per non-blank line
+    (stripped; codes keep their leading zeros), UTF-8, in a file inside the schema's folder (a path relative to
+    it), so that the stage reading the schema folder (dvc.yaml's validate) re-runs when the list changes."""
+    if "categories" in spec:
+        raise SchemaError("both categories and categories_file.", file=file, column=name,
+                          fix="keep one: the list in the schema, or the file holding it.")
+    given, folder = spec["categories_file"], Path(file).parent.resolve()
+    path = (folder / given).resolve() if isinstance(given, str) and given else None
+    if path is None or not path.is_relative_to(folder):
+        raise SchemaError(f"categories_file {given!r} is not a path inside the schema's folder {folder}.", file=file,
+                          column=name, fix="put the code list next to the schema (e.g. schemas/codes/icd9.txt) and "
+                                           "give its path relative to the schema (codes/icd9.txt).")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SchemaError(f"categories_file {given!r} cannot be read as UTF-8 text ({e}).", file=file, column=name,
+                          fix=f"create {path} with one documented category per line.") from None
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
 def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
     numeric_only = [k for k in ("lower", "upper", "bins", "atoms") if k in spec]
     if numeric_only:
@@ -464,7 +487,7 @@ def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str)
     if policy == "clip":
         raise SchemaError(f"on_invalid: clip is undefined for a {kind} column.", file=file, column=name,
                           fix="set on_invalid: drop or fatal on this column.")
-    cats = spec.get("categories")
+    cats = _categories_file(spec, file, name) if "categories_file" in spec else spec.get("categories")
     if not isinstance(cats, list) or not cats:
         raise SchemaError(f"{kind} column has no category list.", file=file, column=name,
                           fix="add categories: [...] listing every public category.")
@@ -473,7 +496,7 @@ def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str)
     if not (all_str or all_int):
         raise SchemaError(f"categories {cats!r} mix types or contain booleans/floats.", file=file, column=name,
                           fix="make every category a string (quote them, e.g. \"yes\", \"?\") or every one an integer.")
-    dupes = sorted({str(c) for c in cats if cats.count(c) > 1})
+    dupes = sorted(str(c) for c, n in Counter(cats).items() if n > 1)
     if dupes:
         raise SchemaError(f"duplicate categories {dupes}.", file=file, column=name, fix="list each category once.")
     if all_str and any(c != c.strip() or not c for c in cats):

@@ -46,10 +46,10 @@ class AIM(MST):
         codes = self.discretizer.codes(data)
         work = workload(self.names, self._target(), bool(p["three_way"]))
         report(self.name, 0, plan.rounds)
-        self.model, events, log = run_aim(
+        self.model, events, log, self.compression = run_aim(
             codes, self.discretizer.shape, self.names, plan, streams.numpy(f"{self.name}:mechanism"), work,
             float(p["max_model_size"]), int(p["iters"]), int(p["final_iters"]), self._jax_device(),
-            progress=lambda t, k: report(self.name, t, k))
+            progress=lambda t, k: report(self.name, t, k), compress_above=p["compress_above"])
         self.structure = {"rounds": log}
         if plan.private:   # the zCDP filter's budget (the ledger's ZCDPEvent) and what the rounds spent of it
             spent = math.fsum(entry["rho"] for entry in log)

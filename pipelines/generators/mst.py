@@ -5,7 +5,9 @@ Encoded rows are discretised from public facts only (`pipelines.data.bins.Discre
 every generator): the layout's numeric blocks carry the schema's bounds and optional public `bins` edges
 (overridable here by `bins: {column: [edges]}`, schema units), else `n_bins` equal-width bins over the bounds,
 integer-aligned for integer columns. Sampling draws codes from the fitted graphical model and decodes a numeric
-bin by a uniform draw inside it. Design, derivations and evidence: docs/aim-mst.md.
+bin by a uniform draw inside it. A column of more than `compress_above` cells (a long code list) is modelled on
+the codes its noisy 1-way count supports and one cell for the rest (`pipelines.marginal.compress`, the paper's
+domain compression). Design, derivations and evidence: docs/aim-mst.md.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import numpy as np
 from pipelines.data.bins import Discretizer
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.marginal import estimate as est
+from pipelines.marginal.compress import Compression
 from pipelines.marginal.mst import MSTPlan, plan_mst, run_mst
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
@@ -37,6 +40,7 @@ class MST(PrivateGenerator):
         self.discretizer = self._discretizer(self._bin_count(0, 0.0))   # AIM's may change when it plans
         self.model = None                          # the fitted mbi MarkovRandomField
         self.structure: dict[str, Any] = {}        # what the mechanism selected (public: DP outputs)
+        self.compression: Compression | None = None   # the model's domain: codes its 1-way counts support (DP)
 
     def _bin_count(self, n_rows: int, epsilon: float) -> int:
         """`n_bins` (MST: the section's; AIM: its public rule's at n̂ = `n_rows` and `epsilon`)."""
@@ -62,9 +66,9 @@ class MST(PrivateGenerator):
         """Discretise the rows, run the mechanism with its noise from `streams`; the actual events."""
         codes = self.discretizer.codes(data)
         report(self.name, 0, 1)
-        self.model, events, edges = run_mst(codes, self.discretizer.shape, self.names, self.privacy,
-                                            streams.numpy(f"{self.name}:mechanism"), iters=int(self.params["iters"]),
-                                            device=self._jax_device())
+        self.model, events, edges, self.compression = run_mst(
+            codes, self.discretizer.shape, self.names, self.privacy, streams.numpy(f"{self.name}:mechanism"),
+            iters=int(self.params["iters"]), device=self._jax_device(), compress_above=self.params["compress_above"])
         self.structure = {"edges": [[self.names[i], self.names[j]] for i, j in edges]}
         report(self.name, 1, 1)
         return events
@@ -78,16 +82,22 @@ class MST(PrivateGenerator):
         if self.model is None:
             raise RuntimeError(f"{self.name}: fit() or load() first")
         codes = est.sample_codes(self.model, n, int(rng.integers(2**32)), self.names)
+        if self.compression is not None:
+            codes = self.compression.expand(codes, rng)
         return self.discretizer.decode(codes, rng)
 
     def _state(self) -> dict[str, Any]:
         """The discretiser actually used (authoritative on load, whatever the schema says by then) and
         the selected structure; the model's potentials go to <name>.npz (`save`)."""
-        return {"discretizer": self.discretizer.to_dict(), "structure": self.structure}
+        state = {"discretizer": self.discretizer.to_dict(), "structure": self.structure}
+        if self.compression is not None and self.compression.supported:  # none: the file as before compression
+            state["compression"] = self.compression.to_dict()
+        return state
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.discretizer = Discretizer.from_dict(self.layout, state["discretizer"])
         self.structure = state["structure"]
+        self.compression = Compression.from_dict(state.get("compression"))
 
     def save(self, directory: Path) -> None:
         """<name>.json (`PrivateGenerator.save`) and the fitted model as <name>.npz."""

@@ -41,6 +41,7 @@ import numpy as np
 from scipy import optimize
 
 from pipelines.marginal import estimate as est
+from pipelines.marginal.compress import Compression
 from pipelines.marginal.measure import marginal, measure, measurement_event
 from pipelines.marginal.select import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
@@ -179,22 +180,29 @@ def candidates(work: list[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
 
 
 def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work, max_model_size: float,
-            iters: int, final_iters: int, device: str = "cpu", progress=None):
-    """Run AIM under `plan` (its n̂ the estimation's total unless the measurements contradict it); returns
-    (model, actual events, the rounds' log). Every round's selection and measurement pass the rounds'
+            iters: int, final_iters: int, device: str = "cpu", progress=None, compress_above: int | None = None):
+    """Run AIM under `plan` (its n̂ the estimation's total unless the measurements contradict it), on the domain
+    its 1-way measurements compress (`Compression`, columns above `compress_above` cells); returns (model on that
+    domain, actual events, the rounds' log, the compression). Every round's selection and measurement pass the rounds'
     `ZCDPFilter` first (module docstring); each log entry holds the round's σ_t and ρ_t
     (Σρ_t ≤ plan.rho_rounds)."""
-    dom = est.domain(names, shape, device)
     idx = {n: i for i, n in enumerate(names)}
-    sizes = dict(zip(names, shape))
     private = plan.scale > 0
-    cands = candidates(work)
-    exact = {r: marginal(codes, shape, [idx[a] for a in r]) for r in cands}
-    meas, events, log = [], [], []
+    one_way, events, log = [], [], []
     for n in names:
         y, ev = measure(codes, shape, (idx[n],), plan.scale, rng, query=f"1-way {n}")
-        meas.append(((n,), y, plan.scale))
+        one_way.append(y)
         events.append(ev)
+    compression = Compression.from_one_way(one_way, plan.scale, compress_above)
+    codes, shape = compression.codes(codes), compression.shape
+    dom = est.domain(names, shape, device)
+    sizes = dict(zip(names, shape))
+    cands = candidates(work)
+    exact = {r: marginal(codes, shape, [idx[a] for a in r]) for r in cands}
+    meas = []
+    for n, y in zip(names, one_way):
+        y, weights = compression.one_way(idx[n], y)
+        meas.append(((n,), y, plan.scale, weights))
     model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     budget = ZCDPFilter(plan.rho_rounds) if private else None
     sigma, eps_sel = plan.scale, plan.epsilon_select
@@ -237,6 +245,6 @@ def run_aim(codes: np.ndarray, shape, names: list[str], plan: AIMPlan, rng, work
             sigma, eps_sel = sigma / 2, eps_sel * 2          # anneal both (Alg. 2): a round then costs 4ρ_t
     model = est.estimate(dom, meas, plan.n_rows, final_iters, warm_start=model, device=device)
     if not private:
-        return model, [NonPrivateEvent("epsilon: inf")], log
+        return model, [NonPrivateEvent("epsilon: inf")], log, compression
     # the rounds' guarantee is the filter's budget, whatever they spent of it (the plan's ZCDPEvent)
-    return model, events + [ZCDPEvent(plan.rho_rounds, ROUNDS_MECHANISM)], log
+    return model, events + [ZCDPEvent(plan.rho_rounds, ROUNDS_MECHANISM)], log, compression

@@ -14,6 +14,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ def _weight_sigma(sigma: float) -> float:
     return float(sigma) if sigma > 0 else 1.0
 
 
-def estimation_total(measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]], n_rows: float) -> float:
+def estimation_total(measurements: Sequence[tuple], n_rows: float) -> float:
     """The total the estimation uses: the public n̂ = `n_rows`, unless the noisy measurements contradict it.
 
     The measured total T̂ is the inverse-variance weighted mean of the measured marginals' sums (weight
@@ -50,26 +51,43 @@ def estimation_total(measurements: Sequence[tuple[tuple[str, ...], np.ndarray, f
     dropped by validation); a total fixed at n̂ then spread the surplus over every cell and the model's
     distribution fell toward uniform (issue 31: Adult's 16,000-row extract under its documented 48,842 rows lost
     2-/3-way score 949 → 599 / 893 → 490), so T̂ is used (at least 1). Otherwise n̂, the better-known of the
-    two. Post-processing of the DP measurements and a public count: no budget. σ = 0 (exact) counts as σ = 1."""
-    sums = np.array([float(np.sum(y)) for _, y, _ in measurements])
-    variances = np.array([_weight_sigma(s) ** 2 * np.size(y) for _, y, s in measurements])
-    if not len(sums):
+    two. Post-processing of the DP measurements and a public count: no budget. σ = 0 (exact) counts as σ = 1.
+    A measurement with query weights w (a compressed 1-way: pipelines/marginal/compress.py) measures w_i·M_i, so
+    its sum is Σ y_i/w_i with variance σ²·Σ 1/w_i²."""
+    sums, variances = [], []
+    for m in measurements:
+        y, s, w = np.ravel(m[1]), m[2], m[3] if len(m) > 3 and m[3] is not None else np.ones(np.size(m[1]))
+        sums.append(float(np.sum(y / w)))
+        variances.append(_weight_sigma(s) ** 2 * float(np.sum(1.0 / np.asarray(w) ** 2)))
+    if not sums:
         return float(n_rows)
+    sums, variances = np.array(sums), np.array(variances)
     measured = float(np.sum(sums / variances) / np.sum(1.0 / variances))
     error = float(np.sum(1.0 / variances) ** -0.5)
     return float(n_rows) if abs(measured - n_rows) <= CONTRADICTION_Z * error else max(1.0, measured)
 
 
-def estimate(dom, measurements: Sequence[tuple[tuple[str, ...], np.ndarray, float]], n_rows: float, iters: int,
-             warm_start=None, device: str = "cpu"):
-    """A MarkovRandomField fitted (mirror descent) to noisy marginals [(clique, noisy counts, σ)], its total
-    `estimation_total` (the public n̂ = `n_rows` unless the measurements contradict it). The number of rows
-    sampled is the caller's. σ = 0 (exact, non-private) measurements get σ = 1 as their weight."""
+def estimate(dom, measurements: Sequence[tuple], n_rows: float, iters: int, warm_start=None, device: str = "cpu"):
+    """A MarkovRandomField fitted (mirror descent) to noisy marginals [(clique, noisy counts, σ[, query weights])],
+    its total `estimation_total` (the public n̂ = `n_rows` unless the measurements contradict it). The number of
+    rows sampled is the caller's. σ = 0 (exact, non-private) measurements get σ = 1 as their weight; query weights
+    w (a compressed 1-way, pipelines/marginal/compress.py) make the measurement w ⊙ M (mbi's `WeightedQuery`)."""
     mbi = _mbi(device)
-    ms = [mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), _weight_sigma(s))
-          for cl, y, s in measurements]
+    ms = []
+    for m in measurements:
+        cl, y, s = m[:3]
+        query = {} if len(m) < 4 or m[3] is None else {"query": _weighted_query(tuple(float(w) for w in m[3]))}
+        ms.append(mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), _weight_sigma(s), **query))
     return mbi.estimation.MirrorDescent().estimate(dom, ms, known_total=estimation_total(measurements, n_rows),
                                                    iters=int(iters), warm_start=warm_start)
+
+
+@cache
+def _weighted_query(weights: tuple[float, ...]):
+    """mbi's WeightedQuery, one object per weight vector: mbi hashes a query by identity and JAX compiles per
+    query, so AIM's re-estimations reuse one compiled program for an unchanged compressed 1-way."""
+    from mbi.marginal_loss import WeightedQuery
+    return WeightedQuery(np.asarray(weights, dtype=np.float64))
 
 
 def project(model, clique: Sequence[str]) -> np.ndarray:

@@ -27,6 +27,7 @@ from typing import ClassVar
 import numpy as np
 
 from pipelines.marginal import estimate as est
+from pipelines.marginal.compress import Compression
 from pipelines.marginal.measure import marginal, measure, measurement_event
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
@@ -97,16 +98,23 @@ def select_tree(codes: np.ndarray, shape, names, model, epsilon: float, rng, pro
 
 
 def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, rng, iters: int = 2000, device: str = "cpu",
-            progress=None):
+            progress=None, compress_above: int | None = None):
     """Run MST on integer codes under `plan` (its n̂ the estimation's total unless the measurements contradict
-    it); returns (model, actual events, selected edges)."""
-    dom = est.domain(names, shape, device)
+    it), on the domain its 1-way measurements compress (`Compression`, columns above `compress_above` cells);
+    returns (model on that domain, actual events, selected edges, the compression)."""
     d = len(names)
-    meas, events = [], []
+    one_way, events = [], []
     for i in range(d):
         y, ev = measure(codes, shape, (i,), plan.sigma_1way, rng, query=f"1-way {names[i]}")
-        meas.append(((names[i],), y, plan.sigma_1way))
+        one_way.append(y)
         events.append(ev)
+    compression = Compression.from_one_way(one_way, plan.sigma_1way, compress_above)
+    codes, shape = compression.codes(codes), compression.shape
+    dom = est.domain(names, shape, device)
+    meas = []
+    for i, y in enumerate(one_way):
+        y, weights = compression.one_way(i, y)
+        meas.append(((names[i],), y, plan.sigma_1way, weights))
     one_way = est.estimate(dom, meas, plan.n_rows, max(100, iters // 10), device=device)
     edges, sel_events = select_tree(codes, shape, names, one_way, plan.epsilon_select, rng)
     events += sel_events
@@ -119,4 +127,4 @@ def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, rng, iters: int = 20
     model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     if plan.scale == 0:
         events = [NonPrivateEvent("epsilon: inf")]
-    return model, events, edges
+    return model, events, edges, compression

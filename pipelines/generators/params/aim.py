@@ -7,8 +7,10 @@ from typing import Any
 from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_bin_count
 from pipelines.generators.params.mst import DEFAULTS as MST_DEFAULTS
-from pipelines.generators.params.mst import check_bins
+from pipelines.generators.params.mst import NULLABLE as MST_NULLABLE
+from pipelines.generators.params.mst import check_bins, check_compress_above
 
+NULLABLE = MST_NULLABLE   # MST's keys whose null is meaningful are AIM's
 DEFAULTS: dict[str, Any] = {
     **MST_DEFAULTS,
     "n_bins": None,            # equal-width bins per numeric column without public edges; null: `public_settings`
@@ -42,6 +44,7 @@ def check_params(params: dict[str, Any]) -> None:
     if params["n_bins"] is not None:
         check_bin_count(params["n_bins"], "aim.n_bins")
     check_bins(params["bins"], "aim")
+    check_compress_above(params["compress_above"], "aim")
     rounds = params["max_rounds"]
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
         raise ParamError("aim.max_rounds", f"must be an integer >= 1 or null (the public rule), got {rounds!r}")

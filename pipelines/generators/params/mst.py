@@ -12,8 +12,13 @@ DEFAULTS: dict[str, Any] = {
     "n_bins": 32,          # equal-width bins per numeric column without public edges (over the schema bounds)
     "bins": {},            # {column: [edges in schema units]}: public edges, over the schema's own `bins`
     "iters": 2000,         # mirror-descent iterations of the final estimation
+    "compress_above": 100,  # a column of more cells is modelled on the codes its noisy 1-way count supports (≥ 3σ)
+                            # and one merged cell (pipelines/marginal/compress.py); null: never
     **shared_defaults(0.0, encoding=False),  # seed, noise_seed, calibration (params/shared.py)
 }
+
+
+NULLABLE = ("compress_above",)   # keys whose null is meaningful (pipelines/config.py types the others by default)
 
 
 def check_bins(bins: Any, section: str) -> None:
@@ -31,6 +36,13 @@ def check_bins(bins: Any, section: str) -> None:
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """The params-only rules of an `mst:` section over DEFAULTS: `n_bins` >= 2, `check_bins`."""
+    """The params-only rules of an `mst:` section over DEFAULTS: `n_bins` >= 2, `check_bins`, `compress_above`."""
     check_bin_count(params["n_bins"], "mst.n_bins")
     check_bins(params["bins"], "mst")
+    check_compress_above(params["compress_above"], "mst")
+
+
+def check_compress_above(value: Any, section: str) -> None:
+    """`compress_above` null or an integer of at least 2 (ParamError naming `section`.compress_above)."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
+        raise ParamError(f"{section}.compress_above", f"must be an integer of at least 2 or null, got {value!r}")
