@@ -114,6 +114,17 @@ def test_featuriser_uses_schema_categories_and_bounds():
     assert featurise(frame, MIXED, target="smoker").shape == (2, 5)
 
 
+def test_a_long_code_list_is_featurised_by_hashed_buckets():
+    codes = tuple(f"D{i:04d}" for i in range(5000))
+    frame = pd.DataFrame({"dx": ["D0000", "D4999", "D0000", "X"]})
+    x = featurise(frame, [Col("dx", "categorical", categories=codes)])
+    assert x.shape == (4, utility.HASH_BUCKETS) and x.sum(1).tolist() == [1, 1, 1, 0]   # unknown: zero block
+    # known answers: sha256("D0000")[:8] mod 64 and sha256("D4999")[:8] mod 64
+    assert utility.hash_bucket("D0000") == 62 and utility.hash_bucket("D4999") == 16 and x[0, 62] == x[1, 16] == 1
+    assert (x[0] == x[2]).all()
+    assert featurise(frame, [Col("dx", "categorical", categories=codes[:99] + ("D4999",))]).shape == (4, 100)
+
+
 def test_real_vs_real_tstr_equals_trtr(real_vs_real):
     r = real_vs_real
     assert (r["n_train_real"], r["n_synth"], r["n_test"]) == (398, 398, 171)
