@@ -163,11 +163,15 @@ def calendar_edges(kind: str, lower: float, upper: float) -> tuple[float, ...]:
     return next((e for e in map(starts, (1, 3)) if len(e) + 1 <= CALENDAR_BINS), None) or starts(12)
 
 
+def date_number_kind(col: Column) -> str:
+    """The numeric kind a date column is modelled as: whole days (integer) or seconds (continuous)."""
+    return "integer" if col.kind == "date" else "continuous"
+
+
 def gap_column(col: Column, start: Column) -> Column:
     """The modelled column of a date `col` declared `after: start`: its gap to the start (days or seconds), from 0 to
     col.upper − start.lower; a row whose `col` precedes its start is out of domain (clip: gap 0, drop)."""
-    return replace(col, kind="integer" if col.kind == "date" else "continuous", lower=0.0,
-                   upper=col.upper - start.lower, after=None)
+    return replace(col, kind=date_number_kind(col), lower=0.0, upper=col.upper - start.lower, after=None)
 
 
 # -- missing values as data (`missing: allowed`; the frames' transforms: pipelines/data/declared.py) ---------------
@@ -197,8 +201,7 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
             continue
         if col.kind in DATE_KINDS:  # a number since EPOCH on calendar bins, or the gap to its start (`after`)
             col = gap_column(col, by_name[col.after]) if col.after else replace(
-                col, kind="integer" if col.kind == "date" else "continuous",
-                bins=calendar_edges(col.kind, col.lower, col.upper))
+                col, kind=date_number_kind(col), bins=calendar_edges(col.kind, col.lower, col.upper))
         if not col.missing:
             out.append(col)
         elif col.is_numeric:
@@ -221,9 +224,9 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
 @dataclass(frozen=True)
 class Schema:
     """A parsed public schema. ``declared``: the columns as the file writes them, in file order (the columns of
-    the source table and of a published synthetic table); ``columns``: the modelled columns, the same unless a
-    column allows nulls (`missing: allowed`, pipelines/data/declared.py), in the order of every frame and layout
-    between reading and publishing."""
+    the source table and of a published synthetic table); ``columns``: the modelled columns (`expand`: no
+    identifiers, dates as numbers, a null category or an indicator column for a column that allows nulls;
+    pipelines/data/declared.py), in the order of every frame and layout between reading and publishing."""
     name: str
     description: str
     columns: tuple[Column, ...]
