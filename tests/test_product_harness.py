@@ -31,7 +31,8 @@ def test_each_seed_is_its_own_steward_key():
 
 def test_project_is_a_committed_repo_with_the_table_schema_and_key(tmp_path):
     table = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "x"]})
-    root = product.project(tmp_path, "toy", "columns: {}\n", table, {"dataset": {"holdout_fraction": 0.2}}, 5)
+    root = product.project(tmp_path, "toy", "columns: {}\n", table, {"dataset": {"holdout_fraction": 0.2}}, 5,
+                           tmp_path)
     params = yaml.safe_load((root / "params.yaml").read_text())
     assert params["dataset"] == {"holdout_fraction": 0.2, "name": "toy", "source": "source/toy.parquet"}
     key = Path(params["privacy"]["noise_key_file"])
@@ -39,6 +40,14 @@ def test_project_is_a_committed_repo_with_the_table_schema_and_key(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(root / "source" / "toy.parquet"), table)
     assert (root / "schemas" / "toy.yaml").read_text() == "columns: {}\n"
     assert (root / ".dvc").is_dir() and (root / "dvc.yaml").exists() and (root / "pipelines").is_dir()
+
+
+def test_a_code_list_the_schema_reads_is_copied_next_to_it(tmp_path):
+    (tmp_path / "lists" / "codes").mkdir(parents=True)
+    (tmp_path / "lists" / "codes" / "dx.txt").write_text("a\nb\n")
+    text = "columns: {dx: {kind: categorical, categories_file: codes/dx.txt}}\n"
+    root = product.project(tmp_path / "p", "toy", text, pd.DataFrame({"dx": ["a"]}), {}, 0, tmp_path / "lists")
+    assert (root / "schemas" / "codes" / "dx.txt").read_text() == "a\nb\n"
 
 
 def test_published_tables_are_read_from_the_release_index(tmp_path):
