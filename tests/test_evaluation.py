@@ -123,6 +123,9 @@ def test_a_long_code_list_is_featurised_by_hashed_buckets():
     assert utility.hash_bucket("D0000") == 62 and utility.hash_bucket("D4999") == 16 and x[0, 62] == x[1, 16] == 1
     assert (x[0] == x[2]).all()
     assert featurise(frame, [Col("dx", "categorical", categories=codes[:99] + ("D4999",))]).shape == (4, 100)
+    from pipelines.evaluation.attacks.distance import gower_features
+    g = gower_features(frame, [Col("dx", "categorical", categories=codes)])   # codes in different buckets: d = 1
+    assert g.shape == (4, utility.HASH_BUCKETS) and np.abs(g[0] - g[1]).sum() == 1.0 and np.abs(g[0] - g[2]).sum() == 0
 
 
 def test_real_vs_real_tstr_equals_trtr(real_vs_real):

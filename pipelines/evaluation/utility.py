@@ -42,6 +42,11 @@ def hash_bucket(category: Any) -> int:
     return int.from_bytes(hashlib.sha256(str(category).encode()).digest()[:8], "big") % HASH_BUCKETS
 
 
+def one_hot_width(col: Any) -> int:
+    """The width of a categorical column's block in `featurise`: its categories, or HASH_BUCKETS above HASHED_ABOVE."""
+    return HASH_BUCKETS if len(col.categories) > HASHED_ABOVE else len(col.categories)
+
+
 def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = None) -> np.ndarray:
     """Feature matrix from every schema column except `target`, using schema bounds/categories only.
 
@@ -66,7 +71,7 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
             blocks.append(scale_by_bounds(x, col.lower, col.upper, col.name)[:, None])
         elif col.kind == "binary":
             blocks.append((values == col.categories[1]).to_numpy(dtype=float)[:, None])
-        elif col.kind in CATEGORICAL_KINDS and len(col.categories) > HASHED_ABOVE:
+        elif col.kind in CATEGORICAL_KINDS and one_hot_width(col) == HASH_BUCKETS < len(col.categories):
             bucket = values.map({c: hash_bucket(c) for c in col.categories}).to_numpy(dtype=float)  # unknown: NaN
             known = ~np.isnan(bucket)
             block = np.zeros((len(frame), HASH_BUCKETS))

@@ -3,7 +3,9 @@
 Gower (1971): d(x, y) = (1/p) Σ_j d_j, with d_j = |x_j − y_j| / (upper_j − lower_j) for a numeric column
 (schema bounds, clipped) and d_j = 1[x_j ≠ y_j] for a categorical or binary one, so d ∈ [0, 1]. It is the L1
 distance of ``utility.featurise`` rows with each one-hot block halved (two different one-hot vectors are at L1
-distance 2), divided by p. Nothing is learnt from the data.
+distance 2), divided by p. Nothing is learnt from the data. A code list of more than `utility.HASHED_ABOVE`
+categories is featurised by hashed buckets, so two of its codes that share a bucket (1 in 64 for two codes) count as
+equal: an approximation of d_j on such a column only.
 """
 from __future__ import annotations
 
@@ -14,13 +16,13 @@ import pandas as pd
 from sklearn.neighbors import NearestNeighbors
 
 from pipelines.evaluation.fidelity import NUMERIC_KINDS
-from pipelines.evaluation.utility import featurise
+from pipelines.evaluation.utility import featurise, one_hot_width
 
 
 def gower_features(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarray:
     """Rows whose L1 distance divided by len(columns) is the Gower distance (module docstring)."""
     weights = np.concatenate([np.ones(1) if c.kind in NUMERIC_KINDS or c.kind == "binary"
-                              else np.full(len(c.categories), 0.5) for c in columns])
+                              else np.full(one_hot_width(c), 0.5) for c in columns])
     return featurise(frame, columns) * weights / max(len(columns), 1)
 
 
