@@ -126,6 +126,8 @@ def test_a_long_code_list_is_featurised_by_hashed_buckets():
     from pipelines.evaluation.attacks.distance import gower_features
     g = gower_features(frame, [Col("dx", "categorical", categories=codes)])   # codes in different buckets: d = 1
     assert g.shape == (4, utility.HASH_BUCKETS) and np.abs(g[0] - g[1]).sum() == 1.0 and np.abs(g[0] - g[2]).sum() == 0
+    from pipelines.evaluation.dimensionwise import _labels   # predicted as its bucket, 64 classes at most
+    assert _labels(frame.iloc[:3], Col("dx", "categorical", categories=codes), "t").tolist() == [62, 16, 62]
 
 
 def test_real_vs_real_tstr_equals_trtr(real_vs_real):
