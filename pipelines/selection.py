@@ -31,6 +31,7 @@ stands; `facts` records what a rule reads.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -55,6 +56,12 @@ class Selection:
         return {**asdict(self), "candidates": list(self.candidates), "selected": list(self.selected)}
 
 
+def rule_choice(candidates: Sequence[str]) -> str:
+    """The public rule: the first of `candidates` in PREFERENCE (every registered generator is ranked,
+    tests/test_selection.py)."""
+    return min(candidates, key=PREFERENCE.index)
+
+
 def select(params: dict[str, Any], n_rows: int) -> Selection:
     """The generators this release trains (module docstring), from public facts only: `params` and the public
     training row count `n_rows` (n̂)."""
@@ -72,7 +79,7 @@ def select(params: dict[str, Any], n_rows: int) -> Selection:
         return Selection(mode, candidates, (SELECTION,), "release.select: private: the private selection "
                          "(Papernot & Steinke 2022) chooses among its candidates under differential privacy, with "
                          "the whole release ε (less the importance weights' share)", facts)
-    chosen = min(candidates, key=PREFERENCE.index)  # every registered generator is ranked (tests/test_selection.py)
+    chosen = rule_choice(candidates)
     reason = (f"release.select: auto: {chosen} is the first of the configured generators in the public rule's "
               f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε (less the "
               "importance weights' share)")

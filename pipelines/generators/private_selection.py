@@ -50,7 +50,7 @@ from pipelines.privacy.events import Event, NonPrivateEvent, RepeatAndSelectEven
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
 from pipelines.privacy.repeat_select import best_of_trials
-from pipelines.selection import PREFERENCE
+from pipelines.selection import rule_choice
 
 WINNER_DIR = "selected"   # the winning candidate's own saved model, inside the selection's directory
 TRIAL_RTOL = 1e-3         # the per-trial ε is within 0.1 % below the largest the budget allows
@@ -86,7 +86,7 @@ class _Trial:
 def candidate_weights(candidates: Sequence[str], favour_rule: bool) -> tuple[int, ...]:
     """The trials' public candidate weights (module docstring): K − 1 for the public rule's choice and 1 for each
     other (half the trials to the rule's choice) with `favour_rule`, else 1 each."""
-    chosen = min(candidates, key=PREFERENCE.index)
+    chosen = rule_choice(candidates)
     return tuple(len(candidates) - 1 if favour_rule and c == chosen and len(candidates) > 1 else 1
                  for c in candidates)
 

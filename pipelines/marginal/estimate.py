@@ -42,6 +42,11 @@ def _weight_sigma(sigma: float) -> float:
     return float(sigma) if sigma > 0 else 1.0
 
 
+def _query_weights(measurement: Sequence) -> np.ndarray | None:
+    """A measurement's query weights (its optional 4th item: a compressed 1-way), None for the plain marginal."""
+    return measurement[3] if len(measurement) > 3 else None
+
+
 def estimation_total(measurements: Sequence[tuple], n_rows: float) -> float:
     """The total the estimation uses: the public n̂ = `n_rows`, unless the noisy measurements contradict it.
 
@@ -56,9 +61,10 @@ def estimation_total(measurements: Sequence[tuple], n_rows: float) -> float:
     its sum is Σ y_i/w_i with variance σ²·Σ 1/w_i²."""
     sums, variances = [], []
     for m in measurements:
-        y, s, w = np.ravel(m[1]), m[2], m[3] if len(m) > 3 and m[3] is not None else np.ones(np.size(m[1]))
+        y, s, w = np.ravel(m[1]), m[2], _query_weights(m)
+        w = np.ones(y.size) if w is None else np.asarray(w)
         sums.append(float(np.sum(y / w)))
-        variances.append(_weight_sigma(s) ** 2 * float(np.sum(1.0 / np.asarray(w) ** 2)))
+        variances.append(_weight_sigma(s) ** 2 * float(np.sum(1.0 / w ** 2)))
     if not sums:
         return float(n_rows)
     sums, variances = np.array(sums), np.array(variances)
@@ -76,7 +82,8 @@ def estimate(dom, measurements: Sequence[tuple], n_rows: float, iters: int, warm
     ms = []
     for m in measurements:
         cl, y, s = m[:3]
-        query = {} if len(m) < 4 or m[3] is None else {"query": _weighted_query(tuple(float(w) for w in m[3]))}
+        w = _query_weights(m)
+        query = {} if w is None else {"query": _weighted_query(tuple(float(x) for x in w))}
         ms.append(mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), _weight_sigma(s), **query))
     return mbi.estimation.MirrorDescent().estimate(dom, ms, known_total=estimation_total(measurements, n_rows),
                                                    iters=int(iters), warm_start=warm_start)
