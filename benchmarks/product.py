@@ -47,7 +47,7 @@ from pipelines.data.declared import to_modelled
 from pipelines.data.readers import read_source
 from pipelines.config import EXTENDS, merged
 from pipelines.data.scaffold import params_text
-from pipelines.data.schema import load_schema
+from pipelines.data.schema import ID_KIND, load_schema
 from pipelines.data.validation import validate_table
 from pipelines.evaluation.marginals import column_subsets
 
@@ -212,6 +212,9 @@ def main() -> None:
     for text in args.set:
         params = merged(params, assignment(text))
     raw = read_source(args.data, schema, params["dataset"].get("columns", "strict")).frame
+    for i, col in enumerate(schema.declared):   # identifiers are never read (`kind: id`): placeholders in their place
+        if col.kind == ID_KIND:
+            raw.insert(i, col.name, [f"{col.name}-{r}" for r in range(len(raw))])
     schema_doc = yaml.safe_load(schema_path.read_text())
     test = None
     if args.rows:

@@ -44,7 +44,7 @@ from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import generator_class
 from pipelines.marginal.aim import SELECT_RATIO, aim_events
-from pipelines.marginal.measure import measure
+from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.mst import mst_events
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import epsilon_pld
@@ -78,7 +78,7 @@ def gaussian_scores(sigma: float, clique: tuple[int, ...], tag: str):
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         codes = np.vstack([CODES, CANARY]) if neighbour else CODES
         rng = np.random.default_rng([7919 * int(neighbour) + int(100 * noise_scale), len(tag), *tag.encode()])
-        return np.array([measure(codes, (3, 3), clique, sigma * noise_scale, rng)[0].ravel()[0]
+        return np.array([measure(marginal(codes, (3, 3), clique), sigma * noise_scale, rng)[0].ravel()[0]
                          for _ in range(n_runs)])
     return scores
 

@@ -85,9 +85,9 @@ def test_selection_scores_change_by_at_most_the_weight():
 def test_measure_noise_scale_and_event():
     codes = np.zeros((1000, 1), int)
     rng = NoiseSource(noise_seed=5).streams(True, 0).numpy("test")
-    draws = np.concatenate([measure(codes, (200,), (0,), 4.0, rng)[0][1:] for _ in range(20)])
+    draws = np.concatenate([measure(marginal(codes, (200,), (0,)), 4.0, rng)[0][1:] for _ in range(20)])
     assert abs(draws.std() - 4.0) < 0.2 and abs(draws.mean()) < 0.25   # 4 standard errors
-    assert measure(codes, (2,), (0,), 4.0, rng)[1] == measurement_event(4.0)   # the exact discrete Gaussian (item 4)
+    assert measure(marginal(codes, (2,), (0,)), 4.0, rng)[1] == measurement_event(4.0)   # the exact discrete Gaussian (item 4)
 
 
 def test_mst_plan_meets_the_budget_with_the_papers_ratios():

@@ -285,6 +285,26 @@ def test_a_discharge_before_its_admission_meets_the_policy(tmp_path: Path) -> No
             load_schema(tmp_path / "bad.yaml")
 
 
+def test_a_documented_longest_gap_bounds_the_modelled_gap(tmp_path: Path) -> None:
+    """`max_gap_days`: the gap's public range (and so its bins) is the documented longest stay, not the calendar; a
+    stay longer than that meets the column's policy; the key needs `after` and a positive number."""
+    (tmp_path / "stays.yaml").write_text(STAYS.replace("after: admitted}", "after: admitted, max_gap_days: 30}"))
+    schema = load_schema(tmp_path / "stays.yaml")
+    assert (schema.column("discharged").lower, schema.column("discharged").upper) == (0.0, 30.0)
+    assert schema.to_dict()["columns"]["discharged"]["max_gap_days"] == 30.0
+    raw = stays(50)
+    raw.loc[3, "discharged"] = (pd.Timestamp(raw.loc[3, "admitted"]) + pd.Timedelta(days=31)).strftime("%Y-%m-%d")
+    clean, report = validate_table(read_source_frame(tmp_path, raw, schema), schema, "s.csv")
+    assert report["rows_dropped"] == 1 and report["columns"]["discharged"]["above"] == 1
+    gaps = clean.assign(discharged=np.linspace(0, 30, len(clean)).round())
+    out = to_published(gaps, schema)
+    assert ((out["discharged"] - out["admitted"]).dt.days.between(0, 30)).all()
+    for problem in ("after: admitted, max_gap_days: 0}", "max_gap_days: 30}"):
+        (tmp_path / "bad.yaml").write_text(STAYS.replace("after: admitted}", problem))
+        with pytest.raises(SchemaError, match=r"bad\.yaml, column 'discharged': max_gap_days is .*Fix: give a "):
+            load_schema(tmp_path / "bad.yaml")
+
+
 def read_source_frame(tmp_path: Path, raw: pd.DataFrame, schema) -> pd.DataFrame:
     (tmp_path / "s.csv").write_text(raw.to_csv(index=False))
     return read_source(str(tmp_path / "s.csv"), schema).frame

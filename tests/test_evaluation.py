@@ -114,20 +114,20 @@ def test_featuriser_uses_schema_categories_and_bounds():
     assert featurise(frame, MIXED, target="smoker").shape == (2, 5)
 
 
-def test_a_long_code_list_is_featurised_by_hashed_buckets():
+def test_a_long_code_list_is_featurised_by_its_buckets():
     codes = tuple(f"D{i:04d}" for i in range(5000))
-    frame = pd.DataFrame({"dx": ["D0000", "D4999", "D0000", "X"]})
+    frame = pd.DataFrame({"dx": ["D0000", "D4999", "D0000", "X", "D0078", "D0079"]})
     x = featurise(frame, [Col("dx", "categorical", categories=codes)])
-    assert x.shape == (4, utility.HASH_BUCKETS) and x.sum(1).tolist() == [1, 1, 1, 0]   # unknown: zero block
-    # known answers: sha256("D0000")[:8] mod 64 and sha256("D4999")[:8] mod 64
-    assert utility.hash_bucket("D0000") == 62 and utility.hash_bucket("D4999") == 16 and x[0, 62] == x[1, 16] == 1
+    assert x.shape == (6, 64) and x.sum(1).tolist() == [1, 1, 1, 0, 1, 1]   # unknown: zero block
+    # known answers: bucket of code k = floor(64 k / 5000): D0000 -> 0, D4999 -> 63, D0078 -> 0, D0079 -> 1
+    assert x[0, 0] == x[1, 63] == x[4, 0] == x[5, 1] == 1
     assert (x[0] == x[2]).all()
-    assert featurise(frame, [Col("dx", "categorical", categories=codes[:99] + ("D4999",))]).shape == (4, 100)
+    assert featurise(frame, [Col("dx", "categorical", categories=codes[:99] + ("D4999",))]).shape == (6, 100)
     from pipelines.evaluation.attacks.distance import gower_features
     g = gower_features(frame, [Col("dx", "categorical", categories=codes)])   # codes in different buckets: d = 1
-    assert g.shape == (4, utility.HASH_BUCKETS) and np.abs(g[0] - g[1]).sum() == 1.0 and np.abs(g[0] - g[2]).sum() == 0
+    assert g.shape == (6, 64) and np.abs(g[0] - g[1]).sum() == 1.0 and np.abs(g[0] - g[2]).sum() == 0
     from pipelines.evaluation.dimensionwise import _labels   # predicted as its bucket, 64 classes at most
-    assert _labels(frame.iloc[:3], Col("dx", "categorical", categories=codes), "t").tolist() == [62, 16, 62]
+    assert _labels(frame.iloc[[0, 1, 2, 4, 5]], Col("dx", "categorical", categories=codes), "t").tolist() == [0, 63, 0, 0, 1]
 
 
 def test_real_vs_real_tstr_equals_trtr(real_vs_real):

@@ -20,7 +20,8 @@ min(⌊o·m_k⌋, m_k − 1) for the m_k = hi_k − lo_k + 1 integers of the bin
 week, decodes to exactly that value whatever o is). A uniform o is a uniform draw inside the bin.
 
 Users: `Discretizer` (encoded rows <-> integer codes; MST and AIM) and `BinnedEncoding` (a numeric block as a
-one-hot over its bins plus an offset; the deep generators' `numeric_encoding: bins`).
+one-hot over its bins plus an offset, a long code list as a one-hot over its buckets plus the code's place: the deep
+generators' `numeric_encoding: bins` and `code_lists: buckets`).
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from pipelines.data.code_lists import CodeBuckets, is_long
 from pipelines.data.layout import Block, Layout
 from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS
 
@@ -176,8 +178,9 @@ class Discretizer:
         return tuple(self.size(c) for c in self.names)
 
     def codes(self, X: np.ndarray) -> np.ndarray:
-        """(rows, n_columns) int64 codes of encoded rows (values outside [0, 1] are clipped first)."""
-        X = np.asarray(X, dtype=np.float64)
+        """(rows, n_columns) int64 codes of encoded rows (values outside [0, 1] are clipped first). X is read block by
+        block in its own dtype (a float64 copy of a long code list's one-hot rows would be the largest array)."""
+        X = np.asarray(X)
         out = np.empty((X.shape[0], len(self.layout.blocks)), dtype=np.int64)
         for j, b in enumerate(self.layout.blocks):
             if b.kind == "categorical":
@@ -192,7 +195,7 @@ class Discretizer:
         """Encoded float32 rows in [0, 1]: one-hot / 0-1 for discrete blocks, a uniform draw inside the bin for
         numeric ones (`NumericBins.values` at a uniform offset: a uniform integer of the bin for integer bins)."""
         codes = np.asarray(codes, dtype=np.int64)
-        out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float64)
+        out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float32)   # values rounded as astype would
         for j, b in enumerate(self.layout.blocks):
             c = codes[:, j]
             if b.kind == "categorical":
@@ -201,7 +204,7 @@ class Discretizer:
                 out[:, b.start] = c
             else:
                 out[:, b.start] = self.bins[b.column].values(c, rng.random(len(c)))
-        return out.astype(np.float32)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"n_bins": self.n_bins, "bins": {c: nb.to_dict() for c, nb in self.bins.items()}}
@@ -215,6 +218,14 @@ class Discretizer:
 
 
 BIN_SUFFIX, OFFSET_SUFFIX = ".bin", ".offset"
+BUCKET_SUFFIX, CODE_SUFFIX = ".bucket", ".code"   # a long code list's blocks in the model layout
+
+
+def long_lists(layout: Layout) -> list[Block]:
+    """The layout's long code lists a model may see as buckets: categorical blocks of more than
+    `code_lists.LONG_LIST_ABOVE` categories, neither the target nor protected (those keep every code)."""
+    return [b for b in layout.blocks if b.kind == "categorical" and is_long(b.width) and not b.is_target
+            and not b.protected]
 
 
 class BinnedEncoding:
@@ -229,19 +240,30 @@ class BinnedEncoding:
     bin block's argmax and puts the value at the offset inside that bin, so a one-value bin (hours = 40) decodes
     exactly, and encoding then decoding an encoded row gives back its bin and its value (to float32 rounding).
 
+    With `code_lists`, a long code list (a categorical block of more than `code_lists.LONG_LIST_ABOVE` categories,
+    neither the target nor protected) is treated the same way over its public buckets of consecutive codes
+    (`pipelines.data.code_lists.CodeBuckets`): a categorical block `<column>.bucket`, one-hot over the buckets, then
+    a continuous block `<column>.code`, the code's place inside its bucket; `decode` gives the bucket's code at that
+    place. A 5,000-code diagnosis column is then 65 model columns instead of 5,000.
+
     It is a function of the layout's public facts and `n_bins` alone, never of rows: it spends no privacy budget,
     and a mechanism trained on the encoded rows keeps its guarantee (add/remove-one rows map to add/remove-one
     rows). Its model `layout` is the one the method trains on, so every sensitivity is derived for it.
     """
 
-    def __init__(self, layout: Layout, n_bins: int, scaled: Iterable[str] = ()) -> None:
+    def __init__(self, layout: Layout, n_bins: int, scaled: Iterable[str] = (), code_lists: bool = False) -> None:
         self.table_layout, scaled = layout, set(scaled)
         self.discretizer = Discretizer(layout, n_bins)
         self.binned = {c: nb for c, nb in self.discretizer.bins.items() if c not in scaled}
+        self.listed = {b.column: CodeBuckets(b.width) for b in long_lists(layout)} if code_lists else {}
         blocks, start = [], 0
         self._pairs: list[tuple[Block, list[Block]]] = []   # each table block with its model blocks
         for b in layout.blocks:
-            if b.column not in self.binned:
+            if b.column in self.listed:
+                nb = self.listed[b.column].count
+                pieces = [Block(b.column + BUCKET_SUFFIX, "categorical", start, start + nb),
+                          Block(b.column + CODE_SUFFIX, "continuous", start + nb, start + nb + 1)]
+            elif b.column not in self.binned:
                 pieces = [replace(b, start=start, stop=start + b.width)]
             else:
                 nb, facts = self.binned[b.column], {"protected": b.protected, "is_target": b.is_target}
@@ -259,6 +281,11 @@ class BinnedEncoding:
         X = self._matrix(X, self.table_layout, "encode")
         out = np.zeros((len(X), self.layout.width), dtype=np.float64)
         for b, group in self._pairs:
+            if b.column in self.listed:
+                cb, codes = self.listed[b.column], X[:, b.start:b.stop].argmax(1)
+                out[np.arange(len(X)), group[0].start + cb.bucket[codes]] = 1.0
+                out[:, group[1].start] = cb.offsets(codes)
+                continue
             if b.column not in self.binned:
                 out[:, group[0].start:group[0].stop] = X[:, b.start:b.stop]
                 continue
@@ -273,15 +300,20 @@ class BinnedEncoding:
         """Rows of the model layout (exact rows: `project_to_layout`) as float32 rows of the table layout: each
         bin block's argmax, the value at its offset inside that bin; other blocks copied."""
         X = self._matrix(X, self.layout, "decode")
-        out = np.zeros((len(X), self.table_layout.width), dtype=np.float64)
+        out = np.zeros((len(X), self.table_layout.width), dtype=np.float32)   # values rounded as astype would
         for b, group in self._pairs:
+            if b.column in self.listed:
+                buckets = X[:, group[0].start:group[0].stop].argmax(1)
+                codes = self.listed[b.column].codes_at(buckets, X[:, group[1].start])
+                out[np.arange(len(X)), b.start + codes] = 1.0
+                continue
             if b.column not in self.binned:
                 out[:, b.start:b.stop] = X[:, group[0].start:group[0].stop]
                 continue
             codes = X[:, group[0].start:group[0].stop].argmax(1)
             offsets = X[:, group[1].start] if len(group) > 1 else np.full(len(X), 0.5)
             out[:, b.start] = self.binned[b.column].values(codes, offsets)
-        return out.astype(np.float32)
+        return out
 
     @staticmethod
     def _matrix(X: np.ndarray, layout: Layout, what: str) -> np.ndarray:

@@ -6,6 +6,7 @@ when a fit converts it to an array, after the ledger granted the fit's reservati
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from pipelines.errors import InputError
-from pipelines.io import read_json, sha256_file
+from pipelines.io import ROW_GROUP_ROWS, read_json, sha256_file
 
 
 class EncodedTable:
@@ -50,3 +51,32 @@ class EncodedTable:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         self.reads += 1
         return pd.read_parquet(self.path).to_numpy(dtype=dtype or np.float32, copy=True)
+
+    def chunks(self, rows: int) -> Iterator[np.ndarray]:
+        """The rows as float32 matrices of at most `rows` rows, read from the file's row groups one at a time (one
+        read: a pass over the file)."""
+        self.reads += 1
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=rows):
+            yield batch.to_pandas().to_numpy(dtype=np.float32, copy=True)
+
+
+class RowChunks:
+    """Training rows a fit reads a chunk at a time, each chunk checked by `check` (the generator's input check) as
+    it is read: an `EncodedTable` from its Parquet row groups (never the whole file), anything else as one matrix
+    sliced into chunks. Each iteration is one pass over the rows; np.asarray gives them all at once."""
+
+    def __init__(self, X: Any, check: Callable[[np.ndarray], None], rows: int = ROW_GROUP_ROWS) -> None:
+        self.X, self.check, self.rows = X, check, int(rows)
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        if isinstance(self.X, EncodedTable):
+            chunks = self.X.chunks(self.rows)
+        else:
+            whole = np.asarray(self.X, dtype=np.float32)
+            chunks = (whole[i:i + self.rows] for i in range(0, max(len(whole), 1), self.rows))
+        for chunk in chunks:
+            self.check(chunk)
+            yield chunk
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.concatenate(list(self)).astype(dtype or np.float32, copy=False)

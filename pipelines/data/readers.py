@@ -17,7 +17,7 @@ from pipelines.data.schema import DATE_KINDS, Column, Schema
 from pipelines.errors import InputError
 
 BUNDLED_DIR = Path(__file__).parent / "bundled"
-BUNDLED = ("adult", "breast_cancer")
+BUNDLED = ("adult", "breast_cancer", "flights")
 # Cells that mean "no value" in a numeric column (categorical columns treat only empty cells as null,
 # so that a category spelled like one of these stays a category).
 _NUMERIC_NULLS = ("", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
@@ -88,8 +88,8 @@ def _read_bundled(name: str) -> tuple[pd.DataFrame, str]:
         frame = load_breast_cancer(as_frame=True).frame
         frame.columns = [c.replace(" ", "_") for c in frame.columns]
         return frame, "bundled:breast_cancer (sklearn.datasets.load_breast_cancer)"
-    if name == "adult":
-        return _read_csv(BUNDLED_DIR / "adult.csv.gz"), "bundled:adult (pipelines/data/bundled/adult.csv.gz)"
+    if name in ("adult", "flights"):
+        return _read_csv(BUNDLED_DIR / f"{name}.csv.gz"), f"bundled:{name} (pipelines/data/bundled/{name}.csv.gz)"
     raise InputError(f"unknown bundled data set '{name}'.", file=f"bundled:{name}",
                      fix=f"use one of {', '.join('bundled:' + b for b in BUNDLED)}, or a .csv/.parquet path.")
 

@@ -47,7 +47,7 @@ _PLACEHOLDER_FIX = {
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
 _ROWS_KEYS = {"count", "source"}
 _COLUMN_KEYS = {"kind", "lower", "upper", "categories", "categories_file", "on_invalid", "bins", "atoms", "missing",
-                "after"}
+                "after", "max_gap_days"}
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,7 @@ class Column:
                                             # zero cost, no coinsurance): each its own bin, decoded exactly
     missing: bool = False   # `missing: allowed`: nulls are data, modelled (pipelines/data/declared.py)
     after: str | None = None  # a date column's public ordering: never before this date column (modelled as the gap)
+    max_gap_days: float | None = None  # with `after`: the documented longest gap (a flight lands within a day)
 
     @property
     def is_numeric(self) -> bool:
@@ -95,6 +96,8 @@ class Column:
             d.update(lower=iso(self.lower, self.kind), upper=iso(self.upper, self.kind))
             if self.after is not None:
                 d["after"] = self.after
+            if self.max_gap_days is not None:
+                d["max_gap_days"] = self.max_gap_days
         elif self.is_numeric:
             d.update(lower=self.lower, upper=self.upper)
             if self.bins is not None:
@@ -170,8 +173,13 @@ def date_number_kind(col: Column) -> str:
 
 def gap_column(col: Column, start: Column) -> Column:
     """The modelled column of a date `col` declared `after: start`: its gap to the start (days or seconds), from 0 to
-    col.upper − start.lower; a row whose `col` precedes its start is out of domain (clip: gap 0, drop)."""
-    return replace(col, kind=date_number_kind(col), lower=0.0, upper=col.upper - start.lower, after=None)
+    col.upper − start.lower, or to the documented `max_gap_days` when that is shorter (so the public bins cover the
+    gaps that occur, not the whole calendar); a row whose `col` precedes its start, or follows it by more than the
+    longest gap, is out of domain (clip, drop or fatal, as for any bound)."""
+    upper = col.upper - start.lower
+    if col.max_gap_days is not None:
+        upper = min(upper, col.max_gap_days * (1.0 if col.kind == "date" else 86400.0))
+    return replace(col, kind=date_number_kind(col), lower=0.0, upper=upper, after=None, max_gap_days=None)
 
 
 # -- missing values as data (`missing: allowed`; the frames' transforms: pipelines/data/declared.py) ---------------
@@ -400,7 +408,7 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
 def _parse_date(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
     """A `date` / `datetime` column: ISO bounds (YAML dates, or quoted ISO text), an optional `after: <column>`,
     `missing: allowed` (set by the caller)."""
-    extra = sorted(set(spec) - {"kind", "lower", "upper", "on_invalid", "missing", "after"})
+    extra = sorted(set(spec) - {"kind", "lower", "upper", "on_invalid", "missing", "after", "max_gap_days"})
     if extra:
         raise SchemaError(f"a {kind} column cannot have {extra}.", file=file, column=name,
                           fix=f"remove them: a {kind} column's public bins are calendar months, quarters or years.")
@@ -419,7 +427,13 @@ def _parse_date(name: str, kind: str, spec: dict, policy: str, file: str) -> Col
     if after is not None and not isinstance(after, str):
         raise SchemaError(f"after is {after!r}, not a column name.", file=file, column=name,
                           fix="write after: <the date column this one never precedes>.")
-    return Column(name, kind, lower=bounds[0], upper=bounds[1], on_invalid=policy, after=after)
+    gap = spec.get("max_gap_days")
+    if gap is not None and (after is None or isinstance(gap, bool) or not isinstance(gap, (int, float)) or not gap > 0):
+        raise SchemaError(f"max_gap_days is {gap!r}{'' if after else ' without after'}.", file=file, column=name,
+                          fix="give a positive number of days together with 'after: <column>' (the documented "
+                              "longest time between the two dates), or remove it.")
+    return Column(name, kind, lower=bounds[0], upper=bounds[1], on_invalid=policy, after=after,
+                  max_gap_days=None if gap is None else float(gap))
 
 
 def _check_after(declared: tuple[Column, ...], file: str) -> None:

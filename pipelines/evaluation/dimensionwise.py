@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
 from pipelines.evaluation.marginals import numeric_values
-from pipelines.evaluation.utility import MODELS, featurise, hash_bucket, one_hot_width
+from pipelines.evaluation.utility import MODELS, featurise, list_buckets
 
 # Appendix B / §5: which model predicts a column of each kind, and how its fit is scored on T.
 TASKS = {"binary": ("logistic_regression", "auroc"), "categorical": ("random_forest", "f1"),
@@ -59,7 +59,7 @@ def dimension_wise_probability(train: pd.DataFrame, synth: pd.DataFrame, columns
 
 def _labels(frame: pd.DataFrame, col: Any, label: str) -> np.ndarray:
     """Column k as the label y_k: numeric scaled by the schema bounds, categorical/binary as category codes, a code
-    list above `utility.HASHED_ABOVE` categories as its hash bucket (its block in `featurise`; a forest on 2,000 rows
+    list as its bucket (`utility.list_buckets`, its block in `featurise`; a forest on 2,000 rows
     over the 712 codes present of a 5,000-code list peaked at 1.6 GB, every leaf storing every class; 0.38 GB over
     the 64 buckets)."""
     if col.kind in NUMERIC_KINDS:
@@ -68,8 +68,8 @@ def _labels(frame: pd.DataFrame, col: Any, label: str) -> np.ndarray:
                              fix="decode the table with the same public schema.")
         return scale_by_bounds(numeric_values(frame, col), col.lower, col.upper, col.name)
     codes = category_codes(frame, col, label)
-    if one_hot_width(col) < len(col.categories):
-        return np.asarray([hash_bucket(c) for c in col.categories])[codes]
+    if (buckets := list_buckets(col)) is not None:
+        return buckets.bucket[codes]
     return codes
 
 

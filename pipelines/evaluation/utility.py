@@ -1,16 +1,14 @@
 """Machine-learning utility: train on synthetic, test on real (TSTR) against train on real (TRTR).
 
 Features come from a schema-driven featuriser (numeric scaled by the schema bounds, categorical
-one-hot over the schema's categories, or over HASH_BUCKETS hashed buckets of them for a long code list, binary 0/1
-by the schema's category order); nothing is learnt from the data. The target is binarised by the schema's category order: the positive class is the
-second category (one-vs-rest when the target has more than two categories).
+one-hot over the schema's categories, or over the buckets of a long code list (pipelines/data/code_lists.py), binary
+0/1 by the schema's category order); nothing is learnt from the data. The target is binarised by the schema's
+category order: the positive class is the second category (one-vs-rest when the target has more than two categories).
 
 These metrics read real rows (training and test), so they are not covered by the DP guarantee.
 """
 from __future__ import annotations
 
-import hashlib
-from functools import cache
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,6 +21,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from pipelines.data.code_lists import CodeBuckets, is_long
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
 from pipelines.progress import Steps
@@ -32,28 +31,26 @@ MODELS: dict[str, Callable[[int], ClassifierMixin]] = {
     "random_forest": lambda seed: RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=2),
     "gradient_boosting": lambda seed: HistGradientBoostingClassifier(random_state=seed),
 }
-HASHED_ABOVE = 100   # a categorical column of more categories is featurised by hashed buckets (`featurise`)
-HASH_BUCKETS = 64
 
 
-@cache
-def hash_bucket(category: Any) -> int:
-    """A category's bucket: the first 8 bytes of sha256 of its text, mod HASH_BUCKETS (public, data-independent)."""
-    return int.from_bytes(hashlib.sha256(str(category).encode()).digest()[:8], "big") % HASH_BUCKETS
+def list_buckets(col: Any) -> CodeBuckets | None:
+    """The buckets a long code list is featurised by (`code_lists.CodeBuckets`); None for any other column."""
+    return CodeBuckets(len(col.categories)) if col.kind in CATEGORICAL_KINDS and is_long(len(col.categories)) else None
 
 
 def one_hot_width(col: Any) -> int:
-    """The width of a categorical column's block in `featurise`: its categories, or HASH_BUCKETS above HASHED_ABOVE."""
-    return HASH_BUCKETS if len(col.categories) > HASHED_ABOVE else len(col.categories)
+    """The width of a categorical column's block in `featurise`: its categories, or its buckets for a long list."""
+    buckets = list_buckets(col)
+    return len(col.categories) if buckets is None else buckets.count
 
 
 def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = None) -> np.ndarray:
     """Feature matrix from every schema column except `target`, using schema bounds/categories only.
 
     Numeric -> (x - lower) / (upper - lower) clipped to [0, 1]; categorical -> one-hot over the
-    schema's categories (values outside the list give an all-zero block), or, above HASHED_ABOVE categories (a
-    code list of thousands), one-hot over HASH_BUCKETS buckets of the category's hash (5,000 one-hot columns made
-    one gradient-boosting fit 54 s on 2,000 rows; issue 31); binary -> 1 for the second schema category, else 0.
+    schema's categories (values outside the list give an all-zero block), or, for a long code list (more than
+    `code_lists.LONG_LIST_ABOVE` categories), one-hot over its buckets of consecutive codes (5,000 one-hot columns
+    made one gradient-boosting fit 54 s on 2,000 rows; issue 31); binary -> 1 for the second schema category, else 0.
     """
     blocks = []
     for col in columns:
@@ -71,11 +68,11 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
             blocks.append(scale_by_bounds(x, col.lower, col.upper, col.name)[:, None])
         elif col.kind == "binary":
             blocks.append((values == col.categories[1]).to_numpy(dtype=float)[:, None])
-        elif col.kind in CATEGORICAL_KINDS and one_hot_width(col) == HASH_BUCKETS < len(col.categories):
-            bucket = values.map({c: hash_bucket(c) for c in col.categories}).to_numpy(dtype=float)  # unknown: NaN
-            known = ~np.isnan(bucket)
-            block = np.zeros((len(frame), HASH_BUCKETS))
-            block[np.flatnonzero(known), bucket[known].astype(int)] = 1.0
+        elif (buckets := list_buckets(col)) is not None:
+            code = pd.Categorical(values, categories=list(col.categories)).codes   # unknown: -1
+            known = code >= 0
+            block = np.zeros((len(frame), buckets.count))
+            block[np.flatnonzero(known), buckets.bucket[code[known]]] = 1.0
             blocks.append(block)
         elif col.kind in CATEGORICAL_KINDS:
             blocks.append(np.column_stack([(values == c).to_numpy(dtype=float) for c in col.categories]))

@@ -7,8 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
+from pipelines.data.encoded import RowChunks
 from pipelines.generators.base import Budget
 from pipelines.generators.mst import MST
 from pipelines.generators.params.aim import public_settings
@@ -39,11 +38,11 @@ class AIM(MST):
             return str(self.params["target"])
         return next((b.column for b in self.layout.blocks if b.is_target), None)
 
-    def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
+    def _fit(self, data: RowChunks, streams: Streams) -> Sequence[Event]:
         """Discretise the rows, run AIM's rounds with their noise from `streams`; the actual events (the plan's:
         d one-way Gaussians and the rounds' zCDP filter budget, `pipelines.marginal.aim`)."""
         p, plan = self.params, self.privacy
-        codes = self.discretizer.codes(data)
+        codes = self._code_passes(data)
         work = workload(self.names, self._target(), bool(p["three_way"]))
         report(self.name, 0, plan.rounds)
         self.model, events, log, self.compression = run_aim(

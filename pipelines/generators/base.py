@@ -17,8 +17,10 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from pipelines.data.bins import BinnedEncoding
+from pipelines.data.bins import BinnedEncoding, long_lists
+from pipelines.data.encoded import RowChunks
 from pipelines.data.layout import Layout, project_to_layout
+from pipelines.data.schema import NUMERIC_KINDS
 from pipelines.generators.params.calibration import calibration_params
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
 from pipelines.marginal.calibration import Calibration
@@ -127,11 +129,14 @@ class PrivateGenerator(ABC):
     and `networks` when it has networks, `_state` / `_restore` when it keeps more than networks):
 
       gen = Cls(layout, params, device)        # params over `defaults` (merge_params), then build(); with
-                                               # numeric_encoding: bins the method sees the binned layout
-                                               # (`self.layout`), the table's is `self.table_layout`
+                                               # numeric_encoding: bins or a long code list the method sees
+                                               # the model layout (`self.layout`, BinnedEncoding); the
+                                               # table's is `self.table_layout`
       gen.plan(n̂, budget) -> PrivacyPlan        # pure: public row count and budget only, no side effects
       gen.fit(X, session, budget, noise)       # plan; session.reserve(plan.events) BEFORE X is read;
-                                               # read and check X; _fit(data, streams); session.record(spent)
+                                               # read and check X (or, `reads_in_chunks`, hand `_fit` passes
+                                               # over it, each chunk checked as read); _fit(data, streams);
+                                               # session.record(spent)
       gen.sample(n, rng)                       # _sample, then the layout's one discretiser (exact rows),
                                                # then the DP marginal calibration (below)
       gen.save(dir); Cls.load(dir, device)     # <name>.json (params, layout, plan, state) + <network>.pt
@@ -153,6 +158,7 @@ class PrivateGenerator(ABC):
     defaults: ClassVar[dict[str, Any]]        # set from the params module (`__init_subclass__`)
     phases: ClassVar[tuple[str, ...]] = ("",)  # training phases with their own steps / epochs (merge_params)
     input_note: ClassVar[str] = ""              # why encoded values must lie in [0, 1] (check_encoded's message)
+    reads_in_chunks: ClassVar[bool] = False     # `_fit` gets `RowChunks` (passes over row groups), not one matrix
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A method class names itself (`name`); its DEFAULTS and `check_params` are those of its parameters module
@@ -168,7 +174,7 @@ class PrivateGenerator(ABC):
         self.device = device
         self.params = merge_params(self.name, self.defaults, params, self.phases)
         self.check_params(self.params)
-        self.encoding = self._numeric_encoding()
+        self.encoding = self._model_encoding()
         if self.encoding is not None:
             self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
@@ -233,7 +239,7 @@ class PrivateGenerator(ABC):
             self.plan(len(X), budget or Budget(p["epsilon"], STANDALONE_DELTA))
         plan = self.privacy
         session.reserve(list(plan.events))
-        data = self._read(X)
+        data = RowChunks(X, self._check) if self.reads_in_chunks else self._read(X)
         source = (noise or NoiseSource()).overridden(p["noise_seed"]).bound(
             plan=plan.to_dict(), **runtime_facts(self.device, session))
         streams = source.streams(plan.private, int(p["seed"]))
@@ -250,16 +256,25 @@ class PrivateGenerator(ABC):
     def _read(self, X: Any) -> np.ndarray:
         """X as float32 rows of the layout's width in [0, 1] (its row count is private: not checked)."""
         data = np.asarray(X, dtype=np.float32)
-        check_encoded(self.name, self.table_layout, data, self.input_note)
+        self._check(data)
         return data
 
-    def _numeric_encoding(self) -> BinnedEncoding | None:
-        """`numeric_encoding: bins` (params/encoding.py): the public map from the table's layout to the binned
-        layout the method trains on (`pipelines.data.bins.BinnedEncoding`, no budget: its plan, networks and
-        sensitivities are all for that layout); None for `scaled` or a generator without the parameter."""
-        if self.params.get("numeric_encoding", "scaled") == "scaled":
+    def _check(self, rows: np.ndarray) -> None:
+        """`check_encoded` for this generator's table layout (a whole matrix, or each chunk as it is read)."""
+        check_encoded(self.name, self.table_layout, rows, self.input_note)
+
+    def _model_encoding(self) -> BinnedEncoding | None:
+        """The public map from the table's layout to the layout the method trains on (`BinnedEncoding`, no budget:
+        the plan, networks and sensitivities are all for that layout) under the encoding params (params/encoding.py):
+        `numeric_encoding: bins` bins the numeric columns, `code_lists: buckets` buckets the long code lists; None
+        when neither applies (scaled numerics, no long list, or a generator without the parameters)."""
+        bins = self.params.get("numeric_encoding", "scaled") == "bins"
+        lists = self.params.get("code_lists") == "buckets" and bool(long_lists(self.table_layout))
+        if not (bins or lists):
             return None
-        return BinnedEncoding(self.table_layout, int(self.params["numeric_bins"]), self._scaled_columns())
+        numeric = {b.column for b in self.table_layout.blocks if b.kind in NUMERIC_KINDS}
+        scaled = self._scaled_columns() if bins else numeric
+        return BinnedEncoding(self.table_layout, int(self.params["numeric_bins"]), scaled, code_lists=lists)
 
     def uncalibrated_columns(self) -> set[str]:
         """Columns whose marginals the calibration must not measure nor match (none by default): a method that

@@ -11,13 +11,14 @@ domain compression). Design, derivations and evidence: docs/aim-mst.md.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pipelines.data.bins import Discretizer
+from pipelines.data.encoded import RowChunks
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
@@ -33,6 +34,7 @@ class MST(PrivateGenerator):
     next to <name>.json."""
 
     name = "mst"
+    reads_in_chunks = True   # counts its marginals a row chunk at a time (`run_mst`'s two passes)
     phases = ()                                # no training loop: no steps or epochs
     input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
 
@@ -62,9 +64,9 @@ class MST(PrivateGenerator):
         """`plan_mst` for the layout's columns: data-independent (schema and ε, δ only)."""
         return plan_mst(len(self.names), budget.epsilon, budget.delta, n_rows=n_rows)
 
-    def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
+    def _fit(self, data: RowChunks, streams: Streams) -> Sequence[Event]:
         """Discretise the rows, run the mechanism with its noise from `streams`; the actual events."""
-        codes = self.discretizer.codes(data)
+        codes = self._code_passes(data)
         report(self.name, 0, 1)
         self.model, events, edges, self.compression = run_mst(
             codes, self.discretizer.shape, self.names, self.privacy, streams.numpy(f"{self.name}:mechanism"),
@@ -72,6 +74,11 @@ class MST(PrivateGenerator):
         self.structure = {"edges": [[self.names[i], self.names[j]] for i, j in edges]}
         report(self.name, 1, 1)
         return events
+
+    def _code_passes(self, data: RowChunks) -> Callable[[], Iterator[np.ndarray]]:
+        """Passes over the training rows' integer codes (`Discretizer.codes`), one row chunk at a time: the rows are
+        never held whole (`reads_in_chunks`), the mechanism counts its marginals chunk by chunk."""
+        return lambda: (self.discretizer.codes(chunk) for chunk in data)
 
     def _jax_device(self) -> str:
         return "cuda" if self.device == "cuda" else "cpu"

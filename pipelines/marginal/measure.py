@@ -11,7 +11,8 @@ are integers (returned as float64 for the estimators).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Union
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from pipelines.privacy.mechanisms import discrete_gaussian_mechanism
 
 COUNT_L2_SENSITIVITY = 1.0
 COUNT_SENSITIVITY = 1          # one cell moves by one (module docstring)
+
+
+Codes = Union[np.ndarray, Callable[[], Iterable[np.ndarray]]]   # the rows' codes: a matrix, or a pass over chunks
 
 
 def marginal(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
@@ -32,17 +36,34 @@ def marginal(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> 
     return np.bincount(flat, minlength=int(np.prod(dims))).reshape(dims).astype(np.float64)
 
 
+def chunk_passes(codes: Codes) -> Callable[[], Iterable[np.ndarray]]:
+    """A pass over the rows' code chunks per call: a matrix is one chunk; a callable (a reader of the training
+    table in row groups, `pipelines.data.encoded.RowChunks`) is called for each pass."""
+    return (lambda: (codes,)) if isinstance(codes, np.ndarray) else codes
+
+
+def marginals(chunks: Iterable[np.ndarray], shape: Sequence[int],
+              cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+    """The counts (`marginal`) of every clique, in ONE pass over the code chunks: each chunk's counts added to the
+    totals, so memory is the cliques' cells and one chunk, whatever the number of rows (float64 sums of integer
+    counts: exact below 2^53)."""
+    cliques = list(dict.fromkeys(tuple(int(c) for c in q) for q in cliques))
+    totals = {q: np.zeros(tuple(int(shape[c]) for c in q)) for q in cliques}
+    for chunk in chunks:
+        for q in cliques:
+            totals[q] += marginal(chunk, shape, q)
+    return totals
+
+
 def measurement_event(sigma: float, query: str = "") -> DiscreteGaussianEvent:
     """The event of one `measure` at σ: DiscreteGaussianEvent(σ, 1, 1, `query`) (module docstring)."""
     return DiscreteGaussianEvent(float(sigma), COUNT_SENSITIVITY, 1, query)
 
 
-def measure(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int], sigma: float,
-            rng: np.random.Generator | None,
+def measure(exact: np.ndarray, sigma: float, rng: np.random.Generator | None,
             query: str = "") -> tuple[np.ndarray, DiscreteGaussianEvent | NonPrivateEvent]:
-    """M_clique(D) + N_ℤ(0, σ²) per cell (exact discrete Gaussian) with its `measurement_event`; σ = 0 (ε = inf)
-    returns the exact counts and a NonPrivateEvent."""
-    exact = marginal(codes, shape, clique)
+    """M_clique(D) + N_ℤ(0, σ²) per cell (exact discrete Gaussian) with its `measurement_event`, for the exact counts
+    `exact` = M_clique(D) (`marginal`, `marginals`); σ = 0 (ε = inf) returns them and a NonPrivateEvent."""
     if sigma == 0:
         return exact, NonPrivateEvent("epsilon: inf")
     event = measurement_event(sigma, query)

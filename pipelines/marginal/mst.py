@@ -28,7 +28,7 @@ import numpy as np
 
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
-from pipelines.marginal.measure import marginal, measure, measurement_event
+from pipelines.marginal.measure import Codes, chunk_passes, marginals, measure, measurement_event
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import BOUNDED_RANGE, Event, NonPrivateEvent, PureEpsilonEvent
@@ -69,15 +69,16 @@ def plan_mst(d: int, epsilon: float, delta: float, *, n_rows: int) -> MSTPlan:
                    epsilon_select=2.0 / (s * math.sqrt(d - 1)), d=d)
 
 
-def select_tree(codes: np.ndarray, shape, names, model, epsilon: float, rng, progress=None):
-    """The d - 1 noisy maximum-spanning-tree edges (column index pairs) and their selection events."""
+def select_tree(pairs: dict[tuple[int, ...], np.ndarray], names, model, epsilon: float, rng):
+    """The d - 1 noisy maximum-spanning-tree edges (column index pairs) and their selection events, from the exact
+    2-way counts `pairs` of every pair (i < j)."""
     d = len(names)
     one = [est.project(model, (n,)) for n in names]
     total = max(float(sum(one[0].ravel())), 1e-12)
     weights = {}
     for i, j in combinations(range(d), 2):
         indep = np.outer(one[i], one[j]) / total
-        weights[(i, j)] = l1_score(marginal(codes, shape, (i, j)), indep)
+        weights[(i, j)] = l1_score(pairs[(i, j)], indep)
     parent = list(range(d))
 
     def root(a):
@@ -97,31 +98,35 @@ def select_tree(codes: np.ndarray, shape, names, model, epsilon: float, rng, pro
     return edges, events
 
 
-def run_mst(codes: np.ndarray, shape, names, plan: MSTPlan, rng, iters: int = 2000, device: str = "cpu",
+def run_mst(codes: Codes, shape, names, plan: MSTPlan, rng, iters: int = 2000, device: str = "cpu",
             progress=None, compress_above: int | None = None):
-    """Run MST on integer codes under `plan` (its n̂ the estimation's total unless the measurements contradict
-    it), on the domain its 1-way measurements compress (`Compression`, columns above `compress_above` cells);
-    returns (model on that domain, actual events, selected edges, the compression)."""
-    d = len(names)
+    """Run MST on integer codes (a matrix, or passes over chunks of it: `measure.chunk_passes`) under `plan` (its n̂
+    the estimation's total unless the measurements contradict it), on the domain its 1-way measurements compress
+    (`Compression`, columns above `compress_above` cells); returns (model on that domain, actual events, selected
+    edges, the compression). The rows are read in two passes: the 1-way counts, then every pair's on the
+    compressed domain (`measure.marginals`)."""
+    d, chunks = len(names), chunk_passes(codes)
+    counts = marginals(chunks(), shape, [(i,) for i in range(d)])
     one_way, events = [], []
     for i in range(d):
-        y, ev = measure(codes, shape, (i,), plan.sigma_1way, rng, query=f"1-way {names[i]}")
+        y, ev = measure(counts[(i,)], plan.sigma_1way, rng, query=f"1-way {names[i]}")
         one_way.append(y)
         events.append(ev)
     compression = Compression.from_one_way(one_way, plan.sigma_1way, compress_above)
-    codes, shape = compression.codes(codes), compression.shape
+    shape = compression.shape
+    pairs = marginals((compression.codes(c) for c in chunks()), shape, combinations(range(d), 2))
     dom = est.domain(names, shape, device)
     meas = []
     for i, y in enumerate(one_way):
         y, weights = compression.one_way(i, y)
         meas.append(((names[i],), y, plan.sigma_1way, weights))
     one_way = est.estimate(dom, meas, plan.n_rows, max(100, iters // 10), device=device)
-    edges, sel_events = select_tree(codes, shape, names, one_way, plan.epsilon_select, rng)
+    edges, sel_events = select_tree(pairs, names, one_way, plan.epsilon_select, rng)
     events += sel_events
     if progress:
         progress(f"mst: tree {[(names[i], names[j]) for i, j in edges]}")
     for i, j in edges:
-        y, ev = measure(codes, shape, (i, j), plan.sigma_2way, rng, query=f"2-way {names[i]} x {names[j]}")
+        y, ev = measure(pairs[(i, j)], plan.sigma_2way, rng, query=f"2-way {names[i]} x {names[j]}")
         meas.append(((names[i], names[j]), y, plan.sigma_2way))
         events.append(ev)
     model = est.estimate(dom, meas, plan.n_rows, iters, device=device)

@@ -3,9 +3,9 @@
 Gower (1971): d(x, y) = (1/p) Σ_j d_j, with d_j = |x_j − y_j| / (upper_j − lower_j) for a numeric column
 (schema bounds, clipped) and d_j = 1[x_j ≠ y_j] for a categorical or binary one, so d ∈ [0, 1]. It is the L1
 distance of ``utility.featurise`` rows with each one-hot block halved (two different one-hot vectors are at L1
-distance 2), divided by p. Nothing is learnt from the data. A code list of more than `utility.HASHED_ABOVE`
-categories is featurised by hashed buckets, so two of its codes that share a bucket (1 in 64 for two codes) count as
-equal: an approximation of d_j on such a column only.
+distance 2), divided by p. Nothing is learnt from the data. A long code list (more than
+`code_lists.LONG_LIST_ABOVE` categories) is featurised by its buckets of consecutive codes, so two of its codes
+that share a bucket count as equal: an approximation of d_j on such a column only.
 """
 from __future__ import annotations
 
