@@ -48,7 +48,10 @@ def test_the_bundled_flights_example_releases_every_kind(tmp_path: Path):
     from tasks.train import train
     root = make_root(tmp_path, {"dataset": {"name": "flights", "source": "bundled:flights"}, "generators": ["aim"],
                                 "weights": {"generators": []}, "release": {"select": "auto", "non_dp_gates": "advise"},
-                                "evaluate": {"kway_subsets": 10, "attacks": {"n_attacks": 100}}})
+                                "evaluate": {"max_rows": 1000, "ot_max_rows": 500, "kway_subsets": 10,
+                                             "mmd_permutations": 50, "detection_max_rows": 500,
+                                             "classifier_max_rows": 1000, "range_queries": 200,
+                                             "attacks": {"n_attacks": 100, "max_rows": 500, "bootstrap": 50}}})
     run_stages(root, "budget")
     report = json.loads((root / "reports/flights/validation.json").read_text())
     assert report["rows_in"] == report["rows_out"] == 3000
