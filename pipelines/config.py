@@ -157,7 +157,10 @@ SCORECARD_DEFAULTS: dict[str, Any] = {
 SCORECARD_NULLABLE = ("mmd_max_rows", "detection_max_rows", "classifier_max_rows")
 # `evaluate.attacks:` (pipelines/evaluation/attacks/suite.py; every random choice seeded by evaluate.seed)
 ATTACKS_DEFAULTS: dict[str, Any] = {
-    "max_rows": 2000,                 # members and non-members per membership/inference attack (each)
+    "max_rows": 2000,                 # members and non-members per membership/inference attack (each), and the
+                                      # disclosure sets' size
+    "pool_max_rows": 50000,           # synthetic rows the attacks search, training rows the copies' DCR searches,
+                                      # holdout reference rows (seeded samples above it; Adult is under it)
     "bootstrap": 200,                 # bootstrap resamples of the membership AUC interval
     "n_attacks": 500,                 # targets (linkability, inference) or queries (singling out) per attack
     "singling_out_columns": 3,        # predicates per multivariate singling-out query
@@ -224,6 +227,8 @@ WEIGHT_ESTIMATOR_DEFAULTS: dict[str, Any] = {
                                 # at the default weights ε ≈ 0.22 on 455 rows, 10 gave k̂ 4.3-6.0 (ESS ≈ 1),
                                 # 3 gave k̂ −0.10-0.15 (ESS 257-409; docs/importance-weights.md)
     "batch_size": 64,           # L: expected lot size, q = L / (N_D + N_G)
+    "max_steps": 5000,          # T ≤ this (null: no cap), so a large table's weights cost what Adult's do (its
+                                # 39,074 + 39,074 rows give T = 3,663); a capped T makes fewer passes
     "clip_norm": 1.0,           # C
     "lr": 0.05,
     "momentum": 0.9,
@@ -240,7 +245,7 @@ def section_models() -> dict[str, type[Section]]:
     evaluate = section_model("Evaluate", {**EVALUATE_DEFAULTS, **SCORECARD_DEFAULTS},
                              EVALUATE_NULLABLE + SCORECARD_NULLABLE, seed=(StrictInt, None),
                              n_samples=(StrictInt | None, None), attacks=(attacks | None, None))
-    weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS},
+    weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS}, ("max_steps",),
                             epsilon=(OptionalEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None),
                             generators=(Literal[SELECTED] | list[StrictStr], None))
     return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": evaluate,
@@ -480,8 +485,8 @@ def attack_ranges(raw: dict[str, Any] | None) -> dict[str, Any]:
     names are checked against the schema by `attacks.suite.settings`)."""
     section = "evaluate.attacks"
     s = {**ATTACKS_DEFAULTS, **check_section(section, raw)}
-    for key, least in (("max_rows", 1), ("bootstrap", 20), ("n_attacks", 1), ("singling_out_columns", 1),
-                       ("neighbours", 1)):
+    for key, least in (("max_rows", 1), ("pool_max_rows", 1), ("bootstrap", 20), ("n_attacks", 1),
+                       ("singling_out_columns", 1), ("neighbours", 1)):
         if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
             raise fail(PARAMS_FILE, f"{section}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
                        f"set it to {ATTACKS_DEFAULTS[key]}.")
@@ -540,7 +545,8 @@ def weight_settings(params: dict[str, Any]) -> dict[str, Any]:
                    f"{s['estimator']} privatises only the released weights, so scoring other rows would leak the "
                    f"non-private classifier.", "set 'weights.calibration: null' or use priv_mlp, beta_noised or "
                    "discriminator.")
-    for key, (rule, ok) in WEIGHT_RANGES.items():
+    ranges = {**WEIGHT_RANGES, **({} if s["max_steps"] is None else {"max_steps": AT_LEAST_ONE})}  # null: no cap
+    for key, (rule, ok) in ranges.items():
         if not ok(s[key]):
             raise fail(file, f"weights.{key}", f"must be {rule}, got {s[key]!r}.",
                        f"set 'weights.{key}: {(WEIGHTS_STAGE_DEFAULTS | WEIGHT_ESTIMATOR_DEFAULTS)[key]}' "

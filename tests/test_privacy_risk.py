@@ -15,7 +15,7 @@ from pipelines.evaluation.attacks.disclosure import copies, impute, presence_at_
 from pipelines.evaluation.attacks.distance import gower_features, nearest
 from pipelines.config import risk_thresholds as thresholds
 from pipelines.evaluation.attacks.gates import family_z, risk_gates
-from pipelines.evaluation.attacks.membership import attack_roc, auc, kde_log_density
+from pipelines.evaluation.attacks.membership import attack_roc, auc, kde_log_density, split_targets
 from pipelines.evaluation.attacks.suite import privacy_risk, settings
 
 NUM = Column("x", "continuous", 0.0, 10.0)
@@ -100,7 +100,7 @@ def test_knn_imputation_means_numeric_and_votes_categorical():
 def test_exact_matches_and_near_duplicates_hand_computed():
     train = pd.DataFrame({"x": [1.0, 5.0], "c": ["a", "b"]})
     synth = pd.DataFrame({"x": [1.0, 5.05, 9.0, 5.0], "c": ["a", "b", "c", "a"]})
-    out = copies(train, synth, train.iloc[:1], [NUM, CAT], 0.01, None, np.random.default_rng(0))
+    out = copies(train, synth, train.iloc[:1], [NUM, CAT], 0.01, None, None, np.random.default_rng(0))
     assert out["exact_match_rate"] == 0.25 and out["holdout_exact_match_rate"] == 1.0
     assert out["near_duplicate_rate"] == 0.5  # 5.05 is 0.005/2 = 0.0025 from (5.0, b)
 
@@ -180,6 +180,26 @@ def leak_and_fresh(bc_raw, bc_schema):
     s = settings({"n_attacks": 200, "bootstrap": 100, "secret": "mean_texture"}, bc_schema)
     return {name: privacy_risk(train, synth, holdout, bc_schema, s, 0)
             for name, synth in (("leak", train.reset_index(drop=True)), ("fresh", fresh))}
+
+
+def test_the_row_caps_bound_what_the_attacks_search_and_the_copy_count_reads_every_row(bc_raw, bc_schema):
+    """`max_rows` caps the disclosure sets and the targets, `pool_max_rows` the synthetic rows the attacks search and
+    the training rows the copies' DCR searches (issue 32); the exact-copy count still reads every synthetic row."""
+    rows = bc_raw.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    train, holdout = rows.iloc[:280], rows.iloc[280:420]
+    s = settings({"n_attacks": 50, "bootstrap": 20, "max_rows": 30, "pool_max_rows": 100,
+                  "disclosure_fraction": 0.5}, bc_schema)
+    out = privacy_risk(train, train.reset_index(drop=True), holdout, bc_schema, s, 0)   # S copies every row
+    assert out["disclosure"]["set_size"] == 30 and out["membership"]["n_members"] == 30  # not 140 or 70
+    assert out["copies"]["exact_match_counts"]["synthetic"] == [280, 280]
+    # 30 copies' DCR to a 100-row sample of the 280 training rows: 0 for about 100/280 of them, not for all
+    assert 0.1 < out["copies"]["near_duplicate_rate"] < 0.7
+    whole, capped = (split_targets(train, holdout, 30, np.random.default_rng(0), cap) for cap in (None, 100))
+    assert len(whole.reference) == 110 and len(capped.reference) == 100      # 140 holdout rows less 30 non-members
+    assert whole.members.equals(capped.members) and whole.non_members.equals(capped.non_members)
+    assert set(capped.reference.index) < set(whole.reference.index)
+    with pytest.raises(InputError, match=r"evaluate\.attacks\.pool_max_rows.*Fix:"):
+        settings({"pool_max_rows": 0}, bc_schema)
 
 
 def test_planted_leak_fails_every_risk_gate(leak_and_fresh):

@@ -12,6 +12,7 @@ from pipelines.data.schema import Column
 from pipelines.errors import InputError
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.noise import NoiseSource
+from pipelines.evaluation.attacks.distance import gower_features, nearest, within
 from pipelines.privacy.release_test import near_counts, planned_event, release_test, split_weights, threshold
 
 COLUMNS = [*(Column(name=f"x{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(4)),
@@ -85,6 +86,32 @@ def test_one_record_moves_the_statistic_by_at_most_the_sensitivity():
     for i in (0, 49):
         moves.append(z(train, holdout.drop(holdout.index[i])))
     assert max(abs(m - base) for m in moves) == 4
+
+
+WIDE = [Column(name=f"z{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(40)]
+
+
+@pytest.mark.parametrize("columns, radius", [
+    (COLUMNS, RADIUS),                                                   # one pattern coordinate + a KD-tree
+    ([*COLUMNS, *WIDE[:20]], 1 / 25),                                    # a mismatch (1/25) at the radius
+    ([*COLUMNS, *WIDE], 0.01)])                                          # 45 features: every pair
+def test_within_answers_as_every_pair_does(columns, radius):
+    """`within` (the release test's count) against the all-pairs nearest distance it replaces, on rows at the radius
+    exactly, just inside and just outside it, copies, and rows that differ only in the category."""
+    rng = np.random.default_rng(3)
+    names = [c.name for c in columns]
+    pool = pd.DataFrame({n: rng.uniform(0, 1, 300).round(3) for n in names if n != "y"}).assign(
+        y=rng.choice(["a", "b", "c"], 300))[names]
+    step = radius * len(columns)                       # a numeric difference of `step` is a Gower distance `radius`
+    near = pool.iloc[:60].copy()
+    near.loc[near.index[:20], "x0"] = (near["x0"].iloc[:20] + step * np.array([1.0, 0.999, 1.001, 0.5] * 5)).clip(0, 1)
+    near.loc[near.index[20:40], "y"] = near["y"].iloc[20:40].map({"a": "b", "b": "c", "c": "a"})
+    far = pool.iloc[60:120].assign(**{f"x{j}": (lambda f, j=j: (f[f"x{j}"] + 0.5) % 1) for j in range(4)})
+    targets = pd.concat([near, far], ignore_index=True)
+    t, s_ = gower_features(targets, columns), gower_features(pool, columns)
+    expected = nearest(t, s_)[0][:, 0] <= radius + 1e-12
+    assert 20 < expected.sum() < len(targets) - 20
+    np.testing.assert_array_equal(within(t, s_, radius + 1e-12, columns), expected)
 
 
 def test_a_table_that_copies_its_training_rows_is_refused_and_a_fresh_one_passes():

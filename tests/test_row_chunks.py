@@ -45,7 +45,7 @@ def test_an_encoded_table_is_read_in_its_row_groups_and_each_chunk_is_checked(tm
     assert [len(c) for c in chunks] == [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 10] and table.reads == 1
     np.testing.assert_array_equal(np.concatenate(chunks), np.asarray(rows, dtype=np.float32))
     seen = []
-    assert sum(len(c) for c in RowChunks(table, lambda c: seen.append(len(c)))) == len(rows) and len(seen) == 3
+    assert sum(len(c) for c in RowChunks(table, lambda c: seen.append(len(c)), ROW_GROUP_ROWS)) == len(rows) and len(seen) == 3
     bad = rows.copy()
     bad[-1, 4] = 1.5                                                     # column c, in the last chunk only
     (tmp_path / "bad").mkdir()
@@ -56,13 +56,12 @@ def test_an_encoded_table_is_read_in_its_row_groups_and_each_chunk_is_checked(tm
 
 @pytest.mark.parametrize("name, params", [("mst", {"n_bins": 4, "iters": 50}),
                                           ("aim", {"n_bins": 4, "iters": 30, "max_rounds": 3, "final_iters": 30})])
-def test_mst_and_aim_fit_the_same_model_from_row_groups_as_from_the_whole_matrix(name, params, tmp_path: Path,
-                                                                                  monkeypatch):
+def test_mst_and_aim_fit_the_same_model_from_row_groups_as_from_the_whole_matrix(name, params, tmp_path: Path):
     rows = toy_rows(3000)
     samples = []
     for chunk_rows in (ROW_GROUP_ROWS, 256):                             # one chunk; 12 chunks
-        monkeypatch.setattr(RowChunks.__init__, "__defaults__", (chunk_rows,))
         gen = make_generator(name, LAYOUT, {**params, "noise_seed": 4}, "cpu")
+        gen.chunk_rows = chunk_rows
         gen.fit(encoded_table(tmp_path, rows), Session(), Budget(1.0, 1e-5))
         samples.append(gen.sample(500, 2))
     np.testing.assert_array_equal(samples[0], samples[1])

@@ -14,7 +14,7 @@ from pipelines.data.schema import Column
 from pipelines.evaluation.association import association_matrix, correlation_ratio, cramers_v
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.joint import FOREST, detection_auc, mmd_test, table_wasserstein1
-from pipelines.evaluation.queries import column_arrays, random_range_queries, range_query_answer, range_query_error
+from pipelines.evaluation.queries import query_arrays, random_range_queries, range_query_answer, range_query_error
 from pipelines.config import SCORECARD_DEFAULTS as DEFAULTS
 from pipelines.evaluation.scorecard import scorecard
 from pipelines.evaluation.utility import MODELS
@@ -80,8 +80,11 @@ def test_range_query_answers_and_errors_hand_computed():
     synth = pd.DataFrame({"x": [0.1, 0.9, 0.9, 0.9], "b": ["yes", "yes", "yes", "yes"]})
     cols = [X, DEPENDENT[2]]
     query = [(X, (0.0, 0.5)), (DEPENDENT[2], ("yes",))]
-    assert range_query_answer(column_arrays(real, cols), query) == 0.5    # 0.2 and 0.3
-    assert range_query_answer(column_arrays(synth, cols), query) == 0.25  # 0.1
+    assert range_query_answer(query_arrays(real, cols), query) == 0.5    # 0.2 and 0.3
+    assert range_query_answer(query_arrays(synth, cols), query) == 0.25  # 0.1
+    outside = pd.DataFrame({"x": [0.1, 0.1], "b": ["maybe", "yes"]})     # a value outside the schema's list: code −1
+    assert range_query_answer(query_arrays(outside, cols), query) == 0.5
+    assert range_query_answer(query_arrays(outside, cols), [(DEPENDENT[2], ("no",))]) == 0.0
     out = range_query_error(real, real, synth, cols, 50, 2, 0)
     assert out["mean_error"] == 0.0 and out["holdout_reference_mean_error"] > 0
 

@@ -283,7 +283,7 @@ def _copy_gate(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, 
     risk = {"outside_dp": "real rows", "anonymeter": {},
             "membership": {a: {"auc": 0.5, "auc_se": 0.01, "auc_ci95": [0.48, 0.52], "tpr_at_1pct_fpr": 0.01}
                            for a in ("domias", "dcr")},
-            "copies": copies(train, synth, holdout, LOW_CARD, 0.01, 200, rng)}
+            "copies": copies(train, synth, holdout, LOW_CARD, 0.01, 200, None, rng)}
     return next(g for g in risk_gates(risk, t) if g.name == "exact_copies")
 
 

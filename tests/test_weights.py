@@ -57,6 +57,11 @@ def test_plans_follow_the_closed_forms():
     q, steps = 64 / 200, math.ceil(3 / (64 / 200))  # the default 3 epochs
     assert (mlp.details["sample_rate"], mlp.details["steps"]) == (q, steps)
     assert epsilon_pld(mlp.events, DELTA) == pytest.approx(2.0, rel=0.01)
+    # a million rows a side: 3 epochs would be 3·2,000,000/64 = 93,750 steps; max_steps (5,000) caps T, and the
+    # event the ledger gets is the capped one (null: no cap)
+    big = estimators.plan("priv_mlp", {}, layout, 10**6, 10**6, 2.0, DELTA)
+    assert big.details["steps"] == 5000 and big.events[0].steps == 5000
+    assert estimators.plan("priv_mlp", {"max_steps": None}, layout, 10**6, 10**6, 2.0, DELTA).details["steps"] == 93750
     assert estimators.plan("discriminator", {}, layout, 100, 100, 2.0, DELTA).events == []
     assert isinstance(estimators.plan("logreg", {}, layout, 100, 100, 2.0, DELTA).events[0], NonPrivateEvent)
     with pytest.raises(ValueError, match="cannot release even one weight"):

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from pipelines.errors import InputError
-from pipelines.io import ROW_GROUP_ROWS, read_json, sha256_file
+from pipelines.io import read_json, sha256_file
 
 
 class EncodedTable:
@@ -65,7 +65,7 @@ class RowChunks:
     it is read: an `EncodedTable` from its Parquet row groups (never the whole file), anything else as one matrix
     sliced into chunks. Each iteration is one pass over the rows; np.asarray gives them all at once."""
 
-    def __init__(self, X: Any, check: Callable[[np.ndarray], None], rows: int = ROW_GROUP_ROWS) -> None:
+    def __init__(self, X: Any, check: Callable[[np.ndarray], None], rows: int) -> None:
         self.X, self.check, self.rows = X, check, int(rows)
 
     def __iter__(self) -> Iterator[np.ndarray]:

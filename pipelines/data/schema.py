@@ -27,6 +27,7 @@ ID_KIND = "id"          # a record identifier: never read, released as fresh sur
 DATE_KINDS = ("date", "datetime")   # modelled as days (date) or seconds (datetime) since 1970-01-01 UTC
 KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS + DATE_KINDS + (ID_KIND,)
 EPOCH = datetime.datetime(1970, 1, 1)
+DAY_SECONDS = 86_400
 CALENDAR_BINS = 32      # the finest calendar unit (month, quarter, year) giving at most this many bins
 POLICIES = ("clip", "drop", "fatal")
 # The value `synthrelease init` (pipelines/data/scaffold.py) writes where the steward must write a fact taken
@@ -138,9 +139,14 @@ def epoch_value(value: Any, kind: str) -> float:
     else:
         raise ValueError(f"{value!r} is not a date")
     seconds = (moment - EPOCH).total_seconds()
-    if kind == "date" and seconds % 86400:
+    if kind == "date" and seconds % DAY_SECONDS:
         raise ValueError(f"{value!r} is not a whole day")
-    return seconds / 86400 if kind == "date" else seconds
+    return seconds / (DAY_SECONDS / day_units(kind))  # days, or seconds / 1.0
+
+
+def day_units(kind: str) -> float:
+    """One day in a date column's epoch units (`epoch_value`): 1 (date: days) or 86,400 (datetime: seconds)."""
+    return 1.0 if kind == "date" else float(DAY_SECONDS)
 
 
 def iso(value: float, kind: str) -> str:
@@ -152,14 +158,14 @@ def iso(value: float, kind: str) -> str:
 def calendar_edges(kind: str, lower: float, upper: float) -> tuple[float, ...]:
     """Public bin edges of a date column on calendar boundaries: the starts of months, else quarters, else years
     inside (lower, upper), the finest giving at most CALENDAR_BINS bins (in the column's epoch units)."""
-    unit = 1.0 if kind == "date" else 86400.0
+    unit = day_units(kind)
     first, last = EPOCH + datetime.timedelta(days=lower / unit), EPOCH + datetime.timedelta(days=upper / unit)
     def starts(months: int) -> tuple[float, ...]:
         edges, year, month = [], first.year, 1
         while datetime.datetime(year, month, 1) <= last:
             start = datetime.datetime(year, month, 1)
             if first < start < last:
-                edges.append((start - EPOCH).total_seconds() / 86400 * unit)
+                edges.append((start - EPOCH).total_seconds() / DAY_SECONDS * unit)
             month += months
             year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
         return tuple(edges)
@@ -178,7 +184,7 @@ def gap_column(col: Column, start: Column) -> Column:
     longest gap, is out of domain (clip, drop or fatal, as for any bound)."""
     upper = col.upper - start.lower
     if col.max_gap_days is not None:
-        upper = min(upper, col.max_gap_days * (1.0 if col.kind == "date" else 86400.0))
+        upper = min(upper, col.max_gap_days * day_units(col.kind))
     return replace(col, kind=date_number_kind(col), lower=0.0, upper=upper, after=None, max_gap_days=None)
 
 

@@ -41,17 +41,29 @@ def random_range_queries(columns: Sequence[Any], n_queries: int, k: int, rng: np
 
 
 def range_query_answer(table: dict[str, np.ndarray], query: Query) -> float:
-    """Share of the rows of `table` (``column_arrays``) inside every range of `query`."""
+    """Share of the rows of `table` (``query_arrays``) inside every range of `query`."""
     inside = np.ones(len(next(iter(table.values()))), dtype=bool)
     for col, allowed in query:
         x = table[col.name]
-        inside &= (x >= allowed[0]) & (x <= allowed[1]) if col.kind in NUMERIC_KINDS else np.isin(x, allowed)
+        if col.kind in NUMERIC_KINDS:
+            inside &= (x >= allowed[0]) & (x <= allowed[1])
+        else:  # by category code; the extra last entry is the code −1 of a value outside the schema's list
+            kept = set(allowed)
+            inside &= np.array([c in kept for c in col.categories] + [False])[x]
     return float(inside.mean()) if len(inside) else 0.0
 
 
 def column_arrays(frame: pd.DataFrame, columns: Sequence[Any]) -> dict[str, np.ndarray]:
     """Each schema column of `frame` as one array (numeric as floats), read once for many queries."""
     return {c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS else frame[c.name].to_numpy(dtype=object)
+            for c in columns}
+
+
+def query_arrays(frame: pd.DataFrame, columns: Sequence[Any]) -> dict[str, np.ndarray]:
+    """``column_arrays`` for range queries: a categorical column as its category's index in the schema's list (−1
+    outside it), so a query compares integers, not objects (1,000 queries on 800,000 rows: 170 s as objects)."""
+    return {c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS
+            else pd.Categorical(frame[c.name], categories=list(c.categories)).codes.astype(np.int64)
             for c in columns}
 
 
@@ -62,7 +74,7 @@ def real_answers(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[A
     if len(list(columns)) < k:
         return None
     queries = random_range_queries(columns, n_queries, k, np.random.default_rng(seed))
-    r, t = (column_arrays(f, columns) for f in (train, holdout))
+    r, t = (query_arrays(f, columns) for f in (train, holdout))
     real = np.array([range_query_answer(r, q) for q in queries])
     return {"answers": real.tolist(),
             "holdout_reference": float(np.abs(real - [range_query_answer(t, q) for q in queries]).mean())}
@@ -77,7 +89,7 @@ def range_query_error(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.Data
         return {"skipped": f"the schema has fewer than k = {k} columns"}
     cached = real_answers(train, holdout, columns, n_queries, k, seed) if real is None else real
     queries = random_range_queries(columns, n_queries, k, np.random.default_rng(seed))
-    s = column_arrays(synth, columns)
+    s = query_arrays(synth, columns)
     errors = np.abs(np.asarray(cached["answers"], dtype=float) - [range_query_answer(s, q) for q in queries])
     return {"n_queries": n_queries, "k": k, "mean_error": float(errors.mean()), "max_error": float(errors.max()),
             "holdout_reference_mean_error": cached["holdout_reference"]}

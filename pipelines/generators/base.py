@@ -19,6 +19,7 @@ import numpy as np
 
 from pipelines.data.bins import BinnedEncoding, long_lists
 from pipelines.data.encoded import RowChunks
+from pipelines.io import ROW_GROUP_ROWS
 from pipelines.data.layout import Layout, project_to_layout
 from pipelines.data.schema import NUMERIC_KINDS
 from pipelines.generators.params.calibration import calibration_params
@@ -159,6 +160,7 @@ class PrivateGenerator(ABC):
     phases: ClassVar[tuple[str, ...]] = ("",)  # training phases with their own steps / epochs (merge_params)
     input_note: ClassVar[str] = ""              # why encoded values must lie in [0, 1] (check_encoded's message)
     reads_in_chunks: ClassVar[bool] = False     # `_fit` gets `RowChunks` (passes over row groups), not one matrix
+    chunk_rows: int = ROW_GROUP_ROWS            # rows per chunk when it does (an instance may read smaller chunks)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A method class names itself (`name`); its DEFAULTS and `check_params` are those of its parameters module
@@ -239,7 +241,7 @@ class PrivateGenerator(ABC):
             self.plan(len(X), budget or Budget(p["epsilon"], STANDALONE_DELTA))
         plan = self.privacy
         session.reserve(list(plan.events))
-        data = RowChunks(X, self._check) if self.reads_in_chunks else self._read(X)
+        data = RowChunks(X, self._check, self.chunk_rows) if self.reads_in_chunks else self._read(X)
         source = (noise or NoiseSource()).overridden(p["noise_seed"]).bound(
             plan=plan.to_dict(), **runtime_facts(self.device, session))
         streams = source.streams(plan.private, int(p["seed"]))

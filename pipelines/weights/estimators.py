@@ -93,7 +93,7 @@ def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, 
         return WeightPlan(estimator, n_real, n_synthetic, n_s, [event],
                           {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "gamma": gamma})
     q = min(1.0, float(s["batch_size"]) / n_total)  # priv_mlp: Algorithm 1's q = L / (N_D + N_G)
-    steps = relaxed_dpsgd.steps_for(s["epochs"], q)
+    steps = relaxed_dpsgd.steps_for(s["epochs"], q, s["max_steps"])
     sigma = calibrate_noise_multiplier(epsilon, delta, q, steps)
     return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [PoissonGaussianEvent(sigma, q, steps)],
                       {"sample_rate": q, "steps": steps, "noise_multiplier": sigma, "clip_norm": float(s["clip_norm"])})
@@ -131,7 +131,7 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
     if p.estimator in ("mlp", "priv_mlp"):
         private = p.estimator == "priv_mlp"
         q = p.details["sample_rate"] if private else min(1.0, float(s["batch_size"]) / (p.n_real + p.n_synthetic))
-        steps = p.details["steps"] if private else relaxed_dpsgd.steps_for(s["epochs"], q)
+        steps = p.details["steps"] if private else relaxed_dpsgd.steps_for(s["epochs"], q, s["max_steps"])
         noise = streams(noise_source, s, private).torch("weights:priv_mlp")
         model = relaxed_dpsgd.train_classifier(real, synthetic, s, q, steps,
                                                p.details["noise_multiplier"] if private else 0.0,

@@ -108,6 +108,7 @@ def logits(model: nn.Module, rows: np.ndarray, device: str = "cpu") -> np.ndarra
         return model(torch.as_tensor(rows, dtype=torch.float32, device=device)).squeeze(-1).cpu().double().numpy()
 
 
-def steps_for(epochs: float, sample_rate: float) -> int:
-    """T = ceil(epochs / q): `epochs` passes over the union in expectation."""
-    return int(math.ceil(float(epochs) / sample_rate))
+def steps_for(epochs: float, sample_rate: float, max_steps: int | None) -> int:
+    """T = ceil(epochs / q): `epochs` passes over the union in expectation, at most `max_steps` (None: no cap)."""
+    steps = int(math.ceil(float(epochs) / sample_rate))
+    return steps if max_steps is None else min(steps, int(max_steps))

@@ -85,11 +85,11 @@ def attribute_disclosure_scores(candidates: pd.DataFrame, released: pd.DataFrame
 
 
 def disclosure(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-               fraction: float, k: int, tolerance: float, rng: np.random.Generator) -> dict:
+               fraction: float, max_rows: int | None, k: int, tolerance: float, rng: np.random.Generator) -> dict:
     """Presence and attribute disclosure (thesis §4.3) on three equal real sets of ⌈fraction·|train|⌉ rows
-    (at most half the holdout each)."""
+    (at most half the holdout each, and at most `max_rows`: the sets' cost is their size times S's)."""
     columns = list(columns)
-    size = min(int(np.ceil(fraction * len(train))), len(holdout) // 2)
+    size = min(int(np.ceil(fraction * len(train))), len(holdout) // 2, max_rows or len(train))
     order = rng.permutation(len(holdout))
     p = train.iloc[np.sort(rng.choice(len(train), size, replace=False))]
     t, b = holdout.iloc[np.sort(order[:size])], holdout.iloc[np.sort(order[size:2 * size])]
@@ -117,19 +117,20 @@ def _row_keys(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarray:
 
 
 def copies(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-           near_distance: float, max_rows: int | None, rng: np.random.Generator) -> dict:
+           near_distance: float, max_rows: int | None, pool_max_rows: int | None, rng: np.random.Generator) -> dict:
     """Exact-match rate (synthetic rows equal to a training row in every column) and near-duplicate rate
     (Gower distance to the closest training record, DCR, ≤ `near_distance`), with the same rates for the real
     holdout as the baseline a fresh sample of the population gets, and both as counts [matches, rows] (the
-    copy gate's interval); DCR quantiles of both (on at most `max_rows` seeded rows each). DCR is reported,
-    never gated on alone."""
+    copy gate's interval); DCR quantiles of both (on at most `max_rows` seeded rows each, to a seeded sample of at
+    most `pool_max_rows` training rows, drawn after them). DCR is reported, never gated on alone."""
     keys = set(_row_keys(train, columns).tolist())
     counts = {name: [int(sum(k in keys for k in _row_keys(f, columns))), len(f)]
               for name, f in (("synthetic", synth), ("holdout", holdout))}
     exact = {name: k / n if n else 0.0 for name, (k, n) in counts.items()}
-    pool = gower_features(train, columns)
-    dcr = {name: nearest(gower_features(f.iloc[row_sample(len(f), max_rows, rng)], columns), pool)[0][:, 0]
-           for name, f in (("synthetic", synth), ("holdout", holdout))}
+    targets = {name: f.iloc[row_sample(len(f), max_rows, rng)]
+               for name, f in (("synthetic", synth), ("holdout", holdout))}
+    pool = gower_features(train.iloc[row_sample(len(train), pool_max_rows, rng)], columns)
+    dcr = {name: nearest(gower_features(f, columns), pool)[0][:, 0] for name, f in targets.items()}
     return {"exact_match_rate": exact["synthetic"], "holdout_exact_match_rate": exact["holdout"],
             "exact_match_counts": counts,
             "near_duplicate_distance": near_distance,

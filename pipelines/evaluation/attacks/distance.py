@@ -13,17 +13,28 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.neighbors import NearestNeighbors
+from sklearn.neighbors import KDTree, NearestNeighbors
 
 from pipelines.evaluation.fidelity import NUMERIC_KINDS
 from pipelines.evaluation.utility import featurise, one_hot_width
 
+KD_TREE_MAX_DIM = 40  # features above which `within` compares every pair (a KD-tree prunes little in more dimensions)
+
 
 def gower_features(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarray:
-    """Rows whose L1 distance divided by len(columns) is the Gower distance (module docstring)."""
-    weights = np.concatenate([np.ones(1) if c.kind in NUMERIC_KINDS or c.kind == "binary"
-                              else np.full(one_hot_width(c), 0.5) for c in columns])
-    return featurise(frame, columns) * weights / max(len(columns), 1)
+    """Rows whose L1 distance is the Gower distance (module docstring): the featurised row, each one-hot block
+    halved, divided by len(columns)."""
+    return featurise(frame, columns) * feature_weights(columns) / max(len(columns), 1)
+
+
+def one_hot(col: Any) -> bool:
+    """Whether `featurise` gives the column a one-hot block (categorical), not one feature (numeric, binary)."""
+    return not (col.kind in NUMERIC_KINDS or col.kind == "binary")
+
+
+def feature_weights(columns: Sequence[Any]) -> np.ndarray:
+    """Each featurised column's Gower weight: 1 for a numeric or binary column, 0.5 in a one-hot block."""
+    return np.concatenate([np.full(one_hot_width(c), 0.5) if one_hot(c) else np.ones(1) for c in columns])
 
 
 def nearest(targets: np.ndarray, pool: np.ndarray, k: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -31,3 +42,36 @@ def nearest(targets: np.ndarray, pool: np.ndarray, k: int = 1) -> tuple[np.ndarr
     (the Gower distance on ``gower_features`` rows), nearest first."""
     nn = NearestNeighbors(n_neighbors=k, metric="manhattan", algorithm="brute", n_jobs=1).fit(pool)
     return nn.kneighbors(targets)
+
+
+def within(targets: np.ndarray, pool: np.ndarray, radius: float, columns: Sequence[Any]) -> np.ndarray:
+    """Whether each `targets` row has a `pool` row at L1 distance ≤ `radius` (`gower_features` rows of `columns`),
+    exactly as `nearest(targets, pool)[0][:, 0] <= radius` but without its all-pairs cost.
+
+    Two rows that differ in a categorical column are at least 1/p apart (p = len(columns): two one-hot entries of
+    0.5/p each). When that exceeds `radius`, only rows equal on every one-hot block can be within it, so each row's
+    one-hot pattern becomes one coordinate, the pattern's index (distinct patterns are ≥ 1 > radius apart), beside the
+    other features, and a KD-tree answers the radius queries exactly (rows of one pattern add an exact 0 to the L1
+    sum). Otherwise, or above KD_TREE_MAX_DIM features, every pair is compared."""
+    if len(targets) == 0 or len(pool) == 0:
+        return np.zeros(len(targets), bool)
+    blocks = feature_weights(columns) < 1
+    if blocks.any() and 1.0 / len(columns) > radius:
+        n = len(targets)
+        pattern = np.unique(np.concatenate([one_hot_codes(side, columns) for side in (targets, pool)]), axis=0,
+                            return_inverse=True)[1].reshape(-1).astype(float)
+        targets, pool = (np.column_stack([side[:, ~blocks], index])
+                         for side, index in ((targets, pattern[:n]), (pool, pattern[n:])))
+    if pool.shape[1] <= KD_TREE_MAX_DIM:
+        return KDTree(pool, metric="manhattan").query_radius(targets, r=radius, count_only=True) > 0
+    return nearest(targets, pool)[0][:, 0] <= radius
+
+
+def one_hot_codes(features: np.ndarray, columns: Sequence[Any]) -> np.ndarray:
+    """Each row's one-hot blocks (`gower_features` of `columns`) as one integer per categorical column: the index
+    of the block's set entry, −1 for an all-zero block (a value outside the list). Two rows have equal codes exactly
+    when their one-hot blocks are equal; a small integer matrix where the blocks are wide floats (memory)."""
+    widths = [one_hot_width(c) if one_hot(c) else 1 for c in columns]
+    starts = np.cumsum([0, *widths[:-1]])
+    blocks = [features[:, s:s + w] for s, w, c in zip(starts, widths, columns) if one_hot(c)]
+    return np.column_stack([np.where(b.max(axis=1) > 0, b.argmax(axis=1), -1) for b in blocks]).astype(np.int32)

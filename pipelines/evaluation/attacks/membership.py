@@ -22,6 +22,7 @@ from sklearn.metrics import roc_curve
 from sklearn.neighbors import KernelDensity
 
 from pipelines.evaluation.attacks.distance import gower_features, nearest
+from pipelines.evaluation.marginals import row_sample
 from pipelines.evaluation.utility import featurise
 
 LOW_FPR = 0.01
@@ -35,16 +36,19 @@ class TargetSplit:
     reference: pd.DataFrame
 
 
-def split_targets(train: pd.DataFrame, holdout: pd.DataFrame, max_rows: int | None,
-                  rng: np.random.Generator) -> TargetSplit:
+def split_targets(train: pd.DataFrame, holdout: pd.DataFrame, max_rows: int | None, rng: np.random.Generator,
+                  reference_max_rows: int | None = None) -> TargetSplit:
     """m = min(|train|, ⌊|holdout|/2⌋, max_rows) seeded members and non-members; the remaining holdout rows
-    (at least m) are the reference sample."""
+    (at least m) are the reference sample, a seeded sample of `reference_max_rows` of them above it (drawn last, so
+    a holdout under the cap splits as without it)."""
     m = min(len(train), len(holdout) // 2, max_rows or len(train))
     if m < 2:
         raise ValueError(f"membership attacks need at least 4 holdout rows, got {len(holdout)}")
     order = rng.permutation(len(holdout))
-    return TargetSplit(train.iloc[np.sort(rng.choice(len(train), m, replace=False))],
-                       holdout.iloc[np.sort(order[:m])], holdout.iloc[np.sort(order[m:])])
+    members = train.iloc[np.sort(rng.choice(len(train), m, replace=False))]
+    rest = np.sort(order[m:])
+    return TargetSplit(members, holdout.iloc[np.sort(order[:m])],
+                       holdout.iloc[rest[row_sample(len(rest), reference_max_rows, rng)]])
 
 
 def auc(member_scores: np.ndarray, non_member_scores: np.ndarray) -> float:

@@ -11,6 +11,7 @@ from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, disclosure
 from pipelines.evaluation.attacks.inference import attribute_inference, baseline_accuracy
 from pipelines.evaluation.attacks.membership import membership_inference, split_targets
+from pipelines.evaluation.marginals import row_sample
 from pipelines.evaluation.outside_dp import PRIVACY_RISK_ATTACKS
 from pipelines.progress import Steps
 
@@ -50,7 +51,7 @@ def real_side(train: pd.DataFrame, holdout: pd.DataFrame, schema: Any, s: dict[s
     """What ``privacy_risk`` computes from real rows alone (the attribute-inference baseline, a forest fitted on
     the holdout reference rows): the target split is the seeded rng's first draw, whatever S is, so the
     baseline stage computes it once per data set and ``privacy_risk(real=...)`` takes it."""
-    split = split_targets(train, holdout, s["max_rows"], np.random.default_rng(seed))
+    split = split_targets(train, holdout, s["max_rows"], np.random.default_rng(seed), s["pool_max_rows"])
     return {"attribute_inference_baseline": baseline_accuracy(split, list(schema.columns), s["secret"], s["known"],
                                                               s["tolerance"], seed)}
 
@@ -58,10 +59,13 @@ def real_side(train: pd.DataFrame, holdout: pd.DataFrame, schema: Any, s: dict[s
 def privacy_risk(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, schema: Any,
                  s: dict[str, Any], seed: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every attack of the package on S against the real training (members) and holdout (non-members) rows;
-    `real`: ``real_side`` of the same rows, settings and seed."""
+    `real`: ``real_side`` of the same rows, settings and seed. The attacks search a seeded sample of at most
+    `pool_max_rows` synthetic rows (its own generator, so a table under the cap draws exactly as before); the
+    exact-copy counts read every synthetic row."""
     rng = np.random.default_rng(seed)
     columns = list(schema.columns)
-    split = split_targets(train, holdout, s["max_rows"], rng)
+    whole, synth = synth, synth.iloc[row_sample(len(synth), s["pool_max_rows"], np.random.default_rng([seed, 1]))]
+    split = split_targets(train, holdout, s["max_rows"], rng, s["pool_max_rows"])
     baseline = None if real is None else real["attribute_inference_baseline"]
     control, n, step = split.non_members, s["n_attacks"], Steps("attacks", 8)  # 8 attacks, in this order (rng)
     membership = step.done(membership_inference(split, synth, columns, s["bootstrap"], rng))
@@ -80,8 +84,9 @@ def privacy_risk(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame
         "membership": membership,
         "attribute_inference": attribute,
         "anonymeter": anonymeter_results,
-        "disclosure": step.done(disclosure(train, synth, holdout, columns, s["disclosure_fraction"], 5, s["tolerance"],
-                                           rng)),
-        "copies": step.done(copies(train, synth, holdout, columns, s["near_duplicate_distance"], s["max_rows"], rng)),
+        "disclosure": step.done(disclosure(train, synth, holdout, columns, s["disclosure_fraction"], s["max_rows"], 5,
+                                           s["tolerance"], rng)),
+        "copies": step.done(copies(train, whole, holdout, columns, s["near_duplicate_distance"], s["max_rows"],
+                                   s["pool_max_rows"], rng)),
         "outside_dp": PRIVACY_RISK_ATTACKS,
     }

@@ -1,0 +1,142 @@
+"""Issue 32's scale table: each stage of a release, its wall seconds and the peak resident memory of its largest
+process, as the table grows from 10,000 to 1,000,000 rows, through the product path (`dvc repro` in a scratch copy
+of the project, `benchmarks/product.py`'s `project`).
+
+    PYTHONPATH=. python benchmarks/scale_rows.py --rows 10000 100000 1000000 --json /tmp/scale_rows.json
+    PYTHONPATH=. python benchmarks/scale_rows.py --rows 100000 --set generators=[mst] --set release.select=all
+
+The table: UCI Adult (the bundled file) resampled with replacement to N rows (seed 0) and used as the whole table,
+the schema's public `rows.count` set to N, the configuration `synthrelease init` writes (params.yaml's, so
+`release.select: auto` and its candidates: by default the release trains and publishes one table) with each `--set`
+over it. The stages run one at a time (`dvc repro -s STAGE`, in the order `dvc repro --dry` gives), each under a
+fresh wrapper process whose RUSAGE_CHILDREN peak is the largest process that stage ran (DVC's own included). A stage
+that does nothing for an unselected generator still costs its process start: they are summed as one line.
+A benchmark reads real rows: its figures are not release artefacts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from product import ROOT, assignment, environment, project  # noqa: E402  (benchmarks/ beside this file)
+
+from pipelines.config import merged  # noqa: E402
+from pipelines.data.readers import read_source  # noqa: E402
+from pipelines.data.scaffold import params_text  # noqa: E402
+from pipelines.data.schema import load_schema  # noqa: E402
+
+FAMILIES = ("code", "validate", "prepare", "budget", "baseline", "train", "evaluate", "check", "weight", "release")
+# one wrapper per stage: its children's peak is the stage's largest process (dvc, then the stage it runs)
+WRAPPER = ("import resource, subprocess, sys\n"
+           "r = subprocess.run(['dvc', 'repro', '-s', sys.argv[1]], capture_output=True, text=True)\n"
+           "sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:] if r.returncode else '')\n"
+           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+           "sys.exit(r.returncode)\n")
+
+
+def stage_order(root: Path) -> list[str]:
+    """dvc.yaml's stages in an order their dependencies allow (`--dry` cannot list them: it stops at the first stage
+    whose inputs do not exist yet), a per-generator stage once per configured generator."""
+    stages = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    generators = yaml.safe_load((root / "params.yaml").read_text())["generators"]
+    order = [name for name in FAMILIES if name in stages]
+    assert sorted(order) == sorted(stages), f"dvc.yaml's stages {sorted(stages)}: add the new ones to FAMILIES"
+    return [f"{name}@{g}" if "foreach" in stages[name] else name
+            for name in order for g in (generators if "foreach" in stages[name] else [None])]
+
+
+def run_stages(root: Path) -> list[dict[str, Any]]:
+    """Each stage alone: wall seconds and peak resident MiB of its largest process."""
+    out = []
+    for stage in stage_order(root):
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-c", WRAPPER, stage], cwd=root, env=environment(root),
+                           capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise SystemExit(f"stage {stage} failed ({r.returncode}):\n{r.stderr[-6000:]}")
+        out.append({"stage": stage, "seconds": round(seconds, 1),
+                    "peak_mib": round(int(r.stdout.split()[-1]) / 1024)})
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+def is_idle(stage: dict[str, Any], selected: set[str]) -> bool:
+    """A per-generator stage of a generator the release neither trained nor weighted (it wrote 'not selected')."""
+    gen = stage["stage"].partition("@")[2]
+    return bool(gen) and gen not in selected
+
+
+def summary(results: dict[int, list[dict[str, Any]]], selected: dict[int, set[str]]) -> str:
+    """Markdown: one row per stage (idle per-generator stages summed), one column pair per row count."""
+    sizes = sorted(results)
+    lines = ["| stage | " + " | ".join(f"{n:,} rows: s / peak MiB" for n in sizes) + " |",
+             "|---|" + "---:|" * len(sizes)]
+    names = list(dict.fromkeys(s["stage"] for n in sizes for s in results[n]
+                               if not is_idle(s, selected[n])))
+    for name in names:
+        cells = []
+        for n in sizes:
+            hit = [s for s in results[n] if s["stage"] == name]
+            cells.append(f"{hit[0]['seconds']:.1f} / {hit[0]['peak_mib']:,}" if hit else "–")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    idle = [[s for s in results[n] if is_idle(s, selected[n])] for n in sizes]
+    if any(idle):
+        lines.append("| stages of unselected generators (each) | " + " | ".join(
+            f"{sum(s['seconds'] for s in i):.1f} ({len(i)}) / {max((s['peak_mib'] for s in i), default=0):,}"
+            for i in idle) + " |")
+    lines.append("| **total** | " + " | ".join(
+        f"**{sum(s['seconds'] for s in results[n]):.1f} / {max(s['peak_mib'] for s in results[n]):,}**"
+        for n in sizes) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="one override (repeatable)")
+    ap.add_argument("--seed", type=int, default=0, help="the steward noise key (benchmarks/product.py)")
+    ap.add_argument("--scratch", type=Path, default=None, help="parent of the scratch projects (default: TMPDIR)")
+    ap.add_argument("--json", type=Path, help="write the per-stage figures and the command here")
+    args = ap.parse_args()
+    schema_path = ROOT / "schemas" / "adult.yaml"
+    schema = load_schema(schema_path)
+    params = yaml.safe_load(params_text((ROOT / "params.yaml").read_text(), "adult", "", "params.yaml"))
+    for text in args.set:
+        params = merged(params, assignment(text))
+    source = read_source("bundled:adult", schema, "strict").frame
+    results: dict[int, list[dict[str, Any]]] = {}
+    selected: dict[int, set[str]] = {}
+    for n in args.rows:
+        doc = yaml.safe_load(schema_path.read_text())
+        doc["rows"] = {"count": n, "source": f"benchmark: bundled:adult resampled with replacement to {n} rows"}
+        table = source.sample(n=n, replace=True, random_state=0).reset_index(drop=True)
+        with tempfile.TemporaryDirectory(prefix=f"scale-{n}-", dir=args.scratch) as tmp:
+            root = project(Path(tmp), "adult", yaml.safe_dump(doc, sort_keys=False), table, params, args.seed,
+                           schema_path.parent)
+            load = os.getloadavg()
+            results[n] = run_stages(root)
+            index = json.loads((root / "releases" / "adult" / "latest.json").read_text())
+            selected[n] = {r["generator"] for r in index["released"]}
+            print(f"{n:,} rows: published {sorted(selected[n])}; load before {load}, after {os.getloadavg()}",
+                  flush=True)
+    print("\n" + summary(results, selected))
+    if args.json:
+        args.json.write_text(json.dumps({"command": " ".join(sys.argv), "cpus": os.cpu_count(),
+                                         "results": {str(n): r for n, r in results.items()},
+                                         "published": {str(n): sorted(s) for n, s in selected.items()}},
+                                        indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
