@@ -25,6 +25,7 @@ import numpy as np
 from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS, WEIGHT_ESTIMATORS, check_section
 from pipelines.data.layout import Layout
 from pipelines.privacy.accountant import calibrate_noise_multiplier
+from pipelines.privacy.dpsgd import sampling_schedule
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
 from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.weights import logistic, relaxed_dpsgd
@@ -92,8 +93,8 @@ def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, 
                                                           float(s["gamma_max"]))
         return WeightPlan(estimator, n_real, n_synthetic, n_s, [event],
                           {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "gamma": gamma})
-    q = min(1.0, float(s["batch_size"]) / n_total)  # priv_mlp: Algorithm 1's q = L / (N_D + N_G)
-    steps = relaxed_dpsgd.steps_for(s["epochs"], q, s["max_steps"])
+    # priv_mlp: Algorithm 1's q = L / (N_D + N_G), T = ceil(epochs / q) at most max_steps
+    q, steps = sampling_schedule(s["batch_size"], n_total, None, s["epochs"], s["max_steps"])
     sigma = calibrate_noise_multiplier(epsilon, delta, q, steps)
     return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [PoissonGaussianEvent(sigma, q, steps)],
                       {"sample_rate": q, "steps": steps, "noise_multiplier": sigma, "clip_norm": float(s["clip_norm"])})
@@ -130,8 +131,8 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
     prior = math.log(p.n_real / p.n_synthetic)
     if p.estimator in ("mlp", "priv_mlp"):
         private = p.estimator == "priv_mlp"
-        q = p.details["sample_rate"] if private else min(1.0, float(s["batch_size"]) / (p.n_real + p.n_synthetic))
-        steps = p.details["steps"] if private else relaxed_dpsgd.steps_for(s["epochs"], q, s["max_steps"])
+        q, steps = (p.details["sample_rate"], p.details["steps"]) if private else sampling_schedule(
+            s["batch_size"], p.n_real + p.n_synthetic, None, s["epochs"], s["max_steps"])
         noise = streams(noise_source, s, private).torch("weights:priv_mlp")
         model = relaxed_dpsgd.train_classifier(real, synthetic, s, q, steps,
                                                p.details["noise_multiplier"] if private else 0.0,

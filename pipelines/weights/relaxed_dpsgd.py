@@ -36,7 +36,6 @@ of PoissonGaussianEvent(σ, q, 1) and audits one step empirically.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -106,9 +105,3 @@ def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, 
 def logits(model: nn.Module, rows: np.ndarray, device: str = "cpu") -> np.ndarray:
     with torch.no_grad():
         return model(torch.as_tensor(rows, dtype=torch.float32, device=device)).squeeze(-1).cpu().double().numpy()
-
-
-def steps_for(epochs: float, sample_rate: float, max_steps: int | None) -> int:
-    """T = ceil(epochs / q): `epochs` passes over the union in expectation, at most `max_steps` (None: no cap)."""
-    steps = int(math.ceil(float(epochs) / sample_rate))
-    return steps if max_steps is None else min(steps, int(max_steps))
