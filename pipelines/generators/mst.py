@@ -23,6 +23,7 @@ from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
 from pipelines.marginal.mst import MSTPlan, plan_mst, run_mst
+from pipelines.marginal.sample import sample_codes
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
 from pipelines.progress import report
@@ -84,11 +85,11 @@ class MST(PrivateGenerator):
         return "cuda" if self.device == "cuda" else "cpu"
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n encoded rows: codes from the model (mbi's sampler, seeded from `rng`), numeric bins decoded
+        """n encoded rows: codes from the model (`sample_codes`, seeded from `rng`), numeric bins decoded
         uniformly inside the bin."""
         if self.model is None:
             raise RuntimeError(f"{self.name}: fit() or load() first")
-        codes = est.sample_codes(self.model, n, int(rng.integers(2**32)), self.names)
+        codes = sample_codes(self.model, n, int(rng.integers(2**32)), self.names)
         if self.compression is not None:
             codes = self.compression.expand(codes, rng)
         return self.discretizer.decode(codes, rng)

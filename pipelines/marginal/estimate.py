@@ -3,10 +3,7 @@
 JAX runs on the CPU unless `device` is 'cuda' (and a CUDA build of jaxlib is installed: the `cuda` extra);
 float64 is enabled before mbi is imported (mbi warns that float32 stalls estimation on large totals).
 
-Sampling uses mbi's `MarkovRandomField.synthetic_data` ("round": randomised rounding of each conditional,
-in mbi 2.0 with a shuffle inside every parent group, so later columns do not co-move with row order, the
-defect of mbi < 2 that issue 18 measured), seeded through NumPy's global generator (saved and restored
-around the call), and the rows are then permuted by a generator of the public seed.
+Sampling: pipelines/marginal/sample.py (mbi's randomised rounding, seeded and in a fixed order).
 """
 from __future__ import annotations
 
@@ -147,18 +144,6 @@ def model_size_mb(dom, cliques: Sequence[Sequence[str]]) -> float:
     """mbi's junction-tree size (MB of float64 cells) of a model on `cliques`."""
     from mbi.junction_tree import hypothetical_model_size
     return float(hypothetical_model_size(dom, [tuple(c) for c in cliques]))
-
-
-def sample_codes(model, n: int, seed: int, names: Sequence[str]) -> np.ndarray:
-    """n rows of integer codes (columns in `names` order) drawn from `model`, deterministic in `seed`."""
-    state = np.random.get_state()
-    try:
-        np.random.seed(int(seed) % 2**32)
-        data = model.synthetic_data(rows=max(1, int(n)))
-    finally:
-        np.random.set_state(state)
-    codes = np.stack([np.asarray(data.data[c], dtype=np.int64) for c in names], axis=1)[: int(n)]
-    return codes[np.random.default_rng([int(seed), 1]).permutation(len(codes))]
 
 
 def save_model(model, path: Path) -> None:

@@ -27,7 +27,7 @@ from scipy.stats import hypergeom
 from pipelines.evaluation.attacks.distance import gower_features, nearest
 from pipelines.evaluation.fidelity import NUMERIC_KINDS
 from pipelines.evaluation.marginals import numeric_values
-from pipelines.evaluation.queries import column_arrays
+from pipelines.evaluation.queries import column_arrays, query_arrays
 
 Z = 1.96  # 95 % intervals
 Predicate = tuple[Any, str, Any]  # (schema column, "==" | "<=" | ">=", value)
@@ -60,11 +60,19 @@ def privacy_risk(main: tuple[int, int], control: tuple[int, int], baseline: tupl
 
 # --- singling out ---------------------------------------------------------------------------------
 
+def category_code(col: Any, value: Any) -> int:
+    """`value`'s index in the schema's category list, −1 outside it (``query_arrays``'s code of such a value)."""
+    return next((i for i, c in enumerate(col.categories) if c == value), -1)
+
+
 def _matches(table: dict[str, np.ndarray], query: Sequence[Predicate]) -> np.ndarray:
-    """Boolean mask of the rows of `table` (``column_arrays``) satisfying every predicate of `query`."""
+    """Boolean mask of the rows of `table` (``query_arrays``: a categorical column as category codes, compared as
+    integers, not objects; singling out on 800,000 training rows) satisfying every predicate of `query`."""
     mask = np.ones(len(next(iter(table.values()))), dtype=bool)
     for col, op, value in query:
         x = table[col.name]
+        if col.kind not in NUMERIC_KINDS:
+            value = category_code(col, value)
         mask &= (x == value) if op == "==" else (x <= value) if op == "<=" else (x >= value)
     return mask
 
@@ -89,7 +97,7 @@ def multivariate_queries(synth: pd.DataFrame, columns: Sequence[Any], n_cols: in
     (categorical: `== value`; numeric: `<= value` or `>= value` at random), kept when they single out exactly
     one synthetic row."""
     columns, queries, seen = list(columns), [], set()
-    table = column_arrays(synth, columns)
+    table, codes = column_arrays(synth, columns), query_arrays(synth, columns)
     for _ in range(max_tries_factor * n_queries):
         if len(queries) == n_queries:
             break
@@ -97,7 +105,7 @@ def multivariate_queries(synth: pd.DataFrame, columns: Sequence[Any], n_cols: in
         query = [(columns[i], "==" if columns[i].kind not in NUMERIC_KINDS else ("<=", ">=")[rng.integers(2)],
                   table[columns[i].name][row]) for i in sorted(rng.choice(len(columns), n_cols, replace=False))]
         key = tuple((c.name, op, str(v)) for c, op, v in query)
-        if key not in seen and _matches(table, query).sum() == 1:
+        if key not in seen and _matches(codes, query).sum() == 1:
             seen.add(key)
             queries.append(query)
     return queries
@@ -146,7 +154,7 @@ def singling_out(train: pd.DataFrame, synth: pd.DataFrame, control: pd.DataFrame
         queries = [queries[i] for i in rng.choice(len(queries), n_attacks, replace=False)]
     if not queries:
         return {"skipped": "no query singles out a synthetic row", "n_cols": n_cols}
-    n, real, held_out = len(queries), column_arrays(train, columns), column_arrays(control, columns)
+    n, real, held_out = len(queries), query_arrays(train, columns), query_arrays(control, columns)
     a = np.array([_matches(real, q).sum() for q in queries])
     main = int((a == 1).sum())
     ctrl = int(round(exchangeable_successes(a, [_matches(held_out, q).sum() for q in queries], len(train),
