@@ -51,27 +51,28 @@ def release() -> None:
     from pipelines.generators.base import Budget
     from pipelines.generators.registry import make_generator
     from pipelines.privacy.allocation import Part, allocate
-    params = load_params(ROOT / "params.yaml")
-    ds = params["dataset"]
-    schema = load_schema(ROOT / "schemas" / f"{ds['name']}.yaml")
-    raw, label = read_table(ds["source"], schema)
-    train, _ = train_holdout_split(validate_table(raw, schema, label)[0], float(ds["holdout_fraction"]), 0)
+    config = load_params(ROOT / "params.yaml")
+    ds = config.dataset
+    schema = load_schema(ROOT / "schemas" / f"{ds.name}.yaml")
+    raw, label = read_table(ds.source, schema)
+    train, _ = train_holdout_split(validate_table(raw, schema, label)[0], ds.holdout_fraction, 0)
     layout, n = Encoder(schema).layout, len(train)     # n: near the public n̂ (the split is keyed in a release)
-    delta = float(params["privacy"]["delta"])
+    delta = config.privacy.delta
 
     def planner(g: str):
-        return lambda eps: make_generator(g, layout, allocated_section(params[g], eps), "cpu").plan(
+        return lambda eps: make_generator(g, layout, allocated_section(config.generator(g), eps), "cpu").plan(
             n, Budget(eps, delta)).events
-    parts = [Part(g, planner(g), params[g].get("epsilon"), params[g].get("share") or 1.0) for g in params["generators"]]
-    alloc = allocate(parts, float(params["privacy"]["release_epsilon"]), delta)
+    parts = [Part(g, planner(g), config.generator(g).get("epsilon"), config.generator(g).get("share") or 1.0)
+             for g in config.generators]
+    alloc = allocate(parts, config.privacy.release_epsilon, delta)
     events = [e for p in alloc.parts.values() for e in p.events]
-    print(f"default release ({ds['name']}, {len(params['generators'])} generators, release ε "
-          f"{params['privacy']['release_epsilon']}): allocation per generator "
+    print(f"default release ({ds.name}, {len(config.generators)} generators, release ε "
+          f"{config.privacy.release_epsilon}): allocation per generator "
           f"{ {g: round(p.epsilon, 4) for g, p in alloc.parts.items()} }")
     print(f"  composed now: {epsilon_pld(events, delta):.4f} (RDP alone {epsilon_rdp(events, delta):.4f})")
     if "aim" in alloc.parts:
         aim = alloc.parts["aim"]
-        d, k = len(layout.blocks), int(make_generator("aim", layout, allocated_section(params["aim"], aim.epsilon),
+        d, k = len(layout.blocks), int(make_generator("aim", layout, allocated_section(config.generator("aim"), aim.epsilon),
                                                       "cpu").params["max_rounds"])
         x_old = calibrate_noise_scale(aim.epsilon, delta, lambda s: fixed_schedule_events(s, d, k))
         others = [e for g, p in alloc.parts.items() if g != "aim" for e in p.events]

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from pipelines.config import SCORECARD_DEFAULTS, load_params, risk_thresholds
+from pipelines.config import SCORECARD_DEFAULTS, Config, load_params
 from pipelines.data.readers import read_table
 from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder, train_holdout_split
@@ -53,19 +53,19 @@ MEMORISING_BANDWIDTH, MEMORISING_ROWS = 0.01, {"breast_cancer": None, "adult": 1
 BEGIN, END = "<!-- evidence:begin (benchmarks/privacy_risk_evidence.py) -->", "<!-- evidence:end -->"
 
 
-def evaluate(train, synth, holdout, schema, params: dict, seed: int, classifier_rows: int | None) -> dict:
+def evaluate(train, synth, holdout, schema, config: Config, seed: int, classifier_rows: int | None) -> dict:
     """The evaluate stage's scorecard and attacks, and check@gen's risk gates, on one synthetic table."""
-    ev = params["evaluate"]
-    k = {**SCORECARD_DEFAULTS, **{key: ev[key] for key in ("ot_max_rows", "kway_bins")}}
+    ev = config.evaluate
+    k = ev.model_dump(include={*SCORECARD_DEFAULTS, "ot_max_rows", "kway_bins"})
     if classifier_rows:
         k["classifier_max_rows"] = classifier_rows
     start = time.perf_counter()
-    risk = suite.privacy_risk(train, synth, holdout, schema, suite.settings(ev.get("attacks"), schema), seed)
+    risk = suite.privacy_risk(train, synth, holdout, schema, suite.settings(ev.attacks, schema), seed)
     card = scorecard.scorecard(train, synth, holdout, schema, seed, k)
-    card["kway_marginal"] = kway_marginal_tv(train, synth, holdout, schema.columns, ev["kway"], ev["kway_subsets"],
-                                             ev["kway_bins"], seed)
+    card["kway_marginal"] = kway_marginal_tv(train, synth, holdout, schema.columns, ev.kway, ev.kway_subsets,
+                                             ev.kway_bins, seed)
     card["fidelity_summary"] = summarise(marginal_distances(holdout, synth, schema.columns))
-    gates = risk_gates(risk,risk_thresholds(params.get("risk_gates")))
+    gates = risk_gates(risk, config.risk_gates.model_dump())
     return {"risk": risk, "card": card, "gates": {g.name: g.passed for g in gates},
             "evaluate_seconds": round(time.perf_counter() - start, 1)}
 
@@ -82,12 +82,12 @@ def fit(name: str, overrides: dict, eps: float, encoder: Encoder, train, dataset
 
 
 def run(dataset: str, seed: int) -> dict:
-    params = load_params(ROOT / "params.yaml")
+    config = load_params(ROOT / "params.yaml")
     schema = load_schema(ROOT / "schemas" / f"{dataset}.yaml")
     raw, label = read_table(f"bundled:{dataset}", schema)
     clean, _ = validate_table(raw, schema, label)
-    train, holdout = train_holdout_split(clean, float(params["dataset"]["holdout_fraction"]), seed)
-    encoder, delta = Encoder(schema), float(params["privacy"]["delta"])
+    train, holdout = train_holdout_split(clean, config.dataset.holdout_fraction, seed)
+    encoder, delta = Encoder(schema), config.privacy.delta
     overrides = {"seed": seed, **({"steps": ADULT_STEPS} if dataset == "adult" else {})}
     classifier_rows = ADULT_CLASSIFIER_ROWS if dataset == "adult" else None
     rows = MEMORISING_ROWS[dataset]
@@ -97,13 +97,13 @@ def run(dataset: str, seed: int) -> dict:
             *((f"support points ε = {eps:g}", "support_points", memorise, eps, subsample) for eps in (1.0, math.inf))]
     out = {"dataset": dataset, "rows": {"train": len(train), "holdout": len(holdout)}, "dpwgan": overrides,
            "support_points": {**memorise, "training_rows": len(subsample)}, "results": {}}
-    for column, name, config, eps, members in runs:
-        gen, seconds = fit(name, config, eps, encoder, members, dataset, delta)
+    for column, name, section, eps, members in runs:
+        gen, seconds = fit(name, section, eps, encoder, members, dataset, delta)
         synth = encoder.decode(gen.sample(len(members), seed))
-        out["results"][column] = {**evaluate(members, synth, holdout, schema, params, seed, classifier_rows),
+        out["results"][column] = {**evaluate(members, synth, holdout, schema, config, seed, classifier_rows),
                                   "fit_seconds": seconds}
         print(dataset, column, out["results"][column]["gates"], flush=True)
-    out["results"]["copy of the data"] = evaluate(train, train.reset_index(drop=True), holdout, schema, params, seed,
+    out["results"]["copy of the data"] = evaluate(train, train.reset_index(drop=True), holdout, schema, config, seed,
                                                   classifier_rows)
     return out
 

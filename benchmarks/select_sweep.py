@@ -71,8 +71,8 @@ def main() -> None:
         print(summary([json.loads(f.read_text()) for f in args.summarize]))
         return
     root = Path(args.root)
-    params = load_params(root / "params.yaml")
-    p = Paths(params["dataset"]["name"], root)
+    config = load_params(root / "params.yaml")
+    p = Paths(config.dataset.name, root)
     sch = load_schema(p.schema)
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     encoded = EncodedTable(p.prepared / "train_encoded.parquet")
@@ -82,12 +82,12 @@ def main() -> None:
     real = binned(train, train, sch)
     k3 = [tuple(real.columns[i] for i in c)
           for c in column_subsets(len(real.columns), 3, 100, np.random.default_rng(0))]
-    delta = float(params["privacy"]["delta"])
+    delta = config.privacy.delta
     fits: list[dict] = []
     for gen in args.generators:
         for eps in args.epsilons:
             for raw in args.settings:
-                section = {**(params.get(gen) or {}), **json.loads(raw)}
+                section = {**config.generator(gen), **json.loads(raw)}
                 scores = []
                 for draw in range(args.draws):
                     t = time.perf_counter()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipelines.config import EVALUATE_DEFAULTS, utility_settings
+from pipelines.config import EVALUATE_DEFAULTS, UtilityGate
 from pipelines.data.readers import read_table
 from pipelines.data.schema import load_schema
 from pipelines.data.validation import validate_table
@@ -36,7 +36,7 @@ def main() -> None:
     schema = load_schema(Path(__file__).resolve().parents[1] / "schemas" / "adult.yaml")
     raw, label = read_table("bundled:adult", schema)
     adult = validate_table(raw, schema, label)[0]
-    s = utility_settings(None)
+    s = UtilityGate().model_dump()
     first = None
     for n in args.rows:
         table = adult.sample(n, replace=True, random_state=0).reset_index(drop=True)

@@ -30,59 +30,56 @@ def left_out_stage(name: str, params_path: str, generator: str | None) -> dict |
     """The outputs of a per-generator stage for a generator the budget stage did not select, or of weight@gen for
     a table the release does not weight (tasks/unselected.py), written before the stage's task (and its heavy
     imports) loads; None: run the stage."""
-    from pipelines.config import Paths, read_params
+    from pipelines.config import Paths, load_params
     from pipelines.errors import InputError
     if not generator:
         return None
     try:
-        params = read_params(params_path)
-        p = Paths(str(params["dataset"]["name"]), Path.cwd())
-    except (InputError, KeyError, TypeError):
-        return None  # load_params names the problem
+        config = load_params(params_path)
+        p = Paths(config.dataset.name, Path.cwd())
+    except InputError:
+        return None  # the task's load_params names the problem
     from tasks import unselected
     if name != "weight":
         return unselected.write(name, p, generator)
-    try:
-        return unselected.unweighted(params, p, generator)
-    except (InputError, KeyError, TypeError):
-        return None  # params not yet checked: the task's load_params names the problem
+    return unselected.unweighted(config, p, generator)
 
 
 def run_stage(name: str, params_path: str, generator: str | None) -> dict:
     if name in PER_GENERATOR and (skipped := left_out_stage(name, params_path, generator)) is not None:
         return skipped
     from pipelines.config import load_params
-    params = load_params(params_path)
+    config = load_params(params_path)
     root = Path.cwd()  # the project root (where dvc.yaml lives); params may come from params/*.yaml
     if name in PER_GENERATOR:
         if not generator:
-            raise SystemExit(f"error: stage '{name}' needs --generator (one of {params['generators']})")
-        if generator not in params["generators"]:
+            raise SystemExit(f"error: stage '{name}' needs --generator (one of {config.generators})")
+        if generator not in config.generators:
             raise SystemExit(f"error: generator '{generator}' is not listed in {params_path}'s 'generators'")
     import importlib
     fn = getattr(importlib.import_module(f"tasks.{name}"), name).fn  # the plain function, no Prefect run
     if name in ("train", "weight"):  # both spend budget: their ledger rows carry the run id
-        return fn(params, generator, os.environ.get("SYNTH_RUN_ID"), root)
-    return fn(params, generator, root) if name in PER_GENERATOR else fn(params, root)
+        return fn(config, generator, os.environ.get("SYNTH_RUN_ID"), root)
+    return fn(config, generator, root) if name in PER_GENERATOR else fn(config, root)
 
 
 def ledger_command(args: argparse.Namespace) -> int:
     from pipelines.config import load_params
-    from tasks.common import ledger, released_head
-    params = load_params(args.params)
-    led = ledger(params, Path.cwd())  # HMAC-chained rows need the steward key (env or privacy.noise_key_file)
+    from tasks.common import ledger, paths, released_head
+    config = load_params(args.params)
+    led = ledger(config, Path.cwd())  # HMAC-chained rows need the steward key (env or privacy.noise_key_file)
     if args.action == "verify":
         if args.expect_head:
             seq, _, digest = args.expect_head.rpartition(":")
             expect, source = ({"seq": int(seq), "hash": digest} if seq else digest), "--expect-head"
         else:  # the head the last release recorded: rows deleted up to it are caught
-            expect, source = released_head(params, Path.cwd())
+            expect, source = released_head(paths(config, Path.cwd()))
         report = led.verify(expect_head=expect)
         print(json.dumps({**report, "expected_head": expect, "expected_head_from": source if expect else None},
                          indent=2))
         return 0
-    dataset = args.dataset or params["dataset"]["name"]
-    delta, budget = float(params["privacy"]["delta"]), float(params["privacy"]["lifetime_epsilon"])
+    dataset = args.dataset or config.dataset.name
+    delta, budget = config.privacy.delta, config.privacy.lifetime_epsilon
     for row in led.rows(dataset):
         print(f"{row['seq']:>5} {row['created_at']} {row['run_id']:<24} {row['stage']:<18} "
               f"{row['status']:<8} {row['event_json']}")

@@ -47,7 +47,7 @@ def load_schedules(path: Path, root: Path) -> list[dict[str, Any]]:
         if ("cron" in e) == ("interval" in e):
             raise InputError(f"deployment '{name}' needs exactly one of 'cron' and 'interval'.", file=str(path),
                              fix="e.g. 'cron: \"0 2 * * *\"' (daily at 02:00) or 'interval: 86400' (seconds).")
-        dataset = load_params(Path(root) / e["params"])["dataset"]["name"]
+        dataset = load_params(Path(root) / e["params"]).dataset.name
         if name in seen.values() or dataset in seen:
             raise InputError(f"deployment '{name}' repeats a name or the data set '{dataset}' of deployment "
                              f"'{seen.get(dataset, name)}'.", file=str(path),
@@ -67,12 +67,12 @@ def deployments(schedules_path: Path, root: Path) -> list[RunnerDeployment]:
     root = Path(root).resolve()
     out = []
     for e in load_schedules(schedules_path, root):
-        params = load_params(root / e["params"])
+        config = load_params(root / e["params"])
         out.append(configured_flow(e["params"], str(root)).to_deployment(
             name=e["name"], schedules=[schedule(e)], concurrency_limit=1,
             parameters={"params_path": str(e["params"]), "root": str(root)},
-            tags=[f"dataset:{params['dataset']['name']}"],
-            description=e.get("description") or f"Scheduled private synthetic release of {params['dataset']['name']}"))
+            tags=[f"dataset:{config.dataset.name}"],
+            description=e.get("description") or f"Scheduled private synthetic release of {config.dataset.name}"))
     return out
 
 

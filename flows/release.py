@@ -19,7 +19,7 @@ from prefect.context import get_run_context
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.runners import concurrent_tasks, task_runner, torch_resources
-from pipelines.config import Paths, load_params, weighted_generators
+from pipelines.config import Paths, load_params
 from pipelines.runtime import torch_threads
 from pipelines.selection import selected
 from tasks.baseline import baseline
@@ -38,30 +38,30 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     """One release run of the generators `release.select` chooses (the budget task selects them, as the budget
     stage does for `dvc repro`; pipelines/selection.py); artefact paths are relative to `root`."""
     base = Path(root).resolve()
-    params = load_params(base / params_path)
-    torch_threads(concurrent_tasks(params))  # the tasks share this process's cores (pipelines/runtime.py)
+    config = load_params(base / params_path)
+    torch_threads(concurrent_tasks(config))  # the tasks share this process's cores (pipelines/runtime.py)
     run_id = f"prefect-{get_run_context().flow_run.id}"
-    validated = validate.submit(params, base)
-    prepared = prepare.submit(params, base, wait_for=[validated])
-    budget.submit(params, base, wait_for=[prepared]).result()  # a run that cannot fit trains nothing
-    chosen = selected(Paths(params["dataset"]["name"], base), params["generators"])  # the budget stage's selection
+    validated = validate.submit(config, base)
+    prepared = prepare.submit(config, base, wait_for=[validated])
+    budget.submit(config, base, wait_for=[prepared]).result()  # a run that cannot fit trains nothing
+    chosen = selected(Paths(config.dataset.name, base), config.generators)  # the budget stage's selection
     trained = {}
     for gen in chosen:  # submitted first: training is the long pole, the workers take it first
-        with torch_resources(params):
-            trained[gen] = train.with_options(task_run_name=f"train@{gen}").submit(params, gen, run_id, base)
-    real_side = baseline.submit(params, base, wait_for=[prepared])  # once, before every evaluate@gen (issue 20)
+        with torch_resources(config):
+            trained[gen] = train.with_options(task_run_name=f"train@{gen}").submit(config, gen, run_id, base)
+    real_side = baseline.submit(config, base, wait_for=[prepared])  # once, before every evaluate@gen (issue 20)
     evaluated = []
     for gen in chosen:
-        with torch_resources(params):
+        with torch_resources(config):
             evaluated.append(evaluate.with_options(task_run_name=f"evaluate@{gen}").submit(
-                params, gen, base, wait_for=[trained[gen], real_side]))
-        checked = check.with_options(task_run_name=f"check@{gen}").submit(params, gen, base, run_id,
+                config, gen, base, wait_for=[trained[gen], real_side]))
+        checked = check.with_options(task_run_name=f"check@{gen}").submit(config, gen, base, run_id,
                                                                          wait_for=[evaluated[-1]])
-        if gen in weighted_generators(params, chosen):  # importance weights (tasks/weight.py)
+        if gen in config.weighted(chosen):  # importance weights (tasks/weight.py)
             evaluated.append(weight.with_options(task_run_name=f"weight@{gen}").submit(
-                params, gen, run_id, base, wait_for=[evaluated[-1]]))
+                config, gen, run_id, base, wait_for=[evaluated[-1]]))
         evaluated.append(checked)
-    return release.submit(params, base, wait_for=evaluated).result()
+    return release.submit(config, base, wait_for=evaluated).result()
 
 
 def configured_flow(params_path: str = "params.yaml", root: str = ".") -> Flow:

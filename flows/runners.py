@@ -15,46 +15,45 @@ tasks.train` (README, "Scale-out").
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from pipelines.config import orchestration
+from pipelines.config import Config
 from pipelines.errors import InputError
 
 PRELOAD = ("tasks.train",)   # workers import the stages (torch, prefect) at start-up, not in the first task
 
 
-def task_runner(params: dict[str, Any]) -> TaskRunner:
+def task_runner(config: Config) -> TaskRunner:
     """The task runner params.yaml asks for."""
-    cfg = orchestration(params)
-    if cfg["task_runner"] == "threads":
-        return ThreadPoolTaskRunner(max_workers=cfg["max_workers"])
+    cfg = config.orchestration
+    if cfg.task_runner == "threads":
+        return ThreadPoolTaskRunner(max_workers=cfg.max_workers)
     from prefect_dask import DaskTaskRunner
-    if cfg["dask_address"]:
-        ledger = str((params.get("privacy") or {}).get("ledger", ""))
+    if cfg.dask_address:
+        ledger = config.privacy.ledger
         if "://" not in ledger or ledger.startswith("sqlite"):
-            raise InputError(f"a remote Dask cluster ({cfg['dask_address']}) runs stages on other machines, which "
+            raise InputError(f"a remote Dask cluster ({cfg.dask_address}) runs stages on other machines, which "
                              f"cannot share the SQLite ledger {ledger!r} safely.", file="params.yaml",
                              fix="set privacy.ledger to a PostgreSQL URL (postgresql+psycopg://user@host/db).")
-        return DaskTaskRunner(address=cfg["dask_address"])
-    worker = {"resources": {"GPU": 1}} if params.get("device") == "cuda" else {}
+        return DaskTaskRunner(address=cfg.dask_address)
+    worker = {"resources": {"GPU": 1}} if config.device == "cuda" else {}
     return DaskTaskRunner(cluster_class="distributed.LocalCluster",
-                          cluster_kwargs={"n_workers": cfg["dask_workers"], "threads_per_worker": 1,
+                          cluster_kwargs={"n_workers": cfg.dask_workers, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": None, "preload": list(PRELOAD),
                                           **worker})
 
 
-def concurrent_tasks(params: dict[str, Any]) -> int:
+def concurrent_tasks(config: Config) -> int:
     """Tasks the flow's own process runs at once: max_workers with the threads runner; 1 with Dask (each
     worker process sizes its own threads, pipelines/runtime.py)."""
-    cfg = orchestration(params)
-    return cfg["max_workers"] if cfg["task_runner"] == "threads" else 1
+    cfg = config.orchestration
+    return cfg.max_workers if cfg.task_runner == "threads" else 1
 
 
-def torch_resources(params: dict[str, Any]) -> AbstractContextManager:
+def torch_resources(config: Config) -> AbstractContextManager:
     """Around a torch stage's submit: Dask resource `GPU: 1` when params say `device: cuda`."""
-    if params.get("device") == "cuda" and orchestration(params)["task_runner"] == "dask":
+    if config.device == "cuda" and config.orchestration.task_runner == "dask":
         import dask
         return dask.annotate(resources={"GPU": 1})
     return nullcontext()

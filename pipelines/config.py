@@ -5,11 +5,14 @@ Every section has a pydantic model that refuses unknown keys (extra="forbid") an
 generator's section is checked against that generator's DEFAULTS (its keys, and the type of every
 default that is not None) and then by the generator module's own `check_params`, if it has one. Every
 problem, in any section, is one `InputError` naming the file, the key path, the problem and the fix.
-`load_params` returns the plain dict the tasks read (the YAML values, with ε parsed to floats and the
-defaults filled exactly where they always were), so the params hashes of unchanged inputs do not move.
+`load_params` returns the typed `Config` every stage reads: each section a model instance with its defaults filled
+and its ranges checked, the generators' sections as their classes take them. The params hash comes from the mapping
+the file gave (`Config.given`, the YAML values with ε parsed to floats): DVC tracks those keys, and the hashes of
+unchanged inputs do not move.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import importlib
 import math
@@ -17,11 +20,11 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args
+from typing import Annotated, Any, Literal, Sequence, Union, get_args
 
 import yaml
-from pydantic import (AfterValidator, BaseModel, ConfigDict, StrictBool, StrictFloat, StrictInt, StrictStr,
-                      ValidationError, create_model)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictInt,
+                      StrictStr, ValidationError, create_model)
 
 from pipelines.data.header import ColumnMode
 from pipelines.errors import InputError, ParamError
@@ -31,6 +34,7 @@ from pipelines.io import canonical_json, sha256_text
 PARAMS_FILE = "params.yaml"
 EXTENDS = "extends"  # an override file's base (`read_params`)
 Number = Union[StrictInt, StrictFloat]
+Real = Annotated[Number, AfterValidator(float)]  # a number, read as a float
 # keys that were accepted once and are refused now with their own reason: (section kind, key) -> (problem, fix)
 RETIRED = {
     ("dataset", "split_seed"): (
@@ -75,27 +79,28 @@ Share = Annotated[Any, AfterValidator(share_value)]
 
 
 class Section(BaseModel):
-    """A params.yaml mapping: unknown keys refused, values kept as YAML gave them (strict types)."""
-    model_config = ConfigDict(extra="forbid", strict=True)
+    """A params.yaml mapping: unknown keys refused, values as YAML gave them (strict types; a number of a float
+    key read as a float), read-only once checked."""
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 def section_model(name: str, defaults: dict[str, Any], nullable: tuple[str, ...] = (), **fields: Any) -> type[Section]:
-    """A Section whose keys are `defaults`' keys (typed by each default that is not None; `nullable` keys
-    may also be null) plus `fields`."""
-    spec: dict[str, Any] = {k: (default_type(v) | None if k in nullable else default_type(v), None)
+    """A Section whose keys are `defaults`' keys, each defaulting to its value and typed by it (`nullable` keys may
+    also be null), plus `fields` (create_model's (annotation, default) pairs)."""
+    spec: dict[str, Any] = {k: (default_type(v) | None if k in nullable else default_type(v), v)
                             for k, v in defaults.items()}
     spec.update(fields)
     with warnings.catch_warnings():  # a key named like a BaseModel attribute (mst/aim `schema`) only shadows it
         warnings.filterwarnings("ignore", message="Field name .* shadows an attribute", category=UserWarning)
-        return create_model(name, __base__=Section, **spec)
+        return create_model(name, __base__=Section, __module__=__name__, **spec)
 
 
 def default_type(default: Any) -> Any:
     """The type a key's default implies: None (a cap that may be off, a column chosen later) checks nothing;
-    a float default also accepts an integer."""
+    a float default also accepts an integer, read as a float."""
     if default is None:
         return Any
-    for kind, annotation in ((bool, StrictBool), (int, StrictInt), (float, Number), (str, StrictStr)):
+    for kind, annotation in ((bool, StrictBool), (int, StrictInt), (float, Real), (str, StrictStr)):
         if isinstance(default, kind):
             return annotation
     if isinstance(default, (list, tuple)):
@@ -108,14 +113,14 @@ def default_type(default: Any) -> Any:
 class Dataset(Section):
     name: StrictStr
     source: StrictStr
-    holdout_fraction: Number
+    holdout_fraction: Real
     columns: ColumnMode = "strict"  # "schema": read only the schema's columns of a wider table (data/readers.py)
-    max_dropped_fraction: Number = 0.02  # validate stops when its policies drop or clip more of the rows read
+    max_dropped_fraction: Real = 0.02  # validate stops when its policies drop or clip more of the rows read
     noise_seed: StrictInt | None = None  # the noisy row count's noise: internal releases only (`noise_seed_keys`)
 
 
 class Privacy(Section):
-    delta: Number
+    delta: Real
     lifetime_epsilon: Epsilon
     release_epsilon: Epsilon = 1.0  # ε of one release run, all generators and weights composed (PLD)
     row_count_epsilon: OptionalEpsilon = 0.05  # noisy training row count: n̂, or the documented count's check
@@ -125,17 +130,15 @@ class Privacy(Section):
 
 
 class Orchestration(Section):
-    """Types only: the defaults are ORCHESTRATION_DEFAULTS, the ranges `orchestration`."""
-    task_runner: Literal["threads", "dask"] = None
-    max_workers: StrictInt = None
+    """How the Prefect flow runs the stages (flows/runners.py); its ranges: `orchestration_ranges`."""
+    task_runner: Literal["threads", "dask"] = "threads"
+    max_workers: StrictInt = 4
     dask_address: StrictStr | None = None
-    dask_workers: StrictInt = None
+    dask_workers: StrictInt = 2
 
 # -- the other sections' defaults (data-independent) and their ranges: the one place for both ----------------------
-# Their readers (flows/runners.py, pipelines/evaluation/{unsupervised,scorecard,verdict}.py, attacks/{suite,gates}.py,
-# pipelines/weights/estimators.py, the weight stage) take them from here, so this module imports none of them.
-ORCHESTRATION_DEFAULTS: dict[str, Any] = {"task_runner": "threads", "max_workers": 4, "dask_address": None,
-                                          "dask_workers": 2}
+# Each section's model (`section_models`) takes its defaults from here; its readers (the stages, through `Config`, and
+# pipelines/weights/estimators.py, attacks/suite.py) take them from the model, so this module imports none of them.
 # `evaluate:` knobs of DP-auto-GAN's metrics (pipelines/evaluation/unsupervised.py) and of the utility classifiers'
 # and verdict's row cap (utility.py, verdict.py); null = no cap for the row caps
 EVALUATE_DEFAULTS: dict[str, Any] = {
@@ -238,23 +241,28 @@ WEIGHT_ESTIMATOR_DEFAULTS: dict[str, Any] = {
 }
 
 
-@cache
+# the sections' models: each key's default and type in one place (module-level classes, so a Config pickles by
+# reference to a Dask worker)
+Attacks = section_model("Attacks", ATTACKS_DEFAULTS)
+Evaluate = section_model("Evaluate", {**EVALUATE_DEFAULTS, **SCORECARD_DEFAULTS, "seed": 0},
+                         EVALUATE_NULLABLE + SCORECARD_NULLABLE, n_samples=(StrictInt | None, None),
+                         attacks=(Annotated[Attacks, BeforeValidator(lambda v: {} if v is None else v)],
+                                  Field(default_factory=Attacks)))
+RiskGates = section_model("RiskGates", RISK_GATES_DEFAULTS)
+UtilityGate = section_model("UtilityGate", UTILITY_GATE_DEFAULTS,
+                            **{k: (Literal[UTILITY_POLICIES], UTILITY_GATE_DEFAULTS[k]) for k in UTILITY_WORDS})
+Weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS}, ("max_steps",),
+                        epsilon=(OptionalEpsilon, None), share=(Share, WEIGHTS_STAGE_DEFAULTS["share"]),
+                        calibration=(StrictStr | None, None), generators=(Literal[SELECTED] | list[StrictStr], SELECTED))
+Release = section_model("Release", RELEASE_DEFAULTS, select=(Literal[SELECT_MODES], RELEASE_DEFAULTS["select"]),
+                        non_dp_gates=(Literal[NON_DP_GATE_POLICIES], RELEASE_DEFAULTS["non_dp_gates"]))
+
+
 def section_models() -> dict[str, type[Section]]:
-    """The models of the sections above, by key path."""
-    attacks = section_model("Attacks", ATTACKS_DEFAULTS)
-    evaluate = section_model("Evaluate", {**EVALUATE_DEFAULTS, **SCORECARD_DEFAULTS},
-                             EVALUATE_NULLABLE + SCORECARD_NULLABLE, seed=(StrictInt, None),
-                             n_samples=(StrictInt | None, None), attacks=(attacks | None, None))
-    weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS}, ("max_steps",),
-                            epsilon=(OptionalEpsilon, None), share=(Share, None), calibration=(StrictStr | None, None),
-                            generators=(Literal[SELECTED] | list[StrictStr], None))
-    return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": evaluate,
-            "evaluate.attacks": attacks, "risk_gates": section_model("RiskGates", RISK_GATES_DEFAULTS),
-            "utility_gate": section_model("UtilityGate", UTILITY_GATE_DEFAULTS, **{
-                k: (Literal[UTILITY_POLICIES], None) for k in UTILITY_WORDS}),
-            "weights": weights, "release": section_model("Release", RELEASE_DEFAULTS,
-                                                         select=(Literal[SELECT_MODES], None),
-                                                         non_dp_gates=(Literal[NON_DP_GATE_POLICIES], None))}
+    """The models of the sections, by key path."""
+    return {"dataset": Dataset, "privacy": Privacy, "orchestration": Orchestration, "evaluate": Evaluate,
+            "evaluate.attacks": Attacks, "risk_gates": RiskGates, "utility_gate": UtilityGate, "weights": Weights,
+            "release": Release}
 
 
 @cache
@@ -346,13 +354,6 @@ def nested_model(model: type[Section], loc: tuple[str, ...]) -> type[Section]:
     return model
 
 
-def check_section(key: str, raw: Any) -> dict[str, Any]:
-    """A params.yaml section (`key`, e.g. "evaluate.attacks") checked by its model: what each task's own
-    parser calls first, so a section read without `load_params` fails the same way."""
-    check(section_models()[key], raw, key)
-    return dict(raw or {})
-
-
 def check_pinned_or_share(section: str, raw: dict[str, Any], file: str = PARAMS_FILE) -> None:
     """A part of the release (a generator, `weights`) pins its own ε or takes a share of the release ε, not both."""
     if raw.get("epsilon") is not None and raw.get("share") is not None:
@@ -367,14 +368,14 @@ def allocated_section(section: dict[str, Any], epsilon: float) -> dict[str, Any]
     return {**{k: v for k, v in section.items() if k != "share"}, "epsilon": float(epsilon)}
 
 
-def generator_params(params: dict[str, Any], name: str, epsilon: float) -> dict[str, Any]:
+def generator_params(config: "Config", name: str, epsilon: float) -> dict[str, Any]:
     """Generator `name`'s section as its class takes it at `epsilon` (`allocated_section`); the private
     selection's with its candidates (null: every other configured generator) and their own sections."""
-    section = allocated_section(params.get(name) or {}, epsilon)
+    section = allocated_section(config.generator(name), epsilon)
     if name == SELECTION:
-        candidates = section.get("candidates") or [g for g in params["generators"] if g != SELECTION]
+        candidates = section.get("candidates") or [g for g in config.generators if g != SELECTION]
         section = {**section, "candidates": list(candidates),
-                   "sections": {g: params.get(g) or {} for g in candidates}}
+                   "sections": {g: config.generator(g) for g in candidates}}
     return section
 
 
@@ -443,7 +444,7 @@ def check_noise_seeds(params: dict[str, Any], file: str, internal_release: bool)
                    "organisation, set 'privacy.internal_release: true'.")
 
 
-# -- ranges of the sections above (their types: the models); each problem one InputError naming the key path -----
+# -- ranges of the sections above (their types and defaults: the models); each problem one InputError naming the key --
 POSITIVE = ("a positive finite number", lambda v: 0 < v < math.inf)
 AT_LEAST_ONE = ("an integer of at least 1", lambda v: v >= 1)
 WEIGHT_RANGES: dict[str, tuple[str, Any]] = {
@@ -453,151 +454,129 @@ WEIGHT_RANGES: dict[str, tuple[str, Any]] = {
     "khat_bound": POSITIVE, "analysis_max_rows": AT_LEAST_ONE, "prior_variance": POSITIVE}
 
 
-def orchestration(params: dict[str, Any]) -> dict[str, Any]:
-    """params['orchestration'] over ORCHESTRATION_DEFAULTS; worker counts positive."""
-    cfg = {**ORCHESTRATION_DEFAULTS, **check_section("orchestration", params.get("orchestration"))}
+def default_of(key: str, name: str) -> Any:
+    """The default of key `name` in section `key` (its model's)."""
+    return section_models()[key].model_fields[name].default
+
+
+def orchestration_ranges(s: Any, generators: Sequence[str] | None) -> None:
+    """Worker counts positive."""
     for key in ("max_workers", "dask_workers"):
-        if not (isinstance(cfg[key], int) and cfg[key] >= 1):
-            raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a positive integer, got {cfg[key]!r}.",
-                       f"e.g. '{key}: {ORCHESTRATION_DEFAULTS[key]}'.")
-    return cfg
+        if getattr(s, key) < 1:
+            raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a positive integer, got {getattr(s, key)!r}.",
+                       f"e.g. '{key}: {default_of('orchestration', key)}'.")
 
 
-def knobs(settings: dict[str, Any], defaults: dict[str, int | None] = EVALUATE_DEFAULTS,
-          nullable: tuple[str, ...] = EVALUATE_NULLABLE) -> dict[str, int | None]:
-    """The evaluate knobs (`defaults`: EVALUATE_ or SCORECARD_DEFAULTS), each a positive integer (or null where
-    a cap may be off)."""
-    out = {}
-    for key, default in defaults.items():
-        value = settings.get(key, default)
-        if value is None and key in nullable:
-            out[key] = None
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def evaluate_ranges(s: Any, generators: Sequence[str] | None) -> None:
+    """The evaluate knobs (EVALUATE_ and SCORECARD_DEFAULTS), each a positive integer (or null where a cap may be
+    off); `n_samples` a positive integer or null."""
+    nullable = EVALUATE_NULLABLE + SCORECARD_NULLABLE
+    for key, default in {**EVALUATE_DEFAULTS, **SCORECARD_DEFAULTS}.items():
+        value = getattr(s, key)
+        if not (value is None and key in nullable) and value < 1:
             raise fail(PARAMS_FILE, f"evaluate.{key}", f"must be a positive integer"
                        f"{' or null' if key in nullable else ''}, got {value!r}.", f"set 'evaluate.{key}: {default}'.")
-        out[key] = value
-    return out
+    if s.n_samples is not None and s.n_samples < 1:
+        raise fail(PARAMS_FILE, "evaluate.n_samples", f"must be a positive integer or null, got {s.n_samples!r}.",
+                   "set 'evaluate.n_samples: null' (as many rows as the public training row count).")
 
 
-def attack_ranges(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """`evaluate.attacks` over ATTACKS_DEFAULTS, every number in its range (what needs no schema; the columns it
-    names are checked against the schema by `attacks.suite.settings`)."""
+def attack_ranges(s: Any, generators: Sequence[str] | None) -> None:
+    """`evaluate.attacks`, every number in its range (what needs no schema; the columns it names are checked
+    against the schema by `attacks.suite.settings`)."""
     section = "evaluate.attacks"
-    s = {**ATTACKS_DEFAULTS, **check_section(section, raw)}
     for key, least in (("max_rows", 1), ("pool_max_rows", 1), ("bootstrap", 20), ("n_attacks", 1),
                        ("singling_out_columns", 1), ("neighbours", 1)):
-        if isinstance(s[key], bool) or not isinstance(s[key], int) or s[key] < least:
-            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be an integer of at least {least}, got {s[key]!r}.",
-                       f"set it to {ATTACKS_DEFAULTS[key]}.")
+        if getattr(s, key) < least:
+            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be an integer of at least {least}, got "
+                       f"{getattr(s, key)!r}.", f"set it to {ATTACKS_DEFAULTS[key]}.")
     for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
-        if isinstance(s[key], bool) or not isinstance(s[key], (int, float)) or not 0 < s[key] < 1:
-            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be in (0, 1), got {s[key]!r}.",
+        if not 0 < getattr(s, key) < 1:
+            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be in (0, 1), got {getattr(s, key)!r}.",
                        f"set it to {ATTACKS_DEFAULTS[key]}.")
-    return s
 
 
-def risk_thresholds(raw: dict[str, Any] | None) -> dict[str, float]:
-    """`risk_gates` over RISK_GATES_DEFAULTS: thresholds in [0, 1], `confidence` in (0, 1)."""
-    t = {**RISK_GATES_DEFAULTS, **check_section("risk_gates", raw)}
-    for key, value in t.items():
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if key == "confidence" and not (number and 0 < value < 1):
+def risk_ranges(s: Any, generators: Sequence[str] | None) -> None:
+    """`risk_gates`: thresholds in [0, 1], `confidence` in (0, 1)."""
+    for key, value in s.model_dump().items():
+        if key == "confidence" and not 0 < value < 1:
             raise fail(PARAMS_FILE, "risk_gates.confidence", f"must be a number in (0, 1), got {value!r}.",
                        "set it to 0.95.")
-        if not (number and 0 <= value <= 1):
+        if not 0 <= value <= 1:
             raise fail(PARAMS_FILE, f"risk_gates.{key}", f"must be a number in [0, 1], got {value!r}.",
                        f"set it to {RISK_GATES_DEFAULTS[key]}.")
-    return {k: float(v) for k, v in t.items()}
 
 
-def utility_settings(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """`utility_gate` over UTILITY_GATE_DEFAULTS: `confidence` in (0, 1), enough bootstrap and baseline draws."""
-    s = {**UTILITY_GATE_DEFAULTS, **check_section("utility_gate", raw)}
-    if not 0 < s["confidence"] < 1:
-        raise fail(PARAMS_FILE, "utility_gate.confidence", f"must be a number in (0, 1), got {s['confidence']!r}.",
+def utility_ranges(s: Any, generators: Sequence[str] | None) -> None:
+    """`utility_gate`: `confidence` in (0, 1), enough bootstrap and baseline draws."""
+    if not 0 < s.confidence < 1:
+        raise fail(PARAMS_FILE, "utility_gate.confidence", f"must be a number in (0, 1), got {s.confidence!r}.",
                    "set it to 0.95.")
     for key, least in (("bootstrap", 20), ("baseline_draws", 2)):
-        if s[key] < least:
+        if getattr(s, key) < least:
             raise fail(PARAMS_FILE, f"utility_gate.{key}", f"must be an integer of at least {least}, got "
-                       f"{s[key]!r}.", f"set it to {UTILITY_GATE_DEFAULTS[key]}.")
-    return s
+                       f"{getattr(s, key)!r}.", f"set it to {UTILITY_GATE_DEFAULTS[key]}.")
 
 
-def weight_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The `weights:` section over WEIGHTS_STAGE_DEFAULTS and WEIGHT_ESTIMATOR_DEFAULTS, ε parsed (None: allocated
-    by the budget stage), every value in its range (WEIGHT_RANGES and the stage's own rules)."""
+def weight_ranges(s: Any, generators: Sequence[str] | None) -> None:
+    """The `weights:` section: a known estimator, generators among the configured ones (`generators`; None: a
+    section read alone, by the estimators), every value in its range (WEIGHT_RANGES and the stage's own rules)."""
     file = PARAMS_FILE
-    s = {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS, **check_section("weights", params.get("weights"))}
-    if s["estimator"] not in WEIGHT_ESTIMATORS:
-        raise fail(file, "weights.estimator", f"{s['estimator']!r} is not implemented.",
+    if s.estimator not in WEIGHT_ESTIMATORS:
+        raise fail(file, "weights.estimator", f"{s.estimator!r} is not implemented.",
                    f"use one of {', '.join(WEIGHT_ESTIMATORS)}.")
-    if s["generators"] != SELECTED and any(g not in params["generators"] for g in s["generators"]):
+    if generators is not None and s.generators != SELECTED and any(g not in generators for g in s.generators):
         raise fail(file, "weights.generators", f"must be '{SELECTED}' or a list of generators from 'generators', "
-                   f"got {s['generators']!r}.", f"e.g. 'generators: {SELECTED}' (the published table), [dpwgan] or [].")
-    s["epsilon"] = None if s["epsilon"] is None else epsilon_value(s["epsilon"])
-    s["share"], s["khat_bound"], s["tempering"] = float(s["share"]), float(s["khat_bound"]), float(s["tempering"])
-    if not 0 <= s["tempering"] <= 1:
-        raise fail(file, "weights.tempering", f"must lie in [0, 1], got {s['tempering']}.",
+                   f"got {s.generators!r}.", f"e.g. 'generators: {SELECTED}' (the published table), [dpwgan] or [].")
+    if not 0 <= s.tempering <= 1:
+        raise fail(file, "weights.tempering", f"must lie in [0, 1], got {s.tempering}.",
                    "set 'weights.tempering: 1.0' (no tempering).")
-    if s["calibration"] is not None and s["estimator"] in ("output_lapl", "output_norm"):
+    if s.calibration is not None and s.estimator in ("output_lapl", "output_norm"):
         raise fail(file, "weights.calibration", f"needs the classifier's scores on the calibration rows; "
-                   f"{s['estimator']} privatises only the released weights, so scoring other rows would leak the "
+                   f"{s.estimator} privatises only the released weights, so scoring other rows would leak the "
                    f"non-private classifier.", "set 'weights.calibration: null' or use priv_mlp, beta_noised or "
                    "discriminator.")
-    ranges = {**WEIGHT_RANGES, **({} if s["max_steps"] is None else {"max_steps": AT_LEAST_ONE})}  # null: no cap
+    ranges = {**WEIGHT_RANGES, **({} if s.max_steps is None else {"max_steps": AT_LEAST_ONE})}  # null: no cap
     for key, (rule, ok) in ranges.items():
-        if not ok(s[key]):
-            raise fail(file, f"weights.{key}", f"must be {rule}, got {s[key]!r}.",
+        if not ok(getattr(s, key)):
+            raise fail(file, f"weights.{key}", f"must be {rule}, got {getattr(s, key)!r}.",
                        f"set 'weights.{key}: {(WEIGHTS_STAGE_DEFAULTS | WEIGHT_ESTIMATOR_DEFAULTS)[key]}' "
                        "(its default).")
-    if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in s["hidden"]):
-        raise fail(file, "weights.hidden", f"must be a list of positive layer widths, got {s['hidden']!r}.",
+    if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in s.hidden):
+        raise fail(file, "weights.hidden", f"must be a list of positive layer widths, got {s.hidden!r}.",
                    f"e.g. 'weights.hidden: {WEIGHT_ESTIMATOR_DEFAULTS['hidden']}'.")
-    return s
 
 
-def release_settings(params: dict[str, Any]) -> dict[str, Any]:
-    """The `release:` section over RELEASE_DEFAULTS (its types: the model): a finite `test_epsilon` ≥ 0.001 (below
-    it the test's noise, scale ≥ 1,000 rows, decides alone), `test_excess_max` in [0, 1], `test_confidence` in
-    [0.5, 1) (a test that refuses most fresh tables is not a release test)."""
-    s = {**RELEASE_DEFAULTS, **check_section("release", params.get("release"))}
-    for key, ok, rule in (("test_epsilon", 0.001 <= s["test_epsilon"] < math.inf, "a finite number ≥ 0.001"),
-                          ("test_excess_max", 0 <= s["test_excess_max"] <= 1, "a number in [0, 1]"),
-                          ("test_confidence", 0.5 <= s["test_confidence"] < 1, "a number in [0.5, 1)")):
+def release_ranges(s: Any, generators: Sequence[str] | None) -> None:
+    """`release:`: a finite `test_epsilon` ≥ 0.001 (below it the test's noise, scale ≥ 1,000 rows, decides alone),
+    `test_excess_max` in [0, 1], `test_confidence` in [0.5, 1) (a test that refuses most fresh tables is not a
+    release test)."""
+    for key, ok, rule in (("test_epsilon", 0.001 <= s.test_epsilon < math.inf, "a finite number ≥ 0.001"),
+                          ("test_excess_max", 0 <= s.test_excess_max <= 1, "a number in [0, 1]"),
+                          ("test_confidence", 0.5 <= s.test_confidence < 1, "a number in [0.5, 1)")):
         if not ok:
-            raise fail(PARAMS_FILE, f"release.{key}", f"must be {rule}, got {s[key]!r}.",
+            raise fail(PARAMS_FILE, f"release.{key}", f"must be {rule}, got {getattr(s, key)!r}.",
                        f"set it to {RELEASE_DEFAULTS[key]}.")
-    return {**s, **{k: float(s[k]) for k in ("test_epsilon", "test_excess_max", "test_confidence")}}
 
 
-def weighted_generators(params: dict[str, Any], selected: list[str]) -> list[str]:
-    """The generators whose published table gets DP importance weights: those of `selected` (the release's
-    selection, pipelines/selection.py) that `weights.generators` names (`selected`: all of them)."""
-    wanted = weight_settings(params)["generators"]
-    return [g for g in selected if wanted == SELECTED or g in wanted]
+RANGES = {"orchestration": orchestration_ranges, "evaluate": evaluate_ranges, "evaluate.attacks": attack_ranges,
+          "risk_gates": risk_ranges, "utility_gate": utility_ranges, "weights": weight_ranges,
+          "release": release_ranges}
 
 
-def check_ranges(params: dict[str, Any], file: str) -> None:
-    """Every section's value ranges, before any stage runs (the functions above, which the sections' readers call
-    too). Each problem is one InputError naming `file`, the key and the fix. What needs the schema (the columns a
-    section names) is checked by the validate and budget stages, before any budget is spent
-    (tasks/common.py `check_against_schema`)."""
-    evaluate = params.get("evaluate") or {}
-    checks = (lambda: orchestration(params), lambda: knobs(evaluate),
-              lambda: knobs(evaluate, SCORECARD_DEFAULTS, SCORECARD_NULLABLE),
-              lambda: attack_ranges(evaluate.get("attacks")), lambda: risk_thresholds(params.get("risk_gates")),
-              lambda: utility_settings(params.get("utility_gate")), lambda: weight_settings(params),
-              lambda: release_settings(params))
-    for run in checks:
-        try:
-            run()
-        except InputError as e:  # the readers name params.yaml; this is the file actually read
-            raise InputError(e.problem, file=file, column=e.column, fix=e.fix) from None
-    n = evaluate.get("n_samples")
-    if n is not None and n < 1:
-        raise fail(file, "evaluate.n_samples", f"must be a positive integer or null, got {n!r}.",
-                   "set 'evaluate.n_samples: null' (as many rows as the public training row count).")
+def section(key: str, raw: Any, generators: Sequence[str] | None = None, file: str = PARAMS_FILE) -> Any:
+    """Section `key` of a params file ("release", "evaluate.attacks", ...) checked by its model (types, defaults
+    filled) and its ranges: how `parse_params` builds each of `Config`'s sections, and what reads one section
+    alone (the weight estimators, the attack suite, a section in a test). `generators`: the configured
+    generators, which `weights.generators` must name (None: not checked). One InputError naming `file`."""
+    s = check(section_models()[key], raw, key, file)
+    try:
+        for part, ranges in RANGES.items():
+            if part == key or (key == "evaluate" and part == "evaluate.attacks"):
+                ranges(s.attacks if part != key else s, generators)
+    except InputError as e:  # the ranges name params.yaml; this is the file actually read
+        raise InputError(e.problem, file=file, column=e.column, fix=e.fix) from None
+    return s
 
 
 def generator_module(name: str) -> str:
@@ -610,7 +589,7 @@ def release_model() -> type[Section]:
     """The whole file: its sections, and a mapping for each registered generator (checked by `check_generator`)."""
     from pipelines.generators.registry import GENERATORS
     models = section_models()
-    return create_model("Release", __base__=Section, dataset=(models["dataset"], ...),
+    return create_model("ReleaseFile", __base__=Section, dataset=(models["dataset"], ...),
                         privacy=(models["privacy"], ...), device=(Literal["auto", "cpu", "cuda"], None),
                         orchestration=(models["orchestration"] | None, None), generators=(list[StrictStr], ...),
                         evaluate=(models["evaluate"] | None, None), risk_gates=(models["risk_gates"] | None, None),
@@ -672,13 +651,51 @@ def resolved_text(path: str | Path) -> str:
     return header + yaml.safe_dump(read_params(path), sort_keys=False, allow_unicode=True, width=100)
 
 
-def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
-    """Read a params file (`read_params`: params.yaml, or an override file over it) and check it once (module
-    docstring); every problem is one InputError."""
-    file = str(path)
-    params = read_params(path)
-    for section in ("dataset", "privacy"):  # the sections' own key paths, not a top-level type error
-        check(section_models()[section], params.get(section), section, file)
+@dataclass(frozen=True)
+class Config:
+    """The release configuration, checked once (`parse_params`): what every stage and flow reads.
+
+    Each section is its model's instance (pipelines/config.py `section_models`: defaults filled, types and ranges
+    checked); a generator's section is the mapping its class takes (`generator`, `generator_params`: a generator
+    is built from a dict of its parameters, as scikit-learn's `set_params`). `given` is the checked mapping the
+    file gave (ε parsed to floats): the params hashes come from it (`params_hash`, and each stage's by dvc.yaml's
+    key paths, tasks/common.py), so they cover exactly what DVC tracks. Nothing reads a setting from `given`."""
+    file: str
+    given: dict[str, Any]
+    dataset: Dataset
+    privacy: Privacy
+    device: Literal["auto", "cpu", "cuda"]
+    orchestration: Orchestration
+    generators: tuple[str, ...]
+    evaluate: Evaluate      # its `attacks`: Attacks
+    risk_gates: RiskGates
+    utility_gate: UtilityGate
+    weights: Weights
+    release: Release
+
+    def generator(self, name: str) -> dict[str, Any]:
+        """Generator `name`'s section as the file gave it, checked (`check_generator`; {}: not configured)."""
+        return dict(self.given.get(name) or {})
+
+    def weighted(self, selected: Sequence[str]) -> list[str]:
+        """The generators whose published table gets DP importance weights: those of `selected` (the release's
+        selection, pipelines/selection.py) that `weights.generators` names (`selected`: all of them)."""
+        wanted = self.weights.generators
+        return [g for g in selected if wanted == SELECTED or g in wanted]
+
+    @property
+    def hash(self) -> str:
+        """The whole configuration's params hash (the manifest's)."""
+        return params_hash(self.given)
+
+
+def parse_params(params: dict[str, Any], file: str = PARAMS_FILE) -> Config:
+    """A params mapping (`read_params`'s) checked once (module docstring): every problem one InputError naming
+    `file`, before any stage runs. What needs the schema (the columns a section names) is checked by the validate
+    and budget stages, before any budget is spent (tasks/common.py `check_against_schema`)."""
+    params = copy.deepcopy(params)  # `given` is the Config's own
+    for key in ("dataset", "privacy"):  # the sections' own key paths, not a top-level type error
+        check(section_models()[key], params.get(key), key, file)
     config = check(release_model(), params, "", file)
     gens = params["generators"]
     if not gens:
@@ -693,7 +710,7 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
             raise fail(file, g, f"generator '{g}' is listed but has no '{g}:' section.",
                        f"add a '{g}:' section (empty: every default, and an equal share of privacy.release_epsilon).")
         params[g] = params[g] or {}
-    privacy = config.privacy
+    privacy, dataset = config.privacy, config.dataset
     for g in (g for g in GENERATORS if params.get(g) is not None):
         params[g] = check_generator(g, params[g], file, privacy.release_epsilon)
     check_pinned_or_share("weights", params.get("weights") or {}, file)
@@ -704,25 +721,34 @@ def load_params(path: str | Path = PARAMS_FILE) -> dict[str, Any]:
         raise fail(file, "privacy.row_count_epsilon", "must be finite: the training row count is released with "
                    "Laplace noise (n̂ when the schema declares no public 'rows', else the documented count's check).",
                    "set 'row_count_epsilon: 0.05' (or null to trust a documented count unchecked).")
-    if not 0 < config.dataset.holdout_fraction < 1:
-        raise fail(file, "dataset.holdout_fraction", f"must lie in (0, 1), got {config.dataset.holdout_fraction!r}: "
+    if not 0 < dataset.holdout_fraction < 1:
+        raise fail(file, "dataset.holdout_fraction", f"must lie in (0, 1), got {dataset.holdout_fraction!r}: "
                    "the evaluation and the gates need real rows on both sides.", "use e.g. 0.2.")
-    if not 0 <= config.dataset.max_dropped_fraction <= 1:
+    if not 0 <= dataset.max_dropped_fraction <= 1:
         raise fail(file, "dataset.max_dropped_fraction", f"must lie in [0, 1], got "
-                   f"{config.dataset.max_dropped_fraction!r}: the share of rows validation may drop or clip.",
+                   f"{dataset.max_dropped_fraction!r}: the share of rows validation may drop or clip.",
                    "use e.g. 0.02.")
-    params["dataset"]["max_dropped_fraction"] = float(config.dataset.max_dropped_fraction)
     check_noise_seeds(params, file, privacy.internal_release)
-    check_ranges(params, file)
-    params["privacy"]["row_count_epsilon"] = privacy.row_count_epsilon
-    params["privacy"]["lifetime_epsilon"] = privacy.lifetime_epsilon
-    params["privacy"]["release_epsilon"] = privacy.release_epsilon
+    sections = {key: section(key, params.get(key), gens, file)
+                for key in ("orchestration", "evaluate", "risk_gates", "utility_gate", "weights", "release")}
+    # the mapping hashed (Config.given): the file's values, ε and the dropped fraction as the floats they mean
+    params["dataset"] = {**params["dataset"], "max_dropped_fraction": dataset.max_dropped_fraction}
+    params["privacy"] = {**params["privacy"], **{k: getattr(privacy, k) for k in (
+        "row_count_epsilon", "lifetime_epsilon", "release_epsilon")}}
     params.setdefault("device", "auto")
     params.setdefault("evaluate", {})
-    return params
+    return Config(file=file, given=params, dataset=dataset, privacy=privacy, device=params["device"],
+                  generators=tuple(gens), **sections)
+
+
+def load_params(path: str | Path = PARAMS_FILE) -> Config:
+    """Read a params file (`read_params`: params.yaml, or an override file over it) and check it once
+    (`parse_params`); every problem is one InputError."""
+    return parse_params(read_params(path), str(path))
 
 
 def params_hash(params: dict[str, Any]) -> str:
+    """The hash of a params mapping (`Config.given`, or the part of it one stage reads)."""
     return sha256_text(canonical_json(params))
 
 

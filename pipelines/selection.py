@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipelines.config import PARAMS_FILE, SELECTION, Paths, release_settings
+from pipelines.config import PARAMS_FILE, SELECTION, Config, Paths
 from pipelines.errors import InputError
 from pipelines.io import read_json
 
@@ -62,11 +62,11 @@ def rule_choice(candidates: Sequence[str]) -> str:
     return min(candidates, key=PREFERENCE.index)
 
 
-def select(params: dict[str, Any], n_rows: int) -> Selection:
+def select(config: Config, n_rows: int) -> Selection:
     """The generators this release trains (module docstring), from public facts only: `params` and the public
     training row count `n_rows` (n̂)."""
-    mode, candidates = release_settings(params)["select"], tuple(params["generators"])
-    facts = {"rows_public": int(n_rows), "release_epsilon": float(params["privacy"]["release_epsilon"])}
+    mode, candidates = config.release.select, tuple(config.generators)
+    facts = {"rows_public": int(n_rows), "release_epsilon": config.privacy.release_epsilon}
     if mode == "all":
         return Selection(mode, candidates, candidates, "release.select: all: every configured generator, the "
                          "release ε divided across them", facts)

@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import SCORECARD_DEFAULTS, SCORECARD_NULLABLE, check_section, knobs, utility_settings
+from pipelines.config import EVALUATE_DEFAULTS, SCORECARD_DEFAULTS, Config
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.schema import Schema
 from pipelines.errors import InputError
@@ -46,20 +46,17 @@ class Inputs:
     knobs: dict[str, int | None]        # DP-auto-GAN metrics' knobs (config.EVALUATE_DEFAULTS)
     card_knobs: dict[str, int | None]   # the scorecard's (config.SCORECARD_DEFAULTS) and the above
     attacks: dict[str, Any]             # evaluate.attacks (suite.settings)
-    verdict: dict[str, Any]             # utility_gate (config.utility_settings)
+    verdict: dict[str, Any]             # utility_gate (Config.utility_gate)
 
 
-def inputs(params: dict[str, Any], root: Path) -> Inputs:
-    p, sch = common.paths(params, root), common.schema(params, root)
-    settings = check_section("evaluate", params.get("evaluate"))
-    k = knobs(settings)
+def inputs(config: Config, root: Path) -> Inputs:
+    p, sch, settings = common.paths(config, root), common.schema(config, root), config.evaluate
+    k = settings.model_dump(include=set(EVALUATE_DEFAULTS))
     return Inputs(train=pd.read_parquet(p.prepared / "train.parquet"),
                   holdout=pd.read_parquet(p.prepared / "holdout.parquet"), sch=sch,
-                  n=int(settings.get("n_samples") or len(EncodedTable(p.prepared / "train_encoded.parquet"))),
-                  seed=int(settings.get("seed", 0)), knobs=k,
-                  card_knobs={**knobs(settings, SCORECARD_DEFAULTS, SCORECARD_NULLABLE), **k},
-                  attacks=suite.settings(settings.get("attacks"), sch),
-                  verdict=utility_settings(params.get("utility_gate")))
+                  n=settings.n_samples or len(EncodedTable(p.prepared / "train_encoded.parquet")),
+                  seed=settings.seed, knobs=k, card_knobs={**settings.model_dump(include=set(SCORECARD_DEFAULTS)), **k},
+                  attacks=suite.settings(settings.attacks, sch), verdict=config.utility_gate.model_dump())
 
 
 def real_side(i: Inputs) -> dict[str, Any]:
@@ -73,33 +70,33 @@ def real_side(i: Inputs) -> dict[str, Any]:
             "attacks": suite.real_side(i.train, i.holdout, i.sch, i.attacks, i.seed)}
 
 
-def fingerprint(params: dict[str, Any], root: Path, i: Inputs) -> dict[str, Any]:
+def fingerprint(config: Config, root: Path, i: Inputs) -> dict[str, Any]:
     """What the cache was computed from: the real rows' files, the schema, the stage's params and n."""
-    p = common.paths(params, root)
-    return {**common.hashes(params, "baseline", i.sch), "n_synthetic": i.n,
+    p = common.paths(config, root)
+    return {**common.hashes(config, "baseline", i.sch), "n_synthetic": i.n,
             **{f"{name}.parquet": sha256_file(p.prepared / f"{name}.parquet") for name in ("train", "holdout")}}
 
 
 @task(name="baseline")
-def baseline(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
+def baseline(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     """Writes data/baseline/<ds>/real_side.json (`Paths.real_side`)."""
-    i = inputs(params, root)
-    out = {"inputs": fingerprint(params, root, i), **real_side(i), "computed_on_real_data": EVALUATION_METRICS,
+    i = inputs(config, root)
+    out = {"inputs": fingerprint(config, root, i), **real_side(i), "computed_on_real_data": EVALUATION_METRICS,
            "internal": "steward-internal: computed from real rows, never part of a release"}
-    write_json(common.paths(params, root).real_side, out)
-    return {"path": str(common.paths(params, root).real_side), "inputs": out["inputs"]}
+    write_json(common.paths(config, root).real_side, out)
+    return {"path": str(common.paths(config, root).real_side), "inputs": out["inputs"]}
 
 
-def cached(params: dict[str, Any], root: Path, i: Inputs) -> dict[str, Any] | None:
+def cached(config: Config, root: Path, i: Inputs) -> dict[str, Any] | None:
     """The baseline stage's cache for these inputs; None where there is none (each metric then computes its real
     side itself, with the same result). A cache computed from other rows or settings is an error."""
-    path = common.paths(params, root).real_side
+    path = common.paths(config, root).real_side
     if not path.exists():
         log.info("no %s: evaluate computes the real-row baselines itself (run `synthrelease stage baseline` "
                  "once to share them across generators)", path)
         return None
     cache = read_json(path)
-    now = fingerprint(params, root, i)
+    now = fingerprint(config, root, i)
     if cache.get("inputs") != now:
         raise InputError(f"the cached real-row baselines were computed from other rows or settings "
                          f"({cache.get('inputs')}; now {now}).", file=str(path),

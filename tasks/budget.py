@@ -4,7 +4,7 @@
    importance weights (`weights:`, when `weights.generators` is not empty), composed by the ledger's accountant.
    Parts that pin their own `epsilon` keep it; the others share the rest by their `share` (equal by default),
    calibrated so that the composed ε of all planned events equals the release ε (pipelines/privacy/allocation.py).
-   Plans use only public facts (n̂ = `rows_public` of data/prepared/<ds>/layout.json and the params), so the
+   Plans use only public facts (n̂ = `rows_public` of data/prepared/<ds>/layout.json and the config), so the
    allocation reads no private row and costs nothing. Written to data/allocation/<ds>/: `<part>.json` per part
    (what train@gen and weight@gen read, `tasks.common.allocated_epsilon`; only the part's own ε, so a change
    that leaves a part's ε alone does not retrain it) and `release.json` (the whole allocation).
@@ -19,8 +19,7 @@ from typing import Any
 
 from prefect import task
 
-from pipelines.config import (ALLOCATION_SUMMARY, SELECTION, Paths, generator_params, release_settings, weight_settings,
-                              weighted_generators)
+from pipelines.config import ALLOCATION_SUMMARY, SELECTION, Config, Paths, generator_params
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.errors import InputError
@@ -39,7 +38,7 @@ WEIGHTS = "weights"            # the importance weights' part (one ε for every 
 RELEASE_TEST = "release_test"  # the DP release test of each selected table (check@gen), pinned at release.test_epsilon
 
 
-def release_parts(params: dict[str, Any], root: Path,
+def release_parts(config: Config, root: Path,
                   chosen: Selection) -> tuple[list[Part], dict[str, list[str]]]:
     """The run's parts (a planner each, pinned ε or share) and the stages each part's events belong to: the
     generators `chosen` selects, the weights of those `weighted` names, and the DP release test of each selected
@@ -48,48 +47,49 @@ def release_parts(params: dict[str, Any], root: Path,
     Planners are pure: public n̂ (`EncodedTable.__len__`, from layout.json), the layout and the params; the
     synthetic row count of weight@gen is evaluate.n_samples or n̂. The weights part's events are those of every
     weight@gen stage (one plan per weighted generator)."""
-    p, delta = common.paths(params, root), float(params["privacy"]["delta"])
+    p, delta = common.paths(config, root), config.privacy.delta
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     n_rows = len(EncodedTable(p.prepared / "train_encoded.parquet"))
 
     def generator_planner(name: str):
-        return lambda eps: make_generator(name, layout, generator_params(params, name, eps), "cpu").plan(
+        return lambda eps: make_generator(name, layout, generator_params(config, name, eps), "cpu").plan(
             n_rows, Budget(eps, delta)).events
 
-    parts = [Part(g, generator_planner(g), params[g].get("epsilon"), params[g].get("share") or 1.0)
+    parts = [Part(g, generator_planner(g), config.generator(g).get("epsilon"),
+                  config.generator(g).get("share") or 1.0)
              for g in chosen.selected]
     stages = {g: [f"train@{g}"] for g in chosen.selected}
-    s, with_weights = weight_settings(params), weighted_generators(params, list(chosen.selected))
+    s, with_weights = config.weights, config.weighted(chosen.selected)
     if with_weights:
-        n_synthetic = int((params.get("evaluate") or {}).get("n_samples") or n_rows)
+        n_synthetic = config.evaluate.n_samples or n_rows
 
         def weights_planner(eps: float):
-            one = weight_estimators.plan(s["estimator"], s, layout, n_rows, n_synthetic, eps, delta).events
+            one = weight_estimators.plan(s.estimator, s.model_dump(), layout, n_rows, n_synthetic, eps, delta).events
             return [e for _ in with_weights for e in one]
-        parts.append(Part(WEIGHTS, weights_planner, s["epsilon"], float(s["share"])))
+        parts.append(Part(WEIGHTS, weights_planner, s.epsilon, s.share))
         stages[WEIGHTS] = [f"weight@{g}" for g in with_weights]
-    fraction, tested = float(params["dataset"]["holdout_fraction"]), list(chosen.selected)
+    fraction, tested = config.dataset.holdout_fraction, list(chosen.selected)
     parts.append(Part(RELEASE_TEST, lambda eps: [planned_event(eps, fraction) for _ in tested],
-                      release_settings(params)["test_epsilon"], 1.0))
+                      config.release.test_epsilon, 1.0))
     stages[RELEASE_TEST] = [f"check@{g}" for g in tested]
     return parts, stages
 
 
-def selection(params: dict[str, Any], root: Path) -> Selection:
+def selection(config: Config, root: Path) -> Selection:
     """The release's selection (pipelines/selection.py) from params and the public n̂ (layout.json; no row read)."""
-    return select(params, len(EncodedTable(common.paths(params, root).prepared / "train_encoded.parquet")))
+    return select(config, len(EncodedTable(common.paths(config, root).prepared / "train_encoded.parquet")))
 
 
-def allocation(params: dict[str, Any], root: Path,
+def allocation(config: Config, root: Path,
                chosen: Selection | None = None) -> tuple[Allocation, dict[str, list[str]]]:
     """Divide privacy.release_epsilon across the parts of the run `chosen` (default: `selection`) selects; an
     impossible division is an InputError."""
-    priv = params["privacy"]
-    parts, stages = release_parts(params, root, chosen or selection(params, root))
+    priv = config.privacy
+    parts, stages = release_parts(config, root, chosen or selection(config, root))
     try:
-        return allocate(parts, float(priv["release_epsilon"]), float(priv["delta"])), stages
+        return allocate(parts, priv.release_epsilon, priv.delta), stages
     except (AllocationError, ValueError) as e:
-        raise InputError(f"'privacy.release_epsilon': cannot divide the release ε {priv['release_epsilon']} across "
+        raise InputError(f"'privacy.release_epsilon': cannot divide the release ε {priv.release_epsilon} across "
                          f"{[p.name for p in parts]}: {e}.", file="params.yaml",
                          fix="raise 'privacy.release_epsilon', or lower or remove the pinned 'epsilon:' of a "
                              "generator (or of 'weights:'), or lower 'release.test_epsilon' (pinned for each "
@@ -118,26 +118,26 @@ def write_allocation(p: Paths, alloc: Allocation, chosen: Selection, stages: dic
 
 
 @task(name="budget")
-def budget(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
+def budget(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     """Allocate the release ε (written to data/allocation/<ds>/), then raise BudgetExceededError (spent / planned
     / remaining) unless the run's whole plan fits the lifetime budget; nothing is written when it does not."""
-    ds, priv = params["dataset"]["name"], params["privacy"]
-    delta, lifetime = float(priv["delta"]), float(priv["lifetime_epsilon"])
-    p = common.paths(params, root)
-    common.check_against_schema(params, common.schema(params, root))  # a section changed since validate ran
-    chosen = selection(params, root)
-    alloc, stages = allocation(params, root, chosen)
-    led = common.ledger(params, root)
-    session = led.session(ds, "preflight", "budget", delta, lifetime, internal=bool(priv.get("internal_release", False)))
+    ds, priv = config.dataset.name, config.privacy
+    delta, lifetime = priv.delta, priv.lifetime_epsilon
+    p = common.paths(config, root)
+    common.check_against_schema(config, common.schema(config, root))  # a section changed since validate ran
+    chosen = selection(config, root)
+    alloc, stages = allocation(config, root, chosen)
+    led = common.ledger(config, root)
+    session = led.session(ds, "preflight", "budget", delta, lifetime, internal=priv.internal_release)
     spent = led.spent(ds, delta)
     after = session.check(alloc.events)
     rows = [{"part": name, "stages": ", ".join(stages[name]), "pinned": part.pinned,
              "epsilon_allocated": part.epsilon, "epsilon_planned": round(part.epsilon_planned, 6)}
             for name, part in alloc.parts.items()]
-    inputs = {SELECTION: {k: v for k, v in generator_params(params, SELECTION, 1.0).items()
+    inputs = {SELECTION: {k: v for k, v in generator_params(config, SELECTION, 1.0).items()
                           if k in ("candidates", "sections")}} if SELECTION in alloc.parts else {}
     write_allocation(p, alloc, chosen, stages, {"dataset": ds, "rows_public": len(EncodedTable(
-        p.prepared / "train_encoded.parquet")), "hashes": common.hashes(params, "budget", common.schema(params, root))},
+        p.prepared / "train_encoded.parquet")), "hashes": common.hashes(config, "budget", common.schema(config, root))},
         inputs)
     summary = {"dataset": ds, "release_epsilon": alloc.release_epsilon, "epsilon_release": alloc.epsilon_composed,
                "epsilon_spent": spent, "epsilon_after": after, "lifetime_epsilon": lifetime,

@@ -18,7 +18,7 @@ import pandas as pd
 from prefect import task
 
 from pipelines.evaluation import verdict
-from pipelines.config import attack_ranges, release_settings, risk_thresholds, utility_settings
+from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
 from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.generators.registry import load_generator
@@ -39,15 +39,15 @@ def gate_summary(gate: GateResult) -> dict[str, Any]:
 DP_GATES = ("ledger", "release_test")  # the gates whose bits may be public (the ledger's metadata, a DP mechanism)
 
 
-def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id: str | None = None) -> GateResult:
+def release_test_gate(config: Config, generator: str, root: Path, run_id: str | None = None) -> GateResult:
     """The DP release test of `generator`'s table: `planned_event` reserved in the ledger (stage check@<gen>)
     before any row is read, the noisy bit, the event recorded. Run again on the same table, rows and settings
     (`inputs`, a hash: what the bit is a function of, nothing run-specific such as the model's run id or ledger
     rows), it returns the bit already paid for (`Paths.release_test`) instead of spending twice; its keyed noise
     is bound to the same `inputs`, so two runs of one release draw one bit."""
-    p, sch, priv = common.paths(params, root), common.schema(params, root), params["privacy"]
-    s, fraction = release_settings(params), float(params["dataset"]["holdout_fraction"])
-    radius = attack_ranges((params.get("evaluate") or {}).get("attacks"))["near_duplicate_distance"]
+    p, sch, priv = common.paths(config, root), common.schema(config, root), config.privacy
+    s, fraction = config.release.model_dump(), config.dataset.holdout_fraction
+    radius = config.evaluate.attacks.near_duplicate_distance
     n_rows = len(EncodedTable(p.prepared / "train_encoded.parquet"))
     facts = {"synthetic": sha256_file(p.synthetic(generator)),
              **{side: sha256_file(p.prepared / f"{side}.parquet") for side in ("train", "holdout")},
@@ -55,18 +55,18 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
              "radius": radius, "holdout_fraction": fraction,
              "n_public": n_rows}  # the key as the paid bits were hashed with: renaming it would re-spend them
     inputs = sha256_text(json.dumps(facts, sort_keys=True))
-    led = common.ledger(params, root)
+    led = common.ledger(config, root)
     prior = common.paid_before(p.release_test(generator), inputs, led, p.dataset, within="evidence")
     if prior is not None:  # the same table, rows and settings, still in the ledger
         return GateResult(prior["name"], prior["passed"], {**prior["evidence"], "reused": True})
     session = led.session(p.dataset, run_id or f"check-{uuid.uuid4().hex[:12]}", f"check@{generator}",
-                          float(priv["delta"]), float(priv["lifetime_epsilon"]),
-                          internal=bool(priv.get("internal_release", False)))
+                          priv.delta, priv.lifetime_epsilon,
+                          internal=priv.internal_release)
     session.reserve([planned_event(s["test_epsilon"], fraction)])  # nothing read before the budget is held
-    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: inputs,
+    noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: inputs,
                               f"{p.dataset}/check@{generator}",
-                              binding_facts(common.hashes(params, "check", sch, generator), s["test_epsilon"],
-                                            float(priv["delta"]))).overridden(params[generator].get("noise_seed"))
+                              binding_facts(common.hashes(config, "check", sch, generator), s["test_epsilon"],
+                                            priv.delta)).overridden(config.generator(generator).get("noise_seed"))
     counts = near_counts(pd.read_parquet(p.prepared / "train.parquet"), pd.read_parquet(p.prepared / "holdout.parquet"),
                          pd.read_parquet(p.synthetic(generator)), sch.columns, radius)
     rng = noise.streams(private=True, seed=0).numpy("check:release_test")
@@ -79,28 +79,28 @@ def release_test_gate(params: dict[str, Any], generator: str, root: Path, run_id
 
 
 @task(name="check")
-def check(params: dict[str, Any], generator: str, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
-    p, sch = common.paths(params, root), common.schema(params, root)
-    priv = params["privacy"]
+def check(config: Config, generator: str, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
+    p, sch = common.paths(config, root), common.schema(config, root)
+    priv = config.privacy
     skipped = unselected.write("check", p, generator)
     if skipped is not None:  # not selected: nothing to check, nothing to release (tasks/release.py reads `selected`)
         return skipped
     privacy = read_json(p.model(generator) / "privacy.json")
-    head, head_file = common.released_head(params, root)  # deleting ledger rows up to it fails the gate
-    gates = [ledger_gate(common.ledger(params, root), p.dataset, float(priv["delta"]),
-                         float(priv["lifetime_epsilon"]), privacy["ledger_row_ids"],
-                         bool(priv.get("internal_release", False)), expect_head=head, head_source=head_file)]
-    gates.append(release_test_gate(params, generator, root, run_id))
+    head, head_file = common.released_head(p)  # deleting ledger rows up to it fails the gate
+    gates = [ledger_gate(common.ledger(config, root), p.dataset, priv.delta,
+                         priv.lifetime_epsilon, privacy["ledger_row_ids"],
+                         priv.internal_release, expect_head=head, head_source=head_file)]
+    gates.append(release_test_gate(config, generator, root, run_id))
     model = load_generator(generator, p.model(generator))
     gates += model.release_gates(EncodedTable(p.prepared / "train_encoded.parquet"))  # read only by a gate that needs it
     metrics = read_json(p.metrics(generator))
-    gates += risk_gates(metrics["privacy_risk"], risk_thresholds(params.get("risk_gates")))
-    gates.append(verdict.utility_gate(metrics["utility_verdict"], utility_settings(params.get("utility_gate"))))
-    policy = release_settings(params)["non_dp_gates"]
+    gates += risk_gates(metrics["privacy_risk"], config.risk_gates.model_dump())
+    gates.append(verdict.utility_gate(metrics["utility_verdict"], config.utility_gate.model_dump()))
+    policy = config.release.non_dp_gates
     deciding = gates if policy == "refuse" else [g for g in gates if g.name in DP_GATES]
     result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in deciding),
               "non_dp_gates": policy, "deciding_gates": [g.name for g in deciding],
-              "gates": [g.to_dict() for g in gates], "hashes": common.hashes(params, "check", sch, generator)}
+              "gates": [g.to_dict() for g in gates], "hashes": common.hashes(config, "check", sch, generator)}
     write_json(p.checks(generator), result)
     publish(f"{p.dataset}-{generator}-checks", markdown=(
         f"## Gates for `{generator}`: {'PASSED' if result['passed'] else 'FAILED'}"),

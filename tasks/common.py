@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.config import PARAMS_FILE, Paths, epsilon_value, generator_params, params_hash, weight_settings
+from pipelines.config import PARAMS_FILE, Config, Paths, epsilon_value, generator_params, params_hash
 from pipelines.data.schema import Schema, load_schema
 from pipelines.errors import InputError
 from pipelines.io import read_json
@@ -46,22 +46,21 @@ def stage_params(dvc_yaml: Path = DVC_YAML) -> dict[str, tuple[str, ...]]:
 STAGE_PARAMS = stage_params()  # parsed once, at import
 
 
-def paths(params: dict[str, Any], root: Path) -> Paths:
-    return Paths(params["dataset"]["name"], Path(root))
+def paths(config: Config, root: Path) -> Paths:
+    return Paths(config.dataset.name, Path(root))
 
 
-def schema(params: dict[str, Any], root: Path) -> Schema:
-    return load_schema(paths(params, root).schema)
+def schema(config: Config, root: Path) -> Schema:
+    return load_schema(paths(config, root).schema)
 
 
-def ledger(params: dict[str, Any], root: Path) -> Ledger:
+def ledger(config: Config, root: Path) -> Ledger:
     """The data set's ledger; with a steward key (pipelines.privacy.noise.load_noise_key) its rows are
     HMAC-chained (pipelines/privacy/ledger.py)."""
-    priv = params["privacy"]
-    location = str(priv["ledger"])
+    location = config.privacy.ledger
     if "://" not in location and not Path(location).is_absolute():
         location = str(Path(root) / location)
-    return Ledger(location, load_noise_key(priv.get("noise_key_file"), Path(root)))
+    return Ledger(location, load_noise_key(config.privacy.noise_key_file, Path(root)))
 
 
 def paid_before(path: Path, inputs: str, led: Ledger, dataset: str,
@@ -76,12 +75,12 @@ def paid_before(path: Path, inputs: str, led: Ledger, dataset: str,
     return None
 
 
-def released_head(params: dict[str, Any], root: Path) -> tuple[dict[str, Any] | None, str]:
-    """The ledger head {"seq", "hash", ...} the last release recorded in releases/<ds>/latest.json
+def released_head(p: Paths) -> tuple[dict[str, Any] | None, str]:
+    """The ledger head {"seq", "hash", ...} the last release of `p.dataset` recorded in releases/<ds>/latest.json
     (None before the first release, or for a release made before heads were recorded), and that file."""
-    index = paths(params, root).release_index
+    index = p.release_index
     head = read_json(index).get("ledger_head") if index.exists() else None
-    return head, str(index.relative_to(root) if index.is_relative_to(root) else index)
+    return head, str(index.relative_to(p.root) if index.is_relative_to(p.root) else index)
 
 
 def param_value(params: dict[str, Any], key: str) -> Any:
@@ -92,36 +91,38 @@ def param_value(params: dict[str, Any], key: str) -> Any:
     return value
 
 
-def hashes(params: dict[str, Any], stage: str, sch: Schema, generator: str | None = None) -> dict[str, str]:
+def hashes(config: Config, stage: str, sch: Schema, generator: str | None = None) -> dict[str, str]:
     """Schema hash and the hash of exactly the params keys dvc.yaml lists for this stage (`${item}`: the
-    generator's section); a stage dvc.yaml does not know hashes the whole configuration."""
-    keys = [generator if k == ITEM else k for k in STAGE_PARAMS.get(stage, tuple(sorted(params)))
+    generator's section) in the mapping the file gave (`Config.given`); a stage dvc.yaml does not know hashes the
+    whole configuration."""
+    given = config.given
+    keys = [generator if k == ITEM else k for k in STAGE_PARAMS.get(stage, tuple(sorted(given)))
             if k != ITEM or generator]
-    return {"schema": sch.hash(), "params": params_hash({k: param_value(params, k) for k in keys})}
+    return {"schema": sch.hash(), "params": params_hash({k: param_value(given, k) for k in keys})}
 
 
-def allocated_epsilon(params: dict[str, Any], part: str, root: Path) -> float:
+def allocated_epsilon(config: Config, part: str, root: Path) -> float:
     """The ε that `part` (a generator, or "weights") plans and spends: its section's pinned `epsilon`, else what
     the budget stage allocated to it from privacy.release_epsilon (`Paths.allocation`, tasks/budget.py).
 
     A missing allocation, or one written for another release ε, δ or a then-pinned part, is an InputError:
     training at a stale ε would spend other than the release states."""
-    pinned = (params.get(part) or {}).get("epsilon")
+    pinned = config.weights.epsilon if part == "weights" else config.generator(part).get("epsilon")
     if pinned is not None:
         return epsilon_value(pinned)
-    path, priv = paths(params, root).allocation(part), params["privacy"]
+    path, priv = paths(config, root).allocation(part), config.privacy
     fix = "run the budget stage first: `synthrelease stage budget` (`dvc repro` and the flow run it before training)."
     if not path.exists():
         raise InputError(f"'{part}' has no ε of its own and no allocated ε.", file=str(path), fix=fix)
     entry = read_json(path)
-    now = {"release_epsilon": float(priv["release_epsilon"]), "delta": float(priv["delta"])}
+    now = {"release_epsilon": priv.release_epsilon, "delta": priv.delta}
     if entry.get("pinned") or any(float(entry.get(k, "nan")) != v for k, v in now.items()):
         raise InputError(f"the allocation of '{part}' was made for another configuration ({entry}; now {now}).",
                          file=str(path), fix=fix)
     return float(entry["epsilon"])
 
 
-def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
+def check_against_schema(config: Config, sch: Schema) -> None:
     """What the configuration names of the table, checked against its public schema before any budget is spent
     (the validate and budget stages call it; `load_params` checked every type and range without the schema):
     a public row count (documented or noisy); each listed generator is built on the schema's layout (the columns
@@ -131,17 +132,16 @@ def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
     from pipelines.evaluation.attacks import suite
     from pipelines.generators.registry import make_generator
     from pipelines.weights.postprocess import calibration_rows
-    if sch.rows is None and params["privacy"]["row_count_epsilon"] is None:
+    if sch.rows is None and config.privacy.row_count_epsilon is None:
         raise InputError(f"'privacy.row_count_epsilon' is null, but the schema '{sch.name}' declares no public "
                          "'rows': the training row count would have no public value.", file=PARAMS_FILE,
                          fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count), or declare "
                              "rows: {count, source} in the schema from the table's documentation.")
-    layout, release_epsilon = Encoder(sch).layout, float(params["privacy"]["release_epsilon"])
-    for name in params["generators"]:
-        section = params.get(name) or {}
+    layout = Encoder(sch).layout
+    for name in config.generators:
         try:
-            gen = make_generator(name, layout, generator_params(params, name, section.get("epsilon") or
-                                                                release_epsilon), "cpu")
+            gen = make_generator(name, layout, generator_params(config, name, config.generator(name).get("epsilon")
+                                                                or config.privacy.release_epsilon), "cpu")
             if hasattr(type(gen), "weight_fn"):  # iw_mmd_gan builds its public weight function lazily
                 gen.weight_fn
         except ValueError as e:
@@ -152,12 +152,12 @@ def check_against_schema(params: dict[str, Any], sch: Schema) -> None:
             raise InputError(f"'{key}': {problem}.", file=PARAMS_FILE, fix=fix or (
                 f"correct '{key}' so that it names columns of the public schema '{sch.name}' (of the kind it "
                 "needs), or delete it for its default.")) from None
-    suite.settings((params.get("evaluate") or {}).get("attacks"), sch)
-    weights = weight_settings(params)
-    if weights["generators"] and weights["calibration"] is not None:
-        calibration_rows(Path(weights["calibration"]), sch)
+    suite.settings(config.evaluate.attacks, sch)
+    weights = config.weights
+    if weights.generators and weights.calibration is not None:
+        calibration_rows(Path(weights.calibration), sch)
 
 
-def generator_section(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
+def generator_section(config: Config, generator: str, root: Path) -> dict[str, Any]:
     """The generator's params.yaml section at its allocated (or pinned) ε, as its class takes it."""
-    return generator_params(params, generator, allocated_epsilon(params, generator, root))
+    return generator_params(config, generator, allocated_epsilon(config, generator, root))

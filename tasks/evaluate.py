@@ -28,7 +28,7 @@ from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.generators.registry import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
 from pipelines.progress import Steps
-from pipelines.config import EVALUATE_PLOTS
+from pipelines.config import EVALUATE_PLOTS, Config
 from tasks import baseline, common, unselected
 from tasks.artifacts import publish
 from tasks.progress import stage_progress
@@ -37,11 +37,11 @@ from tasks.progress import stage_progress
 PLOTS = EVALUATE_PLOTS  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
 
 
-def synthetic_table(params: dict[str, Any], generator: str, root: Path, n: int) -> tuple[pd.DataFrame, dict]:
+def synthetic_table(config: Config, generator: str, root: Path, n: int) -> tuple[pd.DataFrame, dict]:
     """`n` rows of the trained generator, sampled with the public `evaluate.seed` and decoded to the schema;
     a table that fails the schema's suite is a decoder bug (an error, nothing written)."""
-    p, sch = common.paths(params, root), common.schema(params, root)
-    seed = int((params.get("evaluate") or {}).get("seed", 0))
+    p, sch = common.paths(config, root), common.schema(config, root)
+    seed = config.evaluate.seed
     synth = Encoder(sch).decode(load_generator(generator, p.model(generator)).sample(n, seed))
     conformance = conforms(synth, sch)
     if not conformance["success"]:
@@ -50,15 +50,15 @@ def synthetic_table(params: dict[str, Any], generator: str, root: Path, n: int) 
     return synth, conformance
 
 
-def measure(params: dict[str, Any], generator: str, root: Path) -> tuple[pd.DataFrame, dict[str, bytes], dict]:
+def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, dict[str, bytes], dict]:
     """The synthetic table, its plots and metrics.json's content; each measurement is a step of the 'evaluate'
     progress phase (the attacks, classifiers and scorecard report their own phases)."""
-    i = baseline.inputs(params, root)
+    i = baseline.inputs(config, root)
     train, holdout, sch, n, k = i.train, i.holdout, i.sch, i.n, i.knobs  # n: evaluate.n_samples or n̂, public
     card_knobs, attack_settings, verdict_settings = i.card_knobs, i.attacks, i.verdict
-    real = baseline.cached(params, root, i) or {}  # the baseline stage's real side; {}: each metric computes its own
+    real = baseline.cached(config, root, i) or {}  # the baseline stage's real side; {}: each metric computes its own
     seed, step = i.seed, Steps("evaluate", 8)
-    synth, conformance = step.done(synthetic_table(params, generator, root, n))
+    synth, conformance = step.done(synthetic_table(config, generator, root, n))
     distances = step.done(marginal_distances(holdout, synth, sch.columns))
     paper, pngs = step.done(paper_metrics(train, synth, holdout, sch, seed, k, real.get("paper")))
     risk = step.done(suite.privacy_risk(train, synth, holdout, sch, attack_settings, seed, real.get("attacks")))
@@ -81,19 +81,19 @@ def measure(params: dict[str, Any], generator: str, root: Path) -> tuple[pd.Data
         "privacy_risk": risk,
         "plots": [f"{name}.png" for name in PLOTS],
         "computed_on_real_data": outside_dp.EVALUATION_METRICS,
-        "hashes": common.hashes(params, "evaluate", sch, generator),
+        "hashes": common.hashes(config, "evaluate", sch, generator),
     }
     return synth, pngs, metrics
 
 
 @task(name="evaluate")
-def evaluate(params: dict[str, Any], generator: str, root: Path = Path(".")) -> dict[str, Any]:
-    p = common.paths(params, root)
+def evaluate(config: Config, generator: str, root: Path = Path(".")) -> dict[str, Any]:
+    p = common.paths(config, root)
     skipped = unselected.write("evaluate", p, generator)
     if skipped is not None:  # release.select left it out: nothing to evaluate
         return skipped
     with stage_progress(f"{p.dataset}-{generator}-evaluate-progress", f"evaluate@{generator}"):
-        synth, pngs, metrics = measure(params, generator, root)
+        synth, pngs, metrics = measure(config, generator, root)
     write_parquet(p.synthetic(generator), synth)
     for name in PLOTS:
         with atomic_path(p.metrics(generator).parent / f"{name}.png") as tmp:

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import Paths
+from pipelines.config import Config, Paths
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.errors import InputError
 from pipelines.io import atomic_dir, sha256_file, sha256_text, write_json, write_parquet
@@ -36,11 +36,11 @@ from tasks.artifacts import publish
 SPLIT_KEY_CONTEXT = b"synthrelease/train-holdout-split/v1"
 
 
-def salt_path(params: dict[str, Any], root: Path) -> Path:
+def salt_path(config: Config, root: Path) -> Path:
     """Where the data set's split salt lives when there is no steward key: next to the ledger when the ledger
     is a file path (`ledger/<ds>.split-salt`), else `data/secrets/<ds>.split-salt`. Both are gitignored, not
     DVC outputs (so `dvc repro` keeps them) and never copied into `releases/`."""
-    ds, location = params["dataset"]["name"], str(params["privacy"]["ledger"])
+    ds, location = config.dataset.name, config.privacy.ledger
     if "://" in location:
         return Path(root) / "data" / "secrets" / f"{ds}.split-salt"
     ledger = Path(location) if Path(location).is_absolute() else Path(root) / location
@@ -71,24 +71,24 @@ def _read_or_create_salt(path: Path) -> bytes:
     return salt
 
 
-def split_key(params: dict[str, Any], root: Path) -> tuple[bytes, str]:
+def split_key(config: Config, root: Path) -> tuple[bytes, str]:
     """(key, where it comes from). With a steward noise key: HMAC-SHA256(noise key, context | data set), a
     split-specific key (the noise key itself is never used raw). Else the data set's salt file."""
-    ds = params["dataset"]["name"]
-    noise_key = load_noise_key(params["privacy"].get("noise_key_file"), root)
+    ds = config.dataset.name
+    noise_key = load_noise_key(config.privacy.noise_key_file, root)
     if noise_key is not None:
         key = hmac.new(noise_key, SPLIT_KEY_CONTEXT + b"\x1f" + ds.encode(), hashlib.sha256).digest()
         return key, "HMAC-SHA256 of the steward's noise key"
-    path = salt_path(params, root)
+    path = salt_path(config, root)
     return _read_or_create_salt(path), f"random salt in {path}"
 
 
 @task(name="prepare")
-def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
-    p, sch = common.paths(params, root), common.schema(params, root)
-    ds, priv = params["dataset"], params["privacy"]
-    holdout_fraction = float(ds["holdout_fraction"])
-    key, key_source = split_key(params, root)
+def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
+    p, sch = common.paths(config, root), common.schema(config, root)
+    ds, priv = config.dataset, config.privacy
+    holdout_fraction = ds.holdout_fraction
+    key, key_source = split_key(config, root)
     split: dict[str, pd.DataFrame] = {}
 
     def count_rows() -> int:  # the private step: called after the count's reservation, when there is one
@@ -101,27 +101,27 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
     def noisy() -> int:
         """The noisy training count: the one an earlier run paid for on the same rows, split and ε while its
         ledger rows stand (a re-run, e.g. after a code edit or a refused check, spends nothing), else a new one."""
-        epsilon = float(priv["row_count_epsilon"])
+        epsilon = priv.row_count_epsilon
         inputs = sha256_text(json.dumps({"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest(),
                                          "holdout_fraction": holdout_fraction, "epsilon": epsilon}, sort_keys=True))
-        led = common.ledger(params, root)
+        led = common.ledger(config, root)
         prior = common.paid_before(p.row_count, inputs, led, p.dataset)
         if prior is not None:
             paid.extend(prior["ledger_row_ids"])
             return int(prior["noisy"])
         session = led.session(p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare",
-                              float(priv["delta"]), float(priv["lifetime_epsilon"]),
-                              internal=bool(priv.get("internal_release", False)))
-        noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: inputs,
-                                  f"{p.dataset}/prepare", binding_facts(common.hashes(params, "prepare", sch), epsilon,
-                                                                        float(priv["delta"]))
-                                  ).overridden(ds.get("noise_seed"))
+                              priv.delta, priv.lifetime_epsilon,
+                              internal=priv.internal_release)
+        noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: inputs,
+                                  f"{p.dataset}/prepare", binding_facts(common.hashes(config, "prepare", sch), epsilon,
+                                                                        priv.delta)
+                                  ).overridden(ds.noise_seed)
         count = noisy_count(session, epsilon, count_rows, noise)
         paid.extend(session.row_ids)
         write_json(p.row_count, {"inputs": inputs, "noisy": count, "ledger_row_ids": paid})
         return count
 
-    n_rows, n_rows_source = public_row_count(sch, params, noisy, str(p.schema))
+    n_rows, n_rows_source = public_row_count(sch, config, noisy, str(p.schema))
     if "train" not in split:
         count_rows()
     train, holdout = split["train"], split["holdout"]
@@ -132,7 +132,7 @@ def prepare(params: dict[str, Any], root: Path = Path("."), run_id: str | None =
                "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
                          "holdout_fraction": holdout_fraction, "key": key_source},
                "width": encoder.layout.width, "layout": encoder.layout.to_dict(),
-               "hashes": common.hashes(params, "prepare", sch)}
+               "hashes": common.hashes(config, "prepare", sch)}
     with atomic_dir(p.prepared) as out:
         write_parquet(out / "train.parquet", train)
         write_parquet(out / "holdout.parquet", holdout)

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
-from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Paths, check_noise_seeds, noise_seed_keys, params_hash
+from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Config, Paths, check_noise_seeds, noise_seed_keys
 from pipelines.data.declared import to_published
 from pipelines.evaluation import comparison
 from pipelines.evaluation.outside_dp import DP_STATEMENT, public_gates, public_verdict, release_statements
@@ -49,39 +49,39 @@ def steward_dir(p: Paths, release_id: str) -> Path:
     return p.root / "reports" / p.dataset / "steward" / release_id
 
 
-def manifest_of(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
-    """The public manifest of `generator`'s release (its id is a content hash of params, model, table, weights)."""
-    p, sch = common.paths(params, root), common.schema(params, root)
-    priv = params["privacy"]
+def manifest_of(config: Config, generator: str, root: Path) -> dict[str, Any]:
+    """The public manifest of `generator`'s release (its id is a content hash of config, model, table, weights)."""
+    p, sch = common.paths(config, root), common.schema(config, root)
+    priv = config.privacy
     privacy = read_json(p.model(generator) / "privacy.json")
     checks = read_json(p.checks(generator))
     metrics = read_json(p.metrics(generator))
-    ledger = common.ledger(params, root)
-    hashes = {"schema": sch.hash(), "params": params_hash(params),
+    ledger = common.ledger(config, root)
+    hashes = {"schema": sch.hash(), "params": config.hash,
               "model": sha256_tree(p.model(generator)), "synthetic": sha256_file(p.synthetic(generator))}
-    weights = for_release(params, generator, root)  # importance weights (tasks/weight.py), None if not configured
+    weights = for_release(config, generator, root)  # importance weights (tasks/weight.py), None if not configured
     if weights is not None and weights["passed"]:  # refused weights are withheld; the table may still be released
         hashes["weights"] = weights["hash"]
     content = hashes["params"] + hashes["model"] + hashes["synthetic"] + hashes.get("weights", "")
-    delta = float(priv["delta"])
+    delta = priv.delta
     ledger_evidence = next(g["evidence"] for g in checks["gates"] if g["name"] == "ledger")
     tested = next(g for g in checks["gates"] if g["name"] == "release_test")  # the DP publish decision
     policy = checks["non_dp_gates"]  # release.non_dp_gates when check@gen ran
     gates = public_gates(checks["gates"], None if weights is None else weights["gate"], policy)
     verdict = public_verdict(checks["gates"], policy)
     outside = release_statements(gates, verdict)
-    seeded = [k for k in noise_seed_keys(params)  # a fixed noise_seed: internal releases only (load_params)
+    seeded = [k for k in noise_seed_keys(config.given)  # a fixed noise_seed: internal releases only (load_params)
               if k.split(".")[0] in ("dataset", generator) or (k == "weights.noise_seed" and weights is not None)]
     return {
         "dataset": p.dataset, "generator": generator, "drawn_by": privacy.get("drawn_by", generator),
         "release_id": f"{generator}-{sha256_text(content)[:12]}",
-        "audience": "internal only" if priv.get("internal_release", False) else "public",
+        "audience": "internal only" if priv.internal_release else "public",
         "guarantee": ledger_evidence.get("label", "refused: the ledger gate failed"),
         "privacy": {"epsilon_generator": privacy["epsilon_pld"], "epsilon_generator_rdp": privacy["epsilon_rdp"],
                     "epsilon_dataset_total": ledger.spent(p.dataset, delta),
                     "epsilon_dataset_total_rdp": ledger.spent_rdp(p.dataset, delta),
-                    "delta": delta, "lifetime_budget": float(priv["lifetime_epsilon"]),
-                    **release_budget(p, ledger.spent(p.dataset, delta), float(priv["lifetime_epsilon"])),
+                    "delta": delta, "lifetime_budget": priv.lifetime_epsilon,
+                    **release_budget(p, ledger.spent(p.dataset, delta), priv.lifetime_epsilon),
                     "ledger_rows": privacy["ledger_row_ids"] + tested["evidence"]["ledger_row_ids"],
                     "release_test": {"epsilon": tested["evidence"]["epsilon"], "query": tested["evidence"]["query"],
                                      "ledger_rows": tested["evidence"]["ledger_row_ids"]},
@@ -128,21 +128,21 @@ def steward_verdict(checks: dict[str, Any]) -> dict[str, Any] | None:
     return verdict if verdict is None or deciding is None or "utility" in deciding else {**verdict, "action": "advise"}
 
 
-def _ledger_rows(params: dict[str, Any], root: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
+def _ledger_rows(config: Config, root: Path, manifest: dict[str, Any]) -> list[dict[str, Any]]:
     ids = set(manifest["privacy"]["ledger_rows"])
     return [{k: r[k] for k in ("seq", "run_id", "stage", "status", "event_json")}
-            for r in common.ledger(params, root).rows(manifest["dataset"]) if r["seq"] in ids]
+            for r in common.ledger(config, root).rows(manifest["dataset"]) if r["seq"] in ids]
 
 
-def steward_report(params: dict[str, Any], generator: str, root: Path, manifest: dict[str, Any],
+def steward_report(config: Config, generator: str, root: Path, manifest: dict[str, Any],
                    name: str) -> Path:
     """Write the internal steward report of one generator to steward_dir(p, name): steward_report.html (PNGs
     embedded), steward_report.md and the PNGs it links. Everything computed from real rows goes here, never
     into releases/. Returns the directory."""
-    p = common.paths(params, root)
+    p = common.paths(config, root)
     checks, metrics = read_json(p.checks(generator)), read_json(p.metrics(generator))
-    weights = for_release(params, generator, root)
-    summary = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(params, root, manifest)},
+    weights = for_release(config, generator, root)
+    summary = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(config, root, manifest)},
                "deciding_gates": checks.get("deciding_gates"),
                "utility_verdict": steward_verdict(checks),
                "gates": [{"name": g["name"], "passed": g["passed"], "evidence": g["evidence"]} for g in checks["gates"]]
@@ -165,19 +165,19 @@ def steward_report(params: dict[str, Any], generator: str, root: Path, manifest:
     return steward_dir(p, name)
 
 
-def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]:
+def bundle(config: Config, generator: str, root: Path) -> dict[str, Any]:
     """Write one public release bundle and its steward report; returns the manifest.
 
     The bundle holds synthetic.parquet, manifest.json and the public report (report.html, report.md), whose
     only inputs are the manifest, the ledger rows, and statistics and a plot of the synthetic table alone."""
-    p, sch = common.paths(params, root), common.schema(params, root)
-    manifest = manifest_of(params, generator, root)
+    p, sch = common.paths(config, root), common.schema(config, root)
+    manifest = manifest_of(config, generator, root)
     release_id = manifest["release_id"]
     synth = pd.read_parquet(p.synthetic(generator))
-    public = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(params, root, manifest)},
+    public = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(config, root, manifest)},
               "synthetic_summary": summarise_synthetic(synth, sch.columns),
               "plots": {"synthetic_marginals": marginal_histograms(None, synth, sch.columns)}}
-    weights = for_release(params, generator, root)
+    weights = for_release(config, generator, root)
     with atomic_dir(p.releases / release_id) as out:
         if weights is None or not weights["passed"]:  # no weights configured, or weights refused: the table alone
             if sch.columns != sch.declared:  # nulls, surrogate keys, dates (pipelines/data/declared.py)
@@ -190,18 +190,18 @@ def bundle(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any]
         write_json(out / "manifest.json", manifest)
         (out / "report.html").write_text(public_html(public))
         (out / "report.md").write_text(public_markdown(public))
-        steward_report(params, generator, root, manifest, release_id)  # a failure here publishes nothing
+        steward_report(config, generator, root, manifest, release_id)  # a failure here publishes nothing
     publish(f"{p.dataset}-{generator}-report", markdown=public_markdown({**public, "plots": {}}),
             table=[{"gate": g["name"], "passed": g["passed"], "data_dependent": g["data_dependent"]}
                    for g in manifest["gates"]], description="Public release report (DP or public values only)")
     return manifest
 
 
-def release_table(params: dict[str, Any], root: Path, released: list[dict], refused: list[dict]) -> list[dict]:
+def release_table(config: Config, root: Path, released: list[dict], refused: list[dict]) -> list[dict]:
     """One row per generator for the Prefect UI: release id (or REFUSED), gates, ε spent and remaining."""
-    priv, p = params["privacy"], common.paths(params, root)
-    delta, lifetime = float(priv["delta"]), float(priv["lifetime_epsilon"])
-    spent = common.ledger(params, root).spent(p.dataset, delta)
+    priv, p = config.privacy, common.paths(config, root)
+    delta, lifetime = priv.delta, priv.lifetime_epsilon
+    spent = common.ledger(config, root).spent(p.dataset, delta)
     rows = []
     for r in released + refused:
         gates = read_json(p.checks(r["generator"]))["gates"]
@@ -215,22 +215,22 @@ def release_table(params: dict[str, Any], root: Path, released: list[dict], refu
 RUNS = "runs"  # releases/<ds>/runs/<run-id>/ and reports/<ds>/steward/runs/<run-id>/: the run's comparison pages
 
 
-def run_id(params: dict[str, Any], released: list[dict], refused: list[dict]) -> str:
+def run_id(config: Config, released: list[dict], refused: list[dict]) -> str:
     """The release run's id: a content hash of the params and of what was released and refused."""
-    content = json.dumps({"params": params_hash(params), "released": [r["release_id"] for r in released],
+    content = json.dumps({"params": config.hash, "released": [r["release_id"] for r in released],
                           "refused": [[r["generator"], r["failed_gates"]] for r in refused]}, sort_keys=True)
     return f"run-{sha256_text(content)[:12]}"
 
 
-def comparison_pages(params: dict[str, Any], root: Path, run: str, manifests: dict[str, dict],
+def comparison_pages(config: Config, root: Path, run: str, manifests: dict[str, dict],
                      released: set[str], steward: dict[str, str]) -> dict[str, str]:
     """Write the run's comparison pages, public and steward (module docstring), for the generators of `manifests`
     (those in `released` were released); returns the run id and the pages' directories."""
-    p = common.paths(params, root)
+    p = common.paths(config, root)
     public_dir, internal_dir = p.releases / RUNS / run, steward_dir(p, f"{RUNS}/{run}")
     entries = []
     for generator, m in manifests.items():
-        weights = for_release(params, generator, root)
+        weights = for_release(config, generator, root)
         entries.append({"generator": generator, "released": generator in released, "manifest": m,
                         "report": f"../../{m['release_id']}/report.html" if generator in released else None,
                         "steward_report": f"../../{Path(steward[generator]).name}/steward_report.html",
@@ -254,16 +254,16 @@ def comparison_pages(params: dict[str, Any], root: Path, run: str, manifests: di
 
 
 @task(name="release")
-def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
+def release(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     # a fixed noise_seed never reaches a public bundle, whatever path the params took (load_params refuses it)
-    check_noise_seeds(params, PARAMS_FILE, bool(params["privacy"].get("internal_release", False)))
-    p = common.paths(params, root)
+    check_noise_seeds(config.given, PARAMS_FILE, config.privacy.internal_release)
+    p = common.paths(config, root)
     released, refused, steward, manifests = [], [], {}, {}
-    for generator in selected(p, params["generators"]):  # release.select's choice (pipelines/selection.py)
+    for generator in selected(p, config.generators):  # release.select's choice (pipelines/selection.py)
         checks = read_json(p.checks(generator))
-        weights = for_release(params, generator, root)
+        weights = for_release(config, generator, root)
         if checks["passed"]:  # the table's own gates; a weight-gate failure withholds only the weight column
-            m = manifests[generator] = bundle(params, generator, root)
+            m = manifests[generator] = bundle(config, generator, root)
             internal = steward_dir(p, m["release_id"])
             released.append({"generator": generator, "release_id": m["release_id"],
                              "path": str((p.releases / m["release_id"]).relative_to(root)),
@@ -272,23 +272,23 @@ def release(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
                              **({} if weights is None or weights["passed"] else {
                                  "weights_withheld": weights["gate"]["evidence"]["refused_because"]})})
         else:
-            manifests[generator] = manifest_of(params, generator, root)
-            internal = steward_report(params, generator, root, manifests[generator], f"refused-{generator}")
+            manifests[generator] = manifest_of(config, generator, root)
+            internal = steward_report(config, generator, root, manifests[generator], f"refused-{generator}")
             failed = [g for g in checks["gates"] if not g["passed"]]
             refused.append({"generator": generator, "failed_gates": [g["name"] for g in failed],
                             "reasons": [g["evidence"]["reason"] for g in failed if "reason" in g["evidence"]]})
         steward[generator] = str(internal.relative_to(root))  # internal: under reports/, never releases/
-    pages = comparison_pages(params, root, run_id(params, released, refused), manifests,
+    pages = comparison_pages(config, root, run_id(config, released, refused), manifests,
                              {r["generator"] for r in released}, steward)
     index = {"dataset": p.dataset, "released": released, "refused": refused, "steward_reports": steward,
              "comparison": pages,  # the run's comparison pages: public (releases/) and steward (reports/)
-             "hashes": {"schema": common.schema(params, root).hash(), "params": params_hash(params)},
+             "hashes": {"schema": common.schema(config, root).hash(), "params": config.hash},
              # check@gen verifies the chain still holds this row (deleted trailing rows are caught)
-             "ledger_head": common.ledger(params, root).head()}
+             "ledger_head": common.ledger(config, root).head()}
     write_json(p.release_index, index)
     lines = [f"- `{r['generator']}` → `{r['path']}` (ε = {r['epsilon_generator']:.3g}; utility: "
              f"{r['utility_verdict']}{'; weights withheld' if 'weights_withheld' in r else ''})" for r in released]
     lines += [f"- `{r['generator']}` REFUSED: failed {', '.join(r['failed_gates'])}" for r in refused]
     publish(f"{p.dataset}-release", markdown=f"## Release of `{p.dataset}`\n\n" + "\n".join(lines),
-            table=release_table(params, root, released, refused))
+            table=release_table(config, root, released, refused))
     return index

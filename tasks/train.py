@@ -8,6 +8,7 @@ from typing import Any
 
 from prefect import task
 
+from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.generators.base import Budget
@@ -24,25 +25,25 @@ from tasks.progress import stage_progress
 
 
 @task(name="train")
-def train(params: dict[str, Any], generator: str, run_id: str | None = None,
+def train(config: Config, generator: str, run_id: str | None = None,
           root: Path = Path(".")) -> dict[str, Any]:
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
-    p, sch = common.paths(params, root), common.schema(params, root)
-    ds, priv = params["dataset"]["name"], params["privacy"]
+    p, sch = common.paths(config, root), common.schema(config, root)
+    ds, priv = config.dataset.name, config.privacy
     skipped = unselected.write("train", p, generator)
     if skipped is not None:  # release.select left it out: no ledger row, no model (pipelines/selection.py)
         return skipped
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     table = EncodedTable(p.prepared / "train_encoded.parquet")
-    gen = make_generator(generator, layout, common.generator_section(params, generator, root),
-                         params.get("device", "auto"))
-    budget = Budget(common.allocated_epsilon(params, generator, root), float(priv["delta"]))
+    gen = make_generator(generator, layout, common.generator_section(config, generator, root),
+                         config.device)
+    budget = Budget(common.allocated_epsilon(config, generator, root), priv.delta)
     run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
-    led = common.ledger(params, root)
-    session = led.session(ds, run_id, f"train@{generator}", float(priv["delta"]), float(priv["lifetime_epsilon"]),
-                          internal=bool(priv.get("internal_release", False)))
-    stage_hashes = common.hashes(params, "train", sch, generator)
-    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), lambda: {"train": table.content_hash()},
+    led = common.ledger(config, root)
+    session = led.session(ds, run_id, f"train@{generator}", priv.delta, priv.lifetime_epsilon,
+                          internal=priv.internal_release)
+    stage_hashes = common.hashes(config, "train", sch, generator)
+    noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: {"train": table.content_hash()},
                               f"{ds}/train@{generator}", binding_facts(stage_hashes, budget.epsilon, budget.delta))
     with stage_progress(f"{ds}-{generator}-train-progress", f"train@{generator}"):
         gen.fit(table, session, budget, noise)  # reserves the planned spend before converting `table`
@@ -55,7 +56,7 @@ def train(params: dict[str, Any], generator: str, run_id: str | None = None,
         "events": [event_to_dict(e) for e in events], "ledger_row_ids": row_ids,
         "epsilon_pld": epsilon_pld(events, budget.delta), "epsilon_rdp": epsilon_rdp(events, budget.delta),
         "target_epsilon": budget.epsilon, "delta": budget.delta, "calibration": calibration_summary(gen.privacy),
-        "hashes": common.hashes(params, "train", sch, generator),
+        "hashes": common.hashes(config, "train", sch, generator),
     }
     with atomic_dir(p.model(generator)) as out:
         gen.save(out)

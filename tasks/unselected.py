@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.config import EVALUATE_PLOTS, Paths, weight_settings, weighted_generators
+from pipelines.config import EVALUATE_PLOTS, Config, Paths
 from pipelines.io import atomic_dir, atomic_path, write_json, write_parquet
 from pipelines.selection import NOT_SELECTED, left_out, not_trained, selected
 
@@ -41,14 +41,14 @@ def write(stage: str, p: Paths, generator: str) -> dict[str, Any] | None:
     return record
 
 
-def unweighted(params: dict[str, Any], p: Paths, generator: str) -> dict[str, Any] | None:
+def unweighted(config: Config, p: Paths, generator: str) -> dict[str, Any] | None:
     """weight@gen's outputs when it weights nothing (no ledger row, no weights): for a generator this release left
     out (`write`), or one whose table `weights.generators` does not name; None when it gets weights (the stage
     then runs)."""
     skipped = write("weight", p, generator)
-    if skipped is not None or generator in weighted_generators(params, selected(p, params["generators"])):
+    if skipped is not None or generator in config.weighted(selected(p, config.generators)):
         return skipped
-    return no_weights(p, generator, f"weights.generators ({weight_settings(params)['generators']}) does not name it")
+    return no_weights(p, generator, f"weights.generators ({config.weights.generators}) does not name it")
 
 
 def no_weights(p: Paths, generator: str, why: str) -> dict[str, Any]:

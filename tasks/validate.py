@@ -6,6 +6,7 @@ from typing import Any
 
 from prefect import task
 
+from pipelines.config import Config
 from pipelines.data.readers import read_source
 from pipelines.data.validation import check_row_loss, validate_table
 from pipelines.io import write_json, write_parquet
@@ -15,23 +16,23 @@ from tasks.progress import run_logger
 
 
 @task(name="validate")
-def validate(params: dict[str, Any], root: Path = Path(".")) -> dict[str, Any]:
-    p, sch = common.paths(params, root), common.schema(params, root)
-    common.check_against_schema(params, sch)  # the columns the configuration names, before any budget is spent
-    source = str(params["dataset"]["source"])
+def validate(config: Config, root: Path = Path(".")) -> dict[str, Any]:
+    p, sch = common.paths(config, root), common.schema(config, root)
+    common.check_against_schema(config, sch)  # the columns the configuration names, before any budget is spent
+    source = config.dataset.source
     if not source.startswith("bundled:") and not Path(source).is_absolute():
         source = str(Path(root) / source)
-    table = read_source(source, sch, params["dataset"].get("columns", "strict"))
+    table = read_source(source, sch, config.dataset.columns)
     label = table.label
     clean, report = validate_table(table.frame, sch, label)
-    check_row_loss(report, float(params["dataset"]["max_dropped_fraction"]))  # before anything is written
+    check_row_loss(report, config.dataset.max_dropped_fraction)  # before anything is written
     report["ignored_columns"] = list(table.ignored)  # names only, never their values
     report["identifier_columns"] = sch.ids  # kind: id, never read (released as fresh surrogate keys)
     if table.ignored:
         run_logger().warning("validate: ignored %d columns of %s that schema '%s' does not declare "
                           "(dataset.columns: schema; their values were not kept): %s",
                           len(table.ignored), label, sch.name, ", ".join(table.ignored))
-    report["hashes"] = common.hashes(params, "validate", sch)
+    report["hashes"] = common.hashes(config, "validate", sch)
     write_parquet(p.validated, clean)
     write_json(p.validation_report, report)
     rows = [{"column": c, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}}

@@ -2,7 +2,7 @@
 
 Reads the released synthetic table (public: post-processing of the DP generator) and, for estimators that
 need them, the private prepared training rows; reserves the estimator's ledger events BEFORE reading a
-private row (the plan uses only row counts and params). Writes data/weights/<ds>/<gen>.parquet (one
+private row (the plan uses only row counts and config). Writes data/weights/<ds>/<gen>.parquet (one
 `weight` column aligned with the synthetic rows; null beyond the N_S rows an output-noised estimator may
 release) and reports/<ds>/<gen>/weights.json (estimator, ε, ledger rows, ESS, k̂, weighted analyses and
 the weight gate). Design and derivations: pipelines/weights/, docs/importance-weights.md.
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from prefect import task
 
-from pipelines.config import weight_settings
+from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
 from pipelines.data.transform import Encoder
@@ -37,28 +37,28 @@ from tasks.artifacts import publish
 
 
 @task(name="weight")
-def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
+def weight(config: Config, generator: str, run_id: str | None = None,
            root: Path = Path(".")) -> dict[str, Any]:
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
-    p, sch = common.paths(params, root), common.schema(params, root)
-    s, priv = weight_settings(params), params["privacy"]
-    skipped = unselected.unweighted(params, p, generator)  # left out by release.select, or not in weights.generators
+    p, sch = common.paths(config, root), common.schema(config, root)
+    s, priv = config.weights, config.privacy
+    skipped = unselected.unweighted(config, p, generator)  # left out by release.select, or not in weights.generators
     if skipped is not None:
         return skipped
-    delta, internal = float(priv["delta"]), bool(priv.get("internal_release", False))
+    delta, internal = priv.delta, priv.internal_release
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     synth = pd.read_parquet(p.synthetic(generator))
     synthetic = Encoder(sch).encode(synth).astype(float)
     table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() = public n̂: no row read
     try:
-        plan = estimators.plan(s["estimator"], s, layout, len(table), len(synthetic),
-                               common.allocated_epsilon(params, "weights", root), delta)
+        plan = estimators.plan(s.estimator, s.model_dump(), layout, len(table), len(synthetic),
+                               common.allocated_epsilon(config, "weights", root), delta)
     except ValueError as e:
         raise InputError(f"weights.estimator: {e}.", file="params.yaml",
                          fix="see the estimator's limits in docs/importance-weights.md.") from e
     run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
-    led = common.ledger(params, root)
-    session = led.session(p.dataset, run_id, f"weight@{generator}", delta, float(priv["lifetime_epsilon"]),
+    led = common.ledger(config, root)
+    session = led.session(p.dataset, run_id, f"weight@{generator}", delta, priv.lifetime_epsilon,
                           internal=internal)
     if plan.events:
         session.reserve(plan.events)  # refused here, before any private row is read
@@ -66,23 +66,23 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     critic = critic_scorer(generator, p.model(generator)) if plan.estimator == "discriminator" else None
     inputs = lambda: {"train": table.content_hash(), "synthetic": sha256_file(p.synthetic(generator)),  # noqa: E731
                       "model": sha256_file(p.model(generator) / "privacy.json")}
-    noise = NoiseSource.keyed(load_noise_key(priv.get("noise_key_file"), root), inputs, f"{p.dataset}/weight@{generator}",
-                              binding_facts(common.hashes(params, "weight", sch, generator),
-                                            common.allocated_epsilon(params, "weights", root), delta,
+    noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), inputs, f"{p.dataset}/weight@{generator}",
+                              binding_facts(common.hashes(config, "weight", sch, generator),
+                                            common.allocated_epsilon(config, "weights", root), delta,
                                             plan=plan.to_dict()))
-    log_w, logit = estimators.estimate(plan, s, real, synthetic, critic, noise)
+    log_w, logit = estimators.estimate(plan, s.model_dump(), real, synthetic, critic, noise)
     if plan.events:
         session.record(plan.events)
     calibration = None
-    if s["calibration"] is not None:  # public real rows (label 1) against the released synthetic rows (label 0)
-        cal_path = Path(s["calibration"])
+    if s.calibration is not None:  # public real rows (label 1) against the released synthetic rows (label 0)
+        cal_path = Path(s.calibration)
         cal = postprocess.calibration_rows(cal_path, sch)
         log_w, fitted = postprocess.calibrate(logit, cal, synthetic[:plan.n_released])
         calibration = {"file": str(cal_path), "rows": len(cal), **fitted.to_dict()}
-    w, khat, column = postprocess.released_weights(log_w, s["tempering"], s["psis"], len(synthetic))
+    w, khat, column = postprocess.released_weights(log_w, s.tempering, s.psis, len(synthetic))
     row_ids = list(session.reservation.row_ids) + list(session.row_ids) if plan.events else []
     eps = epsilon_pld(plan.events, delta)
-    gate = weight_gate(khat, s["khat_bound"], plan.estimator, plan.private, internal)
+    gate = weight_gate(khat, s.khat_bound, plan.estimator, plan.private, internal)
     test = pd.read_parquet(p.prepared / "holdout.parquet")
     train = pd.read_parquet(p.prepared / "train.parquet")
     sub = synth.iloc[:plan.n_released]
@@ -90,11 +90,10 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
         "generator": generator, "dataset": p.dataset, "estimator": plan.estimator, "plan": plan.to_dict(),
         "epsilon": eps, "delta": delta, "ledger_row_ids": row_ids, "run_id": run_id,
         "n_synthetic": len(synthetic), "n_released": plan.n_released,
-        "ess": postprocess.effective_sample_size(w), "khat": khat, "tempering": s["tempering"], "psis": s["psis"],
+        "ess": postprocess.effective_sample_size(w), "khat": khat, "tempering": s.tempering, "psis": s.psis,
         "calibration": calibration, "gate": gate.to_dict(),
-        "analysis": weighted.analyses(sch, sub, w, train, test, s["analysis_max_rows"], s["prior_variance"],
-                                      int(s["seed"])),
-        "hashes": {**common.hashes(params, "weight", sch, generator)},
+        "analysis": weighted.analyses(sch, sub, w, train, test, s.analysis_max_rows, s.prior_variance, s.seed),
+        "hashes": {**common.hashes(config, "weight", sch, generator)},
     }
     path = p.weights(generator)
     write_parquet(path, pd.DataFrame({"weight": column}))
@@ -103,5 +102,5 @@ def weight(params: dict[str, Any], generator: str, run_id: str | None = None,
     publish(f"{p.dataset}-{generator}-weights", markdown=(
         f"## Importance weights for `{generator}`: {'PASSED' if gate.passed else 'REFUSED'}\n\n"
         f"{plan.estimator}, ε = {eps:.4g}, ESS = {report['ess']:.1f} of {plan.n_released}, "
-        f"k̂ = {khat:.3g} (bound {s['khat_bound']})"))
+        f"k̂ = {khat:.3g} (bound {s.khat_bound})"))
     return report

@@ -106,11 +106,11 @@ def write(tmp_path, edit) -> str:
 
 
 def test_default_configuration_shares_one_release_epsilon():
-    params = load_params("params.yaml")
-    assert params["privacy"]["release_epsilon"] == 1.0
-    assert all(params[g].get("epsilon") is None for g in params["generators"])     # every generator allocated
-    assert allocated_section(params["dpwgan"], 0.25) == {**{k: v for k, v in params["dpwgan"].items()
-                                                            if k != "share"}, "epsilon": 0.25}
+    config = load_params("params.yaml")
+    assert config.privacy.release_epsilon == 1.0
+    assert all(config.generator(g).get("epsilon") is None for g in config.generators)     # every generator allocated
+    assert allocated_section(config.generator("dpwgan"), 0.25) == {**{k: v for k, v in config.generator(
+        "dpwgan").items() if k != "share"}, "epsilon": 0.25}
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -130,13 +130,13 @@ def test_bad_release_budget_configuration_is_one_clear_error(tmp_path, edit, mat
 
 
 def test_pinned_and_inf_release_epsilon_parse(tmp_path):
-    params = load_params(write(tmp_path, lambda p: (p["privacy"].update(release_epsilon="inf"),
+    config = load_params(write(tmp_path, lambda p: (p["privacy"].update(release_epsilon="inf"),
                                                     p["ppem"].update(epsilon=1.0))))
-    assert params["privacy"]["release_epsilon"] == math.inf and params["ppem"]["epsilon"] == 1.0
+    assert config.privacy.release_epsilon == math.inf and config.generator("ppem")["epsilon"] == 1.0
 
 
 @pytest.mark.parametrize("path", ["params/adult.yaml", "params/adult-paper.yaml",
                                   "params/importance-weights-paper.yaml"])
 def test_paper_scale_params_files_parse_with_their_pins(path):
-    params = load_params(path)
-    assert params["privacy"]["release_epsilon"] > 1 and params["dpwgan"]["epsilon"] is not None
+    config = load_params(path)
+    assert config.privacy.release_epsilon > 1 and config.generator("dpwgan")["epsilon"] is not None

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from pipelines.config import load_params, noise_seed_keys, read_params
+from pipelines.config import Config, load_params, noise_seed_keys, params_hash, parse_params, read_params
 from pipelines.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,8 +76,8 @@ def test_a_per_generator_delta_is_refused(tmp_path, generator):
 
 @pytest.mark.parametrize("generator", GENERATORS)
 def test_epsilon_is_a_positive_number_or_inf(tmp_path, generator):
-    assert load_params(write(tmp_path, generator, "epsilon", "inf"))[generator]["epsilon"] == math.inf
-    assert load_params(write(tmp_path, generator, "epsilon", 2))[generator]["epsilon"] == 2.0
+    assert load_params(write(tmp_path, generator, "epsilon", "inf")).generator(generator)["epsilon"] == math.inf
+    assert load_params(write(tmp_path, generator, "epsilon", 2)).generator(generator)["epsilon"] == 2.0
     for bad in (0, -1.0, "lots", True):
         with pytest.raises(InputError, match=rf"'{generator}\.epsilon': must be a positive number or inf"):
             load_params(write(tmp_path, generator, "epsilon", bad))
@@ -94,8 +94,8 @@ def test_steps_or_epochs_not_both(tmp_path):
 @pytest.mark.parametrize("generator,key", [("dpwgan", "max_steps"), ("ppem", "max_steps"),
                                            ("dp_auto_gan", "autoencoder_max_steps"), ("dp_auto_gan", "max_steps")])
 def test_a_step_cap_is_a_positive_count_or_null(tmp_path, generator, key):
-    assert load_params(write(tmp_path, generator, key, None))[generator][key] is None
-    assert load_params(write(tmp_path, generator, key, 500))[generator][key] == 500
+    assert load_params(write(tmp_path, generator, key, None)).generator(generator)[key] is None
+    assert load_params(write(tmp_path, generator, key, 500)).generator(generator)[key] == 500
     with pytest.raises(InputError, match=rf"'{generator}\.{key}': must be a positive number of steps, got 0"):
         load_params(write(tmp_path, generator, key, 0))
 
@@ -112,23 +112,36 @@ def test_a_top_level_typo_and_an_unregistered_generator(tmp_path):
         load_params(tmp_path / "params.yaml")
 
 
-def test_the_values_the_tasks_read_are_the_files_own(tmp_path):
-    """No default is injected beyond the ones load_params always filled (the params hashes stay put)."""
-    params = load_params(ROOT / "params.yaml")
-    assert params["dpwgan"] == {} and params["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
-    assert params["evaluate"] == BASE["evaluate"] and params["weights"] == BASE["weights"]
-    assert params["privacy"]["row_count_epsilon"] == 0.05 and params["device"] == "auto"
+def test_the_hashed_mapping_is_the_files_own_and_the_sections_hold_every_default(tmp_path):
+    """The params hash covers what the file gives (no default injected beyond the ones load_params always filled,
+    so the hashes stay put); the typed sections the tasks read hold every default, as floats where they are
+    numbers of a float default."""
+    config = load_params(ROOT / "params.yaml")
+    given = config.given
+    assert given["dpwgan"] == {} and given["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
+    assert given["evaluate"] == BASE["evaluate"] and given["weights"] == BASE["weights"]
+    assert given["privacy"]["row_count_epsilon"] == 0.05 and given["device"] == "auto"
+    assert config.hash == params_hash(given) == "1b307e75678b24b4643082f5ce6791d5156a9dbfa15bcf2074f461db309536e2"
+    assert config.generator("dpwgan") == {} and config.device == "auto" and config.privacy.row_count_epsilon == 0.05
+    assert config.orchestration.model_dump() == {"task_runner": "threads", "max_workers": 4, "dask_address": None,
+                                                 "dask_workers": 2}
+    assert config.evaluate.attacks.max_rows == 2000 and config.evaluate.seed == 0 and config.evaluate.n_samples is None
+    assert config.release.select == "auto" and config.weights.generators == "selected" and config.weights.share == 0.25
+    assert config.risk_gates.exact_match_excess_max == 0.0
+    one = parse_params({**yaml.safe_load(yaml.safe_dump(BASE)), "risk_gates": {"linkability_risk_max": 1}})
+    assert isinstance(one.risk_gates.linkability_risk_max, float) and one.given["risk_gates"] == {
+        "linkability_risk_max": 1}
 
 
 @pytest.mark.parametrize("path", [ROOT / "params.yaml", *sorted((ROOT / "params").glob("*.yaml"))],
                          ids=lambda p: p.name)
 def test_every_bundled_params_file_parses(path):
-    params = load_params(path)
-    assert params["generators"] and isinstance(params["privacy"]["release_epsilon"], float)
-    assert all(isinstance(params[g].get("epsilon", 0.0), float) for g in params["generators"])  # pinned or allocated
+    config = load_params(path)
+    assert isinstance(config, Config) and config.generators and isinstance(config.privacy.release_epsilon, float)
+    assert all(isinstance(config.generator(g).get("epsilon", 0.0), float) for g in config.generators)  # pinned or allocated
     from pipelines.data.schema import load_schema
     from tasks.common import check_against_schema
-    check_against_schema(params, load_schema(ROOT / "schemas" / f"{params['dataset']['name']}.yaml"))  # its columns
+    check_against_schema(config, load_schema(ROOT / "schemas" / f"{config.dataset.name}.yaml"))  # its columns
 
 
 @pytest.mark.parametrize("path,typo,known", TYPOS[:8])
@@ -202,9 +215,9 @@ def test_an_internal_release_may_fix_its_noise_seeds(tmp_path):
         params[section]["noise_seed"] = 7
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     loaded = load_params(tmp_path / "params.yaml")
-    assert [loaded[s]["noise_seed"] for s in ("dataset", "dpwgan", "weights")] == [7, 7, 7]
-    assert noise_seed_keys(loaded) == ["dataset.noise_seed", "dpwgan.noise_seed", "weights.noise_seed"]
-    assert noise_seed_keys(load_params(ROOT / "params.yaml")) == []
+    assert [loaded.dataset.noise_seed, loaded.generator("dpwgan")["noise_seed"], loaded.weights.noise_seed] == [7, 7, 7]
+    assert noise_seed_keys(loaded.given) == ["dataset.noise_seed", "dpwgan.noise_seed", "weights.noise_seed"]
+    assert noise_seed_keys(load_params(ROOT / "params.yaml").given) == []
     assert noise_seed_statement([]) is None and "internal release" in noise_seed_statement(["dpwgan.noise_seed"])
 
 
@@ -219,10 +232,13 @@ def test_the_validate_stage_refuses_a_public_noise_seed(tmp_path, capsys, monkey
 
 
 def test_the_release_stage_refuses_a_public_noise_seed_whatever_path_the_params_took(tmp_path):
+    import dataclasses
     from tasks.release import release
-    params = {**yaml.safe_load(yaml.safe_dump(BASE)), "weights": {"noise_seed": 3}}
+    config = load_params(ROOT / "params.yaml")  # then a seed set past load_params's check
+    config = dataclasses.replace(config, given={**config.given, "weights": {"noise_seed": 3}},
+                                 weights=config.weights.model_copy(update={"noise_seed": 3}))
     with pytest.raises(InputError, match=r"'weights\.noise_seed': a fixed noise seed in a public release"):
-        release.fn(params, tmp_path)
+        release.fn(config, tmp_path)
     assert not any(tmp_path.iterdir())
 
 

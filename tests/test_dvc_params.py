@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipelines.config import parse_params
 from tasks import common
 from test_pipeline import ledger_rows, make_root, sh
 
@@ -48,7 +49,7 @@ def test_train_hash_ignores_the_ledger_device_and_budget_but_not_the_method():
             return "s"
 
     def train_hash(p: dict) -> str:
-        return common.hashes(p, "train", Schema(), "dpwgan")["params"]
+        return common.hashes(parse_params(p), "train", Schema(), "dpwgan")["params"]
 
     base = train_hash(params)
     moved = {**params, "device": "cuda", "orchestration": {"task_runner": "dask"},
@@ -58,7 +59,8 @@ def test_train_hash_ignores_the_ledger_device_and_budget_but_not_the_method():
     assert train_hash({**params, "privacy": {**params["privacy"], "delta": 1e-6}}) != base
     assert train_hash({**params, "dpwgan": {**params["dpwgan"], "epsilon": 2.0}}) != base
     assert train_hash({**params, "ppem": {"epsilon": 2.0}}) == base                  # another generator's section
-    assert common.hashes(params, "evaluate", Schema())["params"] == common.hashes(moved, "evaluate", Schema())["params"]
+    assert (common.hashes(parse_params(params), "evaluate", Schema())["params"]
+            == common.hashes(parse_params(moved), "evaluate", Schema())["params"])
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from flows.cli import main
-from pipelines.config import check_section, load_params
+from pipelines.config import load_params, merged, parse_params, read_params, section
 from pipelines.data.scaffold import COLUMN_CHOICES, scaffold, write
 from pipelines.data.schema import PLACEHOLDER, load_schema
 from pipelines.errors import InputError, SchemaError
@@ -116,8 +116,8 @@ def test_params_file_keeps_the_template_but_dataset_and_column_choices(tmp_path:
     assert params["generators"] == [g for g in template["generators"] if g not in COLUMN_CHOICES]
     assert {k: v for k, v in params.items() if k not in ("dataset", "generators")} == \
         {k: v for k, v in template.items() if k not in ("dataset", "generators", *COLUMN_CHOICES)}
-    check_section("dataset", params["dataset"])
-    assert load_params(params_path)["dataset"]["columns"] == "schema"
+    section("dataset", params["dataset"])
+    assert load_params(params_path).dataset.columns == "schema"
     text = params_path.read_text()
     assert all(f"# {g} is left out" in text for g in COLUMN_CHOICES if g in template["generators"])
 
@@ -212,6 +212,6 @@ def test_wine_from_wide_csv_to_prepared(tmp_path: Path) -> None:
     assert len(summary["ledger_row_ids"]) == 1 and "checked against a noisy count" in summary["rows_public_source"]
     assert summary["rows_train"] + summary["rows_holdout"] == 178
 
-    strict = {**params, "dataset": {**params["dataset"], "columns": "strict"}}
+    strict = parse_params(merged(read_params(params_path), {"dataset": {"columns": "strict"}}))
     with pytest.raises(InputError, match=r"extra columns \['sample_id', 'lab_note'\].*columns: schema"):
         validate.fn(strict, tmp_path)

@@ -293,6 +293,7 @@ KEY = bytes.fromhex("ab" * 32)
 
 def test_gate_catches_rows_deleted_up_to_the_head_a_release_recorded(ledger, ledger_path, tmp_path):
     from pipelines.gates.release import ledger_gate
+    from pipelines.config import Paths
     from tasks.common import released_head
     _fill(ledger)
     head = ledger.head()                                  # what the release stage writes into latest.json
@@ -300,9 +301,9 @@ def test_gate_catches_rows_deleted_up_to_the_head_a_release_recorded(ledger, led
     index = tmp_path / "releases" / "adult" / "latest.json"
     index.parent.mkdir(parents=True)
     index.write_text(json.dumps({"released": [], "ledger_head": head}))
-    expect, source = released_head({"dataset": {"name": "adult"}}, tmp_path)
+    expect, source = released_head(Paths("adult", tmp_path))
     assert (expect, source) == (head, "releases/adult/latest.json")
-    assert released_head({"dataset": {"name": "census"}}, tmp_path)[0] is None       # no release yet
+    assert released_head(Paths("census", tmp_path))[0] is None       # no release yet
     # A later run appends rows: the recorded head is still in the chain, the gate passes.
     later = ledger.session("adult", "run-3", "train@dpwgan", DELTA, 10.0)
     later.reserve([PureEpsilonEvent(0.1)])

@@ -24,7 +24,7 @@ from pipelines.evaluation.marginals import (cell_codes, column_subsets, kway_mar
                                             total_variation, wasserstein2, wasserstein_score)
 from pipelines.evaluation.utility import featurise
 from pipelines.evaluation.unsupervised import PLOTS, paper_metrics
-from pipelines.config import knobs
+from pipelines.config import EVALUATE_DEFAULTS, section
 from tasks.evaluate import PLOTS as EVALUATE_PLOTS
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -278,6 +278,11 @@ def test_paper_metrics_and_plots_are_valid_pngs():
         assert_png(data)
     # not-applicable plots are still valid figures that say so
     assert_png(plots.pca_scatter({}, None, "no projection"))
+
+
+def knobs(raw: dict) -> dict:
+    """The DP-auto-GAN metrics' knobs of an `evaluate:` section, as the baseline stage passes them."""
+    return section("evaluate", raw).model_dump(include=set(EVALUATE_DEFAULTS))
 
 
 def test_knobs_validation():

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from pipelines.config import parse_params
 from pipelines.data.schema import Schema
 from pipelines.data.transform import train_holdout_split
 from pipelines.errors import InputError
@@ -114,6 +115,7 @@ def schema_text(with_rows: bool) -> str:
 
 
 def make_root(tmp_path: Path, bc_raw: pd.DataFrame, with_rows: bool) -> tuple[Path, dict]:
+    """A root with the validated table, and the raw params mapping the tests edit (`parse_params` checks it)."""
     root = tmp_path / "repo"
     (root / "schemas").mkdir(parents=True)
     (root / "schemas" / "breast_cancer.yaml").write_text(schema_text(with_rows))
@@ -123,7 +125,7 @@ def make_root(tmp_path: Path, bc_raw: pd.DataFrame, with_rows: bool) -> tuple[Pa
                           "max_dropped_fraction": 0.02},
               "privacy": {"delta": 1e-5, "lifetime_epsilon": 10.0, "ledger": "ledger/privacy.sqlite",
                           "row_count_epsilon": 0.05, "release_epsilon": 1.0},
-              "device": "cpu", "evaluate": {"n_samples": None},
+              "device": "cpu", "evaluate": {"n_samples": None}, "generators": ["dpwgan"],
               "dpwgan": {"epsilon": 3.0, "steps": 10, "batch_size": 64}}
     return root, params
 
@@ -140,18 +142,18 @@ def test_split_key_salt_file_or_steward_key(tmp_path: Path, bc_raw: pd.DataFrame
     from tasks.prepare import salt_path, split_key
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     root, params = make_root(tmp_path, bc_raw, True)
-    path = salt_path(params, root)
+    path = salt_path(parse_params(params), root)
     assert path == root / "ledger" / "breast_cancer.split-salt"  # next to the ledger, outside data/prepared
-    key, source = split_key(params, root)
+    key, source = split_key(parse_params(params), root)
     assert path.exists() and len(path.read_text().strip()) == 64 and oct(path.stat().st_mode & 0o777) == "0o600"
-    assert split_key(params, root)[0] == key and str(path) in source  # created once, then reused
+    assert split_key(parse_params(params), root)[0] == key and str(path) in source  # created once, then reused
     path.unlink()
-    assert split_key(params, root)[0] != key  # deleting the salt re-randomises the split
+    assert split_key(parse_params(params), root)[0] != key  # deleting the salt re-randomises the split
     url = {**params, "privacy": {**params["privacy"], "ledger": "postgresql://host/db"}}
-    assert salt_path(url, root) == root / "data" / "secrets" / "breast_cancer.split-salt"
+    assert salt_path(parse_params(url), root) == root / "data" / "secrets" / "breast_cancer.split-salt"
     steward = "ab" * 32
     monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", steward)
-    derived, source = split_key(params, root)
+    derived, source = split_key(parse_params(params), root)
     assert derived != bytes.fromhex(steward) and "noise key" in source
     assert derived == hmac.new(bytes.fromhex(steward), b"synthrelease/train-holdout-split/v1\x1fbreast_cancer",
                                hashlib.sha256).digest()
@@ -161,7 +163,7 @@ def test_documented_rows_are_checked_against_a_noisy_count(tmp_path: Path, bc_ra
     from tasks.prepare import prepare
     monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", "ab" * 32)  # keyed noise: the same count on every run
     root, params = make_root(tmp_path, bc_raw, True)
-    summary = prepare.fn(params, root)
+    summary = prepare.fn(parse_params(params), root)
     assert summary["rows_public"] == 455 and "rows.count 569" in summary["rows_public_source"]
     assert "checked against a noisy count (ε = 0.05" in summary["rows_public_source"]
     rows = ledger_rows(root)  # the check's count is charged like the undocumented one
@@ -170,14 +172,14 @@ def test_documented_rows_are_checked_against_a_noisy_count(tmp_path: Path, bc_ra
     assert summary["rows_train"] + summary["rows_holdout"] == 569
     layout = json.loads((root / "data/prepared/breast_cancer/layout.json").read_text())
     assert layout["rows_public"] == 455 and layout["rows_public_source"] == summary["rows_public_source"]
-    again = prepare.fn(params, root)  # the salt survives a re-run of prepare: the same split
+    again = prepare.fn(parse_params(params), root)  # the salt survives a re-run of prepare: the same split
     assert (again["rows_train"], again["rows_holdout"]) == (summary["rows_train"], summary["rows_holdout"])
     # ... and the same rows, split and ε: the count already paid for, not a second spend
     assert ledger_rows(root) == rows and again["ledger_row_ids"] == summary["ledger_row_ids"]
     paid = json.loads((root / "data/row_counts/breast_cancer.json").read_text())
     assert paid["ledger_row_ids"] == summary["ledger_row_ids"] and isinstance(paid["noisy"], int)
     params["privacy"]["row_count_epsilon"] = 0.1   # another ε is another release: charged
-    prepare.fn(params, root)
+    prepare.fn(parse_params(params), root)
     assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")] * 2
 
 
@@ -186,7 +188,7 @@ def test_documented_rows_trusted_unchecked_spend_nothing(tmp_path: Path, bc_raw:
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     root, params = make_root(tmp_path, bc_raw, True)
     params["privacy"]["row_count_epsilon"] = None
-    summary = prepare.fn(params, root)
+    summary = prepare.fn(parse_params(params), root)
     assert summary["rows_public"] == 455 and ledger_rows(root) == [] and summary["ledger_row_ids"] == []
     assert summary["rows_public_source"].endswith("documented: " + load_schema_rows_source())
 
@@ -205,11 +207,11 @@ def test_an_extract_of_the_documented_table_stops_prepare(tmp_path: Path, bc_raw
     with pytest.raises(InputError, match=r"breast_cancer\.yaml.*rows\.count 569 documents 455 training rows, but "
                        r"the table prepare read has about \d+ .*spent and recorded.*\(242 rows\).*Fix: set 'rows: "
                        r"\{count, source\}' to the documented size of the table you release"):
-        prepare.fn(params, root)
+        prepare.fn(parse_params(params), root)
     assert not (root / "data" / "prepared").exists()          # nothing written
     assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")]  # the spend, recorded
     with pytest.raises(InputError, match=r"rows\.count 569 documents 455"):   # run again unchanged: refused again,
-        prepare.fn(params, root)                                               # on the count already paid for
+        prepare.fn(parse_params(params), root)                                               # on the count already paid for
     assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")]
 
 
@@ -225,10 +227,11 @@ def test_no_row_count_at_all_is_a_configuration_error(tmp_path: Path) -> None:
     from pipelines.data.schema import load_schema
     from tasks.common import check_against_schema
     (tmp_path / "bc.yaml").write_text(schema_text(False))
-    params = {"privacy": {"row_count_epsilon": None, "release_epsilon": 1.0}, "generators": []}
+    _, params = make_root(tmp_path, pd.DataFrame(), True)
+    params["privacy"]["row_count_epsilon"] = None
     with pytest.raises(InputError, match=r"row_count_epsilon' is null, but the schema 'breast_cancer' declares no "
                        r"public 'rows'.*Fix: set 'row_count_epsilon: 0.05'"):
-        check_against_schema(params, load_schema(tmp_path / "bc.yaml"))
+        check_against_schema(parse_params(params), load_schema(tmp_path / "bc.yaml"))
 
 
 def test_noisy_count_is_reserved_before_the_rows_are_read(tmp_path: Path, bc_raw: pd.DataFrame,
@@ -242,7 +245,7 @@ def test_noisy_count_is_reserved_before_the_rows_are_read(tmp_path: Path, bc_raw
         assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned")], "rows read before the reservation"
         return real_read(path, *a, **k)
     monkeypatch.setattr(prep.pd, "read_parquet", read_after_reserve)
-    summary = prep.prepare.fn(params, root)
+    summary = prep.prepare.fn(parse_params(params), root)
     rows = ledger_rows(root)
     assert [r[:2] for r in rows] == [("prepare", "planned"), ("prepare", "spent")]
     assert json.loads(rows[1][2]) == {"kind": "discrete_laplace", "scale": 20.0, "sensitivity": 1, "count": 1,
@@ -271,14 +274,14 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
     from tasks.train import train
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     root, params = make_root(tmp_path, bc_raw, True)
-    prepare.fn(params, root)
+    prepare.fn(parse_params(params), root)
     prepared = root / "data/prepared/breast_cancer"
     layout = json.loads((prepared / "layout.json").read_text())
     layout["rows_public"] = 300  # n̂ far from the ≈455 rows actually in the file
     (prepared / "layout.json").write_text(json.dumps(layout))
     table = EncodedTable(prepared / "train_encoded.parquet")
     assert len(table) == 300 and table.n_actual == layout["rows_train"] != 300
-    privacy = train.fn(params, "dpwgan", "test", root)
+    privacy = train.fn(parse_params(params), "dpwgan", "test", root)
     event, calibration = privacy["events"]                       # DP-SGD, then the calibration's Gaussian
     assert calibration["kind"] == "discrete_gaussian"                     # exact noise on the counts (issue 28)
     assert event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
@@ -291,11 +294,11 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
         raise StopIteration
     monkeypatch.setattr(evaluate, "synthetic_table", capture)
     with pytest.raises(StopIteration):
-        evaluate.evaluate.fn(params, "dpwgan", root)
+        evaluate.evaluate.fn(parse_params(params), "dpwgan", root)
     assert seen["n"] == 300  # evaluate.n_samples: null -> n̂, not the file's row count
 
     from tasks.budget import release_parts, selection
-    one = {**params, "generators": ["dpwgan"], "weights": {"generators": []}}
+    one = parse_params({**params, "generators": ["dpwgan"], "weights": {"generators": []}})
     (part, tested), _ = release_parts(one, root, selection(one, root))  # the generator, its DP release test
     assert tested.name == "release_test" and tested.epsilon == 0.1  # release.test_epsilon's default
     assert part.planner(1.0)[0].sample_rate == pytest.approx(64 / 300)  # the pre-flight check plans with n̂ too

@@ -2,6 +2,7 @@
 (SQLite here; PostgreSQL and the scheduled flow in test_scheduling.py), task-runner and schedule config."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -11,12 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipelines.config import load_params
+from pipelines.config import merged, parse_params, read_params
 from pipelines.errors import BudgetExceededError, InputError
 from pipelines.privacy import noise
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import GaussianEvent, event_from_dict
 from pipelines.privacy.ledger import Ledger
+from sections import configured
 from test_pipeline import make_root, run_stages
 
 KEY = "ab" * 32
@@ -78,11 +80,8 @@ def prepared(tmp_path_factory) -> Path:
 
 def _fresh(prepared: Path, tmp_path: Path, overrides: dict | None = None) -> tuple[Path, dict]:
     """The prepared module root with its own ledger (and params overrides)."""
-    params = load_params(prepared / "params.yaml")
-    params["privacy"]["ledger"] = str(tmp_path / "ledger.sqlite")
-    for section, values in (overrides or {}).items():
-        params[section] = {**params[section], **values}
-    return prepared, params
+    ledger = {"privacy": {"ledger": str(tmp_path / "ledger.sqlite")}}
+    return prepared, parse_params(merged(merged(read_params(prepared / "params.yaml"), ledger), overrides or {}))
 
 
 def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, monkeypatch):
@@ -105,7 +104,7 @@ def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, mon
     with pytest.raises(RuntimeError, match="injected fault in dpwgan at step 5"):
         train.fn(params, "dpwgan", "crashing-run", root)
     assert reads == [1]
-    led = Ledger(params["privacy"]["ledger"])
+    led = Ledger(params.privacy.ledger)
     rows = led.rows("breast_cancer")
     assert [(r["stage"], r["status"]) for r in rows] == [("train@dpwgan", "planned")] * 2   # DP-SGD + calibration
     planned = [event_from_dict(json.loads(r["event_json"])) for r in rows]
@@ -122,7 +121,7 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
     from pipelines.data.encoded import EncodedTable
     root, params = _fresh(prepared, tmp_path, {"privacy": {"lifetime_epsilon": 3.2, "release_epsilon": 4.0},
                                                "weights": {"generators": ["dpwgan"]}})  # dpwgan pinned at 3
-    led = Ledger(params["privacy"]["ledger"])
+    led = Ledger(params.privacy.ledger)
     led.reserve("breast_cancer", "earlier", "train@x", [GaussianEvent(2.0, 1.0)], DELTA, 3.2)
     monkeypatch.setattr(EncodedTable, "__array__", lambda *a, **k: pytest.fail("private rows were read"))
     spent = led.spent("breast_cancer", DELTA)
@@ -130,7 +129,7 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
                                                   rf"{3.2 - spent:.4g}"):
         budget.fn(params, root)
     assert len(led.rows()) == 1 and led.verify()["rows"] == 1
-    params["privacy"]["lifetime_epsilon"] = 10.0
+    params = dataclasses.replace(params, privacy=params.privacy.model_copy(update={"lifetime_epsilon": 10.0}))
     summary = budget.fn(params, root)  # the weights share what the pinned DP-WGAN leaves of the release ε
     assert summary["epsilon_spent"] == pytest.approx(spent) and 4.0 < summary["epsilon_after"] < spent + 4.0
     assert summary["release_epsilon"] == 4.0 and 0.999 * 4.0 <= summary["epsilon_release"] <= 4.0
@@ -189,20 +188,20 @@ def test_task_runner_from_params():
     from prefect_dask import DaskTaskRunner
 
     from flows.runners import task_runner
-    assert isinstance(task_runner({}), ThreadPoolTaskRunner)
-    local = task_runner({"orchestration": {"task_runner": "dask", "dask_workers": 3}, "device": "cuda"})
+    assert isinstance(task_runner(configured({})), ThreadPoolTaskRunner)
+    local = task_runner(configured({"orchestration": {"task_runner": "dask", "dask_workers": 3}, "device": "cuda"}))
     assert isinstance(local, DaskTaskRunner) and local.cluster_kwargs["n_workers"] == 3
     assert local.cluster_kwargs["resources"] == {"GPU": 1}
     remote = {"orchestration": {"task_runner": "dask", "dask_address": "tcp://10.0.0.5:8786"},
               "privacy": {"ledger": "postgresql+psycopg://steward@db/ledger"}}
-    assert task_runner(remote).address == "tcp://10.0.0.5:8786"
+    assert task_runner(configured(remote)).address == "tcp://10.0.0.5:8786"
     with pytest.raises(InputError, match=r"cannot share the SQLite ledger 'ledger/privacy.sqlite'.*PostgreSQL URL"):
-        task_runner({**remote, "privacy": {"ledger": "ledger/privacy.sqlite"}})
+        task_runner(configured({**remote, "privacy": {"ledger": "ledger/privacy.sqlite"}}))
     with pytest.raises(InputError, match=r"'orchestration\.task_runner': input should be 'threads' or 'dask', "
                                          r"got 'spark'.*Fix:"):
-        task_runner({"orchestration": {"task_runner": "spark"}})
+        configured({"orchestration": {"task_runner": "spark"}})
     with pytest.raises(InputError, match=r"'orchestration\.worker': unknown orchestration keys \['worker'\].*Fix:"):
-        task_runner({"orchestration": {"worker": 2}})
+        configured({"orchestration": {"worker": 2}})
 
 
 def test_schedules_one_deployment_per_dataset(tmp_path):

@@ -216,7 +216,7 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert ppem["passed"] and lmdp["evidence"]["ksd"]["p_value"] <= 0.05 and "p_value" in lmdp["evidence"]["mmd"]
 
     index = json.loads((root / "releases/breast_cancer/latest.json").read_text())
-    assert [r["generator"] for r in index["released"]] == load_params(root / "params.yaml")["generators"]
+    assert [r["generator"] for r in index["released"]] == list(load_params(root / "params.yaml").generators)
     assert sorted(r["generator"] for r in index["released"]) == sorted(GENERATORS)  # release.select: all
     assert index["refused"] == [] and {r["utility_verdict"] for r in index["released"]} <= {"fit", "weak", "inverted"}
     by = {r["generator"]: r for r in index["released"]}

@@ -13,11 +13,11 @@ from pipelines.errors import InputError
 from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, impute, presence_at_precision
 from pipelines.evaluation.attacks.distance import gower_features, nearest
-from pipelines.config import risk_thresholds as thresholds
 from pipelines.evaluation.attacks.gates import family_z, risk_gates
 from pipelines.evaluation.attacks.membership import attack_roc, auc, kde_log_density, split_targets
-from pipelines.evaluation.attacks.suite import privacy_risk, settings
+from pipelines.evaluation.attacks.suite import privacy_risk
 from pipelines.evaluation.queries import query_arrays
+from sections import attack_settings as settings, thresholds
 
 NUM = Column("x", "continuous", 0.0, 10.0)
 CAT = Column("c", "categorical", categories=("a", "b", "c"))

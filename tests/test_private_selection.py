@@ -14,7 +14,7 @@ import yaml
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from pipelines.config import load_params, read_params
+from pipelines.config import load_params, merged, parse_params, read_params
 from pipelines.data.layout import Block, Layout
 from pipelines.errors import InputError
 from pipelines.generators.base import Budget
@@ -201,14 +201,15 @@ def test_bad_selection_params_are_refused_with_their_key(tmp_path, key, value):
 
 # -- the release path ----------------------------------------------------------------------------------------------
 def test_private_mode_selects_the_selection_generator_or_says_how_to_add_it():
-    params = {"generators": ["aim", "mst", "private_selection"], "privacy": {"release_epsilon": 1.0},
-              "release": {"select": "private"}}
-    assert select(params, 455).selected == ("private_selection",)
+    params = merged(read_params(PROJECT / "params.yaml"), {"generators": ["aim", "mst", "private_selection"],
+                                                          "private_selection": {}, "release": {"select": "private"}})
+    assert select(parse_params(params), 455).selected == ("private_selection",)
     with pytest.raises(InputError, match=r"'release\.select'.*private_selection.*Fix: add private_selection"):
-        select({**params, "generators": ["aim", "mst"]}, 455)
+        select(parse_params({**params, "generators": ["aim", "mst"]}), 455)
     bundled = load_params(PROJECT / "params" / "private.yaml")
-    assert bundled["release"]["select"] == "private" and select(bundled, 455).selected == ("private_selection",)
-    assert select({**params, "release": {"select": "auto"}}, 455).selected == ("aim",)  # auto never picks it first
+    assert bundled.release.select == "private" and select(bundled, 455).selected == ("private_selection",)
+    auto = parse_params(merged(params, {"release": {"select": "auto"}}))
+    assert select(auto, 455).selected == ("aim",)  # auto never picks it first
 
 
 @pytest.mark.slow

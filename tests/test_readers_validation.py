@@ -203,7 +203,7 @@ def test_validate_stage_writes_nothing_when_nulls_would_drop_a_group(tmp_path: P
     """A column null exactly for one target class (structural missingness: 212 malignant of 569) would leave a
     table of one class; the stage stops before writing, and runs once the steward accepts the loss."""
     from test_pipeline import make_root
-    from pipelines.config import load_params
+    from pipelines.config import load_params, merged, parse_params, read_params
     from tasks.validate import validate
     source = tmp_path / "cohort.csv"
     bc_raw.assign(mean_radius=bc_raw["mean_radius"].where(bc_raw["target"] == 1)).to_csv(source, index=False)
@@ -213,8 +213,7 @@ def test_validate_stage_writes_nothing_when_nulls_would_drop_a_group(tmp_path: P
     assert "would drop 212 and clip 0 of the 569 rows read (37.3%)" in str(err.value)
     assert "'mean_radius' 212 null (drop nulls)" in str(err.value) and str(source) in str(err.value)
     assert not (root / "data").exists()
-    params = load_params(root / "params.yaml")
-    params["dataset"]["max_dropped_fraction"] = 0.4
+    params = parse_params(merged(read_params(root / "params.yaml"), {"dataset": {"max_dropped_fraction": 0.4}}))
     assert validate.fn(params, root)["rows_out"] == 357
 
 

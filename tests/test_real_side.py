@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.config import load_params
+from pipelines.config import load_params, merged, parse_params, read_params
 from pipelines.errors import InputError
 from pipelines.evaluation.verdict import independent_marginals
 from test_pipeline import PROJECT, make_root, run_stages
@@ -44,7 +44,7 @@ def test_evaluate_metrics_are_identical_with_and_without_the_real_side_cache(tmp
     assert with_cache["utility"]["n_synth"] == with_cache["utility"]["n_train_real"] == 250  # the utility's row cap
     assert pngs_with == pngs_without
 
-    other = {**params, "evaluate": {**params["evaluate"], "seed": 1}}  # the cache was computed with seed 0
+    other = parse_params(merged(read_params(root / "params.yaml"), {"evaluate": {"seed": 1}}))  # the cache: seed 0
     with pytest.raises(InputError, match=r"real_side\.json.*other rows or settings.*Fix:.*synthrelease stage baseline"):
         evaluate.measure(other, "dpwgan", root)
 

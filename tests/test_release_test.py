@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.config import release_settings
+from pipelines.config import Release, section
 from pipelines.data.schema import Column
 from pipelines.errors import InputError
 from pipelines.privacy.audit import epsilon_lower_bound
@@ -18,7 +18,7 @@ from pipelines.privacy.release_test import near_counts, planned_event, release_t
 COLUMNS = [*(Column(name=f"x{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(4)),
            Column(name="y", kind="categorical", categories=("a", "b", "c"))]
 RADIUS = 0.01
-SETTINGS = release_settings({})
+SETTINGS = Release().model_dump()
 
 
 def table(n: int, seed: int) -> pd.DataFrame:
@@ -50,7 +50,7 @@ def test_threshold_at_confidence_one_half_is_the_excess_allowance_and_settings_a
     assert threshold(455, 0.2, 0.1, 0.05, 0.5) == pytest.approx(22.75, abs=1e-3)  # G + Y is symmetric: median 0
     for key, value in (("test_epsilon", 0.0005), ("test_confidence", 0.4), ("test_excess_max", 1.5)):
         with pytest.raises(InputError, match=rf"'release\.{key}': must be"):
-            release_settings({"release": {key: value}})
+            section("release", {key: value})
 
 
 def test_fresh_tables_are_refused_at_most_one_minus_confidence_of_the_time():

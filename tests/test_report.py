@@ -16,13 +16,14 @@ import pytest
 
 from pipelines.data.schema import Column
 from pipelines.evaluation import plots
-from pipelines.config import SCORECARD_DEFAULTS as DEFAULTS, risk_thresholds as thresholds
+from pipelines.config import SCORECARD_DEFAULTS as DEFAULTS
 from pipelines.evaluation.attacks.gates import risk_gates
-from pipelines.evaluation.attacks.suite import privacy_risk, settings
+from pipelines.evaluation.attacks.suite import privacy_risk
 from pipelines.evaluation.report import (INTERNAL, PLOT_CAPTIONS, PUBLIC_PLOTS, public_html, public_markdown,
                                          render_html, render_markdown)
 from pipelines.evaluation.scorecard import scorecard
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
+from sections import attack_settings as settings, thresholds
 
 COLUMNS = (Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),
            Column("b", "binary", categories=("no", "yes")), Column("c", "categorical", categories=("low", "mid", "high")))

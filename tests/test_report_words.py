@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from pipelines.evaluation import comparison
-from pipelines.config import risk_thresholds as thresholds
 from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.evaluation.report import (comparison_html, comparison_markdown, public_html, public_markdown,
                                          render_html, render_markdown)
 from pipelines.evaluation.report_words import GATES, gate_sentence, verdict_sentence, weights_sentence
 from test_report import summary  # noqa: F401  (the fixture: a real, small evaluation)
+from sections import thresholds
 
 PIPELINES = Path(__file__).resolve().parents[1] / "pipelines"
 LITERAL = re.compile(r"GateResult\(\s*\"(\w+)\"")

@@ -6,6 +6,7 @@ import torch
 
 from flows.runners import concurrent_tasks
 from pipelines import runtime
+from sections import configured
 
 
 @pytest.fixture
@@ -37,5 +38,5 @@ def test_a_non_positive_task_count_is_refused(four_cores):
 
 
 def test_the_flow_shares_its_process_among_max_workers_tasks():
-    assert concurrent_tasks({"orchestration": {"task_runner": "threads", "max_workers": 4}}) == 4
-    assert concurrent_tasks({"orchestration": {"task_runner": "dask"}}) == 1  # each worker sizes its own
+    assert concurrent_tasks(configured({"orchestration": {"task_runner": "threads", "max_workers": 4}})) == 4
+    assert concurrent_tasks(configured({"orchestration": {"task_runner": "dask"}})) == 1  # each worker sizes its own

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.config import RELEASE_DEFAULTS, load_params, release_settings
+from pipelines.config import RELEASE_DEFAULTS, load_params, merged, parse_params, read_params
 from pipelines.errors import InputError
 from pipelines.generators.registry import GENERATORS
 from pipelines.selection import PREFERENCE, select
@@ -23,11 +23,11 @@ def test_the_rule_ranks_every_registered_generator():
     (["dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points", "mst", "aim"], "aim"),
     (["dpwgan", "mst"], "mst"), (["support_points", "dpwgan", "pearl"], "pearl"), (["ppem"], "ppem")])
 def test_auto_selects_one_generator_by_the_public_rule(candidates, chosen):
-    params = {"generators": candidates, "privacy": {"release_epsilon": 1.0}}  # no release section: select auto
-    s = select(params, 455)
+    params = {**read_params(PROJECT / "params.yaml"), "generators": candidates}  # release.select: auto, the default
+    s = select(parse_params(params), 455)
     assert s.mode == "auto" and s.selected == (chosen,) and s.candidates == tuple(candidates)
     assert s.facts == {"rows_public": 455, "release_epsilon": 1.0} and chosen in s.reason
-    assert select({**params, "release": {"select": "all"}}, 455).selected == tuple(candidates)
+    assert select(parse_params(merged(params, {"release": {"select": "all"}})), 455).selected == tuple(candidates)
 
 
 def test_an_unknown_select_mode_is_refused_with_its_key(tmp_path):
@@ -39,13 +39,12 @@ def test_an_unknown_select_mode_is_refused_with_its_key(tmp_path):
 
 
 def test_the_bundled_configurations_select_as_documented():
-    assert release_settings(load_params(PROJECT / "params.yaml")) == RELEASE_DEFAULTS == {
+    assert load_params(PROJECT / "params.yaml").release.model_dump() == RELEASE_DEFAULTS == {
         "select": "auto", "test_epsilon": 0.1, "test_excess_max": 0.05, "test_confidence": 0.99,
         "non_dp_gates": "advise"}
     compare = load_params(PROJECT / "params" / "compare.yaml")
-    assert compare["release"] == {**RELEASE_DEFAULTS, "select": "all", "test_epsilon": 0.02}
-    assert compare["generators"] == load_params(
-        PROJECT / "params.yaml")["generators"]
+    assert compare.release.model_dump() == {**RELEASE_DEFAULTS, "select": "all", "test_epsilon": 0.02}
+    assert compare.generators == load_params(PROJECT / "params.yaml").generators
 
 
 @pytest.mark.parametrize("key,value", [("test_epsilon", 0), ("test_excess_max", 1.5), ("test_confidence", 1.0),

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from pipelines.config import UTILITY_GATE_DEFAULTS, UTILITY_WORDS, risk_thresholds as thresholds, utility_settings
+from pipelines.config import UTILITY_GATE_DEFAULTS, UTILITY_WORDS
 from pipelines.data.transform import train_holdout_split
 from pipelines.errors import InputError
 from pipelines.evaluation import verdict
@@ -21,6 +21,7 @@ from pipelines.evaluation.attacks.disclosure import copies
 from pipelines.evaluation.attacks.gates import excess_lower_bound, family_z, risk_gates
 from pipelines.evaluation.report import public_markdown, public_view
 from pipelines.evaluation.utility import target_scores
+from sections import thresholds, utility_settings
 
 # --- known answers ----------------------------------------------------------------------------------
 
@@ -336,7 +337,7 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     """A planted inverted table (real non-member rows, diagnosis flipped) through evaluate → weight → check →
     release: refused with its reason under the default policy; published with the verdict under
     `inverted: label`, and, its weights' k̂ being 0.93 > 0.7, published without the `weight` column."""
-    from pipelines.config import load_params
+    from pipelines.config import load_params, parse_params, read_params
     from pipelines.io import read_json, write_json
     from pipelines.weights.release import weight_gate
     from tasks import common
@@ -372,8 +373,7 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     assert index["released"] == [] and refusal["failed_gates"] == ["utility"]
     assert "'inverted'" in refusal["reasons"][0] and "utility_gate.inverted: refuse" in refusal["reasons"][0]
 
-    labelled = load_params(root / "params.yaml")
-    labelled["utility_gate"] = {"inverted": "label"}
+    labelled = parse_params({**read_params(root / "params.yaml"), "utility_gate": {"inverted": "label"}})
     assert check.fn(labelled, "dpwgan", root)["passed"]
     report = read_json(p.weights_report("dpwgan"))  # weights whose PSIS k̂ is 0.93: refused by the 0.7 bound
     gate = weight_gate(0.93, 0.7, report["estimator"], True, False)
@@ -419,7 +419,7 @@ def test_the_verdict_on_tables_two_generators_publish(bc_raw, bc_schema):
     baselines = verdict.baseline_tables(train, len(train), 0, s["baseline_draws"])
     out = {}
     for name, eps, seed in (("aim", 0.9, 100), ("pearl", 0.4, 101)):
-        gen = make_generator(name, enc.layout, {**(sections.get(name) or {}), "epsilon": eps, "noise_seed": seed},
+        gen = make_generator(name, enc.layout, {**sections.generator(name), "epsilon": eps, "noise_seed": seed},
                              "cpu")
         gen.fit(enc.encode(train), FakeSession(), Budget(eps, 1e-5))
         synth = enc.decode(gen.sample(len(train), 0))

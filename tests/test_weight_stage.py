@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipelines.config import Paths, load_params
+from pipelines.config import Paths, load_params, merged, parse_params, read_params
 from pipelines.data.transform import Encoder
 from pipelines.errors import BudgetExceededError, InputError
 from pipelines.io import read_json, write_json, write_parquet
@@ -36,10 +36,7 @@ def prepared_root(prepared, tmp_path, weights: dict, privacy: dict | None = None
     """A copy of the prepared root with these `weights` (and `privacy`) settings."""
     root = tmp_path / "repo"
     shutil.copytree(prepared, root)
-    params = load_params(root / "params.yaml")
-    params["weights"].update(weights)
-    params["privacy"].update(privacy or {})
-    return root, params
+    return root, parse_params(merged(read_params(root / "params.yaml"), {"weights": weights, "privacy": privacy or {}}))
 
 
 @pytest.mark.slow
@@ -95,14 +92,15 @@ def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tm
 
 
 def test_bad_settings_name_the_key_and_the_fix():
-    from pipelines.config import weight_settings as settings
-    params = {"generators": ["dpwgan"], "weights": {"estimator": "kde"}}
+    from pipelines.config import section
     with pytest.raises(InputError, match=r"'weights\.estimator': 'kde' is not implemented.*Fix: use one of"):
-        settings(params)
+        section("weights", {"estimator": "kde"}, ["dpwgan"])
     with pytest.raises(InputError, match=r"'weights\.epsilom': unknown weights keys \['epsilom'\].*Fix:"):
-        settings({"generators": ["dpwgan"], "weights": {"epsilom": 1}})
+        section("weights", {"epsilom": 1}, ["dpwgan"])
     with pytest.raises(InputError, match="calibration"):
-        settings({"generators": ["dpwgan"], "weights": {"estimator": "output_lapl", "calibration": "x.csv"}})
+        section("weights", {"estimator": "output_lapl", "calibration": "x.csv"}, ["dpwgan"])
+    with pytest.raises(InputError, match=r"'weights\.generators': must be 'selected' or a list of generators"):
+        section("weights", {"generators": ["aim"]}, ["dpwgan"])
 
 
 @pytest.mark.slow
@@ -131,12 +129,9 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
     assert manifest["weights"]["ess"] == pytest.approx(report["ess"])
     assert manifest["weights"]["ledger_rows"] == report["ledger_row_ids"]
 
-    strict = load_params(root / "params.yaml")
-    strict["weights"]["khat_bound"] = -10.0          # out of range: the stage refuses before reserving anything
-    rows = ledger_rows(root)
+    strict = merged(read_params(root / "params.yaml"), {"weights": {"khat_bound": -10.0}})
     with pytest.raises(InputError, match=r"'weights\.khat_bound': must be a positive finite number"):
-        weight.fn(strict, "dpwgan", "test", root)
-    assert ledger_rows(root) == rows
+        parse_params(strict)                         # out of range: no stage gets a configuration to run
     p = Paths("breast_cancer", root)                 # weights whose k̂ exceeds the bound: the gate fails
     failed = weight_gate(report["khat"] + 1.0, report["khat"] + 0.5, report["estimator"], True, False)
     write_json(p.weights_report("dpwgan"), {**read_json(p.weights_report("dpwgan")), "gate": failed.to_dict()})

@@ -276,7 +276,7 @@ def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.D
 
 
 def utility_gate(verdict: dict[str, Any], s: dict[str, Any]) -> GateResult:
-    """The `utility` gate: fails when `s` (``pipelines.config.utility_settings``) says to refuse tables with this
+    """The `utility` gate: fails when `s` (`Config.utility_gate`, pipelines/config.py) says to refuse tables with this
     verdict; a labelled verdict passes and travels to the manifest and both reports. The evidence keeps the numbers."""
     word = verdict["verdict"]
     action = s.get(word) if word in REASONS else None

@@ -10,9 +10,9 @@ two disagree beyond what the noise, the keyed split and the tolerated drop expla
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Callable
 
-from pipelines.config import PARAMS_FILE
+from pipelines.config import PARAMS_FILE, Config
 from pipelines.data.schema import Schema
 from pipelines.errors import InputError
 from pipelines.privacy.events import DiscreteLaplaceEvent
@@ -63,7 +63,7 @@ def noisy_count(session: LedgerSession, epsilon: float, count_rows: Callable[[],
     return int(noisy)
 
 
-def public_row_count(sch: Schema, params: dict[str, Any], noisy: Callable[[], int],
+def public_row_count(sch: Schema, config: Config, noisy: Callable[[], int],
                      schema_file: str = "") -> tuple[int, str]:
     """(n̂, its source). `noisy()` gives the training row count + Lap_ℤ(1/ε) (`noisy_count`, or the same count
     paid for by an earlier run on the same rows: tasks/prepare.py); it is called only when a count is released.
@@ -71,8 +71,8 @@ def public_row_count(sch: Schema, params: dict[str, Any], noisy: Callable[[], in
       `privacy.row_count_epsilon` is null, the noisy count checks it: an InputError when |noisy − n̂| >
       `contradiction_slack` (the spend is recorded; nothing is written).
     - Without: n̂ = max(1, noisy count)."""
-    holdout_fraction = float(params["dataset"]["holdout_fraction"])
-    epsilon = params["privacy"]["row_count_epsilon"]
+    holdout_fraction = config.dataset.holdout_fraction
+    epsilon = config.privacy.row_count_epsilon
     if sch.rows is None:
         if epsilon is None:
             raise ValueError("the schema declares no public rows: the noisy count needs ε")
@@ -85,7 +85,7 @@ def public_row_count(sch: Schema, params: dict[str, Any], noisy: Callable[[], in
         return n_rows, source
     count = noisy()
     slack = contradiction_slack(sch.rows.count, holdout_fraction, float(epsilon),
-                                float(params["dataset"]["max_dropped_fraction"]))
+                                config.dataset.max_dropped_fraction)
     if abs(count - n_rows) > slack:
         raise InputError(
             f"rows.count {sch.rows.count} documents {n_rows} training rows, but the table prepare read has about "

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS, WEIGHT_ESTIMATORS, check_section
+from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS, WEIGHT_ESTIMATORS, section
 from pipelines.data.layout import Layout
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.dpsgd import sampling_schedule
@@ -55,9 +55,9 @@ class WeightPlan:
 
 
 def settings_with_defaults(settings: dict[str, Any]) -> dict[str, Any]:
-    """The estimator knobs of `weights:` (keys and types checked by its model, pipelines/config.py) over
-    DEFAULTS; the section's other keys are the stage's."""
-    return {**DEFAULTS, **{k: v for k, v in check_section("weights", settings).items() if k in DEFAULTS}}
+    """The estimator knobs of `weights:` (keys, types and ranges checked by its model, pipelines/config.py
+    `section`), its defaults filled; the section's other keys are the stage's."""
+    return section("weights", settings).model_dump(include=set(DEFAULTS))
 
 
 def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, n_synthetic: int,

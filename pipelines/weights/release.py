@@ -7,7 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.config import Paths, weighted_generators
+from pipelines.config import Config, Paths
 from pipelines.errors import InputError
 from pipelines.io import read_json, sha256_file
 from pipelines.gates.release import GateResult
@@ -52,11 +52,11 @@ def weighted_table(table: pd.DataFrame, weights: pd.DataFrame, table_file: str, 
     return table.assign(weight=weights["weight"].to_numpy())
 
 
-def for_release(params: dict[str, Any], generator: str, root: Path) -> dict[str, Any] | None:
+def for_release(config: Config, generator: str, root: Path) -> dict[str, Any] | None:
     """What the release stage needs of a generator's weights, or None when weights are not configured for it
     (then the release has no weight column): the gate result, the manifest entry and the weights file."""
-    p = Paths(params["dataset"]["name"], Path(root))
-    if generator not in weighted_generators(params, selected(p, params["generators"])):
+    p = Paths(config.dataset.name, Path(root))
+    if generator not in config.weighted(selected(p, config.generators)):
         return None
     report = read_json(p.weights_report(generator))
     path = p.weights(generator)

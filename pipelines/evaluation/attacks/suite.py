@@ -6,7 +6,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipelines.config import PARAMS_FILE, attack_ranges, fail
+from pipelines.config import PARAMS_FILE, fail
 from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, disclosure
 from pipelines.evaluation.attacks.inference import attribute_inference, baseline_accuracy
@@ -18,10 +18,11 @@ from pipelines.progress import Steps
 SECTION = "evaluate.attacks"
 
 
-def settings(raw: dict[str, Any] | None, schema: Any) -> dict[str, Any]:
-    """`evaluate.attacks`: its ranges (`pipelines.config.attack_ranges`), then the columns it names checked
-    against the schema; every problem is one InputError naming the key path."""
-    s = attack_ranges(raw)
+def settings(attacks: Any, schema: Any) -> dict[str, Any]:
+    """`evaluate.attacks` (`Config.evaluate.attacks`: types, defaults and ranges checked, pipelines/config.py) as the
+    attacks read it, the columns it names checked against the schema and resolved (the secret, the known columns,
+    the linkability halves); every problem is one InputError naming the key path."""
+    s = attacks.model_dump()
     names = [c.name for c in schema.columns]
     s["secret"] = s["secret"] or schema.target
     if s["secret"] not in names:
