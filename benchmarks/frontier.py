@@ -59,7 +59,7 @@ from pipelines.evaluation.classifiers import tstr_classifiers
 from pipelines.evaluation.joint import detection_auc
 from pipelines.evaluation.marginals import column_subsets
 from pipelines.evaluation.utility import MODELS, tstr_auroc
-from pipelines.generators.registry import GENERATORS
+from pipelines.generators.names import GENERATORS
 
 DETECTOR = ("gradient boosting (scikit-learn HistGradientBoostingClassifier)", MODELS["gradient_boosting"])
 TSTR = ("logistic_regression", "random_forest", "gradient_boosting")

@@ -22,7 +22,8 @@ from pipelines.data.schema import Schema, load_schema
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.data.validation import validate_table
 from pipelines.generators.base import Budget
-from pipelines.generators.registry import GENERATORS, generator_class, params_module
+from pipelines.generators.names import GENERATORS, params_module
+from pipelines.generators.registry import generator_class
 from pipelines.privacy.ledger import Ledger
 from pipelines.runtime import torch_threads
 

@@ -14,7 +14,6 @@ publish the same tables. A benchmark reads real rows: its figures are not releas
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import shutil
 import subprocess

@@ -33,7 +33,7 @@ import pandas as pd
 from generator_runs import (ROOT, SCHEMA, adult, fit_and_sample, generator_params, overrides, sub_schema,
                             subsample)
 from pipelines.data.schema import Schema, load_schema
-from pipelines.generators.registry import GENERATORS
+from pipelines.generators.names import GENERATORS
 
 SIZES = "1000,10000,40000,10000x5,10000x10"
 

@@ -416,7 +416,7 @@ def noise_seed_keys(params: dict[str, Any]) -> list[str]:
     """The key paths that fix DP noise to an integer (`dataset.noise_seed`, `dpwgan.noise_seed`, ...,
     `weights.noise_seed`): every section (the data set's noisy row count, each registered generator, the
     weights) whose `noise_seed` is set, in that order."""
-    from pipelines.generators.registry import GENERATORS
+    from pipelines.generators.names import GENERATORS
     return [f"{section}.noise_seed" for section in ("dataset", *GENERATORS, "weights")
             if isinstance(params.get(section), dict) and params[section].get("noise_seed") is not None]
 
@@ -581,13 +581,13 @@ def section(key: str, raw: Any, generators: Sequence[str] | None = None, file: s
 
 def generator_module(name: str) -> str:
     """The parameters module of registered generator `name` (DEFAULTS, check_params; imports no torch)."""
-    from pipelines.generators.registry import params_module
+    from pipelines.generators.names import params_module
     return params_module(name)
 
 
 def release_model() -> type[Section]:
     """The whole file: its sections, and a mapping for each registered generator (checked by `check_generator`)."""
-    from pipelines.generators.registry import GENERATORS
+    from pipelines.generators.names import GENERATORS
     models = section_models()
     return create_model("ReleaseFile", __base__=Section, dataset=(models["dataset"], ...),
                         privacy=(models["privacy"], ...), device=(Literal["auto", "cpu", "cuda"], None),
@@ -700,7 +700,7 @@ def parse_params(params: dict[str, Any], file: str = PARAMS_FILE) -> Config:
     gens = params["generators"]
     if not gens:
         raise fail(file, "generators", "must be a non-empty list.", "e.g. 'generators: [dpwgan]'.")
-    from pipelines.generators.registry import GENERATORS
+    from pipelines.generators.names import GENERATORS
     for g in gens:
         if g not in GENERATORS:
             close = difflib.get_close_matches(g, GENERATORS, n=1)

@@ -99,7 +99,7 @@ def stage_roots() -> dict[str, list[str]]:
     """The roots of every budget-spending part: train@<generator> (the task, the generator's module and its
     params module, which the registry imports by name), weight@<generator> and prepare."""
     from pipelines.config import SELECTION
-    from pipelines.generators.registry import CLASSES, params_module
+    from pipelines.generators.names import CLASSES, params_module
     parts = {f"train-{name}": ["tasks.train", spec.partition(":")[0], params_module(name)]
              for name, spec in CLASSES.items()}
     # the private selection trains its candidates through the registry's by-name imports: all of them are its code

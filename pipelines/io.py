@@ -8,9 +8,10 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas loads where a table is written: reading a configuration needs only hashes and JSON
+    import pandas as pd
 
 
 def canonical_json(obj: Any) -> str:

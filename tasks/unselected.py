@@ -4,14 +4,13 @@ spent (no ledger row, no model, nothing under releases/).
 
 Light on imports on purpose: flows/cli.py calls `write` before it imports the stage's task, so each of an
 unselected candidate's stages costs about a second instead of the task's imports (torch, prefect, the
-evaluation); the tasks call it first too, so calling one directly for an unselected generator spends nothing.
+evaluation): the configuration loads without the generators' lifecycle (`pipelines.generators.names`), and
+numpy, pandas and matplotlib load only for the tables and figures a stage writes. The tasks call it first too, so
+calling one directly for an unselected generator spends nothing.
 """
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
-import pandas as pd
 
 from pipelines.config import EVALUATE_PLOTS, Config, Paths
 from pipelines.io import atomic_dir, atomic_path, write_json, write_parquet
@@ -53,6 +52,7 @@ def unweighted(config: Config, p: Paths, generator: str) -> dict[str, Any] | Non
 
 def no_weights(p: Paths, generator: str, why: str) -> dict[str, Any]:
     """weight@gen's outputs when it weights nothing: an empty `weight` column and weights.json saying why."""
+    import pandas as pd
     report = {"generator": generator, "dataset": p.dataset, "weighted": False, "reason": why}
     write_parquet(p.weights(generator), pd.DataFrame({"weight": pd.Series([], dtype=float)}))
     write_json(p.weights_report(generator), report)
@@ -61,6 +61,8 @@ def no_weights(p: Paths, generator: str, why: str) -> dict[str, Any]:
 
 def _evaluate_outputs(p: Paths, generator: str, skipped: dict[str, Any]) -> None:
     """A table of no rows in the schema's columns, and a figure per declared plot that says why it is empty."""
+    import numpy as np
+
     from pipelines.data.schema import load_schema
     from pipelines.data.transform import Encoder
     from pipelines.evaluation.figure import not_applicable

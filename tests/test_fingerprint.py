@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import fingerprint as fp
-from pipelines.generators.registry import CLASSES
+from pipelines.generators.names import CLASSES
 
 PROJECT = Path(__file__).resolve().parents[1]
 

@@ -32,7 +32,8 @@ from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.persistence import finite_json
-from pipelines.generators.registry import GENERATORS, load_generator, make_generator
+from pipelines.generators.names import GENERATORS
+from pipelines.generators.registry import load_generator, make_generator
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import Event
 from pipelines.privacy.plan import PrivacyPlan, plan_from_dict

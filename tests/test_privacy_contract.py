@@ -27,7 +27,7 @@ import audit_cases_dpsgd
 import audit_cases_marginal
 import audit_cases_release
 import audit_cases_selection
-from pipelines.generators.registry import GENERATORS
+from pipelines.generators.names import GENERATORS
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, LaplaceEvent, NonPrivateEvent,

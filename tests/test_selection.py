@@ -10,7 +10,7 @@ import yaml
 
 from pipelines.config import RELEASE_DEFAULTS, load_params, merged, parse_params, read_params
 from pipelines.errors import InputError
-from pipelines.generators.registry import GENERATORS
+from pipelines.generators.names import GENERATORS
 from pipelines.selection import PREFERENCE, select
 from test_pipeline import PROJECT, ledger_rows, make_root, run_stages
 

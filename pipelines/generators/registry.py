@@ -10,7 +10,8 @@ dependencies load only when `generator_class(name)` is called. Lifecycle, as the
   gen.save(dir); load_generator(name, dir); gen.sample(n, rng)
 
 The lifecycle itself is `pipelines.generators.base.PrivateGenerator`; each generator's parameters are
-`pipelines.generators.params.<name>` (no torch), which `pipelines.config` reads to check params.yaml.
+`pipelines.generators.params.<name>` (no torch), which `pipelines.config` reads to check params.yaml; the names
+(`GENERATORS`) and those modules are `pipelines.generators.names`, which imports neither.
 """
 from __future__ import annotations
 
@@ -19,26 +20,7 @@ from pathlib import Path
 
 from pipelines.data.layout import Layout
 from pipelines.generators.base import PrivateGenerator, resolve_device
-
-CLASSES: dict[str, str] = {
-    "dpwgan": "pipelines.generators.dpwgan:DPWGAN",
-    "ppem": "pipelines.generators.ppem:PPEM",
-    "dp_auto_gan": "pipelines.generators.dp_auto_gan:DPAutoGAN",
-    "pearl": "pipelines.generators.pearl:PEARL",
-    "iw_mmd_gan": "pipelines.generators.iw_mmd_gan:IWMMDGAN",
-    "support_points": "pipelines.generators.support_points:SupportPoints",
-    "mst": "pipelines.generators.mst:MST",
-    "aim": "pipelines.generators.aim:AIM",
-    "private_selection": "pipelines.generators.private_selection:PrivateSelection",  # select: private
-}
-GENERATORS: tuple[str, ...] = tuple(CLASSES)  # the registry's names, in release order
-
-
-def params_module(name: str) -> str:
-    """The module holding generator `name`'s DEFAULTS (and check_params), not imported."""
-    if name not in CLASSES:
-        raise ValueError(f"unknown generator {name!r}; implemented: {', '.join(GENERATORS)}")
-    return f"pipelines.generators.params.{name}"
+from pipelines.generators.names import CLASSES, GENERATORS
 
 
 def generator_class(name: str) -> type[PrivateGenerator]:

@@ -22,7 +22,7 @@ DEFAULTS: dict[str, Any] = {
 def check_params(params: dict[str, Any]) -> None:
     """Candidates are registered generators other than the selection itself; μ ≥ 1 with a simple rational
     value; score_share in (0, 1); score_bins ≥ 2 (ParamError naming the key)."""
-    from pipelines.generators.registry import GENERATORS
+    from pipelines.generators.names import GENERATORS
     candidates = params["candidates"]
     if candidates is not None:
         if not isinstance(candidates, (list, tuple)) or not candidates:
