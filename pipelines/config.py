@@ -571,9 +571,10 @@ def section(key: str, raw: Any, generators: Sequence[str] | None = None, file: s
     generators, which `weights.generators` must name (None: not checked). One InputError naming `file`."""
     s = check(section_models()[key], raw, key, file)
     try:
-        for part, ranges in RANGES.items():
-            if part == key or (key == "evaluate" and part == "evaluate.attacks"):
-                ranges(s.attacks if part != key else s, generators)
+        if key in RANGES:
+            RANGES[key](s, generators)
+        if key == "evaluate":  # its nested `attacks:` section
+            attack_ranges(s.attacks, generators)
     except InputError as e:  # the ranges name params.yaml; this is the file actually read
         raise InputError(e.problem, file=file, column=e.column, fix=e.fix) from None
     return s
@@ -659,7 +660,8 @@ class Config:
     checked); a generator's section is the mapping its class takes (`generator`, `generator_params`: a generator
     is built from a dict of its parameters, as scikit-learn's `set_params`). `given` is the checked mapping the
     file gave (ε parsed to floats): the params hashes come from it (`params_hash`, and each stage's by dvc.yaml's
-    key paths, tasks/common.py), so they cover exactly what DVC tracks. Nothing reads a setting from `given`."""
+    key paths, tasks/common.py), so they cover exactly what DVC tracks; the generators' sections are read from it
+    (`generator`), every other setting from its section's model."""
     file: str
     given: dict[str, Any]
     dataset: Dataset
