@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -22,10 +23,10 @@ from pipelines.generators.private_selection import TRIAL_RTOL, WINNER_DIR, candi
 from pipelines.generators.registry import load_generator, make_generator
 from pipelines.marginal.score import MAX_PAIRS, QualityScore, marginal_error, task_errors, workload
 from pipelines.privacy.accountant import RDP_ORDERS, epsilon_pld, epsilon_rdp
-from pipelines.privacy.events import (GaussianEvent, RepeatAndSelectEvent, event_from_dict, event_to_dict,
-                                      validate_event)
-from pipelines.privacy.repeat_select import best_of_trials
-from pipelines.privacy.samplers import geometric_trials
+from pipelines.privacy.events import (GEOMETRIC_SHAPE, LOGARITHMIC_SHAPE, GaussianEvent, RepeatAndSelectEvent,
+                                      event_from_dict, event_to_dict, validate_event)
+from pipelines.privacy.repeat_select import best_of_trials, logarithmic_mean, trial_law
+from pipelines.privacy.samplers import logarithmic_trials
 from pipelines.selection import select
 from test_generator_contract import TINY, Session
 from test_pipeline import PROJECT, ledger_rows, make_root, run_stages
@@ -36,42 +37,63 @@ LAYOUT = Layout((Block("a", "categorical", 0, 3), Block("y", "binary", 3, 4, is_
 
 
 # -- accounting ---------------------------------------------------------------------------------------------------
+def selection(candidates, mean=3.0, shape=LOGARITHMIC_SHAPE):
+    return RepeatAndSelectEvent(candidates, mean, shape)
+
+
 @pytest.mark.parametrize("sigma, mean", [(5.0, 3.0), (2.0, 1.0), (8.0, 10.0)])
-def test_one_candidate_is_dp_accountings_repeat_and_select(sigma, mean):
-    ours = RepeatAndSelectEvent(((GaussianEvent(sigma=sigma, l2_sensitivity=1.0),),), mean)
+@pytest.mark.parametrize("shape", [LOGARITHMIC_SHAPE, GEOMETRIC_SHAPE])
+def test_one_candidate_is_dp_accountings_repeat_and_select(sigma, mean, shape):
+    ours = selection(((GaussianEvent(sigma=sigma, l2_sensitivity=1.0),),), mean, shape)
     reference = rdp_lib.RdpAccountant(orders=RDP_ORDERS)
-    reference.compose(dp_event.RepeatAndSelectDpEvent(dp_event.GaussianDpEvent(sigma), mean, 1.0))
+    reference.compose(dp_event.RepeatAndSelectDpEvent(dp_event.GaussianDpEvent(sigma), mean, shape))
     assert epsilon_rdp([ours], DELTA) == pytest.approx(reference.get_epsilon(DELTA), rel=1e-12)
     assert epsilon_pld([ours], DELTA) <= epsilon_rdp([ours], DELTA)
 
 
 def test_a_trial_costs_its_worst_candidate_and_the_selection_more_than_one_trial():
-    both = RepeatAndSelectEvent(((G5,), (G4,)), 3.0)
-    assert epsilon_rdp([both], DELTA) == epsilon_rdp([RepeatAndSelectEvent(((G4,),), 3.0)], DELTA)
+    both = selection(((G5,), (G4,)))
+    assert epsilon_rdp([both], DELTA) == epsilon_rdp([selection(((G4,),))], DELTA)
     assert epsilon_pld([both], DELTA) > epsilon_pld([G4], DELTA)          # selection is never free
-    assert epsilon_pld([RepeatAndSelectEvent(((G4,),), 5.0)], DELTA) > epsilon_pld([both], DELTA)  # more trials cost
+    assert epsilon_pld([selection(((G4,),), 5.0)], DELTA) > epsilon_pld([both], DELTA)  # more trials cost
     assert epsilon_pld([both, G5], DELTA) > epsilon_pld([both], DELTA)    # it composes with the other events
+    # the logarithmic law at the same mean costs less than the geometric (Theorem 2's λ̂ terms halve): at σ = 4,
+    # mean 3, 1.53 against 1.76 by RDP (dp_accounting's own figures, the test above)
+    geometric = selection(((G4,),), shape=GEOMETRIC_SHAPE)
+    assert epsilon_rdp([selection(((G4,),))], DELTA) < epsilon_rdp([geometric], DELTA) - 0.2
 
 
 def test_the_event_round_trips_and_bad_ones_are_refused():
-    event = RepeatAndSelectEvent(((G5, QualityScore.of(LAYOUT, 10).event(0.1)), (G4,)), 2.5)
+    event = selection(((G5, QualityScore.of(LAYOUT, 10).event(0.1)), (G4,)), 2.5)
     assert event_from_dict(json.loads(json.dumps(event_to_dict(event)))) == event
-    for bad in (RepeatAndSelectEvent(((G4,),), 0.5), RepeatAndSelectEvent((), 3.0), RepeatAndSelectEvent(((),), 3.0),
-                RepeatAndSelectEvent(((GaussianEvent(sigma=-1.0, l2_sensitivity=1.0),),), 3.0)):
+    old_row = {k: v for k, v in event_to_dict(event).items() if k != "shape"}   # a ledger row from before the law
+    assert event_from_dict(old_row) == selection(event.candidates, 2.5, GEOMETRIC_SHAPE)
+    for bad in (selection(((G4,),), 0.5), selection(()), selection(((),)), selection(((G4,),), shape=0.5),
+                selection(((GaussianEvent(sigma=-1.0, l2_sensitivity=1.0),),))):
         with pytest.raises(ValueError):
             validate_event(bad)
 
 
 # -- the trial count and the selection loop ------------------------------------------------------------------------
 @pytest.mark.parametrize("mean", [1.0, 3.0, 2.5])
-def test_the_trial_count_is_geometric_with_the_planned_mean(mean):
+def test_the_trial_count_is_logarithmic_with_the_planned_mean(mean):
+    gamma, accounted = trial_law(mean)
+    g = float(gamma)
+    assert gamma.denominator <= 2 ** 20 and mean <= logarithmic_mean(g) <= accounted < mean * (1 + 1e-5)
     rng = np.random.default_rng(0)
-    t = np.array([geometric_trials(rng, mean) for _ in range(20_000)])
-    # mean ± 6 standard errors (sd √(1 − p)/p); an off-by-one (T from 0, or one more) misses by ≥ 1
-    assert t.min() == 1 and abs(t.mean() - mean) < 6 * math.sqrt(mean * (mean - 1) / 20_000) + 1e-9
-    assert abs(np.mean(t == 1) - 1 / mean) < 0.02
+    t = np.array([logarithmic_trials(rng, gamma) for _ in range(20_000)])
+    # P(T = t) = (1 − γ)^t / (t ln(1/γ)) for t = 1..4 and the mean, each within 6 standard errors; a geometric law
+    # of the same mean (P(T = 1) = 1/3 at mean 3, against 0.45 here) or an off-by-one misses by far more
+    pmf = [1.0] + [0.0] * 3 if mean == 1 else [(1 - g) ** k / (k * math.log(1 / g)) for k in range(1, 5)]
+    for k, p in enumerate(pmf, start=1):
+        assert abs(np.mean(t == k) - p) < 6 * math.sqrt(p * (1 - p) / 20_000) + 1e-9
+    var = 0.0 if mean == 1 else logarithmic_mean(g) * (1 / g - logarithmic_mean(g))  # E[T²] = (1 − γ)/(γ² ln(1/γ))
+    assert t.min() == 1 and abs(t.mean() - logarithmic_mean(g)) < 6 * math.sqrt(var / 20_000) + 1e-9
+    for bad in (Fraction(0), Fraction(3, 2), 0.5):
+        with pytest.raises(ValueError):
+            logarithmic_trials(rng, bad)
     with pytest.raises(ValueError):
-        geometric_trials(rng, 0.5)
+        trial_law(0.5)
 
 
 def test_the_lowest_score_wins_ties_go_to_the_earlier_trial_and_every_trial_runs():
@@ -81,8 +103,9 @@ def test_the_lowest_score_wins_ties_go_to_the_earlier_trial_and_every_trial_runs
         calls.append((t, k))
         return [5, 3, 3, 7, 3, 9][t % 6], (t, k)
     rng = np.random.default_rng(4)
-    score, k, output = best_of_trials(rng, 6.0, (1, 1, 1), trial)
-    expected_t = geometric_trials(np.random.default_rng(4), 6.0)
+    gamma = trial_law(6.0)[0]
+    score, k, output = best_of_trials(rng, gamma, (1, 1, 1), trial)
+    expected_t = logarithmic_trials(np.random.default_rng(4), gamma)
     assert [t for t, _ in calls] == list(range(len(calls))) and len(calls) == expected_t
     best_t = min(range(len(calls)), key=lambda t: ([5, 3, 3, 7, 3, 9][t % 6], t))
     assert (score, output) == ([5, 3, 3, 7, 3, 9][best_t % 6], calls[best_t]) and k == calls[best_t][1]
@@ -96,11 +119,11 @@ def test_candidates_are_drawn_by_their_public_weights():
         return 0, None
     rng = np.random.default_rng(5)
     for _ in range(3000):
-        best_of_trials(rng, 3.0, (2, 1, 1), trial)
+        best_of_trials(rng, trial_law(3.0)[0], (2, 1, 1), trial)
     # ≈ 9,000 trials: shares 1/2, 1/4, 1/4 within 5 standard errors (≤ 0.03); uniform weights would give 1/3 each
     assert np.abs(counts / counts.sum() - [0.5, 0.25, 0.25]).max() < 0.03
     with pytest.raises(ValueError, match="positive integers"):
-        best_of_trials(rng, 3.0, (1, 0), trial)
+        best_of_trials(rng, trial_law(3.0)[0], (1, 0), trial)
     assert candidate_weights(("mst", "pearl", "aim"), True) == (1, 1, 2)      # aim: the public rule's choice
     assert candidate_weights(("pearl", "dpwgan", "mst", "support_points"), True) == (1, 1, 3, 1)
     assert candidate_weights(("mst", "pearl", "aim"), False) == (1, 1, 1) and candidate_weights(("aim",), True) == (1,)
@@ -167,7 +190,8 @@ def test_the_plan_spends_the_budget_on_one_selection_event(bc):
     gen = make_generator("private_selection", layout, TINY["private_selection"], "cpu")
     plan = gen.plan(160, Budget(1.0, DELTA))
     (event,) = plan.events
-    assert isinstance(event, RepeatAndSelectEvent) and event.mean == 2.0 and len(event.candidates) == 2
+    assert isinstance(event, RepeatAndSelectEvent) and len(event.candidates) == 2
+    assert (event.mean, event.shape) == (trial_law(2.0)[1], LOGARITHMIC_SHAPE)
     spent = epsilon_rdp([event], DELTA)
     assert (1 - 2 * TRIAL_RTOL) <= spent <= 1.0 and epsilon_pld([event], DELTA) <= spent
     assert 0.2 < plan.trial_epsilon < 1.0 and event.candidates[0][-1] == gen.score.event(0.25 * plan.trial_epsilon)

@@ -165,7 +165,7 @@ EVENTS = {"poisson_gaussian": "Poisson-subsampled Gaussian (DP-SGD)", "gaussian"
           "discrete_gaussian": "discrete Gaussian mechanism (exact sampler)",
           "discrete_laplace": "discrete Laplace mechanism (exact sampler)",
           "zcdp": "zCDP budget (adaptive steps under a privacy filter)", "non_private": "NON-PRIVATE access",
-          "repeat_and_select": "private selection (the best of a secret, geometric number of trials)"}
+          "repeat_and_select": "private selection (the best of a secret, random number of trials)"}
 EVENT_PARAMS = {"noise_multiplier": "noise multiplier", "sample_rate": "sampling rate", "steps": "steps",
                 "sigma": "noise σ", "l2_sensitivity": "L2 sensitivity", "query": "query", "scale": "scale",
                 "l1_sensitivity": "L1 sensitivity", "epsilon": "ε", "mechanism": "mechanism",

@@ -2,9 +2,9 @@
 
 Liu & Talwar 2019 ("Private selection from private candidates", STOC) and Papernot & Steinke 2022
 ("Hyperparameter tuning with Rényi differential privacy", ICLR), Algorithm 1 with the truncated negative binomial
-of shape η = 1 (the geometric law):
+of shape η = 0 (the logarithmic law, whose Theorem 2 cost is the smallest of the family at a given mean):
 
-    T ~ Geometric(1/μ) on {1, 2, ...}                       (drawn exactly and secretly: privacy/repeat_select.py)
+    T ~ Logarithmic(γ), E[T] = μ, on {1, 2, ...}            (drawn exactly and secretly: privacy/repeat_select.py)
     for t = 1..T:  k_t ~ w                                   (exactly; w public: `candidate_weights`)
                    G_t = candidate k_t trained on D at ε_g   (its own plan and mechanisms)
                    s_t = q(D; S_t) + Lap_ℤ(Δ/ε_s)            (S_t: n̂ rows of G_t, pipelines/marginal/score.py:
@@ -14,8 +14,9 @@ of shape η = 1 (the geometric law):
 The candidates' weights w are public and fixed before any row is read: with `favour_rule` (the default) the public
 rule's choice among them (pipelines/selection.py, the first in its order) runs in half the trials and the others
 share the other half, so the generator the sweep found best on most tables is tried in a run with probability
-1 − (1/μ)(1/2)/(1 − (1 − 1/μ)/2) = 0.75 at μ = 3, not 0.60 as under uniform weights with three candidates (when it
-is never tried, the best of the others is published); `favour_rule: false` draws them uniformly.
+1 − E[2^−T] = 1 − ln(1 − (1 − γ)/2)/ln γ = 0.71 at μ = 3, not 0.56 as under uniform weights with three candidates
+(1 − E[(2/3)^T]; when it is never tried, the best of the others is published); `favour_rule: false` draws them
+uniformly.
 
 Privacy (`RepeatAndSelectEvent`, pipelines/privacy/accountant.py `selection_rdp`). One trial Q is a mixture with
 public weights w_k of "train candidate k, then score it": each component is the composition of the candidate's
@@ -46,10 +47,10 @@ from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import load_generator, make_generator
 from pipelines.marginal.score import QualityScore
 from pipelines.privacy.accountant import epsilon_rdp, smallest_satisfying
-from pipelines.privacy.events import Event, NonPrivateEvent, RepeatAndSelectEvent
+from pipelines.privacy.events import LOGARITHMIC_SHAPE, Event, NonPrivateEvent, RepeatAndSelectEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
-from pipelines.privacy.repeat_select import best_of_trials
+from pipelines.privacy.repeat_select import best_of_trials, trial_law
 from pipelines.selection import rule_choice
 
 WINNER_DIR = "selected"   # the winning candidate's own saved model, inside the selection's directory
@@ -131,10 +132,10 @@ class PrivateSelection(PrivateGenerator):
             return SelectionPlan(n_rows=n_rows, epsilon=math.inf, delta=budget.delta, trial_epsilon=math.inf,
                                  events=(NonPrivateEvent("private_selection at epsilon = inf"),),
                                  candidates=self.candidates)
-        mean = float(self.params["mean_trials"])
+        _, mean = trial_law(float(self.params["mean_trials"]))
 
         def event(x: float) -> RepeatAndSelectEvent:
-            return RepeatAndSelectEvent(self._trial_events(n_rows, x, budget.delta), mean)
+            return RepeatAndSelectEvent(self._trial_events(n_rows, x, budget.delta), mean, LOGARITHMIC_SHAPE)
 
         s = smallest_satisfying(lambda s: epsilon_rdp([event(budget.epsilon / s)], budget.delta), budget.epsilon,
                                 TRIAL_RTOL, start=2.0)
@@ -161,7 +162,8 @@ class PrivateSelection(PrivateGenerator):
                 return self.score.value(data, synthetic), model
             return self.score.noisy(data, synthetic, eps_s, rng)[0], model
 
-        _, k, self.winner = best_of_trials(rng, float(self.params["mean_trials"]), self.weights, trial)
+        gamma, _ = trial_law(float(self.params["mean_trials"]))
+        _, k, self.winner = best_of_trials(rng, gamma, self.weights, trial)
         self.winner_name = self.candidates[k]
         return list(plan.events)    # the selection's guarantee, whatever T was (never the trials' own events)
 

@@ -417,7 +417,6 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
     return accountant.rdp + extra
 
 
-SELECTION_SHAPE = 1.0  # η of the truncated negative binomial law of the trial count: 1 = geometric (events.py)
 
 
 @lru_cache(maxsize=256)
@@ -426,11 +425,12 @@ def selection_rdp(event: RepeatAndSelectEvent) -> np.ndarray:
 
     One trial: at each order the largest RDP of the candidates' composed events (a mixture with public weights is
     no less private than its worst component: Rényi divergence is jointly quasi-convex, van Erven & Harremoës
-    2014, Thm. 13). The selection: Papernot & Steinke 2022, Theorem 2 for the truncated negative binomial of shape
-    η = 1 (geometric) and mean μ, ε'(λ) = ε(λ) + (1 + η)(1 − 1/λ̂)ε(λ̂) − (1 + η) log γ/λ̂ + log μ/(λ − 1) with the
-    best λ̂, then made non-decreasing in λ — dp_accounting 0.6's `_compute_rdp_repeat_and_select`, used as is."""
+    2014, Thm. 13). The selection: Papernot & Steinke 2022, Theorem 2 for the truncated negative binomial of the
+    event's shape η (0: logarithmic; 1: geometric) and mean μ, ε'(λ) = ε(λ) + (1 + η)(1 − 1/λ̂)ε(λ̂) − (1 + η) log γ/λ̂
+    + log μ/(λ − 1) with the best λ̂, then made non-decreasing in λ — dp_accounting 0.6's
+    `_compute_rdp_repeat_and_select`, used as is."""
     trial = np.max([rdp_curve(c) for c in event.candidates], axis=0)
-    return np.asarray(rdp_lib._compute_rdp_repeat_and_select(RDP_ORDERS, trial, float(event.mean), SELECTION_SHAPE),
+    return np.asarray(rdp_lib._compute_rdp_repeat_and_select(RDP_ORDERS, trial, float(event.mean), event.shape),
                       dtype=float)
 
 

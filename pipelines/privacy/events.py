@@ -102,6 +102,8 @@ class DiscreteLaplaceEvent:
 # ε(u_r(D) − u_r(D'))/2Δ ∈ [−ε/2, ε/2] and the normaliser is common to all r. ε-BR ⇒ ε-DP and ε-BR ⇒
 # ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2); the accountant uses both (pipelines/privacy/accountant.py).
 BOUNDED_RANGE = "exponential_bounded_range"
+LOGARITHMIC_SHAPE = 0.0   # η of a selection's trial-count law: the logarithmic law (what the selection draws)
+GEOMETRIC_SHAPE = 1.0     # η = 1, the geometric law (selections recorded before the logarithmic one)
 
 
 @dataclass(frozen=True)
@@ -136,19 +138,22 @@ class ZCDPEvent:
 @dataclass(frozen=True)
 class RepeatAndSelectEvent:
     """Private selection from private candidates (Liu & Talwar 2019; Papernot & Steinke 2022, "Hyperparameter
-    tuning with Rényi differential privacy", ICLR): run T trials, T ~ Geometric(1/`mean`) on {1, 2, ...} drawn
-    secretly, each trial one candidate chosen uniformly at random and run (its events: `candidates[i]`, the
-    candidate's training and its DP quality score), and release only the best trial's output (neither T, nor the
-    other trials, nor their scores).
+    tuning with Rényi differential privacy", ICLR): run T trials, T drawn secretly from the truncated negative
+    binomial law of shape `shape` (η: 0 the logarithmic law, 1 the geometric) and mean `mean`, each trial one
+    candidate chosen at random by public weights and run (its events: `candidates[i]`, the candidate's training and
+    its DP quality score), and release only the best trial's output (neither T, nor the other trials, nor their
+    scores).
 
-    One trial is a mixture of the candidates with public weights 1/K, so its RDP at each order α is at most the
+    One trial is a mixture of the candidates with public weights, so its RDP at each order α is at most the
     largest of the candidates' (Rényi divergence is jointly quasi-convex: van Erven & Harremoës 2014, Thm. 13).
-    The whole selection is then RDP by Papernot & Steinke's Theorem 2 with η = 1 (the geometric law, the truncated
-    negative binomial of shape 1), as dp_accounting 0.6 computes it (`_compute_rdp_repeat_and_select`,
-    pipelines/privacy/accountant.py). The geometric law is the one drawn exactly (`samplers.geometric_trials`: a
-    Bernoulli(1/mean) of a rational mean from uniform integers), so the accountant's T is the sampler's T."""
+    The whole selection is then RDP by Papernot & Steinke's Theorem 2, as dp_accounting 0.6 computes it
+    (`_compute_rdp_repeat_and_select`, pipelines/privacy/accountant.py). The selection draws T from the logarithmic
+    law exactly (`samplers.logarithmic_trials`) and records the mean that bounds its rational γ from the
+    conservative side (`repeat_select.trial_law`), so the accountant's law is the sampler's. Ledger rows written
+    before the logarithmic law carry no shape and read back as the geometric law they drew."""
     candidates: tuple[tuple["Event", ...], ...]
     mean: float
+    shape: float
     kind: ClassVar[str] = "repeat_and_select"
 
 
@@ -177,7 +182,7 @@ def event_to_dict(event: Event) -> dict:
     """JSON-able form: {'kind': ..., **fields} (a selection's candidates as lists of such dicts)."""
     if isinstance(event, RepeatAndSelectEvent):
         return {"kind": event.kind, "candidates": [[event_to_dict(e) for e in c] for c in event.candidates],
-                "mean": event.mean}
+                "mean": event.mean, "shape": event.shape}
     return {"kind": event.kind, **asdict(event)}
 
 
@@ -186,7 +191,7 @@ def event_from_dict(d: dict) -> Event:
     cls = EVENT_TYPES[d.pop("kind")]
     if cls is RepeatAndSelectEvent:
         return RepeatAndSelectEvent(tuple(tuple(event_from_dict(e) for e in c) for c in d["candidates"]),
-                                    float(d["mean"]))
+                                    float(d["mean"]), float(d.get("shape", GEOMETRIC_SHAPE)))
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -223,6 +228,8 @@ def validate_event(event: Event) -> None:
     elif isinstance(event, RepeatAndSelectEvent):
         if not (event.mean >= 1 and math.isfinite(event.mean)):
             bad = "mean must be a finite number >= 1"
+        elif event.shape not in (LOGARITHMIC_SHAPE, GEOMETRIC_SHAPE):
+            bad = "shape must be 0 (logarithmic) or 1 (geometric), the laws the selection has drawn"
         elif not event.candidates or not all(event.candidates):
             bad = "needs at least one candidate, each with at least one event"
         else:

@@ -168,19 +168,22 @@ def _geometric_exp1(rng: np.random.Generator, n: int) -> np.ndarray:
     return v
 
 
-def geometric_trials(rng: np.random.Generator, mean: float | Fraction) -> int:
-    """T ~ Geometric(p) on {1, 2, ...}, p = 1/`mean` (a float taken as its exact rational value, ≥ 1): the number of
-    Bernoulli(p) draws up to and including the first success, each decided exactly by a uniform integer below q
-    being below r for p = r/q (`RepeatAndSelectEvent`'s trial count: exactly the law the accountant assumes)."""
-    p = 1 / _rational(mean, "mean")
-    if p > 1:
-        raise ValueError(f"the mean number of trials must be >= 1, got {mean}")
-    if p.denominator >= _MAX_INT64_STEP:
-        raise ValueError(f"mean {mean} has too fine a rational value: use a simpler one (e.g. 3 or 2.5)")
-    t = 1
-    while int(_uniform_below(rng, p.denominator, 1)[0]) >= p.numerator:
-        t += 1
-    return t
+def logarithmic_trials(rng: np.random.Generator, gamma: Fraction) -> int:
+    """T on {1, 2, ...} with P(T = t) = (1 − γ)^t / (t·ln(1/γ)), γ = `gamma` in (0, 1] (γ = 1: T = 1): the logarithmic
+    law, Papernot & Steinke's truncated negative binomial of shape η = 0 (`RepeatAndSelectEvent`'s trial count).
+    Exactly, by rejection: a proposal t ~ Geometric(γ) on {1, 2, ...} (Bernoulli(γ) draws up to the first success,
+    each a uniform integer below γ's denominator being below its numerator), P(t) = γ(1 − γ)^{t−1}, is accepted
+    with probability 1/t (a uniform integer below t being 0), so P(T = t) ∝ (1 − γ)^{t−1}/t ∝ (1 − γ)^t / t."""
+    if not isinstance(gamma, Fraction) or not 0 < gamma <= 1:
+        raise ValueError(f"the logarithmic law's gamma must be a Fraction in (0, 1], got {gamma!r}")
+    if gamma.denominator >= _MAX_INT64_STEP:
+        raise ValueError(f"gamma {gamma} has too fine a rational value (denominator >= 2^62)")
+    while True:
+        t = 1
+        while int(_uniform_below(rng, gamma.denominator, 1)[0]) >= gamma.numerator:
+            t += 1
+        if uniform_index(rng, t) == 0:
+            return t
 
 
 def uniform_index(rng: np.random.Generator, k: int) -> int:

@@ -9,7 +9,7 @@ from pipelines.errors import ParamError
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,         # ε of the whole selection (every trial, score and the choice; Papernot & Steinke)
     "candidates": None,     # generators to choose among; null = every other generator of `generators:`
-    "mean_trials": 3,       # μ: the number of trials T ~ Geometric(1/μ) on {1, 2, ...}, drawn secretly
+    "mean_trials": 3,       # μ: the mean number of trials T ~ Logarithmic on {1, 2, ...}, drawn secretly
     "favour_rule": True,    # half the trials run the public rule's choice among the candidates; false: uniform
     "score_share": 0.25,    # share of each trial's ε for its DP quality score (pipelines/marginal/score.py)
     "score_bins": 10,       # equal-width bins per numeric column (schema bounds) of the score's marginals
@@ -20,8 +20,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """Candidates are registered generators other than the selection itself; μ ≥ 1 with a simple rational
-    value; score_share in (0, 1); score_bins ≥ 2 (ParamError naming the key)."""
+    """Candidates are registered generators other than the selection itself; μ in [1, 100]; score_share in (0, 1); score_bins ≥ 2 (ParamError naming the key)."""
     from pipelines.generators.names import GENERATORS
     candidates = params["candidates"]
     if candidates is not None:
