@@ -57,7 +57,7 @@ def run_stage(name: str, params_path: str, generator: str | None) -> dict:
         if generator not in config.generators:
             raise SystemExit(f"error: generator '{generator}' is not listed in {params_path}'s 'generators'")
     import importlib
-    fn = getattr(importlib.import_module(f"tasks.{name}"), name).fn  # the plain function, no Prefect run
+    fn = getattr(importlib.import_module(f"tasks.{name}"), name)  # the plain function: no Prefect import
     if name in ("train", "weight"):  # both spend budget: their ledger rows carry the run id
         return fn(config, generator, os.environ.get("SYNTH_RUN_ID"), root)
     return fn(config, generator, root) if name in PER_GENERATOR else fn(config, root)

@@ -14,23 +14,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefect import Flow, flow
+from prefect import Flow, flow, task
 from prefect.context import get_run_context
 from prefect.task_runners import ThreadPoolTaskRunner
 
+import tasks.baseline
+import tasks.budget
+import tasks.check
+import tasks.evaluate
+import tasks.prepare
+import tasks.release
+import tasks.train
+import tasks.validate
+import tasks.weight
 from flows.runners import concurrent_tasks, task_runner, torch_resources
 from pipelines.config import Paths, load_params
 from pipelines.runtime import torch_threads
 from pipelines.selection import selected
-from tasks.baseline import baseline
-from tasks.budget import budget
-from tasks.check import check
-from tasks.evaluate import evaluate
-from tasks.prepare import prepare
-from tasks.release import release
-from tasks.train import train
-from tasks.validate import validate
-from tasks.weight import weight
+
+# The stages' plain functions (tasks/, which `dvc repro` calls through flows/cli.py without importing Prefect) as
+# Prefect tasks of this flow.
+baseline = task(tasks.baseline.baseline, name="baseline")
+budget = task(tasks.budget.budget, name="budget")
+check = task(tasks.check.check, name="check")
+evaluate = task(tasks.evaluate.evaluate, name="evaluate")
+prepare = task(tasks.prepare.prepare, name="prepare")
+release = task(tasks.release.release, name="release")
+train = task(tasks.train.train, name="train")
+validate = task(tasks.validate.validate, name="validate")
+weight = task(tasks.weight.weight, name="weight")
 
 
 @flow(name="private-synthetic-release", task_runner=ThreadPoolTaskRunner(max_workers=4), log_prints=True)

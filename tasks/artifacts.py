@@ -1,10 +1,15 @@
 """Publish Prefect artefacts when running inside a flow; a no-op under the CLI/DVC."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 
 def _in_prefect_run() -> bool:
+    """Inside a Prefect flow or task run. A stage run by `dvc repro` never imports Prefect (flows/cli.py calls the
+    task's plain function), and a process that has not imported it is in no run: it is not imported here for that."""
+    if "prefect" not in sys.modules:
+        return False
     from prefect.context import FlowRunContext, TaskRunContext
     return TaskRunContext.get() is not None or FlowRunContext.get() is not None
 

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from prefect import task
 
 from pipelines.config import EVALUATE_DEFAULTS, SCORECARD_DEFAULTS, Config
 from pipelines.data.encoded import EncodedTable
@@ -77,7 +76,6 @@ def fingerprint(config: Config, root: Path, i: Inputs) -> dict[str, Any]:
             **{f"{name}.parquet": sha256_file(p.prepared / f"{name}.parquet") for name in ("train", "holdout")}}
 
 
-@task(name="baseline")
 def baseline(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     """Writes data/baseline/<ds>/real_side.json (`Paths.real_side`)."""
     i = inputs(config, root)

@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefect import task
 
 from pipelines.config import ALLOCATION_SUMMARY, SELECTION, Config, Paths, generator_params
 from pipelines.data.encoded import EncodedTable
@@ -117,7 +116,6 @@ def write_allocation(p: Paths, alloc: Allocation, chosen: Selection, stages: dic
                                                                    "selection": chosen.to_dict(), **extra}))
 
 
-@task(name="budget")
 def budget(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     """Allocate the release ε (written to data/allocation/<ds>/), then raise BudgetExceededError (spent / planned
     / remaining) unless the run's whole plan fits the lifetime budget; nothing is written when it does not."""

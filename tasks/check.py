@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from prefect import task
 
 from pipelines.evaluation import verdict
 from pipelines.config import Config
@@ -78,7 +77,6 @@ def release_test_gate(config: Config, generator: str, root: Path, run_id: str | 
     return gate
 
 
-@task(name="check")
 def check(config: Config, generator: str, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
     p, sch = common.paths(config, root), common.schema(config, root)
     priv = config.privacy

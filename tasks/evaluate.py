@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from prefect import task
 
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
@@ -86,7 +85,6 @@ def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, d
     return synth, pngs, metrics
 
 
-@task(name="evaluate")
 def evaluate(config: Config, generator: str, root: Path = Path(".")) -> dict[str, Any]:
     p = common.paths(config, root)
     skipped = unselected.write("evaluate", p, generator)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from prefect import task
 
 from pipelines.config import Config, Paths
 from pipelines.data.transform import Encoder, train_holdout_split
@@ -83,7 +82,6 @@ def split_key(config: Config, root: Path) -> tuple[bytes, str]:
     return _read_or_create_salt(path), f"random salt in {path}"
 
 
-@task(name="prepare")
 def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
     p, sch = common.paths(config, root), common.schema(config, root)
     ds, priv = config.dataset, config.privacy

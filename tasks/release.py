@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from prefect import task
 
 from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Config, Paths, check_noise_seeds, noise_seed_keys
 from pipelines.data.declared import to_published
@@ -253,7 +252,6 @@ def comparison_pages(config: Config, root: Path, run: str, manifests: dict[str, 
     return {"run_id": run, "public": str(public_dir.relative_to(root)), "steward": str(internal_dir.relative_to(root))}
 
 
-@task(name="release")
 def release(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     # a fixed noise_seed never reaches a public bundle, whatever path the params took (load_params refuses it)
     check_noise_seeds(config.given, PARAMS_FILE, config.privacy.internal_release)

@@ -6,7 +6,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from prefect import task
 
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
@@ -24,7 +23,6 @@ from tasks.artifacts import publish
 from tasks.progress import stage_progress
 
 
-@task(name="train")
 def train(config: Config, generator: str, run_id: str | None = None,
           root: Path = Path(".")) -> dict[str, Any]:
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)

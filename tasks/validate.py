@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefect import task
 
 from pipelines.config import Config
 from pipelines.data.readers import read_source
@@ -15,7 +14,6 @@ from tasks.artifacts import publish
 from tasks.progress import run_logger
 
 
-@task(name="validate")
 def validate(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     p, sch = common.paths(config, root), common.schema(config, root)
     common.check_against_schema(config, sch)  # the columns the configuration names, before any budget is spent

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from prefect import task
 
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
@@ -36,7 +35,6 @@ from tasks.artifacts import publish
 
 
 
-@task(name="weight")
 def weight(config: Config, generator: str, run_id: str | None = None,
            root: Path = Path(".")) -> dict[str, Any]:
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)

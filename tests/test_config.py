@@ -238,7 +238,7 @@ def test_the_release_stage_refuses_a_public_noise_seed_whatever_path_the_params_
     config = dataclasses.replace(config, given={**config.given, "weights": {"noise_seed": 3}},
                                  weights=config.weights.model_copy(update={"noise_seed": 3}))
     with pytest.raises(InputError, match=r"'weights\.noise_seed': a fixed noise seed in a public release"):
-        release.fn(config, tmp_path)
+        release(config, tmp_path)
     assert not any(tmp_path.iterdir())
 
 
@@ -328,11 +328,11 @@ def test_an_internal_release_with_noise_seeds_says_so_in_its_manifest(tmp_path):
                                 "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}}})
     run_stages(root, "budget")
     params = load_params(root / "params.yaml")
-    train.fn(params, "dpwgan", "internal", root)
-    evaluate.fn(params, "dpwgan", root)
-    weight.fn(params, "dpwgan", "internal", root)
-    check.fn(params, "dpwgan", root)
-    index = release.fn(params, root)
+    train(params, "dpwgan", "internal", root)
+    evaluate(params, "dpwgan", root)
+    weight(params, "dpwgan", "internal", root)
+    check(params, "dpwgan", root)
+    index = release(params, root)
     [entry] = index["released"]
     manifest = json.loads((root / entry["path"] / "manifest.json").read_text())
     assert manifest["audience"] == "internal only"

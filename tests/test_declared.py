@@ -195,10 +195,10 @@ def test_a_release_keeps_and_publishes_the_nulls(tmp_path: Path, bc_raw: pd.Data
     report = json.loads((root / "reports/breast_cancer/validation.json").read_text())
     assert report["rows_out"] == 569 and report["modelled_nulls"] == {"mean_radius": 143}
     params = load_params(root / "params.yaml")
-    train.fn(params, "dpwgan", "missing", root)
-    evaluate.fn(params, "dpwgan", root)
-    check.fn(params, "dpwgan", root)
-    [entry] = release.fn(params, root)["released"]
+    train(params, "dpwgan", "missing", root)
+    evaluate(params, "dpwgan", root)
+    check(params, "dpwgan", root)
+    [entry] = release(params, root)["released"]
     published = pd.read_parquet(root / entry["path"] / "synthetic.parquet")
     assert list(published.columns) == ["mrn", *bc_raw.columns] and published["mean_radius"].dtype == "float64"
     assert published["mrn"].str.startswith("synthetic-").all() and published["mrn"].is_unique

@@ -57,14 +57,14 @@ def test_the_bundled_flights_example_releases_every_kind(tmp_path: Path):
     assert report["rows_in"] == report["rows_out"] == 3000
     assert report["modelled_nulls"] == {"dep_delay": 75, "air_time": 81}
     params = load_params(root / "params.yaml")
-    train.fn(params, "aim", "flights", root)
+    train(params, "aim", "flights", root)
     model = json.loads((root / "models/flights/aim/aim.json").read_text())
     dest = [b["column"] for b in model["layout"]["blocks"]].index("dest")
     supported = model["state"]["compression"]["supported"][str(dest)]
     assert 0 < len(supported) < 1462                                  # the model holds the codes its counts show
-    evaluate.fn(params, "aim", root)
-    check.fn(params, "aim", root)
-    [entry] = release.fn(params, root)["released"]
+    evaluate(params, "aim", root)
+    check(params, "aim", root)
+    [entry] = release(params, root)["released"]
     published = pd.read_parquet(root / entry["path"] / "synthetic.parquet")
     schema = load_schema(root / "schemas" / "flights.yaml")
     assert list(published.columns) == schema.declared_names and len(published) == 2400

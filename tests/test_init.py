@@ -194,11 +194,11 @@ def test_wine_from_wide_csv_to_prepared(tmp_path: Path) -> None:
     schema_path, params_path = init(tmp_path, tmp_path / "wine_extract.csv", "wine")
     params = load_params(params_path)
     with pytest.raises(SchemaError, match=r"schemas/wine\.yaml, column 'source\.documentation'.*Fix:"):
-        validate.fn(params, tmp_path)
+        validate(params, tmp_path)
     assert not (tmp_path / "data").exists() and not (tmp_path / "reports").exists()
 
     schema_path.write_text(fill_wine(schema_path.read_text()))
-    report = validate.fn(params, tmp_path)
+    report = validate(params, tmp_path)
     assert report["ignored_columns"] == ["sample_id", "lab_note"]
     assert (report["rows_in"], report["rows_out"]) == (178, 178)  # every wine lies inside the documented bounds
     on_disk = (tmp_path / "reports" / "wine" / "validation.json").read_text()
@@ -207,11 +207,11 @@ def test_wine_from_wide_csv_to_prepared(tmp_path: Path) -> None:
     clean = pd.read_parquet(tmp_path / "data" / "raw" / "wine" / "validated.parquet")
     assert list(clean.columns) == [*WINE, "cultivar"]
 
-    summary = prepare.fn(params, tmp_path)
+    summary = prepare(params, tmp_path)
     assert summary["rows_public"] == 142  # round(178 · 0.8): the documented count, checked against a noisy one
     assert len(summary["ledger_row_ids"]) == 1 and "checked against a noisy count" in summary["rows_public_source"]
     assert summary["rows_train"] + summary["rows_holdout"] == 178
 
     strict = parse_params(merged(read_params(params_path), {"dataset": {"columns": "strict"}}))
     with pytest.raises(InputError, match=r"extra columns \['sample_id', 'lab_note'\].*columns: schema"):
-        validate.fn(strict, tmp_path)
+        validate(strict, tmp_path)

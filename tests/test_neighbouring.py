@@ -163,7 +163,7 @@ def test_documented_rows_are_checked_against_a_noisy_count(tmp_path: Path, bc_ra
     from tasks.prepare import prepare
     monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", "ab" * 32)  # keyed noise: the same count on every run
     root, params = make_root(tmp_path, bc_raw, True)
-    summary = prepare.fn(parse_params(params), root)
+    summary = prepare(parse_params(params), root)
     assert summary["rows_public"] == 455 and "rows.count 569" in summary["rows_public_source"]
     assert "checked against a noisy count (ε = 0.05" in summary["rows_public_source"]
     rows = ledger_rows(root)  # the check's count is charged like the undocumented one
@@ -172,14 +172,14 @@ def test_documented_rows_are_checked_against_a_noisy_count(tmp_path: Path, bc_ra
     assert summary["rows_train"] + summary["rows_holdout"] == 569
     layout = json.loads((root / "data/prepared/breast_cancer/layout.json").read_text())
     assert layout["rows_public"] == 455 and layout["rows_public_source"] == summary["rows_public_source"]
-    again = prepare.fn(parse_params(params), root)  # the salt survives a re-run of prepare: the same split
+    again = prepare(parse_params(params), root)  # the salt survives a re-run of prepare: the same split
     assert (again["rows_train"], again["rows_holdout"]) == (summary["rows_train"], summary["rows_holdout"])
     # ... and the same rows, split and ε: the count already paid for, not a second spend
     assert ledger_rows(root) == rows and again["ledger_row_ids"] == summary["ledger_row_ids"]
     paid = json.loads((root / "data/row_counts/breast_cancer.json").read_text())
     assert paid["ledger_row_ids"] == summary["ledger_row_ids"] and isinstance(paid["noisy"], int)
     params["privacy"]["row_count_epsilon"] = 0.1   # another ε is another release: charged
-    prepare.fn(parse_params(params), root)
+    prepare(parse_params(params), root)
     assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")] * 2
 
 
@@ -188,7 +188,7 @@ def test_documented_rows_trusted_unchecked_spend_nothing(tmp_path: Path, bc_raw:
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     root, params = make_root(tmp_path, bc_raw, True)
     params["privacy"]["row_count_epsilon"] = None
-    summary = prepare.fn(parse_params(params), root)
+    summary = prepare(parse_params(params), root)
     assert summary["rows_public"] == 455 and ledger_rows(root) == [] and summary["ledger_row_ids"] == []
     assert summary["rows_public_source"].endswith("documented: " + load_schema_rows_source())
 
@@ -207,11 +207,11 @@ def test_an_extract_of_the_documented_table_stops_prepare(tmp_path: Path, bc_raw
     with pytest.raises(InputError, match=r"breast_cancer\.yaml.*rows\.count 569 documents 455 training rows, but "
                        r"the table prepare read has about \d+ .*spent and recorded.*\(242 rows\).*Fix: set 'rows: "
                        r"\{count, source\}' to the documented size of the table you release"):
-        prepare.fn(parse_params(params), root)
+        prepare(parse_params(params), root)
     assert not (root / "data" / "prepared").exists()          # nothing written
     assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")]  # the spend, recorded
     with pytest.raises(InputError, match=r"rows\.count 569 documents 455"):   # run again unchanged: refused again,
-        prepare.fn(parse_params(params), root)                                               # on the count already paid for
+        prepare(parse_params(params), root)                                               # on the count already paid for
     assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned"), ("prepare", "spent")]
 
 
@@ -245,7 +245,7 @@ def test_noisy_count_is_reserved_before_the_rows_are_read(tmp_path: Path, bc_raw
         assert [r[:2] for r in ledger_rows(root)] == [("prepare", "planned")], "rows read before the reservation"
         return real_read(path, *a, **k)
     monkeypatch.setattr(prep.pd, "read_parquet", read_after_reserve)
-    summary = prep.prepare.fn(parse_params(params), root)
+    summary = prep.prepare(parse_params(params), root)
     rows = ledger_rows(root)
     assert [r[:2] for r in rows] == [("prepare", "planned"), ("prepare", "spent")]
     assert json.loads(rows[1][2]) == {"kind": "discrete_laplace", "scale": 20.0, "sensitivity": 1, "count": 1,
@@ -274,14 +274,14 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
     from tasks.train import train
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     root, params = make_root(tmp_path, bc_raw, True)
-    prepare.fn(parse_params(params), root)
+    prepare(parse_params(params), root)
     prepared = root / "data/prepared/breast_cancer"
     layout = json.loads((prepared / "layout.json").read_text())
     layout["rows_public"] = 300  # n̂ far from the ≈455 rows actually in the file
     (prepared / "layout.json").write_text(json.dumps(layout))
     table = EncodedTable(prepared / "train_encoded.parquet")
     assert len(table) == 300 and table.n_actual == layout["rows_train"] != 300
-    privacy = train.fn(parse_params(params), "dpwgan", "test", root)
+    privacy = train(parse_params(params), "dpwgan", "test", root)
     event, calibration = privacy["events"]                       # DP-SGD, then the calibration's Gaussian
     assert calibration["kind"] == "discrete_gaussian"                     # exact noise on the counts (issue 28)
     assert event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
@@ -294,7 +294,7 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
         raise StopIteration
     monkeypatch.setattr(evaluate, "synthetic_table", capture)
     with pytest.raises(StopIteration):
-        evaluate.evaluate.fn(parse_params(params), "dpwgan", root)
+        evaluate.evaluate(parse_params(params), "dpwgan", root)
     assert seen["n"] == 300  # evaluate.n_samples: null -> n̂, not the file's row count
 
     from tasks.budget import release_parts, selection

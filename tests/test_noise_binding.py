@@ -104,7 +104,7 @@ def test_two_keyed_releases_at_different_epsilon_never_share_noise(tmp_path, mon
         (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
         run_stages(root, "budget")
         used.clear()
-        train.fn(load_params(root / "params.yaml"), "dpwgan", f"eps-{epsilon:g}", root)
+        train(load_params(root / "params.yaml"), "dpwgan", f"eps-{epsilon:g}", root)
         runs.append(_calibration(root))
         keys.append(set(used))
     assert len(keys[0]) >= 3 and not keys[0] & keys[1]      # DP-SGD noise, Poisson, calibration: none shared

@@ -102,7 +102,7 @@ def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, mon
     model_dir = root / "models" / "breast_cancer" / "dpwgan"
     before = model_dir.exists() and sorted(model_dir.iterdir())
     with pytest.raises(RuntimeError, match="injected fault in dpwgan at step 5"):
-        train.fn(params, "dpwgan", "crashing-run", root)
+        train(params, "dpwgan", "crashing-run", root)
     assert reads == [1]
     led = Ledger(params.privacy.ledger)
     rows = led.rows("breast_cancer")
@@ -127,10 +127,10 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
     spent = led.spent("breast_cancer", DELTA)
     with pytest.raises(BudgetExceededError, match=rf"spent ε={spent:.4g}, this stage plans ε=[234].*remaining ε="
                                                   rf"{3.2 - spent:.4g}"):
-        budget.fn(params, root)
+        budget(params, root)
     assert len(led.rows()) == 1 and led.verify()["rows"] == 1
     params = dataclasses.replace(params, privacy=params.privacy.model_copy(update={"lifetime_epsilon": 10.0}))
-    summary = budget.fn(params, root)  # the weights share what the pinned DP-WGAN leaves of the release ε
+    summary = budget(params, root)  # the weights share what the pinned DP-WGAN leaves of the release ε
     assert summary["epsilon_spent"] == pytest.approx(spent) and 4.0 < summary["epsilon_after"] < spent + 4.0
     assert summary["release_epsilon"] == 4.0 and 0.999 * 4.0 <= summary["epsilon_release"] <= 4.0
     assert [(r["part"], r["stages"], r["pinned"]) for r in summary["parts"]] == [

@@ -124,11 +124,11 @@ def run_stages(root: Path, upto: str) -> None:
     from tasks.prepare import prepare
     from tasks.validate import validate
     params = load_params(root / "params.yaml")
-    validate.fn(params, root)
+    validate(params, root)
     if upto in ("prepare", "budget"):
-        prepare.fn(params, root)
+        prepare(params, root)
     if upto == "budget":
-        budget.fn(params, root)
+        budget(params, root)
 
 
 def test_budget_refused_before_any_data_is_read(tmp_path, monkeypatch):
@@ -141,7 +141,7 @@ def test_budget_refused_before_any_data_is_read(tmp_path, monkeypatch):
         raise AssertionError("private rows were read before the budget check")
     monkeypatch.setattr(EncodedTable, "__array__", forbidden)
     with pytest.raises(BudgetExceededError, match=r"spent ε=0.*plans ε=3.*remaining ε=0.5"):
-        train.fn(load_params(root / "params.yaml"), "dpwgan", "test", root)
+        train(load_params(root / "params.yaml"), "dpwgan", "test", root)
     assert ledger_rows(root) == []
     assert not (root / "models").exists()
 

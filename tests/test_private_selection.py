@@ -251,7 +251,7 @@ def test_private_release_trains_only_the_selection_and_charges_one_event(tmp_pat
     assert entry["sections"]["pearl"].items() >= TINY["pearl"].items()   # what train@private_selection re-runs on
     assert json.loads((alloc / "pearl.json").read_text())["selected"] is False
     for gen in ("pearl", "support_points", "private_selection"):
-        train.fn(params, gen, "run", root)
+        train(params, gen, "run", root)
     assert {stage for _, stage, _ in ledger_rows(root)} == {"train@private_selection"}
     privacy = json.loads((root / "models/breast_cancer/private_selection/privacy.json").read_text())
     assert [e["kind"] for e in privacy["events"]] == ["repeat_and_select"]

@@ -75,11 +75,11 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     raw.to_csv(root / "raw.csv", index=False)
     run_stages(root, "budget")
     params = load_params(root / "params.yaml")
-    train.fn(params, "dpwgan", "canary", root)
-    evaluate.fn(params, "dpwgan", root)
-    weight.fn(params, "dpwgan", "canary", root)
-    check.fn(params, "dpwgan", root)
-    index = release.fn(params, root)
+    train(params, "dpwgan", "canary", root)
+    evaluate(params, "dpwgan", root)
+    weight(params, "dpwgan", "canary", root)
+    check(params, "dpwgan", root)
+    index = release(params, root)
 
     validated = pd.read_parquet(root / "data/raw/breast_cancer/validated.parquet")
     assert (validated[CANARY_COLUMN] == CANARY).sum() == 1  # the canary survived validation: a real row's value
@@ -130,13 +130,13 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     # a second release of the same run writes nothing new: the same files, byte for byte
     written = {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
                if f.is_file()}
-    assert release.fn(params, root) == index
+    assert release(params, root) == index
     assert {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
             if f.is_file()} == written
 
     # check@dpwgan again on the same table and rows: the bit already paid for, no new ledger row
     seqs = [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")]
-    again = {g["name"]: g for g in check.fn(params, "dpwgan", root)["gates"]}["release_test"]
+    again = {g["name"]: g for g in check(params, "dpwgan", root)["gates"]}["release_test"]
     assert again["evidence"]["reused"] and again["passed"] == {g["name"]: g for g in checks["gates"]}[
         "release_test"]["passed"]
     assert [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")] == seqs

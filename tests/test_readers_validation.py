@@ -209,12 +209,12 @@ def test_validate_stage_writes_nothing_when_nulls_would_drop_a_group(tmp_path: P
     bc_raw.assign(mean_radius=bc_raw["mean_radius"].where(bc_raw["target"] == 1)).to_csv(source, index=False)
     root = make_root(tmp_path, {"dataset": {"source": str(source)}})
     with pytest.raises(InputError) as err:
-        validate.fn(load_params(root / "params.yaml"), root)
+        validate(load_params(root / "params.yaml"), root)
     assert "would drop 212 and clip 0 of the 569 rows read (37.3%)" in str(err.value)
     assert "'mean_radius' 212 null (drop nulls)" in str(err.value) and str(source) in str(err.value)
     assert not (root / "data").exists()
     params = parse_params(merged(read_params(root / "params.yaml"), {"dataset": {"max_dropped_fraction": 0.4}}))
-    assert validate.fn(params, root)["rows_out"] == 357
+    assert validate(params, root)["rows_out"] == 357
 
 
 def test_fatal_policy_raises_with_counts_and_examples(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def test_evaluate_metrics_are_identical_with_and_without_the_real_side_cache(tmp
     cache = root / "data/baseline/breast_cancer/real_side.json"
     _, pngs_without, without = evaluate.measure(params, "dpwgan", root)
     assert not cache.exists()
-    baseline.fn(params, root)
+    baseline(params, root)
     stored = json.loads(cache.read_text())
     assert {"utility", "paper", "scorecard", "attacks"} <= set(stored) and "steward-internal" in stored["internal"]
     _, pngs_with, with_cache = evaluate.measure(params, "dpwgan", root)

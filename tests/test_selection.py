@@ -77,12 +77,12 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
     assert left == {"part": "dpwgan", "selected": False, "select": "auto", "selected_generators": ["aim"]}
 
     for gen in ("dpwgan", "aim"):
-        train.fn(params, gen, "run", root)
-    baseline.fn(params, root)
+        train(params, gen, "run", root)
+    baseline(params, root)
     for gen in ("dpwgan", "aim"):
-        evaluate.fn(params, gen, root)
-        check.fn(params, gen, root)
-        weight.fn(params, gen, "run", root)
+        evaluate(params, gen, root)
+        check(params, gen, root)
+        weight(params, gen, "run", root)
     stages = {stage for _, stage, _ in ledger_rows(root)}
     assert stages == {"train@aim", "check@aim", "weight@aim"}  # the unselected candidate spent nothing
     model = root / "models/breast_cancer/dpwgan"
@@ -93,7 +93,7 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
     assert json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())["gates"] == []
     assert json.loads((root / "reports/breast_cancer/dpwgan/weights.json").read_text())["weighted"] is False
 
-    index = release.fn(params, root)
+    index = release(params, root)
     assert [r["generator"] for r in index["released"]] == ["aim"] and index["refused"] == []
     manifest = json.loads((root / index["released"][0]["path"] / "manifest.json").read_text())
     assert manifest["weights"] is not None  # the published table's DP weights (released or withheld by k̂)

@@ -363,22 +363,22 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
         return rows.assign(**{target.name: rows[target.name].map(swap)}), {"success": True, "failed": []}
 
     monkeypatch.setattr(evaluate_stage, "synthetic_table", planted)
-    train.fn(params, "dpwgan", "test", root)
-    assert evaluate_stage.evaluate.fn(params, "dpwgan", root)["utility_verdict"]["verdict"] == "inverted"
-    weight.fn(params, "dpwgan", "test", root)
-    checks = check.fn(params, "dpwgan", root)
+    train(params, "dpwgan", "test", root)
+    assert evaluate_stage.evaluate(params, "dpwgan", root)["utility_verdict"]["verdict"] == "inverted"
+    weight(params, "dpwgan", "test", root)
+    checks = check(params, "dpwgan", root)
     assert [g["name"] for g in checks["gates"] if not g["passed"]] == ["utility"]
-    index = release.fn(params, root)
+    index = release(params, root)
     [refusal] = index["refused"]
     assert index["released"] == [] and refusal["failed_gates"] == ["utility"]
     assert "'inverted'" in refusal["reasons"][0] and "utility_gate.inverted: refuse" in refusal["reasons"][0]
 
     labelled = parse_params({**read_params(root / "params.yaml"), "utility_gate": {"inverted": "label"}})
-    assert check.fn(labelled, "dpwgan", root)["passed"]
+    assert check(labelled, "dpwgan", root)["passed"]
     report = read_json(p.weights_report("dpwgan"))  # weights whose PSIS k̂ is 0.93: refused by the 0.7 bound
     gate = weight_gate(0.93, 0.7, report["estimator"], True, False)
     write_json(p.weights_report("dpwgan"), {**report, "khat": 0.93, "gate": gate.to_dict()})
-    index = release.fn(labelled, root)
+    index = release(labelled, root)
     [entry] = index["released"]
     assert index["refused"] == [] and entry["utility_verdict"] == "inverted"
     assert "k̂ = 0.93 > 0.7" in entry["weights_withheld"][0]

@@ -43,7 +43,7 @@ def prepared_root(prepared, tmp_path, weights: dict, privacy: dict | None = None
 def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path):
     from tasks.weight import weight
     root, params = prepared_root(prepared, tmp_path, {})
-    report = weight.fn(params, "dpwgan", "test", root)
+    report = weight(params, "dpwgan", "test", root)
     assert ledger_rows(root) == [(1, "weight@dpwgan", "planned"), (2, "weight@dpwgan", "spent")]
     from tasks import common
     p = common.paths(params, root)
@@ -67,7 +67,7 @@ def test_weight_budget_refused_before_any_private_row_is_read(prepared, tmp_path
         raise AssertionError("private rows were read before the budget check")
     monkeypatch.setattr(EncodedTable, "__array__", forbidden)
     with pytest.raises(BudgetExceededError, match="plans ε=2"):
-        weight.fn(params, "dpwgan", "test", root)
+        weight(params, "dpwgan", "test", root)
     assert ledger_rows(root) == []
     assert not (root / "data" / "weights").exists()
 
@@ -78,7 +78,7 @@ def test_non_private_estimator_is_refused_outside_internal_releases(prepared, tm
     root, params = prepared_root(prepared, tmp_path, {"estimator": "logreg"})
     monkeypatch.setattr(EncodedTable, "__array__", lambda *a, **k: pytest.fail("rows read"))
     with pytest.raises(BudgetExceededError, match="internal release"):
-        weight.fn(params, "dpwgan", "test", root)
+        weight(params, "dpwgan", "test", root)
 
 
 def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tmp_path):
@@ -87,7 +87,7 @@ def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tm
     from tasks.weight import weight
     root, params = prepared_root(prepared, tmp_path, {"estimator": "output_lapl", "epsilon": 0.5})
     with pytest.raises(InputError, match="weights.estimator: output_lapl cannot release even one weight.*Fix"):
-        weight.fn(params, "dpwgan", "test", root)
+        weight(params, "dpwgan", "test", root)
     assert ledger_rows(root) == []
 
 
@@ -114,12 +114,12 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
     root = make_root(tmp_path, {"generators": ["dpwgan"], "weights": FAST, "privacy": {"release_epsilon": 2.0}})
     run_stages(root, "budget")  # dpwgan's share of the release ε beside the weights' pinned 1.0
     params = load_params(root / "params.yaml")
-    train.fn(params, "dpwgan", "test", root)
-    evaluate.fn(params, "dpwgan", root)  # evaluate before check: check reads its privacy-risk metrics
-    check.fn(params, "dpwgan", root)
-    report = weight.fn(params, "dpwgan", "test", root)
+    train(params, "dpwgan", "test", root)
+    evaluate(params, "dpwgan", root)  # evaluate before check: check reads its privacy-risk metrics
+    check(params, "dpwgan", root)
+    report = weight(params, "dpwgan", "test", root)
     assert report["gate"]["passed"]
-    index = release.fn(params, root)
+    index = release(params, root)
     bundle = root / index["released"][0]["path"]
     table = pd.read_parquet(bundle / "synthetic.parquet")
     assert table["weight"].mean() == pytest.approx(1.0)
@@ -135,7 +135,7 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
     p = Paths("breast_cancer", root)                 # weights whose k̂ exceeds the bound: the gate fails
     failed = weight_gate(report["khat"] + 1.0, report["khat"] + 0.5, report["estimator"], True, False)
     write_json(p.weights_report("dpwgan"), {**read_json(p.weights_report("dpwgan")), "gate": failed.to_dict()})
-    index = release.fn(params, root)  # the weights are refused, the table (whose own gates pass) is not
+    index = release(params, root)  # the weights are refused, the table (whose own gates pass) is not
     [entry] = index["released"]
     assert index["refused"] == [] and "k̂" in entry["weights_withheld"][0]
     assert "weight" not in pd.read_parquet(root / entry["path"] / "synthetic.parquet").columns
