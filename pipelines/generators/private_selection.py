@@ -103,6 +103,7 @@ class PrivateSelection(PrivateGenerator):
                              "a direct use names them in `candidates`)")
         self.candidates: tuple[str, ...] = tuple(p["candidates"])
         self.weights = candidate_weights(self.candidates, bool(p["favour_rule"]))
+        self.gamma, self.accounted_mean = trial_law(float(p["mean_trials"]))   # the sampler's law, its event's mean
         self.score = QualityScore.of(self.table_layout, int(p["score_bins"]))
         self.winner: PrivateGenerator | None = None
         self.winner_name: str | None = None
@@ -132,10 +133,9 @@ class PrivateSelection(PrivateGenerator):
             return SelectionPlan(n_rows=n_rows, epsilon=math.inf, delta=budget.delta, trial_epsilon=math.inf,
                                  events=(NonPrivateEvent("private_selection at epsilon = inf"),),
                                  candidates=self.candidates)
-        _, mean = trial_law(float(self.params["mean_trials"]))
-
         def event(x: float) -> RepeatAndSelectEvent:
-            return RepeatAndSelectEvent(self._trial_events(n_rows, x, budget.delta), mean, LOGARITHMIC_SHAPE)
+            return RepeatAndSelectEvent(self._trial_events(n_rows, x, budget.delta), self.accounted_mean,
+                                        LOGARITHMIC_SHAPE)
 
         s = smallest_satisfying(lambda s: epsilon_rdp([event(budget.epsilon / s)], budget.delta), budget.epsilon,
                                 TRIAL_RTOL, start=2.0)
@@ -162,8 +162,7 @@ class PrivateSelection(PrivateGenerator):
                 return self.score.value(data, synthetic), model
             return self.score.noisy(data, synthetic, eps_s, rng)[0], model
 
-        gamma, _ = trial_law(float(self.params["mean_trials"]))
-        _, k, self.winner = best_of_trials(rng, gamma, self.weights, trial)
+        _, k, self.winner = best_of_trials(rng, self.gamma, self.weights, trial)
         self.winner_name = self.candidates[k]
         return list(plan.events)    # the selection's guarantee, whatever T was (never the trials' own events)
 

@@ -417,8 +417,6 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
     return accountant.rdp + extra
 
 
-
-
 @lru_cache(maxsize=256)
 def selection_rdp(event: RepeatAndSelectEvent) -> np.ndarray:
     """The RDP curve of a private selection (`RepeatAndSelectEvent`), at each of RDP_ORDERS.

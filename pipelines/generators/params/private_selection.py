@@ -20,7 +20,8 @@ DEFAULTS: dict[str, Any] = {
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """Candidates are registered generators other than the selection itself; μ in [1, 100]; score_share in (0, 1); score_bins ≥ 2 (ParamError naming the key)."""
+    """Candidates are registered generators other than the selection itself; μ in [1, 100]; score_share in (0, 1);
+    score_bins ≥ 2 (ParamError naming the key)."""
     from pipelines.generators.names import GENERATORS
     candidates = params["candidates"]
     if candidates is not None:
