@@ -108,6 +108,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="the steward noise key (benchmarks/product.py)")
     ap.add_argument("--scratch", type=Path, default=None, help="parent of the scratch projects (default: TMPDIR)")
     ap.add_argument("--json", type=Path, help="write the per-stage figures and the command here")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep each project as KEEP/N (rerun or profile a stage there: cd KEEP/N; dvc repro -s -f ...)")
     args = ap.parse_args()
     schema_path = ROOT / "schemas" / "adult.yaml"
     schema = load_schema(schema_path)
@@ -122,7 +124,9 @@ def main() -> None:
         doc["rows"] = {"count": n, "source": f"benchmark: bundled:adult resampled with replacement to {n} rows"}
         table = source.sample(n=n, replace=True, random_state=0).reset_index(drop=True)
         with tempfile.TemporaryDirectory(prefix=f"scale-{n}-", dir=args.scratch) as tmp:
-            root = project(Path(tmp), "adult", yaml.safe_dump(doc, sort_keys=False), table, params, args.seed,
+            where = Path(tmp) if args.keep is None else args.keep / str(n)
+            where.mkdir(parents=True, exist_ok=True)
+            root = project(where, "adult", yaml.safe_dump(doc, sort_keys=False), table, params, args.seed,
                            schema_path.parent)
             load = os.getloadavg()
             results[n] = run_stages(root)

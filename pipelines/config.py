@@ -216,6 +216,9 @@ WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
     "psis": True,
     "calibration": None,
     "analysis_max_rows": 2000,
+    "analysis_real_max_rows": 50000,  # real holdout / training rows the weighted analyses read (seeded): the
+                                      # weight stage's evaluate.utility_max_rows, kept in this section because
+                                      # weight@gen spends budget and so depends on no evaluate key
     "prior_variance": 10.0,
 }
 WEIGHT_ESTIMATORS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp", "discriminator")
@@ -451,7 +454,8 @@ WEIGHT_RANGES: dict[str, tuple[str, Any]] = {
     "l2": POSITIVE, "rho_max": ("a number in (0, 1)", lambda v: 0 < v < 1), "gamma_max": POSITIVE,
     "epochs": AT_LEAST_ONE, "batch_size": AT_LEAST_ONE, "clip_norm": POSITIVE, "lr": POSITIVE,
     "momentum": ("a number in [0, 1)", lambda v: 0 <= v < 1), "critic_temperature": POSITIVE,
-    "khat_bound": POSITIVE, "analysis_max_rows": AT_LEAST_ONE, "prior_variance": POSITIVE}
+    "khat_bound": POSITIVE, "analysis_max_rows": AT_LEAST_ONE, "analysis_real_max_rows": AT_LEAST_ONE,
+    "prior_variance": POSITIVE}
 
 
 def default_of(key: str, name: str) -> Any:

@@ -90,7 +90,8 @@ def weight(config: Config, generator: str, run_id: str | None = None,
         "n_synthetic": len(synthetic), "n_released": plan.n_released,
         "ess": postprocess.effective_sample_size(w), "khat": khat, "tempering": s.tempering, "psis": s.psis,
         "calibration": calibration, "gate": gate.to_dict(),
-        "analysis": weighted.analyses(sch, sub, w, train, test, s.analysis_max_rows, s.prior_variance, s.seed),
+        "analysis": weighted.analyses(sch, sub, w, train, test, s.analysis_max_rows, s.prior_variance, s.seed,
+                                      s.analysis_real_max_rows),
         "hashes": {**common.hashes(config, "weight", sch, generator)},
     }
     path = p.weights(generator)

@@ -98,6 +98,24 @@ def test_three_way_tv_hand_computed():
     assert total_variation(real, synth, TV_COLUMNS[2:], bins=2) == pytest.approx(0.25)
 
 
+def test_joint_tv_counts_the_same_histograms_over_the_domain_and_over_occupied_cells(monkeypatch):
+    """The dense count (every cell of the domain) and the sparse one (only the cells rows occupy) are the same TV,
+    and both equal ½ Σ |p − q| counted by hand with a Counter over the rows' cell tuples."""
+    from collections import Counter
+
+    from pipelines.evaluation import marginals
+    rng = np.random.default_rng(3)
+    dims = [4, 3, 5]
+    real = [rng.integers(0, d, 500) for d in dims]
+    synth = [rng.integers(0, d, 300) for d in dims]
+    p, q = Counter(zip(*real)), Counter(zip(*synth))
+    expected = 0.5 * sum(abs(p[c] / 500 - q[c] / 300) for c in set(p) | set(q))
+    dense = marginals._joint_tv(real, synth, dims)
+    monkeypatch.setattr(marginals, "MAX_DENSE_CELLS", 1)
+    assert dense == pytest.approx(expected, abs=1e-12) and marginals._joint_tv(real, synth, dims) == pytest.approx(
+        expected, abs=1e-12)
+
+
 def test_cells_come_from_the_schema():
     col = Column("c", "continuous", 0.0, 10.0)
     codes, n = cell_codes(pd.DataFrame({"c": [0.0, 4.9, 5.0, 10.0, 12.0]}), col, bins=2)

@@ -91,6 +91,41 @@ def test_bernoulli_exp_has_probability_e_to_the_minus_gamma_on_both_paths():
     assert stats.binomtest(int(slow.sum()), n, math.exp(-0.8)).pvalue < P_MIN     # power: a 10 % error in γ
 
 
+def test_kept_indices_keeps_each_index_with_exactly_the_rate():
+    """Every two-byte expansion once (index i's bytes are i >> 8, then i & 255): rate 0.5 + 2^-15 (bytes 128, 2)
+    keeps exactly the 32,768 indices whose first byte is below 128 and the 2 that tie on it with a second byte
+    below 2, i.e. 65,536 · rate; a rate that ends in its first byte (0.5) keeps the first half and no tie."""
+    i = np.arange(65_536)
+    served: list[int] = []
+
+    def exhaustive(k: int) -> np.ndarray:  # the first call serves every first byte, the next the ties' second
+        served.append(k)
+        return (i >> 8).astype(np.uint8) if len(served) == 1 else (i[32_768:32_768 + k] & 255).astype(np.uint8)
+
+    kept = samplers.kept_indices(exhaustive, 65_536, 0.5 + 2.0 ** -15)
+    assert len(kept) == 65_536 * (0.5 + 2.0 ** -15) == 32_770 and served == [65_536, 256]
+    assert np.array_equal(kept, np.r_[np.arange(32_768), 32_768, 32_769])
+    served.clear()
+    assert np.array_equal(samplers.kept_indices(exhaustive, 65_536, 0.5), np.arange(32_768)) and served == [65_536]
+    assert np.array_equal(samplers.kept_indices(exhaustive, 7, 1.0), np.arange(7))
+    with pytest.raises(ValueError, match="sample_rate"):
+        samplers.kept_indices(exhaustive, 7, 0.0)
+
+
+def test_kept_indices_batch_sizes_are_binomial_on_the_csprng():
+    """Batch sizes over 4,000 draws at q = 64 / 160,000 (every first byte ties or exceeds q's, which is 0), and the
+    indices uniform over range(n): a sampler keeping each index at 256·q (a rate read as a whole byte) or at 0 fails."""
+    rng = np.random.Generator(AESCounter(key=7))
+    n, q, draws = 160_000, 64 / 160_000, 4_000
+    batches = [samplers.kept_indices(lambda k: np.frombuffer(rng.bytes(k), np.uint8), n, q) for _ in range(draws)]
+    sizes = np.array([len(b) for b in batches])
+    assert abs(sizes.mean() - n * q) < 5 * math.sqrt(n * q * (1 - q) / draws)
+    assert sizes.var(ddof=1) == pytest.approx(n * q * (1 - q), rel=0.1)
+    every = np.concatenate(batches)
+    assert stats.chisquare(np.bincount(every * 16 // n, minlength=16)).pvalue > P_MIN
+    assert all(np.all(np.diff(b) > 0) for b in batches)
+
+
 # -- discrete Laplace and discrete Gaussian against their closed forms -----------------------------------------
 
 @pytest.mark.parametrize("scale", [0.5, 1.0, 7 / 3, 20.000000000000004])

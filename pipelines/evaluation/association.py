@@ -21,18 +21,29 @@ def _pearson(x: np.ndarray, y: np.ndarray) -> float:
     return 0.0 if sx == 0 or sy == 0 else float(np.mean((x - x.mean()) * (y - y.mean())) / (sx * sy))
 
 
+Coded = tuple[np.ndarray, int]  # a column's categories as 0..k−1 (the ones that occur, in order) and k
+
+
+def _compact(codes: np.ndarray) -> Coded:
+    """`codes` renumbered 0..k−1 over the values that occur (sorted), and k."""
+    _, index = np.unique(codes, return_inverse=True)
+    index = index.reshape(-1)
+    return index, int(index.max()) + 1 if index.size else 0
+
+
 def cramers_v(a: np.ndarray, b: np.ndarray) -> float:
     """Cramér's V = √(χ² / (n · (min(r, c) − 1))) of the contingency table of two integer-coded columns,
     χ² = Σ (O − E)² / E, E = row total · column total / n, over the r × c categories that occur.
     0 when either column has a single occurring category."""
-    _, ai = np.unique(a, return_inverse=True)
-    _, bi = np.unique(b, return_inverse=True)
-    r, c = ai.max() + 1, bi.max() + 1
+    return _cramers_v(_compact(a), _compact(b))
+
+
+def _cramers_v(a: Coded, b: Coded) -> float:
+    (ai, r), (bi, c) = a, b
     if min(r, c) < 2:
         return 0.0
-    observed = np.zeros((r, c))
-    np.add.at(observed, (ai, bi), 1)
-    n = len(a)
+    observed = np.bincount(ai * c + bi, minlength=r * c).reshape(r, c).astype(float)
+    n = len(ai)
     expected = observed.sum(1, keepdims=True) * observed.sum(0, keepdims=True) / n
     chi2 = float(((observed - expected) ** 2 / expected).sum())
     return float(np.sqrt(chi2 / (n * (min(r, c) - 1))))
@@ -41,10 +52,14 @@ def cramers_v(a: np.ndarray, b: np.ndarray) -> float:
 def correlation_ratio(codes: np.ndarray, y: np.ndarray) -> float:
     """Correlation ratio η = √(Σ_k n_k (ȳ_k − ȳ)² / Σ_i (y_i − ȳ)²) of a numeric y across the categories
     `codes` (Pearson 1905): the numeric–categorical analogue of |r|. 0 when y is constant."""
+    return _correlation_ratio(_compact(codes), y)
+
+
+def _correlation_ratio(codes: Coded, y: np.ndarray) -> float:
     total = float(((y - y.mean()) ** 2).sum())
     if total == 0:
         return 0.0
-    _, k = np.unique(codes, return_inverse=True)
+    k, _ = codes
     n_k = np.bincount(k)
     means = np.bincount(k, weights=y) / n_k
     return float(np.sqrt((n_k * (means - y.mean()) ** 2).sum() / total))
@@ -53,9 +68,10 @@ def correlation_ratio(codes: np.ndarray, y: np.ndarray) -> float:
 def association_matrix(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarray:
     """Symmetric matrix of pairwise association: Pearson r between numeric columns, Cramér's V between
     categorical/binary columns (schema categories, anything else one extra category) and the correlation
-    ratio η between a numeric and a categorical column. Diagonal 1."""
+    ratio η between a numeric and a categorical column. Diagonal 1. Each categorical column is coded once."""
     numeric = {c.name: c.kind in NUMERIC_KINDS for c in columns}
-    values = {c.name: numeric_values(frame, c) if numeric[c.name] else cell_codes(frame, c, 1)[0] for c in columns}
+    values = {c.name: numeric_values(frame, c) if numeric[c.name] else _compact(cell_codes(frame, c, 1)[0])
+              for c in columns}
     m = np.eye(len(columns))
     for i, a in enumerate(columns):
         for j in range(i + 1, len(columns)):
@@ -64,9 +80,9 @@ def association_matrix(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarra
             if numeric[a.name] and numeric[b.name]:
                 m[i, j] = _pearson(x, y)
             elif not numeric[a.name] and not numeric[b.name]:
-                m[i, j] = cramers_v(x, y)
+                m[i, j] = _cramers_v(x, y)
             else:
-                m[i, j] = correlation_ratio(y, x) if numeric[a.name] else correlation_ratio(x, y)
+                m[i, j] = _correlation_ratio(y, x) if numeric[a.name] else _correlation_ratio(x, y)
             m[j, i] = m[i, j]
     return m
 

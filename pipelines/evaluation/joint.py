@@ -34,8 +34,7 @@ def mmd_test(train: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any], n
     with its permutation p-value (H₀: one distribution); bandwidth = median pooled distance unless given.
     At most `max_rows` seeded rows per side (the Gram matrix grows as rows²)."""
     rng = np.random.default_rng(seed)
-    r, s = (featurise(f, columns) for f in (train, synth))
-    r, s = r[row_sample(len(r), max_rows, rng)], s[row_sample(len(s), max_rows, rng)]
+    r, s = (featurise(f.iloc[row_sample(len(f), max_rows, rng)], columns) for f in (train, synth))
     test = mmd_permutation_test(r, s, n_permutations=n_permutations, seed=seed, bandwidth=bandwidth)
     return {"mmd2_u": test.statistic, "p_value": test.p_value, "bandwidth": test.bandwidth,
             "n_permutations": n_permutations, "rows": {"real": test.n_x, "synthetic": test.n_y}}
@@ -45,7 +44,7 @@ def wasserstein1_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: 
                            max_rows: int | None, seed: int) -> float:
     """W1(R, T) of ``table_wasserstein1`` (the holdout reference) for a synthetic table of `n_synth` rows."""
     rows = capped_rows([len(train), n_synth, len(holdout)], max_rows, seed)
-    return wasserstein1(featurise(train, columns)[rows[0]], featurise(holdout, columns)[rows[2]])
+    return wasserstein1(featurise(train.iloc[rows[0]], columns), featurise(holdout.iloc[rows[2]], columns))
 
 
 def table_wasserstein1(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
@@ -54,7 +53,7 @@ def table_wasserstein1(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.Dat
     seeded subsamples of at most `max_rows` rows per side; `holdout_reference` = W1(R, T) (`reference`:
     ``wasserstein1_reference`` of the same arguments, computed earlier)."""
     rows = capped_rows([len(train), len(synth), len(holdout)], max_rows, seed)
-    r, s = featurise(train, columns)[rows[0]], featurise(synth, columns)[rows[1]]
+    r, s = featurise(train.iloc[rows[0]], columns), featurise(synth.iloc[rows[1]], columns)
     if reference is None:
         reference = wasserstein1_reference(train, holdout, len(synth), columns, max_rows, seed)
     return {"w1": wasserstein1(r, s), "holdout_reference": reference,
@@ -69,9 +68,8 @@ def detection_auc(train: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[An
     `max_rows`) rows each. `classifier`: (description, seed → unfitted model). 0.5: indistinguishable;
     1: every row recognised."""
     rng = np.random.default_rng(seed)
-    r, s = (featurise(f, columns) for f in (train, synth))
-    n = min(len(r), len(s), max_rows or len(r))
-    x = np.vstack([r[rng.choice(len(r), n, replace=False)], s[rng.choice(len(s), n, replace=False)]])
+    n = min(len(train), len(synth), max_rows or len(train))
+    x = np.vstack([featurise(f.iloc[rng.choice(len(f), n, replace=False)], columns) for f in (train, synth)])
     y = np.repeat([1, 0], n)
     label, make_model = classifier
     model = make_model(seed)

@@ -21,8 +21,10 @@ from sklearn.decomposition import PCA
 
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
+from pipelines.evaluation.transport import pot
 from pipelines.evaluation.utility import featurise
 
+MAX_DENSE_CELLS = 1 << 24  # a joint histogram counted over its whole domain (`_joint_tv`): 128 MiB of counts at most
 
 def row_sample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
     """Sorted indices of a uniform subsample of min(n, cap) of n rows without replacement (all if cap is None)."""
@@ -67,19 +69,31 @@ def cell_codes(frame: pd.DataFrame, col: Any, bins: int) -> tuple[np.ndarray, in
                      fix="use one of continuous, integer, categorical, binary.")
 
 
-def _cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple[np.ndarray, list[int]]:
-    """(rows × columns) matrix of each row's cell per column (``cell_codes``), and each column's number of cells."""
+def _cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple[list[np.ndarray], list[int]]:
+    """Each column's cell per row (``cell_codes``, one array per column), and each column's number of cells."""
     coded = [cell_codes(frame, col, bins) for col in columns]
-    return np.column_stack([c for c, _ in coded]), [n for _, n in coded]
+    return [np.ascontiguousarray(c, dtype=np.int64) for c, _ in coded], [n for _, n in coded]
 
 
-def _joint_tv(real_cells: np.ndarray, synth_cells: np.ndarray, dims: Sequence[int]) -> float:
-    """TV = ½ Σ_cells |p_R(cell) − p_S(cell)| of the joint histogram over the cells' columns."""
-    joint = np.ravel_multi_index(np.concatenate([real_cells, synth_cells]).T, dims)
-    _, cell = np.unique(joint, return_inverse=True)
-    n_r = len(real_cells)
-    p = np.bincount(cell[:n_r], minlength=cell.max() + 1) / n_r
-    q = np.bincount(cell[n_r:], minlength=cell.max() + 1) / len(synth_cells)
+def _joint_tv(real_cells: Sequence[np.ndarray], synth_cells: Sequence[np.ndarray], dims: Sequence[int]) -> float:
+    """TV = ½ Σ_cells |p_R(cell) − p_S(cell)| of the joint histogram over the cells' columns (one cell array per
+    column and side).
+
+    Each row's cell is its mixed-radix index over `dims`; the histograms count them directly (one pass, the
+    domain's size in memory) when the domain has at most MAX_DENSE_CELLS cells, else over the cells that occur
+    (a sort). Cells no row occupies add 0 either way."""
+    joint = []
+    for cells in (real_cells, synth_cells):
+        index = cells[0].copy()
+        for column, dim in zip(cells[1:], dims[1:]):
+            index *= dim
+            index += column
+        joint.append(index)
+    size = math.prod(dims)
+    if size > MAX_DENSE_CELLS:
+        _, both = np.unique(np.concatenate(joint), return_inverse=True)
+        joint, size = [both[:len(joint[0])], both[len(joint[0]):]], int(both.max()) + 1
+    p, q = (np.bincount(index, minlength=size) / len(index) for index in joint)
     return float(min(0.5 * np.abs(p - q).sum(), 1.0))  # min: rounding can exceed 1 by an ulp
 
 
@@ -109,7 +123,7 @@ def kway_reference(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence
         return None
     subsets = column_subsets(len(columns), k, n_subsets, np.random.default_rng(seed))
     (r, dims), (h, _) = (_cells(f, columns, bins) for f in (train, holdout))
-    return float(np.mean([_joint_tv(r[:, c], h[:, c], [dims[i] for i in c]) for c in map(list, subsets)]))
+    return float(np.mean([_joint_tv([r[i] for i in c], [h[i] for i in c], [dims[i] for i in c]) for c in subsets]))
 
 
 def kway_marginal_tv(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
@@ -127,7 +141,7 @@ def kway_marginal_tv(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataF
         return {"skipped": f"the schema has {len(columns)} column(s), fewer than k = {k}"}
     subsets = column_subsets(len(columns), k, n_subsets, np.random.default_rng(seed))
     (r, dims), (s, _) = (_cells(f, columns, bins) for f in (train, synth))
-    tvs = [_joint_tv(r[:, c], s[:, c], [dims[i] for i in c]) for c in map(list, subsets)]
+    tvs = [_joint_tv([r[i] for i in c], [s[i] for i in c], [dims[i] for i in c]) for c in subsets]
     if reference is None:
         reference = kway_reference(train, holdout, columns, k, n_subsets, bins, seed)
     worst = sorted(zip(tvs, subsets), key=lambda t: -t[0])[:n_worst]
@@ -158,9 +172,9 @@ def max_distance(columns: Sequence[Any]) -> float:
 
 def _optimal_transport_cost(x: np.ndarray, y: np.ndarray, metric: str) -> float:
     """min_π Σ π_ij c(x_i, y_j) between the empirical (uniform) measures on the rows of x and y, solved
-    exactly as a linear program by POT's network simplex (``ot.emd2``; imported here: POT loads torch and jax
-    backends on import, which `pipelines.config` must not pay for)."""
-    import ot
+    exactly as a linear program by POT's network simplex (``ot.emd2``; imported here, not at module level:
+    `pipelines.config` must not pay for POT's import)."""
+    ot = pot()
     cost = ot.dist(np.asarray(x, dtype=float), np.asarray(y, dtype=float), metric=metric)
     value, log = ot.emd2(np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y)), cost,
                          numItermax=100 * cost.size, log=True)
@@ -183,7 +197,7 @@ def wasserstein_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: i
                           max_rows: int | None, seed: int) -> float:
     """W2(R, T) of ``wasserstein_score`` (the holdout reference) for a synthetic table of `n_synth` rows."""
     rows = capped_rows([len(train), n_synth, len(holdout)], max_rows, seed)
-    return wasserstein2(featurise(train, columns)[rows[0]], featurise(holdout, columns)[rows[2]])
+    return wasserstein2(featurise(train.iloc[rows[0]], columns), featurise(holdout.iloc[rows[2]], columns))
 
 
 def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
@@ -192,7 +206,7 @@ def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.Data
     featurised rows, W2 on seeded subsamples of at most `max_rows` rows per side. 1 = identical.
     `reference`: ``wasserstein_reference`` of the same arguments, computed earlier."""
     rows = capped_rows([len(train), len(synth), len(holdout)], max_rows, seed)
-    r, s = featurise(train, columns)[rows[0]], featurise(synth, columns)[rows[1]]
+    r, s = featurise(train.iloc[rows[0]], columns), featurise(synth.iloc[rows[1]], columns)
     diameter = max_distance(columns)
     w2 = wasserstein2(r, s)
     w2_ref = (wasserstein_reference(train, holdout, len(synth), columns, max_rows, seed) if reference is None
@@ -220,7 +234,7 @@ def pca_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, colu
     if isinstance(pca, str):
         return None
     rows = capped_rows([len(r_all), n_synth, len(holdout)], max_rows, seed)
-    return wasserstein2(pca.transform(r_all[rows[0]]), pca.transform(featurise(holdout, columns)[rows[2]]))
+    return wasserstein2(pca.transform(r_all[rows[0]]), pca.transform(featurise(holdout.iloc[rows[2]], columns)))
 
 
 def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
@@ -240,7 +254,7 @@ def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame
         return {"skipped": pca}, {}
     v = float(pca.explained_variance_ratio_.sum())
     rows = capped_rows([len(r_all), len(synth), len(holdout)], max_rows, seed)
-    proj = {"real": pca.transform(r_all[rows[0]]), "synthetic": pca.transform(featurise(synth, columns)[rows[1]])}
+    proj = {"real": pca.transform(r_all[rows[0]]), "synthetic": pca.transform(featurise(synth.iloc[rows[1]], columns))}
     denominator = math.sqrt(v) * max_distance(columns)
     w2 = wasserstein2(proj["real"], proj["synthetic"])
     w2_ref = (pca_reference(train, holdout, len(synth), columns, max_rows, seed, n_components) if reference is None

@@ -68,14 +68,13 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
             blocks.append(scale_by_bounds(x, col.lower, col.upper, col.name)[:, None])
         elif col.kind == "binary":
             blocks.append((values == col.categories[1]).to_numpy(dtype=float)[:, None])
-        elif (buckets := list_buckets(col)) is not None:
-            code = pd.Categorical(values, categories=list(col.categories)).codes   # unknown: -1
-            known = code >= 0
-            block = np.zeros((len(frame), buckets.count))
-            block[np.flatnonzero(known), buckets.bucket[code[known]]] = 1.0
+        elif col.kind in CATEGORICAL_KINDS:  # one-hot over the schema's list (or its code list's buckets)
+            code = pd.Categorical(values, categories=list(col.categories)).codes   # unknown: -1, an all-zero row
+            buckets = list_buckets(col)
+            known = np.flatnonzero(code >= 0)
+            block = np.zeros((len(frame), len(col.categories) if buckets is None else buckets.count))
+            block[known, code[known] if buckets is None else buckets.bucket[code[known]]] = 1.0
             blocks.append(block)
-        elif col.kind in CATEGORICAL_KINDS:
-            blocks.append(np.column_stack([(values == c).to_numpy(dtype=float) for c in col.categories]))
         else:
             raise InputError(f"unknown column kind '{col.kind}'.", column=col.name,
                              fix="use one of continuous, integer, categorical, binary.")

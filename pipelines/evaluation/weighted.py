@@ -28,7 +28,8 @@ from threadpoolctl import threadpool_limits
 from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder
 from pipelines.evaluation.outside_dp import WEIGHTED_ANALYSES
-from pipelines.evaluation.utility import _labels, featurise
+from pipelines.evaluation.transport import pot
+from pipelines.evaluation.utility import _labels, capped, featurise
 from pipelines.stats.mmd import gaussian_kernel, mmd2_sniw
 
 # §4.2: "benchmark models with default parameters in sklearn" (iteration caps raised so they converge).
@@ -60,7 +61,7 @@ def weighted_wasserstein1(synthetic: np.ndarray, weights: np.ndarray | None, rea
     """W₁ between Σ a_i δ_{x_i} (a ∝ w) and the uniform empirical measure of `real`: the optimal-transport
     problem with the Euclidean cost matrix and the weights as the source marginal (appendix B.1),
     solved exactly by POT's network simplex. At most `max_rows` rows per side (seeded subsets)."""
-    import ot  # here: POT loads torch and jax backends on import
+    ot = pot()
     rng = np.random.default_rng(seed)
     x, a = _cap(np.asarray(synthetic, float), _normalised(weights, len(synthetic)), max_rows, rng)
     z, b = _cap(np.asarray(real, float), _normalised(None, len(real)), max_rows, rng)
@@ -143,14 +144,15 @@ def mahalanobis(mean: np.ndarray, reference: LaplacePosterior) -> float:
 
 
 def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFrame, holdout: pd.DataFrame,
-             max_rows: int, prior_variance: float, seed: int) -> dict[str, Any]:
+             max_rows: int, prior_variance: float, seed: int, real_max_rows: int | None = None) -> dict[str, Any]:
     """The paper's Table 1 columns and §4.3's posterior distance for the released rows `synth` with weights `w`,
     weighted and unweighted (outside DP: they read the real rows `train` and `holdout`).
 
     At most `max_rows` synthetic and holdout rows (seeded subsets): W₁ and MMD² of appendix B.1 against the
     holdout; with a schema target, AUROC on the holdout of classifiers fitted with the weights (§4.2) and the
     Mahalanobis distance of the eq. (3) posterior mean, prior N(0, prior_variance·I), to the real training
-    rows' posterior (§4.3)."""
+    rows' posterior (§4.3), on at most `real_max_rows` holdout and training rows (`utility.capped`, seeded;
+    `weights.analysis_real_max_rows`: the cost stops growing with the table)."""
     rng = np.random.default_rng(seed)
     enc = Encoder(sch)
     xs, xh = enc.encode(synth).astype(float), enc.encode(holdout).astype(float)
@@ -164,8 +166,9 @@ def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFram
     if sch.target is not None:
         col = next(c for c in sch.columns if c.name == sch.target)
         x, y = featurise(synth.iloc[keep], sch.columns, sch.target), _labels(synth.iloc[keep], col, "synthetic")
-        x_test, y_test = featurise(holdout, sch.columns, sch.target), _labels(holdout, col, "real holdout")
-        x_real, y_real = featurise(train, sch.columns, sch.target), _labels(train, col, "real training")
+        test, real = capped(holdout, real_max_rows, seed), capped(train, real_max_rows, seed)
+        x_test, y_test = featurise(test, sch.columns, sch.target), _labels(test, col, "real holdout")
+        x_real, y_real = featurise(real, sch.columns, sch.target), _labels(real, col, "real training")
         design = lambda a: np.hstack([np.ones((len(a), 1)), a])  # noqa: E731
         real_post = iw_bayes_logistic(design(x_real), y_real, None, prior_variance)
         for label, ww in (("weighted", w[keep]), ("unweighted", None)):
@@ -173,4 +176,7 @@ def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFram
                 out[label]["auroc"] = weighted_auroc(x, y, ww, x_test, y_test, seed)
             post = iw_bayes_logistic(design(x), y, ww, prior_variance)
             out[label]["posterior_mahalanobis"] = mahalanobis(post.mean, real_post)
-    return {**out, "rows": {"synthetic": len(keep), "holdout": len(xh)}, "outside_dp": WEIGHTED_ANALYSES}
+    return {**out, "rows": {"synthetic": len(keep), "holdout": len(xh),
+                            "classifier_holdout": min(len(holdout), real_max_rows or len(holdout)),
+                            "posterior_training": min(len(train), real_max_rows or len(train))},
+            "outside_dp": WEIGHTED_ANALYSES}

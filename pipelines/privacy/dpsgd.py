@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from pipelines.privacy.samplers import kept_indices
+
 
 def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs: float | None,
                       max_steps: int | None = None) -> tuple[float, int]:
@@ -71,19 +73,21 @@ def secure_normal(rng: np.random.Generator, shape: tuple[int, ...], device: torc
     return torch.from_numpy(total / 2.0).to(device=device, dtype=dtype)
 
 
-def poisson_sample(n: int, sample_rate: float, generator: torch.Generator) -> torch.Tensor:
+def poisson_sample(n: int, sample_rate: float, generator: torch.Generator | np.random.Generator) -> torch.Tensor:
     """Indices of a Poisson sample of range(n): each row kept independently with prob `sample_rate`.
 
     The batch size is Binomial(n, q) and may be 0; an empty batch makes the step pure noise,
     which is exactly what the subsampled-Gaussian accountant assumes. A `SecureGenerator` draws the
-    inclusions from its CSPRNG (the batch must stay secret); a plain generator (non-private runs) from torch.
+    inclusions from its CSPRNG (the batch must stay secret), a NumPy generator from its own stream, both exactly
+    at the float q and one random byte per row (`samplers.kept_indices`); a plain torch generator (non-private
+    runs) compares torch uniforms with q.
     """
     if not 0.0 < sample_rate <= 1.0:
         raise ValueError(f"sample_rate must lie in (0, 1], got {sample_rate}")
-    if isinstance(generator, SecureGenerator):
-        keep = torch.from_numpy(generator.secure.random(n) < sample_rate)
-    else:
-        keep = torch.rand(n, generator=generator, device=generator.device) < sample_rate
+    source = generator.secure if isinstance(generator, SecureGenerator) else generator
+    if isinstance(source, np.random.Generator):
+        return torch.from_numpy(kept_indices(lambda k: np.frombuffer(source.bytes(k), np.uint8), n, sample_rate))
+    keep = torch.rand(n, generator=generator, device=generator.device) < sample_rate
     return keep.nonzero().squeeze(1)
 
 

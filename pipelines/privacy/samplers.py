@@ -1,6 +1,6 @@
 """Exact samplers for published noise: Bernoulli(e^−γ), discrete Laplace, discrete Gaussian, the exponential
 mechanism, a private selection's trial count and candidates, and the exact lattice rounding that puts a
-real-valued query on the integers they need.
+real-valued query on the integers they need; and DP-SGD's Poisson subsampling, exact in the same sense.
 
 Why (issue 28, item 4). Laplace by inverse CDF, Gaussians by `numpy`, the exponential mechanism by float
 Gumbel-max: each maps a uniform float through floating-point functions, so the set of outputs that the noisy value
@@ -189,6 +189,35 @@ def logarithmic_trials(rng: np.random.Generator, gamma: Fraction) -> int:
 def uniform_index(rng: np.random.Generator, k: int) -> int:
     """One uniform integer in [0, k), exactly (a private selection's candidate of one trial)."""
     return int(_uniform_below(rng, int(k), 1)[0])
+
+
+def kept_indices(draw_bytes: Callable[[int], np.ndarray], n: int, rate: float) -> np.ndarray:
+    """The indices i in range(n) with U_i < `rate`, for independent uniforms U_i in [0, 1): each index kept
+    independently with probability exactly `rate` (the float's value, a dyadic rational; Poisson sampling).
+
+    U_i's binary expansion is drawn a byte at a time, only as far as it ties with `rate`'s: the first byte decides
+    every index but those whose byte equals rate's first byte (1/256 of them), the next byte those, and so on; when
+    `rate`'s expansion ends, a U_i that tied on every byte is ≥ `rate`. So the law is exactly Bernoulli(rate) per
+    index, as comparing an infinitely precise U_i would give, at one byte of randomness per index (a float draw
+    per index, `random() < rate`, takes eight). `draw_bytes(k)` returns k uniform bytes (uint8)."""
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"sample_rate must lie in (0, 1], got {rate}")
+    if rate == 1.0:
+        return np.arange(n, dtype=np.int64)
+    digits, frac = [], Fraction(rate)
+    while frac:                                       # rate's base-256 expansion (finite: rate is dyadic)
+        frac *= 256
+        digits.append(int(frac))
+        frac -= int(frac)
+    kept: list[np.ndarray] = []
+    pending = np.arange(n, dtype=np.int64)
+    for digit in digits:
+        if not pending.size:
+            break
+        byte = draw_bytes(pending.size)
+        kept.append(pending[byte < digit])            # U_i < rate, decided at this byte
+        pending = pending[byte == digit]               # tied so far: the next byte decides
+    return np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
 
 
 # -- discrete Laplace ----------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, 
     model = initialise(classifier(real.shape[1], list(params["hidden"])), seed).to(device)
     x_real = torch.as_tensor(real, dtype=torch.float32, device=device)
     x_syn = torch.as_tensor(synthetic, dtype=torch.float32, device=device)
-    public = torch.Generator(device=device).manual_seed(seed + 1)
+    public = np.random.default_rng(seed + 1)  # the synthetic lots: public rows, a public seed
     expected = sample_rate * ((len(real) if n_real is None else n_real) + len(synthetic))
     opt = torch.optim.SGD(model.parameters(), lr=float(params["lr"]), momentum=float(params["momentum"]))
     named = dict(model.named_parameters())
