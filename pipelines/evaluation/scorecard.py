@@ -3,7 +3,8 @@
 - all 2-way marginals (TV, and PEARL's 2-way marginal error: the mean L1 distance = 2·TV, appendix I.1);
 - the correlation-matrix difference (``association``);
 - Gaussian-kernel MMD with a permutation p-value, W1 between the full tables, detection AUC (``joint``);
-- the 10 classifiers of PEARL's Table 2, TSTR next to TRTR, ROC and PRC (``classifiers``);
+- the 10 classifiers of PEARL's Table 2, TSTR next to TRTR, ROC and PRC (``classifiers``), tested on at most
+  `evaluate.utility_max_rows` holdout rows (the utility scores' seeded sample);
 - 1,000 random 3-attribute range queries (``queries``).
 
 Every number reads real rows (outside the DP guarantee).
@@ -20,6 +21,7 @@ from pipelines.evaluation.classifiers import trtr_results, tstr_classifiers
 from pipelines.evaluation.joint import detection_auc, mmd_test, table_wasserstein1, wasserstein1_reference
 from pipelines.evaluation.marginals import kway_marginal_tv, kway_reference
 from pipelines.evaluation.queries import range_query_error, real_answers
+from pipelines.evaluation.utility import capped
 from pipelines.progress import Steps
 
 
@@ -36,8 +38,8 @@ def real_side(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any
             "wasserstein1_reference": wasserstein1_reference(train, holdout, n_synth, columns, k["ot_max_rows"], seed),
             "range_queries": real_answers(train, holdout, columns, k["range_queries"], k["range_query_attributes"],
                                           seed),
-            "classifiers_trtr": trtr_results(train, holdout, columns, sch.target, seed,
-                                             k["classifier_max_rows"]) if sch.target else None}
+            "classifiers_trtr": trtr_results(train, capped(holdout, k.get("utility_max_rows"), seed), columns, sch.target,
+                                             seed, k["classifier_max_rows"]) if sch.target else None}
 
 
 def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
@@ -61,7 +63,8 @@ def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, s
         "detection": step.done(detection_auc(train, synth, columns, k["detection_max_rows"], seed)),
         "range_queries": step.done(range_query_error(train, synth, holdout, columns, k["range_queries"],
                                                      k["range_query_attributes"], seed, real["range_queries"])),
-        "classifiers": step.done(tstr_classifiers(train, synth, holdout, columns, sch.target, seed,
-                                                  k["classifier_max_rows"], trtr=real["classifiers_trtr"])
+        "classifiers": step.done(tstr_classifiers(train, synth, capped(holdout, k.get("utility_max_rows"), seed),
+                                                  columns, sch.target, seed, k["classifier_max_rows"],
+                                                  trtr=real["classifiers_trtr"])
                                  if sch.target else {"skipped": "schema declares no target"}),
     }
