@@ -26,6 +26,7 @@ from pipelines.evaluation.utility import featurise
 
 MAX_DENSE_CELLS = 1 << 24  # a joint histogram counted over its whole domain (`_joint_tv`): 128 MiB of counts at most
 
+
 def row_sample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
     """Sorted indices of a uniform subsample of min(n, cap) of n rows without replacement (all if cap is None)."""
     if cap is None or n <= cap:

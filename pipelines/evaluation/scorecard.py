@@ -38,14 +38,20 @@ def real_side(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any
             "wasserstein1_reference": wasserstein1_reference(train, holdout, n_synth, columns, k["ot_max_rows"], seed),
             "range_queries": real_answers(train, holdout, columns, k["range_queries"], k["range_query_attributes"],
                                           seed),
-            "classifiers_trtr": trtr_results(train, capped(holdout, k.get("utility_max_rows"), seed), columns, sch.target,
-                                             seed, k["classifier_max_rows"]) if sch.target else None}
+            "classifiers_trtr": trtr_results(train, _classifier_test_rows(holdout, k, seed), columns, sch.target, seed,
+                                             k["classifier_max_rows"]) if sch.target else None}
+
+
+def _classifier_test_rows(holdout: pd.DataFrame, k: dict[str, int | None], seed: int) -> pd.DataFrame:
+    """The holdout rows PEARL's classifiers are tested on: the utility scores' seeded sample of at most
+    `k["utility_max_rows"]` rows (every row when `k` has no such key)."""
+    return capped(holdout, k.get("utility_max_rows"), seed)
 
 
 def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
               k: dict[str, int | None], real: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The scorecard (module docstring); `k` holds SCORECARD_DEFAULTS' keys (pipelines/config.py) and `ot_max_rows`, `kway_bins`; `real`:
-    ``real_side`` of the same rows, seed and knobs."""
+    """The scorecard (module docstring); `k` holds SCORECARD_DEFAULTS' keys (pipelines/config.py), `ot_max_rows`,
+    `kway_bins` and, in a stage, `utility_max_rows`; `real`: ``real_side`` of the same rows, seed and knobs."""
     real = real or dict.fromkeys(("marginal_2way_reference", "correlation", "wasserstein1_reference", "range_queries",
                                   "classifiers_trtr"))
     columns, step = list(sch.columns), Steps("scorecard", 7)
@@ -63,7 +69,7 @@ def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, s
         "detection": step.done(detection_auc(train, synth, columns, k["detection_max_rows"], seed)),
         "range_queries": step.done(range_query_error(train, synth, holdout, columns, k["range_queries"],
                                                      k["range_query_attributes"], seed, real["range_queries"])),
-        "classifiers": step.done(tstr_classifiers(train, synth, capped(holdout, k.get("utility_max_rows"), seed),
+        "classifiers": step.done(tstr_classifiers(train, synth, _classifier_test_rows(holdout, k, seed),
                                                   columns, sch.target, seed, k["classifier_max_rows"],
                                                   trtr=real["classifiers_trtr"])
                                  if sch.target else {"skipped": "schema declares no target"}),
