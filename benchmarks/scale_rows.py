@@ -4,6 +4,8 @@ of the project, `benchmarks/product.py`'s `project`).
 
     PYTHONPATH=. python benchmarks/scale_rows.py --rows 10000 100000 1000000 --json /tmp/scale_rows.json
     PYTHONPATH=. python benchmarks/scale_rows.py --rows 100000 --set generators=[mst] --set release.select=all
+    PYTHONPATH=. python benchmarks/scale_rows.py --rows 10000000 --stages validate prepare --parts 500000 \
+        --set orchestration.task_runner=dask --set orchestration.dask_memory_limit=2GiB   # out of core
 
 The table: UCI Adult (the bundled file) resampled with replacement to N rows (seed 0) and used as the whole table,
 the schema's public `rows.count` set to N, the configuration `synthrelease init` writes (params.yaml's, so
@@ -11,6 +13,8 @@ the schema's public `rows.count` set to N, the configuration `synthrelease init`
 over it. The stages run one at a time (`dvc repro -s STAGE`, in the order `dvc repro --dry` gives), each under a
 fresh wrapper process whose RUSAGE_CHILDREN peak is the largest process that stage ran (DVC's own included). A stage
 that does nothing for an unselected generator still costs its process start: they are summed as one line.
+`--stages` runs only those stages (e.g. validate and prepare, the ones that run out of core on Dask); `--parts R`
+gives the table as a directory of Parquet parts of R rows (a partitioned table, read in parts) instead of one file.
 A benchmark reads real rows: its figures are not release artefacts.
 """
 from __future__ import annotations
@@ -36,11 +40,20 @@ from pipelines.data.scaffold import params_text  # noqa: E402
 from pipelines.data.schema import load_schema  # noqa: E402
 
 FAMILIES = ("code", "validate", "prepare", "budget", "baseline", "train", "evaluate", "check", "weight", "release")
-# one wrapper per stage: its children's peak is the stage's largest process (dvc, then the stage it runs)
-WRAPPER = ("import resource, subprocess, sys\n"
+# one wrapper per stage: the stage's largest process (dvc, the stage it runs, a Dask cluster's workers), in KiB: the
+# larger of its children's peak (processes reaped by their parents) and every descendant's RSS sampled each 0.2 s
+WRAPPER = ("import resource, subprocess, sys, threading, psutil\n"
+           "peak, done = [0], threading.Event()\n"
+           "def sample():\n"
+           "    while not done.wait(0.2):\n"
+           "        for p in psutil.Process().children(recursive=True):\n"
+           "            try: peak[0] = max(peak[0], p.memory_info().rss // 1024)\n"
+           "            except psutil.Error: pass\n"
+           "t = threading.Thread(target=sample, daemon=True); t.start()\n"
            "r = subprocess.run(['dvc', 'repro', '-s', sys.argv[1]], capture_output=True, text=True)\n"
+           "done.set(); t.join()\n"
            "sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:] if r.returncode else '')\n"
-           "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+           "print(max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, peak[0]))\n"
            "sys.exit(r.returncode)\n")
 
 
@@ -55,10 +68,13 @@ def stage_order(root: Path) -> list[str]:
             for name in order for g in (generators if "foreach" in stages[name] else [None])]
 
 
-def run_stages(root: Path) -> list[dict[str, Any]]:
-    """Each stage alone: wall seconds and peak resident MiB of its largest process."""
+def run_stages(root: Path, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Each stage alone (of the families `only`, default all): wall seconds and peak resident MiB of its largest
+    process."""
     out = []
     for stage in stage_order(root):
+        if only and stage.partition("@")[0] not in ("code", *only):   # every stage reads the code fingerprints
+            continue
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-c", WRAPPER, stage], cwd=root, env=environment(root),
                            capture_output=True, text=True)
@@ -75,6 +91,18 @@ def is_idle(stage: dict[str, Any], selected: set[str]) -> bool:
     """A per-generator stage of a generator the release neither trained nor weighted (it wrote 'not selected')."""
     gen = stage["stage"].partition("@")[2]
     return bool(gen) and gen not in selected
+
+
+def partitioned(root: Path, table: Any, rows: int) -> None:
+    """The project's source as a directory of Parquet parts of `rows` rows (part-00000.parquet, ...)."""
+    parts = root / "source" / "adult"
+    parts.mkdir()
+    for i, start in enumerate(range(0, len(table), rows)):
+        table.iloc[start:start + rows].to_parquet(parts / f"part-{i:05d}.parquet", index=False)
+    (root / "source" / "adult.parquet").unlink()
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["dataset"]["source"] = "source/adult"
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def summary(results: dict[int, list[dict[str, Any]]], selected: dict[int, set[str]]) -> str:
@@ -108,6 +136,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="the steward noise key (benchmarks/product.py)")
     ap.add_argument("--scratch", type=Path, default=None, help="parent of the scratch projects (default: TMPDIR)")
     ap.add_argument("--json", type=Path, help="write the per-stage figures and the command here")
+    ap.add_argument("--stages", nargs="+", choices=FAMILIES, help="run only these stages (default: the release)")
+    ap.add_argument("--parts", type=int, help="give the table as a directory of Parquet parts of this many rows")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep each project as KEEP/N (rerun or profile a stage there: cd KEEP/N; dvc repro -s -f ...)")
     args = ap.parse_args()
@@ -128,10 +158,14 @@ def main() -> None:
             where.mkdir(parents=True, exist_ok=True)
             root = project(where, "adult", yaml.safe_dump(doc, sort_keys=False), table, params, args.seed,
                            schema_path.parent)
+            if args.parts:
+                partitioned(root, table, args.parts)
+            del table
             load = os.getloadavg()
-            results[n] = run_stages(root)
-            index = json.loads((root / "releases" / "adult" / "latest.json").read_text())
-            selected[n] = {r["generator"] for r in index["released"]}
+            results[n] = run_stages(root, args.stages)
+            index = root / "releases" / "adult" / "latest.json"
+            selected[n] = ({r["generator"] for r in json.loads(index.read_text())["released"]} if index.exists()
+                           else set())
             print(f"{n:,} rows: published {sorted(selected[n])}; load before {load}, after {os.getloadavg()}",
                   flush=True)
     print("\n" + summary(results, selected))

@@ -6,6 +6,10 @@
     dask_address: null               dask: a running scheduler (tcp://host:8786), e.g. on Kubernetes;
                                      null: a local cluster of `dask_workers` single-threaded processes
     dask_workers: 2
+    dask_memory_limit: auto          null address: each worker process's memory limit (Dask pauses a worker at 80 %
+                                     and restarts it at 95 %; auto: the machine's memory shared by the workers);
+                                     also the limit of the out-of-core validate and prepare's local cluster
+    dask_blocksize: 32MiB            bytes of the source table per part of the out-of-core validate and prepare
 
 With `device: cuda`, torch stages (train, evaluate) ask Dask for one `GPU` resource, so they only
 run on workers started with `--resources GPU=1` (a local cluster declares one per worker). Workers of
@@ -41,7 +45,7 @@ def task_runner(config: Config) -> TaskRunner:
     return DaskTaskRunner(cluster_class="distributed.LocalCluster",
                           cluster_kwargs={"n_workers": cfg.dask_workers, "threads_per_worker": 1,
                                           "processes": True, "dashboard_address": None, "preload": list(PRELOAD),
-                                          **worker})
+                                          "memory_limit": cfg.dask_memory_limit, **worker})
 
 
 def concurrent_tasks(config: Config) -> int:

@@ -135,6 +135,8 @@ class Orchestration(Section):
     max_workers: StrictInt = 4
     dask_address: StrictStr | None = None
     dask_workers: StrictInt = 2
+    dask_memory_limit: StrictStr = "auto"   # per worker process of the local cluster (Dask restarts one above it)
+    dask_blocksize: StrictStr = "32MiB"     # bytes of the source per part read by the out-of-core validate/prepare
 
 # -- the other sections' defaults (data-independent) and their ranges: the one place for both ----------------------
 # Each section's model (`section_models`) takes its defaults from here; its readers (the stages, through `Config`, and
@@ -464,11 +466,23 @@ def default_of(key: str, name: str) -> Any:
 
 
 def orchestration_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """Worker counts positive."""
+    """Worker counts positive; the worker memory limit ('auto': Dask's, the machine's memory shared by the workers)
+    and the part size byte counts (Dask's `parse_bytes`)."""
     for key in ("max_workers", "dask_workers"):
         if getattr(s, key) < 1:
             raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a positive integer, got {getattr(s, key)!r}.",
                        f"e.g. '{key}: {default_of('orchestration', key)}'.")
+    for key in ("dask_memory_limit", "dask_blocksize"):
+        if getattr(s, key) in (default_of("orchestration", key), "auto" if key == "dask_memory_limit" else None):
+            continue   # dask.utils takes 0.1 s to import, and every stage loads the configuration
+        from dask.utils import parse_bytes
+        try:
+            size = parse_bytes(getattr(s, key))
+        except ValueError:
+            size = 0
+        if size < 1 << 20:
+            raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a byte count of at least 1MiB, got "
+                       f"{getattr(s, key)!r}.", f"e.g. '{key}: {default_of('orchestration', key)}'.")
 
 
 def evaluate_ranges(s: Any, generators: Sequence[str] | None) -> None:

@@ -41,33 +41,52 @@ def sha256_tree(directory: Path) -> str:
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary sibling path; move it onto `path` only if the block succeeds."""
+    """Yield a temporary sibling path; move it onto `path` only if the block succeeds (directories created for
+    it are removed again when the block fails)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with _new_parents(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        try:
+            yield Path(tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 @contextmanager
 def atomic_dir(path: Path) -> Iterator[Path]:
-    """Yield a temporary sibling directory; it replaces `path` only if the block succeeds."""
+    """Yield a temporary sibling directory; it replaces `path` only if the block succeeds (directories created
+    for it are removed again when the block fails)."""
     path = Path(path)
+    with _new_parents(path):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+        try:
+            yield tmp
+            if path.exists():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+
+
+@contextmanager
+def _new_parents(path: Path) -> Iterator[None]:
+    """`path`'s parent directories made; those this made are removed again, while empty, when the block fails: a
+    failed stage leaves no directory behind either."""
+    missing = [d for d in path.parents if not d.exists()]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        yield tmp
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        yield
+    except BaseException:
+        for d in missing:          # deepest first
+            try:
+                d.rmdir()          # only while empty: another writer's files stay
+            except OSError:
+                break
+        raise
 
 
 def write_json(path: Path, obj: Any) -> None:
@@ -88,3 +107,43 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     equal bytes."""
     with atomic_path(path) as tmp:
         df.reset_index(drop=True).to_parquet(tmp, engine="pyarrow", index=False, row_group_size=ROW_GROUP_ROWS)
+
+
+class ParquetParts:
+    """One Parquet file written from frames that arrive in row order (a table too large for one process, part by
+    part): the same bytes as `write_parquet` of their concatenation, holding at most ROW_GROUP_ROWS rows besides
+    the part being added. Row groups of exactly ROW_GROUP_ROWS are flushed as they fill, the rest at `close`.
+    Write it inside `atomic_path` (or `atomic_dir`): an unfinished file is never left at its name."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.rows = Path(path), 0
+        self._writer: Any = None
+        self._pending: list[Any] = []      # pyarrow tables not yet written, fewer than ROW_GROUP_ROWS rows in all
+
+    def add(self, df: pd.DataFrame) -> None:
+        import pyarrow as pa
+        table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
+        if self._writer is None:
+            import pyarrow.parquet as pq
+            self._writer = pq.ParquetWriter(self.path, table.schema)
+        elif not table.schema.equals(self._writer.schema, check_metadata=True):
+            raise ValueError(f"{self.path.name}: a part's columns or types differ from the first part's "
+                             f"({table.schema} against {self._writer.schema})")
+        self.rows += table.num_rows
+        self._pending.append(table)
+        pending = pa.concat_tables(self._pending)
+        full = pending.num_rows // ROW_GROUP_ROWS * ROW_GROUP_ROWS
+        if full:
+            self._writer.write_table(pending.slice(0, full), row_group_size=ROW_GROUP_ROWS)
+        self._pending = [pending.slice(full)] if pending.num_rows > full else []
+
+    def close(self, empty: pd.DataFrame) -> None:
+        """Write the last row group; `empty`: the frame (no rows, the parts' columns) written when no part came."""
+        import pyarrow as pa
+        if self._writer is None:
+            self.add(empty)
+        if self._pending or not self.rows:    # pandas writes one empty row group for a table of no rows
+            last = self._pending or [pa.Table.from_pandas(empty.reset_index(drop=True), preserve_index=False)]
+            self._writer.write_table(pa.concat_tables(last), row_group_size=ROW_GROUP_ROWS)
+            self._pending = []
+        self._writer.close()

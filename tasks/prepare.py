@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines.config import Config, Paths
+from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.errors import InputError
 from pipelines.io import atomic_dir, sha256_file, sha256_text, write_json, write_parquet
@@ -87,59 +88,71 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
     ds, priv = config.dataset, config.privacy
     holdout_fraction = ds.holdout_fraction
     key, key_source = split_key(config, root)
-    split: dict[str, pd.DataFrame] = {}
-
-    def count_rows() -> int:  # the private step: called after the count's reservation, when there is one
-        clean = pd.read_parquet(p.validated)
-        split["train"], split["holdout"] = train_holdout_split(clean, holdout_fraction, key, sch.names)
-        return len(split["train"])
-
+    rows: dict[str, int] = {}
     paid: list[int] = []  # the count's ledger rows
+    with atomic_dir(p.prepared) as out:   # nothing is in place unless every step below succeeds
 
-    def noisy() -> int:
-        """The noisy training count: the one an earlier run paid for on the same rows, split and ε while its
-        ledger rows stand (a re-run, e.g. after a code edit or a refused check, spends nothing), else a new one."""
-        epsilon = priv.row_count_epsilon
-        inputs = sha256_text(json.dumps({"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest(),
-                                         "holdout_fraction": holdout_fraction, "epsilon": epsilon}, sort_keys=True))
-        led = common.ledger(config, root)
-        prior = common.paid_before(p.row_count, inputs, led, p.dataset)
-        if prior is not None:
-            paid.extend(prior["ledger_row_ids"])
-            return int(prior["noisy"])
-        session = led.session(p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare",
-                              priv.delta, priv.lifetime_epsilon,
-                              internal=priv.internal_release)
-        noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: inputs,
-                                  f"{p.dataset}/prepare", binding_facts(common.hashes(config, "prepare", sch), epsilon,
-                                                                        priv.delta)
-                                  ).overridden(ds.noise_seed)
-        count = noisy_count(session, epsilon, count_rows, noise)
-        paid.extend(session.row_ids)
-        write_json(p.row_count, {"inputs": inputs, "noisy": count, "ledger_row_ids": paid})
-        return count
+        def count_rows() -> int:  # the private step: called after the count's reservation, when there is one
+            rows.update(zip(("train", "holdout"), write_split(config, p, sch, key, out)))
+            return rows["train"]
 
-    n_rows, n_rows_source = public_row_count(sch, config, noisy, str(p.schema))
-    if "train" not in split:
-        count_rows()
-    train, holdout = split["train"], split["holdout"]
-    encoder = Encoder(sch)
-    encoded = pd.DataFrame(encoder.encode(train), columns=encoder.column_names())
-    summary = {"rows_train": len(train), "rows_holdout": len(holdout), "rows_public": n_rows,
-               "rows_public_source": n_rows_source, "ledger_row_ids": paid,
-               "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
-                         "holdout_fraction": holdout_fraction, "key": key_source},
-               "width": encoder.layout.width, "layout": encoder.layout.to_dict(),
-               "hashes": common.hashes(config, "prepare", sch)}
-    with atomic_dir(p.prepared) as out:
-        write_parquet(out / "train.parquet", train)
-        write_parquet(out / "holdout.parquet", holdout)
-        write_parquet(out / "train_encoded.parquet", encoded)
+        def noisy() -> int:
+            """The noisy training count: the one an earlier run paid for on the same rows, split and ε while its
+            ledger rows stand (a re-run, e.g. after a code edit or a refused check, spends nothing), else a new
+            one."""
+            epsilon = priv.row_count_epsilon
+            inputs = sha256_text(json.dumps({"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest(),
+                                             "holdout_fraction": holdout_fraction, "epsilon": epsilon},
+                                            sort_keys=True))
+            led = common.ledger(config, root)
+            prior = common.paid_before(p.row_count, inputs, led, p.dataset)
+            if prior is not None:
+                paid.extend(prior["ledger_row_ids"])
+                return int(prior["noisy"])
+            session = led.session(p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare",
+                                  priv.delta, priv.lifetime_epsilon,
+                                  internal=priv.internal_release)
+            noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: inputs,
+                                      f"{p.dataset}/prepare",
+                                      binding_facts(common.hashes(config, "prepare", sch), epsilon, priv.delta)
+                                      ).overridden(ds.noise_seed)
+            count = noisy_count(session, epsilon, count_rows, noise)
+            paid.extend(session.row_ids)
+            write_json(p.row_count, {"inputs": inputs, "noisy": count, "ledger_row_ids": paid})
+            return count
+
+        n_rows, n_rows_source = public_row_count(sch, config, noisy, str(p.schema))
+        if not rows:
+            count_rows()
+        layout = Encoder(sch).layout
+        summary = {"rows_train": rows["train"], "rows_holdout": rows["holdout"], "rows_public": n_rows,
+                   "rows_public_source": n_rows_source, "ledger_row_ids": paid,
+                   "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
+                             "holdout_fraction": holdout_fraction, "key": key_source},
+                   "width": layout.width, "layout": layout.to_dict(),
+                   "hashes": common.hashes(config, "prepare", sch)}
         write_json(out / "layout.json", summary)
     publish(f"{p.dataset}-prepare", markdown=(  # steward-facing Prefect artefact (actual counts are internal)
-        f"## Prepared `{p.dataset}`\n\ntrain rows: {len(train)}, holdout rows: {len(holdout)}, "
-        f"public training row count n̂ = {n_rows} ({n_rows_source}), encoded width: {encoder.layout.width}"))
+        f"## Prepared `{p.dataset}`\n\ntrain rows: {rows['train']}, holdout rows: {rows['holdout']}, "
+        f"public training row count n̂ = {n_rows} ({n_rows_source}), encoded width: {layout.width}"))
     return summary
+
+
+def write_split(config: Config, p: Paths, sch: Schema, key: bytes, out: Path) -> tuple[int, int]:
+    """The keyed split of the validated rows (`transform.train_holdout_split`) written to `out`: train.parquet,
+    holdout.parquet and train_encoded.parquet (the training rows encoded); returns (training rows, holdout rows).
+    In this process, or in parts on a Dask cluster with `orchestration.task_runner: dask`
+    (pipelines/data/out_of_core.py): the same bytes."""
+    fraction = config.dataset.holdout_fraction
+    if config.orchestration.task_runner == "dask":
+        from pipelines.data import out_of_core
+        return out_of_core.split(p.validated, sch, key, fraction, config.orchestration, out)
+    train, holdout = train_holdout_split(pd.read_parquet(p.validated), fraction, key, sch.names)
+    encoder = Encoder(sch)
+    write_parquet(out / "train.parquet", train)
+    write_parquet(out / "holdout.parquet", holdout)
+    write_parquet(out / "train_encoded.parquet", pd.DataFrame(encoder.encode(train), columns=encoder.column_names()))
+    return len(train), len(holdout)
 
 
 def _file_hash(p: Paths) -> str:

@@ -1,4 +1,5 @@
-"""Stage 1: read the raw table and validate it against the public schema (Great Expectations)."""
+"""Stage 1: read the raw table and validate it against the public schema (Great Expectations): in this process, or
+in parts on a Dask cluster with `orchestration.task_runner: dask` (pipelines/data/out_of_core.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,7 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.data.readers import read_source
 from pipelines.data.validation import check_row_loss, validate_table
-from pipelines.io import write_json, write_parquet
+from pipelines.io import atomic_path, write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
 from tasks.progress import run_logger
@@ -20,25 +21,32 @@ def validate(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     source = config.dataset.source
     if not source.startswith("bundled:") and not Path(source).is_absolute():
         source = str(Path(root) / source)
-    table = read_source(source, sch, config.dataset.columns)
-    label = table.label
-    clean, report = validate_table(table.frame, sch, label)
-    check_row_loss(report, config.dataset.max_dropped_fraction)  # before anything is written
-    report["ignored_columns"] = list(table.ignored)  # names only, never their values
+    if config.orchestration.task_runner == "dask":  # in parts on a Dask cluster: the same rows, report and bytes
+        from pipelines.data import out_of_core
+        with atomic_path(p.validated) as tmp:
+            report, label, ignored = out_of_core.validate(source, sch, config.dataset.columns, config.orchestration,
+                                                          tmp)
+            check_row_loss(report, config.dataset.max_dropped_fraction)  # before the file is in place
+    else:
+        table = read_source(source, sch, config.dataset.columns)
+        label, ignored = table.label, table.ignored
+        clean, report = validate_table(table.frame, sch, label)
+        check_row_loss(report, config.dataset.max_dropped_fraction)  # before anything is written
+        write_parquet(p.validated, clean)
+    report["ignored_columns"] = list(ignored)  # names only, never their values
     report["identifier_columns"] = sch.ids  # kind: id, never read (released as fresh surrogate keys)
-    if table.ignored:
+    if ignored:
         run_logger().warning("validate: ignored %d columns of %s that schema '%s' does not declare "
-                          "(dataset.columns: schema; their values were not kept): %s",
-                          len(table.ignored), label, sch.name, ", ".join(table.ignored))
+                             "(dataset.columns: schema; their values were not kept): %s",
+                             len(ignored), label, sch.name, ", ".join(ignored))
     report["hashes"] = common.hashes(config, "validate", sch)
-    write_parquet(p.validated, clean)
     write_json(p.validation_report, report)
     rows = [{"column": c, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}}
             for c, r in report.get("columns", {}).items()]
-    ignored = f"\n\nignored columns (not in the schema; values not kept): {', '.join(table.ignored)}"
+    note = f"\n\nignored columns (not in the schema; values not kept): {', '.join(ignored)}"
     publish(f"{p.dataset}-validation", markdown=(
         f"## Validation of `{label}`\n\nrows in: {report['rows_in']}, rows out: {report['rows_out']}, "
         f"dropped: {report['rows_dropped']}, clipped: {report['rows_clipped']}; "
         f"Great Expectations success: {report['gx']['success']}"
-        + (ignored if table.ignored else "")), table=rows)
+        + (note if ignored else "")), table=rows)
     return report

@@ -121,10 +121,11 @@ def test_the_hashed_mapping_is_the_files_own_and_the_sections_hold_every_default
     assert given["dpwgan"] == {} and given["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
     assert given["evaluate"] == BASE["evaluate"] and given["weights"] == BASE["weights"]
     assert given["privacy"]["row_count_epsilon"] == 0.05 and given["device"] == "auto"
-    assert config.hash == params_hash(given) == "1b307e75678b24b4643082f5ce6791d5156a9dbfa15bcf2074f461db309536e2"
+    assert config.hash == params_hash(given) == "cafa666c5a47f9f22936be8ee6719af08fd310ed19ff42f761b709969a8927ce"
     assert config.generator("dpwgan") == {} and config.device == "auto" and config.privacy.row_count_epsilon == 0.05
     assert config.orchestration.model_dump() == {"task_runner": "threads", "max_workers": 4, "dask_address": None,
-                                                 "dask_workers": 2}
+                                                 "dask_workers": 2, "dask_memory_limit": "auto",
+                                                 "dask_blocksize": "32MiB"}
     assert config.evaluate.attacks.max_rows == 2000 and config.evaluate.seed == 0 and config.evaluate.n_samples is None
     assert config.release.select == "auto" and config.weights.generators == "selected" and config.weights.share == 0.25
     assert config.risk_gates.exact_match_excess_max == 0.0
@@ -248,7 +249,8 @@ def test_the_release_stage_refuses_a_public_noise_seed_whatever_path_the_params_
 OUT_OF_RANGE = [("risk_gates", "confidence", 1.5), ("utility_gate", "confidence", 7),
                 ("evaluate.attacks", "max_rows", -5), ("evaluate", "n_samples", -5), ("evaluate", "kway", 0),
                 ("weights", "epochs", 0), ("weights", "momentum", 1.0), ("weights", "tempering", 2.0),
-                ("orchestration", "max_workers", 0), ("dataset", "holdout_fraction", 1.5)]
+                ("orchestration", "max_workers", 0), ("orchestration", "dask_memory_limit", "lots"),
+                ("orchestration", "dask_blocksize", "100kB"), ("dataset", "holdout_fraction", 1.5)]
 
 
 @pytest.mark.parametrize("path,key,value", OUT_OF_RANGE)

@@ -21,10 +21,36 @@ PARQUET_SUFFIXES = (".parquet",)
 ColumnMode = Literal["strict", "schema"]
 
 
+def parquet_parts(path: Path) -> list[Path]:
+    """The files of a partitioned Parquet table (a directory of .parquet files with the same columns, as Spark or
+    `dask.dataframe.to_parquet` write it), in name order: the table's row order; InputError for a directory
+    without one, or with subdirectories (Hive partitioning keeps column values in directory names: write the
+    columns into the files instead)."""
+    subdirs = sorted(p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    if subdirs:
+        raise InputError(f"the partitioned table has subdirectories ({', '.join(subdirs[:3])}).", file=str(path),
+                         fix="write every part as a .parquet file directly in the directory, each with all the "
+                             "table's columns (no Hive partitioning by directory name).")
+    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES))
+    if not files:
+        raise InputError("the directory holds no .parquet file.", file=str(path),
+                         fix="point the source at a .csv or .parquet file, or a directory of .parquet parts.")
+    return files
+
+
 def read_header(path: str | Path) -> list[str]:
     """The table's column names in file order; InputError (file, problem, fix) for a missing or unsupported
-    file, an unreadable header, or an empty or duplicated column name."""
+    file, an unreadable header, or an empty or duplicated column name. A directory is a partitioned Parquet
+    table (`parquet_parts`): every part must have the first part's columns."""
     path = Path(path)
+    if path.is_dir():
+        first, *rest = parquet_parts(path)
+        names = _parquet_header(first)
+        for part in rest:
+            if _parquet_header(part) != names:
+                raise InputError(f"this part's columns {_parquet_header(part)} differ from the first part's "
+                                 f"{names}.", file=str(part), fix="write every part with the same columns.")
+        return _checked_names(names, path)
     if not path.is_file():
         raise InputError("file not found.", file=str(path),
                          fix="check the path (relative paths start at the project root), or use bundled:<name>.")
@@ -35,7 +61,12 @@ def read_header(path: str | Path) -> list[str]:
         names = _parquet_header(path)
     else:
         raise InputError(f"unsupported file type '{path.suffix}'.", file=str(path),
-                         fix="provide a .csv, .csv.gz or .parquet file.")
+                         fix="provide a .csv, .csv.gz or .parquet file, or a directory of .parquet parts.")
+    return _checked_names(names, path)
+
+
+def _checked_names(names: list[str], path: Path) -> list[str]:
+    """`names`, or an InputError for an empty or duplicated column name."""
     empty = [i + 1 for i, n in enumerate(names) if not n.strip()]
     if empty:
         raise InputError(f"header field {empty[0]} is an empty column name.", file=str(path),

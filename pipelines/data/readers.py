@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipelines.data.header import ColumnMode, read_header
+from pipelines.data.header import ColumnMode, parquet_parts, read_header
 from pipelines.data.schema import DATE_KINDS, Column, Schema
 from pipelines.errors import InputError
 
@@ -44,7 +44,8 @@ def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> 
     identifiers (`kind: id`: checked in the header, never read), nulls kept (`validation.validate_table`
     models or drops them).
 
-    ``source`` is ``bundled:<name>`` (see ``BUNDLED``) or a path to a .csv, .csv.gz or .parquet file.
+    ``source`` is ``bundled:<name>`` (see ``BUNDLED``), a path to a .csv, .csv.gz or .parquet file, or a directory
+    of .parquet parts (``header.parquet_parts``).
     ``columns="strict"`` refuses a table with columns the schema lacks; ``"schema"`` reads only the schema's
     columns (CSV ``usecols``: the parser splits each line into fields but keeps and converts only those;
     Parquet ``columns=``: the other column chunks are not read) and returns the others' names.
@@ -53,18 +54,15 @@ def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> 
     int64 (integer categories; object when some value is not an integer).
     """
     if source.startswith("bundled:"):
-        raw, label = _read_bundled(source.removeprefix("bundled:"))
-        raw = raw.rename(columns=str)
-        ignored = _check_columns(list(raw.columns), schema, label, columns)
-        raw = raw[[c.name for c in schema.read]]
+        raw, label, ignored = read_bundled(source, schema, columns)
     else:
         label = source
-        ignored = _check_columns(read_header(source), schema, label, columns)
+        ignored = check_columns(read_header(source), schema, label, columns)
         raw = _read_file(Path(source), [c.name for c in schema.read])
     return SourceTable(_conform(raw, schema, label), label, tuple(ignored))
 
 
-def _check_columns(header: list[str], schema: Schema, label: str, columns: ColumnMode) -> list[str]:
+def check_columns(header: list[str], schema: Schema, label: str, columns: ColumnMode) -> list[str]:
     """The header's columns outside the schema (allowed only under ``columns="schema"``); InputError for a
     schema column the table lacks, or for extra columns under "strict"."""
     names = schema.declared_names
@@ -81,7 +79,15 @@ def _check_columns(header: list[str], schema: Schema, label: str, columns: Colum
     return extra
 
 
-def _read_bundled(name: str) -> tuple[pd.DataFrame, str]:
+def read_bundled(source: str, schema: Schema, columns: ColumnMode) -> tuple[pd.DataFrame, str, list[str]]:
+    """(the schema's read columns of the bundled table `source`, unconverted; its label; the columns it ignored)."""
+    raw, label = _bundled(source.removeprefix("bundled:"))
+    raw = raw.rename(columns=str)
+    ignored = check_columns(list(raw.columns), schema, label, columns)
+    return raw[[c.name for c in schema.read]], label, ignored
+
+
+def _bundled(name: str) -> tuple[pd.DataFrame, str]:
     if name == "breast_cancer":
         from sklearn.datasets import load_breast_cancer
 
@@ -95,7 +101,10 @@ def _read_bundled(name: str) -> tuple[pd.DataFrame, str]:
 
 
 def _read_file(path: Path, names: list[str]) -> pd.DataFrame:
-    """Only the columns ``names`` of a file whose header ``read_header`` has checked."""
+    """Only the columns ``names`` of a file (or a partitioned Parquet table's parts, in order) whose header
+    ``read_header`` has checked."""
+    if path.is_dir():
+        return pd.concat([_read_file(part, names) for part in parquet_parts(path)], ignore_index=True)
     if path.name.lower().endswith(".parquet"):
         try:
             return pd.read_parquet(path, columns=names)
@@ -119,11 +128,17 @@ def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
     if raw.shape[0] == 0:
         raise InputError("the table is empty (no data rows).", file=label,
                          fix="point the source at a table with a header row and at least one row.")
-    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.read})
+    return conform_part(raw.reset_index(drop=True), schema, label)
+
+
+def conform_part(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
+    """The schema's read columns of `raw` (rows of a table indexed by their positions in it, counted from 0) in
+    their schema types (`read_source`); an InputError names the table's rows it cannot read."""
+    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.read}, index=raw.index)
 
 
 def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:
-    s = s.reset_index(drop=True)
+    """One column in its schema type; the index (the rows' positions in the table) is kept for error messages."""
     if col.kind in DATE_KINDS:
         return _parse_dates(s, col, label)
     if col.is_numeric:
@@ -163,7 +178,7 @@ def _parsed(s: pd.Series, parse, col: Column, label: str, what: str, fix: str) -
     bad = values.isna() & ~null
     if bad.any():
         rows = np.flatnonzero(bad.to_numpy())
-        examples = ", ".join(f"row {r + 1}: {text.iloc[r]!r}" for r in rows[:_EXAMPLES])
+        examples = ", ".join(f"row {int(text.index[r]) + 1}: {text.iloc[r]!r}" for r in rows[:_EXAMPLES])
         raise InputError(f"{len(rows)} values of this {col.kind} column are not {what} ({examples}; data rows "
                          "count from 1).", file=label, column=col.name, fix=fix)
     return values

@@ -129,16 +129,26 @@ def occurrence_bytes(rows: list[bytes]) -> list[bytes]:
     for b in rows:
         k = seen.get(b, 0)
         seen[b] = k + 1
-        out.append(b if k == 0 else b + b"\x1f" + str(k).encode())
+        out.append(occurrence(b, k))
     return out
+
+
+def occurrence(row: bytes, k: int) -> bytes:
+    """The bytes of the k-th copy of a row (`occurrence_bytes`)."""
+    return row if k == 0 else row + b"\x1f" + str(k).encode()
 
 
 def split_uniforms(df: pd.DataFrame, columns: list[str], key: bytes) -> np.ndarray:
     """u_i = first 64 bits of HMAC-SHA256(key, occurrence_bytes(row_bytes)_i) / 2^64 ∈ [0, 1), one per row."""
+    return keyed_uniforms(key, occurrence_bytes(row_bytes(df, columns)))
+
+
+def keyed_uniforms(key: bytes, messages: list[bytes]) -> np.ndarray:
+    """First 64 bits of HMAC-SHA256(key, m) / 2^64 ∈ [0, 1) for each message m (`split_uniforms`)."""
     if len(key) < 16:
         raise ValueError(f"the split key must have at least 128 bits, got {8 * len(key)}")
-    digests = (hmac.new(key, b, hashlib.sha256).digest()[:8] for b in occurrence_bytes(row_bytes(df, columns)))
-    return np.fromiter((int.from_bytes(d, "big") for d in digests), dtype=np.float64, count=len(df)) / 2.0 ** 64
+    digests = (hmac.new(key, m, hashlib.sha256).digest()[:8] for m in messages)
+    return np.fromiter((int.from_bytes(d, "big") for d in digests), dtype=np.float64, count=len(messages)) / 2.0 ** 64
 
 
 def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | int,
@@ -168,7 +178,12 @@ def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | 
         key = hashlib.sha256(f"synthrelease public split seed {int(key)}".encode()).digest()
     cols = list(df.columns) if columns is None else list(columns)
     holdout = split_uniforms(df, cols, bytes(key)) < holdout_fraction
-    if holdout.all() or not holdout.any():
-        raise ValueError(f"holdout_fraction {holdout_fraction} of {len(df)} rows leaves an empty train or "
-                         "holdout set")
+    check_sides(int((~holdout).sum()), int(holdout.sum()), holdout_fraction)
     return df[~holdout].reset_index(drop=True), df[holdout].reset_index(drop=True)
+
+
+def check_sides(train: int, holdout: int, holdout_fraction: float) -> None:
+    """ValueError when a split left the training or the holdout side empty."""
+    if not (train and holdout):
+        raise ValueError(f"holdout_fraction {holdout_fraction} of {train + holdout} rows leaves an empty train or "
+                         "holdout set")

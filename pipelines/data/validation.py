@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 _EXAMPLES = 5
 _REASONS = {"below": "below the lower bound", "above": "above the upper bound", "non_integer": "not whole numbers",
-            "unknown": "not in the category list", "null": "null"}
+            "unknown": "not in the category list", "nulls": "null"}
 
 
 def _gx() -> ModuleType:
@@ -99,9 +99,11 @@ def _violations(s: pd.Series, col: Column) -> dict[str, pd.Series]:
     return {"unknown": present & ~s.isin(list(col.categories))}
 
 
-def _examples(s: pd.Series, mask: pd.Series) -> str:
+def _examples(s: pd.Series, mask: pd.Series) -> list[str]:
+    """Up to _EXAMPLES flagged cells as "row N: value", N the frame's index + 1 (data rows count from 1; a part of
+    a larger table carries its rows' positions in the whole table as its index)."""
     rows = np.flatnonzero(mask.to_numpy())[:_EXAMPLES]
-    return ", ".join(f"row {r + 1}: {getattr(v, 'item', lambda: v)()!r}" for r, v in zip(rows, s.iloc[rows]))
+    return [f"row {int(s.index[r]) + 1}: {getattr(v, 'item', lambda: v)()!r}" for r, v in zip(rows, s.iloc[rows])]
 
 
 def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -114,11 +116,21 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
     clip: numeric values clipped to the bounds (non-integers in integer columns rounded); drop: rows
     with an out-of-domain value dropped; fatal: InputError. Other nulls are dropped (clip/drop) or fatal.
     Returns (clean frame of the modelled columns in schema dtypes with a fresh index, JSON-able report).
+    A table read in parts (pipelines/data/out_of_core.py) is `validate_part` of each part, `merge_parts` of
+    their counts and `finish` once: the same rows and report.
     """
+    clean, part = validate_part(df, schema)
+    return clean, finish(merge_parts([part]), schema, label)
+
+
+def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The rows of `df` (a table, or consecutive rows of one, indexed by their positions in it) that the policies
+    keep, clipped and in schema dtypes, and their counts: `finish` turns `merge_parts` of the parts' counts into
+    `validate_table`'s report (or its InputError). Per column, up to _EXAMPLES flagged cells (`examples`) for the
+    error of a fatal column; `finish` never lets them into the report."""
     modelled_nulls = {c: int(df[c].isna().sum()) for c in schema.missing}
     df = to_modelled(df, schema)
     gx_summary = _summary(_run(df, build_suite(schema)))
-    df = df.reset_index(drop=True)
     drop = pd.Series(False, index=df.index)
     clipped = pd.Series(False, index=df.index)  # rows whose value a clip policy changes (counted if kept)
     columns: dict[str, Any] = {}
@@ -127,26 +139,14 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
         nulls = s.isna()
         masks = _violations(s, col)
         bad = pd.concat(masks, axis=1).any(axis=1)
-        n_bad, n_null = int(bad.sum()), int(nulls.sum())
-        if col.on_invalid == "fatal" and n_bad + n_null:
-            detail = ", ".join(f"{int(m.sum())} {_REASONS[k]}" for k, m in {**masks, "null": nulls}.items() if m.any())
-            raise InputError(
-                f"{n_bad + n_null} values outside the public domain ({detail}; e.g. {_examples(s, bad | nulls)}; "
-                "data rows count from 1) and on_invalid is fatal.",
-                file=label, column=col.name,
-                fix="correct those rows in the source table, or set on_invalid: drop (or clip for a numeric "
-                    "column) for this column in the schema.")
         if col.on_invalid == "drop":
             drop |= bad
         elif col.on_invalid == "clip":
             clipped |= bad
         drop |= nulls
-        action = [col.on_invalid] if n_bad else []
-        if n_null:
-            action.append("drop nulls")
-        columns[col.name] = {"policy": col.on_invalid, "out_of_domain": n_bad, "nulls": n_null,
+        columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": int(nulls.sum()),
                              **{k: int(m.sum()) for k, m in masks.items()},
-                             "action": "; ".join(action) or "none"}
+                             "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else []}
     clipped &= ~drop
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
@@ -154,12 +154,79 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
             v = clean[col.name].astype("float64")
             clean[col.name] = (v.round() if col.kind == "integer" else v).clip(col.lower, col.upper)
         clean[col.name] = clean[col.name].astype(col.dtype)
-    report = {"schema": schema.name, "schema_hash": schema.hash(), "source": label,
-              "computed_from_private_data": True, "rows_in": len(df), "rows_out": len(clean),
-              "rows_dropped": int(drop.sum()), "rows_clipped": int(clipped.sum()), "columns": columns,
-              **({"modelled_nulls": modelled_nulls} if modelled_nulls else {}),
-              "gx": gx_summary}
-    return clean, report
+    return clean, {"rows_in": len(df), "rows_out": len(clean), "rows_dropped": int(drop.sum()),
+                   "rows_clipped": int(clipped.sum()), "columns": columns, "modelled_nulls": modelled_nulls,
+                   "gx": gx_summary}
+
+
+def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The counts of consecutive parts of a table (`validate_part`'s, in row order) as the whole table's: counts
+    summed, the first _EXAMPLES examples kept, and the Great Expectations outcome of the whole (an expectation
+    fails when it fails on some part, its unexpected count the parts' sum)."""
+    first = parts[0]
+    columns = {c: {k: (sum(p["columns"][c][k] for p in parts) if k != "examples"
+                       else [e for p in parts for e in p["columns"][c][k]][:_EXAMPLES]) for k in counts}
+               for c, counts in first["columns"].items()}
+    return {**{k: sum(p[k] for p in parts) for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
+            "columns": columns, "modelled_nulls": {c: sum(p["modelled_nulls"][c] for p in parts)
+                                                   for c in first["modelled_nulls"]},
+            "gx": parts[0]["gx"] if len(parts) == 1 else _merge_gx([p["gx"] for p in parts])}
+
+
+def _merge_gx(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """`_summary` of a whole table from its parts' (module docstring of `merge_parts`)."""
+    failed: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for s in summaries:
+        for f in s["failed"]:
+            key = (f["expectation"], f["column"])
+            if key not in failed:
+                failed[key] = dict(f)
+                continue
+            seen = failed[key]
+            if f["unexpected_count"] is not None:
+                seen["unexpected_count"] = (seen["unexpected_count"] or 0) + f["unexpected_count"]
+            seen["error"] = seen["error"] or f["error"]
+            if seen["observed"] is None:
+                seen["observed"] = f["observed"]
+    stats = dict(summaries[0]["statistics"])
+    evaluated = stats.get("evaluated_expectations", 0)
+    stats.update(successful_expectations=evaluated - len(failed), unsuccessful_expectations=len(failed),
+                 success_percent=(evaluated - len(failed)) / evaluated * 100 if evaluated else None)
+    return {"success": not failed, "statistics": stats, "failed": list(failed.values())}
+
+
+def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]:
+    """`validate_table`'s report from a table's counts (`merge_parts`); InputError for a fatal column with a value
+    outside the public domain or a null."""
+    columns: dict[str, Any] = {}
+    for col in schema.columns:
+        c = counts["columns"][col.name]
+        n_bad, n_null = c["out_of_domain"], c["nulls"]
+        if col.on_invalid == "fatal" and n_bad + n_null:
+            detail = ", ".join(f"{c[k]} {_REASONS[k]}" for k in (*_violation_keys(col), "nulls") if c[k])
+            raise InputError(
+                f"{n_bad + n_null} values outside the public domain ({detail}; e.g. {', '.join(c['examples'])}; "
+                "data rows count from 1) and on_invalid is fatal.",
+                file=label, column=col.name,
+                fix="correct those rows in the source table, or set on_invalid: drop (or clip for a numeric "
+                    "column) for this column in the schema.")
+        action = [col.on_invalid] if n_bad else []
+        if n_null:
+            action.append("drop nulls")
+        columns[col.name] = {"policy": col.on_invalid, "out_of_domain": n_bad, "nulls": n_null,
+                             **{k: c[k] for k in _violation_keys(col)}, "action": "; ".join(action) or "none"}
+    modelled = counts["modelled_nulls"]
+    return {"schema": schema.name, "schema_hash": schema.hash(), "source": label,
+            "computed_from_private_data": True,
+            **{k: counts[k] for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")}, "columns": columns,
+            **({"modelled_nulls": modelled} if modelled else {}), "gx": counts["gx"]}
+
+
+def _violation_keys(col: Column) -> tuple[str, ...]:
+    """The reasons `_violations` counts for `col`, in its order."""
+    if col.is_numeric:
+        return ("below", "above", "non_integer") if col.kind == "integer" else ("below", "above")
+    return ("unknown",)
 
 
 def check_row_loss(report: dict[str, Any], max_fraction: float, key: str = "dataset.max_dropped_fraction") -> None:

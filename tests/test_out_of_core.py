@@ -1,0 +1,196 @@
+"""Validate and prepare in parts on a Dask cluster (pipelines/data/out_of_core.py, issue 32): the same files, byte for
+byte, the same report and the same errors as the one-process path, on tables read in several parts whose repeated
+rows (the split's occurrence indices) fall in different parts."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import pipelines.io as io
+from pipelines.config import Orchestration
+from pipelines.data import out_of_core
+from pipelines.data.readers import read_source
+from pipelines.data.schema import Schema, load_schema
+from pipelines.data.transform import Encoder, train_holdout_split
+from pipelines.data.validation import validate_table
+from pipelines.errors import InputError
+
+TOY = {"name": "toy", "on_invalid": "drop", "columns": {
+    "n": {"kind": "integer", "lower": 0, "upper": 10, "on_invalid": "clip"},
+    "v": {"kind": "continuous", "lower": 0, "upper": 1},
+    "c": {"kind": "categorical", "categories": ["a", "b", "?"]},
+    "y": {"kind": "binary", "categories": [0, 1]}}}
+ROWS = 3000
+KEY = b"out-of-core test split key, 32b."
+
+
+def schema(tmp_path: Path, **column_changes: dict) -> Schema:
+    doc = yaml.safe_load(yaml.safe_dump(TOY))
+    for name, change in column_changes.items():
+        doc["columns"][name].update(change)
+    (tmp_path / "toy.yaml").write_text(yaml.safe_dump(doc))
+    return load_schema(tmp_path / "toy.yaml")
+
+
+def raw_table() -> pd.DataFrame:
+    """3,000 rows drawn with replacement from 60 (every row repeats, across parts), as text: out-of-domain values of
+    each kind (clipped, dropped), nulls, an unknown category and one with spaces."""
+    rng = np.random.default_rng(0)
+    base = pd.DataFrame({"n": rng.integers(-2, 13, 60).astype(str), "v": np.round(rng.random(60) * 1.2, 1).astype(str),
+                         "c": rng.choice(["a", "b", "?", "zz", " b "], 60),
+                         "y": rng.choice(["0", "1", "2"], 60, p=[.45, .45, .1])})
+    base.loc[3, "v"], base.loc[7, "n"] = "", ""
+    return base.sample(ROWS, replace=True, random_state=1).reset_index(drop=True)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      memory_limit="1GiB") as c:
+        yield c
+
+
+def on(cluster, blocksize: str = "8kB") -> Orchestration:
+    """The configuration of a run on `cluster` (its scheduler address), reading parts of `blocksize` bytes."""
+    return Orchestration(task_runner="dask", dask_address=cluster.scheduler_address, dask_blocksize=blocksize)
+
+
+def test_parquet_parts_write_the_bytes_of_one_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "ROW_GROUP_ROWS", 1000)
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"a": rng.integers(0, 5, 3500), "b": pd.Series(rng.choice(["x", "yy"], 3500), dtype="str"),
+                          "c": rng.random(3500)})
+    for rows, bounds in ((frame, (0, 300, 1700, 1700, 3100, 3500)), (frame.iloc[:0], (0, 0))):
+        io.write_parquet(tmp_path / "whole.parquet", rows)
+        parts = io.ParquetParts(tmp_path / "parts.parquet")
+        for lo, hi in zip(bounds, bounds[1:]):
+            parts.add(rows.iloc[lo:hi])
+        parts.close(rows.iloc[:0])
+        assert parts.rows == len(rows) and sha(tmp_path / "parts.parquet") == sha(tmp_path / "whole.parquet")
+    parts = io.ParquetParts(tmp_path / "mixed.parquet")
+    parts.add(frame.iloc[:10])
+    with pytest.raises(ValueError, match="a part's columns or types differ"):
+        parts.add(frame.iloc[10:20].astype({"a": float}))
+
+
+@pytest.mark.parametrize("form", ["csv", "parquet parts"])
+def test_validate_in_parts_writes_the_one_process_file_and_report(tmp_path, cluster, form):
+    sch, raw = schema(tmp_path), raw_table()
+    if form == "csv":
+        source = tmp_path / "t.csv"
+        raw.to_csv(source, index=False)
+    else:
+        source = tmp_path / "parts"
+        source.mkdir()
+        for i, lo in enumerate(range(0, ROWS, 1100)):   # three parts, read in name order
+            raw.iloc[lo:lo + 1100].to_parquet(source / f"part-{i}.parquet", index=False)
+    table = read_source(str(source), sch)
+    clean, report = validate_table(table.frame, sch, table.label)
+    io.write_parquet(tmp_path / "one.parquet", clean)
+    parts, _, _ = out_of_core.read_parts(str(source), sch, "strict", "8kB")
+    assert parts.npartitions >= 3
+    got, label, ignored = out_of_core.validate(str(source), sch, "strict", on(cluster), tmp_path / "parts.parquet")
+    assert (label, ignored) == (table.label, ())
+    assert got == report and 0 < report["rows_out"] < ROWS and report["rows_clipped"] > 0
+    assert sha(tmp_path / "parts.parquet") == sha(tmp_path / "one.parquet")
+
+
+def test_errors_in_parts_name_the_rows_of_the_whole_table(tmp_path, cluster):
+    sch, raw = schema(tmp_path, v={"on_invalid": "fatal"}), raw_table()
+    raw.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(InputError) as one:
+        validate_table(read_source(str(tmp_path / "t.csv"), sch).frame, sch, str(tmp_path / "t.csv"))
+    with pytest.raises(InputError) as parts:
+        out_of_core.validate(str(tmp_path / "t.csv"), sch, "strict", on(cluster), tmp_path / "out.parquet")
+    assert str(parts.value) == str(one.value) and "and on_invalid is fatal" in str(one.value)
+    raw.loc[2499, "v"] = "not a number"      # data row 2,500 of the file, in its third 8 kB part
+    raw.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(InputError, match=r"1 values of this continuous column are not numbers \(row 2500: "
+                                         r"'not a number'.*\(counted in rows \d+-\d+, the first part") as e:
+        out_of_core.validate(str(tmp_path / "t.csv"), schema(tmp_path), "strict", on(cluster),
+                             tmp_path / "out.parquet")
+    assert e.value.column == "v"
+
+
+def test_split_in_parts_writes_the_one_process_files(tmp_path, cluster, monkeypatch):
+    monkeypatch.setattr(io, "ROW_GROUP_ROWS", 500)        # the validated table in row groups of 500: its parts
+    sch = schema(tmp_path)
+    table = read_source(str(_csv(tmp_path)), sch)
+    clean, _ = validate_table(table.frame, sch, table.label)
+    io.write_parquet(tmp_path / "validated.parquet", clean)
+    first_part = set(map(tuple, clean.iloc[:500].to_numpy().tolist()))
+    assert any(tuple(r) in first_part for r in clean.iloc[1500:].to_numpy().tolist())  # copies in other parts
+    train, holdout = train_holdout_split(pd.read_parquet(tmp_path / "validated.parquet"), 0.2, KEY, sch.names)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "parts").mkdir()
+    encoder = Encoder(sch)
+    io.write_parquet(tmp_path / "one" / "train.parquet", train)
+    io.write_parquet(tmp_path / "one" / "holdout.parquet", holdout)
+    io.write_parquet(tmp_path / "one" / "train_encoded.parquet",
+                     pd.DataFrame(encoder.encode(train), columns=encoder.column_names()))
+    rows = out_of_core.split(tmp_path / "validated.parquet", sch, KEY, 0.2, on(cluster), tmp_path / "parts")
+    assert rows == (len(train), len(holdout)) and len(holdout) > 0
+    for name in ("train", "holdout", "train_encoded"):
+        assert sha(tmp_path / "parts" / f"{name}.parquet") == sha(tmp_path / "one" / f"{name}.parquet"), name
+
+
+def _csv(tmp_path: Path) -> Path:
+    raw_table().to_csv(tmp_path / "t.csv", index=False)
+    return tmp_path / "t.csv"
+
+
+@pytest.mark.slow
+def test_validate_and_prepare_stages_on_dask_write_the_threads_files(tmp_path):
+    """The stages with `orchestration.task_runner: dask` (a local cluster of two worker processes with a memory
+    limit, started by the stage) write what they write in one process; a table that loses too many rows writes
+    nothing."""
+    from tests.test_pipeline import make_root, run_stages
+    roots = {}
+    for runner in ("threads", "dask"):
+        (tmp_path / runner).mkdir()
+        roots[runner] = make_root(tmp_path / runner, {"orchestration": {
+            "task_runner": runner, "dask_workers": 2, "dask_memory_limit": "1GiB", "dask_blocksize": "1MiB"}})
+        run_stages(roots[runner], "prepare")
+    files = ["data/raw/breast_cancer/validated.parquet", "reports/breast_cancer/validation.json",
+             *(f"data/prepared/breast_cancer/{n}" for n in ("train.parquet", "holdout.parquet",
+                                                            "train_encoded.parquet", "layout.json"))]
+    for name in files:
+        assert sha(roots["dask"] / name) == sha(roots["threads"] / name), name
+    root = make_root(tmp_path / "refused", {"orchestration": {"task_runner": "dask", "dask_workers": 1},
+                                            "dataset": {"max_dropped_fraction": 0.0}})
+    sch = yaml.safe_load((root / "schemas" / "breast_cancer.yaml").read_text())
+    sch["columns"]["mean_radius"].update(upper=15.0, on_invalid="drop")
+    (root / "schemas" / "breast_cancer.yaml").write_text(yaml.safe_dump(sch, sort_keys=False))
+    with pytest.raises(InputError, match="validation would drop"):
+        run_stages(root, "validate")
+    assert not (root / "data").exists()
+
+
+def test_a_partitioned_table_is_its_parts_in_name_order_and_bad_directories_are_named(tmp_path):
+    sch, raw = schema(tmp_path), raw_table()
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i, lo in enumerate(range(0, ROWS, 1000)):
+        raw.iloc[lo:lo + 1000].to_parquet(parts / f"part-{i}.parquet", index=False)
+    (parts / "_SUCCESS").write_text("")                  # a writer's marker file is not a part
+    pd.testing.assert_frame_equal(read_source(str(parts), sch).frame, read_source(str(_csv(tmp_path)), sch).frame)
+    raw.iloc[:5].drop(columns="y").to_parquet(parts / "part-9.parquet", index=False)
+    with pytest.raises(InputError, match=r"part-9\.parquet.*this part's columns \['n', 'v', 'c'\] differ"):
+        read_source(str(parts), sch)
+    (parts / "part-9.parquet").unlink()
+    (parts / "year=2020").mkdir()
+    with pytest.raises(InputError, match=r"parts.*subdirectories \(year=2020\).*Fix: write every part"):
+        read_source(str(parts), sch)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=r"empty: the directory holds no \.parquet file"):
+        read_source(str(tmp_path / "empty"), sch)
