@@ -157,7 +157,7 @@ def validate(source: str, schema: Schema, columns: ColumnMode, orchestration: Or
             parts.append(counts)
             empty = clean.iloc[:0] if empty is None else empty
         writer.close(empty)
-    return finish(merge_parts(parts), schema, label), label, ignored
+    return finish(merge_parts(parts, schema), schema, label), label, ignored
 
 
 # -- prepare: the keyed split ----------------------------------------------------------------------------------

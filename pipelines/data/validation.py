@@ -120,7 +120,7 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
     their counts and `finish` once: the same rows and report.
     """
     clean, part = validate_part(df, schema)
-    return clean, finish(merge_parts([part]), schema, label)
+    return clean, finish(merge_parts([part], schema), schema, label)
 
 
 def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -159,10 +159,10 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
                    "gx": gx_summary}
 
 
-def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_parts(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
     """The counts of consecutive parts of a table (`validate_part`'s, in row order) as the whole table's: counts
     summed, the first _EXAMPLES examples kept, and the Great Expectations outcome of the whole (an expectation
-    fails when it fails on some part, its unexpected count the parts' sum)."""
+    fails when it fails on some part, its unexpected count the parts' sum; failures in the suite's order)."""
     first = parts[0]
     columns = {c: {k: (sum(p["columns"][c][k] for p in parts) if k != "examples"
                        else [e for p in parts for e in p["columns"][c][k]][:_EXAMPLES]) for k in counts}
@@ -170,11 +170,12 @@ def merge_parts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {**{k: sum(p[k] for p in parts) for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
             "columns": columns, "modelled_nulls": {c: sum(p["modelled_nulls"][c] for p in parts)
                                                    for c in first["modelled_nulls"]},
-            "gx": parts[0]["gx"] if len(parts) == 1 else _merge_gx([p["gx"] for p in parts])}
+            "gx": parts[0]["gx"] if len(parts) == 1 else _merge_gx([p["gx"] for p in parts], schema)}
 
 
-def _merge_gx(summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """`_summary` of a whole table from its parts' (module docstring of `merge_parts`)."""
+def _merge_gx(summaries: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
+    """`_summary` of a whole table from its parts' (`merge_parts`), its failures in `build_suite`'s order (the
+    table's column set, then per column: not null, bounds or category set, type)."""
     failed: dict[tuple[Any, Any], dict[str, Any]] = {}
     for s in summaries:
         for f in s["failed"]:
@@ -192,7 +193,12 @@ def _merge_gx(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     evaluated = stats.get("evaluated_expectations", 0)
     stats.update(successful_expectations=evaluated - len(failed), unsuccessful_expectations=len(failed),
                  success_percent=(evaluated - len(failed)) / evaluated * 100 if evaluated else None)
-    return {"success": not failed, "statistics": stats, "failed": list(failed.values())}
+    rank = {"expect_column_values_to_not_be_null": 0, "expect_column_values_to_be_between": 1,
+            "expect_column_values_to_be_in_set": 1, "expect_column_values_to_be_of_type": 2}
+    column = {name: i for i, name in enumerate(schema.names)}
+    order = sorted(failed.values(), key=lambda f: (-1, 0) if f["column"] is None else
+                   (column.get(f["column"], len(column)), rank.get(f["expectation"], 3)))
+    return {"success": not failed, "statistics": stats, "failed": order}
 
 
 def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]:
