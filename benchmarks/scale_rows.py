@@ -93,6 +93,13 @@ def is_idle(stage: dict[str, Any], selected: set[str]) -> bool:
     return bool(gen) and gen not in selected
 
 
+def chosen(root: Path) -> list[str]:
+    """The generators the budget stage selected (all of them before it has run)."""
+    from pipelines.config import Paths
+    from pipelines.selection import selected
+    return selected(Paths("adult", root), yaml.safe_load((root / "params.yaml").read_text())["generators"])
+
+
 def partitioned(root: Path, table: Any, rows: int) -> None:
     """The project's source as a directory of Parquet parts of `rows` rows (part-00000.parquet, ...)."""
     parts = root / "source" / "adult"
@@ -165,7 +172,7 @@ def main() -> None:
             results[n] = run_stages(root, args.stages)
             index = root / "releases" / "adult" / "latest.json"
             selected[n] = ({r["generator"] for r in json.loads(index.read_text())["released"]} if index.exists()
-                           else set())
+                           else set(chosen(root)))   # no release stage ran: the budget stage's choice
             print(f"{n:,} rows: published {sorted(selected[n])}; load before {load}, after {os.getloadavg()}",
                   flush=True)
     print("\n" + summary(results, selected))
