@@ -102,6 +102,12 @@ def in_order(c: Any, tasks: list[Any]) -> Iterator[Any]:
         yield result
 
 
+def _part_rows(c: Any, frame: Any) -> tuple[list[int], list[int]]:
+    """Each part's row count and the position of its first row in the table (one pass over the parts)."""
+    lengths = [int(n) for n in c.compute(frame.map_partitions(len)).result()]
+    return lengths, np.cumsum([0, *lengths[:-1]]).tolist()
+
+
 # -- validate ---------------------------------------------------------------------------------------------------
 def read_parts(source: str, schema: Schema, columns: ColumnMode, blocksize: str) -> tuple[Any, str, tuple[str, ...]]:
     """(Dask dataframe of the source's schema columns as `readers.read_source` reads them, unconverted; the label;
@@ -144,19 +150,17 @@ def validate(source: str, schema: Schema, columns: ColumnMode, orchestration: Or
     from dask import delayed
     frame, label, ignored = read_parts(source, schema, columns, orchestration.dask_blocksize)
     with client(orchestration) as c:
-        lengths = [int(n) for n in c.compute(frame.map_partitions(len)).result()]
+        lengths, firsts = _part_rows(c, frame)
         if not sum(lengths):
             raise InputError("the table is empty (no data rows).", file=label,
                              fix="point the source at a table with a header row and at least one row.")
-        firsts = np.cumsum([0, *lengths[:-1]]).tolist()
         tasks = [delayed(_validated_part)(part, first, schema, label)
                  for part, first in zip(frame.to_delayed(), firsts)]
-        writer, parts, empty = ParquetParts(out), [], None
+        writer, parts = ParquetParts(out), []
         for clean, counts in in_order(c, tasks):
             writer.add(clean)
             parts.append(counts)
-            empty = clean.iloc[:0] if empty is None else empty
-        writer.close(empty)
+        writer.close(clean.iloc[:0])
     return finish(merge_parts(parts, schema), schema, label), label, ignored
 
 
@@ -201,8 +205,7 @@ def split(validated: Path, schema: Schema, key: bytes, holdout_fraction: float, 
     columns = schema.names
     frame = dd.read_parquet(str(validated), split_row_groups=True)
     with client(orchestration) as c:
-        lengths = [int(n) for n in c.compute(frame.map_partitions(len)).result()]
-        firsts = np.cumsum([0, *lengths[:-1]]).tolist()
+        lengths, firsts = _part_rows(c, frame)
         meta = pd.DataFrame({"hi": np.zeros(0, np.uint64), "lo": np.zeros(0, np.uint64), "pos": np.zeros(0, np.int64)})
         keys = dd.from_delayed([delayed(_keys)(part, first, columns, key)
                                 for part, first in zip(frame.to_delayed(), firsts)], meta=meta, verify_meta=False)
@@ -215,13 +218,11 @@ def split(validated: Path, schema: Schema, key: bytes, holdout_fraction: float, 
         tasks = [delayed(_split_part)(part, rep, first, columns, key, holdout_fraction, schema)
                  for part, rep, first in zip(frame.to_delayed(), by_part, firsts)]
         writers = {name: ParquetParts(out / f"{name}.parquet") for name in ("train", "holdout", "train_encoded")}
-        empty: tuple[pd.DataFrame, ...] | None = None
         for parts in in_order(c, tasks):
             for writer, part in zip(writers.values(), parts):
                 writer.add(part)
-            empty = empty or tuple(p.iloc[:0] for p in parts)
     rows = writers["train"].rows, writers["holdout"].rows
     check_sides(*rows, holdout_fraction)
-    for writer, frame_ in zip(writers.values(), empty):
-        writer.close(frame_)
+    for writer, part in zip(writers.values(), parts):
+        writer.close(part.iloc[:0])
     return rows
