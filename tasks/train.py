@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import json
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
-
 
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
-from pipelines.generators.base import Budget
+from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, write_json
 from pipelines.marginal.calibrate import summary as calibration_summary
@@ -21,6 +21,15 @@ from pipelines.runtime import torch_threads
 from tasks import common, unselected
 from tasks.artifacts import publish
 from tasks.progress import stage_progress
+
+
+def cluster(config: Config, gen: PrivateGenerator) -> AbstractContextManager[Any]:
+    """The Dask client a generator that reads its rows in chunks counts them on (`RowChunks.map`: MST's and AIM's
+    marginals, a row group per worker task) with `orchestration.task_runner: dask`; else none (None)."""
+    if config.orchestration.task_runner == "dask" and gen.reads_in_chunks:
+        from pipelines.data import out_of_core
+        return out_of_core.client(config.orchestration)
+    return nullcontext()
 
 
 def train(config: Config, generator: str, run_id: str | None = None,
@@ -43,7 +52,7 @@ def train(config: Config, generator: str, run_id: str | None = None,
     stage_hashes = common.hashes(config, "train", sch, generator)
     noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: {"train": table.content_hash()},
                               f"{ds}/train@{generator}", binding_facts(stage_hashes, budget.epsilon, budget.delta))
-    with stage_progress(f"{ds}-{generator}-train-progress", f"train@{generator}"):
+    with cluster(config, gen) as table.client, stage_progress(f"{ds}-{generator}-train-progress", f"train@{generator}"):
         gen.fit(table, session, budget, noise)  # reserves the planned spend before converting `table`
     spent = {r["seq"]: r for r in led.rows(ds) if r["seq"] in session.row_ids}
     events = [event_from_dict(json.loads(spent[i]["event_json"])) for i in session.row_ids]

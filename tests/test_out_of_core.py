@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -156,20 +157,30 @@ def _csv(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_validate_and_prepare_stages_on_dask_write_the_threads_files(tmp_path):
     """The stages with `orchestration.task_runner: dask` (a local cluster of two worker processes with a memory
-    limit, started by the stage) write what they write in one process; a table that loses too many rows writes
-    nothing."""
+    limit, started by the stage) write what they write in one process, and train@mst (its marginals counted on
+    the cluster the stage starts) fits the same model with the same ledger events; a table that loses too many
+    rows writes nothing."""
+    from pipelines.config import load_params
+    from pipelines.generators.mst import MST
+    from tasks.train import train
     from tests.test_pipeline import make_root, run_stages
-    roots = {}
+    roots, fitted = {}, {}
     for runner in ("threads", "dask"):
         (tmp_path / runner).mkdir()
-        roots[runner] = make_root(tmp_path / runner, {"orchestration": {
-            "task_runner": runner, "dask_workers": 2, "dask_memory_limit": "1GiB", "dask_blocksize": "1MiB"}})
-        run_stages(roots[runner], "prepare")
+        roots[runner] = make_root(tmp_path / runner, {
+            "generators": ["mst"], "weights": {"generators": []}, "orchestration": {
+                "task_runner": runner, "dask_workers": 2, "dask_memory_limit": "1GiB", "dask_blocksize": "1MiB"}})
+        run_stages(roots[runner], "budget")
+        privacy = train(load_params(roots[runner] / "params.yaml"), "mst", root=roots[runner])
+        model = MST.load(roots[runner] / "models" / "breast_cancer" / "mst")
+        fitted[runner] = (privacy["events"], model.structure, model.sample(200, 0))
     files = ["data/raw/breast_cancer/validated.parquet", "reports/breast_cancer/validation.json",
              *(f"data/prepared/breast_cancer/{n}" for n in ("train.parquet", "holdout.parquet",
                                                             "train_encoded.parquet", "layout.json"))]
     for name in files:
         assert sha(roots["dask"] / name) == sha(roots["threads"] / name), name
+    assert fitted["dask"][:2] == fitted["threads"][:2]
+    np.testing.assert_array_equal(fitted["dask"][2], fitted["threads"][2])
     root = make_root(tmp_path / "refused", {"orchestration": {"task_runner": "dask", "dask_workers": 1},
                                             "dataset": {"max_dropped_fraction": 0.0}})
     sch = yaml.safe_load((root / "schemas" / "breast_cancer.yaml").read_text())
@@ -198,3 +209,44 @@ def test_a_partitioned_table_is_its_parts_in_name_order_and_bad_directories_are_
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match=r"empty: the directory holds no \.parquet file"):
         read_source(str(tmp_path / "empty"), sch)
+
+
+@pytest.mark.parametrize("name, params", [("mst", {"n_bins": 4, "iters": 50}),
+                                          ("aim", {"n_bins": 4, "iters": 30, "max_rounds": 3, "final_iters": 30})])
+def test_mst_and_aim_count_their_marginals_on_the_cluster_and_fit_the_same_model(name, params, tmp_path, cluster,
+                                                                                  monkeypatch):
+    """With a Dask client on the encoded table (the train stage's with `task_runner: dask`), each row group's counts
+    are computed by a worker: the same counts, so the same noise draws give the same model and rows as in one
+    process; a bad value in one row group is the one-process error."""
+    from distributed import Client, get_task_stream
+
+    from pipelines.data.encoded import EncodedTable
+    from pipelines.generators.base import Budget
+    from pipelines.generators.registry import make_generator
+    from test_aim_mst import LAYOUT, toy_rows
+    from test_generator_contract import Session
+    from test_row_chunks import encoded_table
+    monkeypatch.setattr(io, "ROW_GROUP_ROWS", 1000)
+    rows = toy_rows(3500)
+    table = encoded_table(tmp_path, rows)
+    assert pq.ParquetFile(table.path).num_row_groups == 4
+    samples = []
+    with Client(cluster) as client:
+        for on_cluster in (None, client):
+            gen = make_generator(name, LAYOUT, {**params, "noise_seed": 4}, "cpu")
+            table = EncodedTable(table.path)
+            table.client = on_cluster
+            with get_task_stream(client) as stream:
+                gen.fit(table, Session(), Budget(1.0, 1e-5))
+            assert table.reads == 2                      # the 1-way counts, then the compressed domain's
+            mapped = [t for t in stream.data if str(t["key"]).startswith("_mapped_group")]
+            assert len(mapped) == (8 if on_cluster else 0)   # two passes of 4 row groups, on the workers
+            samples.append(gen.sample(500, 2))
+        np.testing.assert_array_equal(samples[0], samples[1])
+        bad = rows.copy()
+        bad[2500, 4] = 1.5                               # column c, in the third row group only
+        (tmp_path / "bad").mkdir()
+        table = encoded_table(tmp_path / "bad", bad)
+        table.client = client
+        with pytest.raises(ValueError, match="column 'c' has encoded values outside"):
+            make_generator(name, LAYOUT, {**params, "noise_seed": 4}, "cpu").fit(table, Session(), Budget(1.0, 1e-5))

@@ -39,6 +39,7 @@ class EncodedTable:
         self.n_rows_source = str(summary.get("rows_public_source", ""))
         self.n_actual = pq.read_metadata(self.path).num_rows  # private: never in a public artefact
         self.reads = 0
+        self.client: Any = None   # a Dask client: `RowChunks.map` reads the row groups on its workers
 
     def __len__(self) -> int:
         """n̂, the public training row count (not the file's row count)."""
@@ -60,13 +61,43 @@ class EncodedTable:
             yield batch.to_pandas().to_numpy(dtype=np.float32, copy=True)
 
 
+def row_group(path: Path, group: int) -> np.ndarray:
+    """Row group `group` of the encoded table at `path`, as a float32 matrix."""
+    return pq.ParquetFile(path).read_row_group(group).to_pandas().to_numpy(dtype=np.float32, copy=True)
+
+
+def _mapped_group(path: Path, group: int, check: Callable[[np.ndarray], None], fn: Callable[[np.ndarray], Any]) -> Any:
+    """`fn` of one checked row group (`RowChunks.map`, on a worker)."""
+    rows = row_group(path, group)
+    check(rows)
+    return fn(rows)
+
+
 class RowChunks:
     """Training rows a fit reads a chunk at a time, each chunk checked by `check` (the generator's input check) as
     it is read: an `EncodedTable` from its Parquet row groups (never the whole file), anything else as one matrix
-    sliced into chunks. Each iteration is one pass over the rows; np.asarray gives them all at once."""
+    sliced into chunks. Each iteration is one pass over the rows; np.asarray gives them all at once; `map` is one
+    pass that applies a function to each chunk, on the table's Dask cluster when it has one (`EncodedTable.client`:
+    the train stage's with `orchestration.task_runner: dask`)."""
 
     def __init__(self, X: Any, check: Callable[[np.ndarray], None], rows: int) -> None:
         self.X, self.check, self.rows = X, check, int(rows)
+
+    def map(self, fn: Callable[[np.ndarray], Any]) -> Iterator[Any]:
+        """`fn` of each checked chunk, in row order. On a Dask cluster a chunk is a row group, read, checked and
+        mapped by a worker (`fn` and `check` travel to it: module-level functions and public objects only, never a
+        noise stream), at most a few row groups per worker at once (`out_of_core.in_order`); here, `rows` rows."""
+        client = getattr(self.X, "client", None)
+        if client is None:
+            yield from (fn(chunk) for chunk in self)
+            return
+        from dask import delayed
+
+        from pipelines.data.out_of_core import in_order
+        self.X.reads += 1
+        groups = pq.ParquetFile(self.X.path).num_row_groups
+        yield from in_order(client, [delayed(_mapped_group, pure=False)(self.X.path, g, self.check, fn)
+                                     for g in range(groups)])
 
     def __iter__(self) -> Iterator[np.ndarray]:
         if isinstance(self.X, EncodedTable):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -241,7 +242,7 @@ class PrivateGenerator(ABC):
             self.plan(len(X), budget or Budget(p["epsilon"], STANDALONE_DELTA))
         plan = self.privacy
         session.reserve(list(plan.events))
-        data = RowChunks(X, self._check, self.chunk_rows) if self.reads_in_chunks else self._read(X)
+        data = RowChunks(X, self._check(), self.chunk_rows) if self.reads_in_chunks else self._read(X)
         source = (noise or NoiseSource()).overridden(p["noise_seed"]).bound(
             plan=plan.to_dict(), **runtime_facts(self.device, session))
         streams = source.streams(plan.private, int(p["seed"]))
@@ -258,12 +259,13 @@ class PrivateGenerator(ABC):
     def _read(self, X: Any) -> np.ndarray:
         """X as float32 rows of the layout's width in [0, 1] (its row count is private: not checked)."""
         data = np.asarray(X, dtype=np.float32)
-        self._check(data)
+        self._check()(data)
         return data
 
-    def _check(self, rows: np.ndarray) -> None:
-        """`check_encoded` for this generator's table layout (a whole matrix, or each chunk as it is read)."""
-        check_encoded(self.name, self.table_layout, rows, self.input_note)
+    def _check(self) -> Callable[[np.ndarray], None]:
+        """`check_encoded` for this generator's table layout (a whole matrix, or each chunk as it is read), as a
+        function of the rows that a Dask worker can run (`RowChunks.map`: it carries no part of the generator)."""
+        return partial(check_encoded, self.name, self.table_layout, why=self.input_note)
 
     def _model_encoding(self) -> BinnedEncoding | None:
         """The public map from the table's layout to the layout the method trains on (`BinnedEncoding`, no budget:

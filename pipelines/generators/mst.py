@@ -11,7 +11,7 @@ domain compression). Design, derivations and evidence: docs/aim-mst.md.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from pipelines.data.encoded import RowChunks
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
+from pipelines.marginal.measure import Passes
 from pipelines.marginal.mst import MSTPlan, plan_mst, run_mst
 from pipelines.marginal.sample import sample_codes
 from pipelines.privacy.events import Event
@@ -76,10 +77,11 @@ class MST(PrivateGenerator):
         report(self.name, 1, 1)
         return events
 
-    def _code_passes(self, data: RowChunks) -> Callable[[], Iterator[np.ndarray]]:
+    def _code_passes(self, data: RowChunks) -> Passes:
         """Passes over the training rows' integer codes (`Discretizer.codes`), one row chunk at a time: the rows are
-        never held whole (`reads_in_chunks`), the mechanism counts its marginals chunk by chunk."""
-        return lambda: (self.discretizer.codes(chunk) for chunk in data)
+        never held whole (`reads_in_chunks`), the mechanism counts its marginals chunk by chunk (on a Dask cluster's
+        workers when the table has one: `RowChunks.map`)."""
+        return Passes(data, (self.discretizer.codes,))
 
     def _jax_device(self) -> str:
         return "cuda" if self.device == "cuda" else "cpu"

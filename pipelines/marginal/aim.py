@@ -42,7 +42,7 @@ from scipy import optimize
 
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
-from pipelines.marginal.measure import Codes, chunk_passes, marginals, measure, measurement_event
+from pipelines.marginal.measure import Codes, chunk_passes, measure, measurement_event
 from pipelines.marginal.select import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import (BOUNDED_RANGE, Event, GaussianEvent, NonPrivateEvent, PureEpsilonEvent,
@@ -182,15 +182,15 @@ def candidates(work: list[tuple[str, ...]]) -> dict[tuple[str, ...], float]:
 def run_aim(codes: Codes, shape, names: list[str], plan: AIMPlan, rng, work, max_model_size: float,
             iters: int, final_iters: int, device: str = "cpu", progress=None, compress_above: int | None = None):
     """Run AIM under `plan` (its n̂ the estimation's total unless the measurements contradict it) on integer codes
-    (a matrix, or passes over chunks of it: `measure.chunk_passes`), on the domain its 1-way measurements compress
+    (a matrix, or `measure.Passes` over chunks of it), on the domain its 1-way measurements compress
     (`Compression`, columns above `compress_above` cells); returns (model on that domain, actual events, the rounds'
     log, the compression). The rows are read in two passes: the 1-way counts, then every candidate's on the
-    compressed domain (`measure.marginals`), which the rounds measure. Every round's selection and measurement pass
+    compressed domain (`Passes.count`), which the rounds measure. Every round's selection and measurement pass
     the rounds' `ZCDPFilter` first (module docstring); each log entry holds the round's σ_t and ρ_t
     (Σρ_t ≤ plan.rho_rounds)."""
     idx = {n: i for i, n in enumerate(names)}
     private, chunks = plan.scale > 0, chunk_passes(codes)
-    counts = marginals(chunks(), shape, [(i,) for i in range(len(names))])
+    counts = chunks.count(shape, [(i,) for i in range(len(names))])
     one_way, events, log = [], [], []
     for n in names:
         y, ev = measure(counts[(idx[n],)], plan.scale, rng, query=f"1-way {n}")
@@ -201,7 +201,7 @@ def run_aim(codes: Codes, shape, names: list[str], plan: AIMPlan, rng, work, max
     dom = est.domain(names, shape, device)
     sizes = dict(zip(names, shape))
     cands = candidates(work)
-    counts = marginals((compression.codes(c) for c in chunks()), shape, [[idx[a] for a in r] for r in cands])
+    counts = chunks.then(compression.codes).count(shape, [[idx[a] for a in r] for r in cands])
     exact = {r: counts[tuple(idx[a] for a in r)] for r in cands}
     meas = []
     for n, y in zip(names, one_way):

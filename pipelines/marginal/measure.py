@@ -12,7 +12,8 @@ are integers (returned as float64 for the estimators).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Union
+from functools import partial
+from typing import Any, Union
 
 import numpy as np
 
@@ -23,7 +24,7 @@ COUNT_L2_SENSITIVITY = 1.0
 COUNT_SENSITIVITY = 1          # one cell moves by one (module docstring)
 
 
-Codes = Union[np.ndarray, Callable[[], Iterable[np.ndarray]]]   # the rows' codes: a matrix, or a pass over chunks
+Codes = Union[np.ndarray, "Passes"]   # the rows' codes: a matrix, or passes over chunks of them
 
 
 def marginal(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
@@ -36,10 +37,44 @@ def marginal(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> 
     return np.bincount(flat, minlength=int(np.prod(dims))).reshape(dims).astype(np.float64)
 
 
-def chunk_passes(codes: Codes) -> Callable[[], Iterable[np.ndarray]]:
-    """A pass over the rows' code chunks per call: a matrix is one chunk; a callable (a reader of the training
-    table in row groups, `pipelines.data.encoded.RowChunks`) is called for each pass."""
-    return (lambda: (codes,)) if isinstance(codes, np.ndarray) else codes
+class Passes:
+    """Passes over the rows' integer codes: `rows` (a matrix, or `pipelines.data.encoded.RowChunks`: the training
+    table in row groups, on a Dask cluster when it has one) with each of `fns` applied in turn to each chunk (a
+    generator's discretiser, AIM's and MST's compression). `count` is one pass: every chunk's counts (`marginals`)
+    added up, where the chunk is mapped (`RowChunks.map`: each row group's counts computed by a worker, the sums
+    here); the counts are integers, so the totals are the same whatever the order of the chunks or where each was
+    counted."""
+
+    def __init__(self, rows: Any, fns: Sequence[Callable[[np.ndarray], np.ndarray]] = ()) -> None:
+        self.rows, self.fns = rows, tuple(fns)
+
+    def then(self, fn: Callable[[np.ndarray], np.ndarray]) -> "Passes":
+        """These passes with `fn` applied to each chunk after the others."""
+        return Passes(self.rows, (*self.fns, fn))
+
+    def count(self, shape: Sequence[int], cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+        """`marginals` of the codes, in one pass over the rows."""
+        cliques = list(dict.fromkeys(tuple(int(c) for c in q) for q in cliques))
+        counted = partial(count_chunk, fns=self.fns, shape=tuple(int(n) for n in shape), cliques=cliques)
+        parts = [counted(self.rows)] if isinstance(self.rows, np.ndarray) else self.rows.map(counted)
+        totals = {q: np.zeros(tuple(int(shape[c]) for c in q)) for q in cliques}
+        for part in parts:
+            for q in cliques:
+                totals[q] += part[q]
+        return totals
+
+
+def count_chunk(chunk: np.ndarray, fns: Sequence[Callable[[np.ndarray], np.ndarray]], shape: Sequence[int],
+                cliques: Sequence[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+    """The counts (`marginals`) of one chunk of rows after `fns` (`Passes`)."""
+    for fn in fns:
+        chunk = fn(chunk)
+    return marginals([chunk], shape, cliques)
+
+
+def chunk_passes(codes: Codes) -> Passes:
+    """`codes` as `Passes`: a matrix is one chunk."""
+    return codes if isinstance(codes, Passes) else Passes(codes)
 
 
 def marginals(chunks: Iterable[np.ndarray], shape: Sequence[int],

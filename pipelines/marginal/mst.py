@@ -28,7 +28,7 @@ import numpy as np
 
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
-from pipelines.marginal.measure import Codes, chunk_passes, marginals, measure, measurement_event
+from pipelines.marginal.measure import Codes, chunk_passes, measure, measurement_event
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import BOUNDED_RANGE, Event, NonPrivateEvent, PureEpsilonEvent
@@ -100,13 +100,13 @@ def select_tree(pairs: dict[tuple[int, ...], np.ndarray], names, model, epsilon:
 
 def run_mst(codes: Codes, shape, names, plan: MSTPlan, rng, iters: int = 2000, device: str = "cpu",
             progress=None, compress_above: int | None = None):
-    """Run MST on integer codes (a matrix, or passes over chunks of it: `measure.chunk_passes`) under `plan` (its n̂
+    """Run MST on integer codes (a matrix, or `measure.Passes` over chunks of it) under `plan` (its n̂
     the estimation's total unless the measurements contradict it), on the domain its 1-way measurements compress
     (`Compression`, columns above `compress_above` cells); returns (model on that domain, actual events, selected
     edges, the compression). The rows are read in two passes: the 1-way counts, then every pair's on the
-    compressed domain (`measure.marginals`)."""
+    compressed domain (`Passes.count`)."""
     d, chunks = len(names), chunk_passes(codes)
-    counts = marginals(chunks(), shape, [(i,) for i in range(d)])
+    counts = chunks.count(shape, [(i,) for i in range(d)])
     one_way, events = [], []
     for i in range(d):
         y, ev = measure(counts[(i,)], plan.sigma_1way, rng, query=f"1-way {names[i]}")
@@ -114,7 +114,7 @@ def run_mst(codes: Codes, shape, names, plan: MSTPlan, rng, iters: int = 2000, d
         events.append(ev)
     compression = Compression.from_one_way(one_way, plan.sigma_1way, compress_above)
     shape = compression.shape
-    pairs = marginals((compression.codes(c) for c in chunks()), shape, combinations(range(d), 2))
+    pairs = chunks.then(compression.codes).count(shape, combinations(range(d), 2))
     dom = est.domain(names, shape, device)
     meas = []
     for i, y in enumerate(one_way):
