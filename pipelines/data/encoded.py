@@ -61,14 +61,11 @@ class EncodedTable:
             yield batch.to_pandas().to_numpy(dtype=np.float32, copy=True)
 
 
-def row_group(path: Path, group: int) -> np.ndarray:
-    """Row group `group` of the encoded table at `path`, as a float32 matrix."""
-    return pq.ParquetFile(path).read_row_group(group).to_pandas().to_numpy(dtype=np.float32, copy=True)
-
-
-def _mapped_group(path: Path, group: int, check: Callable[[np.ndarray], None], fn: Callable[[np.ndarray], Any]) -> Any:
-    """`fn` of one checked row group (`RowChunks.map`, on a worker)."""
-    rows = row_group(path, group)
+def _mapped_group(path: Path, group: int, check: Callable[[np.ndarray], None],
+                  fn: Callable[[np.ndarray], Any]) -> Any:
+    """`fn` of row group `group` of the encoded table at `path` (float32 rows), checked first (`RowChunks.map`, on
+    a worker)."""
+    rows = pq.ParquetFile(path).read_row_group(group).to_pandas().to_numpy(dtype=np.float32, copy=True)
     check(rows)
     return fn(rows)
 
