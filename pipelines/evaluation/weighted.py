@@ -36,7 +36,7 @@ from pipelines.stats.mmd import gaussian_kernel, mmd2_sniw
 WEIGHTED_CLASSIFIERS: dict[str, Callable[[int], ClassifierMixin]] = {
     "logistic_regression": lambda seed: LogisticRegression(max_iter=5000),
     "svm": lambda seed: SVC(random_state=seed),
-    "random_forest": lambda seed: RandomForestClassifier(random_state=seed, n_jobs=2),  # same forest as n_jobs=1
+    "random_forest": lambda seed: RandomForestClassifier(random_state=seed, n_jobs=1),
     "mlp": lambda seed: MLPClassifier(max_iter=500, random_state=seed),
 }
 

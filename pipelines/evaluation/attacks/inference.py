@@ -25,10 +25,10 @@ from pipelines.evaluation.utility import featurise
 def _fit(frame: pd.DataFrame, known: Sequence[Any], secret: Any, seed: int):
     x = featurise(frame, known)
     if secret.kind in NUMERIC_KINDS:
-        return RandomForestRegressor(n_estimators=100, random_state=seed, n_jobs=2).fit(
+        return RandomForestRegressor(n_estimators=100, random_state=seed, n_jobs=1).fit(
             x, frame[secret.name].to_numpy(dtype=float))
     y = frame[secret.name].astype(str).to_numpy()
-    return RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=2).fit(x, y)
+    return RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=1).fit(x, y)
 
 
 def _accuracy(model, targets: pd.DataFrame, known: Sequence[Any], secret: Any, tolerance: float) -> float:
