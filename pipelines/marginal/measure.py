@@ -54,14 +54,10 @@ class Passes:
 
     def count(self, shape: Sequence[int], cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
         """`marginals` of the codes, in one pass over the rows."""
-        cliques = list(dict.fromkeys(tuple(int(c) for c in q) for q in cliques))
+        cliques = _unique(cliques)
         counted = partial(count_chunk, fns=self.fns, shape=tuple(int(n) for n in shape), cliques=cliques)
-        parts = [counted(self.rows)] if isinstance(self.rows, np.ndarray) else self.rows.map(counted)
-        totals = {q: np.zeros(tuple(int(shape[c]) for c in q)) for q in cliques}
-        for part in parts:
-            for q in cliques:
-                totals[q] += part[q]
-        return totals
+        return _summed([counted(self.rows)] if isinstance(self.rows, np.ndarray) else self.rows.map(counted),
+                       shape, cliques)
 
 
 def count_chunk(chunk: np.ndarray, fns: Sequence[Callable[[np.ndarray], np.ndarray]], shape: Sequence[int],
@@ -82,11 +78,22 @@ def marginals(chunks: Iterable[np.ndarray], shape: Sequence[int],
     """The counts (`marginal`) of every clique, in ONE pass over the code chunks: each chunk's counts added to the
     totals, so memory is the cliques' cells and one chunk, whatever the number of rows (float64 sums of integer
     counts: exact below 2^53)."""
-    cliques = list(dict.fromkeys(tuple(int(c) for c in q) for q in cliques))
+    cliques = _unique(cliques)
+    return _summed(({q: marginal(chunk, shape, q) for q in cliques} for chunk in chunks), shape, cliques)
+
+
+def _unique(cliques: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The cliques as tuples of column indices, each once, in their first order."""
+    return list(dict.fromkeys(tuple(int(c) for c in q) for q in cliques))
+
+
+def _summed(parts: Iterable[dict[tuple[int, ...], np.ndarray]], shape: Sequence[int],
+            cliques: list[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
+    """The sum over `parts` (each chunk's counts of `cliques`), one part at a time: zeros where there are none."""
     totals = {q: np.zeros(tuple(int(shape[c]) for c in q)) for q in cliques}
-    for chunk in chunks:
+    for part in parts:
         for q in cliques:
-            totals[q] += marginal(chunk, shape, q)
+            totals[q] += part[q]
     return totals
 
 
