@@ -79,6 +79,31 @@ def test_the_utility_row_cap_fits_and_scores_seeded_samples_of_each_table(adult_
             np.testing.assert_array_equal(scores, cut["scores"][model][name])
 
 
+def test_the_utility_forest_fits_on_two_threads_and_scores_exactly_as_one_thread_does(adult_raw, adult_schema):
+    """The utility forest fits on two threads but predicts on one (`utility.fitted`): its scores are bit for bit
+    those of the same forest on one thread, whose votes add in the trees' order. On two threads `predict_proba`
+    adds them in the order the threads finish, so the last bits (and an AUROC on tied scores) moved between runs."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    from pipelines.evaluation.utility import MODELS, featurise, fitted
+    rows = adult_raw.sample(1500, random_state=1).reset_index(drop=True)
+    train, test = rows.iloc[:1000], rows.iloc[1000:]
+    target = next(c for c in adult_schema.columns if c.name == adult_schema.target)
+    x, x_test = (featurise(t, adult_schema.columns, target.name) for t in (train, test))
+    y = (train[target.name] == target.categories[1]).to_numpy(dtype=int)
+    assert MODELS["random_forest"](5).n_jobs == 2
+    model = fitted(MODELS["random_forest"], 5, x, y)
+    assert model.n_jobs == 1
+    one_thread = RandomForestClassifier(n_estimators=100, random_state=5, n_jobs=1).fit(x, y)
+    in_tree_order = one_thread.estimators_[0].predict_proba(x_test)
+    for tree in one_thread.estimators_[1:]:
+        in_tree_order = in_tree_order + tree.predict_proba(x_test)
+    for _ in range(3):
+        np.testing.assert_array_equal(model.predict_proba(x_test), in_tree_order / 100)
+    scores = target_scores({"tstr": train}, test, adult_schema.columns, target.name, 5)
+    np.testing.assert_array_equal(scores["scores"]["random_forest"]["tstr"], in_tree_order[:, 1] / 100)
+
+
 def _verdict_dict(word: str) -> dict:
     return {"verdict": word, "task": {}, "two_way": {}, "outside_dp": "real rows"}
 

@@ -56,7 +56,7 @@ def _evaluate(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.nda
               x_test: np.ndarray, y_test: np.ndarray) -> dict[str, float] | str:
     """The four areas on the test set of a model fitted on (x, y), or why none could be fitted (a single
     class; a degenerate table, e.g. constant features, that the classifier rejects).
-    One BLAS/OpenMP thread (see `utility._auroc`)."""
+    One BLAS/OpenMP thread (see `utility._test_scores`)."""
     if np.unique(y).size < 2:
         return "the target has a single class"
     with threadpool_limits(limits=1):

@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
 from pipelines.evaluation.marginals import numeric_values
-from pipelines.evaluation.utility import MODELS, featurise, list_buckets
+from pipelines.evaluation.utility import MODELS, featurise, fitted, list_buckets
 
 # Appendix B / §5: which model predicts a column of each kind, and how its fit is scored on T.
 TASKS = {"binary": ("logistic_regression", "auroc"), "categorical": ("random_forest", "f1"),
@@ -80,7 +80,7 @@ def column_score(col: Any, train: pd.DataFrame, holdout: pd.DataFrame, columns: 
 
     Binary: logistic regression, AUROC. Categorical: random forest, F1 averaged over classes weighted
     by their holdout support. Numeric: lasso, R² = 1 − Σ(y − ŷ)² / Σ(y − ȳ)². One BLAS thread (see
-    ``utility._auroc``); the forest uses its own n_jobs.
+    ``utility._test_scores``); the forest fits on its own n_jobs and predicts on one thread (``utility.fitted``).
     """
     y = _labels(train, col, label)
     if np.unique(y).size < 2:
@@ -92,9 +92,9 @@ def column_score(col: Any, train: pd.DataFrame, holdout: pd.DataFrame, columns: 
             model = LassoCV(**LASSO, random_state=seed).fit(x, y)
             return float(r2_score(y_test, model.predict(x_test)))
         if col.kind == "binary":
-            model = MODELS["logistic_regression"](seed).fit(x, y)
+            model = fitted(MODELS["logistic_regression"], seed, x, y)
             return float(roc_auc_score(y_test, model.predict_proba(x_test)[:, 1]))
-        model = MODELS["random_forest"](seed).fit(x, y)
+        model = fitted(MODELS["random_forest"], seed, x, y)
         return float(f1_score(y_test, model.predict(x_test), average="weighted", zero_division=0))
 
 
@@ -205,5 +205,5 @@ def _accuracy(frame: pd.DataFrame, label: str, col: Any, columns: Sequence[Any],
         return float(np.mean(y_test == y[0])), (f"the {label} target has the single class "
                                                 f"{col.categories[y[0]]!r}; accuracy of always predicting it")
     with threadpool_limits(limits=1):
-        model = MODELS["random_forest"](seed).fit(featurise(frame, columns, col.name), y)
+        model = fitted(MODELS["random_forest"], seed, featurise(frame, columns, col.name), y)
         return float(accuracy_score(y_test, model.predict(x_test))), None

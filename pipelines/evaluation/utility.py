@@ -28,9 +28,24 @@ from pipelines.progress import Steps
 
 MODELS: dict[str, Callable[[int], ClassifierMixin]] = {
     "logistic_regression": lambda seed: make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000)),
+    # fits on two threads, predicts on one (`fitted`)
     "random_forest": lambda seed: RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=2),
     "gradient_boosting": lambda seed: HistGradientBoostingClassifier(random_state=seed),
 }
+
+
+def fitted(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarray, y: np.ndarray) -> ClassifierMixin:
+    """`make_model(seed)` fitted on (x, y), then set to predict on one thread (`n_jobs=1` where it has one).
+
+    The forest fits on its own `n_jobs` (each tree's seed is drawn before the trees are dispatched, so the forest is
+    the same whatever the thread count), but its `predict_proba` on several threads adds the trees' votes in the
+    order the threads finish: the scores then differ in their last bits from run to run, and an AUROC on tied
+    scores or an argmax on a tie moves. On one thread the votes add in the trees' order, exactly.
+    """
+    model = make_model(seed).fit(x, y)
+    if "n_jobs" in model.get_params(deep=False):
+        model.set_params(n_jobs=1)
+    return model
 
 
 def list_buckets(col: Any) -> CodeBuckets | None:
@@ -109,7 +124,7 @@ def _test_scores(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.
     if np.unique(y).size < 2:
         return None
     with threadpool_limits(limits=1):
-        return make_model(seed).fit(x, y).predict_proba(x_test)[:, 1]
+        return fitted(make_model, seed, x, y).predict_proba(x_test)[:, 1]
 
 
 SETS = {"tstr": "synthetic", "trtr": "real training", "baseline": "independent-marginals baseline"}  # readable names
