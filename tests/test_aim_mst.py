@@ -240,6 +240,37 @@ def test_numpy_projection_matches_mbi_variable_elimination():
         np.testing.assert_allclose(fast, est.project(model, r), rtol=1e-8, atol=1e-8)
 
 
+
+def test_estimation_compiles_fast_and_a_large_models_loop_at_xlas_defaults_gives_the_same_model(monkeypatch):
+    """XLA compiles without LLVM optimisation or fusion emitters (FAST_COMPILE_FLAGS, added to XLA_FLAGS unless the
+    caller set them), except the mirror-descent loop of an estimation above OPTIMISED_ABOVE cells × iterations,
+    compiled at XLA's defaults: the two give the same model up to rounding."""
+    import os
+
+    from pipelines.marginal import estimate as est
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=2")
+    est._fast_compile_flags()
+    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=2 --xla_cpu_use_fusion_emitters=false"
+    monkeypatch.delenv("XLA_FLAGS")
+    est._fast_compile_flags()
+    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
+    disc = Discretizer(LAYOUT, 4)
+    codes = disc.codes(toy_rows(800))
+    names, shape = disc.names, disc.shape
+    dom = est.domain(names, shape)
+    meas = [((n,), marginal(codes, shape, (i,)), 2.0) for i, n in enumerate(names)]
+    meas += [(("a", "b"), marginal(codes, shape, (0, 1)), 2.0),
+             (("b", "c", "y"), marginal(codes, shape, (1, 2, 3)), 2.0)]
+    assert est.model_size_mb(dom, [m[0] for m in meas]) * 2 ** 20 / 8 * 200 < est.OPTIMISED_ABOVE
+    fast = est.estimate(dom, meas, 800, 200)
+    monkeypatch.setattr(est, "OPTIMISED_ABOVE", 0.0)
+    optimised = est.estimate(dom, meas, 800, 200)
+    assert type(est._mirror_descent(True)) is not type(est._mirror_descent(False))
+    for r in [("a", "b"), ("b", "c", "y"), ("a", "y")]:
+        np.testing.assert_allclose(project(optimised, r), project(fast, r), rtol=1e-9, atol=1e-9)
+    assert not np.allclose(project(fast, ("b", "c", "y")), project(est.estimate(dom, meas, 800, 20), ("b", "c", "y")),
+                           rtol=1e-9, atol=1e-9)   # 200 iterations are not 20: the comparison can fail
+
 # -- discretisation -----------------------------------------------------------------------------------------------
 def test_discretisation_round_trip_and_uniform_in_bin_decoding():
     disc = Discretizer(LAYOUT, 4)

@@ -18,9 +18,31 @@ import numpy as np
 import opt_einsum
 
 
+# XLA's CPU compiler at its defaults spends most of a small model's estimation compiling: mbi compiles its mirror
+# descent loop and its belief propagation anew for every model structure (every AIM round), 2-4 s each on 2 cores.
+# Compiled without LLVM optimisation and without the fusion emitters, AIM on 15,200 Adult rows compiled for 25 s
+# instead of 90 s (fit 44 s instead of ~100 s); the compiled code runs about 1.8x slower, so the loop of a large
+# model, where running dominates compiling, is compiled at XLA's defaults (`OPTIMISED_ABOVE`). Flags the caller's
+# XLA_FLAGS already sets are left as set. docs/performance.md, "AIM's compile time".
+FAST_COMPILE_FLAGS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+XLA_DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+# cells x iterations of one estimation above which its loop is compiled at XLA's defaults: ~3 s more to compile
+# against ~1e-8 s less per cell and iteration to run (measured at 15,200 and 1,000,000 Adult rows)
+OPTIMISED_ABOVE = 3e8
+
+
+def _fast_compile_flags() -> None:
+    """Add FAST_COMPILE_FLAGS to XLA_FLAGS (before JAX starts its backend: the flags are read once per process)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    extra = [f"--{k}={str(v).lower()}" for k, v in FAST_COMPILE_FLAGS.items() if f"--{k}=" not in flags]
+    if extra:
+        os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
+
+
 def _mbi(device: str = "cpu"):
     if device != "cuda":
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        _fast_compile_flags()
     import jax
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_enable_compilation_cache", False)
@@ -83,8 +105,24 @@ def estimate(dom, measurements: Sequence[tuple], n_rows: float, iters: int, warm
         w = _query_weights(m)
         query = {} if w is None else {"query": _weighted_query(tuple(float(x) for x in w))}
         ms.append(mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), _weight_sigma(s), **query))
-    return mbi.estimation.MirrorDescent().estimate(dom, ms, known_total=estimation_total(measurements, n_rows),
-                                                   iters=int(iters), warm_start=warm_start)
+    cells = model_size_mb(dom, [m[0] for m in measurements]) * 2 ** 20 / 8
+    return _mirror_descent(cells * iters > OPTIMISED_ABOVE).estimate(
+        dom, ms, known_total=estimation_total(measurements, n_rows), iters=int(iters), warm_start=warm_start)
+
+
+@cache
+def _mirror_descent(optimised: bool):
+    """mbi's MirrorDescent; `optimised`: its loop (`_multi_step`, the jitted scan of mirror-descent steps)
+    compiled with XLA_DEFAULTS, whatever the process's XLA_FLAGS (FAST_COMPILE_FLAGS)."""
+    mbi = _mbi()
+    if not optimised:
+        return mbi.estimation.MirrorDescent()
+    import jax
+
+    class Optimised(mbi.estimation.MirrorDescent):
+        _multi_step = jax.jit(mbi.estimation.Estimator._multi_step.__wrapped__, static_argnames=["self"],
+                              donate_argnames=["state"], compiler_options=XLA_DEFAULTS)
+    return Optimised()
 
 
 @cache
