@@ -21,7 +21,7 @@ import opt_einsum
 # XLA's CPU compiler at its defaults spends most of a small model's estimation compiling: mbi compiles its mirror
 # descent loop and its belief propagation anew for every model structure (every AIM round), 2-4 s each on 2 cores.
 # Compiled without LLVM optimisation and without the fusion emitters, AIM on 15,200 Adult rows compiled for 25 s
-# instead of 90 s (fit 44 s instead of ~100 s); the compiled code runs about 1.8x slower, so the loop of a large
+# instead of 90 s (fit 40 s instead of ~100 s); the compiled code runs about 1.8x slower, so the loop of a large
 # model, where running dominates compiling, is compiled at XLA's defaults (`OPTIMISED_ABOVE`). Flags the caller's
 # XLA_FLAGS already sets are left as set. docs/performance.md, "AIM's compile time".
 FAST_COMPILE_FLAGS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
@@ -113,14 +113,14 @@ def estimate(dom, measurements: Sequence[tuple], n_rows: float, iters: int, warm
 @cache
 def _mirror_descent(optimised: bool):
     """mbi's MirrorDescent; `optimised`: its loop (`_multi_step`, the jitted scan of mirror-descent steps)
-    compiled with XLA_DEFAULTS, whatever the process's XLA_FLAGS (FAST_COMPILE_FLAGS)."""
-    mbi = _mbi()
-    if not optimised:
-        return mbi.estimation.MirrorDescent()
+    compiled with XLA_DEFAULTS, whatever the process's XLA_FLAGS (FAST_COMPILE_FLAGS). Called after `_mbi`."""
     import jax
+    from mbi import estimation
+    if not optimised:
+        return estimation.MirrorDescent()
 
-    class Optimised(mbi.estimation.MirrorDescent):
-        _multi_step = jax.jit(mbi.estimation.Estimator._multi_step.__wrapped__, static_argnames=["self"],
+    class Optimised(estimation.MirrorDescent):
+        _multi_step = jax.jit(estimation.Estimator._multi_step.__wrapped__, static_argnames=["self"],
                               donate_argnames=["state"], compiler_options=XLA_DEFAULTS)
     return Optimised()
 
