@@ -271,6 +271,31 @@ def test_estimation_compiles_fast_and_a_large_models_loop_at_xlas_defaults_gives
     assert not np.allclose(project(fast, ("b", "c", "y")), project(est.estimate(dom, meas, 800, 20), ("b", "c", "y")),
                            rtol=1e-9, atol=1e-9)   # 200 iterations are not 20: the comparison can fail
 
+def test_a_cuda_estimation_leaves_compile_options_to_mbi_and_xla_never_gets_a_flag_it_lacks(monkeypatch):
+    """The GPU compiler refuses XLA_DEFAULTS' CPU options ("No such compile option": train@aim on an H200 failed at
+    its final estimation), so on CUDA even a large model's loop is mbi's own jit. A jaxlib whose XLA no longer has
+    the fusion-emitter flag (0.11.2 aborts the process on "Unknown flag in XLA_FLAGS") is never given it."""
+    import os
+
+    from pipelines.marginal import estimate as est
+    chosen, mirror_descent = [], est._mirror_descent
+    monkeypatch.setattr(est, "_mirror_descent", lambda optimised: chosen.append(optimised) or mirror_descent(optimised))
+    monkeypatch.setattr(est, "OPTIMISED_ABOVE", 0.0)
+    disc = Discretizer(LAYOUT, 4)
+    codes = disc.codes(toy_rows(300))
+    dom = est.domain(disc.names, disc.shape)
+    meas = [((n,), marginal(codes, disc.shape, (i,)), 2.0) for i, n in enumerate(disc.names)]
+    est.estimate(dom, meas, 300, 5)
+    est.estimate(dom, meas, 300, 5, device="cuda")   # JAX's CPU here: the choice is what is tested
+    assert chosen == [True, False]
+    assert est._known(est.XLA_DEFAULTS) == est.XLA_DEFAULTS      # the pinned jaxlib 0.10 has every flag
+    monkeypatch.setattr(est, "_jaxlib_version", lambda: (0, 11))
+    assert est._known(est.XLA_DEFAULTS) == {"xla_backend_optimization_level": 3}
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    est._fast_compile_flags()
+    assert os.environ["XLA_FLAGS"] == "--xla_backend_optimization_level=0"
+
+
 # -- discretisation -----------------------------------------------------------------------------------------------
 def test_discretisation_round_trip_and_uniform_in_bin_decoding():
     disc = Discretizer(LAYOUT, 4)

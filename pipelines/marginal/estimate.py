@@ -31,10 +31,28 @@ XLA_DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitter
 OPTIMISED_ABOVE = 3e8
 
 
+# the newest jaxlib (major, minor) whose XLA has the CPU fusion-emitter flag: jaxlib 0.11.2 aborts the process on it
+# in XLA_FLAGS ("Unknown flag") and refuses it as a compile option (seen on an H200 machine, docs/performance.md)
+FUSION_FLAG_UNTIL = (0, 10)
+
+
+def _jaxlib_version() -> tuple[int, int]:
+    from importlib.metadata import version
+    major, minor = version("jaxlib").split(".")[:2]
+    return int(major), int(minor)
+
+
+def _known(flags: dict) -> dict:
+    """`flags` less those the installed jaxlib's XLA does not know (the fusion-emitter flag after FUSION_FLAG_UNTIL)."""
+    if _jaxlib_version() <= FUSION_FLAG_UNTIL:
+        return flags
+    return {k: v for k, v in flags.items() if k != "xla_cpu_use_fusion_emitters"}
+
+
 def _fast_compile_flags() -> None:
     """Add FAST_COMPILE_FLAGS to XLA_FLAGS (before JAX starts its backend: the flags are read once per process)."""
     flags = os.environ.get("XLA_FLAGS", "")
-    extra = [f"--{k}={str(v).lower()}" for k, v in FAST_COMPILE_FLAGS.items() if f"--{k}=" not in flags]
+    extra = [f"--{k}={str(v).lower()}" for k, v in _known(FAST_COMPILE_FLAGS).items() if f"--{k}=" not in flags]
     if extra:
         os.environ["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
 
@@ -106,14 +124,16 @@ def estimate(dom, measurements: Sequence[tuple], n_rows: float, iters: int, warm
         query = {} if w is None else {"query": _weighted_query(tuple(float(x) for x in w))}
         ms.append(mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), _weight_sigma(s), **query))
     cells = model_size_mb(dom, [m[0] for m in measurements]) * 2 ** 20 / 8
-    return _mirror_descent(cells * iters > OPTIMISED_ABOVE).estimate(
+    return _mirror_descent(device != "cuda" and cells * iters > OPTIMISED_ABOVE).estimate(
         dom, ms, known_total=estimation_total(measurements, n_rows), iters=int(iters), warm_start=warm_start)
 
 
 @cache
 def _mirror_descent(optimised: bool):
     """mbi's MirrorDescent; `optimised`: its loop (`_multi_step`, the jitted scan of mirror-descent steps)
-    compiled with XLA_DEFAULTS, whatever the process's XLA_FLAGS (FAST_COMPILE_FLAGS). Called after `_mbi`."""
+    compiled with XLA_DEFAULTS, whatever the process's XLA_FLAGS (FAST_COMPILE_FLAGS). Called after `_mbi`. CPU
+    only: XLA_DEFAULTS are CPU compiler options, which the GPU compiler refuses ("No such compile option"), and on
+    CUDA mbi's own jit already compiles at XLA's defaults (`_mbi` sets FAST_COMPILE_FLAGS on the CPU only)."""
     import jax
     from mbi import estimation
     if not optimised:
@@ -121,7 +141,7 @@ def _mirror_descent(optimised: bool):
 
     class Optimised(estimation.MirrorDescent):
         _multi_step = jax.jit(estimation.Estimator._multi_step.__wrapped__, static_argnames=["self"],
-                              donate_argnames=["state"], compiler_options=XLA_DEFAULTS)
+                              donate_argnames=["state"], compiler_options=_known(XLA_DEFAULTS))
     return Optimised()
 
 
