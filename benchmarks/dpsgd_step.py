@@ -19,6 +19,8 @@ warm-up, so machine load hits both alike: the ratio of the medians is the figure
 
     .venv/bin/python benchmarks/dpsgd_step.py --repeats 50 --threads 1               # the product's noise
     .venv/bin/python benchmarks/dpsgd_step.py --repeats 50 --threads 1 --noise torch # before issue 28
+    python benchmarks/dpsgd_step.py --repeats 50 --device cuda    # on a GPU: networks and batches there, as the
+                                                                  # generators put them (built on the CPU, moved)
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ Step = Callable[[], object]
 
 def alternating_medians(private: Step, plain: Step, repeats: int) -> tuple[float, float]:
     """Median ms of each, timed alternately (after 3 warm-up calls each)."""
+    private, plain = synced(private), synced(plain)
     for _ in range(3):
         private(), plain()
     times: tuple[list[float], list[float]] = ([], [])
@@ -61,6 +64,25 @@ def alternating_medians(private: Step, plain: Step, repeats: int) -> tuple[float
 
 
 NOISE = {"source": "secure"}
+DEVICE = {"name": "cpu"}
+
+
+def dev(x: torch.Tensor | nn.Module) -> torch.Tensor | nn.Module:
+    """`x` on the benchmark's device (networks are initialised on the CPU from seeded CPU generators, then moved,
+    as the generators do: `networks.initialise`)."""
+    return x.to(DEVICE["name"])
+
+
+def synced(fn: Step) -> Step:
+    """`fn`, returning once the device has finished its work (CUDA runs kernels asynchronously)."""
+    if DEVICE["name"] == "cpu":
+        return fn
+
+    def call() -> object:
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+    return call
 
 
 def noise_rng() -> torch.Generator:
@@ -68,8 +90,8 @@ def noise_rng() -> torch.Generator:
     Opacus' secure-mode sum of four normals; `--noise secure`, the default) or a plain torch generator (the noise
     path before issue 28; `--noise torch`), so the two can be compared."""
     if NOISE["source"] == "torch":
-        return torch.Generator().manual_seed(0)
-    return SecureGenerator(secure_numpy(bytes(16)))
+        return torch.Generator(DEVICE["name"]).manual_seed(0)
+    return SecureGenerator(secure_numpy(bytes(16)), DEVICE["name"])
 
 
 def backward(net: nn.Module, loss: torch.Tensor) -> None:
@@ -88,9 +110,9 @@ def penalty(net: Callable[[torch.Tensor], torch.Tensor], real: torch.Tensor, fak
 
 def wgan_critic(width: int, sigma: float) -> tuple[Step, Step]:
     batch, lam = int(WGAN["batch_size"]), float(WGAN["gp_lambda"])
-    critic = Critic(width, list(WGAN["critic_hidden"]))
-    real, paired, fake = (torch.rand(batch, width) for _ in range(3))
-    u, rng = torch.rand(batch, 1), noise_rng()
+    critic = dev(Critic(width, list(WGAN["critic_hidden"])))
+    real, paired, fake = (dev(torch.rand(batch, width)) for _ in range(3))
+    u, rng = dev(torch.rand(batch, 1)), noise_rng()
 
     def private() -> object:
         return critic_gradient(critic, real, paired, u, fake, float(WGAN["clip_norm"]), sigma, float(batch), lam, rng)
@@ -124,8 +146,8 @@ def encoded_rows(layout: Layout, n: int) -> torch.Tensor:
 
 def autoencoder(width: int, sigma: float) -> tuple[Step, Step]:
     layout = layout_of(width)
-    net = Autoencoder(width, list(AUTO_GAN["autoencoder_hidden"]), int(AUTO_GAN["latent_dim"]))
-    batch, loss = encoded_rows(layout, int(AUTO_GAN["autoencoder_batch_size"])), reconstruction_loss(layout)
+    net = dev(Autoencoder(width, list(AUTO_GAN["autoencoder_hidden"]), int(AUTO_GAN["latent_dim"])))
+    batch, loss = dev(encoded_rows(layout, int(AUTO_GAN["autoencoder_batch_size"]))), reconstruction_loss(layout)
     rng = noise_rng()
 
     def private() -> object:
@@ -137,14 +159,14 @@ def autoencoder(width: int, sigma: float) -> tuple[Step, Step]:
 def ppem_steps(width: int, protected: int, sigma: float) -> Iterator[tuple[str, Step, Step]]:
     """PPEM's three releases on one built PPEM (private networks) at default sizes."""
     layout, p = layout_of(width, protected), dict(PPEM_DEFAULTS, epsilon=1.0)
-    model = ppem_module.PPEM(layout, p)
+    model = ppem_module.PPEM(layout, p, device=DEVICE["name"])
     batch, m, lam = int(p["batch_size"]), float(p["margin"]), float(p["gp_lambda"])
-    rows = encoded_rows(layout, batch)
+    rows = dev(encoded_rows(layout, batch))
     xp, xs = rows[:, model.x_prime], rows[:, model.x_star]
     rng, clip = noise_rng(), float(p["clip_norm"])
     with torch.no_grad():
         fake_m, fake_c = model._marginal(2 * batch, rng), model._conditional(xp, rng)
-    u, e_m, e_c = torch.rand(batch, 1), model.energy_m, model.energy_c
+    u, e_m, e_c = dev(torch.rand(batch, 1)), model.energy_m, model.energy_c
 
     def marginal() -> object:
         return ppem_module.marginal_energy_gradient(
@@ -176,9 +198,9 @@ def ppem_steps(width: int, protected: int, sigma: float) -> Iterator[tuple[str, 
 
 
 def priv_mlp(width: int, sigma: float) -> tuple[Step, Step]:
-    model = relaxed_dpsgd.classifier(width, list(WEIGHTS["hidden"]))
+    model = dev(relaxed_dpsgd.classifier(width, list(WEIGHTS["hidden"])))
     half = int(WEIGHTS["batch_size"]) // 2  # the lot: L in expectation over real + synthetic rows
-    real, synthetic, rng = torch.rand(half, width), torch.rand(half, width), noise_rng()
+    real, synthetic, rng = dev(torch.rand(half, width)), dev(torch.rand(half, width)), noise_rng()
 
     def private() -> object:
         return relaxed_dpsgd.relaxed_dpsgd_gradient(model, real, synthetic, float(WEIGHTS["clip_norm"]), sigma,
@@ -198,15 +220,17 @@ def main() -> None:
     parser.add_argument("--ppem-protected", type=int, default=4, help="protected (x′) columns of the PPEM table")
     parser.add_argument("--noise", choices=("secure", "torch"), default="secure",
                         help="secure: the product's CSPRNG noise (issue 28); torch: the earlier torch.randn noise")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where networks and batches live")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (1: what pipelines.runtime gives each of two tasks on two cores)")
     args = parser.parse_args()
-    NOISE["source"] = args.noise
+    NOISE["source"], DEVICE["name"] = args.noise, args.device
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     sigma = 1.0
     load = os.getloadavg()[0]
-    print(f"{torch.get_num_threads()} torch thread(s), {os.cpu_count()} cores, 1-min load {load:.2f}, "
+    where = torch.cuda.get_device_name(0) if args.device == "cuda" else "CPU"
+    print(f"{where}: {torch.get_num_threads()} torch thread(s), {os.cpu_count()} cores, 1-min load {load:.2f}, "
           f"medians of {args.repeats} alternating calls, {args.noise} noise")
     cases: list[tuple[str, Step, Step]] = []
     for width in args.widths:
