@@ -6,6 +6,7 @@ of the project, `benchmarks/product.py`'s `project`).
     PYTHONPATH=. python benchmarks/scale_rows.py --rows 100000 --set generators=[mst] --set release.select=all
     PYTHONPATH=. python benchmarks/scale_rows.py --rows 10000000 --stages validate prepare --parts 500000 \
         --set orchestration.task_runner=dask --set orchestration.dask_memory_limit=2GiB   # out of core
+    PYTHONPATH=. python benchmarks/scale_rows.py --rows 1000000 --whole   # issue 32's measure: one `dvc repro`
 
 The table: UCI Adult (the bundled file) resampled with replacement to N rows (seed 0) and used as the whole table,
 the schema's public `rows.count` set to N, the configuration `synthrelease init` writes (params.yaml's, so
@@ -13,7 +14,10 @@ the schema's public `rows.count` set to N, the configuration `synthrelease init`
 over it. The stages run one at a time (`dvc repro -s STAGE`, in the order `dvc repro --dry` gives), each under a
 fresh wrapper process whose RUSAGE_CHILDREN peak is the largest process that stage ran (DVC's own included). A stage
 that does nothing for an unselected generator still costs its process start: they are summed as one line.
-`--stages` runs only those stages (e.g. validate and prepare, the ones that run out of core on Dask); `--parts R`
+`--whole` runs the release as ONE `dvc repro` instead (every stage in one DVC process, as a steward runs it; issue
+32's "releases end to end by `dvc repro`"): its wall seconds, its largest process, and each stage's seconds from
+DVC's "Running stage" lines. `--stages` runs only those stages (e.g. validate and prepare, the ones that run out of
+core on Dask); `--parts R`
 gives the table as a directory of Parquet parts of R rows (a partitioned table, read in parts) instead of one file.
 A benchmark reads real rows: its figures are not release artefacts.
 """
@@ -50,11 +54,20 @@ WRAPPER = ("import resource, subprocess, sys, threading, psutil\n"
            "            try: peak[0] = max(peak[0], p.memory_info().rss // 1024)\n"
            "            except psutil.Error: pass\n"
            "t = threading.Thread(target=sample, daemon=True); t.start()\n"
-           "r = subprocess.run(['dvc', 'repro', '-s', sys.argv[1]], capture_output=True, text=True)\n"
+           "import json, re, time\n"
+           "t0, marks, tail = time.perf_counter(), [], []\n"
+           "p = subprocess.Popen(['dvc', 'repro', *sys.argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,\n"
+           "                     text=True)\n"
+           "for line in p.stdout:\n"
+           "    tail = (tail + [line])[-200:]\n"
+           "    m = re.search(r\"Running stage '([^']+)'\", line)\n"
+           "    if m: marks.append([m.group(1), time.perf_counter() - t0])\n"
+           "rc = p.wait()\n"
            "done.set(); t.join()\n"
-           "sys.stderr.write(r.stdout[-4000:] + r.stderr[-4000:] if r.returncode else '')\n"
-           "print(max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, peak[0]))\n"
-           "sys.exit(r.returncode)\n")
+           "sys.stderr.write(''.join(tail)[-8000:] if rc else '')\n"
+           "print(json.dumps({'marks': marks, 'seconds': time.perf_counter() - t0,\n"
+           "                  'peak_kib': max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, peak[0])}))\n"
+           "sys.exit(rc)\n")
 
 
 def stage_order(root: Path) -> list[str]:
@@ -76,14 +89,33 @@ def run_stages(root: Path, only: list[str] | None = None) -> list[dict[str, Any]
         if only and stage.partition("@")[0] not in ("code", *only):   # every stage reads the code fingerprints
             continue
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-c", WRAPPER, stage], cwd=root, env=environment(root),
-                           capture_output=True, text=True)
-        seconds = time.perf_counter() - t0
-        if r.returncode != 0:
-            raise SystemExit(f"stage {stage} failed ({r.returncode}):\n{r.stderr[-6000:]}")
-        out.append({"stage": stage, "seconds": round(seconds, 1),
-                    "peak_mib": round(int(r.stdout.split()[-1]) / 1024)})
+        run = wrapped(root, ["-s", stage])
+        out.append({"stage": stage, "seconds": round(time.perf_counter() - t0, 1),
+                    "peak_mib": round(run["peak_kib"] / 1024)})
         print(json.dumps(out[-1]), flush=True)
+    return out
+
+
+def wrapped(root: Path, repro_args: list[str]) -> dict[str, Any]:
+    """`dvc repro *repro_args` under WRAPPER: its "Running stage" marks (stage, seconds from the start), wall
+    seconds and the peak KiB of its largest process."""
+    r = subprocess.run([sys.executable, "-c", WRAPPER, *repro_args], cwd=root, env=environment(root),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"dvc repro {' '.join(repro_args)} failed ({r.returncode}):\n{r.stderr[-6000:]}")
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def run_whole(root: Path) -> list[dict[str, Any]]:
+    """The release as one `dvc repro`: each stage's seconds (from its "Running stage" line to the next, the last to
+    the end), each with the run's peak (one DVC process runs them all; its largest child is not per stage)."""
+    run = wrapped(root, [])
+    marks = run["marks"] + [["", run["seconds"]]]
+    peak = round(run["peak_kib"] / 1024)
+    out = [{"stage": "dvc, before the first stage", "seconds": round(marks[0][1], 1), "peak_mib": peak}]
+    out += [{"stage": name, "seconds": round(marks[i + 1][1] - t, 1), "peak_mib": peak}
+            for i, (name, t) in enumerate(marks[:-1])]
+    print(json.dumps({"dvc_repro_seconds": round(run["seconds"], 1), "peak_mib": peak}), flush=True)
     return out
 
 
@@ -145,6 +177,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the per-stage figures and the command here")
     ap.add_argument("--stages", nargs="+", choices=FAMILIES, help="run only these stages (default: the release)")
     ap.add_argument("--parts", type=int, help="give the table as a directory of Parquet parts of this many rows")
+    ap.add_argument("--whole", action="store_true", help="one `dvc repro` of the release instead of stage by stage")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep each project as KEEP/N (rerun or profile a stage there: cd KEEP/N; dvc repro -s -f ...)")
     args = ap.parse_args()
@@ -169,7 +202,7 @@ def main() -> None:
                 partitioned(root, table, args.parts)
             del table
             load = os.getloadavg()
-            results[n] = run_stages(root, args.stages)
+            results[n] = run_whole(root) if args.whole else run_stages(root, args.stages)
             index = root / "releases" / "adult" / "latest.json"
             selected[n] = ({r["generator"] for r in json.loads(index.read_text())["released"]} if index.exists()
                            else set(chosen(root)))   # no release stage ran: the budget stage's choice
