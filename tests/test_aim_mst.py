@@ -494,19 +494,24 @@ def test_aim_settings_out_of_range_are_refused_naming_the_key(key, value):
 
 def test_the_model_size_is_mbis_junction_tree_size_on_random_models():
     """AIM's size filter (`model_size_mb`) equals mbi's `hypothetical_model_size` (triangulation in its greedy
-    order, or a tree's own edges) on 300 random models: 2-9 attributes of 2-40 values, 0-8 cliques of 1-4
+    order, or a tree's own edges) on 400 random models: 2-9 attributes of 2-40 values, 0-8 cliques of 1-4
     attributes (isolated attributes, forests, nested and repeated cliques), spanning trees (mbi's other branch),
-    and cycles, whose triangulation adds a chord."""
+    cycles, whose triangulation adds a chord, and AIM's models (every 1-way and 4-12 2- and 3-way cliques on
+    10-16 attributes, where elimination fills in many edges and costs tie)."""
     from mbi import Domain
     from mbi.junction_tree import hypothetical_model_size
     rng = np.random.default_rng(7)
-    kinds = {"random": 0, "tree": 0, "cycle": 0}
-    for _ in range(300):
-        d = int(rng.integers(4, 10))
+    kinds = {"random": 0, "tree": 0, "cycle": 0, "aim": 0}
+    for _ in range(400):
+        kind = ["random", "tree", "cycle", "aim"][int(rng.integers(0, 4))]
+        d = int(rng.integers(10, 17)) if kind == "aim" else int(rng.integers(4, 10))
         names = [f"a{i}" for i in range(d)]
-        dom = Domain(names, [int(v) for v in rng.integers(2, 41, d)])
-        order, kind = list(rng.permutation(names)), ["random", "tree", "cycle"][int(rng.integers(0, 3))]
-        if kind == "tree":
+        dom = Domain(names, [int(v) for v in rng.integers(2, 41 if kind != "aim" else 9, d)])
+        order = list(rng.permutation(names))
+        if kind == "aim":
+            cliques = [(a,) for a in names] + [tuple(rng.choice(names, size=int(rng.integers(2, 4)), replace=False))
+                                                for _ in range(int(rng.integers(4, 13)))]
+        elif kind == "tree":
             cliques = [(order[i], order[int(rng.integers(0, i))]) for i in range(1, d)]
         elif kind == "cycle":  # a cycle through k ≥ 4 attributes, plus a random clique
             k = int(rng.integers(4, d + 1))

@@ -219,16 +219,7 @@ def model_size_mb(dom, cliques: Sequence[Sequence[str]]) -> float:
     if n_edges == len(attrs) - 1 and n_edges > 0 and _connected(edges):  # mbi's nx.is_tree branch
         cells = sum(sizes[a] * sizes[b] for a in attrs for b in edges[a] if attrs.index(a) < attrs.index(b))
         return cells * 8 / 2 ** 20
-    elimination = _greedy_cliques(attrs, sizes, [frozenset(cl) for cl in cliques])
-    filled = {a: set(nb) for a, nb in edges.items()}
-    found: list[frozenset] = []
-    for a in elimination:
-        clique = frozenset({a} | filled[a])
-        found.append(clique)
-        for b in filled[a]:
-            filled[b] |= filled[a] - {b}
-            filled[b].discard(a)
-        del filled[a]
+    found = _elimination_cliques(attrs, sizes, edges, {a for cl in cliques for a in cl})
     maximal = [c for c in found if not any(c < other for other in found)]
     return sum(math.prod(sizes[a] for a in c) for c in maximal) * 8 / 2 ** 20
 
@@ -244,22 +235,30 @@ def _connected(edges: dict[str, set[str]]) -> bool:
     return len(seen) == len(edges)
 
 
-def _greedy_cliques(attrs: list[str], sizes: dict[str, int], cliques: list[frozenset]) -> list[str]:
-    """mbi's `greedy_order(domain, cliques, stochastic=False)[0]`: eliminate, each step, the first attribute (in
-    the remaining domain order) whose cliques' union has the smallest domain; its cliques merge into that union
-    without it."""
-    order, unmarked, clique_set = [], list(attrs), set(cliques)
-    for _ in range(len(attrs)):
-        best, best_cost = None, None
-        for a in unmarked:
-            cost = math.prod(sizes[v] for v in frozenset().union(*(c for c in clique_set if a in c)))
-            if best_cost is None or cost < best_cost:
-                best, best_cost = a, cost
-        order.append(best)
-        unmarked.remove(best)
-        neighbours = {c for c in clique_set if best in c}
-        clique_set = (clique_set - neighbours) | {frozenset().union(*neighbours) - {best}}
-    return order
+def _elimination_cliques(attrs: list[str], sizes: dict[str, int], edges: dict[str, set[str]],
+                         held: set[str]) -> list[frozenset]:
+    """The cliques {a} ∪ N(a) met eliminating the attributes in mbi's greedy order (`greedy_order(domain, cliques,
+    stochastic=False)[0]`: each step the first remaining attribute, in domain order, whose cliques' union has the
+    smallest domain), each elimination joining the attribute's neighbours. That union is the attribute and its
+    current neighbours, or nothing (cost 1) for an attribute in no clique (not in `held`); eliminating an attribute
+    merges its cliques as it joins its neighbours, so only its neighbours' costs change (exact integers, so ties
+    break as mbi's do)."""
+    nb = {a: set(edges[a]) for a in attrs}
+
+    def cost(a: str) -> int:
+        return sizes[a] * math.prod(sizes[v] for v in nb[a]) if a in held else 1
+    costs = {a: cost(a) for a in attrs}
+    remaining, found = list(attrs), []
+    while remaining:
+        best = min(remaining, key=costs.__getitem__)   # the first of the smallest, in domain order
+        remaining.remove(best)
+        found.append(frozenset({best} | nb[best]))
+        for u in nb[best]:
+            nb[u] |= nb[best] - {u}
+            nb[u].discard(best)
+        for u in nb.pop(best):
+            costs[u] = cost(u)
+    return found
 
 
 def save_model(model, path: Path) -> None:
