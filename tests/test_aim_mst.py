@@ -467,8 +467,9 @@ def test_adult_5000_rows_epsilon_1_beats_the_independence_baseline():
     assert scores["mst"] > base2 + 5 and scores["aim"] > base2 + 10 and scores["aim"] > scores["mst"]
 
 
-def test_aim_settings_follow_the_public_rule_unless_the_section_gives_them():
-    # n̂·ε below 5000: 16 bins and 16 rounds (the bundled 455-row table at ε 0.9); from 5000: 32 and 40 (Adult)
+def test_aim_and_mst_settings_follow_the_public_rule_unless_the_section_gives_them():
+    # n̂·ε below 5000: 16 bins and 16 rounds (the bundled 455-row table at ε 0.9); from 5000: 32 and 40 (Adult);
+    # MST's bins follow the same rule (its 32 bins put Titanic's age at the hub of its tree at ε 0.3)
     from pipelines.generators.params.aim import DEFAULTS, public_settings
     assert public_settings(DEFAULTS, 455, 0.9) == (16, 16)
     assert public_settings(DEFAULTS, 4999, 1.0) == (16, 16) and public_settings(DEFAULTS, 5000, 1.0) == (32, 40)
@@ -479,9 +480,11 @@ def test_aim_settings_follow_the_public_rule_unless_the_section_gives_them():
     for n_rows, eps, bins, rounds in ((400, 1.0, 16, 16), (8000, 1.0, 32, 40), (8000, 0.5, 16, 16)):
         plan = gen.plan(n_rows, Budget(eps, DELTA))
         assert plan.rounds == rounds and gen.discretizer.bins["c"].size == bins   # the column without public edges
-    mst = generator_class("mst")(LAYOUT, {"noise_seed": 1}, "cpu")
-    mst.plan(40000, Budget(1.0, DELTA))
-    assert mst.discretizer.bins["c"].size == 32                                  # MST keeps its section's n_bins
+    for n_bins, n_rows, eps, bins in ((None, 40000, 1.0, 32), (None, 1047, 0.3, 16), (None, 5000, 1.0, 32),
+                                      (8, 40000, 1.0, 8), (40, 400, 1.0, 40)):
+        mst = generator_class("mst")(LAYOUT, {"noise_seed": 1, "n_bins": n_bins}, "cpu")
+        mst.plan(n_rows, Budget(eps, DELTA))
+        assert mst.discretizer.bins["c"].size == bins, (n_bins, n_rows, eps)   # the section's n_bins wins
 
 
 @pytest.mark.parametrize("key,value", [("max_rounds", 0), ("max_rounds", 2.5), ("max_rounds", True), ("n_bins", 1)])

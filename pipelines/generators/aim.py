@@ -24,9 +24,6 @@ class AIM(MST):
 
     name = "aim"
 
-    def _bin_count(self, n_rows: int, epsilon: float) -> int:
-        return public_settings(self.params, n_rows, epsilon)[0]
-
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
         """`public_settings` (n̂, ε: public), then `plan_aim` for the layout's columns and K rounds."""
         n_bins, rounds = public_settings(self.params, n_rows, budget.epsilon)

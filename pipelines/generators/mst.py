@@ -4,7 +4,7 @@
 Encoded rows are discretised from public facts only (`pipelines.data.bins.Discretizer`, the one binning of
 every generator): the layout's numeric blocks carry the schema's bounds and optional public `bins` edges
 (overridable here by `bins: {column: [edges]}`, schema units), else `n_bins` equal-width bins over the bounds,
-integer-aligned for integer columns. Sampling draws codes from the fitted graphical model and decodes a numeric
+integer-aligned for integer columns (`n_bins` null: a public rule of n̂·ε, 16 below 5,000 and 32 from it, as AIM's). Sampling draws codes from the fitted graphical model and decodes a numeric
 bin by a uniform draw inside it. A column of more than `compress_above` cells (a long code list) is modelled on
 the codes its noisy 1-way count supports and one cell for the rest (`pipelines.marginal.compress`, the paper's
 domain compression). Design, derivations and evidence: docs/aim-mst.md.
@@ -20,6 +20,7 @@ import numpy as np
 from pipelines.data.bins import Discretizer
 from pipelines.data.encoded import RowChunks
 from pipelines.generators.base import Budget, PrivateGenerator
+from pipelines.generators.params.mst import public_bins
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
 from pipelines.marginal.measure import Passes
@@ -41,14 +42,14 @@ class MST(PrivateGenerator):
     input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
 
     def build(self) -> None:
-        self.discretizer = self._discretizer(self._bin_count(0, 0.0))   # AIM's may change when it plans
+        self.discretizer = self._discretizer(self._bin_count(0, 0.0))   # the rule's may change when it plans
         self.model = None                          # the fitted mbi MarkovRandomField
         self.structure: dict[str, Any] = {}        # what the mechanism selected (public: DP outputs)
         self.compression: Compression | None = None   # the model's domain: codes its 1-way counts support (DP)
 
     def _bin_count(self, n_rows: int, epsilon: float) -> int:
-        """`n_bins` (MST: the section's; AIM: its public rule's at n̂ = `n_rows` and `epsilon`)."""
-        return int(self.params["n_bins"])
+        """The section's `n_bins`, or the public rule's at n̂ = `n_rows` and `epsilon` (`public_bins`)."""
+        return public_bins(self.params["n_bins"], n_rows, epsilon)
 
     def _discretizer(self, n_bins: int) -> Discretizer:
         """The layout's public bins, `n_bins` equal-width where a numeric column has no public edges (`bins`
@@ -63,7 +64,9 @@ class MST(PrivateGenerator):
         return [b.column for b in self.layout.blocks]
 
     def _plan(self, n_rows: int, budget: Budget) -> MSTPlan:
-        """`plan_mst` for the layout's columns: data-independent (schema and ε, δ only)."""
+        """The bins (`_bin_count`: n̂ and ε, public), then `plan_mst` for the layout's columns: data-independent
+        (schema and ε, δ only)."""
+        self.discretizer = self._discretizer(self._bin_count(n_rows, budget.epsilon))
         return plan_mst(len(self.names), budget.epsilon, budget.delta, n_rows=n_rows)
 
     def _fit(self, data: RowChunks, streams: Streams) -> Sequence[Event]:

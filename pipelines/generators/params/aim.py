@@ -1,5 +1,6 @@
 """AIM's parameters (`pipelines.generators.aim`): MST's (`pipelines.generators.params.mst`), its rounds, and the
-public rule that sets the bin count and the round limit from n̂ and ε when the section leaves them null."""
+public rule (MST's SETTINGS_RULE) that sets the bin count and the round limit from n̂ and ε when the section leaves
+them null."""
 from __future__ import annotations
 
 from typing import Any
@@ -8,12 +9,11 @@ from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_bin_count
 from pipelines.generators.params.mst import DEFAULTS as MST_DEFAULTS
 from pipelines.generators.params.mst import NULLABLE as MST_NULLABLE
-from pipelines.generators.params.mst import check_bins, check_compress_above
+from pipelines.generators.params.mst import check_bins, check_compress_above, public_bins, settings_row
 
 NULLABLE = MST_NULLABLE   # MST's keys whose null is meaningful are AIM's
 DEFAULTS: dict[str, Any] = {
     **MST_DEFAULTS,
-    "n_bins": None,            # equal-width bins per numeric column without public edges; null: `public_settings`
     "max_rounds": None,        # K: selection slots, the round limit (wall-clock independent); null: `public_settings`
     "max_model_size": 20.0,    # MB of mbi junction-tree cells (the paper's 80 is slower on 2 cores)
     "iters": 300,              # mirror-descent iterations per round (warm-started)
@@ -22,19 +22,12 @@ DEFAULTS: dict[str, Any] = {
     "target": None,            # the target column (default: the layout's target block)
 }
 
-# (n̂·ε from which it applies, n_bins, max_rounds), rising: the public rule (`public_settings`), docs/aim-mst.md
-SETTINGS_RULE: tuple[tuple[float, int, int], ...] = ((0.0, 16, 16), (5000.0, 32, 40))
-
-
 def public_settings(params: dict[str, Any], n_rows: int, epsilon: float) -> tuple[int, int]:
     """(n_bins, max_rounds) for n̂ = `n_rows` training rows at the generator's ε: the section's own values, or, where
-    it leaves them null, the last row of SETTINGS_RULE whose n̂·ε threshold is reached. Public inputs only (the
-    schema's row count and the allocated ε), so the choice costs no budget. Fewer bins and rounds when n̂·ε is
-    small: each measured cell then holds few rows against a noise σ that grows with the number of rounds
-    (docs/aim-mst.md, "Settings")."""
-    reach = n_rows * epsilon
-    _, bins, rounds = [row for row in SETTINGS_RULE if reach >= row[0]][-1]
-    return (int(params["n_bins"]) if params["n_bins"] is not None else bins,
+    it leaves them null, the rule's (`params.mst.SETTINGS_RULE`; bins as MST's, `public_bins`). Public inputs only,
+    so the choice costs no budget. Fewer rounds when n̂·ε is small: the noise σ grows with the number of rounds."""
+    rounds = settings_row(n_rows, epsilon)[2]
+    return (public_bins(params["n_bins"], n_rows, epsilon),
             int(params["max_rounds"]) if params["max_rounds"] is not None else rounds)
 
 

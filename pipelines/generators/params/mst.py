@@ -7,9 +7,15 @@ from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_bin_count
 from pipelines.generators.params.shared import shared_defaults
 
+# (n̂·ε from which it applies, n_bins, AIM's max_rounds), rising: the public rule that sets MST's and AIM's bin count
+# (and AIM's round limit) where the section leaves them null (`public_bins`; AIM: params/aim.py `public_settings`).
+# Fewer bins when n̂·ε is small: each measured cell then holds few rows against the noise (docs/aim-mst.md, "Settings").
+SETTINGS_RULE: tuple[tuple[float, int, int], ...] = ((0.0, 16, 16), (5000.0, 32, 40))
+
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,        # target ε; "inf" measures exact marginals (non-private)
-    "n_bins": 32,          # equal-width bins per numeric column without public edges (over the schema bounds)
+    "n_bins": None,        # equal-width bins per numeric column without public edges (over the schema bounds);
+                           # null: `public_bins` (n̂·ε, public)
     "bins": {},            # {column: [edges in schema units]}: public edges, over the schema's own `bins`
     "iters": 2000,         # mirror-descent iterations of the final estimation
     "compress_above": 100,  # a column of more cells is modelled on the codes its noisy 1-way count supports (≥ 3σ)
@@ -18,7 +24,18 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-NULLABLE = ("compress_above",)   # keys whose null is meaningful (pipelines/config.py types the others by default)
+NULLABLE = ("compress_above", "n_bins")   # keys whose null is meaningful (pipelines/config.py types the others)
+
+
+def settings_row(n_rows: int, epsilon: float) -> tuple[float, int, int]:
+    """The last row of SETTINGS_RULE whose n̂·ε threshold n̂ = `n_rows` training rows at ε = `epsilon` reach."""
+    return [row for row in SETTINGS_RULE if n_rows * epsilon >= row[0]][-1]
+
+
+def public_bins(n_bins: int | None, n_rows: int, epsilon: float) -> int:
+    """The section's `n_bins`, or where it is null the rule's at n̂ = `n_rows` and the generator's ε: public inputs
+    only (the schema's row count and the allocated ε), so the choice costs no budget."""
+    return int(n_bins) if n_bins is not None else settings_row(n_rows, epsilon)[1]
 
 
 def check_bins(bins: Any, section: str) -> None:
@@ -37,7 +54,8 @@ def check_bins(bins: Any, section: str) -> None:
 
 def check_params(params: dict[str, Any]) -> None:
     """The params-only rules of an `mst:` section over DEFAULTS: `n_bins` >= 2, `check_bins`, `compress_above`."""
-    check_bin_count(params["n_bins"], "mst.n_bins")
+    if params["n_bins"] is not None:
+        check_bin_count(params["n_bins"], "mst.n_bins")
     check_bins(params["bins"], "mst")
     check_compress_above(params["compress_above"], "mst")
 
