@@ -49,7 +49,7 @@ def machine(device: str) -> dict:
     """What ran the stages: CPUs, the accelerator (when `device` is cuda) and the frameworks' versions."""
     import torch
     facts = {"device": device, "cpus": os.cpu_count(), "python": platform.python_version(),
-             "torch": torch.__version__, "torch_threads_per_stage": "pipelines.runtime.torch_threads()"}
+             "torch": torch.__version__}
     if device == "cuda":
         facts["gpu"] = torch.cuda.get_device_name(0)
     try:

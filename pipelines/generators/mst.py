@@ -4,8 +4,8 @@
 Encoded rows are discretised from public facts only (`pipelines.data.bins.Discretizer`, the one binning of
 every generator): the layout's numeric blocks carry the schema's bounds and optional public `bins` edges
 (overridable here by `bins: {column: [edges]}`, schema units), else `n_bins` equal-width bins over the bounds,
-integer-aligned for integer columns (`n_bins` null: a public rule of n̂·ε, 16 below 5,000 and 32 from it, as AIM's). Sampling draws codes from the fitted graphical model and decodes a numeric
-bin by a uniform draw inside it. A column of more than `compress_above` cells (a long code list) is modelled on
+integer-aligned for integer columns (`n_bins` null: a public rule of n̂·ε, 16 below 5,000 and 32 from it, as
+AIM's). Sampling draws codes from the fitted graphical model and decodes a numeric bin by a uniform draw inside it. A column of more than `compress_above` cells (a long code list) is modelled on
 the codes its noisy 1-way count supports and one cell for the rest (`pipelines.marginal.compress`, the paper's
 domain compression). Design, derivations and evidence: docs/aim-mst.md.
 """
@@ -51,6 +51,10 @@ class MST(PrivateGenerator):
         """The section's `n_bins`, or the public rule's at n̂ = `n_rows` and `epsilon` (`public_bins`)."""
         return public_bins(self.params["n_bins"], n_rows, epsilon)
 
+    def _plan_bins(self, n_rows: int, budget: Budget) -> None:
+        """The discretiser for n̂ = `n_rows` and the generator's ε (`_bin_count`: public inputs, no budget)."""
+        self.discretizer = self._discretizer(self._bin_count(n_rows, budget.epsilon))
+
     def _discretizer(self, n_bins: int) -> Discretizer:
         """The layout's public bins, `n_bins` equal-width where a numeric column has no public edges (`bins`
         checked against the layout: a ValueError naming `<generator>.bins`)."""
@@ -64,9 +68,9 @@ class MST(PrivateGenerator):
         return [b.column for b in self.layout.blocks]
 
     def _plan(self, n_rows: int, budget: Budget) -> MSTPlan:
-        """The bins (`_bin_count`: n̂ and ε, public), then `plan_mst` for the layout's columns: data-independent
-        (schema and ε, δ only)."""
-        self.discretizer = self._discretizer(self._bin_count(n_rows, budget.epsilon))
+        """The bins (`_plan_bins`), then `plan_mst` for the layout's columns: data-independent (schema and ε, δ
+        only)."""
+        self._plan_bins(n_rows, budget)
         return plan_mst(len(self.names), budget.epsilon, budget.delta, n_rows=n_rows)
 
     def _fit(self, data: RowChunks, streams: Streams) -> Sequence[Event]:

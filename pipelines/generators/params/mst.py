@@ -7,9 +7,10 @@ from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_bin_count
 from pipelines.generators.params.shared import shared_defaults
 
-# (n̂·ε from which it applies, n_bins, AIM's max_rounds), rising: the public rule that sets MST's and AIM's bin count
-# (and AIM's round limit) where the section leaves them null (`public_bins`; AIM: params/aim.py `public_settings`).
-# Fewer bins when n̂·ε is small: each measured cell then holds few rows against the noise (docs/aim-mst.md, "Settings").
+# (n̂·ε from which it applies, n_bins, AIM's max_rounds), rising: the public rule that sets MST's and AIM's bin
+# count (and AIM's round limit) where the section leaves them null (`public_bins`; AIM: params/aim.py
+# `public_settings`). Fewer bins when n̂·ε is small: each measured cell then holds few rows against the noise
+# (docs/aim-mst.md, "Settings").
 SETTINGS_RULE: tuple[tuple[float, int, int], ...] = ((0.0, 16, 16), (5000.0, 32, 40))
 
 DEFAULTS: dict[str, Any] = {
