@@ -25,7 +25,7 @@ from pipelines.marginal.score import MAX_PAIRS, QualityScore, marginal_error, ta
 from pipelines.privacy.accountant import RDP_ORDERS, epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import (GEOMETRIC_SHAPE, LOGARITHMIC_SHAPE, GaussianEvent, RepeatAndSelectEvent,
                                       event_from_dict, event_to_dict, validate_event)
-from pipelines.privacy.repeat_select import best_of_trials, logarithmic_mean, trial_law
+from pipelines.privacy.repeat_select import best_of_each, best_of_trials, logarithmic_mean, trial_law
 from pipelines.privacy.samplers import logarithmic_trials
 from pipelines.selection import select
 from test_generator_contract import TINY, Session
@@ -111,6 +111,17 @@ def test_the_lowest_score_wins_ties_go_to_the_earlier_trial_and_every_trial_runs
     assert (score, output) == ([5, 3, 3, 7, 3, 9][best_t % 6], calls[best_t]) and k == calls[best_t][1]
 
 
+def test_each_candidate_runs_once_in_order_and_the_lowest_score_wins_ties_to_the_earlier():
+    calls = []
+
+    def trial(t, k):
+        calls.append((t, k))
+        return [5, 3, 3, 7][k], f"table {k}"
+    assert best_of_each(4, trial) == (3, 1, "table 1") and calls == [(0, 0), (1, 1), (2, 2), (3, 3)]
+    with pytest.raises(ValueError, match="at least one candidate"):
+        best_of_each(0, trial)
+
+
 def test_candidates_are_drawn_by_their_public_weights():
     counts = np.zeros(3)
 
@@ -185,9 +196,12 @@ def bc(bc_schema, bc_raw):
     return encoder.layout, encoder.encode(bc_raw.iloc[np.sort(picked)].reset_index(drop=True))
 
 
-def test_the_plan_spends_the_budget_on_one_selection_event(bc):
+RANDOM = {**TINY["private_selection"], "trials": "random"}   # Papernot & Steinke's random trials (default: each)
+
+
+def test_random_trials_plan_spends_the_budget_on_one_selection_event(bc):
     layout, _ = bc
-    gen = make_generator("private_selection", layout, TINY["private_selection"], "cpu")
+    gen = make_generator("private_selection", layout, RANDOM, "cpu")
     plan = gen.plan(160, Budget(1.0, DELTA))
     (event,) = plan.events
     assert isinstance(event, RepeatAndSelectEvent) and len(event.candidates) == 2
@@ -198,9 +212,37 @@ def test_the_plan_spends_the_budget_on_one_selection_event(bc):
     assert gen.score.sensitivity == 2 * len(workload(layout))   # breast cancer has a target: the task term is in
 
 
-def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_path):
+def test_each_plans_the_composition_of_every_candidate_and_its_score_at_the_budget(bc):
+    layout, _ = bc
+    gen = make_generator("private_selection", layout, TINY["private_selection"], "cpu")   # trials: each
+    plan = gen.plan(160, Budget(1.0, DELTA))
+    x = plan.trial_epsilon
+    score = gen.score.event(0.25 * x)
+    expected = [e for c in ("pearl", "support_points")   # each candidate's own plan at 0.75·x, then its score
+                for e in (*gen._candidate(c, 0.75 * x, 0).plan(160, Budget(0.75 * x, DELTA)).events, score)]
+    assert list(plan.events) == expected and [e for e in plan.events if e == score] == [score, score]
+    spent = epsilon_pld(list(plan.events), DELTA)   # the ledger's own figure: the budget, to the search's tolerance
+    assert (1 - 2 * TRIAL_RTOL) <= spent <= 1.0
+    assert 0.3 < x < 1.0
+
+
+def test_each_trains_every_candidate_once_and_records_the_composition(bc, monkeypatch):
     layout, X = bc
     gen = make_generator("private_selection", layout, {**TINY["private_selection"], "noise_seed": 3}, "cpu")
+    built, scored = [], []
+    candidate, noisy = gen._candidate, QualityScore.noisy
+    monkeypatch.setattr(gen, "_candidate", lambda name, eps, t: built.append((name, t)) or candidate(name, eps, t))
+    monkeypatch.setattr(QualityScore, "noisy", lambda *a: scored.append(noisy(*a)[0]) or (scored[-1], None))
+    session = Session()
+    gen.fit(X, session, Budget(1.0, DELTA))
+    assert session.reserved == session.recorded == list(gen.privacy.events)
+    assert built[-2:] == [("pearl", 0), ("support_points", 1)] and len(scored) == 2   # each once, in order
+    assert gen.winner_name == ("pearl", "support_points")[int(scored[1] < scored[0])] == gen.drawn_by
+
+
+def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_path):
+    layout, X = bc
+    gen = make_generator("private_selection", layout, {**RANDOM, "noise_seed": 3}, "cpu")
     session = Session()
     gen.fit(X, session, Budget(1.0, DELTA))
     assert session.reserved == session.recorded == list(gen.privacy.events)
@@ -214,7 +256,8 @@ def test_fit_records_the_planned_event_keeps_one_winner_and_round_trips(bc, tmp_
 
 
 @pytest.mark.parametrize("key, value", [("candidates", ["private_selection"]), ("candidates", ["gan"]),
-                                        ("mean_trials", 0.5), ("score_share", 1.0), ("score_bins", 1)])
+                                        ("mean_trials", 0.5), ("score_share", 1.0), ("score_bins", 1),
+                                        ("trials", "all")])
 def test_bad_selection_params_are_refused_with_their_key(tmp_path, key, value):
     params = read_params(PROJECT / "params" / "private.yaml")  # the override file made whole
     params["private_selection"][key] = value
@@ -242,7 +285,7 @@ def test_private_release_trains_only_the_selection_and_charges_one_event(tmp_pat
     sections = {g: TINY[g] for g in ("pearl", "support_points")}
     root = make_root(tmp_path, {"generators": ["pearl", "support_points", "private_selection"],
                                 "release": {"select": "private"}, "weights": {"generators": []},
-                                "private_selection": {"mean_trials": 2}, **sections})
+                                "private_selection": {"trials": "random", "mean_trials": 2}, **sections})
     run_stages(root, "budget")
     params = load_params(root / "params.yaml")
     alloc = root / "data/allocation/breast_cancer"

@@ -75,3 +75,21 @@ def best_of_trials(rng: np.random.Generator, gamma: Fraction, weights: Sequence[
         if best is None or score < best[0]:
             best = (score, k, output)
     return best
+
+
+def best_of_each(n_candidates: int, trial: Callable[[int, int], tuple[int, Output]]) -> tuple[int, int, Output]:
+    """(score, candidate, output) of the best of one trial per candidate, in order: `trial(k, k)` runs candidate k
+    and returns its private score (lower is better) and output; ties go to the earlier candidate.
+
+    Not repeat and select: nothing is random here, every candidate runs, and the guarantee is the composition of
+    every trial's events (each candidate's own and its score's), fixed before any row is read; publishing the
+    argmin and its output is post-processing of those K private outputs (`trials: each`,
+    pipelines/generators/private_selection.py)."""
+    if n_candidates < 1:
+        raise ValueError(f"a selection needs at least one candidate, got {n_candidates}")
+    best: tuple[int, int, Output] | None = None
+    for k in range(n_candidates):
+        score, output = trial(k, k)
+        if best is None or score < best[0]:
+            best = (score, k, output)
+    return best

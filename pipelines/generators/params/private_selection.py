@@ -6,10 +6,13 @@ from typing import Any
 
 from pipelines.errors import ParamError
 
+TRIALS = ("random", "each")   # Papernot & Steinke's random trials; every candidate once (private_selection.py)
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,         # ε of the whole selection (every trial, score and the choice; Papernot & Steinke)
     "candidates": None,     # generators to choose among; null = every other generator of `generators:`
-    "mean_trials": 3,       # μ: the mean number of trials T ~ Logarithmic on {1, 2, ...}, drawn secretly
+    "trials": "each",       # each: every candidate once, their events composed (the better cover for a few
+                            # candidates); random: T ~ Logarithmic trials of drawn candidates (Papernot & Steinke)
+    "mean_trials": 3,       # μ (trials: random): the mean number of trials T ~ Logarithmic on {1, 2, ...}
     "favour_rule": True,    # half the trials run the public rule's choice among the candidates; false: uniform
     "score_share": 0.25,    # share of each trial's ε for its DP quality score (pipelines/marginal/score.py)
     "score_bins": 10,       # equal-width bins per numeric column (schema bounds) of the score's marginals
@@ -35,6 +38,8 @@ def check_params(params: dict[str, Any]) -> None:
     mean = params["mean_trials"]
     if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not (1 <= mean <= 100 and math.isfinite(mean)):
         raise ParamError("private_selection.mean_trials", f"must be a number in [1, 100], got {mean!r}")
+    if params["trials"] not in TRIALS:
+        raise ParamError("private_selection.trials", f"must be one of {', '.join(TRIALS)}, got {params['trials']!r}")
     if not 0 < params["score_share"] < 1:
         raise ParamError("private_selection.score_share", f"must lie in (0, 1), got {params['score_share']!r}")
     if int(params["score_bins"]) < 2:
