@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
 from itertools import accumulate
 from typing import TypeVar
@@ -68,13 +68,12 @@ def best_of_trials(rng: np.random.Generator, gamma: Fraction, weights: Sequence[
     if not weights or any(int(w) != w or w < 1 for w in weights):
         raise ValueError(f"candidate weights must be positive integers, got {list(weights)}")
     bounds = list(accumulate(int(w) for w in weights))
-    best: tuple[int, int, Output] | None = None
-    for t in range(logarithmic_trials(rng, gamma)):
-        k = bisect.bisect_right(bounds, uniform_index(rng, bounds[-1]))
-        score, output = trial(t, k)
-        if best is None or score < best[0]:
-            best = (score, k, output)
-    return best
+
+    def runs() -> Iterator[tuple[int, int, Output]]:
+        for t in range(logarithmic_trials(rng, gamma)):
+            k = bisect.bisect_right(bounds, uniform_index(rng, bounds[-1]))
+            yield (k, *trial(t, k))
+    return _lowest(runs())
 
 
 def best_of_each(n_candidates: int, trial: Callable[[int, int], tuple[int, Output]]) -> tuple[int, int, Output]:
@@ -87,9 +86,14 @@ def best_of_each(n_candidates: int, trial: Callable[[int, int], tuple[int, Outpu
     pipelines/generators/private_selection.py)."""
     if n_candidates < 1:
         raise ValueError(f"a selection needs at least one candidate, got {n_candidates}")
+    return _lowest((k, *trial(k, k)) for k in range(n_candidates))
+
+
+def _lowest(runs: Iterable[tuple[int, int, Output]]) -> tuple[int, int, Output]:
+    """(score, candidate, output) of the run (candidate, score, output) with the lowest score, runs consumed in
+    order (each one runs when reached); ties go to the earlier run."""
     best: tuple[int, int, Output] | None = None
-    for k in range(n_candidates):
-        score, output = trial(k, k)
+    for k, score, output in runs:
         if best is None or score < best[0]:
             best = (score, k, output)
     return best
