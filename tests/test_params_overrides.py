@@ -47,7 +47,7 @@ def test_every_bundled_file_is_a_short_override_of_params_yaml(path):
 def test_an_override_is_params_yaml_with_its_own_keys():
     whole, private = load_params(ROOT / "params.yaml"), load_params(ROOT / "params" / "private.yaml")
     assert private.release == whole.release.model_copy(update={"select": "private"})
-    assert private.generators == ("aim", "mst", "pearl", "private_selection")
+    assert private.generators == ("aim", "mst", "private_selection")
     assert {k: v for k, v in private.given.items() if k not in ("release", "generators")} == {
         k: v for k, v in whole.given.items() if k not in ("release", "generators")}
     adult = load_params(ROOT / "params" / "adult-all.yaml")
