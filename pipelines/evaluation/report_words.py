@@ -65,7 +65,7 @@ GATES: dict[str, GateWords] = {
     "release_test": GateWords(
         "DP release test", "the DP release test found more training rows near the table than its holdout share "
         "allows (its noise alone refuses a table within the tolerance with probability at most 1 − "
-        "release.test_confidence, 1 % by default: a refusal is evidence, not proof; the paid bit stands for this "
+        "release.test_confidence: a refusal is evidence, not proof; the paid bit stands for this "
         "table, and only a new training, at new budget, gives a new table and a new test)",
         "the DP release test found no excess of training rows near the table",
         "ε = {epsilon}; statistic {statistic} (noisy {noisy_statistic}), threshold {threshold}; training rows near "
