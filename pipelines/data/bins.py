@@ -33,7 +33,7 @@ import numpy as np
 
 from pipelines.data.code_lists import CodeBuckets, is_long
 from pipelines.data.layout import Block, Layout
-from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS
+from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS, indicator
 
 
 @dataclass(frozen=True)
@@ -152,26 +152,43 @@ class Discretizer:
     categorical block: code = argmax, decoded to the one-hot row; binary: code = x >= 0.5, decoded to 0/1; numeric:
     its `NumericBins` from the layout's public facts (`bins`: {column: [edges in schema units]} overrides a
     column's edges), decoded by a uniform draw inside the bin (midpoint decoding collapses every value of a bin
-    onto one point, which detection classifiers and 3-way marginals punish: issue 18)."""
+    onto one point, which detection classifiers and 3-way marginals punish: issue 18).
 
-    def __init__(self, layout: Layout, n_bins: int = 32, bins: dict[str, Iterable[float]] | None = None) -> None:
+    With `fold_missing` (MST and AIM), a numeric column's missingness indicator (`<name>__missing`, the block
+    `pipelines.data.declared` puts after it) is not a column of its own: the numeric column gets one more cell,
+    after its bins, for "missing" (code = its bins' count), which decodes to the value the modelled table holds on
+    a null row (the lower bound, encoded 0) with the indicator set; every other code decodes with the indicator
+    clear. This is how a marginal model sees a null (one value of the column, as Private-PGM's own data handling
+    does), and it is exact both ways: a present value at the lower bound keeps its own bin. Without it a column
+    with nulls is two columns bound by a rule (null ⇔ lower bound), each measured and each a candidate of AIM's
+    rounds, and the rounds at small n̂·ε go to that rule and to the indicators' pairs instead of the target
+    (docs/aim-mst.md "A numeric null is a cell of its column"). Public: a function of the layout alone."""
+
+    def __init__(self, layout: Layout, n_bins: int = 32, bins: dict[str, Iterable[float]] | None = None,
+                 fold_missing: bool = False) -> None:
         self.layout, self.n_bins, bins = layout, _check_n_bins(n_bins), dict(bins or {})
+        self.fold_missing = bool(fold_missing)
         numeric = {b.column: b for b in layout.blocks if b.kind in NUMERIC_KINDS}
         unknown = sorted(set(bins) - set(numeric))
         if unknown:
             raise ValueError(f"bins given for {unknown}, which are not numeric columns of the layout; numeric "
                              f"columns: {sorted(numeric)}")
         self.bins: dict[str, NumericBins] = {c: numeric_bins(b, self.n_bins, bins.get(c)) for c, b in numeric.items()}
+        columns = {b.column for b in layout.blocks}
+        self.folded: dict[str, Block] = {c: layout.block(indicator(c)) for c in numeric if self.fold_missing
+                                         and indicator(c) in columns and layout.block(indicator(c)).kind == "binary"}
+        folded = {b.column for b in self.folded.values()}
+        self.blocks: tuple[Block, ...] = tuple(b for b in layout.blocks if b.column not in folded)
 
     @property
     def names(self) -> list[str]:
-        return [b.column for b in self.layout.blocks]
+        return [b.column for b in self.blocks]
 
     def size(self, column: str) -> int:
         b = self.layout.block(column)
         if b.kind == "categorical":
             return b.width
-        return 2 if b.kind == "binary" else self.bins[column].size
+        return 2 if b.kind == "binary" else self.bins[column].size + (column in self.folded)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -181,38 +198,49 @@ class Discretizer:
         """(rows, n_columns) int64 codes of encoded rows (values outside [0, 1] are clipped first). X is read block by
         block in its own dtype (a float64 copy of a long code list's one-hot rows would be the largest array)."""
         X = np.asarray(X)
-        out = np.empty((X.shape[0], len(self.layout.blocks)), dtype=np.int64)
-        for j, b in enumerate(self.layout.blocks):
+        out = np.empty((X.shape[0], len(self.blocks)), dtype=np.int64)
+        for j, b in enumerate(self.blocks):
             if b.kind == "categorical":
                 out[:, j] = X[:, b.start:b.stop].argmax(1)
             elif b.kind == "binary":
                 out[:, j] = (X[:, b.start] >= 0.5).astype(np.int64)
             else:
                 out[:, j] = self.bins[b.column].codes(X[:, b.start])
+                if b.column in self.folded:   # the null cell, after the bins
+                    out[X[:, self.folded[b.column].start] >= 0.5, j] = self.bins[b.column].size
         return out
 
     def decode(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Encoded float32 rows in [0, 1]: one-hot / 0-1 for discrete blocks, a uniform draw inside the bin for
-        numeric ones (`NumericBins.values` at a uniform offset: a uniform integer of the bin for integer bins)."""
+        numeric ones (`NumericBins.values` at a uniform offset: a uniform integer of the bin for integer bins); a
+        folded null cell as the lower bound (0) with its indicator set."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float32)   # values rounded as astype would
-        for j, b in enumerate(self.layout.blocks):
+        for j, b in enumerate(self.blocks):
             c = codes[:, j]
             if b.kind == "categorical":
                 out[np.arange(len(c)), b.start + c] = 1.0
             elif b.kind == "binary":
                 out[:, b.start] = c
             else:
-                out[:, b.start] = self.bins[b.column].values(c, rng.random(len(c)))
+                nb, offsets = self.bins[b.column], rng.random(len(c))
+                if b.column not in self.folded:
+                    out[:, b.start] = nb.values(c, offsets)
+                    continue
+                null = c == nb.size
+                out[:, b.start] = np.where(null, 0.0, nb.values(np.minimum(c, nb.size - 1), offsets))
+                out[:, self.folded[b.column].start] = null
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_bins": self.n_bins, "bins": {c: nb.to_dict() for c, nb in self.bins.items()}}
+        """The saved form; `fold_missing` only when set, so a discretiser without it keeps its bytes."""
+        out = {"n_bins": self.n_bins, "bins": {c: nb.to_dict() for c, nb in self.bins.items()}}
+        return {**out, "fold_missing": True} if self.fold_missing else out
 
     @classmethod
     def from_dict(cls, layout: Layout, d: dict[str, Any]) -> "Discretizer":
         """The saved discretiser (authoritative: it is what the model was fitted on)."""
-        out = cls(layout, d["n_bins"])
+        out = cls(layout, d["n_bins"], fold_missing=bool(d.get("fold_missing", False)))
         out.bins = {c: NumericBins.from_dict(v) for c, v in d["bins"].items()}
         return out
 

@@ -5,7 +5,7 @@ Encoded rows are discretised from public facts only (`pipelines.data.bins.Discre
 every generator): the layout's numeric blocks carry the schema's bounds and optional public `bins` edges
 (overridable here by `bins: {column: [edges]}`, schema units), else `n_bins` equal-width bins over the bounds,
 integer-aligned for integer columns (`n_bins` null: a public rule of n̂·ε, 16 below 5,000 and 32 from it, as
-AIM's). Sampling draws codes from the fitted graphical model and decodes a numeric bin by a uniform draw inside it. A column of more than `compress_above` cells (a long code list) is modelled on
+AIM's); a numeric column's null is one more cell of that column (`Discretizer`'s `fold_missing`). Sampling draws codes from the fitted graphical model and decodes a numeric bin by a uniform draw inside it. A column of more than `compress_above` cells (a long code list) is modelled on
 the codes its noisy 1-way count supports and one cell for the rest (`pipelines.marginal.compress`, the paper's
 domain compression). Design, derivations and evidence: docs/aim-mst.md.
 """
@@ -57,15 +57,17 @@ class MST(PrivateGenerator):
 
     def _discretizer(self, n_bins: int) -> Discretizer:
         """The layout's public bins, `n_bins` equal-width where a numeric column has no public edges (`bins`
-        checked against the layout: a ValueError naming `<generator>.bins`)."""
+        checked against the layout: a ValueError naming `<generator>.bins`); a numeric column's null is a cell of
+        the column, not an indicator column (`fold_missing`)."""
         try:
-            return Discretizer(self.layout, n_bins, self.params["bins"])
+            return Discretizer(self.layout, n_bins, self.params["bins"], fold_missing=True)
         except ValueError as e:
             raise ValueError(f"{self.name}.bins: {e}") from None
 
     @property
     def names(self) -> list[str]:
-        return [b.column for b in self.layout.blocks]
+        """The model's columns: the discretiser's (indicators folded into their numeric columns)."""
+        return self.discretizer.names
 
     def _plan(self, n_rows: int, budget: Budget) -> MSTPlan:
         """The bins (`_plan_bins`), then `plan_mst` for the layout's columns: data-independent (schema and ε, δ
