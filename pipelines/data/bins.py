@@ -174,9 +174,9 @@ class Discretizer:
             raise ValueError(f"bins given for {unknown}, which are not numeric columns of the layout; numeric "
                              f"columns: {sorted(numeric)}")
         self.bins: dict[str, NumericBins] = {c: numeric_bins(b, self.n_bins, bins.get(c)) for c, b in numeric.items()}
-        columns = {b.column for b in layout.blocks}
-        self.folded: dict[str, Block] = {c: layout.block(indicator(c)) for c in numeric if self.fold_missing
-                                         and indicator(c) in columns and layout.block(indicator(c)).kind == "binary"}
+        by_name = {b.column: b for b in layout.blocks}   # the schema reserves `<name>__missing` for the indicator
+        self.folded: dict[str, Block] = {c: by_name[indicator(c)] for c in numeric
+                                         if self.fold_missing and indicator(c) in by_name}
         folded = {b.column for b in self.folded.values()}
         self.blocks: tuple[Block, ...] = tuple(b for b in layout.blocks if b.column not in folded)
 
