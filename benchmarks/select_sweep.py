@@ -70,15 +70,9 @@ def main() -> None:
     if args.summarize:
         print(summary([json.loads(f.read_text()) for f in args.summarize]))
         return
-    root = Path(args.root)
-    config = load_params(root / "params.yaml")
-    p = Paths(config.dataset.name, root)
-    sch = load_schema(p.schema)
-    layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
-    encoded = EncodedTable(p.prepared / "train_encoded.parquet")
+    config, sch, layout, encoded, train, holdout = kept_project(Path(args.root))
     table = encoded if args.rows is None else np.asarray(encoded)[:args.rows]
-    train = pd.read_parquet(p.prepared / "train.parquet").iloc[:args.rows]
-    holdout = pd.read_parquet(p.prepared / "holdout.parquet")
+    train = train.iloc[:args.rows]
     real = binned(train, train, sch)
     k3 = [tuple(real.columns[i] for i in c)
           for c in column_subsets(len(real.columns), 3, 100, np.random.default_rng(0))]
@@ -101,8 +95,7 @@ def main() -> None:
                         break
                     model.fit(table, Session(), Budget(eps, delta))  # len(table): the public n̂
                     synth = Encoder(sch).decode(model.sample(len(table), 0))
-                    scored = target_scores({"tstr": synth}, holdout, sch.columns, sch.target, 0)
-                    auc = [roc_auc_score(scored["y_test"], scored["scores"][m]["tstr"]) for m in scored["scores"]]
+                    auc = tstr_auroc(synth, holdout, sch)
                     synth_b = binned(synth, train, sch)
                     kway = [kway_score(real, synth_b, k, k3 if k == 3 else None) for k in (1, 2, 3)]
                     scores.append(kway + auc)
@@ -116,6 +109,22 @@ def main() -> None:
                 if args.json:  # after each configuration: an interrupted sweep keeps what it measured
                     args.json.write_text(json.dumps({"command": " ".join(sys.argv), "shape": shape(sch, len(table)),
                                                      "holdout_rows": len(holdout), "fits": fits}, indent=1) + "\n")
+
+
+def kept_project(root: Path) -> tuple:
+    """(config, schema, layout, encoded training rows, training rows, holdout rows) of a project after
+    `dvc repro prepare`."""
+    config = load_params(root / "params.yaml")
+    p = Paths(config.dataset.name, root)
+    return (config, load_schema(p.schema), Layout.from_dict(read_json(p.prepared / "layout.json")["layout"]),
+            EncodedTable(p.prepared / "train_encoded.parquet"), pd.read_parquet(p.prepared / "train.parquet"),
+            pd.read_parquet(p.prepared / "holdout.parquet"))
+
+
+def tstr_auroc(synth: pd.DataFrame, holdout: pd.DataFrame, sch) -> list[float]:
+    """Train on the synthetic rows, test on the holdout: the project's LR / RF / GBM AUROC (`target_scores`)."""
+    scored = target_scores({"tstr": synth}, holdout, sch.columns, sch.target, 0)
+    return [roc_auc_score(scored["y_test"], scored["scores"][m]["tstr"]) for m in scored["scores"]]
 
 
 def summary(sweeps: list[dict]) -> str:

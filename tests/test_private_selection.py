@@ -208,7 +208,8 @@ def test_random_trials_plan_spends_the_budget_on_one_selection_event(bc):
     assert (event.mean, event.shape) == (trial_law(2.0)[1], LOGARITHMIC_SHAPE)
     spent = epsilon_rdp([event], DELTA)
     assert (1 - 2 * TRIAL_RTOL) <= spent <= 1.0 and epsilon_pld([event], DELTA) <= spent
-    assert 0.2 < plan.trial_epsilon < 1.0 and event.candidates[0][-1] == gen.score.event(0.25 * plan.trial_epsilon)
+    share = gen.params["score_share"]
+    assert 0.2 < plan.trial_epsilon < 1.0 and event.candidates[0][-1] == gen.score.event(share * plan.trial_epsilon)
     assert gen.score.sensitivity == 2 * len(workload(layout))   # breast cancer has a target: the task term is in
 
 
@@ -216,10 +217,11 @@ def test_each_plans_the_composition_of_every_candidate_and_its_score_at_the_budg
     layout, _ = bc
     gen = make_generator("private_selection", layout, TINY["private_selection"], "cpu")   # trials: each
     plan = gen.plan(160, Budget(1.0, DELTA))
-    x = plan.trial_epsilon
-    score = gen.score.event(0.25 * x)
-    expected = [e for c in ("pearl", "support_points")   # each candidate's own plan at 0.75·x, then its score
-                for e in (*gen._candidate(c, 0.75 * x, 0).plan(160, Budget(0.75 * x, DELTA)).events, score)]
+    x, share = plan.trial_epsilon, gen.params["score_share"]
+    score = gen.score.event(share * x)
+    expected = [e for c in ("pearl", "support_points")   # each candidate's own plan at (1 - share)·x, then its score
+                for e in (*gen._candidate(c, (1 - share) * x, 0).plan(160, Budget((1 - share) * x, DELTA)).events,
+                          score)]
     assert list(plan.events) == expected and [e for e in plan.events if e == score] == [score, score]
     spent = epsilon_pld(list(plan.events), DELTA)   # the ledger's own figure: the budget, to the search's tolerance
     assert (1 - 2 * TRIAL_RTOL) <= spent <= 1.0

@@ -14,7 +14,8 @@ DEFAULTS: dict[str, Any] = {
                             # candidates); random: T ~ Logarithmic trials of drawn candidates (Papernot & Steinke)
     "mean_trials": 3,       # μ (trials: random): the mean number of trials T ~ Logarithmic on {1, 2, ...}
     "favour_rule": True,    # half the trials run the public rule's choice among the candidates; false: uniform
-    "score_share": 0.25,    # share of each trial's ε for its DP quality score (pipelines/marginal/score.py)
+    "score_share": 0.1,     # share of each trial's ε for its DP quality score (pipelines/marginal/score.py;
+                            # benchmarks/select_share.py: docs/selection.md "The score's share")
     "score_bins": 10,       # equal-width bins per numeric column (schema bounds) of the score's marginals
     "sections": {},         # the candidates' own sections (filled from params.yaml by the pipeline; leave unset)
     "seed": 0,              # public: each trial's sampling of its scored table
