@@ -99,7 +99,6 @@ def summary(runs: list[dict]) -> str:
              "first candidate alone |", "|---|---|---|---|---|---|"]
     rng = np.random.default_rng(0)
     for run in runs:
-        first = run["candidates"][0]
         for share in dict.fromkeys(r["share"] for r in run["rows"]):
             rows = [r for r in run["rows"] if r["share"] == share]
             won, published, alone = [], [], []
