@@ -45,14 +45,17 @@ from pipelines.data.schema import load_schema  # noqa: E402
 
 FAMILIES = ("code", "validate", "prepare", "budget", "baseline", "train", "evaluate", "check", "weight", "release")
 # one wrapper per stage: the stage's largest process (dvc, the stage it runs, a Dask cluster's workers), in KiB: the
-# larger of its children's peak (processes reaped by their parents) and every descendant's RSS sampled each 0.2 s
+# larger of its children's peak (processes reaped by their parents) and every descendant's RSS sampled each 0.2 s;
+# and the peak of their sum (a stage's second process, runtime.beside, beside the stage's own)
 WRAPPER = ("import resource, subprocess, sys, threading, psutil\n"
-           "peak, done = [0], threading.Event()\n"
+           "peak, tree, done = [0], [0], threading.Event()\n"
            "def sample():\n"
            "    while not done.wait(0.2):\n"
+           "        rss = []\n"
            "        for p in psutil.Process().children(recursive=True):\n"
-           "            try: peak[0] = max(peak[0], p.memory_info().rss // 1024)\n"
+           "            try: rss.append(p.memory_info().rss // 1024)\n"
            "            except psutil.Error: pass\n"
+           "        peak[0], tree[0] = max([peak[0], *rss]), max(tree[0], sum(rss))\n"
            "t = threading.Thread(target=sample, daemon=True); t.start()\n"
            "import json, re, time\n"
            "t0, marks, tail = time.perf_counter(), [], []\n"
@@ -66,7 +69,8 @@ WRAPPER = ("import resource, subprocess, sys, threading, psutil\n"
            "done.set(); t.join()\n"
            "sys.stderr.write(''.join(tail)[-8000:] if rc else '')\n"
            "print(json.dumps({'marks': marks, 'seconds': time.perf_counter() - t0,\n"
-           "                  'peak_kib': max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, peak[0])}))\n"
+           "                  'peak_kib': max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, peak[0]),\n"
+           "                  'tree_kib': tree[0]}))\n"
            "sys.exit(rc)\n")
 
 
@@ -91,14 +95,14 @@ def run_stages(root: Path, only: list[str] | None = None) -> list[dict[str, Any]
         t0 = time.perf_counter()
         run = wrapped(root, ["-s", stage])
         out.append({"stage": stage, "seconds": round(time.perf_counter() - t0, 1),
-                    "peak_mib": round(run["peak_kib"] / 1024)})
+                    "peak_mib": round(run["peak_kib"] / 1024), "tree_peak_mib": round(run["tree_kib"] / 1024)})
         print(json.dumps(out[-1]), flush=True)
     return out
 
 
 def wrapped(root: Path, repro_args: list[str]) -> dict[str, Any]:
     """`dvc repro *repro_args` under WRAPPER: its "Running stage" marks (stage, seconds from the start), wall
-    seconds and the peak KiB of its largest process."""
+    seconds, the peak KiB of its largest process and the sampled peak of all its processes together."""
     r = subprocess.run([sys.executable, "-c", WRAPPER, *repro_args], cwd=root, env=environment(root),
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -111,11 +115,13 @@ def run_whole(root: Path) -> list[dict[str, Any]]:
     the end), each with the run's peak (one DVC process runs them all; its largest child is not per stage)."""
     run = wrapped(root, [])
     marks = run["marks"] + [["", run["seconds"]]]
-    peak = round(run["peak_kib"] / 1024)
-    out = [{"stage": "dvc, before the first stage", "seconds": round(marks[0][1], 1), "peak_mib": peak}]
-    out += [{"stage": name, "seconds": round(marks[i + 1][1] - t, 1), "peak_mib": peak}
+    peak, tree = round(run["peak_kib"] / 1024), round(run["tree_kib"] / 1024)
+    out = [{"stage": "dvc, before the first stage", "seconds": round(marks[0][1], 1), "peak_mib": peak,
+            "tree_peak_mib": tree}]
+    out += [{"stage": name, "seconds": round(marks[i + 1][1] - t, 1), "peak_mib": peak, "tree_peak_mib": tree}
             for i, (name, t) in enumerate(marks[:-1])]
-    print(json.dumps({"dvc_repro_seconds": round(run["seconds"], 1), "peak_mib": peak}), flush=True)
+    print(json.dumps({"dvc_repro_seconds": round(run["seconds"], 1), "peak_mib": peak, "tree_peak_mib": tree}),
+          flush=True)
     return out
 
 

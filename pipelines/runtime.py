@@ -1,4 +1,5 @@
-"""How many torch threads a process runs: its share of the cores it is given, never more.
+"""How a process uses the cores it is given: its torch threads (its share, never more), and a second process
+for independent work beside its own when it has two cores to itself (`beside`).
 
 Every torch stage runs inside one process that may run several tasks at once: the Prefect flow's threads
 runner runs up to `orchestration.max_workers` tasks in one process, a DVC stage or a Dask worker process
@@ -12,13 +13,25 @@ per process than with one (issue 20). So each process sets
 with `concurrent` the number of tasks it runs at once. The flow records it before it submits tasks
 (`torch_threads(max_workers)`); each task calls `torch_threads()`, which keeps the process's recorded
 value (1 in a DVC stage; a Dask worker's thread count inside a Dask worker).
+
+The evaluation's parts on large tables are mostly one core's work each (the attacks' neighbour searches, the
+classifiers' fits), and independent: each draws from its own seed. `beside` runs one of them in a second process
+while the stage's process goes on with the rest (at 1,000,000 rows evaluate@gen's attacks took 65 s of its
+130 s, docs/performance.md).
 """
 from __future__ import annotations
 
+import logging
+import multiprocessing
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
-import torch
-
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+BESIDE_MIN_ROWS = 100_000   # below it a second process's start (1.5-3.4 s: a fresh Python importing the part's
+                            # modules) outweighs what it saves (docs/performance.md, "Two processes for the evaluation")
 _concurrent = 1
 
 
@@ -48,8 +61,73 @@ def torch_threads(concurrent: int | None = None) -> int:
         if concurrent < 1:
             raise ValueError(f"concurrent must be a positive number of tasks, got {concurrent}")
         _concurrent = int(concurrent)
+    import torch   # here, so that `beside`'s users (the evaluation) do not import torch
+
     share = _concurrent if concurrent is not None else (_dask_worker_threads() or _concurrent)
     threads = max(1, available_cores() // share)
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return threads
+
+
+def _second_core() -> bool:
+    """Whether this process has two cores to itself (its share, as `torch_threads` counts it) and may start a
+    child (a daemonic process, as Dask's and multiprocessing's workers are, may not)."""
+    share = _dask_worker_threads() or _concurrent
+    return available_cores() // share >= 2 and not multiprocessing.current_process().daemon
+
+
+def _run_and_send(connection: Any, fn: Callable[..., Any], args: tuple) -> None:
+    """The second process's body: fn(*args) sent back as ("result", value), or its error as ("error", error)."""
+    try:
+        message = ("result", fn(*args))
+    except BaseException as error:   # noqa: BLE001 -- every error goes back to the stage's process
+        message = ("error", error)
+    try:
+        connection.send(message)
+    except Exception as unsendable:   # an error (or result) that does not pickle: its text
+        connection.send(("error", RuntimeError(f"{message[0]} that could not be sent back: {unsendable!r}; "
+                                               f"{message[1]!r}"[:4000])))
+
+
+@contextmanager
+def beside(fn: Callable[..., T], *args: Any, rows: int) -> Iterator[Callable[[], T]]:
+    """`fn(*args)` run beside this process's own work: yields the call that returns its result.
+
+    It runs in a second, spawned process (a fork would copy JAX's and torch's threads) when the work is large
+    (`rows` ≥ BESIDE_MIN_ROWS) and this process has a second core to give it (`_second_core`); otherwise here, at
+    once, as if called directly. `fn` must be a module-level function and its arguments picklable; its result is
+    the same either way when its randomness comes from its arguments (a seed), as every evaluation part's does
+    (tests/test_real_side.py). An error in the second process is raised here when the result is asked for. A
+    second process that ends without an answer (it could not start: a `__main__` Python cannot re-import, such as
+    a script read from standard input; or it was killed) is logged, and fn(*args) then runs here. Leaving the
+    context (on an error here too) stops the second process."""
+    if rows < BESIDE_MIN_ROWS or not _second_core():
+        result = fn(*args)
+        yield lambda: result
+        return
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_run_and_send, args=(send, fn, args), daemon=True)   # dies with this one
+    process.start()
+    send.close()   # this process's copy: the pipe then reports the child's end
+
+    def answer() -> T:
+        try:
+            kind, value = receive.recv()
+        except EOFError:   # the second process ended without answering
+            process.join()
+            log.warning("the second process for %s ended without an answer (exit code %s); computing it here",
+                        getattr(fn, "__qualname__", fn), process.exitcode)
+            return fn(*args)
+        if kind == "error":
+            raise value
+        return value
+
+    try:
+        yield answer
+    finally:
+        if process.is_alive():
+            process.terminate()
+        process.join()
+        receive.close()

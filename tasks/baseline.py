@@ -29,6 +29,7 @@ from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.outside_dp import EVALUATION_METRICS
 from pipelines.evaluation.utility import scores_json, target_scores
 from pipelines.io import read_json, sha256_file, write_json
+from pipelines.runtime import beside
 from tasks import common
 
 log = logging.getLogger(__name__)
@@ -58,15 +59,22 @@ def inputs(config: Config, root: Path) -> Inputs:
                   attacks=suite.settings(settings.attacks, sch), verdict=config.utility_gate.model_dump())
 
 
+def utility_side(train: pd.DataFrame, holdout: pd.DataFrame, sch: Schema, n: int, seed: int, draws: int,
+                 cap: int | None) -> dict[str, Any]:
+    """The utility's real side: the train-on-real and independent-marginals baseline tables' scores, as JSON."""
+    baselines = verdict.baseline_tables(train, n, seed, draws, cap)
+    return scores_json(target_scores({"trtr": train, **baselines}, holdout, sch.columns, sch.target, seed,
+                                     max_rows=cap))
+
+
 def real_side(i: Inputs) -> dict[str, Any]:
-    """Every module's real side (module docstring), as JSON."""
-    cap = i.knobs["utility_max_rows"]
-    baselines = verdict.baseline_tables(i.train, i.n, i.seed, i.verdict["baseline_draws"], cap)
-    return {"utility": scores_json(target_scores({"trtr": i.train, **baselines}, i.holdout, i.sch.columns,
-                                                 i.sch.target, i.seed, max_rows=cap)),
-            "paper": unsupervised.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.knobs),
-            "scorecard": scorecard.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.card_knobs),
-            "attacks": suite.real_side(i.train, i.holdout, i.sch, i.attacks, i.seed)}
+    """Every module's real side (module docstring), as JSON; the utility's beside the others (`runtime.beside`)."""
+    with beside(utility_side, i.train, i.holdout, i.sch, i.n, i.seed, i.verdict["baseline_draws"],
+                i.knobs["utility_max_rows"], rows=len(i.train)) as utility:
+        others = {"paper": unsupervised.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.knobs),
+                  "scorecard": scorecard.real_side(i.train, i.holdout, i.n, i.sch, i.seed, i.card_knobs),
+                  "attacks": suite.real_side(i.train, i.holdout, i.sch, i.attacks, i.seed)}
+        return {"utility": utility(), **others}
 
 
 def fingerprint(config: Config, root: Path, i: Inputs) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.generators.registry import load_generator
 from pipelines.io import atomic_path, write_json, write_parquet
 from pipelines.progress import Steps
+from pipelines.runtime import beside
 from pipelines.config import EVALUATE_PLOTS, Config
 from tasks import baseline, common, unselected
 from tasks.artifacts import publish
@@ -51,20 +52,26 @@ def synthetic_table(config: Config, generator: str, root: Path, n: int) -> tuple
 
 def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, dict[str, bytes], dict]:
     """The synthetic table, its plots and metrics.json's content; each measurement is a step of the 'evaluate'
-    progress phase (the attacks, classifiers and scorecard report their own phases)."""
+    progress phase (the classifiers and scorecard report their own phases). The attacks run beside the other
+    measurements (`runtime.beside`: a second process on a large table with two cores, else first, here)."""
     i = baseline.inputs(config, root)
     train, holdout, sch, n, k = i.train, i.holdout, i.sch, i.n, i.knobs  # n: evaluate.n_samples or n̂, public
     card_knobs, attack_settings, verdict_settings = i.card_knobs, i.attacks, i.verdict
     real = baseline.cached(config, root, i) or {}  # the baseline stage's real side; {}: each metric computes its own
     seed, step = i.seed, Steps("evaluate", 8)
     synth, conformance = step.done(synthetic_table(config, generator, root, n))
-    distances = step.done(marginal_distances(holdout, synth, sch.columns))
-    paper, pngs = step.done(paper_metrics(train, synth, holdout, sch, seed, k, real.get("paper")))
-    risk = step.done(suite.privacy_risk(train, synth, holdout, sch, attack_settings, seed, real.get("attacks")))
-    cap = k["utility_max_rows"]
-    baselines = step.done(verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"], cap))
-    tables = {"tstr": synth} if real else {"tstr": synth, "trtr": train, **baselines}
-    scored = step.done(target_scores(tables, holdout, sch.columns, sch.target, seed, real.get("utility"), cap))
+    with beside(suite.privacy_risk, train, synth, holdout, sch, attack_settings, seed, real.get("attacks"),
+                rows=len(train)) as attacks:
+        distances = step.done(marginal_distances(holdout, synth, sch.columns))
+        paper, pngs = step.done(paper_metrics(train, synth, holdout, sch, seed, k, real.get("paper")))
+        cap = k["utility_max_rows"]
+        baselines = step.done(verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"], cap))
+        tables = {"tstr": synth} if real else {"tstr": synth, "trtr": train, **baselines}
+        scored = step.done(target_scores(tables, holdout, sch.columns, sch.target, seed, real.get("utility"), cap))
+        utility_verdict = step.done(verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns,
+                                                            k["kway_bins"], verdict_settings, seed, cap))
+        card = step.done(scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs, real.get("scorecard")))
+        risk = step.done(attacks())
     pngs["membership_roc"] = plots.roc_curves({"DOMIAS": risk["membership"]["domias"], "DCR": risk["membership"]["dcr"]},
                                               "Membership inference on the released table")
     metrics = {
@@ -72,11 +79,9 @@ def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, d
         "schema_conformance": conformance["success"],
         "fidelity": distances, "fidelity_summary": summarise(distances),
         "utility": auroc_table(scored),
-        "utility_verdict": step.done(verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns,
-                                                             k["kway_bins"], verdict_settings, seed, cap)),
+        "utility_verdict": utility_verdict,
         **paper,
-        "scorecard": step.done(scorecard.scorecard(train, synth, holdout, sch, seed, card_knobs,
-                                                   real.get("scorecard"))),
+        "scorecard": card,
         "privacy_risk": risk,
         "plots": [f"{name}.png" for name in PLOTS],
         "computed_on_real_data": outside_dp.EVALUATION_METRICS,

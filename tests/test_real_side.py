@@ -1,5 +1,6 @@
 """The baseline stage (tasks/baseline.py, issue 20): what evaluate@gen computes from real rows alone, cached once per
-data set, gives exactly the metrics evaluate computes without it; a cache of other rows or settings is refused."""
+data set, gives exactly the metrics evaluate computes without it, and so does either stage with a part in a second
+process (`runtime.beside`, issue 32); a cache of other rows or settings is refused."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from pipelines import runtime
 from pipelines.config import load_params, merged, parse_params, read_params
 from pipelines.errors import InputError
 from pipelines.evaluation.verdict import independent_marginals
@@ -43,6 +45,15 @@ def test_evaluate_metrics_are_identical_with_and_without_the_real_side_cache(tmp
     assert json.dumps(with_cache, sort_keys=True, default=str) == json.dumps(without, sort_keys=True, default=str)
     assert with_cache["utility"]["n_synth"] == with_cache["utility"]["n_train_real"] == 250  # the utility's row cap
     assert pngs_with == pngs_without
+
+    monkeypatch.setattr(runtime, "BESIDE_MIN_ROWS", 0)            # a large table on 2 cores: the attacks, and the
+    monkeypatch.setattr(runtime, "available_cores", lambda: 2)    # baseline's utility, in a second process
+    monkeypatch.setattr(runtime, "_concurrent", 1)
+    _, pngs_beside, beside_metrics = evaluate.measure(params, "dpwgan", root)
+    assert json.dumps(beside_metrics, sort_keys=True, default=str) == json.dumps(without, sort_keys=True, default=str)
+    assert pngs_beside == pngs_without
+    baseline(params, root)
+    assert json.loads(cache.read_text()) == stored
 
     other = parse_params(merged(read_params(root / "params.yaml"), {"evaluate": {"seed": 1}}))  # the cache: seed 0
     with pytest.raises(InputError, match=r"real_side\.json.*other rows or settings.*Fix:.*synthrelease stage baseline"):

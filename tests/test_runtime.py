@@ -1,5 +1,12 @@
-"""pipelines/runtime.py: each process's torch threads are its share of the cores it is given (issue 20)."""
+"""pipelines/runtime.py: each process's torch threads are its share of the cores it is given (issue 20), and
+`beside` runs a part in a second process only when it has a second core for it (issue 32)."""
 from __future__ import annotations
+
+import operator
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -40,3 +47,57 @@ def test_a_non_positive_task_count_is_refused(four_cores):
 def test_the_flow_shares_its_process_among_max_workers_tasks():
     assert concurrent_tasks(configured({"orchestration": {"task_runner": "threads", "max_workers": 4}})) == 4
     assert concurrent_tasks(configured({"orchestration": {"task_runner": "dask"}})) == 1  # each worker sizes its own
+
+
+@pytest.fixture
+def two_cores(monkeypatch):
+    """A DVC stage's process on 2 CPUs, every table large enough for `beside`'s second process."""
+    monkeypatch.setattr(runtime, "available_cores", lambda: 2)
+    monkeypatch.setattr(runtime, "_concurrent", 1)
+    monkeypatch.setattr(runtime, "BESIDE_MIN_ROWS", 0)
+
+
+def test_beside_runs_a_large_part_in_a_second_process_with_two_cores(two_cores):
+    with runtime.beside(os.getpid, rows=1) as pid:
+        assert pid() != os.getpid()
+
+
+def test_beside_runs_here_when_small_shared_or_daemonic(two_cores, monkeypatch):
+    with runtime.beside(os.getpid, rows=-1) as pid:      # under BESIDE_MIN_ROWS
+        assert pid() == os.getpid()
+    monkeypatch.setattr(runtime, "_concurrent", 2)       # the flow's threads share the 2 cores
+    with runtime.beside(os.getpid, rows=1) as pid:
+        assert pid() == os.getpid()
+    monkeypatch.setattr(runtime, "_concurrent", 1)
+    monkeypatch.setattr(runtime.multiprocessing.current_process(), "daemon", True)   # a Dask worker's process
+    with runtime.beside(os.getpid, rows=1) as pid:
+        assert pid() == os.getpid()
+
+
+def test_beside_raises_the_second_processs_error_here(two_cores):
+    with pytest.raises(ZeroDivisionError):
+        with runtime.beside(operator.truediv, 1, 0, rows=1) as quotient:
+            quotient()
+
+
+def _exit_unless_in(pid: int) -> str:
+    """Ends a process other than `pid` at once, without an answer; returns 'here' in `pid`."""
+    if os.getpid() != pid:
+        os._exit(3)
+    return "here"
+
+
+def test_a_second_process_that_ends_without_an_answer_is_computed_here(two_cores, caplog):
+    with runtime.beside(_exit_unless_in, os.getpid(), rows=1) as answer:
+        assert answer() == "here"
+    assert "ended without an answer (exit code 3)" in caplog.text
+
+
+def test_a_script_read_from_standard_input_still_gets_its_answer():
+    """Spawn cannot re-import such a `__main__` (its second process dies at start): the part runs in the script."""
+    script = ("import os\nfrom pipelines import runtime\n"
+              "runtime.available_cores = lambda: 2\nruntime.BESIDE_MIN_ROWS = 0\n"
+              "with runtime.beside(os.getpid, rows=1) as pid:\n    print(pid() == os.getpid())\n")
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
