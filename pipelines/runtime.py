@@ -50,6 +50,12 @@ def _dask_worker_threads() -> int | None:
         return None
 
 
+def _share() -> int:
+    """The tasks this process runs at once: a Dask worker's thread count inside a Dask worker, else the recorded
+    value (module docstring)."""
+    return _dask_worker_threads() or _concurrent
+
+
 def torch_threads(concurrent: int | None = None) -> int:
     """Set torch's intra-op threads to max(1, cores // concurrent) (module docstring) and return it.
 
@@ -63,7 +69,7 @@ def torch_threads(concurrent: int | None = None) -> int:
         _concurrent = int(concurrent)
     import torch   # here, so that `beside`'s users (the evaluation) do not import torch
 
-    share = _concurrent if concurrent is not None else (_dask_worker_threads() or _concurrent)
+    share = _concurrent if concurrent is not None else _share()
     threads = max(1, available_cores() // share)
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
@@ -73,8 +79,7 @@ def torch_threads(concurrent: int | None = None) -> int:
 def _second_core() -> bool:
     """Whether this process has two cores to itself (its share, as `torch_threads` counts it) and may start a
     child (a daemonic process, as Dask's and multiprocessing's workers are, may not)."""
-    share = _dask_worker_threads() or _concurrent
-    return available_cores() // share >= 2 and not multiprocessing.current_process().daemon
+    return available_cores() // _share() >= 2 and not multiprocessing.current_process().daemon
 
 
 def _run_and_send(connection: Any, fn: Callable[..., Any], args: tuple) -> None:
