@@ -18,7 +18,14 @@ data set). Each fit uses the public n̂ as the pipeline does, noise seeds 100, 1
 release), n̂ synthetic rows sampled with seed 0, and the project's TSTR classifiers
 (`pipelines.evaluation.utility.target_scores`: LR / RF / GBM AUROC on the holdout). `--rows N` fits on the first N
 prepared training rows with n̂ = N (a smaller table of the same shape). It prints one line per fit and the mean
-per configuration.
+per configuration. `--verdict` adds each table's utility verdict as the evaluate stage computes it (fit / weak /
+inverted, and how many features' associations with the target it distorts) and the share called fit:
+
+    python benchmarks/select_sweep.py --root <project> --generators aim --epsilons 0.9 \
+        --settings '{"n_bins": 16, "max_rounds": 16}' '{"n_bins": 8, "max_rounds": 16}' --draws 20 --verdict
+
+Every fit compiles new JAX programs, and the process keeps them: about 0.5 GB more per minute of fits, so keep a
+run to some 40 fits (a run of 80 on the bundled table ran out of memory at 24 GB).
 """
 from __future__ import annotations
 
@@ -40,6 +47,7 @@ from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import make_generator
+from pipelines.evaluation import verdict
 from pipelines.evaluation.utility import target_scores
 from pipelines.evaluation.marginals import column_subsets
 from pipelines.io import read_json
@@ -63,6 +71,8 @@ def main() -> None:
     ap.add_argument("--settings", nargs="+", default=["{}"], help="JSON overrides of the generator's section")
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--rows", type=int, help="fit on the first N prepared training rows, n̂ = N")
+    ap.add_argument("--verdict", action="store_true", help="also the evaluate stage's utility verdict of each "
+                    "table (pipelines/evaluation/verdict.py: the word, its claims and distorted features)")
     ap.add_argument("--json", type=Path, help="write the table's public shape, every fit's scores and the command")
     ap.add_argument("--summarize", type=Path, nargs="+", help="print the markdown table of these --json files "
                     "(per table and ε: each generator's mean 2-way score and mean AUROC) and fit nothing")
@@ -77,6 +87,7 @@ def main() -> None:
     k3 = [tuple(real.columns[i] for i in c)
           for c in column_subsets(len(real.columns), 3, 100, np.random.default_rng(0))]
     delta = config.privacy.delta
+    judge = verdict_of(config, train, holdout, sch, len(table)) if args.verdict else None
     fits: list[dict] = []
     for gen in args.generators:
         for eps in args.epsilons:
@@ -99,13 +110,17 @@ def main() -> None:
                     synth_b = binned(synth, train, sch)
                     kway = [kway_score(real, synth_b, k, k3 if k == 3 else None) for k in (1, 2, 3)]
                     scores.append(kway + auc)
+                    said = judge(synth) if judge else {}
                     fits.append({"generator": gen, "epsilon": eps, "settings": json.loads(raw),
-                                 "noise_seed": 100 + draw,
-                                 "kway": kway, "tstr_auroc": auc, "seconds": round(time.perf_counter() - t, 1)})
-                    print(f"{gen} ε={eps} {raw} draw {draw}: {line(kway + auc)} ({time.perf_counter() - t:.0f} s)",
-                          flush=True)
+                                 "noise_seed": 100 + draw, "kway": kway, "tstr_auroc": auc, **said,
+                                 "seconds": round(time.perf_counter() - t, 1)})
+                    word = f", {said['verdict']} ({said['distorted']} distorted)" if said else ""
+                    print(f"{gen} ε={eps} {raw} draw {draw}: {line(kway + auc)}{word} "
+                          f"({time.perf_counter() - t:.0f} s)", flush=True)
                 if scores:
-                    print(f"{gen} ε={eps} {raw} mean of {args.draws}: {line(list(np.mean(scores, axis=0)))}")
+                    said = [f["verdict"] for f in fits[-len(scores):] if "verdict" in f]
+                    fit = f", fit {said.count('fit')} of {len(said)}" if said else ""
+                    print(f"{gen} ε={eps} {raw} mean of {args.draws}: {line(list(np.mean(scores, axis=0)))}{fit}")
                 if args.json:  # after each configuration: an interrupted sweep keeps what it measured
                     args.json.write_text(json.dumps({"command": " ".join(sys.argv), "shape": shape(sch, len(table)),
                                                      "holdout_rows": len(holdout), "fits": fits}, indent=1) + "\n")
@@ -119,6 +134,22 @@ def kept_project(root: Path) -> tuple:
     return (config, load_schema(p.schema), Layout.from_dict(read_json(p.prepared / "layout.json")["layout"]),
             EncodedTable(p.prepared / "train_encoded.parquet"), pd.read_parquet(p.prepared / "train.parquet"),
             pd.read_parquet(p.prepared / "holdout.parquet"))
+
+
+def verdict_of(config, train: pd.DataFrame, holdout: pd.DataFrame, sch, n: int):
+    """A function of a synthetic table: the evaluate stage's utility verdict of it (the same baseline tables,
+    classifiers, bins and settings; tasks/evaluate.py::measure) as {verdict, distorted, associations_lower_bound}."""
+    settings, k = config.utility_gate.model_dump(), config.evaluate
+    seed, bins = k.seed, k.kway_bins
+    baselines = verdict.baseline_tables(train, n, seed, settings["baseline_draws"])
+
+    def judge(synth: pd.DataFrame) -> dict:
+        scored = target_scores({"tstr": synth, **baselines}, holdout, sch.columns, sch.target, seed)
+        v = verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns, bins, settings, seed)
+        a = v["associations"]
+        return {"verdict": v["verdict"], "distorted": a.get("features_worse_than_baseline"),
+                "associations_lower_bound": a.get("improvement_lower_bound")}
+    return judge
 
 
 def tstr_auroc(synth: pd.DataFrame, holdout: pd.DataFrame, sch) -> list[float]:

@@ -468,21 +468,33 @@ def test_adult_5000_rows_epsilon_1_beats_the_independence_baseline():
 
 
 def test_aim_and_mst_settings_follow_the_public_rule_unless_the_section_gives_them():
-    # n̂·ε below 5000: 16 bins and 16 rounds (the bundled 455-row table at ε 0.9); from 5000: 32 and 40 (Adult);
-    # MST's bins follow the same rule (its 32 bins put Titanic's age at the hub of its tree at ε 0.3)
+    # with two or more cut numeric columns: 8 bins below n̂·ε = 500 (the bundled 455-row table at ε 0.9, 30 of
+    # them); with fewer (Titanic's age alone), 16; 16 bins from 500 and 32 (40 rounds) from 5000 (Adult); MST's
+    # bins follow the same rule (its 32 bins put Titanic's age at the hub of its tree at ε 0.3)
+    from pipelines.data.bins import equal_width_columns
     from pipelines.generators.params.aim import DEFAULTS, public_settings
-    assert public_settings(DEFAULTS, 455, 0.9) == (16, 16)
-    assert public_settings(DEFAULTS, 4999, 1.0) == (16, 16) and public_settings(DEFAULTS, 5000, 1.0) == (32, 40)
-    assert public_settings(DEFAULTS, 15200, 1.0) == (32, 40) and public_settings(DEFAULTS, 15200, 0.3) == (16, 16)
-    assert public_settings({**DEFAULTS, "n_bins": 8}, 15200, 1.0) == (8, 40)
-    assert public_settings({**DEFAULTS, "max_rounds": 3}, 100, 1.0) == (16, 3)
-    gen = generator_class("aim")(LAYOUT, {"noise_seed": 1}, "cpu")
-    for n_rows, eps, bins, rounds in ((400, 1.0, 16, 16), (8000, 1.0, 32, 40), (8000, 0.5, 16, 16)):
+    assert public_settings(DEFAULTS, 455, 0.9, 30) == (8, 16) and public_settings(DEFAULTS, 455, 0.9, 1) == (16, 16)
+    assert public_settings(DEFAULTS, 499, 1.0, 2) == (8, 16) and public_settings(DEFAULTS, 500, 1.0, 2) == (16, 16)
+    assert public_settings(DEFAULTS, 4999, 1.0, 2) == (16, 16) and public_settings(DEFAULTS, 5000, 1.0, 0) == (32, 40)
+    assert public_settings(DEFAULTS, 15200, 1.0, 6) == (32, 40) and public_settings(DEFAULTS, 15200, 0.3, 6) == (16, 16)
+    assert public_settings({**DEFAULTS, "n_bins": 16}, 455, 0.9, 30) == (16, 16)
+    assert public_settings({**DEFAULTS, "n_bins": 8}, 15200, 1.0, 6) == (8, 40)
+    assert public_settings({**DEFAULTS, "max_rounds": 3}, 100, 1.0, 0) == (16, 3)
+    two = Layout((*LAYOUT.blocks[:3], Block("d", "continuous", 5, 6), Block("y", "binary", 6, 7, is_target=True)))
+    edged = Layout((*LAYOUT.blocks[:3], Block("d", "integer", 5, 6, lower=0, upper=100, bins=(18, 65)),
+                    Block("y", "binary", 6, 7, is_target=True)))
+    assert [equal_width_columns(t) for t in (LAYOUT, two, edged)] == [1, 2, 1]
+    assert equal_width_columns(two, {"d": [0.5]}) == 1   # params' public edges: d is not cut by n_bins
+    for layout, n_rows, eps, bins, rounds in ((LAYOUT, 400, 1.0, 16, 16), (two, 400, 1.0, 8, 16),
+                                              (edged, 400, 1.0, 16, 16), (two, 600, 1.0, 16, 16),
+                                              (LAYOUT, 8000, 1.0, 32, 40), (LAYOUT, 8000, 0.5, 16, 16)):
+        gen = generator_class("aim")(layout, {"noise_seed": 1}, "cpu")
         plan = gen.plan(n_rows, Budget(eps, DELTA))
         assert plan.rounds == rounds and gen.discretizer.bins["c"].size == bins   # the column without public edges
-    for n_bins, n_rows, eps, bins in ((None, 40000, 1.0, 32), (None, 1047, 0.3, 16), (None, 5000, 1.0, 32),
-                                      (8, 40000, 1.0, 8), (40, 400, 1.0, 40)):
-        mst = generator_class("mst")(LAYOUT, {"noise_seed": 1, "n_bins": n_bins}, "cpu")
+    for layout, n_bins, n_rows, eps, bins in ((LAYOUT, None, 40000, 1.0, 32), (LAYOUT, None, 1047, 0.3, 16),
+                                              (two, None, 455, 0.9, 8), (LAYOUT, None, 5000, 1.0, 32),
+                                              (LAYOUT, 8, 40000, 1.0, 8), (two, 40, 400, 1.0, 40)):
+        mst = generator_class("mst")(layout, {"noise_seed": 1, "n_bins": n_bins}, "cpu")
         mst.plan(n_rows, Budget(eps, DELTA))
         assert mst.discretizer.bins["c"].size == bins, (n_bins, n_rows, eps)   # the section's n_bins wins
 

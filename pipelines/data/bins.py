@@ -140,6 +140,12 @@ def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None
                        lower=lower, upper=upper)
 
 
+def equal_width_columns(layout: Layout, bins: dict[str, Iterable[float]] | None = None) -> int:
+    """How many numeric columns of `layout` an `n_bins` count cuts (`numeric_bins`): those with public edges neither
+    of their own (the schema's) nor in `bins` (params). A function of the layout alone."""
+    return sum(b.kind in NUMERIC_KINDS and b.bins is None and b.column not in (bins or {}) for b in layout.blocks)
+
+
 def _check_n_bins(n_bins: int) -> int:
     if int(n_bins) < 2:
         raise ValueError(f"n_bins must be >= 2, got {n_bins}")

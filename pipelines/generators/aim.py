@@ -27,7 +27,7 @@ class AIM(MST):
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
         """`public_settings` (n̂, ε: public), then `plan_aim` for the layout's columns and K rounds."""
         self._plan_bins(n_rows, budget)   # public: the layout, n̂ and ε
-        rounds = public_settings(self.params, n_rows, budget.epsilon)[1]
+        rounds = public_settings(self.params, n_rows, budget.epsilon, self._cut_columns())[1]
         return plan_aim(len(self.names), rounds, budget.epsilon, budget.delta, n_rows=n_rows)
 
     def _target(self) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pipelines.data.bins import Discretizer
+from pipelines.data.bins import Discretizer, equal_width_columns
 from pipelines.data.encoded import RowChunks
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.params.mst import public_bins
@@ -49,7 +49,11 @@ class MST(PrivateGenerator):
 
     def _bin_count(self, n_rows: int, epsilon: float) -> int:
         """The section's `n_bins`, or the public rule's at n̂ = `n_rows` and `epsilon` (`public_bins`)."""
-        return public_bins(self.params["n_bins"], n_rows, epsilon)
+        return public_bins(self.params["n_bins"], n_rows, epsilon, self._cut_columns())
+
+    def _cut_columns(self) -> int:
+        """The numeric columns `n_bins` cuts (no public edges in the schema or `bins`): the rule's public input."""
+        return equal_width_columns(self.layout, self.params["bins"])
 
     def _plan_bins(self, n_rows: int, budget: Budget) -> None:
         """The discretiser for n̂ = `n_rows` and the generator's ε (`_bin_count`: public inputs, no budget)."""

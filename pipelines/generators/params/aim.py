@@ -22,12 +22,13 @@ DEFAULTS: dict[str, Any] = {
     "target": None,            # the target column (default: the layout's target block)
 }
 
-def public_settings(params: dict[str, Any], n_rows: int, epsilon: float) -> tuple[int, int]:
-    """(n_bins, max_rounds) for n̂ = `n_rows` training rows at the generator's ε: the section's own values, or, where
-    it leaves them null, the rule's (`params.mst.SETTINGS_RULE`; bins as MST's, `public_bins`). Public inputs only,
-    so the choice costs no budget. Fewer rounds when n̂·ε is small: the noise σ grows with the number of rounds."""
-    rounds = settings_row(n_rows, epsilon)[2]
-    return (public_bins(params["n_bins"], n_rows, epsilon),
+def public_settings(params: dict[str, Any], n_rows: int, epsilon: float, cut: int) -> tuple[int, int]:
+    """(n_bins, max_rounds) for n̂ = `n_rows` training rows at the generator's ε with `cut` numeric columns without
+    public edges: the section's own values, or, where it leaves them null, the rule's (`params.mst.SETTINGS_RULE`;
+    bins as MST's, `public_bins`). Public inputs only, so the choice costs no budget. Fewer rounds when n̂·ε is
+    small: the noise σ grows with the number of rounds."""
+    rounds = settings_row(n_rows, epsilon, cut)[3]
+    return (public_bins(params["n_bins"], n_rows, epsilon, cut),
             int(params["max_rounds"]) if params["max_rounds"] is not None else rounds)
 
 

@@ -7,11 +7,14 @@ from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_bin_count
 from pipelines.generators.params.shared import shared_defaults
 
-# (n̂·ε from which it applies, n_bins, AIM's max_rounds), rising: the public rule that sets MST's and AIM's bin
-# count (and AIM's round limit) where the section leaves them null (`public_bins`; AIM: params/aim.py
-# `public_settings`). Fewer bins when n̂·ε is small: each measured cell then holds few rows against the noise
+# (n̂·ε from which it applies, the fewest numeric columns the bin count cuts, n_bins, AIM's max_rounds), rising: the
+# public rule that sets MST's and AIM's bin count (and AIM's round limit) where the section leaves them null
+# (`public_bins`; AIM: params/aim.py `public_settings`). Fewer bins when n̂·ε is small: each measured cell then holds
+# few rows against the noise. 8 bins only where at least two numeric columns are cut (a pair of them is 64 cells,
+# not 256); with one (Titanic's age) its pairs with categories are small at 16 bins, which win there
 # (docs/aim-mst.md, "Settings").
-SETTINGS_RULE: tuple[tuple[float, int, int], ...] = ((0.0, 16, 16), (5000.0, 32, 40))
+SETTINGS_RULE: tuple[tuple[float, int, int, int], ...] = (
+    (0.0, 0, 16, 16), (0.0, 2, 8, 16), (500.0, 0, 16, 16), (5000.0, 0, 32, 40))
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,        # target ε; "inf" measures exact marginals (non-private)
@@ -28,15 +31,17 @@ DEFAULTS: dict[str, Any] = {
 NULLABLE = ("compress_above", "n_bins")   # keys whose null is meaningful (pipelines/config.py types the others)
 
 
-def settings_row(n_rows: int, epsilon: float) -> tuple[float, int, int]:
-    """The last row of SETTINGS_RULE whose n̂·ε threshold n̂ = `n_rows` training rows at ε = `epsilon` reach."""
-    return [row for row in SETTINGS_RULE if n_rows * epsilon >= row[0]][-1]
+def settings_row(n_rows: int, epsilon: float, cut: int) -> tuple[float, int, int, int]:
+    """The last row of SETTINGS_RULE whose n̂·ε threshold n̂ = `n_rows` training rows at ε = `epsilon` reach and
+    whose least count of cut numeric columns `cut` (``bins.equal_width_columns``) meets."""
+    return [row for row in SETTINGS_RULE if n_rows * epsilon >= row[0] and cut >= row[1]][-1]
 
 
-def public_bins(n_bins: int | None, n_rows: int, epsilon: float) -> int:
-    """The section's `n_bins`, or where it is null the rule's at n̂ = `n_rows` and the generator's ε: public inputs
-    only (the schema's row count and the allocated ε), so the choice costs no budget."""
-    return int(n_bins) if n_bins is not None else settings_row(n_rows, epsilon)[1]
+def public_bins(n_bins: int | None, n_rows: int, epsilon: float, cut: int) -> int:
+    """The section's `n_bins`, or where it is null the rule's at n̂ = `n_rows`, the generator's ε and `cut` numeric
+    columns without public edges: public inputs only (the schema's row count and columns, the allocated ε), so
+    the choice costs no budget."""
+    return int(n_bins) if n_bins is not None else settings_row(n_rows, epsilon, cut)[2]
 
 
 def check_bins(bins: Any, section: str) -> None:
