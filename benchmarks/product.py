@@ -107,14 +107,17 @@ def environment(root: Path) -> dict[str, str]:
 
 
 def published(root: Path, name: str) -> list[dict[str, Any]]:
-    """The release's published tables: generator, path and what its privacy.json / manifest say of it."""
+    """The release's published tables: generator, path, what its privacy.json / manifest say of it, and the
+    steward report's utility verdict of it (the word and how many features' associations it distorts)."""
     index = json.loads((root / "releases" / name / "latest.json").read_text())
     out = []
     for entry in index["released"]:
         manifest = json.loads((root / entry["path"] / "manifest.json").read_text())
+        said = json.loads((root / "reports" / name / entry["generator"] / "metrics.json").read_text())["utility_verdict"]
         out.append({"generator": entry["generator"], "path": root / entry["path"] / "synthetic.parquet",
                     "drawn_by": manifest.get("drawn_by") if manifest.get("drawn_by") != entry["generator"] else None,
-                    "epsilon_generator": round(entry["epsilon_generator"], 4)})
+                    "epsilon_generator": round(entry["epsilon_generator"], 4), "verdict": said["verdict"],
+                    "distorted": said["associations"].get("features_worse_than_baseline")})
     return out
 
 
