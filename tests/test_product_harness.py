@@ -55,14 +55,20 @@ def test_published_tables_are_read_from_the_release_index(tmp_path):
     for d, drawn in ((rel, "aim"), (sel, "pearl")):   # the manifest's drawn_by: the generator, or the winner
         d.mkdir(parents=True)
         (d / "manifest.json").write_text(json.dumps({"drawn_by": drawn}))
+    for gen, word, assoc in (("aim", "fit", {"features_worse_than_baseline": 0}),
+                             ("private_selection", "weak", {"skipped": "no categorical target"})):
+        (tmp_path / "reports" / "toy" / gen).mkdir(parents=True)   # the steward report's verdict of the table
+        (tmp_path / "reports" / "toy" / gen / "metrics.json").write_text(json.dumps(
+            {"utility_verdict": {"verdict": word, "associations": assoc}}))
     (tmp_path / "releases" / "toy" / "latest.json").write_text(json.dumps(
         {"released": [{"generator": "aim", "path": "releases/toy/aim-1", "epsilon_generator": 0.899631},
                       {"generator": "private_selection", "path": "releases/toy/private_selection-1",
                        "epsilon_generator": 0.8}]}))
     assert product.published(tmp_path, "toy") == [
-        {"generator": "aim", "path": rel / "synthetic.parquet", "drawn_by": None, "epsilon_generator": 0.8996},
+        {"generator": "aim", "path": rel / "synthetic.parquet", "drawn_by": None, "epsilon_generator": 0.8996,
+         "verdict": "fit", "distorted": 0},
         {"generator": "private_selection", "path": sel / "synthetic.parquet", "drawn_by": "pearl",
-         "epsilon_generator": 0.8}]
+         "epsilon_generator": 0.8, "verdict": "weak", "distorted": None}]
 
 
 def test_summary_gives_mean_and_spread_over_seeds():
