@@ -140,12 +140,12 @@ def verdict_of(config, train: pd.DataFrame, holdout: pd.DataFrame, sch, n: int):
     """A function of a synthetic table: the evaluate stage's utility verdict of it (the same baseline tables,
     classifiers, bins and settings; tasks/evaluate.py::measure) as {verdict, distorted, associations_lower_bound}."""
     settings, k = config.utility_gate.model_dump(), config.evaluate
-    seed, bins = k.seed, k.kway_bins
-    baselines = verdict.baseline_tables(train, n, seed, settings["baseline_draws"])
+    seed, bins, cap = k.seed, k.kway_bins, k.utility_max_rows
+    baselines = verdict.baseline_tables(train, n, seed, settings["baseline_draws"], cap)
 
     def judge(synth: pd.DataFrame) -> dict:
-        scored = target_scores({"tstr": synth, **baselines}, holdout, sch.columns, sch.target, seed)
-        v = verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns, bins, settings, seed)
+        scored = target_scores({"tstr": synth, **baselines}, holdout, sch.columns, sch.target, seed, None, cap)
+        v = verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns, bins, settings, seed, cap)
         a = v["associations"]
         return {"verdict": v["verdict"], "distorted": a.get("features_worse_than_baseline"),
                 "associations_lower_bound": a.get("improvement_lower_bound")}
