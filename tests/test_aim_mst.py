@@ -112,10 +112,11 @@ def test_aim_loop_stays_inside_its_zcdp_filter_and_records_the_plan():
     X = toy_rows(3000)
     disc = Discretizer(LAYOUT, 8)
     codes = disc.codes(X)
-    for eps, rounds in ((1.0, 6), (0.3, 4), (4.0, 12)):
-        plan = plan_aim(4, rounds, eps, DELTA, n_rows=3000)
+    for eps, rounds, share in ((1.0, 6, None), (0.3, 4, None), (4.0, 12, None), (1.0, 1, 0.2)):
+        plan = plan_aim(4, rounds, eps, DELTA, n_rows=3000, one_way_share=share)
+        assert plan.one_way == pytest.approx(plan.scale * (1 if share is None else 3.795), rel=1e-3)  # 4·0.8/0.222
         assert plan.events[-1] == ZCDPEvent(rounds_rho(plan.scale, rounds), aim_module.ROUNDS_MECHANISM)
-        assert all(e == measurement_event(plan.scale, "1-way marginal counts") for e in plan.events[:-1])
+        assert all(e == measurement_event(plan.one_way, "1-way marginal counts") for e in plan.events[:-1])
         rng = NoiseSource(noise_seed=11).streams(True, 0).numpy("test:aim")
         _, events, log, _ = run_aim(codes, disc.shape, disc.names, plan, rng, workload(disc.names, "y"),
                                  max_model_size=10.0, iters=50, final_iters=50)
@@ -187,6 +188,22 @@ def test_aim_plan_is_never_reported_below_a_gaussian_of_the_same_rho(d, rounds):
     gauss = [measurement_event(plan.scale)] * d + [GaussianEvent((2 * plan.rho_rounds) ** -0.5, 1.0)]
     assert epsilon_pld(gauss, DELTA) <= eps <= min(1.0, epsilon_rdp(plan.events, DELTA))
     assert plan_from_dict(plan.to_dict()) == plan
+
+
+def test_the_one_way_share_caps_the_one_way_measurements_part_of_the_budget():
+    # m² = d(1 − s)/(2s·K(1/2 + (2/3)²/8)): the bundled table (d = 31, K = 16) at s = 0.2: 24.8/3.5556 = 6.975
+    assert aim_module.one_way_noise(31, 16, 0.2) == pytest.approx(math.sqrt(6.975), rel=1e-3)    # 2.641
+    assert aim_module.one_way_noise(9, 16, 0.2) == pytest.approx(math.sqrt(7.2 / 3.5556), rel=1e-3)   # 1.423
+    assert aim_module.one_way_noise(4, 16, 0.2) == 1.0          # 4 columns take 18 % at σ₁ = x: the paper's form
+    assert aim_module.one_way_noise(31, 16, None) == 1.0
+    for d, rounds, share in ((31, 16, 0.2), (9, 16, 0.1), (31, 40, 0.3)):
+        plan = plan_aim(d, rounds, 1.0, DELTA, n_rows=N_HAT, one_way_share=share)
+        one_way_rho = d / (2 * plan.one_way ** 2)
+        assert one_way_rho / (one_way_rho + plan.rho_rounds) == pytest.approx(share, rel=1e-9)
+        assert 0.998 <= epsilon_pld(plan.events, DELTA) <= 1.0 and plan_from_dict(plan.to_dict()) == plan
+    # the cheaper 1-way measurements leave the rounds more: x falls from 30.3 to 20.9 on the bundled table at ε = 0.9
+    paper, capped = (plan_aim(31, 16, 0.9, DELTA, n_rows=455, one_way_share=s) for s in (None, 0.2))
+    assert paper.scale == pytest.approx(30.35, abs=0.05) and capped.scale < 0.7 * paper.scale
 
 
 def test_aim_workload_and_candidate_weights():
@@ -499,7 +516,8 @@ def test_aim_and_mst_settings_follow_the_public_rule_unless_the_section_gives_th
         assert mst.discretizer.bins["c"].size == bins, (n_bins, n_rows, eps)   # the section's n_bins wins
 
 
-@pytest.mark.parametrize("key,value", [("max_rounds", 0), ("max_rounds", 2.5), ("max_rounds", True), ("n_bins", 1)])
+@pytest.mark.parametrize("key,value", [("max_rounds", 0), ("max_rounds", 2.5), ("max_rounds", True), ("n_bins", 1),
+                                       ("one_way_share", 0), ("one_way_share", 1.0), ("one_way_share", True)])
 def test_aim_settings_out_of_range_are_refused_naming_the_key(key, value):
     from pipelines.errors import ParamError
     from pipelines.generators.params.aim import DEFAULTS, check_params

@@ -25,10 +25,12 @@ class AIM(MST):
     name = "aim"
 
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
-        """`public_settings` (n̂, ε: public), then `plan_aim` for the layout's columns and K rounds."""
+        """`public_settings` (n̂, ε: public), then `plan_aim` for the layout's columns, K rounds and the section's
+        1-way share."""
         self._plan_bins(n_rows, budget)   # public: the layout, n̂ and ε
         rounds = public_settings(self.params, n_rows, budget.epsilon, self._cut_columns())[1]
-        return plan_aim(len(self.names), rounds, budget.epsilon, budget.delta, n_rows=n_rows)
+        return plan_aim(len(self.names), rounds, budget.epsilon, budget.delta, n_rows=n_rows,
+                        one_way_share=self.params["one_way_share"])
 
     def _target(self) -> str | None:
         if self.params["target"] is not None:

@@ -5,7 +5,7 @@ scale calibrated by the ledger's accountant.
 Workload W: every 2-way marginal plus the 3-way marginals that contain the target column (configurable).
 Candidates: the cliques of size 2..3 of W's downward closure, weight w_r = Σ_{s∈W} |r ∩ s|.
 
-Rounds: measure all 1-way marginals (σ = x each); then, while selection slots and Gaussian budget remain,
+Rounds: measure all 1-way marginals (σ₁ = m·x each, `one_way_noise`); then, while selection slots and Gaussian budget remain,
 select r by the exponential mechanism (ε_sel, Δ = max_r w_r, score w_r(||M_r(D) - M_r(p̂)||₁ - sqrt(2/π)σ_t n_r):
 `select`), measure M_r with σ_t (Δ₂ = 1: `measure`), re-estimate p̂ (mbi, warm start), and halve σ_t when the
 model's r-marginal moved by less than the noise it was expected to add, doubling ε_sel with it (the paper's
@@ -14,11 +14,18 @@ less than one more round's budget spends the whole rest, split 0.9 / 0.1 the sam
 Candidates whose model would exceed max_model_size × (fraction of the rounds' budget used) MB are dropped (the
 paper's size filter).
 
+The 1-way share (a departure in form, not in aim). The paper plans T = 16d rounds and measures the 1-way
+marginals at its first round's σ₀ = x, so together they cost 0.9ρ/16, 5.6 % of the budget whatever d is. With the
+K ≪ 16d rounds a small table affords (`SETTINGS_RULE`, 16 below n̂·ε = 5,000), σ₁ = x would give them
+d/(d + 2K·(0.5 + ε_sel²x²/8)) of it: 63 % on the bundled table (d = 31, K = 16), leaving the rounds that measure
+the target's pairs with σ ≈ 30 on cells of 28 rows. So σ₁ = m·x, with m ≥ 1 the smallest for which the 1-way
+measurements take at most `share` of the plan's zCDP budget (`one_way_noise`; docs/aim-mst.md "The 1-way share").
+
 Accounting (issue 28, item 5). σ_t depends on earlier outputs, so the rounds are an adaptive composition whose
 steps have no dominating pair fixed in advance; composing them by PLD as if fixed (this module before issue 28:
 a Gaussian envelope plus K bounded-range slots, `fixed_schedule_events`) has no theorem behind it. The plan,
 fixed before any row is read, is therefore
-- d one-way DiscreteGaussianEvent(x, 1) (`measure`'s exact discrete Gaussian): σ = x fixed in advance, not adaptive;
+- d one-way DiscreteGaussianEvent(m·x, 1) (`measure`'s exact discrete Gaussian): σ₁ fixed in advance, not adaptive;
 - one ZCDPEvent(ρ_R) for the rounds, ρ_R = K·(1/2x² + ε_sel²/8) (`rounds_rho`), ε_sel = 2/(3x) (the paper's
   0.9 / 0.1 split of a round's budget: 1/2σ² = 0.9ρ_t, ε²/8 = 0.1ρ_t), K = max_rounds.
 Round t's selection is ε_sel²/8-zCDP (ε-bounded-range, Cesar & Rogers 2021) and its measurement 1/2σ_t²-zCDP
@@ -58,7 +65,8 @@ LAST_ROUND_MARGIN = 1e-9          # the last round spends (1 − margin) of what
 @dataclass(frozen=True, kw_only=True)
 class AIMPlan(PrivacyPlan):
     """AIM's spend (the generator's privacy plan): `events` as `aim_events` lists them (ε = ∞: scale 0)."""
-    scale: float                  # x: σ of each 1-way measurement and of a round before any annealing
+    scale: float                  # x: σ of a round before any annealing
+    one_way: float                # σ₁ = m·x: σ of each 1-way measurement (`one_way_noise`)
     rounds: int                   # K: selection slots (the wall-clock-independent round limit)
     epsilon_select: float
     d: int
@@ -75,9 +83,21 @@ def rounds_rho(x: float, rounds: int) -> float:
     return rounds * (0.5 + SELECT_RATIO ** 2 / 8) / x ** 2
 
 
-def aim_events(x: float, d: int, rounds: int) -> list[Event]:
-    """The plan's events (module docstring): d fixed one-way Gaussians and the rounds' zCDP filter budget."""
-    return [measurement_event(x, "1-way marginal counts")] * d + [ZCDPEvent(rounds_rho(x, rounds), ROUNDS_MECHANISM)]
+def one_way_noise(d: int, rounds: int, share: float | None) -> float:
+    """m ≥ 1, σ₁ = m·x (module docstring): the smallest for which the d 1-way measurements take at most `share` of
+    the plan's zCDP budget, d/2σ₁² ≤ share·(d/2σ₁² + ρ_R) with ρ_R = K(1/2 + SELECT_RATIO²/8)/x² (`rounds_rho`),
+    i.e. m² ≥ d(1 − share)/(2·share·K(1/2 + SELECT_RATIO²/8)); 1 (the paper's σ₁ = x) where they already do, or
+    where `share` is None. Public inputs only (d, K, the section's share)."""
+    if share is None:
+        return 1.0
+    return max(1.0, math.sqrt(d * (1 - share) / (2 * share * rounds_rho(1.0, rounds))))
+
+
+def aim_events(x: float, d: int, rounds: int, m: float = 1.0) -> list[Event]:
+    """The plan's events (module docstring): d fixed one-way Gaussians at σ₁ = m·x and the rounds' zCDP filter
+    budget."""
+    return ([measurement_event(m * x, "1-way marginal counts")] * d
+            + [ZCDPEvent(rounds_rho(x, rounds), ROUNDS_MECHANISM)])
 
 
 def fixed_schedule_events(x: float, d: int, rounds: int) -> list[Event]:
@@ -123,18 +143,20 @@ def last_round(left: float) -> tuple[float, float]:
     return (2 * MEASURE_SHARE * rest) ** -0.5, (8 * (1 - MEASURE_SHARE) * rest) ** 0.5
 
 
-def plan_aim(d: int, rounds: int, epsilon: float, delta: float, *, n_rows: int) -> AIMPlan:
-    """The AIM parameters for d columns and K = `rounds` at (ε, δ) (PLD-calibrated; ε = inf: no noise); `n_rows`
-    is the public n̂ it is planned for, and the estimation's total unless the measurements contradict it
-    (`estimate.estimation_total`)."""
+def plan_aim(d: int, rounds: int, epsilon: float, delta: float, *, n_rows: int,
+             one_way_share: float | None = None) -> AIMPlan:
+    """The AIM parameters for d columns and K = `rounds` at (ε, δ) (PLD-calibrated; ε = inf: no noise), the 1-way
+    measurements at σ₁ = m·x, m = `one_way_noise`(d, K, `one_way_share`); `n_rows` is the public n̂ it is planned
+    for, and the estimation's total unless the measurements contradict it (`estimate.estimation_total`)."""
     if rounds < 1:
         raise ValueError(f"max_rounds must be >= 1, got {rounds}")
     if math.isinf(epsilon):
         return AIMPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=(NonPrivateEvent("epsilon: inf"),),
-                       scale=0.0, rounds=rounds, epsilon_select=math.inf, d=d)
-    x = calibrate_noise_scale(epsilon, delta, lambda s: aim_events(s, d, rounds))
-    return AIMPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=tuple(aim_events(x, d, rounds)), scale=x,
-                   rounds=rounds, epsilon_select=SELECT_RATIO / x, d=d)
+                       scale=0.0, one_way=0.0, rounds=rounds, epsilon_select=math.inf, d=d)
+    m = one_way_noise(d, rounds, one_way_share)
+    x = calibrate_noise_scale(epsilon, delta, lambda s: aim_events(s, d, rounds, m))
+    return AIMPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=tuple(aim_events(x, d, rounds, m)), scale=x,
+                   one_way=m * x, rounds=rounds, epsilon_select=SELECT_RATIO / x, d=d)
 
 
 # -- zCDP comparison (the papers' accounting) ---------------------------------------------------------------
@@ -193,10 +215,10 @@ def run_aim(codes: Codes, shape, names: list[str], plan: AIMPlan, rng, work, max
     counts = chunks.count(shape, [(i,) for i in range(len(names))])
     one_way, events, log = [], [], []
     for n in names:
-        y, ev = measure(counts[(idx[n],)], plan.scale, rng, query=f"1-way {n}")
+        y, ev = measure(counts[(idx[n],)], plan.one_way, rng, query=f"1-way {n}")
         one_way.append(y)
         events.append(ev)
-    compression = Compression.from_one_way(one_way, plan.scale, compress_above)
+    compression = Compression.from_one_way(one_way, plan.one_way, compress_above)
     shape = compression.shape
     dom = est.domain(names, shape, device)
     sizes = dict(zip(names, shape))
@@ -206,7 +228,7 @@ def run_aim(codes: Codes, shape, names: list[str], plan: AIMPlan, rng, work, max
     meas = []
     for n, y in zip(names, one_way):
         y, weights = compression.one_way(idx[n], y)
-        meas.append(((n,), y, plan.scale, weights))
+        meas.append(((n,), y, plan.one_way, weights))
     model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     budget = ZCDPFilter(plan.rho_rounds) if private else None
     sigma, eps_sel = plan.scale, plan.epsilon_select

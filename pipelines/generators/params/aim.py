@@ -11,7 +11,7 @@ from pipelines.generators.params.mst import DEFAULTS as MST_DEFAULTS
 from pipelines.generators.params.mst import NULLABLE as MST_NULLABLE
 from pipelines.generators.params.mst import check_bins, check_compress_above, public_bins, settings_row
 
-NULLABLE = MST_NULLABLE   # MST's keys whose null is meaningful are AIM's
+NULLABLE = (*MST_NULLABLE, "one_way_share")   # keys whose null is meaningful: MST's and the 1-way share
 DEFAULTS: dict[str, Any] = {
     **MST_DEFAULTS,
     "max_rounds": None,        # K: selection slots, the round limit (wall-clock independent); null: `public_settings`
@@ -19,6 +19,8 @@ DEFAULTS: dict[str, Any] = {
     "iters": 300,              # mirror-descent iterations per round (warm-started)
     "final_iters": 2000,       # iterations of the final estimation
     "three_way": True,         # workload: all 2-way + the 3-way marginals containing the target
+    "one_way_share": 0.2,      # the most of the zCDP budget the 1-way measurements take (σ₁ = m·x, m ≥ 1);
+                               # null: σ₁ = x (the paper's form; docs/aim-mst.md "The 1-way share")
     "target": None,            # the target column (default: the layout's target block)
 }
 
@@ -33,12 +35,16 @@ def public_settings(params: dict[str, Any], n_rows: int, epsilon: float, cut: in
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """MST's `bins` rule and, when given, `n_bins` >= 2 and `max_rounds` >= 1 (ParamError naming the key under
-    `aim:`)."""
+    """MST's `bins` rule and, when given, `n_bins` >= 2, `max_rounds` >= 1 and 0 < `one_way_share` < 1 (ParamError
+    naming the key under `aim:`)."""
     if params["n_bins"] is not None:
         check_bin_count(params["n_bins"], "aim.n_bins")
     check_bins(params["bins"], "aim")
     check_compress_above(params["compress_above"], "aim")
+    share = params["one_way_share"]
+    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1):
+        raise ParamError("aim.one_way_share", f"must be a number strictly between 0 and 1 or null (σ₁ = x, the "
+                         f"paper's form), got {share!r}")
     rounds = params["max_rounds"]
     if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
         raise ParamError("aim.max_rounds", f"must be an integer >= 1 or null (the public rule), got {rounds!r}")
