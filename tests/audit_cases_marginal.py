@@ -70,8 +70,9 @@ def budget(name: str) -> Budget:
 
 def plan(name: str) -> list[Event]:
     """The planned events of the generator's own plan() for the audit layout."""
-    params = {"max_rounds": 1, "one_way_share": None} if name == "aim" else {}   # σ₁ = x: the 1-way measurement is
-    # the same `measure` at any σ₁ (the share only sets σ₁ = m·x), audited here at the scale the cases are built for
+    # AIM at σ₁ = x (one_way_share null): the 1-way measurement is the same `measure` at any σ₁ (the share only
+    # sets σ₁ = m·x), audited here at the scale the cases are built for
+    params = {"max_rounds": 1, "one_way_share": None} if name == "aim" else {}
     return list(generator_class(name)(LAYOUT, params, "cpu").plan(len(CODES), budget(name)).events)
 
 

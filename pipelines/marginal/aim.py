@@ -5,9 +5,9 @@ scale calibrated by the ledger's accountant.
 Workload W: every 2-way marginal plus the 3-way marginals that contain the target column (configurable).
 Candidates: the cliques of size 2..3 of W's downward closure, weight w_r = Σ_{s∈W} |r ∩ s|.
 
-Rounds: measure all 1-way marginals (σ₁ = m·x each, `one_way_noise`); then, while selection slots and Gaussian budget remain,
-select r by the exponential mechanism (ε_sel, Δ = max_r w_r, score w_r(||M_r(D) - M_r(p̂)||₁ - sqrt(2/π)σ_t n_r):
-`select`), measure M_r with σ_t (Δ₂ = 1: `measure`), re-estimate p̂ (mbi, warm start), and halve σ_t when the
+Rounds: measure all 1-way marginals (σ₁ = m·x each, `one_way_noise`); then, while selection slots and Gaussian
+budget remain, select r by the exponential mechanism (ε_sel, Δ = max_r w_r, score
+w_r(||M_r(D) - M_r(p̂)||₁ - sqrt(2/π)σ_t n_r): `select`), measure M_r with σ_t (Δ₂ = 1: `measure`), re-estimate p̂ (mbi, warm start), and halve σ_t when the
 model's r-marginal moved by less than the noise it was expected to add, doubling ε_sel with it (the paper's
 annealing: σ_{t+1} = σ_t/2, ε_{t+1} = 2ε_t, so every round keeps the 0.9 / 0.1 split). A round that would leave
 less than one more round's budget spends the whole rest, split 0.9 / 0.1 the same way (the paper's rule).
@@ -84,8 +84,8 @@ def rounds_rho(x: float, rounds: int) -> float:
 
 
 def one_way_noise(d: int, rounds: int, share: float | None) -> float:
-    """m ≥ 1, σ₁ = m·x (module docstring): the smallest for which the d 1-way measurements take at most `share` of
-    the plan's zCDP budget, d/2σ₁² ≤ share·(d/2σ₁² + ρ_R) with ρ_R = K(1/2 + SELECT_RATIO²/8)/x² (`rounds_rho`),
+    """m ≥ 1, σ₁ = m·x (module docstring): the smallest for which the d 1-way measurements take at most `share`
+    of the plan's zCDP budget, d/2σ₁² ≤ share·(d/2σ₁² + ρ_R), ρ_R = K(1/2 + SELECT_RATIO²/8)/x² (`rounds_rho`),
     i.e. m² ≥ d(1 − share)/(2·share·K(1/2 + SELECT_RATIO²/8)); 1 (the paper's σ₁ = x) where they already do, or
     where `share` is None. Public inputs only (d, K, the section's share)."""
     if share is None:
