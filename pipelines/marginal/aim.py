@@ -7,10 +7,11 @@ Candidates: the cliques of size 2..3 of W's downward closure, weight w_r = Σ_{s
 
 Rounds: measure all 1-way marginals (σ₁ = m·x each, `one_way_noise`); then, while selection slots and Gaussian
 budget remain, select r by the exponential mechanism (ε_sel, Δ = max_r w_r, score
-w_r(||M_r(D) - M_r(p̂)||₁ - sqrt(2/π)σ_t n_r): `select`), measure M_r with σ_t (Δ₂ = 1: `measure`), re-estimate p̂ (mbi, warm start), and halve σ_t when the
-model's r-marginal moved by less than the noise it was expected to add, doubling ε_sel with it (the paper's
-annealing: σ_{t+1} = σ_t/2, ε_{t+1} = 2ε_t, so every round keeps the 0.9 / 0.1 split). A round that would leave
-less than one more round's budget spends the whole rest, split 0.9 / 0.1 the same way (the paper's rule).
+w_r(||M_r(D) - M_r(p̂)||₁ - sqrt(2/π)σ_t n_r): `select`), measure M_r with σ_t (Δ₂ = 1: `measure`), re-estimate p̂
+(mbi, warm start), and halve σ_t when the model's r-marginal moved by less than the noise it was expected to
+add, doubling ε_sel with it (the paper's annealing: σ_{t+1} = σ_t/2, ε_{t+1} = 2ε_t, so every round keeps the
+0.9 / 0.1 split). A round that would leave less than one more round's budget spends the whole rest, split
+0.9 / 0.1 the same way (the paper's rule).
 Candidates whose model would exceed max_model_size × (fraction of the rounds' budget used) MB are dropped (the
 paper's size filter).
 
