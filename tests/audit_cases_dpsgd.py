@@ -395,9 +395,9 @@ PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
 def _case(owner: str, config: str, event_index: int, mechanism: str, k: int, audit: LoopAudit) -> AuditCase:
     """One of the k releases that planned event `event_index` makes per step (module docstring): its claim is
     the accountant's ε for one step at q = 1 with the event's multiplier times √k."""
-    planned = PLANS[(owner, config)]()[event_index]
-    return AuditCase(owner, config, event_index, mechanism, release_claim(planned.noise_multiplier * math.sqrt(k)),
-                     AUDIT_DELTA, audit.scores)
+    def claim() -> float:
+        return release_claim(PLANS[(owner, config)]()[event_index].noise_multiplier * math.sqrt(k))
+    return AuditCase(owner, config, event_index, mechanism, claim, AUDIT_DELTA, audit.scores)
 
 
 PPEM_NEIGHBOURS = _ppem_neighbours()

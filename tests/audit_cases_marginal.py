@@ -35,6 +35,7 @@ resolve), selection claims ε ≈ 1.1–1.7. MST plans 2 one-way Gaussians, 1 se
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 import math
 
 import numpy as np
@@ -112,10 +113,10 @@ def cases_for(name: str) -> list[AuditCase]:
             release = dataclasses.replace(e, sigma=e.sigma * math.sqrt(k))
             for j in range(k):
                 out.append(AuditCase(name, "audit", i, f"{name} Gaussian measurement ({e.query}; release {j + 1}/{k})",
-                                     epsilon_pld([release], AUDIT_DELTA), AUDIT_DELTA,
+                                     partial(epsilon_pld, [release], AUDIT_DELTA), AUDIT_DELTA,
                                      gaussian_scores(release.sigma, clique, f"{name}:{i}:{j}")))
         elif isinstance(e, PureEpsilonEvent):
-            out.append(AuditCase(name, "audit", i, f"{name} exponential-mechanism selection", float(e.epsilon), 0.0,
+            out.append(AuditCase(name, "audit", i, f"{name} exponential-mechanism selection", partial(float, e.epsilon), 0.0,
                                  selection_scores(e.epsilon, f"{name}:{i}")))
         elif isinstance(e, ZCDPEvent):    # AIM's one round: its measurement at σ = x (the filter's rest after ε_sel)
             share = dataclasses.replace(e, rho=e.rho / ZCDP_SPLIT)
@@ -123,7 +124,7 @@ def cases_for(name: str) -> list[AuditCase]:
             sigma = math.sqrt(ZCDP_SPLIT / (2 * rho_measure))             # σ = x√8: ρ_measure/8 per share
             for j in range(ZCDP_SPLIT):
                 out.append(AuditCase(name, "audit", i, f"{name} round measurement (zCDP filter share {j + 1}/"
-                                     f"{ZCDP_SPLIT})", epsilon_pld([share], AUDIT_DELTA), AUDIT_DELTA,
+                                     f"{ZCDP_SPLIT})", partial(epsilon_pld, [share], AUDIT_DELTA), AUDIT_DELTA,
                                      gaussian_scores(sigma, (0, 1), f"{name}:{i}:{j}"), power_noise_scale=ZCDP_POWER))
     return out
 

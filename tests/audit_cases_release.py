@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from functools import partial
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -110,10 +111,9 @@ def memoised(module: Any, name: str) -> Iterator[None]:
 
 def case(owner: str, config: str, index: int, mechanism: str, event: Event, scores: Scores,
          power_noise_scale: float = 0.5) -> AuditCase:
-    """An AuditCase claiming `event`'s ε; `power_noise_scale` only where the harness knows the field."""
-    extra = ({"power_noise_scale": power_noise_scale}
-             if "power_noise_scale" in getattr(AuditCase, "__dataclass_fields__", {}) else {})
-    return AuditCase(owner, config, index, mechanism, claimed(event), 0.0 if pure(event) else DELTA, scores, **extra)
+    """An AuditCase claiming `event`'s ε."""
+    return AuditCase(owner, config, index, mechanism, partial(claimed, event), 0.0 if pure(event) else DELTA, scores,
+                     power_noise_scale)
 
 
 def projection(direction: np.ndarray) -> Callable[[np.ndarray], float]:
@@ -402,7 +402,7 @@ def count_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray
 
 CASES: list[AuditCase] = [*pearl_cases(), *iw_cases(), *sp_cases(), *w_cases(),
                           AuditCase("prepare:row_count", "epsilon_1", 0, "training row count (discrete Laplace, Δ = 1)",
-                                    COUNT_EPSILON, 0.0, count_scores)]
+                                    partial(float, COUNT_EPSILON), 0.0, count_scores)]
 PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
     ("prepare:row_count", "epsilon_1"): lambda: [count_event(COUNT_EPSILON)],
     ("pearl", "default"): pearl_plan,

@@ -21,6 +21,8 @@ Layout: a categorical `a` (3 categories) and a binary target `y`, so the score's
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 from audit_harness import AuditCase
 
@@ -77,7 +79,8 @@ def plan(config: str) -> list[Event]:
 
 
 CASES = [AuditCase("private_selection", "score", 0, "DP quality score (discrete Laplace, Δ = 2|W|)",
-                   SCORE_EPSILON, 0.0, score_scores),
+                   partial(float, SCORE_EPSILON), 0.0, score_scores),
          AuditCase("private_selection", "select", 0, "repeat and select (logarithmic T, loose bound: power at ×0.1)",
-                   epsilon_pld(plan("select"), AUDIT_DELTA), AUDIT_DELTA, select_scores, power_noise_scale=0.1)]
+                   lambda: epsilon_pld(plan("select"), AUDIT_DELTA), AUDIT_DELTA, select_scores,
+                   power_noise_scale=0.1)]
 PLANS = {("private_selection", config): (lambda config=config: plan(config)) for config in ("score", "select")}

@@ -24,6 +24,7 @@ below the claim at the planned noise and exceeds it at half the noise.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -35,7 +36,8 @@ class AuditCase:
     config: str           # which params configuration of the owner (e.g. "default", "kde_laplace")
     event_index: int      # index, in the owner's plan for that config, of the planned event this case exercises
     mechanism: str        # human name, e.g. "ppem γ step (conditional energy, Gaussian)"
-    claimed_epsilon: float  # ε our accountant claims for exactly what the case runs (one step / one release) at `delta`
+    claim: Callable[[], float]  # the ε our accountant claims for exactly what the case runs (one step / one release)
+    # at `delta`; computed when first asked for (`claimed_epsilon`), so that collecting the cases costs no PLD
     delta: float
     scores: Callable[[bool, float, int], np.ndarray]
     # scores(neighbour, noise_scale, n_runs) -> n_runs floats: neighbour False = data set D, True = D' (one record
@@ -45,6 +47,11 @@ class AuditCase:
     # the noise scale at which the lower bound must EXCEED the claim: 0.5 unless the case documents a sensitivity
     # bound that no neighbouring pair attains (then the exact mechanism stays below the claim at half noise too;
     # e.g. support_points' exponential mechanism, the logistic weight estimators: tests/audit_cases_release.py).
+
+    @cached_property
+    def claimed_epsilon(self) -> float:
+        """The claim, computed once per case."""
+        return float(self.claim())
 
     @property
     def id(self) -> str:
