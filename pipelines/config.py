@@ -144,13 +144,15 @@ class Orchestration(Section):
 # `evaluate:` knobs of DP-auto-GAN's metrics (pipelines/evaluation/unsupervised.py) and of the utility classifiers'
 # and verdict's row cap (utility.py, verdict.py); null = no cap for the row caps
 EVALUATE_DEFAULTS: dict[str, Any] = {
+    "read_max_rows": 1_000_000,  # rows of each table the evaluation reads at all (real training, holdout, the
+                            # synthetic rows measured): a seeded sample above it, read a row group at a time
     "max_rows": 10000,      # rows of R, S and T (each, seeded subsample) for the model-based metrics
     "utility_max_rows": 50000,  # rows of each table the utility classifiers and the verdict fit or score (seeded)
     "ot_max_rows": 2000,    # rows per side for exact optimal transport (W2)
     "kway": 3,              # k of the k-way marginal (NIST: 3)
     "kway_subsets": 100,    # random column k-subsets
     "kway_bins": 10}        # equal-width bins per numeric column over its schema bounds
-EVALUATE_NULLABLE = ("max_rows", "ot_max_rows", "utility_max_rows")
+EVALUATE_NULLABLE = ("read_max_rows", "max_rows", "ot_max_rows", "utility_max_rows")
 # `evaluate:` knobs of the scorecard (pipelines/evaluation/scorecard.py); null = no cap for the row caps
 SCORECARD_DEFAULTS: dict[str, Any] = {
     "mmd_max_rows": 1000,          # rows per side of the MMD Gram matrix (seeded subsample)

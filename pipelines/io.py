@@ -1,4 +1,5 @@
-"""Deterministic, atomic artefact writers: a failed stage leaves no partial output behind."""
+"""Deterministic, atomic artefact writers (a failed stage leaves no partial output behind), and the readers of a
+table too large to read whole (`read_parquet_rows`)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,9 +9,10 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 if TYPE_CHECKING:  # pandas loads where a table is written: reading a configuration needs only hashes and JSON
+    import numpy as np
     import pandas as pd
 
 
@@ -107,6 +109,46 @@ def write_parquet(path: Path, df: pd.DataFrame) -> None:
     equal bytes."""
     with atomic_path(path) as tmp:
         df.reset_index(drop=True).to_parquet(tmp, engine="pyarrow", index=False, row_group_size=ROW_GROUP_ROWS)
+
+
+def row_sample(n: int, max_rows: int | None, seed: int | Sequence[int]) -> np.ndarray | None:
+    """The rows a reader capped at `max_rows` keeps of a table of `n` rows: None (every row) when `n` ≤ `max_rows` or
+    the cap is None, else `max_rows` distinct row indices drawn uniformly without replacement by a generator seeded
+    by `seed`, in ascending (table) order. The same `n`, cap and seed give the same rows."""
+    import numpy as np
+    if max_rows is None or n <= max_rows:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, size=max_rows, replace=False))
+
+
+def parquet_row_groups(path: Path) -> Iterator[pd.DataFrame]:
+    """The Parquet table at `path` as frames of one row group each, in order: a pass over every row that holds one
+    row group at a time."""
+    import pyarrow.parquet as pq
+    file = pq.ParquetFile(path)
+    for group in range(file.num_row_groups):
+        yield file.read_row_group(group).to_pandas()
+
+
+def read_parquet_rows(path: Path, max_rows: int | None, seed: int | Sequence[int]) -> pd.DataFrame:
+    """The Parquet table at `path`, or above `max_rows` rows its `row_sample` (a 0..k−1 index), read a row group at
+    a time: the process holds the rows kept and one row group, however long the table. Below the cap it is
+    `pd.read_parquet(path)`."""
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    file = pq.ParquetFile(path)
+    keep = row_sample(file.metadata.num_rows, max_rows, seed)
+    if keep is None:
+        return pd.read_parquet(path)
+    parts, start = [], 0
+    for group in range(file.num_row_groups):
+        rows = file.metadata.row_group(group).num_rows
+        lo, hi = keep.searchsorted([start, start + rows])
+        if hi > lo:
+            parts.append(file.read_row_group(group).take(keep[lo:hi] - start))
+        start += rows
+    return pa.concat_tables(parts).to_pandas().reset_index(drop=True)
 
 
 class ParquetParts:

@@ -28,11 +28,12 @@ from pipelines.evaluation import scorecard, unsupervised, verdict
 from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.outside_dp import EVALUATION_METRICS
 from pipelines.evaluation.utility import scores_json, target_scores
-from pipelines.io import read_json, sha256_file, write_json
+from pipelines.io import read_json, read_parquet_rows, sha256_file, write_json
 from pipelines.runtime import beside
 from tasks import common
 
 log = logging.getLogger(__name__)
+READ_STREAMS = {"train": 0, "holdout": 1, "synthetic": 2}   # each table's sample: `row_sample(..., [seed, stream])`
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,8 @@ class Inputs:
     train: pd.DataFrame
     holdout: pd.DataFrame
     sch: Schema
-    n: int                              # synthetic rows: evaluate.n_samples, else the public n̂
+    n: int                              # synthetic rows measured: n_published, at most evaluate.read_max_rows
+    n_published: int                    # synthetic rows sampled and published: evaluate.n_samples, else the public n̂
     seed: int
     knobs: dict[str, int | None]        # DP-auto-GAN metrics' knobs (config.EVALUATE_DEFAULTS)
     card_knobs: dict[str, int | None]   # the scorecard's (config.SCORECARD_DEFAULTS) and the above
@@ -50,12 +52,16 @@ class Inputs:
 
 
 def inputs(config: Config, root: Path) -> Inputs:
+    """The real rows (each table a seeded sample of at most `evaluate.read_max_rows` rows, `READ_STREAMS`) and the
+    settings; the same for the baseline stage and every evaluate@gen, so the cache matches what each computes."""
     p, sch, settings = common.paths(config, root), common.schema(config, root), config.evaluate
     k = settings.model_dump(include=set(EVALUATE_DEFAULTS))
-    return Inputs(train=pd.read_parquet(p.prepared / "train.parquet"),
-                  holdout=pd.read_parquet(p.prepared / "holdout.parquet"), sch=sch,
-                  n=settings.n_samples or len(EncodedTable(p.prepared / "train_encoded.parquet")),
-                  seed=settings.seed, knobs=k, card_knobs={**settings.model_dump(include=set(SCORECARD_DEFAULTS)), **k},
+    cap, published = k["read_max_rows"], settings.n_samples or len(EncodedTable(p.prepared / "train_encoded.parquet"))
+    train, holdout = (read_parquet_rows(p.prepared / f"{side}.parquet", cap, [settings.seed, READ_STREAMS[side]])
+                      for side in ("train", "holdout"))
+    return Inputs(train=train, holdout=holdout, sch=sch, n=published if cap is None else min(published, cap),
+                  n_published=published, seed=settings.seed, knobs=k,
+                  card_knobs={**settings.model_dump(include=set(SCORECARD_DEFAULTS)), **k},
                   attacks=suite.settings(settings.attacks, sch), verdict=config.utility_gate.model_dump())
 
 

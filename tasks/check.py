@@ -14,14 +14,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from pipelines.evaluation import verdict
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
 from pipelines.evaluation.attacks.gates import risk_gates
 from pipelines.generators.registry import load_generator
-from pipelines.io import read_json, sha256_file, sha256_text, write_json
+from pipelines.io import parquet_row_groups, read_json, sha256_file, sha256_text, write_json
 from pipelines.gates.release import GateResult, ledger_gate
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.privacy.release_test import near_counts, planned_event, release_test
@@ -66,8 +64,9 @@ def release_test_gate(config: Config, generator: str, root: Path, run_id: str | 
                               f"{p.dataset}/check@{generator}",
                               binding_facts(common.hashes(config, "check", sch, generator), s["test_epsilon"],
                                             priv.delta)).overridden(config.generator(generator).get("noise_seed"))
-    counts = near_counts(pd.read_parquet(p.prepared / "train.parquet"), pd.read_parquet(p.prepared / "holdout.parquet"),
-                         pd.read_parquet(p.synthetic(generator)), sch.columns, radius)
+    counts = near_counts(*(parquet_row_groups(path) for path in (p.prepared / "train.parquet", p.prepared /
+                                                                    "holdout.parquet", p.synthetic(generator))),
+                         sch.columns, radius)   # a row group at a time: the counts of the whole tables
     rng = noise.streams(private=True, seed=0).numpy("check:release_test")
     result = release_test(counts, n_rows, fraction, s, rng)
     rows = session.record([result.event])

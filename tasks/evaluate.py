@@ -25,7 +25,7 @@ from pipelines.evaluation.report import evaluation_markdown, key_figures
 from pipelines.evaluation.unsupervised import paper_metrics
 from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.generators.registry import load_generator
-from pipelines.io import atomic_path, write_json, write_parquet
+from pipelines.io import atomic_path, row_sample, write_json, write_parquet
 from pipelines.progress import Steps
 from pipelines.runtime import beside
 from pipelines.config import EVALUATE_PLOTS, Config
@@ -51,15 +51,18 @@ def synthetic_table(config: Config, generator: str, root: Path, n: int) -> tuple
 
 
 def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, dict[str, bytes], dict]:
-    """The synthetic table, its plots and metrics.json's content; each measurement is a step of the 'evaluate'
-    progress phase (the classifiers and scorecard report their own phases). The attacks run beside the other
-    measurements (`runtime.beside`: a second process on a large table with two cores, else first, here)."""
+    """The synthetic table (every row sampled; the measurements read a seeded sample of at most
+    `evaluate.read_max_rows` of them), its plots and metrics.json's content; each measurement is a step of the
+    'evaluate' progress phase (the classifiers and scorecard report their own phases). The attacks run beside the
+    other measurements (`runtime.beside`: a second process on a large table with two cores, else first, here)."""
     i = baseline.inputs(config, root)
-    train, holdout, sch, n, k = i.train, i.holdout, i.sch, i.n, i.knobs  # n: evaluate.n_samples or n̂, public
+    train, holdout, sch, n, k = i.train, i.holdout, i.sch, i.n, i.knobs  # n: the synthetic rows measured, public
     card_knobs, attack_settings, verdict_settings = i.card_knobs, i.attacks, i.verdict
     real = baseline.cached(config, root, i) or {}  # the baseline stage's real side; {}: each metric computes its own
     seed, step = i.seed, Steps("evaluate", 8)
-    synth, conformance = step.done(synthetic_table(config, generator, root, n))
+    published, conformance = step.done(synthetic_table(config, generator, root, i.n_published))
+    rows = row_sample(len(published), k["read_max_rows"], [seed, baseline.READ_STREAMS["synthetic"]])
+    synth = published if rows is None else published.iloc[rows].reset_index(drop=True)   # n rows
     with beside(suite.privacy_risk, train, synth, holdout, sch, attack_settings, seed, real.get("attacks"),
                 rows=len(train)) as attacks:
         distances = step.done(marginal_distances(holdout, synth, sch.columns))
@@ -75,7 +78,7 @@ def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, d
     pngs["membership_roc"] = plots.roc_curves({"DOMIAS": risk["membership"]["domias"], "DCR": risk["membership"]["dcr"]},
                                               "Membership inference on the released table")
     metrics = {
-        "generator": generator, "n_synthetic": n, "seed": seed, "settings": k,
+        "generator": generator, "n_synthetic": i.n_published, "n_measured": n, "seed": seed, "settings": k,
         "schema_conformance": conformance["success"],
         "fidelity": distances, "fidelity_summary": summarise(distances),
         "utility": auroc_table(scored),
@@ -87,7 +90,7 @@ def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, d
         "computed_on_real_data": outside_dp.EVALUATION_METRICS,
         "hashes": common.hashes(config, "evaluate", sch, generator),
     }
-    return synth, pngs, metrics
+    return published, pngs, metrics
 
 
 def evaluate(config: Config, generator: str, root: Path = Path(".")) -> dict[str, Any]:

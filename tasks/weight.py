@@ -23,7 +23,7 @@ from pipelines.data.transform import Encoder
 from pipelines.errors import InputError
 from pipelines.evaluation import weighted
 from pipelines.generators.persistence import finite_json
-from pipelines.io import read_json, sha256_file, write_json, write_parquet
+from pipelines.io import read_json, read_parquet_rows, sha256_file, write_json, write_parquet
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
@@ -46,7 +46,7 @@ def weight(config: Config, generator: str, run_id: str | None = None,
     delta, internal = priv.delta, priv.internal_release
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     synth = pd.read_parquet(p.synthetic(generator))
-    synthetic = Encoder(sch).encode(synth).astype(float)
+    synthetic = Encoder(sch).encode(synth)   # float32, as the real rows: torch computes in it, logistic upcasts exactly
     table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() = public n̂: no row read
     try:
         plan = estimators.plan(s.estimator, s.model_dump(), layout, len(table), len(synthetic),
@@ -60,7 +60,7 @@ def weight(config: Config, generator: str, run_id: str | None = None,
                           internal=internal)
     if plan.events:
         session.reserve(plan.events)  # refused here, before any private row is read
-    real = np.asarray(table, dtype=float) if plan.estimator in estimators.READS_PRIVATE_ROWS else None
+    real = np.asarray(table) if plan.estimator in estimators.READS_PRIVATE_ROWS else None   # float32, as stored
     critic = critic_scorer(generator, p.model(generator)) if plan.estimator == "discriminator" else None
     inputs = lambda: {"train": table.content_hash(), "synthetic": sha256_file(p.synthetic(generator)),  # noqa: E731
                       "model": sha256_file(p.model(generator) / "privacy.json")}
@@ -81,8 +81,8 @@ def weight(config: Config, generator: str, run_id: str | None = None,
     row_ids = list(session.reservation.row_ids) + list(session.row_ids) if plan.events else []
     eps = epsilon_pld(plan.events, delta)
     gate = weight_gate(khat, s.khat_bound, plan.estimator, plan.private, internal)
-    test = pd.read_parquet(p.prepared / "holdout.parquet")
-    train = pd.read_parquet(p.prepared / "train.parquet")
+    test, train = (read_parquet_rows(p.prepared / f"{side}.parquet", s.analysis_real_max_rows, [s.seed, stream])
+                   for stream, side in enumerate(("holdout", "train")))   # read a row group at a time above the cap
     sub = synth.iloc[:plan.n_released]
     report = {
         "generator": generator, "dataset": p.dataset, "estimator": plan.estimator, "plan": plan.to_dict(),

@@ -304,8 +304,11 @@ def knobs(raw: dict) -> dict:
 
 
 def test_knobs_validation():
-    assert knobs({}) == {"max_rows": 10000, "utility_max_rows": 50000, "ot_max_rows": 2000, "kway": 3,
-                         "kway_subsets": 100, "kway_bins": 10}
+    assert knobs({}) == {"read_max_rows": 1_000_000, "max_rows": 10000, "utility_max_rows": 50000,
+                         "ot_max_rows": 2000, "kway": 3, "kway_subsets": 100, "kway_bins": 10}
+    assert knobs({"read_max_rows": None})["read_max_rows"] is None
+    with pytest.raises(InputError, match=r"'evaluate\.read_max_rows': must be a positive integer or null"):
+        knobs({"read_max_rows": 0})
     assert knobs({"max_rows": None})["max_rows"] is None
     assert knobs({"utility_max_rows": None})["utility_max_rows"] is None
     with pytest.raises(InputError, match=r"'evaluate\.utility_max_rows': must be a positive integer or null"):

@@ -84,6 +84,28 @@ def test_parquet_parts_write_the_bytes_of_one_write(tmp_path, monkeypatch):
         parts.add(frame.iloc[10:20].astype({"a": float}))
 
 
+def test_a_capped_read_is_the_row_sample_read_a_row_group_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(io, "ROW_GROUP_ROWS", 1000)
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"a": np.arange(3500), "b": pd.Categorical(rng.choice(["x", "yy"], 3500)),
+                          "c": pd.Series(rng.choice(["p", "q", "r"], 3500), dtype="str")})
+    io.write_parquet(tmp_path / "t.parquet", frame)
+    assert pq.ParquetFile(tmp_path / "t.parquet").num_row_groups == 4
+    assert io.row_sample(3500, None, 0) is None and io.row_sample(3500, 3500, 0) is None
+    keep = io.row_sample(3500, 1200, [5, 1])
+    assert len(set(keep)) == 1200 and np.all(np.diff(keep) > 0) and keep[-1] < 3500
+    assert np.array_equal(keep, io.row_sample(3500, 1200, [5, 1]))          # seeded: the same rows again,
+    assert not np.array_equal(keep, io.row_sample(3500, 1200, [5, 2]))      # another stream's differ
+    assert {int(k) // 1000 for k in keep} == {0, 1, 2, 3}                   # rows of every row group
+    whole = pd.read_parquet(tmp_path / "t.parquet")
+    monkeypatch.setattr(pd, "read_parquet", lambda *a, **k: pytest.fail("a capped read read the whole file"))
+    capped = io.read_parquet_rows(tmp_path / "t.parquet", 1200, [5, 1])
+    pd.testing.assert_frame_equal(capped, whole.iloc[keep].reset_index(drop=True))
+    assert capped["a"].tolist() == keep.tolist()
+    monkeypatch.undo()
+    pd.testing.assert_frame_equal(io.read_parquet_rows(tmp_path / "t.parquet", 3500, 0), whole)  # at the cap: all
+
+
 @pytest.mark.parametrize("form", ["csv", "sorted csv", "parquet parts"])
 def test_validate_in_parts_writes_the_one_process_file_and_report(tmp_path, cluster, form):
     """"sorted csv": the rows sorted so that each kind of failure lies in other parts (the report lists the whole

@@ -12,12 +12,14 @@ import yaml
 from pipelines import runtime
 from pipelines.config import load_params, merged, parse_params, read_params
 from pipelines.errors import InputError
+from pipelines.io import row_sample
 from pipelines.evaluation.verdict import independent_marginals
 from test_pipeline import PROJECT, make_root, run_stages
 
-# small but every branch: row caps below the table sizes (the capped subsamples' seeded draws), n ≠ n̂
-SMALL_EVAL = {"evaluate": {"n_samples": 300, "max_rows": 200, "ot_max_rows": 150, "kway_subsets": 10,
-                           "mmd_max_rows": 200, "mmd_permutations": 20, "detection_max_rows": 200,
+# small but every branch: row caps below the table sizes (the capped subsamples' seeded draws, the read cap's
+# samples of the training and synthetic rows), n ≠ n̂
+SMALL_EVAL = {"evaluate": {"n_samples": 300, "read_max_rows": 280, "max_rows": 200, "ot_max_rows": 150,
+                           "kway_subsets": 10, "mmd_max_rows": 200, "mmd_permutations": 20, "detection_max_rows": 200,
                            "classifier_max_rows": 250, "utility_max_rows": 250, "range_queries": 200,
                            "attacks": {"max_rows": 100, "n_attacks": 50, "bootstrap": 20}},
               "utility_gate": {"bootstrap": 20, "baseline_draws": 2}}
@@ -26,7 +28,7 @@ SMALL_EVAL = {"evaluate": {"n_samples": 300, "max_rows": 200, "ot_max_rows": 150
 @pytest.mark.slow
 def test_evaluate_metrics_are_identical_with_and_without_the_real_side_cache(tmp_path, monkeypatch):
     import tasks.evaluate as evaluate
-    from tasks.baseline import baseline
+    from tasks.baseline import baseline, inputs
     root = make_root(tmp_path, SMALL_EVAL)
     run_stages(root, "prepare")
     params = load_params(root / "params.yaml")
@@ -44,6 +46,11 @@ def test_evaluate_metrics_are_identical_with_and_without_the_real_side_cache(tmp
     _, pngs_with, with_cache = evaluate.measure(params, "dpwgan", root)
     assert json.dumps(with_cache, sort_keys=True, default=str) == json.dumps(without, sort_keys=True, default=str)
     assert with_cache["utility"]["n_synth"] == with_cache["utility"]["n_train_real"] == 250  # the utility's row cap
+    assert (with_cache["n_synthetic"], with_cache["n_measured"]) == (300, 280)     # every row published, 280 read
+    read = inputs(params, root)
+    assert (len(read.train), len(read.holdout)) == (280, len(pd.read_parquet(root / "data/prepared/breast_cancer/"
+                                                                             "holdout.parquet")))
+    assert read.train.equals(train.iloc[row_sample(len(train), 280, [0, 0])].reset_index(drop=True))
     assert pngs_with == pngs_without
 
     monkeypatch.setattr(runtime, "BESIDE_MIN_ROWS", 0)            # a large table on 2 cores: the attacks, and the

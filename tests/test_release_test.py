@@ -12,7 +12,7 @@ from pipelines.data.schema import Column
 from pipelines.errors import InputError
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.noise import NoiseSource
-from pipelines.evaluation.attacks.distance import gower_features, nearest, within
+from pipelines.evaluation.attacks.distance import Near, gower_features, nearest, within
 from pipelines.privacy.release_test import near_counts, planned_event, release_test, split_weights, threshold
 
 COLUMNS = [*(Column(name=f"x{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(4)),
@@ -75,7 +75,7 @@ def test_one_record_moves_the_statistic_by_at_most_the_sensitivity():
     a, b = split_weights(0.2)
 
     def z(tr: pd.DataFrame, ho: pd.DataFrame) -> int:
-        n_t, n_h = near_counts(tr, ho, synth, COLUMNS, RADIUS)
+        n_t, n_h = near_counts([tr], [ho], [synth], COLUMNS, RADIUS)
         return a * n_t - b * n_h
 
     base, moves = z(train, holdout), []
@@ -112,16 +112,24 @@ def test_within_answers_as_every_pair_does(columns, radius):
     expected = nearest(t, s_)[0][:, 0] <= radius + 1e-12
     assert 20 < expected.sum() < len(targets) - 20
     np.testing.assert_array_equal(within(t, s_, radius + 1e-12, columns), expected)
+    in_parts = Near((s_[:100], s_[100:250], s_[250:]), radius + 1e-12, columns)    # the pool given in parts
+    np.testing.assert_array_equal(np.concatenate([in_parts.within(t[:50]), in_parts.within(t[50:])]), expected)
+    if 1 / len(columns) > radius:                        # by pattern: a target whose pattern the pool lacks
+        no_c = Near([s_[pool["y"].to_numpy() != "c"]], radius + 1e-12, columns)
+        c_rows = targets["y"].to_numpy() == "c"
+        assert c_rows.any() and not no_c.within(t[c_rows]).any()
 
 
 def test_a_table_that_copies_its_training_rows_is_refused_and_a_fresh_one_passes():
     train, holdout = table(455, 10), table(114, 11)
     for synth, expected in ((train.sample(frac=1.0, random_state=0), False), (table(455, 12), True)):
-        counts = near_counts(train, holdout, synth, COLUMNS, RADIUS)
+        counts = near_counts([train], [holdout], [synth], COLUMNS, RADIUS)
         bits = [release_test(counts, 455, 0.2, SETTINGS, rng_of(i)).passed for i in range(50)]
         assert bits == [expected] * 50, (counts, sum(bits))
-    copied = near_counts(train, holdout, train, COLUMNS, RADIUS)
+    copied = near_counts([train], [holdout], [train], COLUMNS, RADIUS)
     assert copied[0] == 455 and copied[1] < 10
+    parts = lambda f, *cuts: [f.iloc[a:b] for a, b in zip((0, *cuts), (*cuts, len(f)))]  # noqa: E731
+    assert near_counts(parts(train, 100, 300), parts(holdout, 57), parts(train, 1, 200), COLUMNS, RADIUS) == copied
 
 
 @pytest.mark.slow
@@ -132,7 +140,7 @@ def test_audit_release_test_on_its_code_path():
     train, holdout, synth = table(60, 20), table(15, 21), table(60, 22)
     neighbour = pd.concat([holdout, synth.iloc[[0]]])
     settings = {**SETTINGS, "test_epsilon": 1.0}
-    counts = [near_counts(train, h, synth, COLUMNS, RADIUS) for h in (holdout, neighbour)]
+    counts = [near_counts([train], [h], [synth], COLUMNS, RADIUS) for h in (holdout, neighbour)]
     assert counts[1][1] == counts[0][1] + 1
 
     def scores(s: dict, c: tuple[int, int], offset: int, runs: int) -> np.ndarray:

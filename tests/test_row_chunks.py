@@ -44,6 +44,10 @@ def test_an_encoded_table_is_read_in_its_row_groups_and_each_chunk_is_checked(tm
     chunks = list(table.chunks(ROW_GROUP_ROWS))
     assert [len(c) for c in chunks] == [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 10] and table.reads == 1
     np.testing.assert_array_equal(np.concatenate(chunks), np.asarray(rows, dtype=np.float32))
+    whole = np.asarray(table)                                           # the matrix, filled group by group
+    assert whole.dtype == np.float32 and table.reads == 2
+    np.testing.assert_array_equal(whole, np.asarray(rows, dtype=np.float32))
+    np.testing.assert_array_equal(np.asarray(table, dtype=float), np.asarray(rows, dtype=np.float32).astype(float))
     seen = []
     assert sum(len(c) for c in RowChunks(table, lambda c: seen.append(len(c)), ROW_GROUP_ROWS)) == len(rows) and len(seen) == 3
     bad = rows.copy()

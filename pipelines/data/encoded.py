@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow.parquet as pq
 
 from pipelines.errors import InputError
@@ -50,8 +49,17 @@ class EncodedTable:
         return sha256_file(self.path)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """Every row as one matrix (float32 unless `dtype`), filled a row group at a time: the process holds the
+        matrix and one row group, not a frame of the whole table beside it."""
         self.reads += 1
-        return pd.read_parquet(self.path).to_numpy(dtype=dtype or np.float32, copy=True)
+        file = pq.ParquetFile(self.path)
+        out = np.empty((file.metadata.num_rows, file.metadata.num_columns), dtype=dtype or np.float32)
+        start = 0
+        for group in range(file.num_row_groups):
+            part = file.read_row_group(group).to_pandas().to_numpy(dtype=out.dtype)
+            out[start:start + len(part)] = part
+            start += len(part)
+        return out
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         """The rows as float32 matrices of at most `rows` rows, read from the file's row groups one at a time (one

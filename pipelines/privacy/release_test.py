@@ -40,14 +40,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from pipelines.evaluation.attacks.distance import gower_features, within
+from pipelines.evaluation.attacks.distance import Near, gower_features
 from pipelines.privacy.events import DiscreteLaplaceEvent
 from pipelines.privacy.mechanisms import discrete_laplace_mechanism
 
@@ -88,13 +88,14 @@ def threshold(n_rows: int, holdout_fraction: float, epsilon: float, excess_max: 
     return float(a * n_rows * excess_max + brentq(excess_refusal, -end(1 - alpha), end(alpha), xtol=1e-6))
 
 
-def near_counts(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any],
-                radius: float) -> tuple[int, int]:
+def near_counts(train: Iterable[pd.DataFrame], holdout: Iterable[pd.DataFrame], synth: Iterable[pd.DataFrame],
+                columns: Sequence[Any], radius: float) -> tuple[int, int]:
     """(N_T, N_H): the real rows of each side whose closest synthetic row is within Gower distance `radius`
-    (every row: a row-dependent subsample would break the sensitivity bound; `within`: exact, without comparing
-    every pair)."""
-    pool = gower_features(synth, columns)
-    return tuple(int(within(gower_features(side, columns), pool, radius + 1e-12, columns).sum())
+    (every row: a row-dependent subsample would break the sensitivity bound; `Near`: exact, without comparing
+    every pair). Each table comes in parts (row groups; one frame is one part): a part's rows are counted alone,
+    so the counts are those of the whole tables, and the synthetic rows are held only as the search needs them."""
+    near = Near((gower_features(part, columns) for part in synth), radius + 1e-12, columns)
+    return tuple(sum(int(near.within(gower_features(part, columns)).sum()) for part in side)
                  for side in (train, holdout))
 
 

@@ -9,7 +9,7 @@ that share a bucket count as equal: an approximation of d_j on such a column onl
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,27 +47,58 @@ def nearest(targets: np.ndarray, pool: np.ndarray, k: int = 1) -> tuple[np.ndarr
 
 def within(targets: np.ndarray, pool: np.ndarray, radius: float, columns: Sequence[Any]) -> np.ndarray:
     """Whether each `targets` row has a `pool` row at L1 distance ≤ `radius` (`gower_features` rows of `columns`),
-    exactly as `nearest(targets, pool)[0][:, 0] <= radius` but without its all-pairs cost.
+    exactly as `nearest(targets, pool)[0][:, 0] <= radius` but without its all-pairs cost (`Near`)."""
+    return Near([pool], radius, columns).within(targets)
+
+
+class Near:
+    """The pool rows of `within`, kept as its search needs them and given in parts (`gower_features` matrices), so a
+    pool too long to featurise whole is held compactly; `within(targets)` then answers for any targets, a part at a
+    time (each target's answer depends on the pool alone).
 
     Two rows that differ in a categorical column are at least 1/p apart (p = len(columns): two one-hot entries of
     0.5/p each). When that exceeds `radius`, only rows equal on every one-hot block can be within it, so each row's
-    one-hot pattern becomes one coordinate, the pattern's index (distinct patterns are ≥ 1 > radius apart), beside the
-    other features (rows of one pattern add an exact 0 to the L1 sum), and a KD-tree (SciPy's: a nearest-row query
-    bounded by the radius, 9× scikit-learn's radius count on 100,000 Adult rows a side) finds each row's nearest
-    pool row if one is that close. Otherwise, or above KD_TREE_MAX_DIM features, every pair is compared."""
-    if len(targets) == 0 or len(pool) == 0:
-        return np.zeros(len(targets), bool)
-    blocks = feature_weights(columns) < 1
-    if blocks.any() and 1.0 / len(columns) > radius:
-        n = len(targets)
-        pattern = np.unique(np.concatenate([one_hot_codes(side, columns) for side in (targets, pool)]), axis=0,
-                            return_inverse=True)[1].reshape(-1).astype(float)
-        targets, pool = (np.column_stack([side[:, ~blocks], index])
-                         for side, index in ((targets, pattern[:n]), (pool, pattern[n:])))
-    if pool.shape[1] <= KD_TREE_MAX_DIM:  # each target's nearest pool row, searched no farther than the radius
-        found, _ = cKDTree(pool).query(targets, k=1, p=1, distance_upper_bound=radius * (1 + 1e-9) + 1e-300)
-        return found <= radius                # inf where no pool row is within the bound
-    return nearest(targets, pool)[0][:, 0] <= radius
+    one-hot pattern becomes one coordinate, the index of its pattern among the pool's (distinct patterns are ≥ 1 >
+    radius apart; a target whose pattern no pool row has gets −1, ≥ 1 from every index), beside the other features
+    (rows of one pattern add an exact 0 to the L1 sum), and a KD-tree (SciPy's: a nearest-row query bounded by the
+    radius, 9× scikit-learn's radius count on 100,000 Adult rows a side) finds each row's nearest pool row if one is
+    that close. Otherwise, or above KD_TREE_MAX_DIM features, every pair is compared."""
+
+    def __init__(self, parts: Iterable[np.ndarray], radius: float, columns: Sequence[Any]) -> None:
+        self.radius, self.columns = radius, columns
+        self.blocks = feature_weights(columns) < 1
+        self.by_pattern = bool(self.blocks.any()) and 1.0 / len(columns) > radius
+        features, codes = [], []
+        for part in parts:
+            features.append(part[:, ~self.blocks] if self.by_pattern else part)
+            if self.by_pattern:
+                codes.append(_records(one_hot_codes(part, columns)))
+        self.pool = np.concatenate(features) if features else np.zeros((0, len(self.blocks)))
+        if self.by_pattern:
+            self.patterns, index = np.unique(np.concatenate(codes), return_inverse=True)
+            self.pool = np.column_stack([self.pool, index.reshape(-1).astype(float)])
+        self.tree = cKDTree(self.pool) if len(self.pool) and self.pool.shape[1] <= KD_TREE_MAX_DIM else None
+
+    def within(self, targets: np.ndarray) -> np.ndarray:
+        """Whether each row of `targets` (`gower_features` rows) has a pool row within the radius."""
+        if len(targets) == 0 or len(self.pool) == 0:
+            return np.zeros(len(targets), bool)
+        if self.by_pattern:
+            codes = _records(one_hot_codes(targets, self.columns))
+            index = np.minimum(self.patterns.searchsorted(codes), len(self.patterns) - 1)
+            index = np.where(self.patterns[index] == codes, index, -1).astype(float)
+            targets = np.column_stack([targets[:, ~self.blocks], index])
+        if self.tree is not None:  # each target's nearest pool row, searched no farther than the radius
+            found, _ = self.tree.query(targets, k=1, p=1, distance_upper_bound=self.radius * (1 + 1e-9) + 1e-300)
+            return found <= self.radius                # inf where no pool row is within the bound
+        return nearest(targets, self.pool)[0][:, 0] <= self.radius
+
+
+def _records(codes: np.ndarray) -> np.ndarray:
+    """Each row of an integer matrix as one record (ordered field by field), so that rows sort and search as
+    values."""
+    codes = np.ascontiguousarray(codes)
+    return codes.view([(f"c{i}", codes.dtype) for i in range(codes.shape[1])]).reshape(-1)
 
 
 def one_hot_codes(features: np.ndarray, columns: Sequence[Any]) -> np.ndarray:
