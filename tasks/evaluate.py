@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pipelines.data.transform import Encoder
@@ -25,7 +26,7 @@ from pipelines.evaluation.report import evaluation_markdown, key_figures
 from pipelines.evaluation.unsupervised import paper_metrics
 from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.generators.registry import load_generator
-from pipelines.io import atomic_path, row_sample, write_json, write_parquet
+from pipelines.io import ParquetParts, atomic_path, row_sample, write_json
 from pipelines.progress import Steps
 from pipelines.runtime import beside
 from pipelines.config import EVALUATE_PLOTS, Config
@@ -37,32 +38,45 @@ from tasks.progress import stage_progress
 PLOTS = EVALUATE_PLOTS  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
 
 
-def synthetic_table(config: Config, generator: str, root: Path, n: int) -> tuple[pd.DataFrame, dict]:
-    """`n` rows of the trained generator, sampled with the public `evaluate.seed` and decoded to the schema;
-    a table that fails the schema's suite is a decoder bug (an error, nothing written)."""
+SAMPLE_PART_ROWS = 1 << 20   # synthetic rows sampled, decoded, checked and written at a time (`synthetic_table`)
+
+
+def synthetic_table(config: Config, generator: str, root: Path, n: int, out: Path,
+                    keep: np.ndarray | None) -> tuple[pd.DataFrame, dict]:
+    """`n` rows of the trained generator written to `out`, and its rows `keep` (sorted indices; every row when
+    None) with the suite's verdict. The rows are sampled in parts of SAMPLE_PART_ROWS from one generator seeded by
+    the public `evaluate.seed` (a table of at most that many rows is one call, `sample(n, seed)`), each part decoded
+    to the schema, checked and written (`io.ParquetParts`, the bytes of one write), so the process holds one part and
+    the rows kept. A part that fails the schema's suite is a decoder bug: an error, and the caller's `out` is
+    removed."""
     p, sch = common.paths(config, root), common.schema(config, root)
-    seed = config.evaluate.seed
-    synth = Encoder(sch).decode(load_generator(generator, p.model(generator)).sample(n, seed))
-    conformance = conforms(synth, sch)
-    if not conformance["success"]:
-        raise RuntimeError(f"decoded synthetic rows of '{generator}' fail the public schema's suite: "
-                           f"{conformance['failed']}. This is a bug in the decoder; nothing was written.")
-    return synth, conformance
+    model, encoder = load_generator(generator, p.model(generator)), Encoder(sch)
+    rng, parts, kept = np.random.default_rng(config.evaluate.seed), ParquetParts(out), []
+    for start in range(0, n, SAMPLE_PART_ROWS):
+        part = encoder.decode(model.sample(min(SAMPLE_PART_ROWS, n - start), rng))
+        conformance = conforms(part, sch)
+        if not conformance["success"]:
+            raise RuntimeError(f"decoded synthetic rows of '{generator}' fail the public schema's suite: "
+                               f"{conformance['failed']}. This is a bug in the decoder; nothing was written.")
+        parts.add(part)
+        kept.append(part if keep is None else part.iloc[keep[(keep >= start) & (keep < start + len(part))] - start])
+    parts.close(encoder.decode(np.zeros((0, model.table_layout.width), dtype=np.float32)))
+    return pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0].reset_index(drop=True), conformance
 
 
-def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, dict[str, bytes], dict]:
-    """The synthetic table (every row sampled; the measurements read a seeded sample of at most
-    `evaluate.read_max_rows` of them), its plots and metrics.json's content; each measurement is a step of the
-    'evaluate' progress phase (the classifiers and scorecard report their own phases). The attacks run beside the
-    other measurements (`runtime.beside`: a second process on a large table with two cores, else first, here)."""
+def measure(config: Config, generator: str, root: Path, out: Path) -> tuple[dict[str, bytes], dict]:
+    """Samples the synthetic table into `out` (`synthetic_table`; the measurements read a seeded sample of at most
+    `evaluate.read_max_rows` of its rows) and returns its plots and metrics.json's content; each measurement is a
+    step of the 'evaluate' progress phase (the classifiers and scorecard report their own phases). The attacks run
+    beside the other measurements (`runtime.beside`: a second process on a large table with two cores, else first,
+    here)."""
     i = baseline.inputs(config, root)
     train, holdout, sch, n, k = i.train, i.holdout, i.sch, i.n, i.knobs  # n: the synthetic rows measured, public
     card_knobs, attack_settings, verdict_settings = i.card_knobs, i.attacks, i.verdict
     real = baseline.cached(config, root, i) or {}  # the baseline stage's real side; {}: each metric computes its own
     seed, step = i.seed, Steps("evaluate", 8)
-    published, conformance = step.done(synthetic_table(config, generator, root, i.n_published))
-    rows = row_sample(len(published), k["read_max_rows"], [seed, baseline.READ_STREAMS["synthetic"]])
-    synth = published if rows is None else published.iloc[rows].reset_index(drop=True)   # n rows
+    keep = row_sample(i.n_published, k["read_max_rows"], [seed, baseline.READ_STREAMS["synthetic"]])
+    synth, conformance = step.done(synthetic_table(config, generator, root, i.n_published, out, keep))  # n rows
     with beside(suite.privacy_risk, train, synth, holdout, sch, attack_settings, seed, real.get("attacks"),
                 rows=len(train)) as attacks:
         distances = step.done(marginal_distances(holdout, synth, sch.columns))
@@ -90,7 +104,7 @@ def measure(config: Config, generator: str, root: Path) -> tuple[pd.DataFrame, d
         "computed_on_real_data": outside_dp.EVALUATION_METRICS,
         "hashes": common.hashes(config, "evaluate", sch, generator),
     }
-    return published, pngs, metrics
+    return pngs, metrics
 
 
 def evaluate(config: Config, generator: str, root: Path = Path(".")) -> dict[str, Any]:
@@ -98,9 +112,9 @@ def evaluate(config: Config, generator: str, root: Path = Path(".")) -> dict[str
     skipped = unselected.write("evaluate", p, generator)
     if skipped is not None:  # release.select left it out: nothing to evaluate
         return skipped
-    with stage_progress(f"{p.dataset}-{generator}-evaluate-progress", f"evaluate@{generator}"):
-        synth, pngs, metrics = measure(config, generator, root)
-    write_parquet(p.synthetic(generator), synth)
+    with stage_progress(f"{p.dataset}-{generator}-evaluate-progress", f"evaluate@{generator}"), \
+            atomic_path(p.synthetic(generator)) as table:   # the table is in place only if every measurement ran
+        pngs, metrics = measure(config, generator, root, table)
     for name in PLOTS:
         with atomic_path(p.metrics(generator).parent / f"{name}.png") as tmp:
             tmp.write_bytes(pngs[name])
