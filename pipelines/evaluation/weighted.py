@@ -155,14 +155,14 @@ def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFram
     `weights.analysis_real_max_rows`: the cost stops growing with the table)."""
     rng = np.random.default_rng(seed)
     enc = Encoder(sch)
-    xs, xh = enc.encode(synth).astype(float), enc.encode(holdout).astype(float)
-    keep = np.sort(rng.choice(len(xs), min(max_rows, len(xs)), replace=False))
+    keep = np.sort(rng.choice(len(synth), min(max_rows, len(synth)), replace=False))
+    xs, xh = enc.encode(synth.iloc[keep]).astype(float), enc.encode(holdout).astype(float)  # row by row: only `keep`
     hold = np.sort(rng.choice(len(xh), min(max_rows, len(xh)), replace=False))
     out: dict[str, Any] = {}
     for label, ww in (("weighted", w), ("unweighted", None)):
         sub = None if ww is None else ww[keep]
-        out[label] = {"wasserstein1": weighted_wasserstein1(xs[keep], sub, xh, max_rows, seed),
-                      "mmd2": weighted_mmd2(xs[keep], sub, xh[hold])}
+        out[label] = {"wasserstein1": weighted_wasserstein1(xs, sub, xh, max_rows, seed),
+                      "mmd2": weighted_mmd2(xs, sub, xh[hold])}
     if sch.target is not None:
         col = next(c for c in sch.columns if c.name == sch.target)
         x, y = featurise(synth.iloc[keep], sch.columns, sch.target), _labels(synth.iloc[keep], col, "synthetic")
