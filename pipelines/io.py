@@ -131,23 +131,27 @@ def parquet_row_groups(path: Path) -> Iterator[pd.DataFrame]:
 
 
 def read_parquet_rows(path: Path, max_rows: int | None, seed: int | Sequence[int]) -> pd.DataFrame:
-    """The Parquet table at `path`, or above `max_rows` rows its `row_sample` (a 0..k−1 index), read a row group at
-    a time: the process holds the rows kept and one row group, however long the table. Below the cap it is
-    `pd.read_parquet(path)`."""
+    """The Parquet table at `path`, or above `max_rows` rows its `row_sample` (`parquet_take`: a 0..k−1 index, read a
+    row group at a time). Below the cap it is `pd.read_parquet(path)`."""
     import pandas as pd
+    import pyarrow.parquet as pq
+    keep = row_sample(pq.ParquetFile(path).metadata.num_rows, max_rows, seed)
+    return pd.read_parquet(path) if keep is None else parquet_take(path, keep)
+
+
+def parquet_take(path: Path, rows: np.ndarray) -> pd.DataFrame:
+    """Rows `rows` (ascending indices) of the Parquet table at `path`, indexed 0..k−1, read a row group at a time:
+    the process holds the rows taken and one row group, however long the table."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     file = pq.ParquetFile(path)
-    keep = row_sample(file.metadata.num_rows, max_rows, seed)
-    if keep is None:
-        return pd.read_parquet(path)
-    parts, start = [], 0
+    parts, start = [file.schema_arrow.empty_table()], 0
     for group in range(file.num_row_groups):
-        rows = file.metadata.row_group(group).num_rows
-        lo, hi = keep.searchsorted([start, start + rows])
+        n = file.metadata.row_group(group).num_rows
+        lo, hi = rows.searchsorted([start, start + n])
         if hi > lo:
-            parts.append(file.read_row_group(group).take(keep[lo:hi] - start))
-        start += rows
+            parts.append(file.read_row_group(group).take(rows[lo:hi] - start))
+        start += n
     return pa.concat_tables(parts).to_pandas().reset_index(drop=True)
 
 

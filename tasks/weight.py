@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
@@ -23,7 +24,8 @@ from pipelines.data.transform import Encoder
 from pipelines.errors import InputError
 from pipelines.evaluation import weighted
 from pipelines.generators.persistence import finite_json
-from pipelines.io import read_json, read_parquet_rows, sha256_file, write_json, write_parquet
+from pipelines.io import (parquet_row_groups, parquet_take, read_json, read_parquet_rows, sha256_file,
+                          write_json, write_parquet)
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
@@ -33,6 +35,17 @@ from pipelines.weights.release import weight_gate
 from tasks import common, unselected
 from tasks.artifacts import publish
 
+
+
+def encoded(path: Path, encoder: Encoder) -> np.ndarray:
+    """The table at `path` encoded (float32, as the prepared rows: torch computes in it, and the logistic estimators
+    upcast exactly), a row group at a time into one matrix: no frame of the whole table beside it."""
+    out = np.empty((pq.ParquetFile(path).metadata.num_rows, encoder.layout.width), dtype=np.float32)
+    start = 0
+    for part in parquet_row_groups(path):
+        out[start:start + len(part)] = encoder.encode(part)
+        start += len(part)
+    return out
 
 
 def weight(config: Config, generator: str, run_id: str | None = None,
@@ -45,8 +58,7 @@ def weight(config: Config, generator: str, run_id: str | None = None,
         return skipped
     delta, internal = priv.delta, priv.internal_release
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
-    synth = pd.read_parquet(p.synthetic(generator))
-    synthetic = Encoder(sch).encode(synth)   # float32, as the real rows: torch computes in it, logistic upcasts exactly
+    synthetic = encoded(p.synthetic(generator), Encoder(sch))   # float32, as the real rows (`encoded`)
     table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() = public n̂: no row read
     try:
         plan = estimators.plan(s.estimator, s.model_dump(), layout, len(table), len(synthetic),
@@ -83,15 +95,14 @@ def weight(config: Config, generator: str, run_id: str | None = None,
     gate = weight_gate(khat, s.khat_bound, plan.estimator, plan.private, internal)
     test, train = (read_parquet_rows(p.prepared / f"{side}.parquet", s.analysis_real_max_rows, [s.seed, stream])
                    for stream, side in enumerate(("holdout", "train")))   # read a row group at a time above the cap
-    sub = synth.iloc[:plan.n_released]
     report = {
         "generator": generator, "dataset": p.dataset, "estimator": plan.estimator, "plan": plan.to_dict(),
         "epsilon": eps, "delta": delta, "ledger_row_ids": row_ids, "run_id": run_id,
         "n_synthetic": len(synthetic), "n_released": plan.n_released,
         "ess": postprocess.effective_sample_size(w), "khat": khat, "tempering": s.tempering, "psis": s.psis,
         "calibration": calibration, "gate": gate.to_dict(),
-        "analysis": weighted.analyses(sch, sub, w, train, test, s.analysis_max_rows, s.prior_variance, s.seed,
-                                      s.analysis_real_max_rows),
+        "analysis": weighted.analyses(sch, lambda rows: parquet_take(p.synthetic(generator), rows), w, train, test,
+                                      s.analysis_max_rows, s.prior_variance, s.seed, s.analysis_real_max_rows),
         "hashes": {**common.hashes(config, "weight", sch, generator)},
     }
     path = p.weights(generator)

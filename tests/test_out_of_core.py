@@ -106,6 +106,22 @@ def test_a_capped_read_is_the_row_sample_read_a_row_group_at_a_time(tmp_path, mo
     pd.testing.assert_frame_equal(io.read_parquet_rows(tmp_path / "t.parquet", 3500, 0), whole)  # at the cap: all
 
 
+def test_a_table_is_taken_and_encoded_a_row_group_at_a_time(tmp_path, monkeypatch):
+    from tasks.weight import encoded
+    monkeypatch.setattr(io, "ROW_GROUP_ROWS", 1000)
+    rng = np.random.default_rng(4)
+    frame = pd.DataFrame({"n": rng.integers(0, 11, 3500), "v": rng.random(3500), "y": rng.integers(0, 2, 3500),
+                          "c": pd.Series(rng.choice(["a", "b", "?"], 3500), dtype="str")})[["n", "v", "c", "y"]]
+    io.write_parquet(tmp_path / "t.parquet", frame)
+    rows = np.array([0, 999, 1000, 2500, 3499])                             # across four row groups
+    taken = io.parquet_take(tmp_path / "t.parquet", rows)
+    pd.testing.assert_frame_equal(taken, frame.iloc[rows].reset_index(drop=True))
+    assert len(io.parquet_take(tmp_path / "t.parquet", rows[:0])) == 0
+    encoder = Encoder(schema(tmp_path))
+    matrix = encoded(tmp_path / "t.parquet", encoder)
+    assert matrix.dtype == np.float32 and np.array_equal(matrix, encoder.encode(frame))
+
+
 @pytest.mark.parametrize("form", ["csv", "sorted csv", "parquet parts"])
 def test_validate_in_parts_writes_the_one_process_file_and_report(tmp_path, cluster, form):
     """"sorted csv": the rows sorted so that each kind of failure lies in other parts (the report lists the whole

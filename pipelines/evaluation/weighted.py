@@ -143,10 +143,12 @@ def mahalanobis(mean: np.ndarray, reference: LaplacePosterior) -> float:
     return float(np.sqrt(d @ np.linalg.solve(reference.cov, d)))
 
 
-def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFrame, holdout: pd.DataFrame,
-             max_rows: int, prior_variance: float, seed: int, real_max_rows: int | None = None) -> dict[str, Any]:
-    """The paper's Table 1 columns and §4.3's posterior distance for the released rows `synth` with weights `w`,
-    weighted and unweighted (outside DP: they read the real rows `train` and `holdout`).
+def analyses(sch: Schema, synth: Callable[[np.ndarray], pd.DataFrame], w: np.ndarray, train: pd.DataFrame,
+             holdout: pd.DataFrame, max_rows: int, prior_variance: float, seed: int,
+             real_max_rows: int | None = None) -> dict[str, Any]:
+    """The paper's Table 1 columns and §4.3's posterior distance for the released rows with weights `w` (rows
+    0..len(w)−1 of the synthetic table; `synth(rows)` returns those rows, ascending indices, as a frame), weighted
+    and unweighted (outside DP: they read the real rows `train` and `holdout`).
 
     At most `max_rows` synthetic and holdout rows (seeded subsets): W₁ and MMD² of appendix B.1 against the
     holdout; with a schema target, AUROC on the holdout of classifiers fitted with the weights (§4.2) and the
@@ -155,8 +157,9 @@ def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFram
     `weights.analysis_real_max_rows`: the cost stops growing with the table)."""
     rng = np.random.default_rng(seed)
     enc = Encoder(sch)
-    keep = np.sort(rng.choice(len(synth), min(max_rows, len(synth)), replace=False))
-    xs, xh = enc.encode(synth.iloc[keep]).astype(float), enc.encode(holdout).astype(float)  # row by row: only `keep`
+    keep = np.sort(rng.choice(len(w), min(max_rows, len(w)), replace=False))
+    rows = synth(keep)                                                     # only the rows measured are read
+    xs, xh = enc.encode(rows).astype(float), enc.encode(holdout).astype(float)
     hold = np.sort(rng.choice(len(xh), min(max_rows, len(xh)), replace=False))
     out: dict[str, Any] = {}
     for label, ww in (("weighted", w), ("unweighted", None)):
@@ -165,7 +168,7 @@ def analyses(sch: Schema, synth: pd.DataFrame, w: np.ndarray, train: pd.DataFram
                       "mmd2": weighted_mmd2(xs, sub, xh[hold])}
     if sch.target is not None:
         col = next(c for c in sch.columns if c.name == sch.target)
-        x, y = featurise(synth.iloc[keep], sch.columns, sch.target), _labels(synth.iloc[keep], col, "synthetic")
+        x, y = featurise(rows, sch.columns, sch.target), _labels(rows, col, "synthetic")
         test, real = capped(holdout, real_max_rows, seed), capped(train, real_max_rows, seed)
         x_test, y_test = featurise(test, sch.columns, sch.target), _labels(test, col, "real holdout")
         x_real, y_real = featurise(real, sch.columns, sch.target), _labels(real, col, "real training")
