@@ -289,7 +289,7 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
 
     seen = {}
 
-    def capture(params, generator, root, n):
+    def capture(params, generator, root, n, out, keep):
         seen["n"] = n
         raise StopIteration
     monkeypatch.setattr(evaluate, "synthetic_table", capture)

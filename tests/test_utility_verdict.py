@@ -363,7 +363,7 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     release: refused with its reason under the default policy; published with the verdict under
     `inverted: label`, and, its weights' k̂ being 0.93 > 0.7, published without the `weight` column."""
     from pipelines.config import load_params, parse_params, read_params
-    from pipelines.io import read_json, write_json
+    from pipelines.io import read_json, write_json, write_parquet
     from pipelines.weights.release import weight_gate
     from tasks import common
     from tasks import evaluate as evaluate_stage
@@ -383,9 +383,11 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     target = next(c for c in sch.columns if c.name == sch.target)
     swap = dict(zip(target.categories, reversed(target.categories)))
 
-    def planted(params, generator, root, n):
+    def planted(params, generator, root, n, out, keep):   # n ≤ evaluate.read_max_rows: every row measured
         rows = holdout.sample(n, replace=True, random_state=0).reset_index(drop=True)
-        return rows.assign(**{target.name: rows[target.name].map(swap)}), {"success": True, "failed": []}
+        rows = rows.assign(**{target.name: rows[target.name].map(swap)})
+        write_parquet(out, rows)
+        return rows, {"success": True, "failed": []}
 
     monkeypatch.setattr(evaluate_stage, "synthetic_table", planted)
     train(params, "dpwgan", "test", root)
