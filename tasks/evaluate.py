@@ -38,7 +38,7 @@ from tasks.progress import stage_progress
 PLOTS = EVALUATE_PLOTS  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
 
 
-SAMPLE_PART_ROWS = 1 << 20   # synthetic rows sampled, decoded, checked and written at a time (`synthetic_table`)
+SAMPLE_PART_ROWS = 1 << 18   # synthetic rows sampled, decoded, checked and written at a time (`synthetic_table`)
 
 
 def synthetic_table(config: Config, generator: str, root: Path, n: int, out: Path,
