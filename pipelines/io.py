@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 if TYPE_CHECKING:  # pandas loads where a table is written: reading a configuration needs only hashes and JSON
     import numpy as np
@@ -128,6 +128,20 @@ def parquet_row_groups(path: Path) -> Iterator[pd.DataFrame]:
     file = pq.ParquetFile(path)
     for group in range(file.num_row_groups):
         yield file.read_row_group(group).to_pandas()
+
+
+def parquet_matrix(path: Path, width: int, rows_of: Callable[[pd.DataFrame], np.ndarray],
+                   dtype: Any = None) -> np.ndarray:
+    """One (rows, `width`) matrix (float32 unless `dtype`) of the Parquet table at `path`, `rows_of` each row group
+    (a row-wise conversion), filled a row group at a time: no frame of the whole table beside it."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    out = np.empty((pq.ParquetFile(path).metadata.num_rows, width), dtype=dtype or np.float32)
+    start = 0
+    for part in parquet_row_groups(path):
+        out[start:start + len(part)] = rows_of(part)
+        start += len(part)
+    return out
 
 
 def read_parquet_rows(path: Path, max_rows: int | None, seed: int | Sequence[int]) -> pd.DataFrame:

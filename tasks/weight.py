@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
@@ -24,8 +23,8 @@ from pipelines.data.transform import Encoder
 from pipelines.errors import InputError
 from pipelines.evaluation import weighted
 from pipelines.generators.persistence import finite_json
-from pipelines.io import (parquet_row_groups, parquet_take, read_json, read_parquet_rows, sha256_file,
-                          write_json, write_parquet)
+from pipelines.io import (parquet_matrix, parquet_take, read_json, read_parquet_rows, sha256_file, write_json,
+                          write_parquet)
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
@@ -39,13 +38,8 @@ from tasks.artifacts import publish
 
 def encoded(path: Path, encoder: Encoder) -> np.ndarray:
     """The table at `path` encoded (float32, as the prepared rows: torch computes in it, and the logistic estimators
-    upcast exactly), a row group at a time into one matrix: no frame of the whole table beside it."""
-    out = np.empty((pq.ParquetFile(path).metadata.num_rows, encoder.layout.width), dtype=np.float32)
-    start = 0
-    for part in parquet_row_groups(path):
-        out[start:start + len(part)] = encoder.encode(part)
-        start += len(part)
-    return out
+    upcast exactly), a row group at a time (`io.parquet_matrix`)."""
+    return parquet_matrix(path, encoder.layout.width, encoder.encode)
 
 
 def weight(config: Config, generator: str, run_id: str | None = None,

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipelines.errors import InputError
-from pipelines.io import read_json, sha256_file
+from pipelines.io import parquet_matrix, read_json, sha256_file
 
 
 class EncodedTable:
@@ -49,17 +49,11 @@ class EncodedTable:
         return sha256_file(self.path)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        """Every row as one matrix (float32 unless `dtype`), filled a row group at a time: the process holds the
-        matrix and one row group, not a frame of the whole table beside it."""
+        """Every row as one matrix (float32 unless `dtype`), filled a row group at a time (`io.parquet_matrix`)."""
         self.reads += 1
-        file = pq.ParquetFile(self.path)
-        out = np.empty((file.metadata.num_rows, file.metadata.num_columns), dtype=dtype or np.float32)
-        start = 0
-        for group in range(file.num_row_groups):
-            part = file.read_row_group(group).to_pandas().to_numpy(dtype=out.dtype)
-            out[start:start + len(part)] = part
-            start += len(part)
-        return out
+        out = np.dtype(dtype or np.float32)
+        return parquet_matrix(self.path, pq.ParquetFile(self.path).metadata.num_columns,
+                              lambda part: part.to_numpy(dtype=out), out)
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         """The rows as float32 matrices of at most `rows` rows, read from the file's row groups one at a time (one
