@@ -12,12 +12,12 @@ Everything here reads real rows (and the PCA basis is fitted on them): not cover
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.decomposition import PCA
 
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scale_by_bounds
@@ -216,26 +216,56 @@ def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.Data
             "holdout_reference_score": 1 - w2_ref / diameter, "rows": {"real": len(r), "synthetic": len(s)}}
 
 
-def _pca(r_all: np.ndarray, n_components: int) -> PCA | str:
-    """The PCA of ``pca_marginal`` fitted on the featurised real training rows, or why there is none."""
-    if r_all.shape[1] < n_components or len(r_all) <= n_components:
+PCA_BLOCK_ROWS = 65_536   # training rows featurised at a time for the PCA's covariance: memory p², not rows × p
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The first principal directions of featurised rows (as sklearn's PCA with `svd_solver="covariance_eigh"`:
+    `components_`, `explained_variance_ratio_`, `transform`)."""
+    mean_: np.ndarray
+    components_: np.ndarray
+    explained_variance_ratio_: np.ndarray
+
+    def transform(self, rows: np.ndarray) -> np.ndarray:
+        return (rows - self.mean_) @ self.components_.T
+
+
+def _pca(train: pd.DataFrame, columns: Sequence[Any], n_components: int) -> Principal | str:
+    """The PCA of ``pca_marginal``, fitted on every featurised real training row, or why there is none. The rows are
+    featurised PCA_BLOCK_ROWS at a time into Σx and the p × p Gram matrix Σxxᵀ; the covariance is
+    (Σxxᵀ − n·x̄x̄ᵀ)/(n − 1) and its eigenvectors are the directions, each signed so its largest entry is positive:
+    the p × p product and the sign rule of sklearn's `covariance_eigh` solver, without the rows × p matrix."""
+    n, width = len(train), featurise(train.iloc[:0], columns).shape[1]
+    if width < n_components or n <= n_components:
         return (f"PCA needs more than {n_components} rows and at least {n_components} featurised "
-                f"dimensions; got {r_all.shape[0]} rows, {r_all.shape[1]} dimensions")
-    if not np.ptp(r_all, axis=0).any():
+                f"dimensions; got {n} rows, {width} dimensions")
+    total, gram = np.zeros(width), np.zeros((width, width))
+    low, high = np.full(width, np.inf), np.full(width, -np.inf)
+    for start in range(0, n, PCA_BLOCK_ROWS):
+        x = featurise(train.iloc[start:start + PCA_BLOCK_ROWS], columns)
+        total, gram = total + x.sum(axis=0), gram + x.T @ x
+        low, high = np.minimum(low, x.min(axis=0)), np.maximum(high, x.max(axis=0))
+    if not (high - low).any():
         return "the real training rows are all identical; principal components are undefined"
-    return PCA(n_components=n_components, svd_solver="covariance_eigh").fit(r_all)  # exact, via the p × p covariance
+    mean = total / n
+    values, vectors = np.linalg.eigh((gram - n * np.outer(mean, mean)) / (n - 1))
+    values, vectors = np.clip(values[::-1], 0.0, None), vectors[:, ::-1]
+    components = vectors[:, :n_components].T
+    components = components * np.sign(components[np.arange(n_components), np.abs(components).argmax(axis=1)])[:, None]
+    return Principal(mean, components, values[:n_components] / values.sum())
 
 
 def pca_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, columns: Sequence[Any],
                   max_rows: int | None, seed: int, n_components: int = 2) -> float | None:
     """W2(R·P, T·P) of ``pca_marginal`` (the holdout reference) for a synthetic table of `n_synth` rows; None
     where the PCA is undefined."""
-    r_all = featurise(train, columns)
-    pca = _pca(r_all, n_components)
+    pca = _pca(train, columns, n_components)
     if isinstance(pca, str):
         return None
-    rows = capped_rows([len(r_all), n_synth, len(holdout)], max_rows, seed)
-    return wasserstein2(pca.transform(r_all[rows[0]]), pca.transform(featurise(holdout.iloc[rows[2]], columns)))
+    rows = capped_rows([len(train), n_synth, len(holdout)], max_rows, seed)
+    return wasserstein2(*(pca.transform(featurise(frame.iloc[r], columns)) for frame, r in ((train, rows[0]),
+                                                                                          (holdout, rows[2]))))
 
 
 def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
@@ -249,13 +279,13 @@ def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame
     Returns (metrics, projections {"real", "synthetic"} of the subsampled rows, for the scatter plot).
     `reference`: ``pca_reference`` of the same arguments, computed earlier.
     """
-    r_all = featurise(train, columns)
-    pca = _pca(r_all, n_components)
+    pca = _pca(train, columns, n_components)
     if isinstance(pca, str):
         return {"skipped": pca}, {}
     v = float(pca.explained_variance_ratio_.sum())
-    rows = capped_rows([len(r_all), len(synth), len(holdout)], max_rows, seed)
-    proj = {"real": pca.transform(r_all[rows[0]]), "synthetic": pca.transform(featurise(synth.iloc[rows[1]], columns))}
+    rows = capped_rows([len(train), len(synth), len(holdout)], max_rows, seed)
+    proj = {label: pca.transform(featurise(frame.iloc[r], columns))
+            for label, frame, r in (("real", train, rows[0]), ("synthetic", synth, rows[1]))}
     denominator = math.sqrt(v) * max_distance(columns)
     w2 = wasserstein2(proj["real"], proj["synthetic"])
     w2_ref = (pca_reference(train, holdout, len(synth), columns, max_rows, seed, n_components) if reference is None
