@@ -1,5 +1,5 @@
 """Deterministic, atomic artefact writers (a failed stage leaves no partial output behind), and the readers of a
-table too large to read whole (`read_parquet_rows`)."""
+table too large to read whole (`read_parquet_rows`, `MatrixFile`)."""
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 if TYPE_CHECKING:  # pandas loads where a table is written: reading a configuration needs only hashes and JSON
     import numpy as np
@@ -121,6 +121,12 @@ def row_sample(n: int, max_rows: int | None, seed: int | Sequence[int]) -> np.nd
     return np.sort(np.random.default_rng(seed).choice(n, size=max_rows, replace=False))
 
 
+def parquet_rows(path: Path) -> int:
+    """The row count of the Parquet file at `path`, from its footer (no row read)."""
+    import pyarrow.parquet as pq
+    return pq.ParquetFile(path).metadata.num_rows
+
+
 def parquet_row_groups(path: Path) -> Iterator[pd.DataFrame]:
     """The Parquet table at `path` as frames of one row group each, in order: a pass over every row that holds one
     row group at a time."""
@@ -135,8 +141,7 @@ def parquet_matrix(path: Path, width: int, rows_of: Callable[[pd.DataFrame], np.
     """One (rows, `width`) matrix (float32 unless `dtype`) of the Parquet table at `path`, `rows_of` each row group
     (a row-wise conversion), filled a row group at a time: no frame of the whole table beside it."""
     import numpy as np
-    import pyarrow.parquet as pq
-    out = np.empty((pq.ParquetFile(path).metadata.num_rows, width), dtype=dtype or np.float32)
+    out = np.empty((parquet_rows(path), width), dtype=dtype or np.float32)
     start = 0
     for part in parquet_row_groups(path):
         out[start:start + len(part)] = rows_of(part)
@@ -144,12 +149,101 @@ def parquet_matrix(path: Path, width: int, rows_of: Callable[[pd.DataFrame], np.
     return out
 
 
+def parquet_matrix_file(path: Path, width: int, rows_of: Callable[[pd.DataFrame], np.ndarray],
+                        out: Path) -> MatrixFile:
+    """`parquet_matrix` (float32) written to the .npy file `out` a row group at a time, and read from there by row
+    (`MatrixFile`): the matrix without holding it."""
+    return MatrixFile.write(out, map(rows_of, parquet_row_groups(path)), parquet_rows(path), width)
+
+
+class MatrixFile:
+    """A (rows, width) matrix kept on disk, an .npy file, that reads like an ndarray without being held: `len`,
+    `shape`, `ndim`, `dtype`, `m[lo:hi]` (a row range, itself a MatrixFile: no read), `m.take(rows, axis=0)` and
+    `np.asarray(m)` (the rows read, as an ndarray). Each read maps or reads the file, copies the rows asked for and
+    lets go of the file, so a process holds only those rows: a memory map kept open would count every page it ever
+    touched in the process's resident memory. `write` makes one from parts, a part at a time."""
+
+    ndim = 2
+
+    def __init__(self, path: Path, start: int = 0, stop: int | None = None) -> None:
+        import numpy as np
+        self.path = Path(path)
+        with open(self.path, "rb") as f:
+            major, _ = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            (self._rows, self.width), fortran, self.dtype = read(f)
+            self._offset = f.tell()
+        if fortran:
+            raise ValueError(f"{self.path.name}: a Fortran-ordered matrix; MatrixFile reads rows of C order")
+        self.start, self.stop = start, self._rows if stop is None else stop
+
+    @classmethod
+    def write(cls, path: Path, parts: Iterable[np.ndarray], rows: int, width: int, dtype: Any = None) -> MatrixFile:
+        """The .npy file at `path` of `rows` rows, from `parts` (arrays of `width` columns, in row order, converted
+        to `dtype`, float32 unless given), written a part at a time."""
+        import numpy as np
+        out = np.dtype(dtype or np.float32)
+        written = 0
+        with open(path, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(out),
+                                                     "fortran_order": False, "shape": (rows, width)})
+            for part in parts:
+                block = np.ascontiguousarray(part, dtype=out)
+                if block.ndim != 2 or block.shape[1] != width:
+                    raise ValueError(f"{Path(path).name}: a part of shape {block.shape}, expected (k, {width})")
+                block.tofile(f)
+                written += len(block)
+        if written != rows:
+            raise ValueError(f"{Path(path).name}: {written} rows written, {rows} declared")
+        return cls(path)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self), self.width
+
+    def __getitem__(self, rows: slice) -> MatrixFile:
+        lo, hi, step = rows.indices(len(self))
+        if step != 1:
+            raise ValueError("a MatrixFile reads row ranges of step 1")
+        return MatrixFile(self.path, self.start + lo, self.start + max(hi, lo))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        import numpy as np
+        rows = np.fromfile(self.path, dtype=self.dtype, count=len(self) * self.width,
+                           offset=self._offset + self.start * self.width * self.dtype.itemsize)
+        return rows.reshape(len(self), self.width).astype(dtype or self.dtype, copy=False)
+
+    def take(self, indices: np.ndarray, axis: int = 0) -> np.ndarray:
+        """Rows `indices` (of this range) as an ndarray, read through a memory map that is closed again."""
+        import numpy as np
+        if axis != 0:
+            raise ValueError("a MatrixFile takes rows (axis 0)")
+        indices = np.asarray(indices, dtype=np.int64)
+        if not len(indices):     # nothing to map (a file of no rows cannot be mapped)
+            return np.empty((0, self.width), dtype=self.dtype)
+        mapped = np.memmap(self.path, dtype=self.dtype, mode="r", offset=self._offset, shape=(self._rows, self.width))
+        rows = np.array(mapped[self.start + indices])
+        del mapped      # the last reference: the map closes, and the pages it touched leave this process
+        return rows
+
+
+def row_blocks(rows: np.ndarray | MatrixFile, size: int | None = None) -> Iterator[np.ndarray]:
+    """The rows of an ndarray or a `MatrixFile` as ndarrays of at most `size` (ROW_GROUP_ROWS) rows, in order: a
+    pass that holds one block (a MatrixFile reads each from disk)."""
+    import numpy as np
+    size = size or ROW_GROUP_ROWS
+    for lo in range(0, len(rows), size):
+        yield np.asarray(rows[lo:lo + size])
+
+
 def read_parquet_rows(path: Path, max_rows: int | None, seed: int | Sequence[int]) -> pd.DataFrame:
     """The Parquet table at `path`, or above `max_rows` rows its `row_sample` (`parquet_take`: a 0..k−1 index, read a
     row group at a time). Below the cap it is `pd.read_parquet(path)`."""
     import pandas as pd
-    import pyarrow.parquet as pq
-    keep = row_sample(pq.ParquetFile(path).metadata.num_rows, max_rows, seed)
+    keep = row_sample(parquet_rows(path), max_rows, seed)
     return pd.read_parquet(path) if keep is None else parquet_take(path, keep)
 
 
@@ -167,6 +261,30 @@ def parquet_take(path: Path, rows: np.ndarray) -> pd.DataFrame:
             parts.append(file.read_row_group(group).take(rows[lo:hi] - start))
         start += n
     return pa.concat_tables(parts).to_pandas().reset_index(drop=True)
+
+
+class ParquetColumns:
+    """A Parquet table read a column at a time: `t[name]` reads that column when asked (a string column as a
+    categorical Series: its codes and one copy of each value), `len(t)` and `t.columns` read the footer. What a
+    function needs that looks at one column at a time (the release's summaries of its synthetic table), holding one
+    column, not the table."""
+
+    def __init__(self, path: Path) -> None:
+        import pyarrow.parquet as pq
+        self.path = Path(path)
+        self._schema = pq.ParquetFile(self.path).schema_arrow
+        self.columns = list(self._schema.names)
+
+    def __len__(self) -> int:
+        return parquet_rows(self.path)
+
+    def __getitem__(self, name: str) -> pd.Series:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        kind = self._schema.field(name).type
+        strings = pa.types.is_string(kind) or pa.types.is_large_string(kind)
+        table = pq.read_table(self.path, columns=[name], read_dictionary=[name] if strings else None)
+        return table.column(name).to_pandas().rename(name)
 
 
 class ParquetParts:

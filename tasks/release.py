@@ -19,7 +19,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import numpy as np
+import pyarrow.parquet as pq
 
 from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Config, Paths, check_noise_seeds, noise_seed_keys
 from pipelines.data.declared import to_published
@@ -29,9 +30,11 @@ from pipelines.evaluation.plots import marginal_histograms
 from pipelines.evaluation.report import (comparison_html, comparison_markdown, public_html, public_markdown,
                                          render_html, render_markdown)
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
-from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, sha256_tree, write_json, write_parquet
+from pipelines.data.schema import Schema
+from pipelines.io import (ParquetColumns, ParquetParts, atomic_dir, parquet_row_groups, read_json, sha256_file,
+                          sha256_text, sha256_tree, write_json)
 from pipelines.selection import selected
-from pipelines.weights.release import for_release, weighted_table
+from pipelines.weights.release import for_release, release_weights
 from tasks import common
 from tasks.artifacts import publish
 
@@ -172,20 +175,19 @@ def bundle(config: Config, generator: str, root: Path) -> dict[str, Any]:
     p, sch = common.paths(config, root), common.schema(config, root)
     manifest = manifest_of(config, generator, root)
     release_id = manifest["release_id"]
-    synth = pd.read_parquet(p.synthetic(generator))
+    synth = ParquetColumns(p.synthetic(generator))   # read a column at a time
     public = {**manifest, "privacy": {**manifest["privacy"], "ledger_rows": _ledger_rows(config, root, manifest)},
               "synthetic_summary": summarise_synthetic(synth, sch.columns),
               "plots": {"synthetic_marginals": marginal_histograms(None, synth, sch.columns)}}
     weights = for_release(config, generator, root)
+    # no weights configured, or weights refused: the table alone; else the `weight` column joined on row position
+    column = None if weights is None or not weights["passed"] else release_weights(weights["path"],
+                                                                                  p.synthetic(generator))
     with atomic_dir(p.releases / release_id) as out:
-        if weights is None or not weights["passed"]:  # no weights configured, or weights refused: the table alone
-            if sch.columns != sch.declared:  # nulls, surrogate keys, dates (pipelines/data/declared.py)
-                write_parquet(out / "synthetic.parquet", to_published(synth, sch))
-            else:
-                shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")
-        else:  # the `weight` column joined on row position
-            write_parquet(out / "synthetic.parquet", to_published(weighted_table(
-                synth, pd.read_parquet(weights["path"]), str(p.synthetic(generator)), str(weights["path"])), sch))
+        if column is None and sch.columns == sch.declared:
+            shutil.copyfile(p.synthetic(generator), out / "synthetic.parquet")
+        else:   # nulls, surrogate keys, dates (pipelines/data/declared.py), weights
+            published_table(out / "synthetic.parquet", p.synthetic(generator), sch, column)
         write_json(out / "manifest.json", manifest)
         (out / "report.html").write_text(public_html(public))
         (out / "report.md").write_text(public_markdown(public))
@@ -194,6 +196,20 @@ def bundle(config: Config, generator: str, root: Path) -> dict[str, Any]:
             table=[{"gate": g["name"], "passed": g["passed"], "data_dependent": g["data_dependent"]}
                    for g in manifest["gates"]], description="Public release report (DP or public values only)")
     return manifest
+
+
+def published_table(path: Path, synthetic: Path, sch: Schema, weights: np.ndarray | None) -> None:
+    """The released table at `path`: the synthetic table at `synthetic` as the declared columns (`to_published`),
+    with the `weight` column `weights` joined on row position when given, converted and written a row group at a
+    time (`io.ParquetParts`: the bytes of the whole table converted at once)."""
+    parts, first = ParquetParts(path), 0
+    for part in parquet_row_groups(synthetic):
+        if weights is not None:
+            part = part.assign(weight=weights[first:first + len(part)])
+        parts.add(to_published(part, sch, first))
+        first += len(part)
+    empty = pq.ParquetFile(synthetic).schema_arrow.empty_table().to_pandas()
+    parts.close(to_published(empty if weights is None else empty.assign(weight=np.zeros(0)), sch))
 
 
 def release_table(config: Config, root: Path, released: list[dict], refused: list[dict]) -> list[dict]:

@@ -9,11 +9,11 @@ the weight gate). Design and derivations: pipelines/weights/, docs/importance-we
 """
 from __future__ import annotations
 
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pipelines.config import Config
@@ -23,8 +23,8 @@ from pipelines.data.transform import Encoder
 from pipelines.errors import InputError
 from pipelines.evaluation import weighted
 from pipelines.generators.persistence import finite_json
-from pipelines.io import (parquet_matrix, parquet_take, read_json, read_parquet_rows, sha256_file, write_json,
-                          write_parquet)
+from pipelines.io import (MatrixFile, parquet_matrix_file, parquet_take, read_json, read_parquet_rows, sha256_file,
+                          write_json, write_parquet)
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.runtime import torch_threads
@@ -36,23 +36,33 @@ from tasks.artifacts import publish
 
 
 
-def encoded(path: Path, encoder: Encoder) -> np.ndarray:
+def encoded(path: Path, encoder: Encoder, out: Path) -> MatrixFile:
     """The table at `path` encoded (float32, as the prepared rows: torch computes in it, and the logistic estimators
-    upcast exactly), a row group at a time (`io.parquet_matrix`)."""
-    return parquet_matrix(path, encoder.layout.width, encoder.encode)
+    upcast exactly) into the .npy file `out`, a row group at a time, and read from there by row
+    (`io.parquet_matrix_file`)."""
+    return parquet_matrix_file(path, encoder.layout.width, encoder.encode, out)
 
 
 def weight(config: Config, generator: str, run_id: str | None = None,
            root: Path = Path(".")) -> dict[str, Any]:
+    """The weights of `generator`'s synthetic rows (module docstring). The encoded real and synthetic rows go to
+    scratch files under data/prepared/ for the stage's life and are read from there a lot or a block at a time, so
+    its memory does not grow with the tables' rows (the logistic estimators, which fit on every row, excepted)."""
     torch_threads()  # this process's share of its cores (pipelines/runtime.py)
-    p, sch = common.paths(config, root), common.schema(config, root)
-    s, priv = config.weights, config.privacy
+    p = common.paths(config, root)
     skipped = unselected.unweighted(config, p, generator)  # left out by release.select, or not in weights.generators
     if skipped is not None:
         return skipped
+    with tempfile.TemporaryDirectory(prefix=f".weight-{generator}-", dir=p.prepared.parent) as scratch:
+        return weigh(config, generator, run_id or f"cli-{uuid.uuid4().hex[:12]}", root, Path(scratch))
+
+
+def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path) -> dict[str, Any]:
+    p, sch = common.paths(config, root), common.schema(config, root)
+    s, priv = config.weights, config.privacy
     delta, internal = priv.delta, priv.internal_release
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
-    synthetic = encoded(p.synthetic(generator), Encoder(sch))   # float32, as the real rows (`encoded`)
+    synthetic = encoded(p.synthetic(generator), Encoder(sch), scratch / "synthetic.npy")  # float32, as the real rows
     table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() = public n̂: no row read
     try:
         plan = estimators.plan(s.estimator, s.model_dump(), layout, len(table), len(synthetic),
@@ -60,13 +70,12 @@ def weight(config: Config, generator: str, run_id: str | None = None,
     except ValueError as e:
         raise InputError(f"weights.estimator: {e}.", file="params.yaml",
                          fix="see the estimator's limits in docs/importance-weights.md.") from e
-    run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
     led = common.ledger(config, root)
     session = led.session(p.dataset, run_id, f"weight@{generator}", delta, priv.lifetime_epsilon,
                           internal=internal)
     if plan.events:
         session.reserve(plan.events)  # refused here, before any private row is read
-    real = np.asarray(table) if plan.estimator in estimators.READS_PRIVATE_ROWS else None   # float32, as stored
+    real = table.to_file(scratch / "train.npy") if plan.estimator in estimators.READS_PRIVATE_ROWS else None
     critic = critic_scorer(generator, p.model(generator)) if plan.estimator == "discriminator" else None
     inputs = lambda: {"train": table.content_hash(), "synthetic": sha256_file(p.synthetic(generator)),  # noqa: E731
                       "model": sha256_file(p.model(generator) / "privacy.json")}

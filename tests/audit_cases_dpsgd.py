@@ -3,7 +3,8 @@
 Every case builds its owner with a tiny configuration (one training step, batch_size >= n so q = 1),
 plans it with the real plan() for the public row count |D'|, scales the planned noise multiplier by
 `noise_scale` after planning, and runs the owner's real entry point (the generator's `fit`, with the plan
-already made and a session that accepts it; `estimators.estimate` for priv_mlp) once per run with
+already made and a session that accepts it; `estimators.estimate` for priv_mlp, on the `io.MatrixFile`s the weight
+stage hands it) once per run with
 `noise_seed` = a function of (run, neighbour, noise scale). The privatised output is the gradient the
 loop hands to its optimiser (captured at `optimizer.step`): every release of a step goes to one
 optimiser (PPEM: ξ → the marginal energy's Adam, γ → the conditional energy's, υ → G_υ's).
@@ -31,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import tempfile
 from collections.abc import Callable, Iterator
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -356,19 +359,24 @@ class _Classifier:
 
 
 def _priv_mlp_setup() -> tuple[Owner, Callable]:
+    """The weight stage's path: `estimate` reads the real and synthetic rows from `io.MatrixFile`s, as there."""
+    from pipelines.io import MatrixFile
     from pipelines.weights import estimators, relaxed_dpsgd
     plan = _priv_mlp_plan()
     holder = _Classifier()
+    scratch = tempfile.TemporaryDirectory(prefix="audit-priv-mlp-")   # removed with `run`
+    synthetic = MatrixFile.write(Path(scratch.name) / "synthetic.npy", [SYNTHETIC], *SYNTHETIC.shape)
 
-    def run(owner: Owner, data: torch.Tensor, seed: int) -> None:
+    def run(owner: Owner, data: torch.Tensor, seed: int, scratch: Any = scratch) -> None:
         original = relaxed_dpsgd.classifier
+        real = MatrixFile.write(Path(scratch.name) / "real.npy", [data.numpy()], *data.shape)
 
         def classifier(width: int, hidden: list[int]) -> torch.nn.Sequential:
             holder.current = original(width, hidden)
             return holder.current
         relaxed_dpsgd.classifier = classifier
         try:
-            estimators.estimate(plan, {**PRIV_MLP_SETTINGS, "noise_seed": seed}, data.numpy(), SYNTHETIC)
+            estimators.estimate(plan, {**PRIV_MLP_SETTINGS, "noise_seed": seed}, real, synthetic)
         finally:
             relaxed_dpsgd.classifier = original
     planned = float(plan.details["noise_multiplier"])

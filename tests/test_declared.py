@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from pipelines.data.declared import surrogate_keys, to_modelled, to_published
@@ -14,7 +15,7 @@ from pipelines.data.readers import read_source
 from pipelines.data.schema import NULL_TEXT, load_schema
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import validate_table
-from pipelines.errors import SchemaError
+from pipelines.errors import InputError, SchemaError
 
 COHORT = """
 name: cohort
@@ -370,3 +371,39 @@ def test_ppem_refuses_a_protected_column_with_nulls(schema) -> None:
     with pytest.raises(ValueError, match=r"ppem\.protected columns \['creatinine'\] allow nulls \(missing: allowed"):
         split_columns(layout, ["creatinine"])
     assert split_columns(layout, ["age"])[0] == [layout.block("age").start]
+
+
+def test_the_release_converts_and_summarises_its_table_a_part_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    """The release stage writes the published table a row group at a time (surrogate keys numbered on across the
+    parts, the weight column joined on row position) and summarises the synthetic table a column at a time: the
+    same bytes and the same summary as the whole table converted and summarised at once."""
+    import pipelines.io as io
+    from pipelines.evaluation.plots import marginal_histograms
+    from pipelines.evaluation.synthetic_summary import summarise_synthetic
+    from pipelines.weights.release import release_weights
+    from tasks.release import published_table
+    (tmp_path / "c.yaml").write_text(COHORT.replace("columns:\n", "columns:\n  patient_id: {kind: id}\n"))
+    schema = load_schema(tmp_path / "c.yaml")
+    clean, _ = validate_table(cohort(2500), schema, "t.csv")
+    weights = np.random.default_rng(2).random(len(clean))
+    io.write_parquet(tmp_path / "w.parquet", pd.DataFrame({"weight": weights}))
+    io.write_parquet(tmp_path / "whole.parquet", to_published(clean.assign(weight=weights), schema))
+    monkeypatch.setattr(io, "ROW_GROUP_ROWS", 1000)
+    io.write_parquet(tmp_path / "s.parquet", clean)                           # three row groups
+    assert pq.ParquetFile(tmp_path / "s.parquet").num_row_groups == 3
+    column = release_weights(tmp_path / "w.parquet", tmp_path / "s.parquet")
+    published_table(tmp_path / "parts.parquet", tmp_path / "s.parquet", schema, column)
+    monkeypatch.undo()
+    parts = pd.read_parquet(tmp_path / "parts.parquet")
+    assert parts["patient_id"].tolist() == surrogate_keys(len(clean)) and parts["weight"].tolist() == list(weights)
+    pd.testing.assert_frame_equal(parts, pd.read_parquet(tmp_path / "whole.parquet"))
+    columns = io.ParquetColumns(tmp_path / "s.parquet")
+    assert str(columns["cause"].dtype) == "category" and len(columns) == len(clean)
+    assert summarise_synthetic(columns, schema.columns) == summarise_synthetic(clean, schema.columns)
+    assert marginal_histograms(None, columns, schema.columns) == marginal_histograms(None, clean, schema.columns)
+    io.write_parquet(tmp_path / "short.parquet", pd.DataFrame({"weight": weights[:-1]}))
+    with pytest.raises(InputError, match=f"the weights file has {len(clean) - 1} rows for {len(clean)} synthetic"):
+        release_weights(tmp_path / "short.parquet", tmp_path / "s.parquet")
+    io.write_parquet(tmp_path / "clash.parquet", clean.assign(weight=1.0))
+    with pytest.raises(InputError, match="already has a 'weight' column"):
+        release_weights(tmp_path / "w.parquet", tmp_path / "clash.parquet")

@@ -118,8 +118,45 @@ def test_a_table_is_taken_and_encoded_a_row_group_at_a_time(tmp_path, monkeypatc
     pd.testing.assert_frame_equal(taken, frame.iloc[rows].reset_index(drop=True))
     assert len(io.parquet_take(tmp_path / "t.parquet", rows[:0])) == 0
     encoder = Encoder(schema(tmp_path))
-    matrix = encoded(tmp_path / "t.parquet", encoder)
-    assert matrix.dtype == np.float32 and np.array_equal(matrix, encoder.encode(frame))
+    matrix = encoded(tmp_path / "t.parquet", encoder, tmp_path / "t.npy")
+    assert matrix.dtype == np.float32 and np.array_equal(np.asarray(matrix), encoder.encode(frame))
+    assert np.array_equal(np.load(tmp_path / "t.npy"), encoder.encode(frame))     # a plain .npy file
+
+
+def test_a_matrix_file_reads_like_the_array_it_holds(tmp_path):
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=(2500, 6)).astype(np.float32)
+    m = io.MatrixFile.write(tmp_path / "m.npy", [a[:700], a[700:2400], a[2400:]], 2500, 6)
+    assert (m.shape, m.ndim, m.dtype, len(m[100:200]), m[2600:].shape) == ((2500, 6), 2, np.float32, 100, (0, 6))
+    assert np.array_equal(np.asarray(m), a) and np.array_equal(np.asarray(m[100:2450]), a[100:2450])
+    rows = np.array([0, 3, 1999, 2349])
+    assert np.array_equal(m[100:].take(rows, axis=0), a[100:].take(rows, axis=0))
+    assert np.array_equal(np.asarray(m, dtype=np.float64), a.astype(np.float64))
+    blocks = list(io.row_blocks(m[1:], 1000))
+    assert [len(b) for b in blocks] == [1000, 1000, 499] and np.array_equal(np.concatenate(blocks), a[1:])
+    with pytest.raises(ValueError, match="2499 rows written, 2500 declared"):
+        io.MatrixFile.write(tmp_path / "short.npy", [a[:-1]], 2500, 6)
+    with pytest.raises(ValueError, match=r"a part of shape \(2500, 5\), expected \(k, 6\)"):
+        io.MatrixFile.write(tmp_path / "narrow.npy", [a[:, :5]], 2500, 6)
+
+
+@pytest.mark.parametrize("estimator", ["priv_mlp", "output_norm"])
+def test_the_weights_from_matrix_files_are_the_weights_from_arrays(tmp_path, monkeypatch, estimator):
+    """The weight stage hands `estimate` its rows as MatrixFiles read from disk: the same lots and the same weights
+    as from arrays; scored a block at a time, the same weights to float32 rounding."""
+    from pipelines.data.layout import Block, Layout
+    from pipelines.weights import estimators
+    rng = np.random.default_rng(8)
+    real, synthetic = rng.random((3000, 5)).astype(np.float32), rng.random((2800, 5)).astype(np.float32)
+    files = [io.MatrixFile.write(tmp_path / f"{name}.npy", [rows], len(rows), 5)
+             for name, rows in (("real", real), ("synthetic", synthetic))]
+    settings = {"noise_seed": 3, "max_steps": 40, "epsilon": 1.0}
+    layout = Layout(tuple(Block(f"c{i}", "continuous", i, i + 1) for i in range(5)))
+    plan = estimators.plan(estimator, settings, layout, 3000, 2800, 1.0, 1e-5)
+    arrays = estimators.estimate(plan, settings, real, synthetic)[0]
+    assert np.array_equal(estimators.estimate(plan, settings, *files)[0], arrays)
+    monkeypatch.setattr(io, "ROW_GROUP_ROWS", 1000)                        # three blocks
+    np.testing.assert_allclose(estimators.estimate(plan, settings, *files)[0], arrays, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("form", ["csv", "sorted csv", "parquet parts"])

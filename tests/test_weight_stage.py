@@ -66,10 +66,12 @@ def test_weight_budget_refused_before_any_private_row_is_read(prepared, tmp_path
     def forbidden(*a, **k):
         raise AssertionError("private rows were read before the budget check")
     monkeypatch.setattr(EncodedTable, "__array__", forbidden)
+    monkeypatch.setattr(EncodedTable, "to_file", forbidden)
     with pytest.raises(BudgetExceededError, match="plans ε=2"):
         weight(params, "dpwgan", "test", root)
     assert ledger_rows(root) == []
     assert not (root / "data" / "weights").exists()
+    assert not list((root / "data" / "prepared").glob(".weight-*"))          # its scratch files are gone too
 
 
 def test_non_private_estimator_is_refused_outside_internal_releases(prepared, tmp_path, monkeypatch):

@@ -32,9 +32,10 @@ from pipelines.data.schema import (DATE_KINDS, EPOCH, ID_KIND, INDICATOR_CATEGOR
 SURROGATE_PREFIX = "synthetic-"
 
 
-def surrogate_keys(n: int) -> list[str]:
-    """n fresh identifiers, "synthetic-1" ... "synthetic-n": a function of the row position alone."""
-    return [f"{SURROGATE_PREFIX}{i}" for i in range(1, n + 1)]
+def surrogate_keys(n: int, first: int = 0) -> list[str]:
+    """n fresh identifiers of the rows `first`..`first` + n − 1, "synthetic-<first + 1>" ... "synthetic-<first + n>":
+    a function of the row position alone."""
+    return [f"{SURROGATE_PREFIX}{i}" for i in range(first + 1, first + n + 1)]
 
 
 def epochs(s: pd.Series, kind: str) -> pd.Series:
@@ -77,17 +78,17 @@ def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     return pd.DataFrame(out, index=df.index)
 
 
-def to_published(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+def to_published(df: pd.DataFrame, schema: Schema, first: int = 0) -> pd.DataFrame:
     """Modelled rows (a decoded synthetic table) as the declared columns: the null category and the values whose
     indicator says "missing" become nulls (integer columns as nullable Int64), indicators dropped, dates back to
-    datetime64 within their bounds, identifier columns filled with `surrogate_keys`. Other columns (e.g. a `weight`
-    column) are kept after them."""
+    datetime64 within their bounds, identifier columns filled with `surrogate_keys` (`df` holds the table's rows
+    `first`, `first` + 1, ...: a part of it). Other columns (e.g. a `weight` column) are kept after them."""
     if schema.columns == schema.declared:
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.declared:
         if col.kind == ID_KIND:
-            out[col.name] = pd.Series(surrogate_keys(len(df)), index=df.index, dtype="str")
+            out[col.name] = pd.Series(surrogate_keys(len(df), first), index=df.index, dtype="str")
             continue
         s = df[col.name]
         if col.kind in DATE_KINDS:  # its start's date + the gap (`after`; the start is declared earlier)

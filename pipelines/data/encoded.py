@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipelines.errors import InputError
-from pipelines.io import parquet_matrix, read_json, sha256_file
+from pipelines.io import MatrixFile, parquet_matrix, parquet_matrix_file, read_json, sha256_file
 
 
 class EncodedTable:
@@ -54,6 +54,13 @@ class EncodedTable:
         out = np.dtype(dtype or np.float32)
         return parquet_matrix(self.path, pq.ParquetFile(self.path).metadata.num_columns,
                               lambda part: part.to_numpy(dtype=out), out)
+
+    def to_file(self, out: Path) -> MatrixFile:
+        """Every row (float32) written to the .npy file `out` a row group at a time, and read from there by row
+        (`io.MatrixFile`): the rows without holding them."""
+        self.reads += 1
+        return parquet_matrix_file(self.path, pq.ParquetFile(self.path).metadata.num_columns,
+                                   lambda part: part.to_numpy(dtype=np.float32), out)
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         """The rows as float32 matrices of at most `rows` rows, read from the file's row groups one at a time (one

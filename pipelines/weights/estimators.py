@@ -24,6 +24,7 @@ import numpy as np
 
 from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS, WEIGHT_ESTIMATORS, section
 from pipelines.data.layout import Layout
+from pipelines.io import MatrixFile, row_blocks
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.dpsgd import sampling_schedule
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
@@ -109,14 +110,17 @@ def streams(source: NoiseSource | None, settings: dict[str, Any], private: bool)
     return (source or NoiseSource()).overridden(settings["noise_seed"]).streams(private, int(settings["seed"]))
 
 
-def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, synthetic: np.ndarray,
-             critic: Logit | None = None, noise_source: NoiseSource | None = None) -> tuple[np.ndarray, Logit | None]:
+def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | MatrixFile | None,
+             synthetic: np.ndarray | MatrixFile, critic: Logit | None = None,
+             noise_source: NoiseSource | None = None) -> tuple[np.ndarray, Logit | None]:
     """(log-weights of synthetic rows 0..N_S-1, classifier logit function or None).
 
     `real`: the private encoded rows (None for `discriminator`, which never reads them); `critic`: the
     released critic's D(x) for `discriminator`. The logit function is None for the output-noised
     estimators: their classifier is not private, only the released weights are. `noise_source`: where the
-    DP noise comes from (the weight stage passes a keyed one; OS entropy when None).
+    DP noise comes from (the weight stage passes a keyed one; OS entropy when None). The rows may be
+    `io.MatrixFile`s: priv_mlp, mlp and discriminator then read the lots and the scored rows a block at a time
+    (their logit functions score a block at a time too); the logistic estimators fit on every row at once.
     """
     s = settings_with_defaults(settings)
     released = synthetic[:p.n_released]
@@ -124,7 +128,8 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
         if critic is None:
             raise ValueError("the discriminator estimator needs the generator's critic")
         t = float(s["critic_temperature"])
-        return critic_log_weights(critic(released), t), (lambda rows: critic(rows) / t)
+        scores = lambda rows: np.concatenate([np.zeros(0), *map(critic, row_blocks(rows))])  # noqa: E731
+        return critic_log_weights(scores(released), t), (lambda rows: scores(rows) / t)
     if real is None or real.ndim != 2 or real.shape[1] != synthetic.shape[1]:  # rows may differ from n̂ = N_D
         raise ValueError(f"real rows have shape {None if real is None else real.shape}, expected "
                          f"(rows, {synthetic.shape[1]})")
@@ -140,6 +145,8 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | None, s
                                                n_real=p.n_real)
         logit = lambda rows: relaxed_dpsgd.logits(model, rows)  # noqa: E731
         return logit(released) - prior, logit
+    real, synthetic = np.asarray(real), np.asarray(synthetic)
+    released = synthetic[:p.n_released]
     n_total, l2 = p.n_real + p.n_synthetic, float(s["l2"])
     beta = logistic.fit_coefficients(real, synthetic, l2, n_total)
     rng = streams(noise_source, s, p.private).numpy(f"weights:{p.estimator}")

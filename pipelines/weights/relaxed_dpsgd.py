@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from pipelines.generators.networks import initialise
+from pipelines.io import MatrixFile, row_blocks
 from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample, summed
 
 
@@ -74,27 +75,31 @@ def relaxed_dpsgd_gradient(model: nn.Module, real: torch.Tensor, synthetic: torc
     return {k: private[k] + public[k] / expected_lot for k in private}
 
 
-def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, Any], sample_rate: float, steps: int,
-                     noise_multiplier: float, clip_norm: float, noise: torch.Generator,
+def train_classifier(real: np.ndarray | MatrixFile, synthetic: np.ndarray | MatrixFile, params: dict[str, Any],
+                     sample_rate: float, steps: int, noise_multiplier: float, clip_norm: float, noise: torch.Generator,
                      device: str = "cpu", n_real: int | None = None) -> nn.Module:
     """`steps` lots of Algorithm 1 with SGD at `params['lr']`; returns the logit network f (eval mode).
 
     Lots are Poisson-sampled over the actual rows; the divisor is the data-independent expected lot size
     q·(N_D + N_G) with N_D = `n_real`, the public training row count n̂ (None: len(real), when it is public).
+    Each lot's rows are taken from `real` and `synthetic` (arrays, or `io.MatrixFile`s read by row from disk: the
+    same rows, so the same steps) as float32.
 
     Private lots and noise use `noise` (secret); the synthetic lots and initialisation use params['seed'].
     """
     seed = int(params["seed"])
     model = initialise(classifier(real.shape[1], list(params["hidden"])), seed).to(device)
-    x_real = torch.as_tensor(real, dtype=torch.float32, device=device)
-    x_syn = torch.as_tensor(synthetic, dtype=torch.float32, device=device)
     public = np.random.default_rng(seed + 1)  # the synthetic lots: public rows, a public seed
     expected = sample_rate * ((len(real) if n_real is None else n_real) + len(synthetic))
     opt = torch.optim.SGD(model.parameters(), lr=float(params["lr"]), momentum=float(params["momentum"]))
     named = dict(model.named_parameters())
+
+    def lot(rows: np.ndarray | MatrixFile, generator: torch.Generator | np.random.Generator) -> torch.Tensor:
+        taken = rows.take(poisson_sample(len(rows), sample_rate, generator).cpu().numpy(), axis=0)
+        return torch.as_tensor(taken, dtype=torch.float32, device=device)
+
     for _ in range(steps):
-        lot_real = x_real[poisson_sample(len(real), sample_rate, noise).to(device)]
-        lot_syn = x_syn[poisson_sample(len(synthetic), sample_rate, public).to(device)]
+        lot_real, lot_syn = lot(real, noise), lot(synthetic, public)
         grads = relaxed_dpsgd_gradient(model, lot_real, lot_syn, clip_norm, noise_multiplier, expected, noise)
         for name, p in named.items():
             p.grad = grads[name]
@@ -102,6 +107,13 @@ def train_classifier(real: np.ndarray, synthetic: np.ndarray, params: dict[str, 
     return model.eval()
 
 
-def logits(model: nn.Module, rows: np.ndarray, device: str = "cpu") -> np.ndarray:
+def logits(model: nn.Module, rows: np.ndarray | MatrixFile, device: str = "cpu") -> np.ndarray:
+    """f(x) of every row, a block of rows at a time (`io.row_blocks`): memory of one block, whatever the rows."""
+    out = np.empty(len(rows))
+    start = 0
     with torch.no_grad():
-        return model(torch.as_tensor(rows, dtype=torch.float32, device=device)).squeeze(-1).cpu().double().numpy()
+        for block in row_blocks(rows):
+            out[start:start + len(block)] = model(torch.as_tensor(block, dtype=torch.float32, device=device)
+                                                  ).squeeze(-1).cpu().double().numpy()
+            start += len(block)
+    return out

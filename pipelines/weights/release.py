@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
 from pipelines.config import Config, Paths
 from pipelines.errors import InputError
-from pipelines.io import read_json, sha256_file
+from pipelines.io import ParquetColumns, read_json, sha256_file
 from pipelines.gates.release import GateResult
 from pipelines.selection import selected
 
@@ -40,16 +40,19 @@ def manifest_entry(report: dict[str, Any]) -> dict[str, Any]:
             "calibration": report["calibration"], "label": gate["evidence"]["label"]}
 
 
-def weighted_table(table: pd.DataFrame, weights: pd.DataFrame, table_file: str, weights_file: str) -> pd.DataFrame:
-    """The released table: the synthetic rows `table` with the `weight` column of `weights` joined on row
-    position (the files they were read from name the culprit of an InputError)."""
+def release_weights(weights_file: Path, table_file: Path) -> np.ndarray:
+    """The `weight` column of the released table, joined on row position to the synthetic table at `table_file`:
+    the weights file's column, checked against the table's row count and column names (read from its footer; the
+    files name the culprit of an InputError)."""
+    table = ParquetColumns(table_file)
+    weights = ParquetColumns(weights_file)["weight"].to_numpy(dtype=float)
     if len(table) != len(weights):
         raise InputError(f"the weights file has {len(weights)} rows for {len(table)} synthetic rows.",
-                         file=weights_file, fix="re-run the weight stage after the evaluate stage.")
+                         file=str(weights_file), fix="re-run the weight stage after the evaluate stage.")
     if "weight" in table.columns:
-        raise InputError("the synthetic table already has a 'weight' column.", file=table_file,
+        raise InputError("the synthetic table already has a 'weight' column.", file=str(table_file),
                          fix="rename that schema column; 'weight' is reserved for importance weights.")
-    return table.assign(weight=weights["weight"].to_numpy())
+    return weights
 
 
 def for_release(config: Config, generator: str, root: Path) -> dict[str, Any] | None:
