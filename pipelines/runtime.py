@@ -82,10 +82,42 @@ def _second_core() -> bool:
     return available_cores() // _share() >= 2 and not multiprocessing.current_process().daemon
 
 
-def _run_and_send(connection: Any, fn: Callable[..., Any], args: tuple) -> None:
-    """The second process's body: fn(*args) sent back as ("result", value), or its error as ("error", error)."""
+def _send_args(connection: Any, args: tuple) -> None:
+    """`args` down `connection` for `_receive_args`, a DataFrame a column at a time: pickled whole, a frame is a
+    second copy of itself in this process until the child has read it (a 1,000,000-row evaluation's three frames:
+    about 1.2 GB at evaluate@gen's peak)."""
+    import pandas as pd
+    connection.send(len(args))
+    for arg in args:
+        if isinstance(arg, pd.DataFrame):
+            connection.send(("frame", arg.index, arg.columns))
+            for i in range(arg.shape[1]):
+                connection.send(arg.iloc[:, i].array)
+        else:
+            connection.send(("value", arg))
+
+
+def _receive_args(connection: Any) -> tuple:
+    """The arguments `_send_args` sent: each frame rebuilt from its index, column labels and column arrays."""
+    import pandas as pd
+    args = []
+    for _ in range(connection.recv()):
+        kind, *rest = connection.recv()
+        if kind == "frame":
+            index, columns = rest
+            frame = pd.DataFrame({i: connection.recv() for i in range(len(columns))}, index=index, copy=False)
+            frame.columns = columns
+            args.append(frame)
+        else:
+            args.append(rest[0])
+    return tuple(args)
+
+
+def _run_and_send(arguments: Any, connection: Any, fn: Callable[..., Any]) -> None:
+    """The second process's body: its arguments read from `arguments`, fn(*args) sent back as ("result", value),
+    or its error as ("error", error)."""
     try:
-        message = ("result", fn(*args))
+        message = ("result", fn(*_receive_args(arguments)))
     except BaseException as error:   # noqa: BLE001 -- every error goes back to the stage's process
         message = ("error", error)
     try:
@@ -105,7 +137,8 @@ def beside(fn: Callable[..., T], *args: Any, rows: int) -> Iterator[Callable[[],
     the same either way when its randomness comes from its arguments (a seed), as every evaluation part's does
     (tests/test_real_side.py). An error in the second process is raised here when the result is asked for. A
     second process that ends without an answer (it could not start: a `__main__` Python cannot re-import, such as
-    a script read from standard input; or it was killed) is logged, and fn(*args) then runs here. Leaving the
+    a script read from standard input; or it was killed) is logged, and fn(*args) then runs here. The arguments go
+    to it down a pipe, a DataFrame a column at a time (`_send_args`). Leaving the
     context (on an error here too) stops the second process."""
     if rows < BESIDE_MIN_ROWS or not _second_core():
         result = fn(*args)
@@ -113,9 +146,17 @@ def beside(fn: Callable[..., T], *args: Any, rows: int) -> Iterator[Callable[[],
         return
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_run_and_send, args=(send, fn, args), daemon=True)   # dies with this one
+    read_args, write_args = context.Pipe(duplex=False)
+    process = context.Process(target=_run_and_send, args=(read_args, send, fn), daemon=True)   # dies with this one
     process.start()
-    send.close()   # this process's copy: the pipe then reports the child's end
+    send.close()   # this process's copies: the pipes then report the child's ends
+    read_args.close()
+    try:
+        _send_args(write_args, args)
+    except OSError:   # the second process ended before it read them: `answer` computes it here
+        pass
+    finally:
+        write_args.close()
 
     def answer() -> T:
         try:

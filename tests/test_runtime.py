@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -60,6 +62,24 @@ def two_cores(monkeypatch):
 def test_beside_runs_a_large_part_in_a_second_process_with_two_cores(two_cores):
     with runtime.beside(os.getpid, rows=1) as pid:
         assert pid() != os.getpid()
+
+
+def _frames_back(*frames: pd.DataFrame) -> tuple:
+    return frames
+
+
+def test_beside_sends_frames_a_column_at_a_time_and_they_arrive_equal(two_cores):
+    rng = np.random.default_rng(0)
+    mixed = pd.DataFrame({"n": rng.integers(0, 9, 500), "x": rng.random(500),
+                          "s": pd.Series(rng.choice(["a", "b"], 500), dtype="str"),
+                          "c": pd.Categorical(rng.choice(["u", "v"], 500)),
+                          "i": pd.array(np.where(rng.random(500) < 0.2, pd.NA, 3), dtype="Int64")},
+                         index=pd.Index(rng.permutation(500) + 7, name="row"))
+    frames = (mixed, mixed.iloc[:0], pd.DataFrame(index=range(3)), mixed.rename(columns={"x": "n"}))
+    with runtime.beside(_frames_back, *frames, rows=1) as back:
+        received = back()
+    for sent, got in zip(frames, received, strict=True):
+        pd.testing.assert_frame_equal(got, sent, check_exact=True)
 
 
 def test_beside_runs_here_when_small_shared_or_daemonic(two_cores, monkeypatch):
