@@ -153,8 +153,14 @@ def test_the_weights_from_matrix_files_are_the_weights_from_arrays(tmp_path, mon
     settings = {"noise_seed": 3, "max_steps": 40, "epsilon": 1.0}
     layout = Layout(tuple(Block(f"c{i}", "continuous", i, i + 1) for i in range(5)))
     plan = estimators.plan(estimator, settings, layout, 3000, 2800, 1.0, 1e-5)
-    arrays = estimators.estimate(plan, settings, real, synthetic)[0]
-    assert np.array_equal(estimators.estimate(plan, settings, *files)[0], arrays)
+    arrays, logit = estimators.estimate(plan, settings, real, synthetic)
+    from_files, file_logit = estimators.estimate(plan, settings, *files)
+    assert np.array_equal(from_files, arrays)
+    if logit is not None:                  # beta calibration scores the released rows through the logit
+        from pipelines.weights import postprocess
+        calibration = rng.random((300, 5)).astype(np.float32)
+        assert np.array_equal(postprocess.calibrate(file_logit, calibration, files[1])[0],
+                              postprocess.calibrate(logit, calibration, synthetic)[0])
     monkeypatch.setattr(io, "ROW_GROUP_ROWS", 1000)                        # three blocks
     np.testing.assert_allclose(estimators.estimate(plan, settings, *files)[0], arrays, rtol=1e-6, atol=1e-6)
 
