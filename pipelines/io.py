@@ -239,6 +239,13 @@ def row_blocks(rows: np.ndarray | MatrixFile, size: int | None = None) -> Iterat
         yield np.asarray(rows[lo:lo + size])
 
 
+def blockwise(score: Callable[[np.ndarray], np.ndarray], rows: np.ndarray | MatrixFile) -> np.ndarray:
+    """`score` (one value per row) of every row, applied to one `row_blocks` block at a time and concatenated (float64):
+    the memory of one block and its scores, whatever the rows."""
+    import numpy as np
+    return np.concatenate([np.zeros(0), *(np.asarray(score(block), dtype=float) for block in row_blocks(rows))])
+
+
 def read_parquet_rows(path: Path, max_rows: int | None, seed: int | Sequence[int]) -> pd.DataFrame:
     """The Parquet table at `path`, or above `max_rows` rows its `row_sample` (`parquet_take`: a 0..k−1 index, read a
     row group at a time). Below the cap it is `pd.read_parquet(path)`."""

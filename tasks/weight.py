@@ -58,6 +58,7 @@ def weight(config: Config, generator: str, run_id: str | None = None,
 
 
 def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path) -> dict[str, Any]:
+    """`weight`'s work for a generator it weights, its encoded rows' files in `scratch`; returns weights.json."""
     p, sch = common.paths(config, root), common.schema(config, root)
     s, priv = config.weights, config.privacy
     delta, internal = priv.delta, priv.internal_release

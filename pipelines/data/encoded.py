@@ -36,7 +36,9 @@ class EncodedTable:
                              fix="re-run the prepare stage (`dvc repro -f prepare`), which writes it.")
         self.n_rows = summary["rows_public"]
         self.n_rows_source = str(summary.get("rows_public_source", ""))
-        self.n_actual = pq.read_metadata(self.path).num_rows  # private: never in a public artefact
+        footer = pq.read_metadata(self.path)
+        self.n_actual = footer.num_rows  # private: never in a public artefact
+        self.width = footer.num_columns  # the encoded layout's width (public)
         self.reads = 0
         self.client: Any = None   # a Dask client: `RowChunks.map` reads the row groups on its workers
 
@@ -52,15 +54,13 @@ class EncodedTable:
         """Every row as one matrix (float32 unless `dtype`), filled a row group at a time (`io.parquet_matrix`)."""
         self.reads += 1
         out = np.dtype(dtype or np.float32)
-        return parquet_matrix(self.path, pq.ParquetFile(self.path).metadata.num_columns,
-                              lambda part: part.to_numpy(dtype=out), out)
+        return parquet_matrix(self.path, self.width, lambda part: part.to_numpy(dtype=out), out)
 
     def to_file(self, out: Path) -> MatrixFile:
         """Every row (float32) written to the .npy file `out` a row group at a time, and read from there by row
         (`io.MatrixFile`): the rows without holding them."""
         self.reads += 1
-        return parquet_matrix_file(self.path, pq.ParquetFile(self.path).metadata.num_columns,
-                                   lambda part: part.to_numpy(dtype=np.float32), out)
+        return parquet_matrix_file(self.path, self.width, lambda part: part.to_numpy(dtype=np.float32), out)
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         """The rows as float32 matrices of at most `rows` rows, read from the file's row groups one at a time (one

@@ -24,7 +24,7 @@ import numpy as np
 
 from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS, WEIGHT_ESTIMATORS, section
 from pipelines.data.layout import Layout
-from pipelines.io import MatrixFile, row_blocks
+from pipelines.io import MatrixFile, blockwise
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.dpsgd import sampling_schedule
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
@@ -128,8 +128,7 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | MatrixF
         if critic is None:
             raise ValueError("the discriminator estimator needs the generator's critic")
         t = float(s["critic_temperature"])
-        scores = lambda rows: np.concatenate([np.zeros(0), *map(critic, row_blocks(rows))])  # noqa: E731
-        return critic_log_weights(scores(released), t), (lambda rows: scores(rows) / t)
+        return critic_log_weights(blockwise(critic, released), t), (lambda rows: blockwise(critic, rows) / t)
     if real is None or real.ndim != 2 or real.shape[1] != synthetic.shape[1]:  # rows may differ from n̂ = N_D
         raise ValueError(f"real rows have shape {None if real is None else real.shape}, expected "
                          f"(rows, {synthetic.shape[1]})")

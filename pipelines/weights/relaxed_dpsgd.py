@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from pipelines.generators.networks import initialise
-from pipelines.io import MatrixFile, row_blocks
+from pipelines.io import MatrixFile, blockwise
 from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample, summed
 
 
@@ -108,12 +108,8 @@ def train_classifier(real: np.ndarray | MatrixFile, synthetic: np.ndarray | Matr
 
 
 def logits(model: nn.Module, rows: np.ndarray | MatrixFile, device: str = "cpu") -> np.ndarray:
-    """f(x) of every row, a block of rows at a time (`io.row_blocks`): memory of one block, whatever the rows."""
-    out = np.empty(len(rows))
-    start = 0
-    with torch.no_grad():
-        for block in row_blocks(rows):
-            out[start:start + len(block)] = model(torch.as_tensor(block, dtype=torch.float32, device=device)
-                                                  ).squeeze(-1).cpu().double().numpy()
-            start += len(block)
-    return out
+    """f(x) of every row, a block of rows at a time (`io.blockwise`): memory of one block, whatever the rows."""
+    def score(block: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.as_tensor(block, dtype=torch.float32, device=device)).squeeze(-1).cpu().double().numpy()
+    return blockwise(score, rows)
