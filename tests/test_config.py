@@ -121,7 +121,7 @@ def test_the_hashed_mapping_is_the_files_own_and_the_sections_hold_every_default
     assert given["dpwgan"] == {} and given["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
     assert given["evaluate"] == BASE["evaluate"] and given["weights"] == BASE["weights"]
     assert given["privacy"]["row_count_epsilon"] == 0.05 and given["device"] == "auto"
-    assert config.hash == params_hash(given) == "8e27ce4f4c50a83531eab2823060d41bb119321d51064f99045770d3c03fb67c"
+    assert config.hash == params_hash(given) == "eb6d1d9e3f587ab635158c176293b5de9a2ac4a4676ce9269d34bdd185f3f6e5"
     assert config.generator("dpwgan") == {} and config.device == "auto" and config.privacy.row_count_epsilon == 0.05
     assert config.orchestration.model_dump() == {"task_runner": "threads", "max_workers": 4, "dask_address": None,
                                                  "dask_workers": 2, "dask_memory_limit": "auto",

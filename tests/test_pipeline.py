@@ -19,7 +19,9 @@ from pipelines.errors import BudgetExceededError, InputError
 PROJECT = Path(__file__).resolve().parents[1]
 # No generator pins its ε: every part shares privacy.release_epsilon (1.0 by default; tasks/budget.py). No
 # noise_seed (refused in a public release): make_root gives the steward key STEWARD_KEY, so the noise is keyed.
-SMALL = {"dpwgan": {"steps": 40, "batch_size": 64},
+# Every generator a candidate (params/compare.yaml's list; params.yaml lists AIM alone, what select: auto picks)
+SMALL = {"generators": list(load_params(PROJECT / "params" / "compare.yaml").generators),
+         "dpwgan": {"steps": 40, "batch_size": 64},
          "ppem": {"steps": 10, "hidden": 16, "latent_dim": 8, "gate_bootstrap": 200, "gate_permutations": 200},
          "dp_auto_gan": {"autoencoder_steps": 40, "steps": 40, "batch_size": 64},
          "pearl": {"frequencies": 16, "steps": 20, "batch_size": 64},
