@@ -195,7 +195,9 @@ UTILITY_GATE_DEFAULTS: dict[str, Any] = {
     "weak": "label",        # refuse | label: a table no better than independent marginals
     "confidence": 0.95,     # of the inverted bound; family-wise over the "fit" claims
     "bootstrap": 200,       # resamples of the 2-way TV difference's standard error
-    "baseline_draws": 5}    # independent-marginals tables whose AUROC spread is the task's noise floor
+    "baseline_draws": 5,    # independent-marginals tables whose AUROC spread is the task's noise floor
+    "association_tolerance": 0.1}  # a feature is distorted when its association with the target is further from
+                            # the real one than no association, by more than this (a correlation; 0.1 = Cohen's small)
 # `release:` (pipelines/selection.py): which of `generators` one release run trains and publishes
 SELECT_MODES = ("auto", "all", "private")
 SELECTION = "private_selection"  # the generator `select: private` trains (pipelines/generators/private_selection.py)
@@ -528,7 +530,7 @@ def risk_ranges(s: Any, generators: Sequence[str] | None) -> None:
 
 
 def utility_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """`utility_gate`: `confidence` in (0, 1), enough bootstrap and baseline draws."""
+    """`utility_gate`: `confidence` in (0, 1), enough bootstrap and baseline draws, a tolerance in [0, 1)."""
     if not 0 < s.confidence < 1:
         raise fail(PARAMS_FILE, "utility_gate.confidence", f"must be a number in (0, 1), got {s.confidence!r}.",
                    "set it to 0.95.")
@@ -536,6 +538,9 @@ def utility_ranges(s: Any, generators: Sequence[str] | None) -> None:
         if getattr(s, key) < least:
             raise fail(PARAMS_FILE, f"utility_gate.{key}", f"must be an integer of at least {least}, got "
                        f"{getattr(s, key)!r}.", f"set it to {UTILITY_GATE_DEFAULTS[key]}.")
+    if not 0 <= s.association_tolerance < 1:
+        raise fail(PARAMS_FILE, "utility_gate.association_tolerance", "must be a correlation in [0, 1), got "
+                   f"{s.association_tolerance!r}.", f"set it to {UTILITY_GATE_DEFAULTS['association_tolerance']}.")
 
 
 def weight_ranges(s: Any, generators: Sequence[str] | None) -> None:

@@ -26,8 +26,8 @@ The verdict, on the real holdout rows:
   that models nothing beyond its marginals is called fit by chance with probability at most about α (the bounds
   are normal, Student or bootstrap approximations). A claim alone is not enough: the table must also be
   *sound*, every model's AUROC lower bound above 0.5 (classifiers fitted on it beat chance on real rows) and no
-  feature's association with the target distorted (reproduced measurably worse than by independent columns:
-  ``association_comparison``). Soundness only removes tables from "fit", so the false-fit rate stays at most
+  feature's association with the target distorted (reproduced measurably worse than by independent columns, by
+  more than `association_tolerance`: ``association_comparison``). Soundness only removes tables from "fit", so the false-fit rate stays at most
   about α; it keeps "fit" from a table that reproduces some associations and inverts others (issue 30: PEARL at
   ε 0.4 on the bundled table reproduced 6 features' associations, distorted 4, and its forest scored AUROC
   0.07). Measured on the bundled table: 0 of 40 independent-marginals tables and a table with the target
@@ -194,7 +194,8 @@ def _associations(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                           target: str | None, resamples: int, level: float, seed: int, chunk: int = 25) -> dict:
+                           target: str | None, resamples: int, level: float, seed: int, tolerance: float = 0.0,
+                           chunk: int = 25) -> dict:
     """Which features' associations with the target the table reproduces, against the baseline.
 
     For a table T, c_T,j is the signed correlation of feature j (``utility.featurise``: each numeric column scaled
@@ -204,13 +205,22 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     it. Its standard error SE_j is the bootstrap's (every resample redraws the rows of all three tables). The
     claim "the table reproduces a real association with the target" holds when some d_j − z·SE_j > 0, z the
     one-sided normal quantile at 1 − (1 − `level`)/p over the p features (Bonferroni: a table with no relationship
-    to the target passes with probability at most 1 − `level`). Feature j is *distorted* when d_j + z·SE_j < 0:
-    the table's association is measurably further from the real one than no association at all (an inverted or
-    exaggerated relationship, which would mislead an analyst of that feature; a table as good as the real rows
-    shows it with probability at most 1 − `level`). Unlike a classifier's AUROC, whose spread over
+    to the target passes with probability at most 1 − `level`). Feature j is *distorted* when d_j + z·SE_j < 0
+    and d_j < −`tolerance`: the table's association is measurably further from the real one than no association
+    at all, and by more than `tolerance` (an inverted or exaggerated relationship, which would mislead an analyst
+    of that feature; a table as good as the real rows shows it with probability at most 1 − `level`, the tolerance
+    only removing features). Without the tolerance, a weak association a little exaggerated is "distorted" once
+    the tables are large enough to measure it: AIM's table of a 16,000-row Adult extract at ε = 1 (GBM AUROC 0.90)
+    had Protective-serv (2 % of the rows) at +0.07 against −0.03 in the 801 holdout rows, d_j = −0.066, bound
+    −0.001, and was called weak for it; five times the rows of the same model made four such features
+    (docs/privacy-risk.md), so the verdict turned weak as the table grew while the model stayed the same. The tolerance applies to the
+    estimate d_j, not to the bound: a small table's wide intervals do not hide a material distortion (a real +0.09
+    turned into −0.30 on 455 rows, docs/privacy-risk.md: d_j about −0.3) behind it. 0.1 is Cohen's "small"
+    correlation. Unlike a classifier's AUROC, whose spread over
     relationship-free tables is wide where the features track the target closely (a classifier fitted on such a
     table is a random function of them, of random sign), d_j's null spread is the correlations' sampling noise
-    alone. Also reported: how many features beat the baseline and how many are distorted, and the
+    alone. Also reported: how many features beat the baseline and how many are distorted, the feature of the
+    smallest bound d_j + z·SE_j (`worst_feature`, with its bound and its d_j), and the
     root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and of the baseline."""
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in ("categorical", "binary"):
@@ -239,10 +249,12 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     bounds = d - z * se
     h = _associations(*data["h"], point["h"])[0]
     rms = {k: float(np.sqrt(np.mean((_associations(*data[k], point[k])[0] - h) ** 2))) for k in ("s", "b")}
-    best = int(np.argmax(bounds))
+    best, worst = int(np.argmax(bounds)), int(np.argmin(d + z * se))
     return {"features": p, "reference": "real holdout rows", "z": z, "distance": rms["s"],
             "baseline_distance": rms["b"], "features_beating_baseline": int((bounds > 0).sum()),
-            "features_worse_than_baseline": int((d + z * se < 0).sum()),
+            "features_worse_than_baseline": int(((d + z * se < 0) & (d < -tolerance)).sum()), "tolerance": tolerance,
+            "worst_feature": worst, "worst_upper_bound": float(d[worst] + z * se[worst]),
+            "worst_improvement": float(d[worst]),
             "best_feature": best, "best_improvement": float(d[best]), "best_improvement_se": float(se[best]),
             "improvement_lower_bound": float(bounds[best]), "beats_baseline": bool(bounds[best] > 0)}
 
@@ -264,7 +276,8 @@ def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.D
     synth, holdout = capped(synth, max_rows, seed), capped(holdout, max_rows, seed)
     first = capped(next(iter(baselines.values())), max_rows, seed)
     pairs = two_way_comparison(synth, first, holdout, columns, bins, s["bootstrap"], z_beats, seed)
-    associations = (association_comparison(synth, first, holdout, columns, target, s["bootstrap"], level, seed)
+    associations = (association_comparison(synth, first, holdout, columns, target, s["bootstrap"], level, seed,
+                                           s["association_tolerance"])
                     if target is not None else {"skipped": scored["skipped"]})
     assessed = [c for c in (task, pairs, associations) if "skipped" not in c]
     sound = task.get("beats_chance", True) and not associations.get("features_worse_than_baseline", 0)
