@@ -196,8 +196,8 @@ UTILITY_GATE_DEFAULTS: dict[str, Any] = {
     "confidence": 0.95,     # of the inverted bound; family-wise over the "fit" claims
     "bootstrap": 200,       # resamples of the 2-way TV difference's standard error
     "baseline_draws": 5,    # independent-marginals tables whose AUROC spread is the task's noise floor
-    "association_tolerance": 0.1}  # a feature is distorted when its association with the target is further from
-                            # the real one than no association, by more than this (a correlation; 0.1 = Cohen's small)
+    "association_tolerance": 0.1}  # a feature is distorted when its association with the target is measurably
+    # further from the real one than no association, and by more than this correlation (0.1: Cohen's "small")
 # `release:` (pipelines/selection.py): which of `generators` one release run trains and publishes
 SELECT_MODES = ("auto", "all", "private")
 SELECTION = "private_selection"  # the generator `select: private` trains (pipelines/generators/private_selection.py)

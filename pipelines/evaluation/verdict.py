@@ -27,11 +27,12 @@ The verdict, on the real holdout rows:
   are normal, Student or bootstrap approximations). A claim alone is not enough: the table must also be
   *sound*, every model's AUROC lower bound above 0.5 (classifiers fitted on it beat chance on real rows) and no
   feature's association with the target distorted (reproduced measurably worse than by independent columns, by
-  more than `association_tolerance`: ``association_comparison``). Soundness only removes tables from "fit", so the false-fit rate stays at most
-  about α; it keeps "fit" from a table that reproduces some associations and inverts others (issue 30: PEARL at
-  ε 0.4 on the bundled table reproduced 6 features' associations, distorted 4, and its forest scored AUROC
-  0.07). Measured on the bundled table: 0 of 40 independent-marginals tables and a table with the target
-  inverted are called fit; AIM's table at ε ≈ 0.96 (TSTR AUROC ≥ 0.93) is (tests/test_utility_verdict.py).
+  more than `association_tolerance`: ``association_comparison``). Soundness only removes tables from "fit", so
+  the false-fit rate stays at most about α; it keeps "fit" from a table that reproduces some associations and
+  inverts others (issue 30: PEARL at ε 0.4 on the bundled table reproduced 6 features' associations, distorted 4,
+  and its forest scored AUROC 0.07). Measured on the bundled table: 0 of 40 independent-marginals tables and a
+  table with the target inverted are called fit; AIM's table at ε ≈ 0.96 (TSTR AUROC ≥ 0.93) is
+  (tests/test_utility_verdict.py).
 - **weak**: neither inverted nor fit. The margin is the confidence bound itself: "not better" means the
   improvement is within what the sampling noise of the holdout and of both tables produces.
 Everything here reads real rows (training marginals, holdout): steward evidence; a public manifest shows the
@@ -213,15 +214,15 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     the tables are large enough to measure it: AIM's table of a 16,000-row Adult extract at ε = 1 (GBM AUROC 0.90)
     had Protective-serv (2 % of the rows) at +0.07 against −0.03 in the 801 holdout rows, d_j = −0.066, bound
     −0.001, and was called weak for it; five times the rows of the same model made four such features
-    (docs/privacy-risk.md), so the verdict turned weak as the table grew while the model stayed the same. The tolerance applies to the
-    estimate d_j, not to the bound: a small table's wide intervals do not hide a material distortion (a real +0.09
-    turned into −0.30 on 455 rows, docs/privacy-risk.md: d_j about −0.3) behind it. 0.1 is Cohen's "small"
-    correlation. Unlike a classifier's AUROC, whose spread over
-    relationship-free tables is wide where the features track the target closely (a classifier fitted on such a
-    table is a random function of them, of random sign), d_j's null spread is the correlations' sampling noise
-    alone. Also reported: how many features beat the baseline and how many are distorted, the feature of the
-    smallest bound d_j + z·SE_j (`worst_feature`, with its bound and its d_j), and the
-    root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and of the baseline."""
+    (docs/privacy-risk.md), so the verdict turned weak as the table grew while the model stayed the same. The
+    tolerance applies to the estimate d_j, not to the bound: a small table's wide intervals do not hide a material
+    distortion (a real +0.09 turned into −0.30 on 455 rows, docs/privacy-risk.md: d_j about −0.3) behind it. 0.1
+    is Cohen's "small" correlation. Unlike a classifier's AUROC, whose spread over relationship-free tables is wide
+    where the features track the target closely (a classifier fitted on such a table is a random function of them,
+    of random sign), d_j's null spread is the correlations' sampling noise alone. Also reported: how many features
+    beat the baseline and how many are distorted, the feature of the smallest bound d_j + z·SE_j (`worst_feature`,
+    with its bound and its d_j), and the root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and of
+    the baseline."""
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in ("categorical", "binary"):
         return {"skipped": "the schema declares no categorical target"}
@@ -252,7 +253,8 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     best, worst = int(np.argmax(bounds)), int(np.argmin(d + z * se))
     return {"features": p, "reference": "real holdout rows", "z": z, "distance": rms["s"],
             "baseline_distance": rms["b"], "features_beating_baseline": int((bounds > 0).sum()),
-            "features_worse_than_baseline": int(((d + z * se < 0) & (d < -tolerance)).sum()), "tolerance": tolerance,
+            "features_worse_than_baseline": int(((d + z * se < 0) & (d < -tolerance)).sum()),
+            "tolerance": tolerance,
             "worst_feature": worst, "worst_upper_bound": float(d[worst] + z * se[worst]),
             "worst_improvement": float(d[worst]),
             "best_feature": best, "best_improvement": float(d[best]), "best_improvement_se": float(se[best]),
