@@ -175,8 +175,12 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
                     table(["Associations with the target against the real holdout", "Value", "Unit"], [
                         ["Features whose association beats the baseline", assoc.get("features_beating_baseline"),
                          f"of {fmt(assoc.get('features'))} features"],
-                        ["Features whose association is distorted (worse than the baseline)",
+                        ["Features whose association is distorted (measurably worse than the baseline, by more "
+                         f"than {fmt(assoc.get('tolerance'))})",
                          assoc.get("features_worse_than_baseline"), f"of {fmt(assoc.get('features'))} features"],
+                        ["Feature closest to distorted: its improvement and upper bound",
+                         f"{fmt(assoc.get('worst_improvement'))} / {fmt(assoc.get('worst_upper_bound'))}",
+                         "correlation"],
                         ["Best feature's improvement, lower bound", assoc.get("improvement_lower_bound"),
                          "correlation"],
                         ["RMS distance of the correlations, this table", assoc.get("distance"), "correlation"],
