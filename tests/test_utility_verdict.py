@@ -300,7 +300,7 @@ def test_associations_call_no_relationship_free_table_fit_and_find_a_single_mode
 
     def claim(table: pd.DataFrame, seed: int) -> dict:
         return verdict.association_comparison(table, base, holdout, bc_schema.columns, bc_schema.target, 200,
-                                              level, seed)
+                                              level, seed, UTILITY_GATE_DEFAULTS["association_tolerance"])
     nulls = [claim(verdict.independent_marginals(train, len(train), 1000 + s), s) for s in range(40)]
     assert not any(a["beats_baseline"] for a in nulls) and max(a["improvement_lower_bound"] for a in nulls) < 0
     target = next(c for c in bc_schema.columns if c.name == bc_schema.target)

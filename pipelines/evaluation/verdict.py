@@ -195,7 +195,7 @@ def _associations(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                           target: str | None, resamples: int, level: float, seed: int, tolerance: float = 0.0,
+                           target: str | None, resamples: int, level: float, seed: int, tolerance: float,
                            chunk: int = 25) -> dict:
     """Which features' associations with the target the table reproduces, against the baseline.
 
