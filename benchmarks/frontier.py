@@ -42,6 +42,7 @@ import os
 import sys
 import time
 import traceback
+from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import combinations
 from pathlib import Path
@@ -53,7 +54,8 @@ import pandas as pd
 from generator_runs import ROOT, bundled, fit_and_sample, generator_params, overrides, sub_schema, subsample
 from pipelines.config import EVALUATE_DEFAULTS
 from pipelines.data.readers import BUNDLED
-from pipelines.data.schema import Schema
+from pipelines.data.declared import derived_values
+from pipelines.data.schema import Schema, indicator
 from pipelines.evaluation import unsupervised
 from pipelines.evaluation.classifiers import tstr_classifiers
 from pipelines.evaluation.joint import detection_auc
@@ -63,6 +65,25 @@ from pipelines.generators.names import GENERATORS
 
 DETECTOR = ("gradient boosting (scikit-learn HistGradientBoostingClassifier)", MODELS["gradient_boosting"])
 TSTR = ("logistic_regression", "random_forest", "gradient_boosting")
+
+
+def scoring_schema(schema: Schema) -> Schema:
+    """The modelled columns with each derived column, as a plain column, in its declared place."""
+    if not schema.derived:
+        return schema
+    modelled, columns = list(schema.columns), []
+    for c in schema.declared:
+        if c.derived_from is not None:
+            columns.append(replace(c, derived_from=None, derived=None))
+        while modelled and modelled[0].name in (c.name, indicator(c.name)):
+            columns.append(modelled.pop(0))
+    return replace(schema, columns=tuple(columns), declared=tuple(columns))
+
+
+def scored(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
+    """Modelled rows with the derived columns added (`scoring_schema`'s columns)."""
+    derived = {c.name: derived_values(frame[c.derived_from], c) for c in schema.derived}
+    return frame.assign(**derived)[scoring_schema(schema).names] if derived else frame
 
 
 def binned(df: pd.DataFrame, ref: pd.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -94,7 +115,11 @@ def kway_score(real: pd.DataFrame, synth: pd.DataFrame, k: int,
 
 def measure(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, schema: Schema,
             subsets3: list[tuple[str, ...]], seed: int) -> dict[str, Any]:
-    """The table's metrics of one synthetic table (module docstring)."""
+    """The table's metrics of one synthetic table (module docstring): modelled rows, each derived column scored in
+    its declared place (`scoring_schema`), as the published table holds it."""
+    if schema.derived:
+        train, holdout, synth = (scored(frame, schema) for frame in (train, holdout, synth))
+        schema = scoring_schema(schema)
     real_b, synth_b = binned(train, train, schema), binned(synth, train, schema)
     one_way = {c: 0.5 * marginal_l1(real_b, synth_b, [c]) for c in real_b.columns}
     tstr = tstr_auroc(train, synth, holdout, schema.columns, schema.target, seed)

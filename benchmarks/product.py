@@ -20,7 +20,9 @@ Without `--rows` the whole source is the table and the project's keyed holdout i
 Each published table (releases/<ds>/latest.json's `released`) is scored by `frontier.measure`: k-way marginal
 scores (k = 1, 2, 3; 1000 = identical; numerics in 10 quantile bins of the real training rows), train on synthetic,
 test on real AUROC (LR / RF / GBM), detection AUC. The last lines give each table's mean and spread over the seeds.
-A benchmark reads real rows: its figures are not release artefacts.
+A benchmark reads real rows: its figures are not release artefacts. A column the schema declares `derived` (never
+modelled; published as the documented function of its source) is scored in its declared place like any other
+(`frontier.scoring_schema`), so a schema that declares one is scored on the same columns as before.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from frontier import TSTR, measure
+from frontier import TSTR, measure, scoring_schema
 from pipelines.data.declared import to_modelled
 from pipelines.data.readers import read_source
 from pipelines.config import EXTENDS, merged
@@ -231,7 +233,7 @@ def main() -> None:
                                                              f"(sample seed {args.sample_seed})"}
     else:
         table = raw
-    names = [c.name for c in schema.columns]
+    names = scoring_schema(schema).names
     k3 = [tuple(names[i] for i in s) for s in column_subsets(len(names), 3, args.subsets3 or 10**9,
                                                               np.random.default_rng(0))] if len(names) >= 3 else []
     rows: list[dict[str, Any]] = []

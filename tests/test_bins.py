@@ -71,12 +71,13 @@ def test_the_discretizer_from_the_layout_has_the_schema_bins(encoder):
     gain = disc.bins["capital_gain"]
     assert list(gain.lo) == [0, 1, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000, 15000, 20000, 30000, 50000]
     assert gain.hi[:2] == (0, 999) and gain.hi[-1] == 99999
-    assert list(disc.bins["education_num"].lo) == list(range(1, 17))               # 16 values <= 32: one bin each
+    codes = Layout((Block("code", "integer", 0, 1, lower=1.0, upper=16.0),))
+    assert list(Discretizer(codes, 32).bins["code"].lo) == list(range(1, 17))     # 16 values <= 32: one bin each
     age = disc.bins["age"]                                                         # 74 values: 32 aligned bins
     assert list(age.lo) == sorted({math.ceil(e) for e in np.linspace(17, 90, 33)[:-1]}) and age.hi[-1] == 90
     fnl = disc.bins["fnlwgt"]
     assert fnl.kind == "continuous" and np.allclose(fnl.edges, FNLWGT_EDGES)             # the schema's public edges
-    assert disc.shape == (32, 9, 19, 16, 16, 7, 15, 6, 5, 2, 15, 10, 14, 42, 2)
+    assert disc.shape == (32, 9, 19, 16, 7, 15, 6, 5, 2, 15, 10, 14, 42, 2)      # education_num: derived
     again = Discretizer.from_dict(encoder.layout, disc.to_dict())
     assert again.bins == disc.bins
     mst = make_generator("mst", encoder.layout, {"n_bins": 32}, "cpu")
@@ -104,22 +105,22 @@ def test_binned_layout_widths_on_adult(encoder):
     widths = {b.column: (b.kind, b.width) for b in be.layout.blocks}
     assert widths["age.bin"] == ("categorical", 20) and widths["age.offset"] == ("continuous", 1)
     assert widths["fnlwgt.bin"] == ("categorical", 19) and widths["fnlwgt.offset"] == ("continuous", 1)
-    assert widths["education_num.bin"] == ("categorical", 16) and "education_num.offset" not in widths  # 1 value/bin
+    assert "education_num.bin" not in widths and "education_num" not in widths                      # derived
     assert widths["capital_gain.bin"] == ("categorical", 15) and widths["capital_loss.bin"] == ("categorical", 10)
     assert widths["hours_per_week.bin"] == ("categorical", 14) and widths["hours_per_week.offset"][1] == 1
     assert widths["native_country"] == ("categorical", 42) and widths["income"] == ("binary", 1)
-    assert (encoder.layout.width, be.layout.width) == (108, 201)   # 108 − 6 numerics + 20+1+19+1+16+15+1+10+1+14+1
-    assert be.layout.block("income").is_target and be.layout.blocks[-1].stop == 201
+    assert (encoder.layout.width, be.layout.width) == (107, 185)   # 107 − 5 numerics + 20+1+19+1+15+1+10+1+14+1
+    assert be.layout.block("income").is_target and be.layout.blocks[-1].stop == 185
     kept = BinnedEncoding(encoder.layout, 20, scaled={"age"})
     assert kept.layout.block("age") == Block("age", "integer", 0, 1, lower=17.0, upper=90.0)
-    assert kept.layout.width == 201 - 20
+    assert kept.layout.width == 185 - 20
 
 
 def test_encode_decode_round_trip_is_exact_in_bin_and_value(encoder, adult_raw, adult_schema):
     X = encoder.encode(adult_raw)
     be = BinnedEncoding(encoder.layout, 20)
     M = be.encode(X)
-    assert M.shape == (len(X), 201) and M.min() >= 0 and M.max() <= 1
+    assert M.shape == (len(X), 185) and M.min() >= 0 and M.max() <= 1
     for b in be.layout.blocks:
         if b.kind == "categorical":
             assert (M[:, b.start:b.stop].sum(1) == 1).all(), b.column
@@ -234,7 +235,7 @@ def test_binned_generators_fit_and_sample_exact_table_rows(name, epsilon, encode
     df = encoder.decode(x)
     assert conforms(df, adult_schema)["success"]
     if name == "ppem":                                       # x′ stays scaled: not rounded to the bins
-        assert set(gen.encoding.binned) == {"education_num", "capital_gain", "capital_loss", "hours_per_week"}
+        assert set(gen.encoding.binned) == {"capital_gain", "capital_loss", "hours_per_week"}
     gen.save(tmp_path)
     again = load_generator(name, tmp_path)
     assert again.layout == gen.layout and again.table_layout == gen.table_layout

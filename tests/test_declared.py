@@ -14,7 +14,7 @@ from pipelines.data.declared import surrogate_keys, to_modelled, to_published
 from pipelines.data.readers import read_source
 from pipelines.data.schema import NULL_TEXT, load_schema
 from pipelines.data.transform import Encoder
-from pipelines.data.validation import validate_table
+from pipelines.data.validation import check_row_loss, validate_table
 from pipelines.errors import InputError, SchemaError
 
 COHORT = """
@@ -407,3 +407,93 @@ def test_the_release_converts_and_summarises_its_table_a_part_at_a_time(tmp_path
     io.write_parquet(tmp_path / "clash.parquet", clean.assign(weight=1.0))
     with pytest.raises(InputError, match="already has a 'weight' column"):
         release_weights(tmp_path / "w.parquet", tmp_path / "clash.parquet")
+
+
+DERIVED = """
+  grade: {kind: integer, lower: 0, upper: 3, derived: {from: cause, values: {cancer: 1, cardiac: 2, other: 3}}}
+  stage_label: {kind: categorical, categories: [I, II, III], derived: {from: stage, values: {1: I, 2: II, 3: III}}}
+"""
+GRADE = {"cancer": 1, "cardiac": 2, "other": 3}
+
+
+def derived_schema(tmp_path: Path, text: str = COHORT + DERIVED):
+    (tmp_path / "d.yaml").write_text(text)
+    return load_schema(tmp_path / "d.yaml")
+
+
+def derived_rows(n: int) -> pd.DataFrame:
+    """`cohort` rows with both derived columns as documented (null where their source is)."""
+    raw = cohort(n)
+    return raw.assign(grade=raw["cause"].map(GRADE).astype("Int64"),
+                      stage_label=raw["stage"].map({1: "I", 2: "II", 3: "III"}).astype("str"))
+
+
+def test_a_derived_column_is_checked_never_modelled_and_published_as_its_mapping(tmp_path: Path) -> None:
+    """A `derived` column is read, each row checked against the documented mapping (a row that breaks it follows
+    the column's on_invalid: dropped and counted, or refused naming the column and rows), never modelled, and
+    published as the mapping of its source's value: exact in every row, null where the source is null."""
+    schema = derived_schema(tmp_path)
+    assert schema.declared_names[-2:] == ["grade", "stage_label"] and [c.name for c in schema.derived] == [
+        "grade", "stage_label"]
+    assert "grade" not in schema.names and "stage_label" not in schema.names
+    assert schema.to_dict()["columns"]["grade"]["derived"] == {"from": "cause", "values": [["cancer", 1],
+                                                                                          ["cardiac", 2], ["other", 3]]}
+    raw = derived_rows(300)
+    assert raw["cause"].isna().sum() > 50                    # the living: null cause, so null grade
+    broken = raw.copy()
+    died = np.flatnonzero(raw["cause"].notna().to_numpy())
+    broken.loc[died[:3], "grade"] = (broken.loc[died[:3], "grade"] % 3) + 1     # three wrong codes
+    living = np.flatnonzero(raw["cause"].isna().to_numpy())[0]
+    broken.loc[living, "grade"] = 2                                              # a grade with no cause
+    broken.loc[died[3], "cause"] = "unknown"         # an unknown source: the source's policy, counted once
+    clean, report = validate_table(broken, schema, "cohort.csv")
+    assert report["columns"]["grade"] == {"policy": "drop", "out_of_domain": 4, "nulls": 0, "mismatched": 4,
+                                          "action": "drop"}
+    assert report["columns"]["stage_label"]["mismatched"] == 0 and report["columns"]["cause"]["unknown"] == 1
+    assert report["rows_dropped"] == 5 and len(clean) == 295 and list(clean.columns) == schema.names
+    with pytest.raises(InputError, match=r"'grade' 4 not the documented value of their source's category \(drop\)"):
+        check_row_loss(report, 0.01)                   # above the allowed share: the counts name the column
+    published = to_published(clean, schema)
+    assert list(published.columns) == schema.declared_names
+    assert published["grade"].dtype == "Int64" and published["stage_label"].dtype == "str"
+    expected = published["cause"].map(GRADE)
+    assert (published["grade"].isna() == published["cause"].isna()).all()
+    assert (published["grade"].dropna().to_numpy() == expected.dropna().to_numpy()).all()
+    labels = published["stage"].map({1: "I", 2: "II", 3: "III"})
+    assert (published["stage_label"].isna() == published["stage"].isna()).all()
+    assert (published["stage_label"].dropna() == labels.dropna()).all()
+    assert to_published(clean, schema)["grade"].notna().sum() == clean["cause"].ne(NULL_TEXT).sum()
+    fatal = derived_schema(tmp_path, COHORT + DERIVED.replace("derived: {from: cause", "on_invalid: fatal, "
+                                                                                      "derived: {from: cause"))
+    with pytest.raises(InputError, match=r"cohort\.csv.*column 'grade': 4 values outside the public domain \(4 not "
+                                         r"the documented value of their source's category; e\.g\. row \d+: "):
+        validate_table(broken, fatal, "cohort.csv")
+
+
+@pytest.mark.parametrize("edit, column, problem", [
+    (("from: cause", "from: cuase"), "grade", "derived from 'cuase', which is not another categorical"),
+    (("from: cause", "from: age"), "grade", "derived from 'age', which is not another categorical"),
+    (("from: cause", "from: grade"), "grade", "derived from 'grade', which is not another categorical"),
+    ((", other: 3}", "}"), "grade", r"do not list each category of 'cause' once \(missing \['other'\]"),
+    (("other: 3}", "other: 3, unknown: 1}"), "grade", r"not its categories \['unknown'\]"),
+    (("other: 3}", "other: 4}"), "grade", r"derived value 4 \(of 'other'\) is outside the column's domain \[0, 3\]"),
+    (("3: III}", "3: IV}"), "stage_label", r"derived value 'IV' \(of 3\) is outside the column's domain"),
+    (("upper: 3, derived", "upper: 3, missing: allowed, derived"), "grade", "cannot have 'missing: allowed'"),
+    (("upper: 3, derived", "upper: 3, on_invalid: clip, derived"), "grade", "cannot have on_invalid: clip"),
+    (("derived: {from: cause, values: {cancer: 1, cardiac: 2, other: 3}}", "derived: cause"), "grade",
+     "derived is 'cause', not a source column"),
+    (("target: alive", "target: grade"), "grade", "cannot be the target or a protected column"),
+    (("on_invalid: drop\n", "on_invalid: drop\nrelated: [[cause, grade]]\n"), "grade", "related column 'grade' is "
+                                                                                        "derived"),
+])
+def test_a_derived_column_the_schema_gets_wrong_is_refused_by_name(tmp_path: Path, edit, column, problem) -> None:
+    text = (COHORT + DERIVED).replace(*edit)
+    assert text != COHORT + DERIVED
+    with pytest.raises(SchemaError, match=rf"d\.yaml, column '{column}': .*{problem}.*Fix: "):
+        derived_schema(tmp_path, text)
+
+
+def test_a_schema_level_clip_leaves_a_derived_column_at_drop(tmp_path: Path) -> None:
+    schema = derived_schema(tmp_path, (COHORT + DERIVED).replace("on_invalid: drop\n", "on_invalid: clip\n", 1))
+    assert {c.name: c.on_invalid for c in schema.derived} == {"grade": "drop", "stage_label": "drop"}
+    assert schema.column("age").on_invalid == "clip"

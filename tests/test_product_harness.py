@@ -83,3 +83,15 @@ def test_summary_gives_mean_and_spread_over_seeds():
                         "| 300 |")
     assert lines[3].startswith("| train on real (reference) | | 1000 | 1000 | 1000 | 0.900 / 0.900 / 0.920")
     assert lines[4] == "| seed 2 | failed: dvc repro exited 1 | | | | | | |"
+
+
+def test_a_derived_column_is_scored_in_its_declared_place(adult_schema, adult_raw):
+    """Adult's education_num is derived (never modelled): the harness scores it where the schema declares it, from
+    the modelled rows (`frontier.measure` does it for the harness), so the published table is scored on the same 15
+    columns as before it was derived."""
+    from frontier import scored, scoring_schema
+    scoring = scoring_schema(adult_schema)
+    assert scoring.names == adult_schema.declared_names and not scoring.derived
+    assert scoring.column("education_num").kind == "integer" and scoring_schema(scoring) is scoring
+    rows = scored(adult_raw[adult_schema.names].head(500), adult_schema)
+    pd.testing.assert_frame_equal(rows, adult_raw.head(500))      # the real rows hold the documented mapping

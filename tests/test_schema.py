@@ -42,13 +42,20 @@ def test_toy_schema_parses(tmp_path: Path) -> None:
 
 def test_adult_schema(adult_schema: Schema) -> None:
     s = adult_schema
-    assert s.names == ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
-                       "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
-                       "hours_per_week", "native_country", "income"]
+    assert s.declared_names == ["age", "workclass", "fnlwgt", "education", "education_num", "marital_status",
+                                "occupation", "relationship", "race", "sex", "capital_gain", "capital_loss",
+                                "hours_per_week", "native_country", "income"]
+    assert s.names == [n for n in s.declared_names if n != "education_num"]   # derived: never modelled
+    edu = s.derived[0]
+    assert (edu.name, edu.kind, edu.lower, edu.upper, edu.derived_from) == ("education_num", "integer", 1, 16,
+                                                                            "education")
+    levels = ["Preschool", "1st-4th", "5th-6th", "7th-8th", "9th", "10th", "11th", "12th", "HS-grad",
+              "Some-college", "Assoc-voc", "Assoc-acdm", "Bachelors", "Masters", "Prof-school", "Doctorate"]
+    assert dict(edu.derived) == {level: code for code, level in enumerate(levels, 1)}  # the CPS codes less 30
     assert (s.target, s.protected) == ("income", ("sex", "race"))
     bounds = {c.name: (c.kind, c.lower, c.upper) for c in s.columns if c.is_numeric}
     assert bounds == {"age": ("integer", 17, 90), "fnlwgt": ("continuous", 1, 1_500_000),
-                      "education_num": ("integer", 1, 16), "capital_gain": ("integer", 0, 99_999),
+                      "capital_gain": ("integer", 0, 99_999),
                       "capital_loss": ("integer", 0, 99_999), "hours_per_week": ("integer", 1, 99)}
     n_cats = {c.name: len(c.categories) for c in s.columns if not c.is_numeric}
     assert n_cats == {"workclass": 9, "education": 16, "marital_status": 7, "occupation": 15, "relationship": 6,
@@ -60,7 +67,7 @@ def test_adult_schema(adult_schema: Schema) -> None:
     assert "Outlying-US(Guam-USVI-etc)" in s.column("native_country").categories
     assert {c.on_invalid for c in s.columns if c.is_numeric} == {"clip"}
     assert {c.on_invalid for c in s.columns if not c.is_numeric} == {"drop"}
-    assert s.related == (("education", "education_num"), ("relationship", "marital_status"), ("relationship", "sex"))
+    assert s.related == (("relationship", "marital_status"), ("relationship", "sex"))
 
 
 def test_breast_cancer_bounds_enclose_the_published_table(bc_schema: Schema) -> None:

@@ -18,6 +18,12 @@ A `date` (`datetime`) column is modelled as its days (seconds) since 1970-01-01 
 column on public calendar bins (`schema.calendar_edges`); one declared `after: <start>` as its gap to the start,
 so every synthetic row respects the order; `to_published` turns them back into datetime64 values.
 
+A column declared `derived: {from: <categorical column>, values: {...}}` (Adult's education_num, the number of its
+education level; a code and its label) is read only to check each row against the documented mapping
+(pipelines/data/validation.py: a row that breaks it follows the column's on_invalid) and is never modelled: no
+generator sees it and no budget is spent on it, and `to_published` writes the mapping of the source's synthetic
+value (`derived_values`), so every published row holds the documented function exactly, null where the source is.
+
 An identifier column (`kind: id`) is never read or modelled: the published table gets fresh surrogate keys there
 (`surrogate_keys`: "synthetic-1", "synthetic-2", ...), a reserved form that is no real identifier, in the
 declared position.
@@ -52,6 +58,13 @@ def moments(values: pd.Series, col: Column) -> pd.Series:
     return (pd.Timestamp(EPOCH) + pd.to_timedelta(v, unit=unit)).astype("datetime64[s]")
 
 
+def derived_values(source: pd.Series, col: Column) -> pd.Series:
+    """The derived column `col`'s values in the rows whose source value is `source`: the documented mapping, null
+    where the source is null or not one of its categories (pandas' nullable Int64 for an integer column then)."""
+    values = source.map(dict(col.derived))
+    return values.astype("Int64" if col.dtype == "int64" and values.isna().any() else col.dtype)
+
+
 def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """A frame of the declared columns (nulls allowed where declared) as the modelled columns: identifiers left
     out, dates as numbers (or gaps to their start), a null as the null category, or as the lower bound with its
@@ -60,6 +73,8 @@ def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.read:
+        if col.derived_from is not None:  # checked by validation, never modelled
+            continue
         s = df[col.name]
         if col.kind in DATE_KINDS:  # the number the model sees: since EPOCH, or the gap to its start (`after`)
             s = epochs(s, col.kind) - (epochs(df[col.after], col.kind) if col.after else 0.0)
@@ -87,6 +102,8 @@ def to_published(df: pd.DataFrame, schema: Schema, first: int = 0) -> pd.DataFra
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.declared:
+        if col.derived_from is not None:  # after its source, below
+            continue
         if col.kind == ID_KIND:
             out[col.name] = pd.Series(surrogate_keys(len(df), first), index=df.index, dtype="str")
             continue
@@ -104,5 +121,7 @@ def to_published(df: pd.DataFrame, schema: Schema, first: int = 0) -> pd.DataFra
         else:
             token = null_category(col)
             out[col.name] = s.mask(s == token).astype("str" if isinstance(token, str) else "Int64")
+    derived = {c.name: derived_values(out[c.derived_from], c) for c in schema.derived}
+    declared = {c.name: out[c.name] if c.name in out else derived[c.name] for c in schema.declared}
     modelled = {c.name for c in schema.columns}
-    return pd.DataFrame({**out, **{c: df[c] for c in df.columns if c not in modelled}}, index=df.index)
+    return pd.DataFrame({**declared, **{c: df[c] for c in df.columns if c not in modelled}}, index=df.index)

@@ -48,7 +48,8 @@ _PLACEHOLDER_FIX = {
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
 _ROWS_KEYS = {"count", "source"}
 _COLUMN_KEYS = {"kind", "lower", "upper", "categories", "categories_file", "on_invalid", "bins", "atoms", "missing",
-                "after", "max_gap_days"}
+                "after", "max_gap_days", "derived"}
+_DERIVED_EXAMPLE = "derived: {from: education, values: {Preschool: 1, 1st-4th: 2, ...}}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class Column:
     missing: bool = False   # `missing: allowed`: nulls are data, modelled (pipelines/data/declared.py)
     after: str | None = None  # a date column's public ordering: never before this date column (modelled as the gap)
     max_gap_days: float | None = None  # with `after`: the documented longest gap (a flight lands within a day)
+    derived_from: str | None = None  # `derived`: a documented function of this categorical column (never modelled)
+    derived: tuple[tuple[Any, Any], ...] | None = None  # its values: (source category, this column's value) pairs
 
     @property
     def is_numeric(self) -> bool:
@@ -109,6 +112,8 @@ class Column:
             d["categories"] = list(self.categories)
         if self.missing:  # only when set: a schema without it keeps its hash
             d["missing"] = "allowed"
+        if self.derived_from is not None:
+            d["derived"] = {"from": self.derived_from, "values": [list(p) for p in self.derived]}
         return d
 
 
@@ -211,7 +216,7 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
     names, by_name = {c.name for c in declared}, {c.name: c for c in declared}
     out: list[Column] = []
     for col in declared:
-        if col.kind == ID_KIND:  # never modelled
+        if col.kind == ID_KIND or col.derived_from is not None:  # never modelled
             continue
         if col.kind in DATE_KINDS:  # a number since EPOCH on calendar bins, or the gap to its start (`after`)
             col = gap_column(col, by_name[col.after]) if col.after else replace(
@@ -274,6 +279,12 @@ class Schema:
         """The declared identifier columns (`kind: id`): checked in the header, never read, released as fresh
         surrogate keys."""
         return [c.name for c in self.declared if c.kind == ID_KIND]
+
+    @property
+    def derived(self) -> tuple[Column, ...]:
+        """The declared columns that are a documented function of another (`derived`): read to check the rows
+        against it, never modelled, and published as the function of the source's synthetic value."""
+        return tuple(c for c in self.declared if c.derived_from is not None)
 
     @property
     def missing(self) -> list[str]:
@@ -386,9 +397,67 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
         raise SchemaError(f"missing is {missing!r}.", file=file, column=name,
                           fix="write 'missing: allowed' when the documentation says the column may be empty (its "
                               "nulls are then modelled and released as nulls), or remove the key.")
+    derived = spec.get("derived")
+    if derived is not None:
+        spec = {k: v for k, v in spec.items() if k != "derived"}
+        if "on_invalid" not in spec and policy == "clip":
+            policy = "drop"  # a derived value has no bound to clip to: a row that breaks the mapping is dropped
     parse = _parse_date if kind in DATE_KINDS else _parse_numeric if kind in NUMERIC_KINDS else _parse_categorical
     col = parse(name, kind, spec, policy, file)
-    return replace(col, missing=True) if missing else col
+    col = replace(col, missing=True) if missing else col
+    return col if derived is None else _derived_column(col, derived, file)
+
+
+def _derived_column(col: Column, raw: Any, file: str) -> Column:
+    """A column declared `derived: {from: <categorical column>, values: {<category>: <value>, ...}}`: its value in
+    every row is the documented function of its source's category (a code and its label, a level and its number),
+    so no generator models it and no budget is spent on it; `_check_derived` checks the pairs against the
+    source's categories and this column's domain once every column is parsed."""
+    if not (isinstance(raw, dict) and set(raw) == {"from", "values"} and isinstance(raw["from"], str)
+            and isinstance(raw["values"], dict) and raw["values"]):
+        raise SchemaError(f"derived is {raw!r}, not a source column and its value per category.", file=file,
+                          column=col.name, fix=f"write {_DERIVED_EXAMPLE}, one entry per category of the source.")
+    if col.kind in DATE_KINDS or col.missing or col.on_invalid == "clip":
+        what = ("a date column" if col.kind in DATE_KINDS else "'missing: allowed'" if col.missing
+                else "on_invalid: clip")
+        raise SchemaError(f"a derived column cannot have {what}: its value, and its null, are its source's "
+                          "mapping.", file=file, column=col.name,
+                          fix="remove it (a derived column is null where its source is, and on_invalid: drop or "
+                              "fatal says what happens to a row that breaks the mapping).")
+    return replace(col, derived_from=raw["from"], derived=tuple(raw["values"].items()))
+
+
+def _check_derived(declared: tuple[Column, ...], file: str) -> None:
+    """`derived` names another column that is categorical or binary, read and modelled (not an id, not derived
+    itself), and gives one value per source category, each in this column's own domain."""
+    by_name = {c.name: c for c in declared}
+    for c in declared:
+        if c.derived_from is None:
+            continue
+        source = by_name.get(c.derived_from)
+        if source is None or source is c or source.kind not in CATEGORICAL_KINDS or source.derived_from:
+            raise SchemaError(f"derived from {c.derived_from!r}, which is not another categorical or binary column "
+                              "of the schema that is itself modelled.", file=file, column=c.name,
+                              fix="name the categorical column this one is a documented function of (derive every "
+                                  "column of a chain from its first column).")
+        keys = [k for k, _ in c.derived]
+        if sorted(map(str, keys)) != sorted(map(str, source.categories)) or set(keys) != set(source.categories):
+            missing = [k for k in source.categories if k not in keys]
+            extra = [k for k in keys if k not in source.categories]
+            raise SchemaError(f"derived values do not list each category of '{source.name}' once (missing "
+                              f"{missing}, not its categories {extra}).", file=file, column=c.name,
+                              fix=f"give one value per category of '{source.name}': {list(source.categories)}.")
+        for k, v in c.derived:
+            if c.is_numeric:
+                ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and c.lower <= v <= c.upper
+                      and (c.kind != "integer" or float(v).is_integer()))
+            else:
+                ok = v in c.categories
+            if not ok:
+                domain = f"[{c.lower:g}, {c.upper:g}]" if c.is_numeric else list(c.categories)
+                raise SchemaError(f"derived value {v!r} (of {k!r}) is outside the column's domain {domain}.",
+                                  file=file, column=c.name, fix="give each category a value of this column's "
+                                                                "documented domain.")
 
 
 def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
@@ -560,13 +629,14 @@ def _parse_rows(raw: Any, file: str) -> PublicRows | None:
     return PublicRows(count=count, source=source.strip())
 
 
-def _parse_related(raw: Any, names: list[str], file: str) -> tuple[tuple[str, str], ...]:
-    """`related: [[a, b], ...]`: column pairs the public documentation says are structurally tied (one determines or
-    constrains the other, e.g. Adult's education and its code education_num). A public fact like the bounds: the
-    DP marginal calibration measures these pairs besides the target's (docs/calibration.md)."""
+def _parse_related(raw: Any, names: list[str], derived: list[str], file: str) -> tuple[tuple[str, str], ...]:
+    """`related: [[a, b], ...]`: column pairs the public documentation says are structurally tied (one constrains the
+    other, e.g. Adult's relationship and marital status: a Husband is married; a column one determines exactly is
+    declared `derived` instead). A public fact like the bounds: the DP marginal calibration measures these pairs
+    besides the target's (docs/calibration.md)."""
     if raw is None:
         return ()
-    example = "related: [[education, education_num]]"
+    example = "related: [[relationship, marital_status]]"
     if not isinstance(raw, list):
         raise SchemaError(f"related is {raw!r}, not a list of column pairs.", file=file, column="related",
                           fix=f"write {example}, or remove 'related'.")
@@ -576,6 +646,10 @@ def _parse_related(raw: Any, names: list[str], file: str) -> tuple[tuple[str, st
             raise SchemaError(f"related entry {pair!r} is not a pair of two distinct columns.", file=file,
                               column="related", fix=f"write each entry as [a, b], e.g. {example}.")
         for c in pair:
+            if c in derived:
+                raise SchemaError(f"related column {c!r} is derived: its every value is its source's mapping, so "
+                                  "there is no pair to measure.", file=file, column=str(c),
+                                  fix="remove the pair (the release reproduces a derived column exactly).")
             if c not in names:
                 raise SchemaError(f"related column {c!r} is not a column of the schema.", file=file, column=str(c),
                                   fix=f"name only columns of the schema: {names}.")
@@ -620,6 +694,7 @@ def load_schema(path: str | Path) -> Schema:
                           fix="add columns: {<name>: {kind: ..., ...}, ...}.")
     declared = tuple(_parse_column(n, spec, default_policy, file) for n, spec in cols.items())
     _check_after(declared, file)
+    _check_derived(declared, file)
     names = [c.name for c in declared]
     target = raw.get("target")
     if target is not None and target not in names:
@@ -640,6 +715,10 @@ def load_schema(path: str | Path) -> Schema:
             raise SchemaError("an id column is never read, so it cannot be the target or a protected column.",
                               file=file, column=c.name, fix="choose another column, or give this one a kind "
                                                             "whose values the release may model.")
+        if c.derived_from is not None and c.name in (target, *protected):
+            raise SchemaError(f"a derived column is never modelled, so it cannot be the target or a protected "
+                              "column.", file=file, column=c.name,
+                              fix=f"name its source '{c.derived_from}' there instead.")
         if c.missing and c.name in (target, *protected):
             role = "the target" if c.name == target else "a protected column"
             raise SchemaError(f"'missing: allowed' on {role}: the utility classifiers (target) and PPEM's fairness "
@@ -654,4 +733,5 @@ def load_schema(path: str | Path) -> Schema:
                   declared=declared, target=target,
                   protected=tuple(protected), on_invalid=default_policy, source=source,
                   rows=_parse_rows(raw.get("rows"), file),
-                  related=_parse_related(raw.get("related"), [c.name for c in declared if c.kind != ID_KIND], file))
+                  related=_parse_related(raw.get("related"), [c.name for c in declared if c.kind != ID_KIND],
+                                         [c.name for c in declared if c.derived_from is not None], file))

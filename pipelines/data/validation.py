@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from pipelines.data.declared import to_modelled
+from pipelines.data.declared import derived_values, to_modelled
 from pipelines.data.schema import Column, Schema
 from pipelines.errors import InputError
 
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 _EXAMPLES = 5
 _REASONS = {"below": "below the lower bound", "above": "above the upper bound", "non_integer": "not whole numbers",
-            "unknown": "not in the category list", "nulls": "null"}
+            "unknown": "not in the category list", "nulls": "null",
+            "mismatched": "not the documented value of their source's category"}
 
 
 def _gx() -> ModuleType:
@@ -106,6 +107,17 @@ def _violations(s: pd.Series, col: Column) -> dict[str, pd.Series]:
     return {"unknown": present & ~s.isin(list(col.categories))}
 
 
+def _mismatched(df: pd.DataFrame, col: Column, source: Column) -> pd.Series:
+    """Rows of a derived column `col` (declared columns `df`) whose value is not the documented value of their
+    source's category (or is set where the source is null). A row whose source value is itself out of its domain
+    or a disallowed null is left to the source's policy, so it is counted once."""
+    s, src = df[col.name], df[source.name]
+    expected = derived_values(src, col)
+    same = (s.isna() & expected.isna()) | (s.astype(object) == expected.astype(object)).fillna(False)
+    known = src.isin(list(source.categories)) | (src.isna() & source.missing)
+    return known & ~same.astype(bool)
+
+
 def _examples(s: pd.Series, mask: pd.Series) -> list[str]:
     """Up to _EXAMPLES flagged cells as "row N: value", N the frame's index + 1 (data rows count from 1; a part of
     a larger table carries its rows' positions in the whole table as its index)."""
@@ -136,6 +148,9 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
     `validate_table`'s report (or its InputError). Per column, up to _EXAMPLES flagged cells (`examples`) for the
     error of a fatal column; `finish` never lets them into the report."""
     modelled_nulls = {c: int(df[c].isna().sum()) for c in schema.missing}
+    sources = {c.name: c for c in schema.declared}
+    broken = {c.name: _mismatched(df, c, sources[c.derived_from]) for c in schema.derived}
+    derived = {c.name: df[c.name] for c in schema.derived}
     df = to_modelled(df, schema)
     gx_summary = _run(df, build_suite(schema))
     drop = pd.Series(False, index=df.index)
@@ -154,6 +169,12 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
         columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": int(nulls.sum()),
                              **{k: int(m.sum()) for k, m in masks.items()},
                              "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else []}
+    for col in schema.derived:
+        bad = broken[col.name]
+        if col.on_invalid == "drop":
+            drop |= bad
+        columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": 0, "mismatched": int(bad.sum()),
+                             "examples": _examples(derived[col.name], bad) if col.on_invalid == "fatal" else []}
     clipped &= ~drop
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
@@ -212,7 +233,7 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
     """`validate_table`'s report from a table's counts (`merge_parts`); InputError for a fatal column with a value
     outside the public domain or a null."""
     columns: dict[str, Any] = {}
-    for col in schema.columns:
+    for col in (*schema.columns, *schema.derived):
         c = counts["columns"][col.name]
         n_bad, n_null = c["out_of_domain"], c["nulls"]
         if col.on_invalid == "fatal" and n_bad + n_null:
@@ -221,8 +242,9 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
                 f"{n_bad + n_null} values outside the public domain ({detail}; e.g. {', '.join(c['examples'])}; "
                 "data rows count from 1) and on_invalid is fatal.",
                 file=label, column=col.name,
-                fix="correct those rows in the source table, or set on_invalid: drop (or clip for a numeric "
-                    "column) for this column in the schema.")
+                fix="correct those rows in the source table, or set on_invalid: drop "
+                    + ("for this column in the schema (or correct its derived values)." if col.derived_from else
+                       "(or clip for a numeric column) for this column in the schema."))
         action = [col.on_invalid] if n_bad else []
         if n_null:
             action.append("drop nulls")
@@ -236,7 +258,9 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
 
 
 def _violation_keys(col: Column) -> tuple[str, ...]:
-    """The reasons `_violations` counts for `col`, in its order."""
+    """The reasons `_violations` (`_mismatched` for a derived column) counts for `col`, in its order."""
+    if col.derived_from is not None:
+        return ("mismatched",)
     if col.is_numeric:
         return ("below", "above", "non_integer") if col.kind == "integer" else ("below", "above")
     return ("unknown",)
@@ -252,8 +276,8 @@ def check_row_loss(report: dict[str, Any], max_fraction: float, key: str = "data
     if report["rows_out"] and changed <= max_fraction * rows_in:
         return
     causes = "; ".join(
-        f"'{c}' " + ", ".join([f"{r[k]} {_REASONS[k]}" for k in ("below", "above", "non_integer", "unknown")
-                               if r.get(k)] + ([f"{r['nulls']} null"] if r["nulls"] else [])) + f" ({r['action']})"
+        f"'{c}' " + ", ".join([f"{r[k]} {_REASONS[k]}" for k in _REASONS if k != "nulls" and r.get(k)]
+                              + ([f"{r['nulls']} null"] if r["nulls"] else [])) + f" ({r['action']})"
         for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"])
     share = changed / rows_in if rows_in else 1.0
     raise InputError(

@@ -19,7 +19,7 @@ def calibration_defaults(share: float) -> dict[str, Any]:
     return {
         "share": share,        # fraction of the generator's ε spent on the noisy marginals (0: off; < 1)
         "pairs": "target",     # 2-way marginals measured: "target" (every column with the target), "none", or a
-                               # list of "target" and explicit column pairs, e.g. [target, [education, education_num]]
+                               # list of "target" and explicit column pairs, e.g. [target, [relationship, sex]]
                                # for columns the public documentation says determine each other
         "oversample": 5,       # M = oversample × n rows drawn from the generator, raked, then n resampled
         "sweeps": 50,          # raking sweeps over every measured marginal (at most; stops at `tolerance`)
@@ -51,7 +51,7 @@ def calibration_params(section: str, defaults: dict[str, Any], given: Any) -> di
                           and q[0] != q[1]) for q in pairs)
     if pairs not in PAIRS and not explicit:
         raise ParamError(f"{key}.pairs", f"must be 'target', 'none' or a list of 'target' and pairs of two distinct "
-                         f"column names such as [target, [education, education_num]], got {pairs!r}")
+                         f"column names such as [target, [relationship, sex]], got {pairs!r}")
     for name, lowest in (("oversample", 1), ("sweeps", 1)):
         v = p[name]
         if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
