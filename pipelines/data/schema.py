@@ -384,8 +384,9 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
                               column=name, fix="write it as {kind: id}: its values are never read.")
         return Column(name, ID_KIND, on_invalid="drop")
     policy = spec.get("on_invalid", default_policy)
-    if kind in CATEGORICAL_KINDS and "on_invalid" not in spec and default_policy == "clip":
-        policy = "drop"  # the schema-level clip applies to the numeric columns; a category has no bound to clip to
+    if (kind in CATEGORICAL_KINDS or "derived" in spec) and "on_invalid" not in spec and default_policy == "clip":
+        policy = "drop"  # the schema-level clip applies to the numeric columns; a category (or a derived value, its
+                         # source's mapping) has no bound to clip to
     if policy not in POLICIES:
         raise SchemaError(f"unknown on_invalid policy {policy!r}.", file=file, column=name,
                           fix=f"set on_invalid to one of {list(POLICIES)}.")
@@ -398,10 +399,7 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
                           fix="write 'missing: allowed' when the documentation says the column may be empty (its "
                               "nulls are then modelled and released as nulls), or remove the key.")
     derived = spec.get("derived")
-    if derived is not None:
-        spec = {k: v for k, v in spec.items() if k != "derived"}
-        if "on_invalid" not in spec and policy == "clip":
-            policy = "drop"  # a derived value has no bound to clip to: a row that breaks the mapping is dropped
+    spec = {k: v for k, v in spec.items() if k != "derived"}
     parse = _parse_date if kind in DATE_KINDS else _parse_numeric if kind in NUMERIC_KINDS else _parse_categorical
     col = parse(name, kind, spec, policy, file)
     col = replace(col, missing=True) if missing else col
@@ -441,7 +439,7 @@ def _check_derived(declared: tuple[Column, ...], file: str) -> None:
                               fix="name the categorical column this one is a documented function of (derive every "
                                   "column of a chain from its first column).")
         keys = [k for k, _ in c.derived]
-        if sorted(map(str, keys)) != sorted(map(str, source.categories)) or set(keys) != set(source.categories):
+        if set(keys) != set(source.categories):     # each key once: the schema's YAML refuses duplicate keys
             missing = [k for k in source.categories if k not in keys]
             extra = [k for k in keys if k not in source.categories]
             raise SchemaError(f"derived values do not list each category of '{source.name}' once (missing "

@@ -113,9 +113,9 @@ def _mismatched(df: pd.DataFrame, col: Column, source: Column) -> pd.Series:
     or a disallowed null is left to the source's policy, so it is counted once."""
     s, src = df[col.name], df[source.name]
     expected = derived_values(src, col)
-    same = (s.isna() & expected.isna()) | (s.astype(object) == expected.astype(object)).fillna(False)
+    same = (s.isna() & expected.isna()) | (s.astype(object) == expected.astype(object))
     known = src.isin(list(source.categories)) | (src.isna() & source.missing)
-    return known & ~same.astype(bool)
+    return known & ~same
 
 
 def _examples(s: pd.Series, mask: pd.Series) -> list[str]:
@@ -148,9 +148,7 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
     `validate_table`'s report (or its InputError). Per column, up to _EXAMPLES flagged cells (`examples`) for the
     error of a fatal column; `finish` never lets them into the report."""
     modelled_nulls = {c: int(df[c].isna().sum()) for c in schema.missing}
-    sources = {c.name: c for c in schema.declared}
-    broken = {c.name: _mismatched(df, c, sources[c.derived_from]) for c in schema.derived}
-    derived = {c.name: df[c.name] for c in schema.derived}
+    declared, sources = df, {c.name: c for c in schema.declared}
     df = to_modelled(df, schema)
     gx_summary = _run(df, build_suite(schema))
     drop = pd.Series(False, index=df.index)
@@ -169,12 +167,12 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
         columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": int(nulls.sum()),
                              **{k: int(m.sum()) for k, m in masks.items()},
                              "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else []}
-    for col in schema.derived:
-        bad = broken[col.name]
+    for col in schema.derived:   # checked on the declared columns: never modelled
+        bad = _mismatched(declared, col, sources[col.derived_from])
         if col.on_invalid == "drop":
             drop |= bad
         columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": 0, "mismatched": int(bad.sum()),
-                             "examples": _examples(derived[col.name], bad) if col.on_invalid == "fatal" else []}
+                             "examples": _examples(declared[col.name], bad) if col.on_invalid == "fatal" else []}
     clipped &= ~drop
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
