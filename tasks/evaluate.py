@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipelines.data.rules import draw_within
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.evaluation import outside_dp, plots, scorecard, verdict
@@ -46,14 +47,17 @@ def synthetic_table(config: Config, generator: str, root: Path, n: int, out: Pat
     """`n` rows of the trained generator written to `out`, and its rows `keep` (sorted indices; every row when
     None) with the suite's verdict. The rows are sampled in parts of SAMPLE_PART_ROWS from one generator seeded by
     the public `evaluate.seed` (a table of at most that many rows is one call, `sample(n, seed)`), each part decoded
-    to the schema, checked and written (`io.ParquetParts`, the bytes of one write), so the process holds one part and
-    the rows kept. A part that fails the schema's suite is a decoder bug: an error, and the caller's `out` is
-    removed."""
+    to the schema, kept inside the schema's `rules` (`rules.draw_within`: a row that breaks one is replaced by a
+    later draw that keeps them; the count is the conformance's `rules_replaced`), checked and written
+    (`io.ParquetParts`, the bytes of one write), so the process holds one part and the rows kept. A part that fails
+    the schema's suite is a decoder bug: an error, and the caller's `out` is removed."""
     p, sch = common.paths(config, root), common.schema(config, root)
     model, encoder = load_generator(generator, p.model(generator)), Encoder(sch)
-    rng, parts, kept = np.random.default_rng(config.evaluate.seed), ParquetParts(out), []
+    rng, parts, kept, replaced = np.random.default_rng(config.evaluate.seed), ParquetParts(out), [], 0
     for start in range(0, n, SAMPLE_PART_ROWS):
-        part = encoder.decode(model.sample(min(SAMPLE_PART_ROWS, n - start), rng))
+        part, broke = draw_within(lambda m: encoder.decode(model.sample(m, rng)), min(SAMPLE_PART_ROWS, n - start),
+                                  sch.rules)
+        replaced += broke
         conformance = conforms(part, sch)
         if not conformance["success"]:
             raise RuntimeError(f"decoded synthetic rows of '{generator}' fail the public schema's suite: "
@@ -61,6 +65,8 @@ def synthetic_table(config: Config, generator: str, root: Path, n: int, out: Pat
         parts.add(part)
         kept.append(part if keep is None else part.iloc[keep[(keep >= start) & (keep < start + len(part))] - start])
     parts.close(encoder.decode(np.zeros((0, model.table_layout.width), dtype=np.float32)))
+    if sch.rules:
+        conformance = {**conformance, "rules_replaced": replaced}
     return pd.concat(kept, ignore_index=True) if len(kept) > 1 else kept[0].reset_index(drop=True), conformance
 
 
@@ -94,6 +100,8 @@ def measure(config: Config, generator: str, root: Path, out: Path) -> tuple[dict
     metrics = {
         "generator": generator, "n_synthetic": i.n_published, "n_measured": n, "seed": seed, "settings": k,
         "schema_conformance": conformance["success"],
+        **({"rules": {"rules": [r.describe() for r in sch.rules], "rows_replaced": conformance["rules_replaced"]}}
+           if sch.rules else {}),
         "fidelity": distances, "fidelity_summary": summarise(distances),
         "utility": auroc_table(scored),
         "utility_verdict": utility_verdict,

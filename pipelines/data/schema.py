@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from pipelines.data.rules import Rule, parse_rules
 from pipelines.errors import SchemaError
 
 NUMERIC_KINDS = ("continuous", "integer")
@@ -45,7 +46,8 @@ _PLACEHOLDER_FIX = {
     "documentation": "cite where the bounds and categories come from (a URL or document), e.g. "
                      "documentation: \"UCI adult.names, https://archive.ics.uci.edu/dataset/2/adult\".",
 }
-_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related"}
+_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related",
+                "rules"}
 _ROWS_KEYS = {"count", "source"}
 _COLUMN_KEYS = {"kind", "lower", "upper", "categories", "categories_file", "on_invalid", "bins", "atoms", "missing",
                 "after", "max_gap_days", "derived"}
@@ -256,6 +258,7 @@ class Schema:
     rows: PublicRows | None = None
     related: tuple[tuple[str, str], ...] = ()   # column pairs the documentation ties together (`_parse_related`)
     declared: tuple[Column, ...] = ()           # empty: the modelled columns (a schema without missing values)
+    rules: tuple[Rule, ...] = ()                # public rules between categorical columns (pipelines/data/rules.py)
 
     def __post_init__(self) -> None:
         if not self.declared:
@@ -305,6 +308,8 @@ class Schema:
             d["rows"] = {"count": self.rows.count, "source": self.rows.source}
         if self.related:
             d["related"] = [list(p) for p in self.related]
+        if self.rules:
+            d["rules"] = [r.to_dict() for r in self.rules]
         return d
 
     def hash(self) -> str:
@@ -732,4 +737,7 @@ def load_schema(path: str | Path) -> Schema:
                   protected=tuple(protected), on_invalid=default_policy, source=source,
                   rows=_parse_rows(raw.get("rows"), file),
                   related=_parse_related(raw.get("related"), [c.name for c in declared if c.kind != ID_KIND],
-                                         [c.name for c in declared if c.derived_from is not None], file))
+                                         [c.name for c in declared if c.derived_from is not None], file),
+                  rules=parse_rules(raw.get("rules"), {c.name: c.categories for c in declared
+                                                       if c.kind in CATEGORICAL_KINDS and not c.missing
+                                                       and c.derived_from is None}, default_policy, file))

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.data.declared import derived_values, to_modelled
+from pipelines.data.rules import Rule
 from pipelines.data.schema import Column, Schema
 from pipelines.errors import InputError
 
@@ -118,6 +119,22 @@ def _mismatched(df: pd.DataFrame, col: Column, source: Column) -> pd.Series:
     return known & ~same
 
 
+def _broken(df: pd.DataFrame, rule: Rule, columns: dict[str, Column]) -> pd.Series:
+    """Rows of the declared columns `df` that break `rule`; a row with a value outside a named column's categories
+    is left to that column's policy, so it is counted once."""
+    known = pd.Series(True, index=df.index)
+    for c in rule.columns:
+        known &= df[c].isin(list(columns[c].categories))
+    return known & rule.broken(df)
+
+
+def _rule_examples(df: pd.DataFrame, rule: Rule, mask: pd.Series) -> list[str]:
+    """Up to _EXAMPLES rows that break `rule`, as "row N: col=value, ..." (N as in `_examples`)."""
+    rows = np.flatnonzero(mask.to_numpy())[:_EXAMPLES]
+    return [f"row {int(df.index[r]) + 1}: " + ", ".join(f"{c}={df[c].iloc[r]!r}" for c in rule.columns)
+            for r in rows]
+
+
 def _examples(s: pd.Series, mask: pd.Series) -> list[str]:
     """Up to _EXAMPLES flagged cells as "row N: value", N the frame's index + 1 (data rows count from 1; a part of
     a larger table carries its rows' positions in the whole table as its index)."""
@@ -173,6 +190,13 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
             drop |= bad
         columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": 0, "mismatched": int(bad.sum()),
                              "examples": _examples(declared[col.name], bad) if col.on_invalid == "fatal" else []}
+    rules: dict[str, Any] = {}
+    for rule in schema.rules:   # checked on the declared columns, like the derived ones
+        bad = _broken(declared, rule, sources)
+        if rule.on_invalid == "drop":
+            drop |= bad
+        rules[rule.describe()] = {"broken": int(bad.sum()), "examples": _rule_examples(declared, rule, bad)
+                                  if rule.on_invalid == "fatal" else []}
     clipped &= ~drop
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
@@ -181,8 +205,8 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
             clean[col.name] = (v.round() if col.kind == "integer" else v).clip(col.lower, col.upper)
         clean[col.name] = clean[col.name].astype(col.dtype)
     return clean, {"rows_in": len(df), "rows_out": len(clean), "rows_dropped": int(drop.sum()),
-                   "rows_clipped": int(clipped.sum()), "columns": columns, "modelled_nulls": modelled_nulls,
-                   "gx": gx_summary}
+                   "rows_clipped": int(clipped.sum()), "columns": columns, "rules": rules,
+                   "modelled_nulls": modelled_nulls, "gx": gx_summary}
 
 
 def merge_parts(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
@@ -193,8 +217,10 @@ def merge_parts(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
     columns = {c: {k: (sum(p["columns"][c][k] for p in parts) if k != "examples"
                        else [e for p in parts for e in p["columns"][c][k]][:_EXAMPLES]) for k in counts}
                for c, counts in first["columns"].items()}
+    rules = {r: {"broken": sum(p["rules"][r]["broken"] for p in parts),
+                 "examples": [e for p in parts for e in p["rules"][r]["examples"]][:_EXAMPLES]} for r in first["rules"]}
     return {**{k: sum(p[k] for p in parts) for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
-            "columns": columns, "modelled_nulls": {c: sum(p["modelled_nulls"][c] for p in parts)
+            "columns": columns, "rules": rules, "modelled_nulls": {c: sum(p["modelled_nulls"][c] for p in parts)
                                                    for c in first["modelled_nulls"]},
             "gx": parts[0]["gx"] if len(parts) == 1 else _merge_gx([p["gx"] for p in parts], schema)}
 
@@ -248,10 +274,21 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
             action.append("drop nulls")
         columns[col.name] = {"policy": col.on_invalid, "out_of_domain": n_bad, "nulls": n_null,
                              **{k: c[k] for k in _violation_keys(col)}, "action": "; ".join(action) or "none"}
+    rules: dict[str, Any] = {}
+    for rule in schema.rules:
+        n = counts["rules"][rule.describe()]["broken"]
+        if rule.on_invalid == "fatal" and n:
+            raise InputError(
+                f"{n} rows break the schema's rule '{rule.describe()}' (e.g. "
+                f"{', '.join(counts['rules'][rule.describe()]['examples'])}; data rows count from 1) and its "
+                "on_invalid is fatal.", file=label, column=", ".join(rule.columns),
+                fix="correct those rows in the source table, or set on_invalid: drop on this rule in the schema.")
+        rules[rule.describe()] = {"policy": rule.on_invalid, "broken": n, "action": rule.on_invalid if n else "none"}
     modelled = counts["modelled_nulls"]
     return {"schema": schema.name, "schema_hash": schema.hash(), "source": label,
             "computed_from_private_data": True,
             **{k: counts[k] for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")}, "columns": columns,
+            **({"rules": rules} if rules else {}),
             **({"modelled_nulls": modelled} if modelled else {}), "gx": counts["gx"]}
 
 
@@ -265,18 +302,20 @@ def _violation_keys(col: Column) -> tuple[str, ...]:
 
 
 def check_row_loss(report: dict[str, Any], max_fraction: float, key: str = "dataset.max_dropped_fraction") -> None:
-    """Stop (InputError naming the source, each column's counts and the fix) when validation left no row, or
-    dropped or clipped more than `max_fraction` of the rows read: the rows a policy drops are rarely a random
+    """Stop (InputError naming the source, each column's and rule's counts and the fix) when validation left no
+    row, or dropped or clipped more than `max_fraction` of the rows read: the rows a policy drops are rarely a random
     sample (a null cause of death marks the patients alive), so a release on the rest would misdescribe the
     table. Called before anything is written."""
     rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report["rows_clipped"]
     changed = dropped + clipped
     if report["rows_out"] and changed <= max_fraction * rows_in:
         return
-    causes = "; ".join(
+    causes = "; ".join([
         f"'{c}' " + ", ".join([f"{r[k]} {_REASONS[k]}" for k in _REASONS if k != "nulls" and r.get(k)]
                               + ([f"{r['nulls']} null"] if r["nulls"] else [])) + f" ({r['action']})"
-        for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"])
+        for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"]]
+        + [f"rule '{rule}' {r['broken']} broken ({r['action']})"
+           for rule, r in report.get("rules", {}).items() if r["broken"]])
     share = changed / rows_in if rows_in else 1.0
     raise InputError(
         f"validation would drop {dropped} and clip {clipped} of the {rows_in} rows read ({share:.1%}), "

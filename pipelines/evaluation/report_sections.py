@@ -331,16 +331,21 @@ VALIDATION = {"rows_in": "Rows read", "rows_out": "Rows kept", "rows_dropped": "
 
 
 def validation_section(validation: dict | None) -> list[Section]:
-    """Steward only: validate's row counts and per-column drop/clip counts, computed on the raw real table."""
+    """Steward only: validate's row counts, per-column drop/clip counts and per-rule broken rows (the schema's
+    `rules`), computed on the raw real table."""
     if not validation:
         return []
     columns = [{"column": c, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}}
                for c, r in (validation.get("columns") or {}).items()]
     keys = list(dict.fromkeys(k for r in columns for k in r))
+    rules = validation.get("rules") or {}
     return [section("Validation of the raw table",
                     table(["Count", "Rows"], [[VALIDATION[k], validation[k]] for k in VALIDATION if k in validation]),
                     *([table([label(k) for k in keys], [[fmt(r.get(k)) for k in keys] for r in columns])]
-                      if columns else []))]
+                      if columns else []),
+                    *([table(["Rule", "Policy", "Rows breaking it", "Action"],
+                             [[rule, r["policy"], fmt(r["broken"]), r["action"]] for rule, r in rules.items()])]
+                      if rules else []))]
 
 
 def weights_analysis_section(analysis: dict | None) -> list[Section]:
