@@ -180,3 +180,80 @@ def test_the_published_table_keeps_the_rules(tmp_path, monkeypatch):
     assert (table["target"] == 1).all() and len(table) == 250
     assert conformance["rules_replaced"] == int((first["target"] == 0).sum()) > 50
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out.parquet"), table)
+
+
+def test_the_steward_report_lists_each_rule_with_its_broken_rows(tmp_path):
+    from pipelines.evaluation.report_sections import validation_section
+    s = schema(tmp_path, rules=RULES.splitlines()[0])
+    _, report = validate_table(rows(("Wife", "Female", "no"), ("Child", "Male", "no")), s, "household.csv")
+    [section] = validation_section(report)
+    assert section["parts"][-1]["table"] == {
+        "headers": ["Rule", "Policy", "Rows breaking it", "Action"],
+        "rows": [["relationship in ['Husband', 'Wife'] => married in ['yes']", "drop", "1", "drop"]]}
+    _, clean = validate_table(rows(("Child", "Male", "no")), dataclasses.replace(s, rules=()), "household.csv")
+    assert all(part["table"]["headers"][0] != "Rule" for part in validation_section(clean)[0]["parts"])
+
+
+# -- the rules inside a generator's calibration (the layout carries them on category positions) ---------------------
+def ruled_layout():
+    """test_dpwgan's MIXED table with one rule: a row of region 2 does not smoke."""
+    from test_dpwgan import MIXED
+    return dataclasses.replace(MIXED, rules=(Rule(when=(("region", (2,)),), then=(("smoker", (0,)),)),))
+
+
+def test_the_layout_carries_its_rules_on_category_positions_and_finds_encoded_rows_that_break_them(adult_schema):
+    from pipelines.data.layout import Layout
+    from pipelines.data.transform import Encoder
+    layout = Encoder(adult_schema).layout
+    cats = {c.name: c.categories for c in adult_schema.columns}
+    husband, male = cats["relationship"].index("Husband"), cats["sex"].index("Male")
+    assert layout.rules[1] == Rule((("relationship", (husband,)),), (("sex", (male,)),))
+    assert Layout.from_dict(json.loads(json.dumps(layout.to_dict()))) == layout
+    plain = dataclasses.replace(layout, rules=())
+    assert "rules" not in plain.to_dict() and Layout.from_dict(plain.to_dict()) == plain   # bytes as before
+    rows = Encoder(adult_schema).encode(pd.DataFrame([
+        {**{c.name: c.categories[0] if c.categories else c.lower for c in adult_schema.columns},
+         "relationship": "Husband", "marital_status": "Married-civ-spouse", "sex": s} for s in ("Male", "Female")]))
+    assert layout.broken(rows).tolist() == [False, True]
+
+
+def test_calibration_targets_and_moves_keep_the_rules():
+    from test_calibration import CLIQUES, real_table, tv_of, wrong_table
+    from pipelines.marginal.calibrate import NoisyMarginals, public_discretizer
+    from pipelines.marginal.calibration import Calibration
+    from pipelines.privacy.events import GaussianEvent
+    from pipelines.privacy.plan import CalibrationPlan
+    layout = ruled_layout()
+    real = real_table(20_000, 2)
+    real[real[:, 5] == 1, 2] = 0.0                                   # the real rows keep the rule
+    cliques = (*CLIQUES[:5], ("region", "smoker"), *CLIQUES[5:])    # matched before the target pairs, whose
+                                                                     # moves must then keep the rule themselves
+    plan = CalibrationPlan(share=0.2, sigma=5.0, marginals=cliques, method_epsilon=0.8, epsilon=1.0,
+                           event=GaussianEvent(5.0, 3.0))
+    noisy, _ = NoisyMarginals.measure(public_discretizer(layout), plan, real, np.random.default_rng(3))
+    assert noisy.counts[5][2, 1] != 0                                # the noise put counts in the ruled-out cell
+    table = noisy.targets()[5]
+    assert table[2, 1] == 0 and table.sum() == pytest.approx(1.0)    # the target keeps the rule
+    wrong = wrong_table(50_000, 8)
+    assert layout.broken(wrong).mean() > 0.15                         # the generator breaks it often
+    truth = [c / len(real) for c in NoisyMarginals.measure(public_discretizer(layout), exact_plan(cliques), real,
+                                                           None)[0].counts]
+    out = noisy.calibrate(wrong, 10_000, np.random.default_rng(10), 50, 1e-6)
+    assert not layout.broken(out).any()                              # raking, then moves that keep the rule
+    assert tv_of(out, [t for q, t in zip(cliques, truth) if q in CLIQUES], public_discretizer(layout)) < 0.05
+    settings = {"pairs": "target", "share": 0.2, "oversample": 2, "sweeps": 50, "tolerance": 1e-6}
+    part = Calibration(layout, settings, "dpwgan", None, set(), lambda: None)
+    part.noisy, raked, rake = noisy, [], noisy.calibrate
+    noisy.calibrate = lambda rows, *args: raked.append(rows) or rake(rows, *args)
+    sample = part.sample(lambda m: wrong[:m], 3_000, np.random.default_rng(1))
+    assert len(sample) == 3_000 and not layout.broken(sample).any()
+    valid = wrong[:6_000][~layout.broken(wrong[:6_000])]             # oversample 2: only the rows keeping the rule
+    assert np.array_equal(raked[0], valid) and len(valid) < 5_500     # are raked
+
+
+def exact_plan(cliques):
+    import math
+    from pipelines.privacy.events import NonPrivateEvent
+    from pipelines.privacy.plan import CalibrationPlan
+    return CalibrationPlan(share=0.2, sigma=0.0, marginals=tuple(cliques), method_epsilon=math.inf,
+                           epsilon=math.inf, event=NonPrivateEvent("epsilon: inf"))

@@ -4,6 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+import pandas as pd
+
+from pipelines.data.rules import Rule, broken_rows
 
 
 @dataclass(frozen=True)
@@ -44,9 +47,11 @@ class Block:
 
 @dataclass(frozen=True)
 class Layout:
-    """The blocks in column order, and the schema's public `related` column pairs (pipelines.data.schema)."""
+    """The blocks in column order, the schema's public `related` column pairs (pipelines.data.schema) and its
+    public `rules` on category positions (`rules.indexed`)."""
     blocks: tuple[Block, ...]
     related: tuple[tuple[str, str], ...] = ()
+    rules: tuple[Rule, ...] = ()
 
     @property
     def width(self) -> int:
@@ -58,13 +63,32 @@ class Layout:
                 return b
         raise KeyError(column)
 
+    def broken(self, rows: np.ndarray) -> np.ndarray:
+        """Which encoded rows (exact rows of this layout) break one of its rules."""
+        if not self.rules:
+            return np.zeros(len(rows), dtype=bool)
+        codes = {}
+        for column in dict.fromkeys(c for r in self.rules for c in r.columns):
+            b = self.block(column)
+            codes[column] = (rows[:, b.start:b.stop].argmax(1) if b.kind == "categorical"
+                             else (rows[:, b.start] >= 0.5).astype(np.int64))
+        return broken_rows(pd.DataFrame(codes), self.rules).to_numpy()
+
     def to_dict(self) -> dict:
+        """The width and blocks; `related` and `rules` only when set, so a layout without them keeps its bytes."""
         out = {"width": self.width, "blocks": [b.to_dict() for b in self.blocks]}
-        return {**out, "related": [list(p) for p in self.related]} if self.related else out
+        if self.related:
+            out["related"] = [list(p) for p in self.related]
+        if self.rules:
+            out["rules"] = [r.to_dict() for r in self.rules]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Layout":
-        return cls(tuple(Block(**b) for b in d["blocks"]), tuple(tuple(p) for p in d.get("related", ())))
+        rules = tuple(Rule(tuple((c, tuple(v)) for c, v in r["if"].items()),
+                           tuple((c, tuple(v)) for c, v in r["then"].items()), r["on_invalid"])
+                      for r in d.get("rules", ()))
+        return cls(tuple(Block(**b) for b in d["blocks"]), tuple(tuple(p) for p in d.get("related", ())), rules)
 
 
 def sub_layout(blocks: list[Block]) -> Layout:

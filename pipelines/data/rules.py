@@ -81,6 +81,14 @@ def broken_rows(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.Series:
     return mask
 
 
+def indexed(rule: Rule, categories: Mapping[str, Sequence[Any]]) -> Rule:
+    """`rule` on category positions (the encoded table's codes: a one-hot block's index, a binary's 0/1), as the
+    layout carries it (`Layout.rules`) for the generators' own use (the calibration's targets and draws)."""
+    def index(cond: Condition) -> Condition:
+        return tuple((c, tuple(list(categories[c]).index(v) for v in values)) for c, values in cond)
+    return Rule(index(rule.when), index(rule.then), rule.on_invalid)
+
+
 def draw_within(draw: Callable[[int], pd.DataFrame], n: int, rules: Sequence[Rule]) -> tuple[pd.DataFrame, int]:
     """n rows that keep every rule, and how many of the first n drawn broke one (each replaced by a later draw).
     `draw(m)`: m decoded rows of a generator. Rows are drawn until n keep the rules and the first n of those are

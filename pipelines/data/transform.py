@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pipelines.data.layout import Block, Layout
+from pipelines.data.rules import indexed
 from pipelines.data.schema import ATOM_TOLERANCE, Schema
 
 
@@ -30,7 +31,8 @@ class Encoder:
             blocks.append(Block(column=c.name, kind=c.kind, start=start, stop=start + width,
                                 protected=c.name in schema.protected, is_target=c.name == schema.target, **facts))
             start += width
-        self._layout = Layout(tuple(blocks), schema.related)
+        self._layout = Layout(tuple(blocks), schema.related,
+                              tuple(indexed(r, {c.name: c.categories for c in schema.columns}) for r in schema.rules))
 
     @property
     def layout(self) -> Layout:

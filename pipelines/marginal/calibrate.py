@@ -53,9 +53,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Layout
+from pipelines.data.rules import broken_rows
 from pipelines.privacy.accountant import MIN_NOISE_MULTIPLIER, calibrate_noise_scale, epsilon_pld
 from pipelines.privacy.events import DiscreteGaussianEvent, Event, NonPrivateEvent
 from pipelines.privacy.mechanisms import discrete_gaussian_mechanism
@@ -226,9 +228,11 @@ def _probabilities(counts: np.ndarray) -> np.ndarray:
     return p / total if total > 0 else np.full(p.shape, 1.0 / p.size)
 
 
-def _fit_table(table: np.ndarray, row: np.ndarray, col: np.ndarray, sweeps: int) -> np.ndarray:
-    """A non-negative 2-way table raked to the margins `row` and `col` (a tiny floor keeps empty rows rakeable)."""
-    t = np.clip(table, 0.0, None) + 1e-12
+def _fit_table(table: np.ndarray, row: np.ndarray, col: np.ndarray, sweeps: int,
+               allowed: np.ndarray | float = 1.0) -> np.ndarray:
+    """A non-negative 2-way table raked to the margins `row` and `col` (a tiny floor keeps empty rows rakeable),
+    zero where `allowed` is (cells a public rule rules out stay empty: raking only multiplies)."""
+    t = (np.clip(table, 0.0, None) + 1e-12) * allowed
     for _ in range(sweeps):
         t *= np.divide(row, t.sum(1), out=np.zeros_like(row), where=t.sum(1) > 0)[:, None]
         t *= np.divide(col, t.sum(0), out=np.zeros_like(col), where=t.sum(0) > 0)[None, :]
@@ -291,8 +295,21 @@ class NoisyMarginals:
                         parts.append((c.sum(axis), 1.0 / c.shape[axis]))   # variance c.shape[axis]·σ²
             weight = sum(w for _, w in parts)
             one[name] = _probabilities(sum(w * c for c, w in parts) / weight)
-        return [one[q[0]] if len(q) == 1 else _fit_table(c, one[q[0]], one[q[1]], TABLE_SWEEPS)
+        return [one[q[0]] if len(q) == 1 else _fit_table(c, one[q[0]], one[q[1]], TABLE_SWEEPS, self._allowed(q))
                 for q, c in zip(self.cliques, self.counts)]
+
+    def _allowed(self, clique: Clique) -> np.ndarray | float:
+        """1 on the cells of a 2-way clique that keep the layout's rules naming only its columns, 0 on the others
+        (public structure, so zeroing them is post-processing); 1 where no rule applies, or where a column's cells
+        are not its categories (a long code list's buckets)."""
+        layout, dims = self.discretizer.layout, self._dims(clique)
+        rules = [r for r in layout.rules if set(r.columns) <= set(clique)]
+        blocks = [layout.block(c) for c in clique]
+        if not rules or any(d != (b.width if b.kind == "categorical" else 2) for b, d in zip(blocks, dims)):
+            return 1.0
+        grid = np.indices(dims).reshape(len(clique), -1)
+        keep = ~broken_rows(pd.DataFrame(dict(zip(clique, grid))), rules).to_numpy()
+        return keep.reshape(dims).astype(np.float64)
 
     def cells(self, rows: np.ndarray) -> list[np.ndarray]:
         """Each encoded row's flat cell in every clique's marginal, one array per clique."""
@@ -306,8 +323,9 @@ class NoisyMarginals:
         """`rows` with the fewest cell changes that make every 1-way marginal, then every 2-way marginal (a, b)
         within each cell of b, equal to its target up to rounding (largest remainders): in each group, randomly
         chosen rows of the cells above their share move to the cells below it, their value drawn uniformly inside
-        the new bin (`Discretizer.decode`); only the clique's first column changes. Raking can only re-weight rows
-        that exist; this reaches cells the generator never visits, at the price of those rows' joint structure."""
+        the new bin (`Discretizer.decode`); only the clique's first column changes, and a move that would make the
+        row break one of the layout's public rules is not made. Raking can only re-weight rows that exist; this
+        reaches cells the generator never visits, at the price of those rows' joint structure."""
         rows = rows.copy()
         for q, t in sorted(zip(self.cliques, targets), key=lambda qt: len(qt[0])):
             col = self._index[q[0]]
@@ -321,6 +339,10 @@ class NoisyMarginals:
                     continue
                 want = _apportion(len(members), probs[g] / probs[g].sum())
                 have = np.bincount(new[members], minlength=len(want))
+                legal = self._legal(codes[members], q[0], len(want))
+                if legal is not None:
+                    self._legal_moves(members, new, have, want, legal, rng)
+                    continue
                 movers = [rng.choice(members[new[members] == k], have[k] - want[k], replace=False)
                           for k in np.flatnonzero(have > want)]
                 if movers:
@@ -333,6 +355,33 @@ class NoisyMarginals:
                 block = self.discretizer.layout.block(q[0])
                 rows[moved, block.start:block.stop] = self.discretizer.decode(codes, rng)[:, block.start:block.stop]
         return rows
+
+    def _legal(self, codes: np.ndarray, column: str, k: int) -> np.ndarray | None:
+        """For rows with cell `codes`, whether each would keep the layout's rules with `column` set to each of its
+        k cells (rows × k); None when no rule names the column."""
+        rules = [r for r in self.discretizer.layout.rules if column in r.columns]
+        if not rules:
+            return None
+        names = dict.fromkeys(c for r in rules for c in r.columns)
+        frame = pd.DataFrame({c: codes[:, self._index[c]] for c in names})
+        return np.stack([~broken_rows(frame.assign(**{column: v}), rules).to_numpy() for v in range(k)], axis=1)
+
+    @staticmethod
+    def _legal_moves(members: np.ndarray, new: np.ndarray, have: np.ndarray, want: np.ndarray, legal: np.ndarray,
+                     rng: np.random.Generator) -> None:
+        """`match`'s moves inside one group when rules name the column: each missing row of an under-full cell v
+        (in random order) is a random row of an over-full cell that keeps the rules with value v, while its cell
+        has rows to spare; a cell no such row can reach stays under-full. Updates `new` in place."""
+        spare = np.maximum(have - want, 0)
+        cell = new[members]
+        free = spare[cell] > 0
+        for v in rng.permutation(np.repeat(np.arange(len(want)), np.maximum(want - have, 0))):
+            pick = np.flatnonzero(free & legal[:, v] & (spare[cell] > 0))
+            if not len(pick):
+                continue
+            i = pick[rng.integers(len(pick))]
+            spare[cell[i]] -= 1
+            new[members[i]], free[i] = v, False
 
     def calibrate(self, rows: np.ndarray, n: int, rng: np.random.Generator, sweeps: int,
                   tolerance: float) -> np.ndarray:

@@ -72,11 +72,17 @@ class Calibration:
         return event
 
     def sample(self, draw: Callable[[int], np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
-        """n rows: `draw(n)` as it is without noisy marginals, else `oversample`·n drawn and raked to them."""
+        """n rows: `draw(n)` as it is without noisy marginals, else `oversample`·n drawn, those that break none of
+        the layout's public rules kept (all of them if none does), and raked to the noisy marginals, so the raking
+        re-weights rows the release may publish (the release keeps the rules on every row it publishes:
+        `rules.draw_within`)."""
         if self.noisy is None:
             return draw(n)
         s = self.settings
-        return self.noisy.calibrate(draw(n * int(s["oversample"])), n, rng, int(s["sweeps"]), float(s["tolerance"]))
+        rows = draw(n * int(s["oversample"]))
+        valid = ~self.layout.broken(rows)
+        return self.noisy.calibrate(rows[valid] if valid.any() else rows, n, rng, int(s["sweeps"]),
+                                    float(s["tolerance"]))
 
     def to_dict(self) -> dict[str, Any] | None:
         return None if self.noisy is None else self.noisy.to_dict()
