@@ -79,6 +79,8 @@ def test_rules_are_parsed_described_and_hashed(tmp_path):
      "list only the values the documentation allows"),
     ("  - {if: {sex: [Male]}, then: {married: [\"no\"]}}\n  - {if: {sex: [Male]}, then: {married: [\"no\"]}}",
      "rule 2 repeats an earlier rule", "list each rule once"),
+    ("  - {if: {sex: [Male]}, then: {married: [\"no\"]}}\n  - {if: {sex: [Male]}, then: {married: [\"no\"]}, "
+     "on_invalid: fatal}", "rule 2 repeats an earlier rule", "list each rule once"),
     ("  - {if: {sex: [Male]}, then: {married: [no]}}", r"lists \[False\] for 'married'",
      'quote values YAML reads as booleans or numbers'),
 ])

@@ -122,7 +122,7 @@ def parse_rules(raw: Any, categories: Mapping[str, Sequence[Any]], default_polic
         raise SchemaError(f"rules is {raw!r}, not a non-empty list of rules.", file=file, column="rules",
                           fix=f"write {EXAMPLE}, or remove 'rules'.")
     rules = tuple(_parse_rule(i, entry, categories, default_policy, file) for i, entry in enumerate(raw, 1))
-    seen = [r.to_dict() for r in rules]
+    seen = [(r.when, r.then) for r in rules]      # the report counts each rule under `describe()`
     dupes = [i for i, r in enumerate(seen, 1) if r in seen[:i - 1]]
     if dupes:
         raise SchemaError(f"rule {dupes[0]} repeats an earlier rule.", file=file, column=f"rules[{dupes[0]}]",
