@@ -369,19 +369,22 @@ class NoisyMarginals:
     @staticmethod
     def _legal_moves(members: np.ndarray, new: np.ndarray, have: np.ndarray, want: np.ndarray, legal: np.ndarray,
                      rng: np.random.Generator) -> None:
-        """`match`'s moves inside one group when rules name the column: each missing row of an under-full cell v
-        (in random order) is a random row of an over-full cell that keeps the rules with value v, while its cell
-        has rows to spare; a cell no such row can reach stays under-full. Updates `new` in place."""
+        """`match`'s moves inside one group when rules name the column: each under-full cell v (in random order)
+        takes its missing rows from random rows of the over-full cells that keep the rules with value v, at most
+        each cell's surplus; a cell no such row can reach stays short. Vectorised per cell. Updates `new`."""
         spare = np.maximum(have - want, 0)
         cell = new[members]
         free = spare[cell] > 0
-        for v in rng.permutation(np.repeat(np.arange(len(want)), np.maximum(want - have, 0))):
-            pick = np.flatnonzero(free & legal[:, v] & (spare[cell] > 0))
-            if not len(pick):
-                continue
-            i = pick[rng.integers(len(pick))]
-            spare[cell[i]] -= 1
-            new[members[i]], free[i] = v, False
+        for v in rng.permutation(np.flatnonzero(want > have)):
+            pick = rng.permutation(np.flatnonzero(free & legal[:, v]))
+            order = np.argsort(cell[pick], kind="stable")      # each candidate's place among its cell's, in
+            ranks = np.empty(len(pick), dtype=np.int64)         # the shuffled order
+            ranks[order] = np.arange(len(pick)) - np.searchsorted(cell[pick][order], cell[pick][order], side="left")
+            pick = pick[ranks < spare[cell[pick]]][:want[v] - have[v]]
+            np.subtract.at(spare, cell[pick], 1)
+            new[members[pick]] = v
+            free[pick] = False
+            free &= spare[cell] > 0
 
     def calibrate(self, rows: np.ndarray, n: int, rng: np.random.Generator, sweeps: int,
                   tolerance: float) -> np.ndarray:
