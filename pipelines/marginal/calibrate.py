@@ -300,13 +300,12 @@ class NoisyMarginals:
 
     def _allowed(self, clique: Clique) -> np.ndarray | float:
         """1 on the cells of a 2-way clique that keep the layout's rules naming only its columns, 0 on the others
-        (public structure, so zeroing them is post-processing); 1 where no rule applies, or where a column's cells
-        are not its categories (a long code list's buckets)."""
-        layout, dims = self.discretizer.layout, self._dims(clique)
-        rules = [r for r in layout.rules if set(r.columns) <= set(clique)]
-        blocks = [layout.block(c) for c in clique]
-        if not rules or any(d != (b.width if b.kind == "categorical" else 2) for b, d in zip(blocks, dims)):
+        (public structure, so zeroing them is post-processing); 1 where no rule applies. A rule's columns are
+        categorical or binary, whose cells are their category positions (`Discretizer.codes`)."""
+        rules = [r for r in self.discretizer.layout.rules if set(r.columns) <= set(clique)]
+        if not rules:
             return 1.0
+        dims = self._dims(clique)
         grid = np.indices(dims).reshape(len(clique), -1)
         keep = ~broken_rows(pd.DataFrame(dict(zip(clique, grid))), rules).to_numpy()
         return keep.reshape(dims).astype(np.float64)
