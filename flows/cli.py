@@ -7,23 +7,66 @@
   synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
   synthrelease code [--out data/code]                the code fingerprint of each budget-spending stage
   synthrelease ledger show [--dataset D] | verify [--expect-head [SEQ:]HASH]
+
+`run` and `stage release` first warn (stderr) when dvc.lock, which fingerprints the private artefacts, is tracked
+by git in a repository with a remote not listed in SYNTHRELEASE_INTERNAL_REMOTES (`lock_leak_warning`).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
 STAGES = ("validate", "prepare", "budget", "baseline", "train", "check", "evaluate", "weight", "release")
 PER_GENERATOR = ("train", "check", "evaluate", "weight")
+INTERNAL_REMOTES = "SYNTHRELEASE_INTERNAL_REMOTES"  # steward-internal git remote URLs, space- or comma-separated
 
 for _var, _value in (("PREFECT_SERVER_ANALYTICS_ENABLED", "false"), ("GX_ANALYTICS_ENABLED", "false"),
                      ("DO_NOT_TRACK", "1"), ("DVC_NO_ANALYTICS", "1"),
                      # a fresh PREFECT_HOME migrates its database on first start: 20 s is not enough on 2 cores
                      ("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")):
     os.environ.setdefault(_var, _value)
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
+    """`git -C root args...` (output captured), or None where git cannot run."""
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def lock_leak_warning(root: Path) -> str | None:
+    """The warning for a repository at `root` that tracks dvc.lock in git and has a git remote whose URL is not
+    steward-internal (listed in the environment variable INTERNAL_REMOTES), else None. dvc.lock records the md5
+    and byte size of data/raw/<ds>/validated.parquet, the train/holdout split and the other private artefacts: an
+    exact fingerprint of the private table wherever the repository is pushed (docs/operations.md)."""
+    tracked = _git(root, "ls-files", "--error-unmatch", "dvc.lock")
+    if tracked is None or tracked.returncode != 0:
+        return None
+    listed = _git(root, "remote", "-v")  # "<name> <url> (fetch|push)" per line
+    remotes = [line.split()[:2] for line in (listed.stdout if listed else "").splitlines() if len(line.split()) >= 2]
+    internal = {u.rstrip("/") for u in re.split(r"[\s,]+", os.environ.get(INTERNAL_REMOTES, "")) if u}
+    shared = sorted({name for name, url in remotes if url.rstrip("/") not in internal})  # names: a URL may hold a key
+    if not shared:
+        return None
+    return (f"warning: dvc.lock is tracked by git in {root} and the repository has git remotes whose URL is not "
+            f"listed as steward-internal ({', '.join(shared)}). dvc.lock records the md5 and byte size of the "
+            "validated table, the train/holdout split and the other private artefacts: pushing it publishes an "
+            "exact fingerprint of the private table. Only releases/ may leave the institution. Fix: push this "
+            f"repository to steward-internal remotes only and list their URLs in {INTERNAL_REMOTES} (space- or "
+            "comma-separated), or remove the other remote (`git remote remove <name>`); see docs/operations.md, "
+            "\"What stays with the steward\".")
+
+
+def warn_if_lock_leaks(root: Path) -> None:
+    """Print `lock_leak_warning` to stderr when there is one (once per `run` or `stage release`)."""
+    if (warning := lock_leak_warning(root)) is not None:
+        print(warning, file=sys.stderr)
 
 
 def left_out_stage(name: str, params_path: str, generator: str | None) -> dict | None:
@@ -149,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from pipelines.errors import BudgetExceededError, InputError, LedgerIntegrityError
     try:
+        if args.command == "run" or (args.command == "stage" and args.name == "release"):
+            warn_if_lock_leaks(Path.cwd())
         if args.command == "stage":
             result = run_stage(args.name, args.params, args.generator)
             print(f"{args.name}{'@' + args.generator if args.generator else ''}: done", file=sys.stderr)

@@ -1,10 +1,12 @@
 """The release configuration (params.yaml), checked once by one typed model, and where each stage's
 artefacts live.
 
-Every section has a pydantic model that refuses unknown keys (extra="forbid") and wrong types; a
-generator's section is checked against that generator's DEFAULTS (its keys, and the type of every
-default that is not None) and then by the generator module's own `check_params`, if it has one. Every
-problem, in any section, is one `InputError` naming the file, the key path, the problem and the fix.
+Every section has a pydantic model that refuses unknown keys (extra="forbid"), wrong types and values out of range:
+each numeric key's Range (pipelines/ranges.py) is declared once, in a table beside the section's defaults (here, or
+in the generator's parameters module next to its DEFAULTS), and the model checks it after the type. A generator's
+section is checked against that generator's DEFAULTS (its keys, the type of every default that is not None, its
+RANGES) and then by the generator module's own `check_params` (its rules between keys). Every problem, in any
+section, is one `InputError` naming the file, the key path, the problem and the fix.
 `load_params` returns the typed `Config` every stage reads: each section a model instance with its defaults filled
 and its ranges checked, the generators' sections as their classes take them. The params hash comes from the mapping
 the file gave (`Config.given`, the YAML values with ε parsed to floats): DVC tracks those keys, and the hashes of
@@ -30,6 +32,8 @@ from pipelines.data.header import ColumnMode
 from pipelines.errors import InputError, ParamError
 from pipelines.generators.params.calibration import calibration_params
 from pipelines.io import canonical_json, sha256_text
+from pipelines.ranges import (BATCH, DRAWS, EPOCHS, MAX_BINS, MAX_DRAWS, NOISE_SEED, OPEN_FRACTION, POSITIVE,
+                              ROWS_CAP, SEED, STEPS, UNIT, WIDTHS, OutOfRange, Range, ints, nullable, reals)
 
 PARAMS_FILE = "params.yaml"
 EXTENDS = "extends"  # an override file's base (`read_params`)
@@ -48,34 +52,37 @@ RETIRED = {
 }
 
 
-def epsilon_value(value: Any) -> float:
-    """ε is a positive number or 'inf' (non-private; such a model can never pass the ledger gate)."""
-    if isinstance(value, bool):
-        value = None
+EPSILON = reals(gt=0, infinite=True)   # inf: no privacy, which the ledger gate refuses outside an internal release
+
+
+def epsilon_number(value: Any) -> Any:
+    """ε as params.yaml may write it: a number, or a string such as 'inf' (YAML reads `inf` and `1e-1` as strings),
+    as a float; anything else as NaN, which EPSILON refuses."""
+    if value is None:
+        return None
     try:
-        eps = float(value)
+        return math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
-        eps = math.nan
-    if not eps > 0:
-        raise ValueError("must be a positive number or inf")  # error_of adds ", got <value>"
-    return eps
+        return math.nan
 
 
-Epsilon = Annotated[Any, AfterValidator(epsilon_value)]
-# an ε or null: a part's own ε, pinned (a positive number or inf) or null/absent (allocated from
-# privacy.release_epsilon); the row count's ε or null (no noisy count: the documented count trusted unchecked)
-OptionalEpsilon = Annotated[Any, AfterValidator(lambda v: None if v is None else epsilon_value(v))]
+def epsilon_value(value: Any) -> float:
+    """ε as a float: a positive number or 'inf' (EPSILON); else OutOfRange, a ValueError."""
+    return EPSILON.checked(epsilon_number(value))
 
 
-def share_value(value: Any) -> float:
-    """A part's share of the release ε: a positive finite number (pipelines/privacy/allocation.py)."""
-    share = math.nan if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
-    if not (share > 0 and math.isfinite(share)):
-        raise ValueError("must be a positive finite number")
-    return share
-
-
-Share = Annotated[Any, AfterValidator(share_value)]
+Epsilon = Annotated[Any, BeforeValidator(epsilon_number), EPSILON]
+# a part's own ε, pinned (a positive number or inf) or null/absent (allocated from privacy.release_epsilon)
+OptionalEpsilon = Annotated[Any, BeforeValidator(epsilon_number), nullable(EPSILON)]
+# the noisy training row count's ε, finite, or null (no noisy count: the documented count trusted unchecked)
+RowCountEpsilon = Annotated[Any, BeforeValidator(epsilon_number), reals(
+    gt=0, nullable=True, why="the training row count is released with Laplace noise; null: a documented count "
+    "trusted unchecked")]
+# the DP row-loss test's ε, finite (whether a release happens at all is always decided under DP)
+RowLossEpsilon = Annotated[Any, BeforeValidator(epsilon_number), reals(
+    gt=0, why="whether the release goes on is published, so the row-loss test is always a DP mechanism")]
+# a part's share of the release ε (pipelines/privacy/allocation.py)
+Share = Annotated[Any, POSITIVE]
 
 
 class Section(BaseModel):
@@ -84,15 +91,23 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def section_model(name: str, defaults: dict[str, Any], nullable: tuple[str, ...] = (), **fields: Any) -> type[Section]:
-    """A Section whose keys are `defaults`' keys, each defaulting to its value and typed by it (`nullable` keys may
-    also be null), plus `fields` (create_model's (annotation, default) pairs)."""
-    spec: dict[str, Any] = {k: (default_type(v) | None if k in nullable else default_type(v), v)
-                            for k, v in defaults.items()}
+def section_model(name: str, defaults: dict[str, Any], ranges: dict[str, Range] | None = None,
+                  **fields: Any) -> type[Section]:
+    """A Section whose keys are `defaults`' keys, each defaulting to its value and typed by it, with its Range from
+    `ranges` (checked after the type; a nullable Range also admits null), plus `fields` (create_model's
+    (annotation, default) pairs)."""
+    spec: dict[str, Any] = {k: (ranged(default_type(v), (ranges or {}).get(k)), v) for k, v in defaults.items()}
     spec.update(fields)
     with warnings.catch_warnings():  # a key named like a BaseModel attribute (mst/aim `schema`) only shadows it
         warnings.filterwarnings("ignore", message="Field name .* shadows an attribute", category=UserWarning)
         return create_model(name, __base__=Section, __module__=__name__, **spec)
+
+
+def ranged(annotation: Any, allowed: Range | None) -> Any:
+    """`annotation` checked by `allowed` (None: unchecked), null admitted where the Range is nullable."""
+    if allowed is None:
+        return annotation
+    return Annotated[annotation | None if allowed.nullable and annotation is not Any else annotation, allowed]
 
 
 def default_type(default: Any) -> Any:
@@ -113,34 +128,43 @@ def default_type(default: Any) -> Any:
 class Dataset(Section):
     name: StrictStr
     source: StrictStr
-    holdout_fraction: Real
+    holdout_fraction: Annotated[Real, reals(ge=0.05, le=0.95, why="the DP release test weighs the two sides by "
+                                                                  "the fraction as a ratio of denominator at most 20")]
     columns: ColumnMode = "strict"  # "schema": read only the schema's columns of a wider table (data/readers.py)
-    max_dropped_fraction: Real = 0.02  # validate stops when its policies drop or clip more of the rows read
-    noise_seed: StrictInt | None = None  # the noisy row count's noise: internal releases only (`noise_seed_keys`)
+    # prepare's DP row-loss test stops when policies dropped or clipped more of the rows read
+    max_dropped_fraction: Annotated[Real, UNIT] = 0.02
+    # the noisy row count's noise: internal releases only (`noise_seed_keys`)
+    noise_seed: Annotated[StrictInt | None, NOISE_SEED] = None
 
 
 class Privacy(Section):
-    delta: Real
+    delta: Annotated[Real, reals(gt=0, lt=1, why="well below 1/number of rows, e.g. 1.0e-5")]
     lifetime_epsilon: Epsilon
     release_epsilon: Epsilon = 1.0  # ε of one release run, all generators and weights composed (PLD)
-    row_count_epsilon: OptionalEpsilon = 0.05  # noisy training row count: n̂, or the documented count's check
+    row_count_epsilon: RowCountEpsilon = 0.05  # noisy training row count: n̂, or the documented count's check
+    row_loss_epsilon: RowLossEpsilon = 0.05  # the DP test of the rows validation lost (pipelines/privacy/row_loss.py)
     ledger: StrictStr
     internal_release: StrictBool = False
     noise_key_file: StrictStr | None = None
 
 
+WORKERS = ints(1, 1024)   # threads or processes: a local Dask cluster starts every one of its workers
+
+
 class Orchestration(Section):
-    """How the Prefect flow runs the stages (flows/runners.py); its ranges: `orchestration_ranges`."""
+    """How the Prefect flow runs the stages (flows/runners.py); its byte sizes' rule: `orchestration_sizes`."""
     task_runner: Literal["threads", "dask"] = "threads"
-    max_workers: StrictInt = 4
+    max_workers: Annotated[StrictInt, WORKERS] = 4
     dask_address: StrictStr | None = None
-    dask_workers: StrictInt = 2
+    dask_workers: Annotated[StrictInt, WORKERS] = 2
     dask_memory_limit: StrictStr = "auto"   # per worker process of the local cluster (Dask restarts one above it)
     dask_blocksize: StrictStr = "32MiB"     # bytes of the source per part read by the out-of-core validate/prepare
 
 # -- the other sections' defaults (data-independent) and their ranges: the one place for both ----------------------
-# Each section's model (`section_models`) takes its defaults from here; its readers (the stages, through `Config`, and
-# pipelines/weights/estimators.py, attacks/suite.py) take them from the model, so this module imports none of them.
+# Each section's model (`section_models`) takes its defaults and each numeric key's Range (pipelines/ranges.py) from
+# here; its readers (the stages, through `Config`, and pipelines/weights/estimators.py, attacks/suite.py) take them
+# from the model, so this module imports none of them. A row cap (`*max_rows`) has no upper bound: the stage reads
+# min(cap, rows), and a cap above the table is the same as null (no cap).
 # `evaluate:` knobs of DP-auto-GAN's metrics (pipelines/evaluation/unsupervised.py) and of the utility classifiers'
 # and verdict's row cap (utility.py, verdict.py); null = no cap for the row caps
 EVALUATE_DEFAULTS: dict[str, Any] = {
@@ -152,7 +176,12 @@ EVALUATE_DEFAULTS: dict[str, Any] = {
     "kway": 3,              # k of the k-way marginal (NIST: 3)
     "kway_subsets": 100,    # random column k-subsets
     "kway_bins": 10}        # equal-width bins per numeric column over its schema bounds
-EVALUATE_NULLABLE = ("read_max_rows", "max_rows", "ot_max_rows", "utility_max_rows")
+EVALUATE_RANGES: dict[str, Range] = {
+    "read_max_rows": nullable(ROWS_CAP), "max_rows": nullable(ROWS_CAP), "utility_max_rows": nullable(ROWS_CAP),
+    "ot_max_rows": nullable(ROWS_CAP),
+    # a k-subset's cells are one int64 mixed-radix index (pipelines/evaluation/marginals.py): cells^k below 2^63
+    "kway": ints(1, 5, why="NIST's k is 3"),
+    "kway_subsets": DRAWS, "kway_bins": ints(1, MAX_BINS)}
 # `evaluate:` knobs of the scorecard (pipelines/evaluation/scorecard.py); null = no cap for the row caps
 SCORECARD_DEFAULTS: dict[str, Any] = {
     "mmd_max_rows": 1000,          # rows per side of the MMD Gram matrix (seeded subsample)
@@ -161,7 +190,13 @@ SCORECARD_DEFAULTS: dict[str, Any] = {
     "classifier_max_rows": 5000,   # training rows (each table) of the 10 TSTR/TRTR classifiers
     "range_queries": 1000,         # PEARL I.1: 1,000 random range queries ...
     "range_query_attributes": 3}   # ... over three attributes each
-SCORECARD_NULLABLE = ("mmd_max_rows", "detection_max_rows", "classifier_max_rows")
+SCORECARD_RANGES: dict[str, Range] = {
+    "mmd_max_rows": nullable(ROWS_CAP), "mmd_permutations": DRAWS, "detection_max_rows": nullable(ROWS_CAP),
+    "classifier_max_rows": nullable(ROWS_CAP), "range_queries": DRAWS,
+    # more attributes than the schema's columns is refused by the queries themselves (pipelines/evaluation/queries.py)
+    "range_query_attributes": ints(1)}
+# the synthetic rows sampled and published (null: as many as the public training row count)
+N_SAMPLES = ints(1, 10**9, nullable=True)
 # `evaluate.attacks:` (pipelines/evaluation/attacks/suite.py; every random choice seeded by evaluate.seed)
 ATTACKS_DEFAULTS: dict[str, Any] = {
     "max_rows": 2000,                 # members and non-members per membership/inference attack (each), and the
@@ -179,6 +214,12 @@ ATTACKS_DEFAULTS: dict[str, Any] = {
     "disclosure_fraction": 0.05,      # thesis §4.3: set size as a share of the training rows
     "near_duplicate_distance": 0.01,  # Gower DCR at or below which a synthetic row is a near duplicate
 }
+# predicates per query and neighbours compared have no upper bound here: more than the schema's columns or the
+# synthetic rows is refused by the attack itself (a NumPy choice without replacement)
+ATTACKS_RANGES: dict[str, Range] = {
+    "max_rows": ROWS_CAP, "pool_max_rows": ROWS_CAP, "bootstrap": ints(20, MAX_DRAWS), "n_attacks": DRAWS,
+    "singling_out_columns": ints(1), "neighbours": ints(1), "tolerance": OPEN_FRACTION,
+    "disclosure_fraction": OPEN_FRACTION, "near_duplicate_distance": OPEN_FRACTION}
 # `risk_gates:` (pipelines/evaluation/attacks/gates.py)
 RISK_GATES_DEFAULTS: dict[str, Any] = {
     "membership_auc_max": 0.6,      # lower bound of the DOMIAS and DCR membership AUCs
@@ -187,6 +228,7 @@ RISK_GATES_DEFAULTS: dict[str, Any] = {
     "linkability_risk_max": 0.1,
     "inference_risk_max": 0.1,
     "confidence": 0.95}             # family-wise, over all interval tests of one release
+RISK_GATES_RANGES: dict[str, Range] = {**dict.fromkeys(RISK_GATES_DEFAULTS, UNIT), "confidence": OPEN_FRACTION}
 # `utility_gate:` (pipelines/evaluation/verdict.py): a policy for each verdict word in UTILITY_WORDS
 UTILITY_POLICIES = ("refuse", "label")
 UTILITY_WORDS = ("inverted", "weak")
@@ -198,6 +240,9 @@ UTILITY_GATE_DEFAULTS: dict[str, Any] = {
     "baseline_draws": 5,    # independent-marginals tables whose AUROC spread is the task's noise floor
     "association_tolerance": 0.1}  # a feature is distorted when its association with the target is measurably
     # further from the real one than no association, and by more than this correlation (0.1: Cohen's "small")
+UTILITY_GATE_RANGES: dict[str, Range] = {
+    "confidence": OPEN_FRACTION, "bootstrap": ints(20, MAX_DRAWS), "baseline_draws": ints(2, 100),
+    "association_tolerance": reals(ge=0, lt=1, why="a correlation")}
 # `release:` (pipelines/selection.py): which of `generators` one release run trains and publishes
 SELECT_MODES = ("auto", "all", "private")
 SELECTION = "private_selection"  # the generator `select: private` trains (pipelines/generators/private_selection.py)
@@ -210,6 +255,10 @@ RELEASE_DEFAULTS: dict[str, Any] = {
     "test_confidence": 0.99,  # a table within test_excess_max passes with at least this probability
     "non_dp_gates": "advise"}  # advise: the row-reading gates go to the steward report only (every public bit DP);
                                # refuse: they also block publication, and the manifest lists their non-DP bits
+RELEASE_RANGES: dict[str, Range] = {
+    "test_epsilon": reals(ge=0.001, why="below it the test's noise, of scale at least 1,000 rows, decides alone"),
+    "test_excess_max": UNIT,
+    "test_confidence": reals(ge=0.5, lt=1, why="a test that refuses most fresh tables is not a release test")}
 SELECTED = "selected"       # weights.generators: the generators the release selects (auto: its one table)
 # `weights:`: the weight stage's own keys, then the estimators' knobs (pipelines/weights/estimators.py)
 WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
@@ -227,6 +276,9 @@ WEIGHTS_STAGE_DEFAULTS: dict[str, Any] = {
                                       # weight@gen spends budget and so depends on no evaluate key
     "prior_variance": 10.0,
 }
+WEIGHTS_STAGE_RANGES: dict[str, Range] = {   # `epsilon` and `share`: the model's OptionalEpsilon and Share
+    "khat_bound": POSITIVE, "tempering": reals(ge=0, le=1, why="1: no tempering"),
+    "analysis_max_rows": ROWS_CAP, "analysis_real_max_rows": ROWS_CAP, "prior_variance": POSITIVE}
 WEIGHT_ESTIMATORS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp", "discriminator")
 # Logistic: the paper's λ = 0.1; MLP: two ReLU layers (§4) trained by SGD at the paper's learning rate scale with
 # lots of L = batch_size rows in expectation.
@@ -248,22 +300,33 @@ WEIGHT_ESTIMATOR_DEFAULTS: dict[str, Any] = {
     "seed": 0,                  # public: initialisation and the synthetic rows' lots
     "noise_seed": None,         # DP noise and the private lots: OS entropy unless set (tests)
 }
+WEIGHT_ESTIMATOR_RANGES: dict[str, Range] = {
+    "l2": POSITIVE, "rho_max": reals(gt=0, lt=1, why="Corollary 1 needs ρ < 1"),
+    "gamma_max": reals(gt=0, le=10, why="the weights' noise e^ζ' has variance e^{γ²} − 1"),
+    "hidden": WIDTHS, "epochs": EPOCHS, "batch_size": BATCH, "max_steps": nullable(STEPS), "clip_norm": POSITIVE,
+    "lr": POSITIVE, "momentum": reals(ge=0, lt=1), "critic_temperature": POSITIVE, "seed": SEED,
+    "noise_seed": NOISE_SEED,
+}
 
 
 # the sections' models: each key's default and type in one place (module-level classes, so a Config pickles by
 # reference to a Dask worker)
-Attacks = section_model("Attacks", ATTACKS_DEFAULTS)
+Attacks = section_model("Attacks", ATTACKS_DEFAULTS, ATTACKS_RANGES)
 Evaluate = section_model("Evaluate", {**EVALUATE_DEFAULTS, **SCORECARD_DEFAULTS, "seed": 0},
-                         EVALUATE_NULLABLE + SCORECARD_NULLABLE, n_samples=(StrictInt | None, None),
+                         {**EVALUATE_RANGES, **SCORECARD_RANGES, "seed": SEED},
+                         n_samples=(Annotated[StrictInt | None, N_SAMPLES], None),
                          attacks=(Annotated[Attacks, BeforeValidator(lambda v: {} if v is None else v)],
                                   Field(default_factory=Attacks)))
-RiskGates = section_model("RiskGates", RISK_GATES_DEFAULTS)
-UtilityGate = section_model("UtilityGate", UTILITY_GATE_DEFAULTS,
+RiskGates = section_model("RiskGates", RISK_GATES_DEFAULTS, RISK_GATES_RANGES)
+UtilityGate = section_model("UtilityGate", UTILITY_GATE_DEFAULTS, UTILITY_GATE_RANGES,
                             **{k: (Literal[UTILITY_POLICIES], UTILITY_GATE_DEFAULTS[k]) for k in UTILITY_WORDS})
-Weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS}, ("max_steps",),
+Weights = section_model("Weights", {**WEIGHTS_STAGE_DEFAULTS, **WEIGHT_ESTIMATOR_DEFAULTS},
+                        {**WEIGHTS_STAGE_RANGES, **WEIGHT_ESTIMATOR_RANGES},
                         epsilon=(OptionalEpsilon, None), share=(Share, WEIGHTS_STAGE_DEFAULTS["share"]),
-                        calibration=(StrictStr | None, None), generators=(Literal[SELECTED] | list[StrictStr], SELECTED))
-Release = section_model("Release", RELEASE_DEFAULTS, select=(Literal[SELECT_MODES], RELEASE_DEFAULTS["select"]),
+                        calibration=(StrictStr | None, None),
+                        generators=(Literal[SELECTED] | list[StrictStr], SELECTED))
+Release = section_model("Release", RELEASE_DEFAULTS, RELEASE_RANGES,
+                        select=(Literal[SELECT_MODES], RELEASE_DEFAULTS["select"]),
                         non_dp_gates=(Literal[NON_DP_GATE_POLICIES], RELEASE_DEFAULTS["non_dp_gates"]))
 
 
@@ -283,13 +346,11 @@ def generator_defaults(name: str) -> tuple[dict[str, Any], Any]:
 
 @cache
 def generator_model(name: str) -> type[Section]:
-    """A generator's section: the keys of its DEFAULTS, typed by them; ε parsed (absent or null: allocated from
-    privacy.release_epsilon), plus its `share` of the release ε."""
-    defaults = generator_defaults(name)[0]
+    """A generator's section: the keys of its DEFAULTS, typed by them and checked by its module's RANGES; ε parsed
+    (absent or null: allocated from privacy.release_epsilon), plus its `share` of the release ε."""
     module = importlib.import_module(generator_module(name))
-    caps = tuple(k for k in defaults if k.endswith("max_steps"))   # a step cap may be off (null)
-    caps += tuple(getattr(module, "NULLABLE", ()))                 # so may the keys its module names
-    return section_model(f"{name}_params", defaults, caps, epsilon=(OptionalEpsilon, None), share=(Share, None))
+    return section_model(f"{name}_params", module.DEFAULTS, module.RANGES, epsilon=(OptionalEpsilon, None),
+                         share=(Share, None))
 
 
 def fail(file: str, key: str, problem: str, fix: str) -> InputError:
@@ -312,7 +373,8 @@ def check(model: type[Section], raw: Any, prefix: str, file: str = PARAMS_FILE, 
 def error_of(errors: list[dict[str, Any]], model: type[Section], raw: dict, prefix: str, file: str,
              kind: str) -> InputError:
     """One InputError for pydantic's `errors`: unknown keys (with the closest known key), retired keys,
-    missing keys, or a wrong value (every alternative of a union named)."""
+    missing keys, a value out of its key's Range (the range and the default named), or a wrong value (every
+    alternative of a union named)."""
     first = errors[0]
     loc = key_path(model, first)
     parent = ".".join(p for p in (prefix, *loc[:-1]) if p)
@@ -331,6 +393,12 @@ def error_of(errors: list[dict[str, Any]], model: type[Section], raw: dict, pref
                     f"{hint}rename or remove the unknown keys; known keys: {', '.join(known)}.")
     if first["type"] == "missing":
         return fail(file, key, "missing.", f"add '{loc[-1]}:' under '{parent}:' (see the README).")
+    out_of_range = next((x["ctx"]["error"] for x in errors if key_path(model, x) == loc
+                         and isinstance(x.get("ctx", {}).get("error"), OutOfRange)), None)
+    if out_of_range is not None:
+        field = nested_model(model, loc[:-1]).model_fields[loc[-1]]
+        default = () if field.is_required() else (field.get_default(call_default_factory=True),)
+        return fail(file, key, f"{out_of_range}, got {first['input']!r}.", out_of_range.allowed.fix(key, *default))
     msgs = dict.fromkeys(x["msg"].removeprefix("Value error, ") for x in errors if key_path(model, x) == loc)
     problem = " or ".join(msgs)
     return fail(file, key, f"{problem[:1].lower()}{problem[1:]}, got {first['input']!r}.",
@@ -389,10 +457,10 @@ def generator_params(config: "Config", name: str, epsilon: float) -> dict[str, A
 
 
 def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilon: float = 1.0) -> dict[str, Any]:
-    """A generator's section over its DEFAULTS: keys, types, pinned ε or share, the steps-or-epochs rule of every
-    training phase, then the module's own `check_params` (at the pinned ε, else at `release_epsilon`, which
-    says whether the allocated ε will be finite); returns the section with a given ε and share as floats (no ε,
-    or ε null: allocated from the release ε)."""
+    """A generator's section over its DEFAULTS: keys, types and ranges (`generator_model`), pinned ε or share, the
+    steps-or-epochs rule of every training phase, then the module's own `check_params` (at the pinned ε, else at
+    `release_epsilon`, which says whether the allocated ε will be finite); returns the section with a given ε and
+    share as floats (no ε, or ε null: allocated from the release ε)."""
     section = check(generator_model(name), raw, name, file, kind="generator")
     check_pinned_or_share(name, raw, file)
     defaults, check_params = generator_defaults(name)
@@ -401,10 +469,6 @@ def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilo
         if raw.get(steps) is not None and raw.get(epochs) is not None:
             raise fail(file, f"{name}.{epochs}", f"given together with '{name}.{steps}'.",
                        f"give '{steps}' or '{epochs}', not both.")
-        cap = raw.get(steps[:-5] + "max_steps")
-        if cap is not None and cap < 1:
-            raise fail(file, f"{name}.{steps[:-5]}max_steps", f"must be a positive number of steps, got {cap}.",
-                       "give a step cap of at least 1, or null for no cap.")
     params = {**raw, **{k: getattr(section, k) for k in ("epsilon", "share") if k in raw}}  # parsed where given
     if check_params is not None or "calibration" in defaults:
         try:
@@ -413,7 +477,7 @@ def check_generator(name: str, raw: Any, file: str = PARAMS_FILE, release_epsilo
             if check_params is not None:
                 check_params({**defaults, **allocated_section(params, section.epsilon or release_epsilon)})
         except ParamError as e:
-            raise fail(file, e.key, f"{e.problem}.".replace("..", "."), f"correct '{e.key}' (the keys and "
+            raise fail(file, e.key, f"{e.problem}.".replace("..", "."), e.fix or f"correct '{e.key}' (the keys and "
                        f"defaults of '{name}:': {generator_module(name)}.DEFAULTS).") from None
         except ValueError as e:
             raise fail(file, name, f"{e}.".replace("..", "."), f"correct the value under '{name}:' "
@@ -453,29 +517,15 @@ def check_noise_seeds(params: dict[str, Any], file: str, internal_release: bool)
                    "organisation, set 'privacy.internal_release: true'.")
 
 
-# -- ranges of the sections above (their types and defaults: the models); each problem one InputError naming the key --
-POSITIVE = ("a positive finite number", lambda v: 0 < v < math.inf)
-AT_LEAST_ONE = ("an integer of at least 1", lambda v: v >= 1)
-WEIGHT_RANGES: dict[str, tuple[str, Any]] = {
-    "l2": POSITIVE, "rho_max": ("a number in (0, 1)", lambda v: 0 < v < 1), "gamma_max": POSITIVE,
-    "epochs": AT_LEAST_ONE, "batch_size": AT_LEAST_ONE, "clip_norm": POSITIVE, "lr": POSITIVE,
-    "momentum": ("a number in [0, 1)", lambda v: 0 <= v < 1), "critic_temperature": POSITIVE,
-    "khat_bound": POSITIVE, "analysis_max_rows": AT_LEAST_ONE, "analysis_real_max_rows": AT_LEAST_ONE,
-    "prior_variance": POSITIVE}
-
-
+# -- the sections' rules beyond their types and ranges (the models); each problem one InputError naming the key ------
 def default_of(key: str, name: str) -> Any:
     """The default of key `name` in section `key` (its model's)."""
     return section_models()[key].model_fields[name].default
 
 
-def orchestration_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """Worker counts positive; the worker memory limit ('auto': Dask's, the machine's memory shared by the workers)
-    and the part size byte counts (Dask's `parse_bytes`)."""
-    for key in ("max_workers", "dask_workers"):
-        if getattr(s, key) < 1:
-            raise fail(PARAMS_FILE, f"orchestration.{key}", f"must be a positive integer, got {getattr(s, key)!r}.",
-                       f"e.g. '{key}: {default_of('orchestration', key)}'.")
+def orchestration_sizes(s: Any, generators: Sequence[str] | None) -> None:
+    """The worker memory limit ('auto': Dask's, the machine's memory shared by the workers) and the part size, byte
+    counts of at least 1MiB (Dask's `parse_bytes`)."""
     for key in ("dask_memory_limit", "dask_blocksize"):
         if getattr(s, key) in (default_of("orchestration", key), "auto" if key == "dask_memory_limit" else None):
             continue   # dask.utils takes 0.1 s to import, and every stage loads the configuration
@@ -489,63 +539,10 @@ def orchestration_ranges(s: Any, generators: Sequence[str] | None) -> None:
                        f"{getattr(s, key)!r}.", f"e.g. '{key}: {default_of('orchestration', key)}'.")
 
 
-def evaluate_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """The evaluate knobs (EVALUATE_ and SCORECARD_DEFAULTS), each a positive integer (or null where a cap may be
-    off); `n_samples` a positive integer or null."""
-    nullable = EVALUATE_NULLABLE + SCORECARD_NULLABLE
-    for key, default in {**EVALUATE_DEFAULTS, **SCORECARD_DEFAULTS}.items():
-        value = getattr(s, key)
-        if not (value is None and key in nullable) and value < 1:
-            raise fail(PARAMS_FILE, f"evaluate.{key}", f"must be a positive integer"
-                       f"{' or null' if key in nullable else ''}, got {value!r}.", f"set 'evaluate.{key}: {default}'.")
-    if s.n_samples is not None and s.n_samples < 1:
-        raise fail(PARAMS_FILE, "evaluate.n_samples", f"must be a positive integer or null, got {s.n_samples!r}.",
-                   "set 'evaluate.n_samples: null' (as many rows as the public training row count).")
-
-
-def attack_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """`evaluate.attacks`, every number in its range (what needs no schema; the columns it names are checked
-    against the schema by `attacks.suite.settings`)."""
-    section = "evaluate.attacks"
-    for key, least in (("max_rows", 1), ("pool_max_rows", 1), ("bootstrap", 20), ("n_attacks", 1),
-                       ("singling_out_columns", 1), ("neighbours", 1)):
-        if getattr(s, key) < least:
-            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be an integer of at least {least}, got "
-                       f"{getattr(s, key)!r}.", f"set it to {ATTACKS_DEFAULTS[key]}.")
-    for key in ("tolerance", "disclosure_fraction", "near_duplicate_distance"):
-        if not 0 < getattr(s, key) < 1:
-            raise fail(PARAMS_FILE, f"{section}.{key}", f"must be in (0, 1), got {getattr(s, key)!r}.",
-                       f"set it to {ATTACKS_DEFAULTS[key]}.")
-
-
-def risk_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """`risk_gates`: thresholds in [0, 1], `confidence` in (0, 1)."""
-    for key, value in s.model_dump().items():
-        if key == "confidence" and not 0 < value < 1:
-            raise fail(PARAMS_FILE, "risk_gates.confidence", f"must be a number in (0, 1), got {value!r}.",
-                       "set it to 0.95.")
-        if not 0 <= value <= 1:
-            raise fail(PARAMS_FILE, f"risk_gates.{key}", f"must be a number in [0, 1], got {value!r}.",
-                       f"set it to {RISK_GATES_DEFAULTS[key]}.")
-
-
-def utility_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """`utility_gate`: `confidence` in (0, 1), enough bootstrap and baseline draws, a tolerance in [0, 1)."""
-    if not 0 < s.confidence < 1:
-        raise fail(PARAMS_FILE, "utility_gate.confidence", f"must be a number in (0, 1), got {s.confidence!r}.",
-                   "set it to 0.95.")
-    for key, least in (("bootstrap", 20), ("baseline_draws", 2)):
-        if getattr(s, key) < least:
-            raise fail(PARAMS_FILE, f"utility_gate.{key}", f"must be an integer of at least {least}, got "
-                       f"{getattr(s, key)!r}.", f"set it to {UTILITY_GATE_DEFAULTS[key]}.")
-    if not 0 <= s.association_tolerance < 1:
-        raise fail(PARAMS_FILE, "utility_gate.association_tolerance", "must be a correlation in [0, 1), got "
-                   f"{s.association_tolerance!r}.", f"set it to {UTILITY_GATE_DEFAULTS['association_tolerance']}.")
-
-
-def weight_ranges(s: Any, generators: Sequence[str] | None) -> None:
+def weight_rules(s: Any, generators: Sequence[str] | None) -> None:
     """The `weights:` section: a known estimator, generators among the configured ones (`generators`; None: a
-    section read alone, by the estimators), every value in its range (WEIGHT_RANGES and the stage's own rules)."""
+    section read alone, by the estimators), and calibration rows only for an estimator that privatises its
+    classifier."""
     file = PARAMS_FILE
     if s.estimator not in WEIGHT_ESTIMATORS:
         raise fail(file, "weights.estimator", f"{s.estimator!r} is not implemented.",
@@ -553,54 +550,26 @@ def weight_ranges(s: Any, generators: Sequence[str] | None) -> None:
     if generators is not None and s.generators != SELECTED and any(g not in generators for g in s.generators):
         raise fail(file, "weights.generators", f"must be '{SELECTED}' or a list of generators from 'generators', "
                    f"got {s.generators!r}.", f"e.g. 'generators: {SELECTED}' (the published table), [dpwgan] or [].")
-    if not 0 <= s.tempering <= 1:
-        raise fail(file, "weights.tempering", f"must lie in [0, 1], got {s.tempering}.",
-                   "set 'weights.tempering: 1.0' (no tempering).")
     if s.calibration is not None and s.estimator in ("output_lapl", "output_norm"):
         raise fail(file, "weights.calibration", f"needs the classifier's scores on the calibration rows; "
                    f"{s.estimator} privatises only the released weights, so scoring other rows would leak the "
                    f"non-private classifier.", "set 'weights.calibration: null' or use priv_mlp, beta_noised or "
                    "discriminator.")
-    ranges = {**WEIGHT_RANGES, **({} if s.max_steps is None else {"max_steps": AT_LEAST_ONE})}  # null: no cap
-    for key, (rule, ok) in ranges.items():
-        if not ok(getattr(s, key)):
-            raise fail(file, f"weights.{key}", f"must be {rule}, got {getattr(s, key)!r}.",
-                       f"set 'weights.{key}: {(WEIGHTS_STAGE_DEFAULTS | WEIGHT_ESTIMATOR_DEFAULTS)[key]}' "
-                       "(its default).")
-    if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in s.hidden):
-        raise fail(file, "weights.hidden", f"must be a list of positive layer widths, got {s.hidden!r}.",
-                   f"e.g. 'weights.hidden: {WEIGHT_ESTIMATOR_DEFAULTS['hidden']}'.")
 
 
-def release_ranges(s: Any, generators: Sequence[str] | None) -> None:
-    """`release:`: a finite `test_epsilon` ≥ 0.001 (below it the test's noise, scale ≥ 1,000 rows, decides alone),
-    `test_excess_max` in [0, 1], `test_confidence` in [0.5, 1) (a test that refuses most fresh tables is not a
-    release test)."""
-    for key, ok, rule in (("test_epsilon", 0.001 <= s.test_epsilon < math.inf, "a finite number ≥ 0.001"),
-                          ("test_excess_max", 0 <= s.test_excess_max <= 1, "a number in [0, 1]"),
-                          ("test_confidence", 0.5 <= s.test_confidence < 1, "a number in [0.5, 1)")):
-        if not ok:
-            raise fail(PARAMS_FILE, f"release.{key}", f"must be {rule}, got {getattr(s, key)!r}.",
-                       f"set it to {RELEASE_DEFAULTS[key]}.")
-
-
-RANGES = {"orchestration": orchestration_ranges, "evaluate": evaluate_ranges, "evaluate.attacks": attack_ranges,
-          "risk_gates": risk_ranges, "utility_gate": utility_ranges, "weights": weight_ranges,
-          "release": release_ranges}
+RULES = {"orchestration": orchestration_sizes, "weights": weight_rules}
 
 
 def section(key: str, raw: Any, generators: Sequence[str] | None = None, file: str = PARAMS_FILE) -> Any:
-    """Section `key` of a params file ("release", "evaluate.attacks", ...) checked by its model (types, defaults
-    filled) and its ranges: how `parse_params` builds each of `Config`'s sections, and what reads one section
+    """Section `key` of a params file ("release", "evaluate.attacks", ...) checked by its model (types, ranges,
+    defaults filled) and its RULES: how `parse_params` builds each of `Config`'s sections, and what reads one section
     alone (the weight estimators, the attack suite, a section in a test). `generators`: the configured
     generators, which `weights.generators` must name (None: not checked). One InputError naming `file`."""
     s = check(section_models()[key], raw, key, file)
     try:
-        if key in RANGES:
-            RANGES[key](s, generators)
-        if key == "evaluate":  # its nested `attacks:` section
-            attack_ranges(s.attacks, generators)
-    except InputError as e:  # the ranges name params.yaml; this is the file actually read
+        if key in RULES:
+            RULES[key](s, generators)
+    except InputError as e:  # the rules name params.yaml; this is the file actually read
         raise InputError(e.problem, file=file, column=e.column, fix=e.fix) from None
     return s
 
@@ -741,27 +710,13 @@ def parse_params(params: dict[str, Any], file: str = PARAMS_FILE) -> Config:
     for g in (g for g in GENERATORS if params.get(g) is not None):
         params[g] = check_generator(g, params[g], file, privacy.release_epsilon)
     check_pinned_or_share("weights", params.get("weights") or {}, file)
-    if not 0 < privacy.delta < 1:
-        raise fail(file, "privacy.delta", f"must lie in (0, 1), got {privacy.delta!r}.",
-                   "use e.g. 1.0e-5 (well below 1/number of rows).")
-    if privacy.row_count_epsilon is not None and not math.isfinite(privacy.row_count_epsilon):
-        raise fail(file, "privacy.row_count_epsilon", "must be finite: the training row count is released with "
-                   "Laplace noise (n̂ when the schema declares no public 'rows', else the documented count's check).",
-                   "set 'row_count_epsilon: 0.05' (or null to trust a documented count unchecked).")
-    if not 0 < dataset.holdout_fraction < 1:
-        raise fail(file, "dataset.holdout_fraction", f"must lie in (0, 1), got {dataset.holdout_fraction!r}: "
-                   "the evaluation and the gates need real rows on both sides.", "use e.g. 0.2.")
-    if not 0 <= dataset.max_dropped_fraction <= 1:
-        raise fail(file, "dataset.max_dropped_fraction", f"must lie in [0, 1], got "
-                   f"{dataset.max_dropped_fraction!r}: the share of rows validation may drop or clip.",
-                   "use e.g. 0.02.")
     check_noise_seeds(params, file, privacy.internal_release)
     sections = {key: section(key, params.get(key), gens, file)
                 for key in ("orchestration", "evaluate", "risk_gates", "utility_gate", "weights", "release")}
     # the mapping hashed (Config.given): the file's values, ε and the dropped fraction as the floats they mean
     params["dataset"] = {**params["dataset"], "max_dropped_fraction": dataset.max_dropped_fraction}
     params["privacy"] = {**params["privacy"], **{k: getattr(privacy, k) for k in (
-        "row_count_epsilon", "lifetime_epsilon", "release_epsilon")}}
+        "row_count_epsilon", "row_loss_epsilon", "lifetime_epsilon", "release_epsilon")}}
     params.setdefault("device", "auto")
     params.setdefault("evaluate", {})
     return Config(file=file, given=params, dataset=dataset, privacy=privacy, device=params["device"],

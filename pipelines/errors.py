@@ -24,10 +24,10 @@ class SchemaError(InputError):
 class ParamError(ValueError):
     """A generator parameter outside its range, raised by the generator module's `check_params` (a ValueError,
     as a generator built directly always raised); `key` is its params.yaml key path, e.g. 'pearl.frequencies',
-    which pipelines/config.py names in its InputError."""
+    which pipelines/config.py names in its InputError, with `fix` where the check knows it (a range's)."""
 
-    def __init__(self, key: str, problem: str) -> None:
-        self.key, self.problem = key, problem
+    def __init__(self, key: str, problem: str, fix: str | None = None) -> None:
+        self.key, self.problem, self.fix = key, problem, fix
         super().__init__(f"{key} {problem}")
 
 

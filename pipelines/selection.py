@@ -12,6 +12,11 @@
   the best, with the whole release ε (pipelines/generators/private_selection.py). The other generators are its
   candidates (or its section's `candidates:`); their own stages train nothing (params/private.yaml).
 
+`support_points` is never picked silently: its guarantee is heuristic (its release is the last state of a finite
+MCMC chain with no proven mixing bound; `outside_dp.MCMC_HEURISTIC`). `auto` refuses to choose it and `private` to
+consider it as a candidate, with an InputError before any generator trains, unless its section sets
+`accept_heuristic: true`; then, and under `all`, it may be published, labelled heuristic (`refuse_heuristic`).
+
 The rule is the order PREFERENCE: the first candidate in it wins. The order is what was measured, on tables the
 project did not tune on, by scoring each published table (train on synthetic, test on real, AUROC of LR / RF /
 GBM, and k-way marginal scores; docs/selection.md):
@@ -35,11 +40,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pipelines.config import PARAMS_FILE, SELECTION, Config, Paths
+from pipelines.config import PARAMS_FILE, SELECTION, Config, Paths, generator_defaults, generator_params
 from pipelines.errors import InputError
+from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
 from pipelines.io import read_json
 
 PREFERENCE = ("aim", "mst", "pearl", "dpwgan", "dp_auto_gan", "ppem", "iw_mmd_gan", "support_points", SELECTION)
+HEURISTIC = "support_points"  # the generator whose release is not an exact sample of its mechanism
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,25 @@ def rule_choice(candidates: Sequence[str]) -> str:
     return min(candidates, key=PREFERENCE.index)
 
 
+def refuse_heuristic(config: Config, mode: str, considered: Sequence[str]) -> None:
+    """An InputError naming `support_points.accept_heuristic` when the selection `mode` (auto: the rule's choice;
+    private: the private selection's candidates) would pick or consider `support_points` without that opt-in:
+    its guarantee is heuristic (MCMC_HEURISTIC), which a steward accepts explicitly or not at all. Public facts
+    only (params), so it is decided before any row is read."""
+    accepted = {**generator_defaults(HEURISTIC)[0], **config.generator(HEURISTIC)}["accept_heuristic"]
+    if HEURISTIC not in considered or accepted:
+        return
+    verb = "choose" if mode == "auto" else "consider"
+    alternative = (f"list a generator before {HEURISTIC} in the rule's order ({', '.join(PREFERENCE)}), e.g. aim, "
+                   f"in 'generators'" if mode == "auto" else
+                   f"leave {HEURISTIC} out of the private selection's candidates ('generators', or "
+                   f"'{SELECTION}.candidates')")
+    raise InputError(f"'release.select': {mode} would {verb} {HEURISTIC}, whose guarantee is {MCMC_HEURISTIC}; it is "
+                     f"not picked unless '{HEURISTIC}.accept_heuristic' is true.", file=PARAMS_FILE,
+                     fix=f"{alternative}, or set '{HEURISTIC}: {{accept_heuristic: true}}' to accept a release "
+                         "labelled heuristic.")
+
+
 def select(config: Config, n_rows: int) -> Selection:
     """The generators this release trains (module docstring), from public facts only: `params` and the public
     training row count `n_rows` (n̂)."""
@@ -76,13 +102,16 @@ def select(config: Config, n_rows: int) -> Selection:
                              f"'generators' ({', '.join(candidates)}).", file=PARAMS_FILE,
                              fix=f"add {SELECTION} to 'generators' (its candidates: the others there, or its "
                                  "section's 'candidates'), as params/private.yaml does.")
+        refuse_heuristic(config, mode, generator_params(config, SELECTION, 1.0)["candidates"])
         return Selection(mode, candidates, (SELECTION,), "release.select: private: the private selection "
                          "(Papernot & Steinke 2022) chooses among its candidates under differential privacy, with "
                          "the whole release ε (less the importance weights' share)", facts)
     chosen = rule_choice(candidates)
+    refuse_heuristic(config, mode, (chosen,))
     reason = (f"release.select: auto: {chosen} is the first of the configured generators in the public rule's "
               f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε (less the "
-              "importance weights' share)")
+              "importance weights' share)" + (f"; accepted with a heuristic guarantee ({HEURISTIC}.accept_heuristic)"
+                                              if chosen == HEURISTIC else ""))
     return Selection(mode, candidates, (chosen,), reason, facts)
 
 

@@ -26,7 +26,7 @@ from pipelines.data.schema import Schema
 from pipelines.errors import InputError
 from pipelines.evaluation import scorecard, unsupervised, verdict
 from pipelines.evaluation.attacks import suite
-from pipelines.evaluation.outside_dp import EVALUATION_METRICS
+from pipelines.evaluation.outside_dp import EVALUATION_METRICS, UNAVAILABLE, unavailable_reason
 from pipelines.evaluation.utility import scores_json, target_scores
 from pipelines.io import read_json, read_parquet_rows, sha256_file, write_json
 from pipelines.runtime import beside
@@ -93,7 +93,13 @@ def fingerprint(config: Config, root: Path, i: Inputs) -> dict[str, Any]:
 def baseline(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     """Writes data/baseline/<ds>/real_side.json (`Paths.real_side`)."""
     i = inputs(config, root)
-    out = {"inputs": fingerprint(config, root, i), **real_side(i), "computed_on_real_data": EVALUATION_METRICS,
+    try:
+        side = real_side(i)
+    except Exception as e:  # noqa: BLE001 - what the real rows allow is the steward's finding, never a stop
+        log.warning("baseline: the real-side evaluation cannot run on these rows (%s); the release goes on, its "
+                    "steward report says so", unavailable_reason(e), exc_info=True)
+        side = {UNAVAILABLE: unavailable_reason(e)}
+    out = {"inputs": fingerprint(config, root, i), **side, "computed_on_real_data": EVALUATION_METRICS,
            "internal": "steward-internal: computed from real rows, never part of a release"}
     write_json(common.paths(config, root).real_side, out)
     return {"path": str(common.paths(config, root).real_side), "inputs": out["inputs"]}

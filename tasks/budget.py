@@ -28,20 +28,25 @@ from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, write_json
 from pipelines.privacy.allocation import Allocation, AllocationError, Part, allocate
 from pipelines.privacy.release_test import planned_event
+from pipelines.privacy.row_count import count_event
+from pipelines.privacy.row_loss import loss_event
 from pipelines.selection import Selection, select
 from pipelines.weights import estimators as weight_estimators
 from tasks import common
 from tasks.artifacts import publish
 
+PREPARE = "prepare"            # the row-loss test and the row count prepare spends, pinned at their own ε
 WEIGHTS = "weights"            # the importance weights' part (one ε for every weight@gen stage)
 RELEASE_TEST = "release_test"  # the DP release test of each selected table (check@gen), pinned at release.test_epsilon
 
 
 def release_parts(config: Config, root: Path,
                   chosen: Selection) -> tuple[list[Part], dict[str, list[str]]]:
-    """The run's parts (a planner each, pinned ε or share) and the stages each part's events belong to: the
-    generators `chosen` selects, the weights of those `weighted` names, and the DP release test of each selected
-    table (check@gen; pinned at `release.test_epsilon` each, pipelines/privacy/release_test.py).
+    """The run's parts (a planner each, pinned ε or share) and the stages each part's events belong to: prepare's
+    DP row-loss test and noisy row count (pinned at `privacy.row_loss_epsilon` and `privacy.row_count_epsilon`:
+    part of the release, so that every event of the run composes to at most the release ε), the generators
+    `chosen` selects, the weights of those `weighted` names, and the DP release test of each selected table
+    (check@gen; pinned at `release.test_epsilon` each, pipelines/privacy/release_test.py).
 
     Planners are pure: public n̂ (`EncodedTable.__len__`, from layout.json), the layout and the params; the
     synthetic row count of weight@gen is evaluate.n_samples or n̂. The weights part's events are those of every
@@ -54,10 +59,14 @@ def release_parts(config: Config, root: Path,
         return lambda eps: make_generator(name, layout, generator_params(config, name, eps), "cpu").plan(
             n_rows, Budget(eps, delta)).events
 
-    parts = [Part(g, generator_planner(g), config.generator(g).get("epsilon"),
-                  config.generator(g).get("share") or 1.0)
-             for g in chosen.selected]
-    stages = {g: [f"train@{g}"] for g in chosen.selected}
+    priv = config.privacy
+    prepared = [loss_event(priv.row_loss_epsilon)] + ([] if priv.row_count_epsilon is None else [
+        count_event(priv.row_count_epsilon)])
+    parts = [Part(PREPARE, lambda eps: prepared, sum(1.0 / e.scale for e in prepared))]
+    parts += [Part(g, generator_planner(g), config.generator(g).get("epsilon"),
+                   config.generator(g).get("share") or 1.0)
+              for g in chosen.selected]
+    stages = {PREPARE: [PREPARE], **{g: [f"train@{g}"] for g in chosen.selected}}
     s, with_weights = config.weights, config.weighted(chosen.selected)
     if with_weights:
         n_synthetic = config.evaluate.n_samples or n_rows
@@ -85,6 +94,17 @@ def allocation(config: Config, root: Path,
     impossible division is an InputError."""
     priv = config.privacy
     parts, stages = release_parts(config, root, chosen or selection(config, root))
+    for part in parts:  # a part that cannot plan even at the whole release ε has a configuration problem, not a budget one
+        nominal = part.epsilon if part.epsilon is not None else priv.release_epsilon
+        try:
+            part.planner(nominal)
+        except (ValueError, ArithmeticError) as e:
+            section = "release.test_epsilon" if part.name == RELEASE_TEST else "privacy" if part.name == PREPARE \
+                else part.name
+            raise InputError(f"'{section}': the privacy plan of '{part.name}' cannot be made from its settings at "
+                             f"ε = {nominal:g} ({type(e).__name__}: {e}).", file="params.yaml",
+                             fix=f"correct the '{section}' settings the message names, or delete them for "
+                                 "their defaults.") from e
     try:
         return allocate(parts, priv.release_epsilon, priv.delta), stages
     except (AllocationError, ValueError) as e:
@@ -128,7 +148,8 @@ def budget(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     led = common.ledger(config, root)
     session = led.session(ds, "preflight", "budget", delta, lifetime, internal=priv.internal_release)
     spent = led.spent(ds, delta)
-    after = session.check(alloc.events)
+    after = session.check([e for name, part in alloc.parts.items() if name != PREPARE  # prepare's are in the ledger
+                           for e in part.events])
     rows = [{"part": name, "stages": ", ".join(stages[name]), "pinned": part.pinned,
              "epsilon_allocated": part.epsilon, "epsilon_planned": round(part.epsilon_planned, 6)}
             for name, part in alloc.parts.items()]

@@ -17,7 +17,8 @@ from typing import Any
 from pipelines.evaluation import verdict
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
-from pipelines.evaluation.attacks.gates import risk_gates
+from pipelines.evaluation.attacks.gates import GATES as RISK_GATES, risk_gates
+from pipelines.evaluation.outside_dp import EVALUATION_METRICS, UNAVAILABLE
 from pipelines.generators.registry import load_generator
 from pipelines.io import parquet_row_groups, read_json, sha256_file, sha256_text, write_json
 from pipelines.gates.release import GateResult, ledger_gate
@@ -72,8 +73,22 @@ def release_test_gate(config: Config, generator: str, root: Path, run_id: str | 
     rows = session.record([result.event])
     gate = GateResult("release_test", result.passed, {**result.evidence(), "inputs": inputs, "reused": False,
                                                       "ledger_row_ids": [*session.reservation.row_ids, *rows]})
-    write_json(p.release_test(generator), gate.to_dict())
+    write_json(p.release_test(generator), {**gate.to_dict(), "ledger_row_hashes": led.row_hashes(
+        p.dataset, gate.evidence["ledger_row_ids"])})
     return gate
+
+
+def evaluation_gates(metrics: dict[str, Any], config: Config) -> list[GateResult]:
+    """The privacy-risk gates (`risk_gates`) and the utility gate over evaluate's results. Where the real rows did not
+    allow the evaluation (metrics.json's `evaluation_unavailable`: a holdout with one target class, say), each of them
+    fails with that reason: under `release.non_dp_gates: advise` a finding in the steward report that decides
+    nothing, under `refuse` a refusal (nothing unevaluated is published on the gates' word)."""
+    reason = metrics.get(UNAVAILABLE)
+    if reason is None:
+        return [*risk_gates(metrics["privacy_risk"], config.risk_gates.model_dump()),
+                verdict.utility_gate(metrics["utility_verdict"], config.utility_gate.model_dump())]
+    return [GateResult(name, False, {"reason": f"not evaluated: {reason}", "outside_dp": EVALUATION_METRICS})
+            for name in (*RISK_GATES, "utility")]
 
 
 def check(config: Config, generator: str, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
@@ -90,9 +105,7 @@ def check(config: Config, generator: str, root: Path = Path("."), run_id: str | 
     gates.append(release_test_gate(config, generator, root, run_id))
     model = load_generator(generator, p.model(generator))
     gates += model.release_gates(EncodedTable(p.prepared / "train_encoded.parquet"))  # read only by a gate that needs it
-    metrics = read_json(p.metrics(generator))
-    gates += risk_gates(metrics["privacy_risk"], config.risk_gates.model_dump())
-    gates.append(verdict.utility_gate(metrics["utility_verdict"], config.utility_gate.model_dump()))
+    gates += evaluation_gates(read_json(p.metrics(generator)), config)
     policy = config.release.non_dp_gates
     deciding = gates if policy == "refuse" else [g for g in gates if g.name in DP_GATES]
     result = {"generator": generator, "dataset": p.dataset, "passed": all(g.passed for g in deciding),

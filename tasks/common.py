@@ -66,11 +66,18 @@ def ledger(config: Config, root: Path) -> Ledger:
 def paid_before(path: Path, inputs: str, led: Ledger, dataset: str,
                 within: str | None = None) -> dict[str, Any] | None:
     """The result a stage paid for earlier (`path`, not a DVC output, so a re-run finds it; its `inputs` hash and
-    `ledger_row_ids` at the top or under key `within`), when it was computed from the same `inputs` and its ledger
-    rows still stand: reusing it spends nothing, since it is the very release already paid for. None otherwise."""
+    `ledger_row_ids` at the top or under key `within`, and at its top `ledger_row_hashes`: `Ledger.row_hashes` of
+    those rows, in order), when it was computed from the same `inputs` and its ledger rows still stand: every
+    recorded (seq, row hash) pair is a row of `dataset` in `led`. Reusing it spends nothing, since it is the very
+    release already paid for. A seq alone does not name a row (a new ledger numbers its own rows 1, 2, ... again), so
+    a result that records no hashes is not reused: it is computed and paid for again. None otherwise."""
     prior = read_json(path) if path.exists() else None
     facts = prior.get(within, {}) if prior and within else prior
-    if facts and facts["inputs"] == inputs and set(facts["ledger_row_ids"]) <= {r["seq"] for r in led.rows(dataset)}:
+    if not facts or facts["inputs"] != inputs:
+        return None
+    ids, hashes = facts["ledger_row_ids"], prior.get("ledger_row_hashes")
+    current = {r["seq"]: r["row_hash"] for r in led.rows(dataset)}
+    if hashes is not None and len(hashes) == len(ids) and all(current.get(s) == h for s, h in zip(ids, hashes)):
         return prior
     return None
 
@@ -131,12 +138,23 @@ def check_against_schema(config: Config, sch: Schema) -> None:
     from pipelines.data.transform import Encoder
     from pipelines.evaluation.attacks import suite
     from pipelines.generators.registry import make_generator
+    from pipelines.selection import select
     from pipelines.weights.postprocess import calibration_rows
     if sch.rows is None and config.privacy.row_count_epsilon is None:
         raise InputError(f"'privacy.row_count_epsilon' is null, but the schema '{sch.name}' declares no public "
                          "'rows': the training row count would have no public value.", file=PARAMS_FILE,
                          fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count), or declare "
                              "rows: {count, source} in the schema from the table's documentation.")
+    fatal = [f"'{c.name}'" for c in (*sch.columns, *sch.derived) if c.on_invalid == "fatal"] + [
+        f"rule '{r.describe()}'" for r in sch.rules if r.on_invalid == "fatal"]
+    if fatal and not config.privacy.internal_release:
+        raise InputError(f"on_invalid: fatal on {', '.join(fatal)}: a fatal policy stops the run on one row, so "
+                         "whether a public release happens at all would be an exact function of single records, "
+                         "outside the DP guarantee.", file=f"schemas/{config.dataset.name}.yaml",
+                         fix="use on_invalid: drop (or clip for a numeric column): the rows are counted in "
+                             "validation.json and prepare's DP row-loss test decides whether the release goes on; "
+                             "fatal is for internal releases only (privacy.internal_release: true).")
+    select(config, 0)  # the selection's refusals (a heuristic generator without its opt-in): params only
     layout = Encoder(sch).layout
     for name in config.generators:
         try:

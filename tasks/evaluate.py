@@ -11,6 +11,7 @@ the baseline stage's cache (tasks/baseline.py), so only the synthetic side is co
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from pipelines.data.rules import draw_within
 from pipelines.data.transform import Encoder
 from pipelines.data.validation import conforms
 from pipelines.evaluation import outside_dp, plots, scorecard, verdict
+from pipelines.evaluation.figure import not_applicable
 from pipelines.evaluation.attacks import suite
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.report import evaluation_markdown, key_figures
@@ -37,6 +39,7 @@ from tasks.progress import stage_progress
 
 
 PLOTS = EVALUATE_PLOTS  # reports/<ds>/<gen>/<name>.png, declared as DVC plots
+log = logging.getLogger(__name__)
 
 
 SAMPLE_PART_ROWS = 1 << 18   # synthetic rows sampled, decoded, checked and written at a time (`synthetic_table`)
@@ -75,14 +78,39 @@ def measure(config: Config, generator: str, root: Path, out: Path) -> tuple[dict
     `evaluate.read_max_rows` of its rows) and returns its plots and metrics.json's content; each measurement is a
     step of the 'evaluate' progress phase (the classifiers and scorecard report their own phases). The attacks run
     beside the other measurements (`runtime.beside`: a second process on a large table with two cores, else first,
-    here)."""
+    here). When the real rows do not allow the evaluation (a holdout with one target class or none, a degenerate
+    column), metrics.json says why (`evaluation_unavailable`) and the plots say so: the table is still written,
+    since whether anything is published is decided by the DP gates alone, never by the real-side evaluation."""
     i = baseline.inputs(config, root)
-    train, holdout, sch, n, k = i.train, i.holdout, i.sch, i.n, i.knobs  # n: the synthetic rows measured, public
-    card_knobs, attack_settings, verdict_settings = i.card_knobs, i.attacks, i.verdict
+    sch, n, k = i.sch, i.n, i.knobs  # n: the synthetic rows measured, public
     real = baseline.cached(config, root, i) or {}  # the baseline stage's real side; {}: each metric computes its own
     seed, step = i.seed, Steps("evaluate", 8)
     keep = row_sample(i.n_published, k["read_max_rows"], [seed, baseline.READ_STREAMS["synthetic"]])
     synth, conformance = step.done(synthetic_table(config, generator, root, i.n_published, out, keep))  # n rows
+    facts = {"generator": generator, "n_synthetic": i.n_published, "n_measured": n, "seed": seed, "settings": k,
+             "schema_conformance": conformance["success"],
+             **({"rules": {"rules": [r.describe() for r in sch.rules], "rows_replaced": conformance["rules_replaced"]}}
+                if sch.rules else {}),
+             "plots": [f"{name}.png" for name in PLOTS], "computed_on_real_data": outside_dp.EVALUATION_METRICS,
+             "hashes": common.hashes(config, "evaluate", sch, generator)}
+    reason = real.get(outside_dp.UNAVAILABLE)
+    if reason is None:
+        try:
+            pngs, measured = real_side_metrics(i, real, synth, step)
+            return pngs, {**facts, **measured}
+        except Exception as e:  # noqa: BLE001 - a failure on the real side never blocks publication
+            reason = outside_dp.unavailable_reason(e)
+            log.warning("evaluate@%s: the real-side evaluation cannot run on these rows (%s); the table is published "
+                        "if the DP gates pass, and the steward report says so", generator, reason, exc_info=True)
+    title = "not evaluated: the real rows do not allow it"
+    return {name: not_applicable(title, reason) for name in PLOTS}, {**facts, outside_dp.UNAVAILABLE: reason}
+
+
+def real_side_metrics(i: baseline.Inputs, real: dict[str, Any], synth: pd.DataFrame,
+                      step: Steps) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The measurements against the real rows (`measure`), each a step of the 'evaluate' progress phase."""
+    train, holdout, sch, n, k, seed = i.train, i.holdout, i.sch, i.n, i.knobs, i.seed
+    card_knobs, attack_settings, verdict_settings = i.card_knobs, i.attacks, i.verdict
     with beside(suite.privacy_risk, train, synth, holdout, sch, attack_settings, seed, real.get("attacks"),
                 rows=len(train)) as attacks:
         distances = step.done(marginal_distances(holdout, synth, sch.columns))
@@ -98,19 +126,12 @@ def measure(config: Config, generator: str, root: Path, out: Path) -> tuple[dict
     pngs["membership_roc"] = plots.roc_curves({"DOMIAS": risk["membership"]["domias"], "DCR": risk["membership"]["dcr"]},
                                               "Membership inference on the released table")
     metrics = {
-        "generator": generator, "n_synthetic": i.n_published, "n_measured": n, "seed": seed, "settings": k,
-        "schema_conformance": conformance["success"],
-        **({"rules": {"rules": [r.describe() for r in sch.rules], "rows_replaced": conformance["rules_replaced"]}}
-           if sch.rules else {}),
         "fidelity": distances, "fidelity_summary": summarise(distances),
         "utility": auroc_table(scored),
         "utility_verdict": utility_verdict,
         **paper,
         "scorecard": card,
         "privacy_risk": risk,
-        "plots": [f"{name}.png" for name in PLOTS],
-        "computed_on_real_data": outside_dp.EVALUATION_METRICS,
-        "hashes": common.hashes(config, "evaluate", sch, generator),
     }
     return pngs, metrics
 

@@ -26,10 +26,12 @@ import pandas as pd
 from pipelines.config import Config, Paths
 from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder, train_holdout_split
+from pipelines.data.validation import row_loss_summary
 from pipelines.errors import InputError
-from pipelines.io import atomic_dir, sha256_file, sha256_text, write_json, write_parquet
+from pipelines.io import atomic_dir, read_json, sha256_file, sha256_text, write_json, write_parquet
 from pipelines.privacy.noise import NoiseSource, binding_facts, load_noise_key
 from pipelines.privacy.row_count import noisy_count, public_row_count
+from pipelines.privacy.row_loss import row_loss_test
 from tasks import common
 from tasks.artifacts import publish
 
@@ -83,9 +85,58 @@ def split_key(config: Config, root: Path) -> tuple[bytes, str]:
     return _read_or_create_salt(path), f"random salt in {path}"
 
 
+def row_loss_path(p: Paths) -> Path:
+    """The row-loss test prepare paid for, with what it was computed from: beside the row count, not a DVC output,
+    so that a re-run on the same rows reuses the bit instead of spending again."""
+    return p.row_count.with_name(f"{p.dataset}.row_loss.json")
+
+
+def check_row_loss(config: Config, root: Path, run_id: str | None = None) -> dict[str, Any]:
+    """The DP row-loss test (pipelines/privacy/row_loss.py) on validation's counts, paid once per validated table,
+    report and setting; an InputError (after the spend is recorded, before anything is written) when it stops.
+    The exact counts go to the steward's console and error message only; what decides is the noisy bit."""
+    p, sch = common.paths(config, root), common.schema(config, root)
+    ds, priv = config.dataset, config.privacy
+    if not p.validation_report.exists():
+        raise InputError("validation's report is missing.", file=str(p.validation_report),
+                         fix="run the validate stage first: `synthrelease stage validate` (`dvc repro` runs it).")
+    report = read_json(p.validation_report)
+    epsilon = priv.row_loss_epsilon
+    inputs = sha256_text(json.dumps({"validated": _file_hash(p), "report": sha256_file(p.validation_report),
+                                     "max_dropped_fraction": ds.max_dropped_fraction, "epsilon": epsilon},
+                                    sort_keys=True))
+    led = common.ledger(config, root)
+    result = common.paid_before(row_loss_path(p), inputs, led, p.dataset)
+    if result is None:
+        session = led.session(p.dataset, run_id or f"prepare-{uuid.uuid4().hex[:12]}", "prepare",
+                              priv.delta, priv.lifetime_epsilon, internal=priv.internal_release)
+        noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: inputs,
+                                  f"{p.dataset}/prepare:row_loss",
+                                  binding_facts(common.hashes(config, "prepare", sch), epsilon, priv.delta)
+                                  ).overridden(ds.noise_seed)
+        test = row_loss_test(session, epsilon, lambda: (report["rows_dropped"] + report["rows_clipped"],
+                                                        report["rows_in"]), ds.max_dropped_fraction, noise)
+        result = {"inputs": inputs, **test.to_dict(), "ledger_row_ids": list(session.row_ids),
+                  "ledger_row_hashes": led.row_hashes(p.dataset, session.row_ids)}
+        write_json(row_loss_path(p), result)
+    if result["stop"]:
+        raise InputError(
+            f"the DP row-loss test stopped the release: {row_loss_summary(report)}, and the noisy count of rows lost "
+            "beyond "
+            f"dataset.max_dropped_fraction = {ds.max_dropped_fraction:g} exceeds its margin of "
+            f"{result['margin']:.0f} rows (ε = {epsilon:g}, recorded in the ledger; these exact counts are for the "
+            "steward only). The rows a policy drops are rarely a random sample, so a release of the rest would "
+            "misdescribe the table; nothing was written.", file=str(p.validation_report),
+            fix="give those columns their documented domain in the schema (bounds, every category, a documented "
+                "'unknown' code), correct the source table, or, once you have checked that losing these rows "
+                "does not bias the table, raise dataset.max_dropped_fraction (validation.json lists the counts).")
+    return result
+
+
 def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -> dict[str, Any]:
     p, sch = common.paths(config, root), common.schema(config, root)
     ds, priv = config.dataset, config.privacy
+    loss = check_row_loss(config, root, run_id)  # the first private step: nothing else is read if it stops
     holdout_fraction = ds.holdout_fraction
     key, key_source = split_key(config, root)
     rows: dict[str, int] = {}
@@ -118,7 +169,8 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
                                       ).overridden(ds.noise_seed)
             count = noisy_count(session, epsilon, count_rows, noise)
             paid.extend(session.row_ids)
-            write_json(p.row_count, {"inputs": inputs, "noisy": count, "ledger_row_ids": paid})
+            write_json(p.row_count, {"inputs": inputs, "noisy": count, "ledger_row_ids": paid,
+                                     "ledger_row_hashes": led.row_hashes(p.dataset, paid)})
             return count
 
         n_rows, n_rows_source = public_row_count(sch, config, noisy, str(p.schema))
@@ -127,6 +179,7 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
         layout = Encoder(sch).layout
         summary = {"rows_train": rows["train"], "rows_holdout": rows["holdout"], "rows_public": n_rows,
                    "rows_public_source": n_rows_source, "ledger_row_ids": paid,
+                   "row_loss": {"ledger_row_ids": loss["ledger_row_ids"], "epsilon": loss["epsilon"]},
                    "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
                              "holdout_fraction": holdout_fraction, "key": key_source},
                    "width": layout.width, "layout": layout.to_dict(),

@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Config, Paths, check_noise_seeds, noise_seed_keys
 from pipelines.data.declared import to_published
 from pipelines.evaluation import comparison
-from pipelines.evaluation.outside_dp import DP_STATEMENT, public_gates, public_verdict, release_statements
+from pipelines.evaluation.outside_dp import (DP_GATES, DP_STATEMENT, PUBLIC_GATES, public_gates, public_verdict,
+                                             release_statements)
 from pipelines.evaluation.plots import marginal_histograms
 from pipelines.evaluation.report import (comparison_html, comparison_markdown, public_html, public_markdown,
                                          render_html, render_markdown)
@@ -149,8 +150,8 @@ def steward_report(config: Config, generator: str, root: Path, manifest: dict[st
                "utility_verdict": steward_verdict(checks),
                "gates": [{"name": g["name"], "passed": g["passed"], "evidence": g["evidence"]} for g in checks["gates"]]
                + ([] if weights is None else [{k: weights["gate"][k] for k in ("name", "passed", "evidence")}]),
-               "fidelity": metrics["fidelity"], "fidelity_summary": metrics["fidelity_summary"],
-               "utility": metrics["utility"], "metrics": metrics,  # evaluate's scorecard and privacy-risk attacks
+               "fidelity": metrics.get("fidelity"), "fidelity_summary": metrics.get("fidelity_summary"),
+               "utility": metrics.get("utility"), "metrics": metrics,  # evaluate's scorecard and privacy-risk attacks
                "validation": read_json(p.validation_report) if p.validation_report.exists() else None,
                "weights_analysis": None if weights is None else read_json(
                    p.metrics(generator).parent / "weights.json").get("analysis"),
@@ -227,11 +228,25 @@ def release_table(config: Config, root: Path, released: list[dict], refused: lis
     return rows
 
 
+def refusal(generator: str, checks: dict[str, Any]) -> dict[str, Any]:
+    """What latest.json (and the run id) says of a refused generator: the names of the failed gates that decided
+    publication (`checks["deciding_gates"]`: under `release.non_dp_gates: advise` only the ledger gate and the DP
+    release test, so the entry is a function of public metadata and DP bits alone), and the reasons of the failed
+    gates among those that read no row outside DP. A gate that did not decide is never named, whether it passed
+    or failed: its bit is computed from real rows and stays in the steward report."""
+    deciding = set(checks["deciding_gates"])
+    failed = [g for g in checks["gates"] if g["name"] in deciding and not g["passed"]]
+    return {"generator": generator, "failed_gates": [g["name"] for g in failed],
+            "reasons": [g["evidence"]["reason"] for g in failed
+                        if g["name"] in PUBLIC_GATES | DP_GATES and "reason" in g["evidence"]]}
+
+
 RUNS = "runs"  # releases/<ds>/runs/<run-id>/ and reports/<ds>/steward/runs/<run-id>/: the run's comparison pages
 
 
 def run_id(config: Config, released: list[dict], refused: list[dict]) -> str:
-    """The release run's id: a content hash of the params and of what was released and refused."""
+    """The release run's id: a content hash of the params, the released ids and each refused generator's failed
+    deciding gates (`refusal`): public values and DP bits only, so the id says nothing a non-deciding gate found."""
     content = json.dumps({"params": config.hash, "released": [r["release_id"] for r in released],
                           "refused": [[r["generator"], r["failed_gates"]] for r in refused]}, sort_keys=True)
     return f"run-{sha256_text(content)[:12]}"
@@ -288,9 +303,7 @@ def release(config: Config, root: Path = Path(".")) -> dict[str, Any]:
         else:
             manifests[generator] = manifest_of(config, generator, root)
             internal = steward_report(config, generator, root, manifests[generator], f"refused-{generator}")
-            failed = [g for g in checks["gates"] if not g["passed"]]
-            refused.append({"generator": generator, "failed_gates": [g["name"] for g in failed],
-                            "reasons": [g["evidence"]["reason"] for g in failed if "reason" in g["evidence"]]})
+            refused.append(refusal(generator, checks))
         steward[generator] = str(internal.relative_to(root))  # internal: under reports/, never releases/
     pages = comparison_pages(config, root, run_id(config, released, refused), manifests,
                              {r["generator"] for r in released}, steward)

@@ -10,6 +10,7 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
+from pipelines.evaluation.outside_dp import sampler_facts
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, write_json
@@ -63,6 +64,7 @@ def train(config: Config, generator: str, run_id: str | None = None,
         "events": [event_to_dict(e) for e in events], "ledger_row_ids": row_ids,
         "epsilon_pld": epsilon_pld(events, budget.delta), "epsilon_rdp": epsilon_rdp(events, budget.delta),
         "target_epsilon": budget.epsilon, "delta": budget.delta, "calibration": calibration_summary(gen.privacy),
+        **sampler_facts(events),  # exact_sampler, and where false the heuristic guarantee that holds instead
         "hashes": common.hashes(config, "train", sch, generator),
     }
     with atomic_dir(p.model(generator)) as out:

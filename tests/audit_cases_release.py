@@ -54,7 +54,8 @@ from pipelines.privacy.bandwidth import exponential_bandwidth, laplace_bandwidth
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import DiscreteLaplaceEvent, Event, LaplaceEvent, PureEpsilonEvent
 from pipelines.privacy.noise import NoiseSource
-from pipelines.privacy.row_count import count_event, noisy_count
+from pipelines.privacy.row_count import count_event, noisy_count, tail_bound
+from pipelines.privacy.row_loss import loss_event, row_loss_test
 from pipelines.weights import estimators, logistic
 
 # Gaussian claims are made at δ = 1e-2 (as tests/audit_cases_dpsgd.py): at δ = 1e-5 the claim is set by tails that
@@ -400,11 +401,28 @@ def count_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray
                     dtype=float)
 
 
+# The DP row-loss test's stop bit (`row_loss_test`, prepare's own call), at ε = 1 with f = 0 so that q = L: D loses
+# ⌊t⌋ − 1 of its rows (stop iff Z ≥ 2) and D' one more lost row (stop iff Z ≥ 1), the pair whose stop rates differ
+# by exactly e^ε; the margin t follows the noise actually used, so at half the noise the pair moves with it.
+LOSS_EPSILON = 1.0
+
+
+def loss_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    epsilon = LOSS_EPSILON / noise_scale
+    lost, rows = math.floor(tail_bound(epsilon)) - 1 + int(neighbour), 40 + int(neighbour)
+    return np.array([row_loss_test(FakeSession(), epsilon, lambda: (lost, rows), 0.0,
+                                   NoiseSource(None, 9_000_011 * int(neighbour) + run)).stop for run in range(n_runs)],
+                    dtype=float)
+
+
 CASES: list[AuditCase] = [*pearl_cases(), *iw_cases(), *sp_cases(), *w_cases(),
                           AuditCase("prepare:row_count", "epsilon_1", 0, "training row count (discrete Laplace, Δ = 1)",
-                                    partial(float, COUNT_EPSILON), 0.0, count_scores)]
+                                    partial(float, COUNT_EPSILON), 0.0, count_scores),
+                          AuditCase("prepare:row_loss", "epsilon_1", 0, "row-loss stop bit (discrete Laplace, Δ = 1)",
+                                    partial(float, LOSS_EPSILON), 0.0, loss_scores)]
 PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
     ("prepare:row_count", "epsilon_1"): lambda: [count_event(COUNT_EPSILON)],
+    ("prepare:row_loss", "epsilon_1"): lambda: [loss_event(LOSS_EPSILON)],
     ("pearl", "default"): pearl_plan,
     **{("iw_mmd_gan", est): (lambda est=est: iw_plan(est)) for est in ("iw", "sniw")},
     **{("support_points", config): (lambda config=config: sp_plan(config)) for config in SP_CONFIGS},

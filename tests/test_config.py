@@ -96,7 +96,8 @@ def test_steps_or_epochs_not_both(tmp_path):
 def test_a_step_cap_is_a_positive_count_or_null(tmp_path, generator, key):
     assert load_params(write(tmp_path, generator, key, None)).generator(generator)[key] is None
     assert load_params(write(tmp_path, generator, key, 500)).generator(generator)[key] == 500
-    with pytest.raises(InputError, match=rf"'{generator}\.{key}': must be a positive number of steps, got 0"):
+    with pytest.raises(InputError, match=rf"'{generator}\.{key}': must be an integer in \[1, 10000000\] or null, "
+                                         rf"got 0\. Fix: correct '{generator}\.{key}' to "):
         load_params(write(tmp_path, generator, key, 0))
 
 
@@ -120,8 +121,8 @@ def test_the_hashed_mapping_is_the_files_own_and_the_sections_hold_every_default
     given = config.given
     assert given["dpwgan"] == {} and given["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
     assert given["evaluate"] == BASE["evaluate"] and given["weights"] == BASE["weights"]
-    assert given["privacy"]["row_count_epsilon"] == 0.05 and given["device"] == "auto"
-    assert config.hash == params_hash(given) == "eb6d1d9e3f587ab635158c176293b5de9a2ac4a4676ce9269d34bdd185f3f6e5"
+    assert given["privacy"]["row_count_epsilon"] == given["privacy"]["row_loss_epsilon"] == 0.05 and given["device"] == "auto"
+    assert config.hash == params_hash(given) == "e81cb8752257a28c2852fcbae2963d81bfab86d9588526d8d342dd3dd6770d72"
     assert config.generator("dpwgan") == {} and config.device == "auto" and config.privacy.row_count_epsilon == 0.05
     assert config.orchestration.model_dump() == {"task_runner": "threads", "max_workers": 4, "dask_address": None,
                                                  "dask_workers": 2, "dask_memory_limit": "auto",
@@ -312,7 +313,7 @@ def test_the_budget_stage_names_the_column_not_the_release_epsilon(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: file params.yaml: 'ppem.protected': names unknown columns ['no_such_column']")
     assert "release_epsilon" not in err and not (root / "data" / "allocation").exists()
-    assert ledger_rows(root) == 2  # prepare's check of the documented count (planned, spent); nothing of the budget
+    assert ledger_rows(root) == 4  # prepare's row-loss test and count check (planned, spent); nothing of the budget
 
 
 @pytest.mark.slow

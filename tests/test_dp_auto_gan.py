@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_dpwgan import MIXED, FakeSession, GuardedData, mixed_data
+from test_dpwgan import (MIXED, FakeSession, GuardedData, Recorded, assert_drawn_from_the_key, fit_keyed,
+                         mixed_data, record_critic_steps, record_inputs)
 
 from pipelines.data.transform import Encoder
 from pipelines.generators import wgan
@@ -49,7 +50,7 @@ def test_is_a_registered_generator_with_checked_params():
         DPAutoGAN(MIXED, {"ae_steps": 3})
     with pytest.raises(ValueError, match="'autoencoder_steps' or 'autoencoder_epochs', not both"):
         DPAutoGAN(MIXED, {"autoencoder_steps": 3, "autoencoder_epochs": 1})
-    with pytest.raises(ValueError, match="autoencoder_share must lie strictly between 0 and 1"):
+    with pytest.raises(ValueError, match=r"autoencoder_share must be a number in \(0, 1\) \(both phases read data"):
         DPAutoGAN(MIXED, {"autoencoder_share": 1.0})
 
 
@@ -300,8 +301,21 @@ def test_generator_in_eval_mode_maps_each_latent_on_its_own():
 def test_fit_handles_empty_poisson_batches():
     gen = fitted({"autoencoder_steps": 20, "steps": 20, "autoencoder_batch_size": 1, "batch_size": 2}, n=30)
     assert np.isfinite(gen.sample(10, 0)).all()  # q = 1/30 and 2/30: most batches are empty
-    with pytest.raises(ValueError, match="batch_size must be at least 2"):
+    with pytest.raises(ValueError, match=r"batch_size must be an integer in \[2, 1000000\] \(a generator step"):
         DPAutoGAN(MIXED, {"batch_size": 1})
+
+
+def test_private_critic_steps_draw_latents_head_uniforms_and_u_from_the_csprng(monkeypatch):
+    """Phase 2's latents z of G_w, output-head uniforms and interpolation weights u come from the step's CSPRNG."""
+    def draws(key: bytes, torch_seed: int) -> Recorded:
+        seen: Recorded = {}
+        gen = DPAutoGAN(MIXED, {**FAST, "autoencoder_steps": 2, "steps": 3}, "cpu")
+        record_inputs(seen, "latents", gen.generator, 0)
+        record_inputs(seen, "head uniforms", gen.heads, 1)
+        record_critic_steps(monkeypatch, seen)
+        fit_keyed(monkeypatch, gen, key, torch_seed)
+        return seen
+    assert_drawn_from_the_key(draws)
 
 
 @pytest.mark.slow

@@ -3,17 +3,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from pipelines.data.layout import Block, Layout
+from pipelines.generators import wgan
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import make_generator
 from pipelines.generators.dpwgan import DPWGAN
 from pipelines.privacy.accountant import epsilon_pld
+from pipelines.privacy.dpsgd import SecureGenerator
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent
+from pipelines.privacy.noise import Streams, secure_numpy
 
 MIXED = Layout((
     Block("age", "integer", 0, 1),
@@ -167,6 +172,70 @@ def test_training_noise_is_secret_by_default_and_seeded_only_on_request():
     # the public seed alone does not fix the DP noise or the Poisson batches (pipelines/privacy/noise.py)
     assert not np.array_equal(fitted({"noise_seed": None}).sample(100, 1),
                               fitted({"noise_seed": None}).sample(100, 1))
+
+
+# -- every draw of a private training step comes from the CSPRNG -----------------------------------------------
+
+CRITIC_GRADIENT = wgan.critic_gradient
+Recorded = dict[str, list[torch.Tensor]]
+
+
+def csprng_key(flip_bit: int | None = None) -> bytes:
+    """A fixed 16-byte AES key for a training step's noise stream; `flip_bit`: with that bit (0: the lowest) flipped."""
+    key = bytearray(range(16))
+    if flip_bit is not None:
+        key[15 - flip_bit // 8] ^= 1 << (flip_bit % 8)
+    return bytes(key)
+
+
+def fit_keyed(monkeypatch: pytest.MonkeyPatch, gen: PrivateGenerator, key: bytes, torch_seed: int) -> None:
+    """A private fit of `gen` on 64 rows, every DP-SGD noise stream (`Streams.training`) the CSPRNG keyed by `key`,
+    every Poisson stream one with a fixed key (the same batches whatever `key`), after torch's global generator
+    is seeded by `torch_seed`: what no private draw may depend on."""
+    monkeypatch.setattr(Streams, "training", lambda self, context, device="cpu": (
+        SecureGenerator(secure_numpy(key), device), SecureGenerator(secure_numpy(bytes(16)))))
+    torch.manual_seed(torch_seed)
+    gen.plan(64, Budget(2.0, 1e-5))
+    gen.fit(mixed_data(64), FakeSession())
+
+
+def record_inputs(seen: Recorded, name: str, module: torch.nn.Module, position: int) -> None:
+    """Append argument `position` of every call of `module` to seen[name] (latents, head uniforms)."""
+    module.register_forward_pre_hook(lambda _, args: seen.setdefault(name, []).append(args[position].clone()))
+
+
+def record_critic_steps(monkeypatch: pytest.MonkeyPatch, seen: Recorded) -> None:
+    """Append the interpolation weights u that every critic step hands to `wgan.critic_gradient` to seen["u"]."""
+    def recorded(critic, real, paired_fake, u, *args, **kwargs):
+        seen.setdefault("u", []).append(u.clone())
+        return CRITIC_GRADIENT(critic, real, paired_fake, u, *args, **kwargs)
+    monkeypatch.setattr(wgan, "critic_gradient", recorded)
+
+
+def assert_drawn_from_the_key(draws: Callable[[bytes, int], Recorded]) -> None:
+    """Each kind of draw of `draws(key, torch_seed)` ({name: tensors in call order}, from a private fit) depends on
+    the CSPRNG key alone: the same key gives identical tensors whatever torch's global generator was seeded with,
+    a key one bit away different ones at the first call (the same networks, the same Poisson batch)."""
+    base, again, other = draws(csprng_key(), 0), draws(csprng_key(), 1), draws(csprng_key(flip_bit=0), 0)
+    assert base and base.keys() == again.keys() == other.keys()
+    for name, tensors in base.items():
+        assert len(tensors) == len(again[name]) > 0
+        assert all(torch.equal(x, y) for x, y in zip(tensors, again[name])), name
+        first, flipped = tensors[0], other[name][0]
+        assert first.numel() > 0 and first.shape == flipped.shape and not torch.equal(first, flipped), name
+
+
+def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monkeypatch):
+    """DP-WGAN's latents, output-head uniforms and interpolation weights u come from the step's CSPRNG."""
+    def draws(key: bytes, torch_seed: int) -> Recorded:
+        seen: Recorded = {}
+        gen = DPWGAN(MIXED, {**FAST, "steps": 3, "calibration": {"share": 0}}, "cpu")
+        record_inputs(seen, "latents", gen.generator.net, 0)
+        record_inputs(seen, "head uniforms", gen.generator.heads, 1)
+        record_critic_steps(monkeypatch, seen)
+        fit_keyed(monkeypatch, gen, key, torch_seed)
+        return seen
+    assert_drawn_from_the_key(draws)
 
 
 @pytest.mark.parametrize("epsilon", [2.0, math.inf])

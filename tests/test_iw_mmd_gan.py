@@ -241,7 +241,7 @@ def test_bad_parameters_are_refused():
                         ({"estimator": "miw", "groups": 1}, "groups must be an integer >= 2"),
                         ({"estimator": "uniform", "weights": REBALANCE}, "'uniform' ignores iw_mmd_gan.weights"),
                         ({"kernel": "rbf"}, "kernel must be auto, adversarial or fixed"),
-                        ({"w_max": -1}, "w_max must be null or positive"),
+                        ({"w_max": -1}, "w_max must be a positive finite number or null"),
                         ({"unknown": 1}, "unknown iw_mmd_gan parameters")]:
         with pytest.raises(ValueError, match=msg):
             IWMMDGAN(MIXED, {**FAST, **params})

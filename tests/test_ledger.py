@@ -405,3 +405,33 @@ def test_hmac_ledger_needs_the_key_and_old_plain_ledgers_migrate(ledger_path, ca
     assert "needs that key" in capsys.readouterr().err
     assert _cli_verify(ledger_path, KEY.hex(), monkeypatch) == 0
     assert json.loads(capsys.readouterr().out)["hmac_from_seq"] == 6
+
+
+def test_a_paid_release_test_bit_is_reused_only_in_the_ledger_that_holds_its_rows(tmp_path):
+    """tasks/check.py's stored release test (`ledger_row_ids` under "evidence", their `ledger_row_hashes` beside it):
+    reused where every (seq, row hash) pair is a row of the data set, not in a new ledger whose rows merely carry
+    the same numbers, nor when it records no hashes (a result stored before they were: computed and paid again)."""
+    from tasks.common import paid_before
+    paid = Ledger(str(tmp_path / "old.sqlite"))
+    session = paid.session("adult", "run-1", "check@dpwgan", DELTA, 10.0)
+    session.reserve([PureEpsilonEvent(0.1)])
+    ids = [*session.reservation.row_ids, *session.record([PureEpsilonEvent(0.1)])]
+    assert ids == [1, 2] and paid.row_hashes("adult", ids) == [r["row_hash"] for r in paid.rows("adult")]
+    stored = tmp_path / "release_test.json"
+    gate = {"name": "release_test", "passed": True, "evidence": {"inputs": "abc", "ledger_row_ids": ids}}
+    stored.write_text(json.dumps({**gate, "ledger_row_hashes": paid.row_hashes("adult", ids)}))
+    assert paid_before(stored, "abc", paid, "adult", within="evidence")["passed"] is True
+    assert paid_before(stored, "another table", paid, "adult", within="evidence") is None
+    assert paid_before(stored, "abc", paid, "census", within="evidence") is None    # another data set's rows
+
+    fresh = Ledger(str(tmp_path / "new.sqlite"))          # the same numbers, other content
+    other = fresh.session("adult", "run-9", "train@aim", DELTA, 10.0)
+    other.reserve([PureEpsilonEvent(0.1)])
+    other.record([PureEpsilonEvent(0.1)])
+    assert [r["seq"] for r in fresh.rows("adult")] == ids
+    assert paid_before(stored, "abc", fresh, "adult", within="evidence") is None
+
+    stored.write_text(json.dumps(gate))                   # no hashes recorded
+    assert paid_before(stored, "abc", paid, "adult", within="evidence") is None
+    with pytest.raises(ValueError, match=r"no ledger rows \[3\]"):
+        paid.row_hashes("adult", [1, 3])

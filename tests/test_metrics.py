@@ -313,7 +313,7 @@ def test_knobs_validation():
     assert knobs({"utility_max_rows": None})["utility_max_rows"] is None
     with pytest.raises(InputError, match=r"'evaluate\.utility_max_rows': must be a positive integer or null"):
         knobs({"utility_max_rows": 0})
-    with pytest.raises(InputError, match=r"params\.yaml: 'evaluate\.kway': must be a positive integer.*Fix:"):
+    with pytest.raises(InputError, match=r"params\.yaml: 'evaluate\.kway': must be an integer in \[1, 5\].*Fix:"):
         knobs({"kway": 0})
     with pytest.raises(InputError, match="evaluate.kway_bins"):
         knobs({"kway_bins": None})

@@ -72,7 +72,8 @@ TRAIN_ROWS = sorted(  # PPEM: two events, DP-WGAN one, and each one more: its ca
     + [("train@mst", "planned")] * (3 * D - 2) + [("train@mst", "spent")] * (3 * D - 2)
     + [("train@aim", "planned")] * (D + 1) + [("train@aim", "spent")] * (D + 1)
     + [("weight@dpwgan", "planned"), ("weight@dpwgan", "spent")]
-    + [(f"check@{g}", status) for g in GENERATORS for status in ("planned", "spent")])  # the DP release tests
+    + [(f"check@{g}", status) for g in GENERATORS for status in ("planned", "spent")]  # the DP release tests
+    + [("prepare", "planned"), ("prepare", "spent")])  # prepare's DP row-loss test (a public rows count: no count)
 
 
 STEWARD_KEY = "ab" * 32  # the tests' steward key (a file outside the repo): keyed noise, as a steward's release
@@ -148,9 +149,9 @@ def test_budget_refused_before_any_data_is_read(tmp_path, monkeypatch):
     def forbidden(*a, **k):
         raise AssertionError("private rows were read before the budget check")
     monkeypatch.setattr(EncodedTable, "__array__", forbidden)
-    with pytest.raises(BudgetExceededError, match=r"spent ε=0.*plans ε=3.*remaining ε=0.5"):
-        train(load_params(root / "params.yaml"), "dpwgan", "test", root)
-    assert ledger_rows(root) == []
+    with pytest.raises(BudgetExceededError, match=r"spent ε=0.04998.*plans ε=3.*remaining ε=0.45"):
+        train(load_params(root / "params.yaml"), "dpwgan", "test", root)     # spent: prepare's row-loss test
+    assert [stage for _, stage, _ in ledger_rows(root)] == ["prepare", "prepare"]
     assert not (root / "models").exists()
 
 
@@ -196,7 +197,7 @@ def test_dvc_repro_end_to_end(tmp_path):
     assert 0.99 * allocated <= privacy["epsilon_pld"] <= allocated and privacy["epsilon_rdp"] >= privacy["epsilon_pld"]
     assert 1 / 5 < allocated < 1.0 and 0.999 <= allocation["epsilon_composed"] <= 1.0  # 4 generators + weights
     assert privacy["rows_public"] == privacy["n_rows"] == 455 and "schema rows.count" in privacy["rows_public_source"]
-    assert sorted(r[1:] for r in ledger_rows(root)) == TRAIN_ROWS  # a public rows count: no prepare event
+    assert sorted(r[1:] for r in ledger_rows(root)) == TRAIN_ROWS
 
     checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
     total = checks["gates"][0]["evidence"]["epsilon_total_pld"]  # all generators' spend, composed (PLD)
@@ -291,4 +292,4 @@ def test_prefect_flow_publishes_release_and_artifacts(tmp_path):
                 "breast-cancer-release"):
         assert key in out["keys"]
     assert not [k for k in out["keys"] if "dpwgan" in k or "ppem" in k]  # no task ran for the other candidates
-    assert {stage for _, stage, _ in ledger_rows(root)} == {"train@aim", "check@aim", "weight@aim"}
+    assert {stage for _, stage, _ in ledger_rows(root)} == {"prepare", "train@aim", "check@aim", "weight@aim"}

@@ -12,6 +12,7 @@ from scipy.stats import chi2
 from pipelines.data.layout import Block, Layout
 from pipelines.data.transform import Encoder
 from pipelines.generators.base import Budget
+from pipelines.generators import ppem
 from pipelines.generators.ppem import PPEM, Energy, ksd_penalty, marginal_energy_gradient, split_columns
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
@@ -241,6 +242,28 @@ def test_non_private_ppem_keeps_the_prediction_task(bc_schema, bc_raw):
     auroc = tstr_auroc(train, synth, holdout, bc_schema.columns, bc_schema.target, 0)
     assert auroc["models"]["logistic_regression"]["tstr"] >= 0.9
     assert gen.alpha_lmdp_gate(enc.encode(train)).passed
+
+
+def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monkeypatch):
+    """G_ω's and G_υ's latents, G_υ's output-head uniforms (G_ω's numeric x′ heads draw none), in the energy and the
+    generator steps, and the interpolation weights u come from the step's CSPRNG."""
+    from test_dpwgan import MIXED, Recorded, assert_drawn_from_the_key, fit_keyed, record_inputs
+
+    def draws(key: bytes, torch_seed: int) -> Recorded:
+        seen: Recorded = {}
+        gen = PPEM(MIXED, {"epsilon": 2.0, "steps": 3, "energy_steps": 2, "batch_size": 16, "hidden": 8,
+                           "latent_dim": 4, "protected": ["age", "income"], "calibration": {"share": 0.0}})
+        record_inputs(seen, "G_ω latents", gen.gen_m.first, 0)
+        record_inputs(seen, "G_υ latents", gen.gen_c.first, 0)
+        record_inputs(seen, "G_υ head uniforms", gen.gen_c.heads, 1)
+
+        def recorded(energy, real, paired_fake, u, *args, **kwargs):
+            seen.setdefault("u", []).append(u.clone())
+            return marginal_energy_gradient(energy, real, paired_fake, u, *args, **kwargs)
+        monkeypatch.setattr(ppem, "marginal_energy_gradient", recorded)
+        fit_keyed(monkeypatch, gen, key, torch_seed)
+        return seen
+    assert_drawn_from_the_key(draws)
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from pipelines.config import load_params, merged, parse_params, read_params
 from pipelines.data.layout import Block, Layout
 from pipelines.errors import InputError
+from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
 from pipelines.generators.base import Budget
 from pipelines.generators.private_selection import TRIAL_RTOL, WINNER_DIR, candidate_weights
 from pipelines.generators.registry import load_generator, make_generator
@@ -285,6 +286,7 @@ def test_private_mode_selects_the_selection_generator_or_says_how_to_add_it():
 def test_private_release_trains_only_the_selection_and_charges_one_event(tmp_path):
     from tasks.train import train
     sections = {g: TINY[g] for g in ("pearl", "support_points")}
+    sections["support_points"] = {**sections["support_points"], "accept_heuristic": True}   # else refused
     root = make_root(tmp_path, {"generators": ["pearl", "support_points", "private_selection"],
                                 "release": {"select": "private"}, "weights": {"generators": []},
                                 "private_selection": {"trials": "random", "mean_trials": 2}, **sections})
@@ -297,10 +299,11 @@ def test_private_release_trains_only_the_selection_and_charges_one_event(tmp_pat
     assert json.loads((alloc / "pearl.json").read_text())["selected"] is False
     for gen in ("pearl", "support_points", "private_selection"):
         train(params, gen, "run", root)
-    assert {stage for _, stage, _ in ledger_rows(root)} == {"train@private_selection"}
+    assert {stage for _, stage, _ in ledger_rows(root)} == {"prepare", "train@private_selection"}
     privacy = json.loads((root / "models/breast_cancer/private_selection/privacy.json").read_text())
     assert [e["kind"] for e in privacy["events"]] == ["repeat_and_select"]
     assert privacy["drawn_by"] in ("pearl", "support_points")   # the winner: part of the selection's DP output
+    assert privacy["exact_sampler"] is False and privacy["guarantee"] == MCMC_HEURISTIC   # whichever candidate won
     assert privacy["epsilon_pld"] <= entry["epsilon"] + 1e-9
 
 

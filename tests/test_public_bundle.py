@@ -102,6 +102,11 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
             assert needle not in cells, (f.name, "cells", needle)
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["noise_seed_used"] == [] and manifest["noise_seed_statement"] is None  # keyed noise only
+    # every event of the run (prepare's row-loss test, the generator, the weights, the release test) within the
+    # release ε: the budget stage divided it with prepare's part pinned
+    privacy = manifest["privacy"]
+    assert privacy["epsilon_allocated"]["prepare"] == 0.05 and privacy["release_epsilon"] == 1.0
+    assert 0.99 < privacy["epsilon_dataset_total"] <= privacy["release_epsilon"]
     assert all(set(g) == {"name", "passed", "data_dependent"} for g in manifest["gates"])
     # every public bit DP (release.non_dp_gates: advise): the ledger gate, the DP release test and the DP weights' k̂;
     # no row-reading gate, no verdict word, nothing outside the guarantee
@@ -139,9 +144,54 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     assert {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
             if f.is_file()} == written
 
+    assert_non_dp_gates_publish_nothing(params, root)
+
     # check@dpwgan again on the same table and rows: the bit already paid for, no new ledger row
     seqs = [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")]
     again = {g["name"]: g for g in check(params, "dpwgan", root)["gates"]}["release_test"]
     assert again["evidence"]["reused"] and again["passed"] == {g["name"]: g for g in checks["gates"]}[
         "release_test"]["passed"]
     assert [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")] == seqs
+
+
+def releases_tree(root) -> dict:
+    return {f.relative_to(root): f.read_bytes() for f in (root / "releases").rglob("*") if f.is_file()}
+
+
+def assert_non_dp_gates_publish_nothing(params, root) -> None:
+    """Flip each gate that reads real rows outside DP (every gate but the ledger gate and the DP release test), of
+    a released and of a refused table, and change its reason text: no byte under releases/ may change (latest.json,
+    the bundle, the run's comparison page and the run id naming it), since under `non_dp_gates: advise` those bits
+    decide nothing and reach only the steward report."""
+    import shutil
+    from tasks.release import release
+    path = root / "reports/breast_cancer/dpwgan/checks.json"
+    original = json.loads(path.read_text())
+    non_dp = [g["name"] for g in original["gates"] if g["name"] not in ("ledger", "release_test")]
+    assert {"membership_inference", "utility"} <= set(non_dp) and len(non_dp) >= 5
+    for refused in (False, True):
+        base = json.loads(json.dumps(original))
+        if refused:  # the DP release test said no: the table is refused by a deciding gate
+            next(g for g in base["gates"] if g["name"] == "release_test")["passed"] = False
+            base["passed"] = False
+        trees = []
+        for flipped in [None, *non_dp]:
+            checks = json.loads(json.dumps(base))
+            for g in checks["gates"]:
+                if g["name"] == flipped:
+                    g["passed"] = not g["passed"]
+                    g["evidence"] = {**g["evidence"], "reason": f"canary reason of {flipped}", "verdict": "weak"}
+            path.write_text(json.dumps(checks))
+            shutil.rmtree(root / "releases")
+            index = release(params, root)
+            trees.append(releases_tree(root))
+            if refused:
+                assert index["released"] == [] and index["refused"] == [
+                    {"generator": "dpwgan", "failed_gates": ["release_test"], "reasons": []}]
+            else:
+                assert index["refused"] == [] and len(index["released"]) == 1
+        assert all(t == trees[0] for t in trees[1:]), refused
+        assert not any(b"canary reason" in data for data in trees[-1].values())
+    path.write_text(json.dumps(original))
+    shutil.rmtree(root / "releases")
+    release(params, root)

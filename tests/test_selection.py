@@ -3,6 +3,7 @@ table while the other candidates' stages spend and publish nothing."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -10,6 +11,7 @@ import yaml
 
 from pipelines.config import RELEASE_DEFAULTS, load_params, merged, parse_params, read_params
 from pipelines.errors import InputError
+from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
 from pipelines.generators.names import GENERATORS
 from pipelines.selection import PREFERENCE, select
 from test_pipeline import PROJECT, ledger_rows, make_root, run_stages
@@ -28,6 +30,36 @@ def test_auto_selects_one_generator_by_the_public_rule(candidates, chosen):
     assert s.mode == "auto" and s.selected == (chosen,) and s.candidates == tuple(candidates)
     assert s.facts == {"rows_public": 455, "release_epsilon": 1.0} and chosen in s.reason
     assert select(parse_params(merged(params, {"release": {"select": "all"}})), 455).selected == tuple(candidates)
+
+
+def test_auto_and_private_never_pick_support_points_unless_its_heuristic_guarantee_is_accepted(tmp_path):
+    """auto refuses to choose support_points and private to consider it (its ε holds only for an exact sample, and
+    its release is a finite MCMC chain's last state) unless support_points.accept_heuristic is true; all keeps it
+    (the ledger gate labels it heuristic)."""
+    base = merged(read_params(PROJECT / "params.yaml"), {"generators": ["support_points"]})
+    with pytest.raises(InputError, match=rf"'release\.select': auto would choose support_points, whose guarantee is "
+                                         rf"{re.escape(MCMC_HEURISTIC)}.*Fix: list a generator before support_points.*"
+                                         r"support_points: \{accept_heuristic: true\}"):
+        select(parse_params(base), 455)
+    accepted = merged(base, {"support_points": {"accept_heuristic": True}})
+    chosen = select(parse_params(accepted), 455)
+    assert chosen.selected == ("support_points",) and "accepted with a heuristic guarantee" in chosen.reason
+    assert select(parse_params(merged(base, {"generators": ["support_points", "pearl"]})), 455).selected == ("pearl",)
+    assert select(parse_params(merged(base, {"release": {"select": "all"}})), 455).selected == ("support_points",)
+
+    private = merged(base, {"generators": ["aim", "support_points", "private_selection"],
+                            "release": {"select": "private"}})
+    with pytest.raises(InputError, match=r"private would consider support_points.*Fix: leave support_points out of "
+                                         r"the private selection's candidates"):
+        select(parse_params(private), 455)
+    assert select(parse_params(merged(private, {"private_selection": {"candidates": ["aim"]}})), 455).selected == (
+        "private_selection",)   # named candidates without it: nothing heuristic is considered
+    assert select(parse_params(merged(private, {"support_points": {"accept_heuristic": True}})), 455).selected == (
+        "private_selection",)
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(merged(base, {"support_points": {"accept_heuristic": 1}})))
+    with pytest.raises(InputError, match=r"'support_points\.accept_heuristic'.*Fix:"):
+        load_params(tmp_path / "params.yaml")
 
 
 def test_an_unknown_select_mode_is_refused_with_its_key(tmp_path):
@@ -73,7 +105,7 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
     params = load_params(root / "params.yaml")
     alloc = root / "data/allocation/breast_cancer"
     summary = json.loads((alloc / "release.json").read_text())
-    assert summary["selection"]["selected"] == ["aim"] and set(summary["parts"]) == {"aim", "weights", "release_test"}
+    assert summary["selection"]["selected"] == ["aim"] and set(summary["parts"]) == {"prepare", "aim", "weights", "release_test"}
     assert 0.999 <= summary["epsilon_composed"] <= 1.0  # the whole release ε: AIM and its weights, composed
     left = json.loads((alloc / "dpwgan.json").read_text())
     assert left == {"part": "dpwgan", "selected": False, "select": "auto", "selected_generators": ["aim"]}
@@ -86,7 +118,7 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
         check(params, gen, root)
         weight(params, gen, "run", root)
     stages = {stage for _, stage, _ in ledger_rows(root)}
-    assert stages == {"train@aim", "check@aim", "weight@aim"}  # the unselected candidate spent nothing
+    assert stages == {"prepare", "train@aim", "check@aim", "weight@aim"}  # the unselected candidate spent nothing
     model = root / "models/breast_cancer/dpwgan"
     assert sorted(p.name for p in model.iterdir()) == ["selection.json"]
     assert len(pd.read_parquet(root / "data/synthetic/breast_cancer/dpwgan.parquet")) == 0
@@ -100,3 +132,36 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
     manifest = json.loads((root / index["released"][0]["path"] / "manifest.json").read_text())
     assert manifest["weights"] is not None  # the published table's DP weights (released or withheld by k̂)
     assert not list((root / "releases/breast_cancer").glob("dpwgan-*"))
+
+
+@pytest.mark.slow
+def test_an_accepted_support_points_release_is_labelled_heuristic_in_its_manifest_and_reports(tmp_path):
+    """auto with support_points.accept_heuristic: the table is published under the default `non_dp_gates: advise`
+    (the R̂ gate decides nothing there), and privacy.json, the manifest's `guarantee` and both reports state the
+    heuristic guarantee."""
+    from tasks.baseline import baseline
+    from tasks.check import check
+    from tasks.evaluate import evaluate
+    from tasks.release import release
+    from tasks.train import train
+    root = make_root(tmp_path, {"generators": ["support_points"], "weights": {"generators": []},
+                                "release": {"select": "auto", "non_dp_gates": "advise"},
+                                "support_points": {"accept_heuristic": True}})
+    run_stages(root, "budget")
+    params = load_params(root / "params.yaml")
+    train(params, "support_points", "run", root)
+    privacy = json.loads((root / "models/breast_cancer/support_points/privacy.json").read_text())
+    assert privacy["exact_sampler"] is False and privacy["guarantee"] == MCMC_HEURISTIC
+    assert [e["mechanism"] for e in privacy["events"] if e["kind"] == "pure_epsilon"] == ["exponential_mcmc"]
+    baseline(params, root)
+    evaluate(params, "support_points", root)
+    checks = check(params, "support_points", root)
+    assert checks["deciding_gates"] == ["ledger", "release_test"] and "mh_convergence" in [
+        g["name"] for g in checks["gates"]]
+    index = release(params, root)
+    (released,) = index["released"]
+    bundle = root / released["path"]
+    assert json.loads((bundle / "manifest.json").read_text())["guarantee"] == MCMC_HEURISTIC
+    steward = root / index["steward_reports"]["support_points"]
+    for page in (bundle / "report.md", steward / "steward_report.md"):
+        assert f"Guarantee | {MCMC_HEURISTIC} |" in page.read_text()

@@ -6,6 +6,7 @@ counterexample to Algorithm 1's score, and the generator contract (plan, reserve
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import astuple
 
@@ -22,7 +23,12 @@ from pipelines.privacy.bandwidth import (BANDWIDTH_LATTICE_STEPS, bandwidth_grid
                                          likelihood_range, mle_bandwidth)
 from pipelines.stats.energy import EnergyChains, energy_distance, energy_sensitivity
 from pipelines.privacy.energy_sampler import reflect, sample_energy_mechanism
-from pipelines.privacy.events import DiscreteLaplaceEvent, NonPrivateEvent, PureEpsilonEvent
+from pipelines.evaluation.outside_dp import MCMC_HEURISTIC, sampler_facts
+from pipelines.evaluation.report import public_markdown, render_markdown
+from pipelines.gates.release import ledger_gate
+from pipelines.privacy.events import (MCMC_EXPONENTIAL, DiscreteLaplaceEvent, GaussianEvent, NonPrivateEvent,
+                                      PureEpsilonEvent, RepeatAndSelectEvent, event_from_dict, exactly_sampled)
+from pipelines.privacy.ledger import Ledger
 
 DELTA = 1e-5
 FAST = {"n_points": 4, "burn_in": 300, "steps": 400, "thin": 10, "noise_seed": 0,
@@ -84,7 +90,7 @@ def test_sensitivity_bounds_random_neighbouring_pairs(p):
 def test_norm_outside_negative_type_range_is_refused():
     with pytest.raises(ValueError, match=r"\[1, 2\]"):
         energy_sensitivity(10, 2, 3.0)
-    with pytest.raises(ValueError, match="norm p"):
+    with pytest.raises(ValueError, match=r"support_points\.norm must be a number in \[1, 2\] \(ℓ_p is a metric of"):
         SupportPoints(MIXED, {"norm": 0.5})
 
 
@@ -227,6 +233,9 @@ def test_plan_splits_the_budget_and_fit_records_it(expansion, events):
             assert astuple(e)[:4] == pytest.approx(astuple(want)[:4])
         else:
             assert e.epsilon == pytest.approx(want.epsilon)
+    # the sets are a finite chain's last states (a heuristic ε); the bandwidth's grid draw is exact
+    assert [e.mechanism for e in got if isinstance(e, PureEpsilonEvent)] == [MCMC_EXPONENTIAL] * gen.repeats + (
+        ["exponential"] if expansion == "kde_exponential" else [])
     assert gen.privacy.sensitivity == pytest.approx(energy_sensitivity(120, MIXED.width, 2.0))
     assert len(gen.points) == 4 * (3 if expansion == "repeat" else 1)
     lo, hi = gen.params["bandwidth_bounds"]
@@ -257,7 +266,7 @@ def test_rhat_gate_passes_converged_chains_and_refuses_disagreeing_ones():
     ok = fitted({"burn_in": 2000, "steps": 2000, "thin": 10})
     gate = ok.release_gates(None)[0]
     assert gate.name == "mh_convergence" and gate.passed, gate.evidence
-    assert "exact exponential mechanism" in gate.evidence["guarantee"] and gate.evidence["outside_dp"]
+    assert gate.evidence["guarantee"].startswith(MCMC_HEURISTIC + ". The exact mechanism") and gate.evidence["outside_dp"]
     # ε large, no burn-in, few steps: four chains from uniform starts are still far apart
     bad = fitted({"burn_in": 0, "steps": 40, "thin": 10, "n_points": 30}, epsilon=1e5)
     refusal = bad.release_gates(None)[0]
@@ -287,8 +296,44 @@ def test_non_private_mode_releases_the_support_points():
 
 def test_registry_and_bad_parameters():
     assert isinstance(make_generator("support_points", MIXED, FAST, "cpu"), SupportPoints)
-    for bad, match in [({"chains": 2}, "chains must be >= 4"), ({"expansion": "kde"}, "expansion must be one of"),
+    for bad, match in [({"chains": 2}, r"chains must be an integer in \[4, 256\]"),
+                       ({"expansion": "kde"}, "expansion must be one of"),
                        ({"bandwidth_bounds": [0.2, 0.1]}, "bandwidth_bounds"), ({"stepz": 1}, "unknown"),
-                       ({"steps": 20, "thin": 10}, "4·thin")]:
+                       ({"steps": 20, "thin": 10}, "4·thin"), ({"accept_heuristic": "yes"}, "true or false")]:
         with pytest.raises(ValueError, match=match):
             SupportPoints(MIXED, bad)
+
+
+def test_the_release_is_labelled_heuristic_from_its_ledger_rows_to_both_reports(tmp_path):
+    """The ledger records the exact mechanism's ε as the target, marked MCMC_EXPONENTIAL; the privacy facts, the
+    ledger gate's label (the manifest's `guarantee`) and both reports say the guarantee is heuristic. The bandwidth's
+    own exponential mechanism (a finite grid, sampled exactly) is not heuristic on its own."""
+    led = Ledger(tmp_path / "ledger.sqlite")
+    session = led.session("toy", "run-1", "train@support_points", DELTA, 10.0)
+    SupportPoints(MIXED, {**FAST, "expansion": "kde_exponential"}).fit(mixed_data(120), session, Budget(2.0, DELTA))
+    spent = [event_from_dict(json.loads(r["event_json"])) for r in led.rows("toy") if r["status"] == "spent"]
+    assert spent == [PureEpsilonEvent(pytest.approx(1.8), MCMC_EXPONENTIAL), PureEpsilonEvent(pytest.approx(0.2))]
+    assert sampler_facts(spent) == {"exact_sampler": False, "guarantee": MCMC_HEURISTIC}
+    assert sampler_facts(spent[1:]) == {"exact_sampler": True}
+    gate = ledger_gate(led, "toy", DELTA, 10.0, [*session.reservation.row_ids, *session.row_ids])
+    assert gate.passed and gate.evidence["label"] == MCMC_HEURISTIC and gate.evidence["exact_sampler"] is False
+    assert gate.evidence["epsilon_total_pld"] == pytest.approx(2.0, abs=1e-3)   # ε accounted as the mechanism's
+    assert MCMC_HEURISTIC == ("heuristic: the exponential mechanism's ε holds only for an exact sample; this release "
+                              "is the last state of a finite MCMC chain with no proven mixing bound")
+    summary = {"dataset": "toy", "generator": "support_points", "release_id": "support_points-0123456789ab",
+               "rows": 120, "guarantee": gate.evidence["label"], "audience": "public",
+               "gates": [{**gate.to_dict(), "data_dependent": False}],
+               "privacy": {"epsilon_generator": 2.0, "events": [{"kind": "pure_epsilon", "epsilon": 1.8,
+                                                                  "mechanism": MCMC_EXPONENTIAL}]}}
+    for page in (public_markdown(summary), render_markdown(summary)):
+        assert f"Guarantee | {MCMC_HEURISTIC} |" in page      # the release table's row, from the manifest
+        assert f"Its guarantee is {MCMC_HEURISTIC}" in page    # the method's paragraph
+
+
+def test_a_selection_with_a_heuristic_candidate_is_heuristic():
+    """A private selection's guarantee assumes every candidate's: one MCMC candidate makes the whole selection
+    heuristic, whichever candidate wins."""
+    exact, chain = (GaussianEvent(4.0, 1.0),), (PureEpsilonEvent(0.5, MCMC_EXPONENTIAL),)
+    assert exactly_sampled(RepeatAndSelectEvent((exact, exact), 3.0, 0.0))
+    assert not exactly_sampled(RepeatAndSelectEvent((exact, chain), 3.0, 0.0))
+    assert exactly_sampled(PureEpsilonEvent(0.5)) and exactly_sampled(NonPrivateEvent("epsilon: inf"))

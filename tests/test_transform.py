@@ -167,8 +167,11 @@ def test_split_is_keyed_disjoint_and_complete() -> None:
     assert not train_holdout_split(df, 0.2, bytes(range(1, 33)))[1]["id"].equals(holdout["id"])
     # an integer is a public seed (tests, benchmarks): deterministic, and not the same split as the key's
     assert train_holdout_split(df, 0.2, 7)[1]["id"].equals(train_holdout_split(df, 0.2, 7)[1]["id"])
-    for bad in (0.0, 1.0, -0.1, 0.0001):
+    for bad in (0.0, 1.0, -0.1):
         with pytest.raises(ValueError):
             train_holdout_split(df, bad, key)
+    # a side left empty is no stop (whether a release happens is decided under DP): the rows all go to the other
+    empty = train_holdout_split(df, 1e-6, key)
+    assert (len(empty[0]), len(empty[1])) == (1000, 0)
     with pytest.raises(ValueError, match="128 bits"):
         train_holdout_split(df, 0.2, b"short")

@@ -128,10 +128,10 @@ def test_utility_gate_settings_refuse_bad_values():
         utility_settings({"weakly": "label"})
     with pytest.raises(InputError, match=r"'utility_gate\.confidence': must be a number in \(0, 1\)"):
         utility_settings({"confidence": 1.0})
-    with pytest.raises(InputError, match=r"'utility_gate\.baseline_draws': must be an integer of at least 2"):
+    with pytest.raises(InputError, match=r"'utility_gate\.baseline_draws': must be an integer in \[2, 100\]"):
         utility_settings({"baseline_draws": 1})
-    with pytest.raises(InputError, match=r"'utility_gate\.association_tolerance': must be a correlation in \[0, 1\).*"
-                                         r"Fix: set it to 0\.1"):
+    with pytest.raises(InputError, match=r"'utility_gate\.association_tolerance': must be a number in \[0, 1\) "
+                                         r"\(a correlation\).*Fix: correct 'utility_gate\.association_tolerance' to"):
         utility_settings({"association_tolerance": -0.05})
     assert utility_settings({"association_tolerance": 0})["association_tolerance"] == 0.0
 

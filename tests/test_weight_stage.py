@@ -32,6 +32,11 @@ def prepared(tmp_path_factory):
     return root
 
 
+def weight_rows(root) -> list[tuple]:
+    """The ledger rows after prepare's (its row-loss test, rows 1 and 2): what the weight stage wrote."""
+    return [r for r in ledger_rows(root) if r[1] != "prepare"]
+
+
 def prepared_root(prepared, tmp_path, weights: dict, privacy: dict | None = None):
     """A copy of the prepared root with these `weights` (and `privacy`) settings."""
     root = tmp_path / "repo"
@@ -44,7 +49,7 @@ def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path
     from tasks.weight import weight
     root, params = prepared_root(prepared, tmp_path, {})
     report = weight(params, "dpwgan", "test", root)
-    assert ledger_rows(root) == [(1, "weight@dpwgan", "planned"), (2, "weight@dpwgan", "spent")]
+    assert weight_rows(root) == [(3, "weight@dpwgan", "planned"), (4, "weight@dpwgan", "spent")]
     from tasks import common
     p = common.paths(params, root)
     w = pd.read_parquet(p.weights("dpwgan"))["weight"]
@@ -69,7 +74,7 @@ def test_weight_budget_refused_before_any_private_row_is_read(prepared, tmp_path
     monkeypatch.setattr(EncodedTable, "to_file", forbidden)
     with pytest.raises(BudgetExceededError, match="plans ε=2"):
         weight(params, "dpwgan", "test", root)
-    assert ledger_rows(root) == []
+    assert weight_rows(root) == []
     assert not (root / "data" / "weights").exists()
     assert not list((root / "data" / "prepared").glob(".weight-*"))          # its scratch files are gone too
 
@@ -90,7 +95,7 @@ def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tm
     root, params = prepared_root(prepared, tmp_path, {"estimator": "output_lapl", "epsilon": 0.5})
     with pytest.raises(InputError, match="weights.estimator: output_lapl cannot release even one weight.*Fix"):
         weight(params, "dpwgan", "test", root)
-    assert ledger_rows(root) == []
+    assert weight_rows(root) == []
 
 
 def test_bad_settings_name_the_key_and_the_fix():

@@ -44,7 +44,7 @@ from pipelines.config import Orchestration
 from pipelines.data.header import CSV_SUFFIXES, ColumnMode, parquet_parts, read_header
 from pipelines.data.readers import check_columns, conform_part, read_bundled
 from pipelines.data.schema import Schema
-from pipelines.data.transform import Encoder, check_sides, keyed_uniforms, occurrence, row_bytes
+from pipelines.data.transform import Encoder, keyed_uniforms, occurrence, row_bytes
 from pipelines.data.validation import finish, merge_parts, validate_part
 from pipelines.errors import InputError
 from pipelines.io import ParquetParts
@@ -222,7 +222,6 @@ def split(validated: Path, schema: Schema, key: bytes, holdout_fraction: float, 
             for writer, part in zip(writers.values(), parts):
                 writer.add(part)
     rows = writers["train"].rows, writers["holdout"].rows
-    check_sides(*rows, holdout_fraction)
     for writer, part in zip(writers.values(), parts):
         writer.close(part.iloc[:0])
     return rows

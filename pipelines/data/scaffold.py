@@ -112,8 +112,9 @@ source:
 # recorded in the ledger); with it, prepare checks it against such a noisy count and stops when they disagree.
 # A count taken from the file itself is not public: do not write it here.
 on_invalid: clip   # out-of-domain values and nulls: numeric columns are clipped to their bounds, categorical and
-                   # binary ones drop the row (drop: drop rows everywhere; fatal: stop). A column's own
-                   # on_invalid: drop | fatal (clip: numeric only) overrides it. A column the documentation says
+                   # binary ones drop the row (drop: drop rows everywhere; fatal: stop, internal releases
+                   # only). A column's own on_invalid: drop | fatal (clip: numeric only) overrides it; the counts
+                   # are in reports/<name>/validation.json. A column the documentation says
                    # may be empty: add `missing: allowed` (its nulls are modelled and released as nulls).
 columns:
 {entries}"""
@@ -157,10 +158,10 @@ def params_text(template: str, name: str, source: str, template_label: str) -> s
 
 def _dataset_block(name: str, source: str, holdout: object, dropped: object = None) -> str:
     """The dataset section: this table's name and source, the template's holdout fraction and (when it has one)
-    its max_dropped_fraction, shown so that a steward sees the row-loss limit validate enforces."""
+    its max_dropped_fraction, shown so that a steward sees the row-loss limit prepare's DP test enforces."""
     limit = "" if dropped is None else (
-        f"  max_dropped_fraction: {dropped}        # validate stops when its policies drop or clip more of the "
-        f"rows read\n")
+        f"  max_dropped_fraction: {dropped}        # prepare's DP row-loss test stops when policies drop or clip "
+        f"more of the rows read\n")
     return (f"dataset:\n"
             f"  name: {name}{' ' * max(1, 28 - len(name))}# schemas/{name}.yaml is the public schema\n"
             f"  source: {_scalar(source)}\n"

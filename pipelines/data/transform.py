@@ -180,12 +180,4 @@ def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | 
         key = hashlib.sha256(f"synthrelease public split seed {int(key)}".encode()).digest()
     cols = list(df.columns) if columns is None else list(columns)
     holdout = split_uniforms(df, cols, bytes(key)) < holdout_fraction
-    check_sides(int((~holdout).sum()), int(holdout.sum()), holdout_fraction)
     return df[~holdout].reset_index(drop=True), df[holdout].reset_index(drop=True)
-
-
-def check_sides(train: int, holdout: int, holdout_fraction: float) -> None:
-    """ValueError when a split left the training or the holdout side empty."""
-    if not (train and holdout):
-        raise ValueError(f"holdout_fraction {holdout_fraction} of {train + holdout} rows leaves an empty train or "
-                         "holdout set")

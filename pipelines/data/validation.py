@@ -301,29 +301,19 @@ def _violation_keys(col: Column) -> tuple[str, ...]:
     return ("unknown",)
 
 
-def check_row_loss(report: dict[str, Any], max_fraction: float, key: str = "dataset.max_dropped_fraction") -> None:
-    """Stop (InputError naming the source, each column's and rule's counts and the fix) when validation left no
-    row, or dropped or clipped more than `max_fraction` of the rows read: the rows a policy drops are rarely a random
-    sample (a null cause of death marks the patients alive), so a release on the rest would misdescribe the
-    table. Called before anything is written."""
+def row_loss_summary(report: dict[str, Any]) -> str | None:
+    """The steward's sentence on the rows validation dropped or clipped, by column and rule (None when it changed
+    none): exact counts, for the console and the steward's error messages only. Whether the release goes on is the
+    DP row-loss test's bit (pipelines/privacy/row_loss.py, run by prepare), never a function of these counts."""
     rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report["rows_clipped"]
-    changed = dropped + clipped
-    if report["rows_out"] and changed <= max_fraction * rows_in:
-        return
+    if not dropped + clipped:
+        return None
     causes = "; ".join([
         f"'{c}' " + ", ".join([f"{r[k]} {_REASONS[k]}" for k in _REASONS if k != "nulls" and r.get(k)]
                               + ([f"{r['nulls']} null"] if r["nulls"] else [])) + f" ({r['action']})"
         for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"]]
         + [f"rule '{rule}' {r['broken']} broken ({r['action']})"
            for rule, r in report.get("rules", {}).items() if r["broken"]])
-    share = changed / rows_in if rows_in else 1.0
-    raise InputError(
-        f"validation would drop {dropped} and clip {clipped} of the {rows_in} rows read ({share:.1%}), "
-        + ("leaving no row" if not report["rows_out"] else f"more than {key} = {max_fraction:g} allows")
-        + f" (by column: {causes}). The rows a policy drops are rarely a random "
-        "sample (nulls often mark a group, e.g. patients alive at last contact), so a release of the rest would "
-        "misdescribe the table; nothing was written.",
-        file=report["source"],
-        fix="give those columns their documented domain in the schema (bounds, every category, a category for "
-            "a documented 'unknown' code), correct the source table, or, once you have checked that losing these "
-            f"rows does not bias the table, raise {key} (the steward report lists the counts).")
+    share = (dropped + clipped) / rows_in if rows_in else 1.0
+    return (f"validation dropped {dropped} and clipped {clipped} of the {rows_in} rows read ({share:.1%}) "
+            f"(by column: {causes})")

@@ -9,11 +9,18 @@ Every artefact that holds a number read from real rows says so in words taken fr
   each public gate's `data_dependent` bit (`public_gates`) and the utility verdict word (`public_verdict`). With
   `release.non_dp_gates: advise` (default) no row-reading gate and no verdict reaches the manifest, the release
   decision is the DP release test's bit, and the list is empty (`DP_STATEMENT`).
+And where a DP guarantee is claimed but not proven for the released output: MCMC_HEURISTIC, the guarantee of a
+release any of whose events was not sampled exactly (`pipelines.privacy.events.exactly_sampled`: the support
+points' exponential mechanism, run as a finite Metropolis-Hastings chain), which the ledger gate's label, hence
+the manifest's `guarantee` and both reports, and the generator's privacy.json state (`sampler_facts`).
 Only these statements live here; the numbers stay with the code that computes them.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from pipelines.privacy.events import Event, exactly_sampled
 
 EVALUATION_METRICS = ("every metric here uses the real train and/or holdout rows (marginal distances, "
                       "TSTR/TRTR AUROC, dimension-wise probability and prediction, k-way marginal TV, "
@@ -28,6 +35,27 @@ ALPHA_LMDP_GATE = "α-LMDP gate: KSD and MMD tests computed on real training row
 WEIGHTED_ANALYSES = ("weighted analyses in weights.json (weighted Wasserstein-1 and MMD against the real holdout, "
                      "AUROC on the real holdout of classifiers fitted with the weights, Bayesian logistic-regression "
                      "posterior distance to the real training rows' posterior) computed on real rows")
+
+MCMC_HEURISTIC = ("heuristic: the exponential mechanism's ε holds only for an exact sample; this release is the last "
+                  "state of a finite MCMC chain with no proven mixing bound")
+
+
+def sampler_facts(events: Sequence[Event]) -> dict[str, Any]:
+    """Whether every one of a release's `events` was sampled exactly ("exact_sampler") and, where not, the guarantee
+    that holds instead ("guarantee": MCMC_HEURISTIC): the ε recorded is the exact mechanism's target."""
+    exact = all(exactly_sampled(e) for e in events)
+    return {"exact_sampler": exact, **({} if exact else {"guarantee": MCMC_HEURISTIC})}
+
+
+UNAVAILABLE = "evaluation_unavailable"  # metrics.json / real_side.json: why the real side could not be evaluated
+
+
+def unavailable_reason(error: Exception) -> str:
+    """The steward's words for why the real-side evaluation could not run on these rows (a holdout with one target
+    class or none, a degenerate column). Whether anything is published never depends on it: evaluate still writes
+    the table, and the gates that read real rows fail with this reason (tasks/evaluate.py, tasks/check.py)."""
+    return f"{type(error).__name__}: {error}"
+
 
 PUBLIC_GATES = {"ledger"}  # gates that read only the privacy ledger (public metadata), never a row
 DP_GATES = {"release_test"}  # gates whose bit is the output of a DP mechanism charged to the ledger
@@ -56,10 +84,12 @@ def public_gates(gates: list[dict], weight_gate: dict[str, Any] | None, policy: 
 def public_verdict(gates: list[dict], policy: str) -> dict[str, Any] | None:
     """The utility verdict a public manifest shows: None with `policy` "advise" (steward report only) or where the
     gate did not run; with "refuse", check.json's `utility` gate: the verdict word, what the policy did with it
-    ("refuse", "label" or "none") and that it reads real rows. None of its numbers."""
+    ("refuse", "label" or "none") and that it reads real rows. None of its numbers; None where no verdict was
+    reached (the real rows did not allow the evaluation: the gate failed without one)."""
     g = next((g for g in gates if g["name"] == "utility"), None) if policy == "refuse" else None
-    return None if g is None else {"verdict": g["evidence"]["verdict"], "action": g["evidence"]["action"],
-                                   "data_dependent": True}
+    if g is None or "verdict" not in g["evidence"]:
+        return None
+    return {"verdict": g["evidence"]["verdict"], "action": g["evidence"]["action"], "data_dependent": True}
 
 
 def release_statements(gates: list[dict[str, Any]], verdict: dict[str, Any] | None = None) -> list[str]:

@@ -50,6 +50,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from pipelines.evaluation import report_sections as sec
+from pipelines.evaluation.outside_dp import UNAVAILABLE
 from pipelines.evaluation.report_words import (METHODS, NA, VERDICTS, calibration_sentence, fmt, gate_sentence,
                                                generator_name, part_name, verdict_sentence, weights_sentence)
 
@@ -84,7 +85,9 @@ GUARANTEES = [
     "α-LMDP (PPEM only) is a different, weaker-in-kind promise: the released generator's marginal over the "
     "protected columns is statistically distinguishable (at level α) from the real one. It limits one "
     "inference about a group of columns; it is not a bound on what can be learnt about an individual.",
-    "A NON-PRIVATE generator (ε = ∞) has no guarantee at all; such releases are for internal use only.",
+    "A NON-PRIVATE generator (ε = ∞) has no guarantee at all; such releases are for internal use only. A release "
+    "whose guarantee reads \"heuristic\" (private support points) has no proven one: its ε is that of the exact "
+    "mechanism its finite MCMC chain approximates.",
     "Not covered: the release gates, the evaluation metrics, the attacks and the plots below read real rows "
     "outside the DP mechanism. They are evidence for the privacy officer, not part of the release, and "
     "this report itself must be handled like the real data.",
@@ -302,6 +305,8 @@ def notice(summary: dict[str, Any]) -> dict[str, Any]:
 
 def _evaluation(summary: dict[str, Any]) -> list[dict[str, Any]]:
     metrics = summary.get("metrics") or {}
+    if metrics.get(UNAVAILABLE):
+        return sec.unavailable_section(metrics[UNAVAILABLE])
     return [*sec.utility_verdict_section(metrics.get("utility_verdict")), sec.risk_section(metrics.get("privacy_risk")),
             sec.fidelity_section(summary.get("fidelity"), summary.get("fidelity_summary")),
             sec.scorecard_section(summary.get("metrics")), sec.utility_section(summary.get("utility"))]

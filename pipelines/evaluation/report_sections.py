@@ -330,6 +330,19 @@ VALIDATION = {"rows_in": "Rows read", "rows_out": "Rows kept", "rows_dropped": "
               "rows_clipped": "Rows kept with a value clipped to its bounds"}
 
 
+def unavailable_section(reason: str | None) -> list[Section]:
+    """Steward only: why the evaluation against the real rows could not run (metrics.json `evaluation_unavailable`);
+    the table was still published if the DP gates passed, since the real-side evaluation decides nothing public."""
+    if not reason:
+        return []
+    return [section("Evaluation against the real rows: not run",
+                    p(f"The real rows do not allow the evaluation ({reason}). No fidelity, utility or privacy-risk "
+                      "figure was computed, and every gate that reads them failed with this reason. Whether the table "
+                      "was published was decided by the DP gates alone. A holdout with one target class or none is "
+                      "the usual cause on a small table: a larger holdout_fraction or more rows give the evaluation "
+                      "what it needs."))]
+
+
 def validation_section(validation: dict | None) -> list[Section]:
     """Steward only: validate's row counts, per-column drop/clip counts and per-rule broken rows (the schema's
     `rules`), computed on the raw real table."""

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipelines.errors import LedgerIntegrityError
-from pipelines.evaluation.outside_dp import ALPHA_LMDP_GATE
-from pipelines.privacy.events import NonPrivateEvent
+from pipelines.evaluation.outside_dp import ALPHA_LMDP_GATE, sampler_facts
+from pipelines.privacy.events import NonPrivateEvent, event_from_dict
 from pipelines.privacy.ledger import Ledger
 
 if TYPE_CHECKING:
@@ -35,7 +35,10 @@ def ledger_gate(ledger: Ledger, dataset: str, delta: float, lifetime_epsilon: fl
     the hash chain verifies (and still holds `expect_head` {"seq", "hash"}, the head recorded by the
     last release, read from `head_source`: deleting rows up to it is caught), the model's own ledger
     rows are present, and the model is private, or non-private for an internal-only release
-    (`internal_release`; labelled NON-PRIVATE in the evidence).
+    (`internal_release`; labelled NON-PRIVATE in the evidence). The label (the manifest's `guarantee`) is
+    "differentially private", NON-PRIVATE, or, where one of the model's events was not sampled exactly (the support
+    points' finite MCMC chain), the heuristic guarantee `outside_dp.MCMC_HEURISTIC`: such a release still passes,
+    labelled, with `exact_sampler` false in the evidence.
 
     Uses only the ledger (public metadata about mechanisms), never the data.
     """
@@ -49,15 +52,16 @@ def ledger_gate(ledger: Ledger, dataset: str, delta: float, lifetime_epsilon: fl
     total_rdp = ledger.spent_rdp(dataset, delta)
     rows = {r["seq"]: r for r in ledger.rows(dataset)}
     missing = sorted(set(model_row_ids) - set(rows))
-    non_private = any(json.loads(rows[i]["event_json"])["kind"] == NonPrivateEvent.kind
-                      for i in model_row_ids if i in rows)
+    events = [event_from_dict(json.loads(rows[i]["event_json"])) for i in model_row_ids if i in rows]
+    non_private = any(isinstance(e, NonPrivateEvent) for e in events)
+    sampler = sampler_facts(events)
     passed = (math.isfinite(total) and total <= lifetime_epsilon and not missing and bool(model_row_ids)
               and (internal_release or not non_private))
     return GateResult("ledger", passed, {
-        "non_private": non_private, "internal_release": internal_release,
+        "non_private": non_private, "internal_release": internal_release, "exact_sampler": sampler["exact_sampler"],
         "label": ("NON-PRIVATE (internal release only)" if non_private and internal_release else
                   "NON-PRIVATE: refused (set privacy.internal_release: true for an internal-only release)"
-                  if non_private else "differentially private"),
+                  if non_private else sampler.get("guarantee", "differentially private")),
         "chain_ok": True, "ledger_rows": chain["rows"], "ledger_head": chain["head"], "chain": chain["chain"],
         "expected_head": None if expect_head is None else dict(expect_head),
         "epsilon_total_pld": total, "epsilon_total_rdp": total_rdp, "delta": delta,

@@ -63,7 +63,8 @@ from pipelines.generators.networks import initialise, leaky, mlp
 from pipelines.generators.sampling import sample_rows
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
-from pipelines.privacy.dpsgd import clip_and_noise, example_grads, poisson_sample, sampling_schedule
+from pipelines.privacy.dpsgd import (Rng, clip_and_noise, example_grads, poisson_sample, sampling_schedule,
+                                     standard_normal)
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import DPSGDPlan
@@ -132,7 +133,7 @@ def reconstruction_loss(layout: Layout, device: str = "cpu") -> Any:
 
 
 def autoencoder_gradient(autoencoder: nn.Module, loss: Any, batch: torch.Tensor, clip_norm: float,
-                         noise_multiplier: float, expected_batch_size: float, generator: torch.Generator,
+                         noise_multiplier: float, expected_batch_size: float, generator: Rng,
                          draws: int | None = None) -> dict[str, torch.Tensor]:
     """One phase-1 gradient (Algorithm 2 with joint clipping, module docstring), over ALL parameters φ, θ:
     (Σ_{i∈B} clip_C1(∇_{φ,θ} dist_i) + N(0, σ1²C1² I)) / (q1·n); sensitivity Δ = C1.
@@ -210,7 +211,7 @@ class DPAutoGAN(PrivateGenerator):
                    *streams.training(f"{self.name}:wgan", self.device), n_rows=plan.n_rows)
         return plan.events
 
-    def _train_autoencoder(self, data: torch.Tensor, rng: torch.Generator, sample_rng: torch.Generator) -> None:
+    def _train_autoencoder(self, data: torch.Tensor, rng: Rng, sample_rng: Rng) -> None:
         """Phase 1: T1 DP-SGD steps on the joint (encoder, decoder) per-example gradient (module docstring)."""
         p, plan, n = self.params, self.privacy, data.shape[0]
         q, clip, sigma = plan.autoencoder_sample_rate, plan.autoencoder_clip_norm, plan.autoencoder_noise_multiplier
@@ -235,9 +236,10 @@ class DPAutoGAN(PrivateGenerator):
         with torch.no_grad():
             return loss(self.autoencoder, batch).item() / max(1, len(batch))
 
-    def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:
-        """heads(De_θ(G_w(z))), z ~ N(0, I): n fake rows in the encoded layout."""
-        z = torch.randn(n, self.generator.noise_dim, generator=rng, device=self.device)
+    def _fake(self, n: int, rng: Rng) -> torch.Tensor:
+        """heads(De_θ(G_w(z))), z ~ N(0, I): n fake rows in the encoded layout, latents and head uniforms from `rng`
+        (a private run's CSPRNG in training)."""
+        z = standard_normal(rng, (n, self.generator.noise_dim), self.device)
         return self.heads(self.decoder(self.generator(z)), self.heads.uniforms(n, rng))
 
     # -- sampling ----------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from pipelines.generators.networks import initialise, layer_norm_leaky, mlp
 from pipelines.generators.sampling import sample_rows
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier
-from pipelines.privacy.dpsgd import sampling_schedule
+from pipelines.privacy.dpsgd import Rng, sampling_schedule, standard_normal
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import DPSGDPlan
@@ -36,7 +36,7 @@ class Generator(nn.Module):
         self.net = mlp([latent_dim, *hidden, layout.width], layer_norm_leaky)
         self.latent_dim = latent_dim
 
-    def forward(self, z: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, generator: Rng) -> torch.Tensor:
         return self.heads(self.net(z), self.heads.uniforms(z.shape[0], generator))
 
 
@@ -81,8 +81,9 @@ class DPWGAN(PrivateGenerator):
                    sample_rng, n_rows=plan.n_rows)
         return plan.events
 
-    def _fake(self, n: int, rng: torch.Generator) -> torch.Tensor:
-        z = torch.randn(n, self.generator.latent_dim, generator=rng, device=self.device)
+    def _fake(self, n: int, rng: Rng) -> torch.Tensor:
+        """n fakes G(z), z ~ N(0, I), latents and head uniforms from `rng` (a private run's CSPRNG in training)."""
+        z = standard_normal(rng, (n, self.generator.latent_dim), self.device)
         return self.generator(z, rng)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:

@@ -6,8 +6,9 @@ an exact Bernoulli(sigmoid(ℓ)) sample. categorical: Gumbel-softmax (Jang et al
 softmax((ℓ + g)/τ), g = −log(−log u); its argmax is an exact sample of softmax(ℓ). Small τ gives
 near-one-hot rows like the real ones, so a critic cannot tell fakes apart by their soft values alone.
 
-The uniforms u are an explicit input (drawn by `uniforms` from the caller's torch.Generator), so
-outputs are reproducible and the heads run under `torch.func.vmap` (no random ops inside).
+The uniforms u are an explicit input (drawn by `uniforms` from the caller's generator: the CSPRNG of a private
+training run, a torch.Generator on the public seed otherwise), so outputs are reproducible and the heads run
+under `torch.func.vmap` (no random ops inside).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 
 from pipelines.data.layout import Layout
+from pipelines.privacy.dpsgd import Rng, uniform
 
 KINDS = ("continuous", "integer", "binary", "categorical")
 
@@ -38,9 +40,10 @@ class OutputHeads(nn.Module):
     def noise_width(self) -> int:
         return sum(self.noise_widths)
 
-    def uniforms(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        """U(0, 1) draws (n, noise_width), one call per head group in a fixed order."""
-        parts = [torch.rand(n, w, generator=generator, device=generator.device) for w in self.noise_widths]
+    def uniforms(self, n: int, generator: Rng) -> torch.Tensor:
+        """U[0, 1) draws (n, noise_width) on the generator's device (`dpsgd.uniform`: from the CSPRNG of a
+        SecureGenerator), one call per head group in a fixed order."""
+        parts = [uniform(generator, (n, w)) for w in self.noise_widths]
         return torch.cat(parts, dim=1)
 
     def forward(self, logits: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

@@ -40,8 +40,9 @@ records' penalty terms and the un-noised fake term: the sum would change in more
 already-private ω) only, so under add/remove-one the ξ sum changes by exactly
     clip_{C/2} ∇E_ξ(x′*) + clip_{C/2} ∇GP*           (the added record's own terms, norm <= C)
   + clip_{C_α} ∇P_α(B ∪ {x*}) − clip_{C_α} ∇P_α(B)    (both in the C_α-ball: norm <= 2C_α)
-and the fake-only term is identical on both sides (its batch_size fakes do not depend on b given the
-noise stream), so Δ_ξ = C + 2C_α by the triangle inequality; the noise is σ·Δ_ξ (`clip_and_noise`).
+and the fake-only term is identical on both sides (its batch_size fakes, like every fake, latent and u, are
+fresh draws of the secret noise stream, a CSPRNG, distributed alike whatever b, so both sides can be coupled to
+share them), so Δ_ξ = C + 2C_α by the triangle inequality; the noise is σ·Δ_ξ (`clip_and_noise`).
 The same holds for the γ and υ releases with Δ = C: the conditional fakes G_υ(z′_i|x′_i) are per record.
 A planned event with zero steps (every step updates the generators: energy_steps = 1) is left out.
 """
@@ -65,8 +66,8 @@ from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.generators.networks import initialise
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.dpsgd import (clip_and_noise, clip_per_example, example_grads, per_example_grads,
-                                     poisson_sample, sampling_schedule, summed)
+from pipelines.privacy.dpsgd import (Rng, clip_and_noise, clip_per_example, example_grads, per_example_grads,
+                                     poisson_sample, sampling_schedule, standard_normal, summed, uniform)
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
 from pipelines.gates.release import GateResult, alpha_lmdp_gate
 from pipelines.stats.ksd import linear_terms, normalized_linear_ksd
@@ -208,7 +209,7 @@ def ksd_penalty_gradient(energy: nn.Module, x: torch.Tensor, alpha: float,
 def marginal_energy_gradient(energy: nn.Module, real: torch.Tensor, paired_fake: torch.Tensor, u: torch.Tensor,
                              fake: torch.Tensor, clip_norm: float, ksd_clip: float, noise_multiplier: float,
                              expected_batch_size: float, margin: float, gp_lambda: float, lipschitz: float, alpha: float,
-                             alpha_lambda: float, generator: torch.Generator,
+                             alpha_lambda: float, generator: Rng,
                              draws: int | None = None) -> tuple[dict[str, torch.Tensor], float]:
     """One step's gradient of L_ξ (Eq. 6 + §3.7 + Eq. 18) for the marginal energy (module docstring).
 
@@ -307,10 +308,10 @@ class PPEM(PrivateGenerator):
         self._train(rows[:, self.x_prime], rows[:, self.x_star], *streams.training(self.name, self.device))
         return self.privacy.events
 
-    def _train(self, xp_all: torch.Tensor, xs_all: torch.Tensor, rng: torch.Generator,
-               sample_rng: torch.Generator) -> None:
+    def _train(self, xp_all: torch.Tensor, xs_all: torch.Tensor, rng: Rng, sample_rng: Rng) -> None:
         """T energy steps, a generator step after every `energy_steps`-th (Algorithm 1, module docstring); `rng`
-        draws the noise and the fakes, `sample_rng` the Poisson batches."""
+        draws the noise, the fakes' latents and head uniforms and the interpolation weights u, `sample_rng` the
+        Poisson batches (in a private run both CSPRNGs: `dpsgd.SecureGenerator`)."""
         p, plan = self.params, self.privacy
         n, q, steps = xp_all.shape[0], plan.sample_rate, plan.steps
         sigma, clip, ksd_clip = plan.noise_multiplier, plan.clip_norm, plan.ksd_clip
@@ -330,7 +331,7 @@ class PPEM(PrivateGenerator):
             with torch.no_grad():
                 fake_m = self._marginal(b + n_fake, rng)
                 fake_c = self._conditional(xp, rng)
-            u = torch.rand(b, 1, generator=rng, device=self.device)
+            u = uniform(rng, (b, 1), self.device)
 
             g_m, log["ksd"] = marginal_energy_gradient(
                 self.energy_m, xp, fake_m[:b], u, fake_m[b:], clip, ksd_clip, sigma, expected, m,
@@ -357,7 +358,7 @@ class PPEM(PrivateGenerator):
         for net in self.networks.values():
             net.eval()
 
-    def _conditional_generator_gradient(self, xp: torch.Tensor, rng: torch.Generator, clip: float, sigma: float,
+    def _conditional_generator_gradient(self, xp: torch.Tensor, rng: Rng, clip: float, sigma: float,
                                         expected: float) -> dict[str, torch.Tensor]:
         """∇_υ Σ_i E_γ(G_υ(z′_i|x′_i)|x′_i) over the real batch, clipped per record and noised (DP mode)."""
         inp = self._conditional_input(xp, rng)
@@ -378,16 +379,18 @@ class PPEM(PrivateGenerator):
             param.grad = grads[name]
         opt.step()
 
-    def _marginal(self, n: int, rng: torch.Generator) -> torch.Tensor:
-        z = torch.randn(n, self.gen_m.latent, generator=rng, device=self.device)
+    def _marginal(self, n: int, rng: Rng) -> torch.Tensor:
+        """n draws x′ = G_ω(z), latents and head uniforms from `rng` (a private run's CSPRNG in training)."""
+        z = standard_normal(rng, (n, self.gen_m.latent), self.device)
         return self.gen_m(torch.cat([z, self.gen_m.heads.uniforms(n, rng)], 1))
 
-    def _conditional_input(self, xp: torch.Tensor, rng: torch.Generator) -> torch.Tensor:
+    def _conditional_input(self, xp: torch.Tensor, rng: Rng) -> torch.Tensor:
+        """G_υ's inputs [z′, x′, u] for the rows x′, latents and head uniforms from `rng`."""
         n = xp.shape[0]
-        z = torch.randn(n, self.gen_c.latent, generator=rng, device=self.device)
+        z = standard_normal(rng, (n, self.gen_c.latent), self.device)
         return torch.cat([z, xp, self.gen_c.heads.uniforms(n, rng)], 1)
 
-    def _conditional(self, xp: torch.Tensor, rng: torch.Generator) -> torch.Tensor:
+    def _conditional(self, xp: torch.Tensor, rng: Rng) -> torch.Tensor:
         return self.gen_c(self._conditional_input(xp, rng))
 
     # -- sampling, the α-LMDP gate, persistence ------------------------------------------------

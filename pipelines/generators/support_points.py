@@ -1,12 +1,16 @@
 """Private support points (Diesendruck thesis, ../shared/papers/diesendruck-iw-gan-support-points-thesis.txt,
 chapter 5; design notes and evidence: docs/support-points.md).
 
-Release (ε-DP, pure). A set Ỹ of n points in the encoded cube [0, 1]^d (numerics scaled by the schema's
-bounds, one-hot blocks, binaries: the whole encoded vector lies in the cube) drawn from the exponential
-mechanism with score −e(X, Ỹ), the energy distance of eq. 5.5 to the N training rows, and sensitivity
-Δ = 2d^{1/p}(2N − 1)/N² (eq. 5.10, derived for add/remove-one in `pipelines.stats.energy`), sampled by
-Metropolis-Hastings (eq. 5.20-5.21, `pipelines.privacy.energy_sampler`). Its density peaks at the support
-points Y* = argmin_Y e(X, Y) (eq. 5.6), so the release concentrates on Y* as ε grows (§5.7.1.3).
+Release (a heuristic ε: the exact mechanism is pure ε-DP, the released sample is not exact). A set Ỹ of n points
+in the encoded cube [0, 1]^d (numerics scaled by the schema's bounds, one-hot blocks, binaries: the whole encoded
+vector lies in the cube) drawn from the exponential mechanism with score −e(X, Ỹ), the energy distance of
+eq. 5.5 to the N training rows, and sensitivity Δ = 2d^{1/p}(2N − 1)/N² (eq. 5.10, derived for add/remove-one in
+`pipelines.stats.energy`), sampled by Metropolis-Hastings (eq. 5.20-5.21, `pipelines.privacy.energy_sampler`) and
+recorded as `PureEpsilonEvent(ε, MCMC_EXPONENTIAL)`: the exact mechanism's ε, which holds only for an exact sample,
+while the released set is the last state of a finite chain with no proven mixing bound. Every release says so
+(`outside_dp.MCMC_HEURISTIC`, the ledger gate's label), and `release.select: auto` / `private` refuse to pick it
+unless `accept_heuristic` is true (pipelines/selection.py). Its density peaks at the support points
+Y* = argmin_Y e(X, Y) (eq. 5.6), so the release concentrates on Y* as ε grows (§5.7.1.3).
 Departure (docs/architecture.md): Algorithm 1 scores against the support points, −e(Ỹ, Y*), with the Δ of
 eq. 5.10. Y* is an argmin over all n-point sets and one record can move all of it: with n = 1, d = 1,
 p = 1, Y* is the median, and X = {0, 0, 1} → {0, 1, 1} moves it from 0 to 1, changing e(Ỹ, Y*) by 2 > Δ = 10/9
@@ -27,9 +31,10 @@ Sampled rows are projected onto the layout (numerics into [0, 1], one-hot blocks
 to 0/1), the decoder's own rule, so `Encoder.decode` maps them to rows that satisfy the schema.
 
 epsilon: inf releases the exact support points Y* (Adam on eq. 5.5, §5.7.1.2) as a NonPrivateEvent.
-Convergence (§5.5): `chains` ≥ 4 chains from uniform random starts; the `mh_convergence` gate refuses the
-release when the rank-normalised split-R̂ of their energy traces exceeds `rhat_max`. The guarantee stated is
-that of the exact exponential mechanism; the traces are computed from the rows and are outside it.
+Convergence (§5.5): `chains` ≥ 4 chains from uniform random starts; the `mh_convergence` gate fails when the
+rank-normalised split-R̂ of their energy traces exceeds `rhat_max`. It reads real rows outside DP, so it refuses the
+release only under `release.non_dp_gates: refuse` (under the default `advise` it is a steward's finding), and a
+passing R̂ is evidence of convergence, not a proof: the guarantee stays heuristic either way.
 """
 from __future__ import annotations
 
@@ -45,7 +50,8 @@ from pipelines.privacy.bandwidth import (bandwidth_grid, exponential_bandwidth, 
                                          laplace_bandwidth_event, mle_bandwidth)
 from pipelines.stats.energy import check_norm, energy_sensitivity
 from pipelines.privacy.energy_sampler import sample_energy_mechanism
-from pipelines.privacy.events import Event, NonPrivateEvent, PureEpsilonEvent
+from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
+from pipelines.privacy.events import MCMC_EXPONENTIAL, Event, NonPrivateEvent, PureEpsilonEvent
 from pipelines.gates.release import GateResult
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
@@ -119,7 +125,7 @@ class SupportPoints(PrivateGenerator):
         if budget.private:
             share = float(p["bandwidth_share"]) if kde_bandwidth else 0.0
             eps_each, eps_bw = budget.epsilon * (1 - share) / k, budget.epsilon * share
-            planned: list[Event] = [PureEpsilonEvent(eps_each, "exponential") for _ in range(k)]
+            planned: list[Event] = [PureEpsilonEvent(eps_each, MCMC_EXPONENTIAL) for _ in range(k)]
             if expansion == "kde_laplace":
                 planned.append(laplace_bandwidth_event(*(float(v) for v in p["bandwidth_bounds"]), eps_bw))
             elif expansion == "kde_exponential":
@@ -156,7 +162,7 @@ class SupportPoints(PrivateGenerator):
                             "draws_per_chain": int(result.trace.shape[1]),
                             "acceptance": result.acceptance.round(4).tolist(),
                             "step_size": result.step_size.round(6).tolist()}
-        spent: list[Event] = [PureEpsilonEvent(plan.epsilon_per_set, "exponential") for _ in range(k)]
+        spent: list[Event] = [PureEpsilonEvent(plan.epsilon_per_set, MCMC_EXPONENTIAL) for _ in range(k)]
         grid = self._grid()
         if p["expansion"] == "kde_laplace":
             self.bandwidth, event = laplace_bandwidth(data, self.points, grid, plan.epsilon_bandwidth, rng)
@@ -183,8 +189,9 @@ class SupportPoints(PrivateGenerator):
 
     # -- gates -------------------------------------------------------------------------------
     def release_gates(self, real_encoded: Any) -> list[GateResult]:
-        """§5.5: refuse the release when the split-R̂ of the chains' energy traces exceeds `rhat_max` (no gate
-        for epsilon: inf, which has no chains; the ledger gate handles non-private releases)."""
+        """§5.5: fail when the split-R̂ of the chains' energy traces exceeds `rhat_max` (it decides publication
+        only under `release.non_dp_gates: refuse`; no gate for epsilon: inf, which has no chains; the ledger gate
+        handles non-private releases). Its `guarantee` evidence is MCMC_HEURISTIC with the exact mechanism's terms."""
         if not self.diagnostics:
             return []
         bound = float(self.params["rhat_max"])
@@ -194,11 +201,10 @@ class SupportPoints(PrivateGenerator):
             **self.diagnostics, "rhat_max": bound,
             "refused_because": [] if passed else [
                 f"the MH chains disagree: split-R̂ = {rhat:.4f} > rhat_max = {bound} (run more burn_in/steps)"],
-            "guarantee": (f"ε-DP of the exact exponential mechanism π_X(Ỹ) ∝ exp(−ε·e(X, Ỹ)/(2Δ)) over sets of "
-                          f"{self.params['n_points']} points in [0, 1]^{self.layout.width}, ε = "
+            "guarantee": (f"{MCMC_HEURISTIC}. The exact mechanism π_X(Ỹ) ∝ exp(−ε·e(X, Ỹ)/(2Δ)) over sets of "
+                          f"{self.params['n_points']} points in [0, 1]^{self.layout.width} is ε-DP with ε = "
                           f"{self.privacy.epsilon_per_set:.6g} per set, Δ = {self.privacy.sensitivity:.6g} "
-                          f"(eq. 5.10). The released set is the final state of a finite Metropolis-Hastings chain, "
-                          f"whose law approximates π_X; R̂ is evidence of convergence, not a proof of it."),
+                          f"(eq. 5.10); R̂ is evidence of convergence, not a proof of it."),
             "outside_dp": ("support_points MH convergence gate: split-R̂, ESS, acceptance rates and adapted step "
                            "sizes of the chains' energy traces e(X, Ỹ_t), computed from the real training rows "
                            "during training"),

@@ -27,6 +27,10 @@ batch whose size b + batch_size contains the private batch size b, coupling ever
 the un-noised fake-only term) to whether one record was sampled. The generator minimises
 −E_z D(G(z)) in train mode on a fixed `batch_size` fakes; it sees data only through the private
 critic: post-processing. T critic steps spend exactly PoissonGaussianEvent(σ, q, T).
+
+Every draw of a training step (the fakes' latents and head uniforms, u, the noise) comes from the noise stream
+`rng`, the Poisson batches from `sample_rng`: in a private run both are CSPRNGs (`dpsgd.SecureGenerator`,
+through `dpsgd.standard_normal` and `dpsgd.uniform`), never torch's MT19937.
 """
 from __future__ import annotations
 
@@ -39,9 +43,10 @@ from torch import nn
 from pipelines import progress
 from pipelines.generators.losses import Forward, input_gradient_penalty
 from pipelines.generators.networks import layer_norm_leaky, mlp
-from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample, summed
+from pipelines.privacy.dpsgd import (Rng, clip_and_noise, clip_per_example, per_example_grads, poisson_sample,
+                                     summed, uniform)
 
-FakeSampler = Callable[[int, torch.Generator], torch.Tensor]
+FakeSampler = Callable[[int, Rng], torch.Tensor]
 
 
 class Critic(nn.Module):
@@ -69,8 +74,7 @@ def _critic_rows(b: int, m: int, gp_lambda: float) -> Callable[[Forward, torch.T
 
 def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Tensor, u: torch.Tensor,
                     fake: torch.Tensor, clip_norm: float, noise_multiplier: float, expected_batch_size: float,
-                    gp_lambda: float, generator: torch.Generator,
-                    draws: int | None = None) -> dict[str, torch.Tensor]:
+                    gp_lambda: float, generator: Rng, draws: int | None = None) -> dict[str, torch.Tensor]:
     """Gradient of one private critic step (module docstring): {parameter name: gradient}.
 
     real (B, d) with its paired fakes (B, d) and interpolation weights u (B, 1): the real-touching
@@ -91,7 +95,7 @@ def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Te
 
 def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSampler, data: torch.Tensor,
                sample_rate: float, steps: int, noise_multiplier: float, clip_norm: float, params: dict[str, Any],
-               rng: torch.Generator, sample_rng: torch.Generator, n_rows: int | None = None) -> None:
+               rng: Rng, sample_rng: Rng, n_rows: int | None = None) -> None:
     """`steps` private critic steps, one generator step after every `n_critic` (module docstring).
 
     Poisson batches are drawn over the actual rows of `data` at rate q = `sample_rate` (= B/n̂); the noised
@@ -99,7 +103,8 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
     training row count; None: the rows of `data`, when their count is public, e.g. a plain array).
 
     `fake(n, rng)`: n fakes from the generator's current parameters (`generator`: the module whose
-    parameters the generator step updates). `params`: batch_size, n_critic, lr_critic,
+    parameters the generator step updates), its latents and uniforms drawn from `rng` by `dpsgd.standard_normal`
+    and `dpsgd.uniform`, as u is here. `params`: batch_size, n_critic, lr_critic,
     lr_generator, gp_lambda. Both networks use Adam with betas (0.5, 0.9).
     """
     n, q = data.shape[0], sample_rate
@@ -116,7 +121,7 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
         generator.eval()
         with torch.no_grad():
             fakes = fake(b + n_fake, rng)
-        u = torch.rand(b, 1, generator=rng, device=data.device)
+        u = uniform(rng, (b, 1), data.device)
         grads = critic_gradient(critic, real, fakes[:b], u, fakes[b:], clip_norm, noise_multiplier, expected,
                                 float(params["gp_lambda"]), rng)
         for name, param in critic_params.items():

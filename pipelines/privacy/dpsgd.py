@@ -47,19 +47,23 @@ def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs:
     return q, t if max_steps is None else min(t, int(max_steps))
 
 
-class SecureGenerator(torch.Generator):
-    """A torch.Generator that carries a CSPRNG (`secure`: a NumPy Generator over AES-CTR, from
-    `pipelines.privacy.noise.Streams.torch`) for the draws DP rests on: `clip_and_noise` takes its Gaussian
-    noise and `poisson_sample` its batches from `secure`, never from torch's MT19937, whose seeds keep 32 bits.
-    The torch state itself, seeded with 63 bits of `secure`, serves only draws the guarantee does not rest on
-    (fakes, interpolation points: any fixed values would do). This is Opacus' secure mode without torchcsprng."""
-
-    def __new__(cls, secure: np.random.Generator, device: str | torch.device = "cpu") -> "SecureGenerator":
-        return super().__new__(cls, device=torch.device(device))
+class SecureGenerator:
+    """The random source of a private DP-SGD run: a CSPRNG (`secure`: a NumPy Generator over AES-CTR, from
+    `pipelines.privacy.noise.Streams.torch`) and the torch `device` its draws are put on. Every random value of
+    a private training step comes from `secure`: the Gaussian noise (`clip_and_noise`), the Poisson batches
+    (`poisson_sample`) and, through `standard_normal` and `uniform`, the fakes' latents and output-head uniforms
+    and the gradient penalty's interpolation weights. None comes from torch's MT19937, whose seeds keep 32 bits
+    (2**32 guesses would recover all its draws, and where each step's draws start depends on the private batch
+    sizes of the steps before). It is no torch.Generator, so torch refuses it and no private draw can fall back
+    to a torch state. This is Opacus' secure mode without torchcsprng."""
 
     def __init__(self, secure: np.random.Generator, device: str | torch.device = "cpu") -> None:
-        self.secure = secure
-        self.manual_seed(int(secure.integers(2 ** 63)))
+        self.secure, self.device = secure, torch.device(device)
+
+
+# where a DP-SGD step draws: a private run's SecureGenerator, or a torch.Generator on the public seed (a non-private
+# run, sampling a trained model)
+Rng = torch.Generator | SecureGenerator
 
 
 def secure_normal(rng: np.random.Generator, shape: tuple[int, ...], device: torch.device,
@@ -73,7 +77,34 @@ def secure_normal(rng: np.random.Generator, shape: tuple[int, ...], device: torc
     return torch.from_numpy(total / 2.0).to(device=device, dtype=dtype)
 
 
-def poisson_sample(n: int, sample_rate: float, generator: torch.Generator | np.random.Generator) -> torch.Tensor:
+def standard_normal(generator: Rng, shape: tuple[int, ...], device: str | torch.device | None = None,
+                    dtype: torch.dtype | None = None) -> torch.Tensor:
+    """N(0, 1) draws of `shape` on `device` (None: the generator's) in `dtype` (None: torch's default): from a
+    SecureGenerator's CSPRNG as the DP noise is drawn (`secure_normal`), from a torch.Generator by torch.randn
+    (a non-private run's public seed, or sampling a trained model)."""
+    device = generator.device if device is None else torch.device(device)
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if isinstance(generator, SecureGenerator):
+        return secure_normal(generator.secure, tuple(shape), device, dtype)
+    return torch.randn(shape, generator=generator, device=device, dtype=dtype)
+
+
+def uniform(generator: Rng, shape: tuple[int, ...], device: str | torch.device | None = None,
+            dtype: torch.dtype | None = None) -> torch.Tensor:
+    """U[0, 1) draws of `shape` on `device` (None: the generator's) in `dtype` (None: torch's default): from a
+    SecureGenerator's CSPRNG, its float64 uniforms (multiples of 2^-53) rounded down to multiples of 2^-p, p the
+    significand bits of `dtype` (24 for float32), so that the cast is exact and never gives 1 (the grid of
+    torch.rand; a value of 1 would make a Gumbel draw infinite); from a torch.Generator by torch.rand."""
+    device = generator.device if device is None else torch.device(device)
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    if isinstance(generator, SecureGenerator):
+        grid = 2.0 / torch.finfo(dtype).eps  # 2^p
+        draws = np.floor(generator.secure.random(tuple(shape)) * grid) / grid
+        return torch.from_numpy(draws).to(device=device, dtype=dtype)
+    return torch.rand(shape, generator=generator, device=device, dtype=dtype)
+
+
+def poisson_sample(n: int, sample_rate: float, generator: Rng | np.random.Generator) -> torch.Tensor:
     """Indices of a Poisson sample of range(n): each row kept independently with prob `sample_rate`.
 
     The batch size is Binomial(n, q) and may be 0; an empty batch makes the step pure noise,
@@ -369,7 +400,7 @@ def summed(per_example: PerExample) -> dict[str, torch.Tensor]:
 
 
 def clip_and_noise(per_example: PerExample, clip_norm: float, noise_multiplier: float,
-                   expected_batch_size: float, generator: torch.Generator, draws: int | None = None,
+                   expected_batch_size: float, generator: Rng, draws: int | None = None,
                    coupled: dict[str, torch.Tensor] | None = None,
                    coupled_clip: float = 0.0) -> dict[str, torch.Tensor]:
     """The privatised mean gradient (Σ_i clip_C(g_i) + N(0, σ²Δ² I)) / (q·n) of Abadi et al. Alg. 1.
@@ -421,9 +452,7 @@ def clip_and_noise(per_example: PerExample, clip_norm: float, noise_multiplier: 
     if std > 0:  # one N(0, std²) draw for all coordinates, split by parameter
         first = next(iter(total.values()))
         size = shape + (sum(s.numel() for s in total.values()),)
-        flat = (secure_normal(generator.secure, size, first.device, first.dtype)
-                if isinstance(generator, SecureGenerator) else
-                torch.randn(size, generator=generator, device=first.device, dtype=first.dtype))
+        flat = standard_normal(generator, size, first.device, first.dtype)
         pieces = flat.split([s.numel() for s in total.values()], dim=-1)
         return {name: (s + std * z.reshape(shape + s.shape)) / expected_batch_size
                 for (name, s), z in zip(total.items(), pieces)}

@@ -17,9 +17,11 @@ adapted towards `target_acceptance` (Robbins-Monro on log s) during burn-in only
 burn-in each chain is a time-homogeneous MH chain with stationary law π_X.
 
 What is private. The starts (uniform) and every proposal and uniform draw come from the DP noise generator
-(OS entropy). A finite chain only approximates π_X; the guarantee stated for a release is that of the exact
-mechanism, and the R̂ gate (§5.5) refuses a release whose chains disagree. The energy traces, the adapted
-step sizes and acceptance rates are functions of the data and are not covered by the DP guarantee.
+(OS entropy). A finite chain only approximates π_X, and no mixing bound is proven for it: the ε of π_X holds only
+for an exact sample, so the generator records it as `MCMC_EXPONENTIAL` and every release is labelled heuristic
+(pipelines/generators/support_points.py). The R̂ diagnostic (§5.5) is evidence of convergence, not a proof. The
+energy traces, the adapted step sizes and acceptance rates are functions of the data and are not covered by the
+DP guarantee.
 """
 from __future__ import annotations
 

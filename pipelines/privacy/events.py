@@ -102,6 +102,10 @@ class DiscreteLaplaceEvent:
 # ε(u_r(D) − u_r(D'))/2Δ ∈ [−ε/2, ε/2] and the normaliser is common to all r. ε-BR ⇒ ε-DP and ε-BR ⇒
 # ε²/8-zCDP (Cesar & Rogers 2021, Lemma 3.2); the accountant uses both (pipelines/privacy/accountant.py).
 BOUNDED_RANGE = "exponential_bounded_range"
+# `PureEpsilonEvent.mechanism` of an exponential mechanism whose output is the last state of a finite Markov chain
+# (Metropolis-Hastings) with no proven mixing bound: ε is the exact mechanism's, the target the chain approximates,
+# and it holds only for an exact sample (`exactly_sampled`). The accountant composes it as a generic ε-DP step.
+MCMC_EXPONENTIAL = "exponential_mcmc"
 LOGARITHMIC_SHAPE = 0.0   # η of a selection's trial-count law: the logarithmic law (what the selection draws)
 GEOMETRIC_SHAPE = 1.0     # η = 1, the geometric law (selections recorded before the logarithmic one)
 
@@ -110,7 +114,8 @@ GEOMETRIC_SHAPE = 1.0     # η = 1, the geometric law (selections recorded befor
 class PureEpsilonEvent:
     """Any pure ε-DP step, e.g. the exponential mechanism (`mechanism` names it). `mechanism` =
     BOUNDED_RANGE declares the step ε-bounded-range (an exactly sampled finite exponential mechanism), which
-    the accountant may compose more tightly; any other name is treated as a generic ε-DP step."""
+    the accountant may compose more tightly; any other name is treated as a generic ε-DP step. MCMC_EXPONENTIAL
+    says the output was not sampled exactly, so the ε is a heuristic label (`exactly_sampled`)."""
     epsilon: float
     mechanism: str = "exponential"
     kind: ClassVar[str] = "pure_epsilon"
@@ -176,6 +181,15 @@ EVENT_TYPES: dict[str, type] = {t.kind: t for t in
                                  (PoissonGaussianEvent, GaussianEvent, LaplaceEvent, DiscreteGaussianEvent,
                                   DiscreteLaplaceEvent, PureEpsilonEvent, ZCDPEvent, RepeatAndSelectEvent,
                                   NonPrivateEvent)}
+
+
+def exactly_sampled(event: Event) -> bool:
+    """Whether the event's guarantee is proven for the output actually released: False for an exponential mechanism
+    sampled by a finite MCMC chain (MCMC_EXPONENTIAL), and for a private selection with such a candidate (its
+    guarantee assumes every candidate's); True otherwise."""
+    if isinstance(event, RepeatAndSelectEvent):
+        return all(exactly_sampled(e) for c in event.candidates for e in c)
+    return not (isinstance(event, PureEpsilonEvent) and event.mechanism == MCMC_EXPONENTIAL)
 
 
 def event_to_dict(event: Event) -> dict:

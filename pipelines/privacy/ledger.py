@@ -246,6 +246,16 @@ class Ledger:
         with self._engine.connect() as conn:
             return _dataset_rows(conn, dataset) if dataset is not None else _select(conn)
 
+    def row_hashes(self, dataset: str, seqs: Sequence[int]) -> list[str]:
+        """The chained `row_hash` of each of the data set's rows `seqs`, in their order: what names a row across
+        ledgers, where a seq alone does not (a new ledger numbers its own rows 1, 2, ... again). ValueError for a seq
+        the data set does not have."""
+        hashes = {r["seq"]: r["row_hash"] for r in self.rows(dataset)}
+        missing = [s for s in seqs if s not in hashes]
+        if missing:
+            raise ValueError(f"data set '{dataset}' has no ledger rows {missing}")
+        return [hashes[s] for s in seqs]
+
     def effective_events(self, dataset: str) -> list[Event]:
         """Per reservation: its spent events if recorded, else its planned events; in seq order."""
         return _effective(self.rows(dataset))

@@ -29,11 +29,14 @@ refuses it unless `privacy.internal_release: true`. Non-private runs (ε = inf: 
 nothing, so they draw no OS entropy: their streams derive from the public `seed` by PCG64, and such a
 run, a non-private test included, gives the same numbers on every run (threads fixed).
 
-torch's CPU generator (MT19937) keeps only 32 bits of a seed, so DP-SGD never draws its noise or its
-Poisson batches from a torch seed: `Streams.torch` hands out a `pipelines.privacy.dpsgd.SecureGenerator`,
-a torch.Generator (for the step's non-private draws: fakes, interpolation points) that carries the CSPRNG
-from which `clip_and_noise` and `poisson_sample` draw (Opacus' secure mode). Noise is never ambient: a
-`NoiseSource` is passed to whatever draws it, and `Streams` binds it to one fit's privacy and public seed.
+torch's CPU generator (MT19937) keeps only 32 bits of a seed, so a private DP-SGD run draws nothing from a
+torch seed: `Streams.torch` hands out a `pipelines.privacy.dpsgd.SecureGenerator` (no torch.Generator: torch
+refuses it), a CSPRNG from which every random value of a training step is drawn: the Gaussian noise
+(`clip_and_noise`), the Poisson batches (`poisson_sample`), the fakes' latents and output-head uniforms and the
+gradient penalty's interpolation weights (`dpsgd.standard_normal`, `dpsgd.uniform`; Opacus' secure mode).
+Sampling from a trained model is post-processing and draws from a torch.Generator seeded by the caller's public
+rng (`generators.sampling.sample_rows`). Noise is never ambient: a `NoiseSource` is passed to whatever draws it,
+and `Streams` binds it to one fit's privacy and public seed.
 """
 from __future__ import annotations
 
@@ -219,9 +222,11 @@ class Streams:
         return self.source.numpy(context, private=self.private, seed=self.seed)
 
     def torch(self, context: str, device: str = "cpu"):
-        """A torch.Generator on `device` for the stream `context`. Private: a `dpsgd.SecureGenerator`, whose
-        CSPRNG draws the DP-SGD noise and Poisson batches and whose torch state (seeded from that CSPRNG) only the
-        step's non-private draws use; non-private: a plain generator seeded from the public seed."""
+        """The stream `context` for torch training code on `device`. Private: a `dpsgd.SecureGenerator`, whose
+        CSPRNG (`numpy(context)`) draws every random value of a DP-SGD step: noise, Poisson batches, latents,
+        head uniforms, interpolation weights (`dpsgd.standard_normal`, `dpsgd.uniform`); non-private: a
+        torch.Generator seeded from the public seed, which the same functions draw from by torch.randn and
+        torch.rand."""
         if not self.private:
             import torch
             material = self.source.material(context, private=False, seed=self.seed)
@@ -230,7 +235,8 @@ class Streams:
         return SecureGenerator(self.numpy(context), device)
 
     def training(self, context: str, device: str = "cpu"):
-        """(rng, sample_rng) for DP-SGD training: `rng` on `device` draws the Gaussian noise (and the fakes
-        and interpolation points of the same step), `sample_rng` on the CPU draws the Poisson batches, which
-        must stay secret too (amplification by subsampling assumes nobody knows them)."""
+        """(rng, sample_rng) for DP-SGD training, two `torch` streams: `rng` on `device` draws the Gaussian noise
+        and every other draw of a step (the fakes' latents and head uniforms, the interpolation weights),
+        `sample_rng` on the CPU the Poisson batches, which must stay secret too (amplification by subsampling
+        assumes nobody knows them). Both are CSPRNGs in a private run."""
         return self.torch(f"{context}:noise", device), self.torch(f"{context}:poisson")

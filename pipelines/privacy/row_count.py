@@ -37,17 +37,24 @@ def count_event(epsilon: float) -> DiscreteLaplaceEvent:
     return DiscreteLaplaceEvent(scale=1.0 / float(epsilon), sensitivity=1, query="training row count")
 
 
-def contradiction_slack(count: int, holdout_fraction: float, epsilon: float, max_dropped_fraction: float) -> float:
+def tail_bound(epsilon: float) -> float:
+    """t = ln(1/FALSE_ALARM)/ε: one side's tail of Lap_ℤ(1/ε), P(Z ≥ t) ≤ e^{−εt} = FALSE_ALARM (184 at ε = 0.05)."""
+    return math.log(1.0 / FALSE_ALARM) / float(epsilon)
+
+
+def contradiction_slack(count: int, holdout_fraction: float, epsilon: float, max_dropped_fraction: float,
+                        loss_epsilon: float) -> float:
     """How far the noisy training count may lie from the documented n̂ = round(count·(1 − h)) before the
     documented count is contradicted; public facts only, so the check is post-processing of the noisy count:
-    - the noise: P(|Lap_ℤ(1/ε)| ≥ t) ≤ e^{−ε t}, so t = ln(1/FALSE_ALARM)/ε (184 rows at ε = 0.05);
+    - the noise: P(|Lap_ℤ(1/ε)| ≥ t) ≤ e^{−ε t}, so t = `tail_bound(ε)`;
     - the keyed split: each of the `count` rows is a training row with probability 1 − h independently, so the
       training count's standard deviation is √(count·h·(1 − h)); SPLIT_SDS of them;
-    - validation's tolerated drop: up to `max_dropped_fraction` of the rows read (validate stops above it),
-      i.e. max_dropped_fraction·n̂ training rows, and the rounding of n̂ (1 row)."""
-    noise = math.log(1.0 / FALSE_ALARM) / float(epsilon)
+    - validation's tolerated drop: `max_dropped_fraction` of the rows read plus the margin of the DP row-loss
+      test at `loss_epsilon` (pipelines/privacy/row_loss.py, which goes on below it), in training rows, and the
+      rounding of n̂ (1 row)."""
     split = SPLIT_SDS * math.sqrt(count * holdout_fraction * (1.0 - holdout_fraction))
-    return noise + split + max_dropped_fraction * count * (1.0 - holdout_fraction) + 1.0
+    dropped = (max_dropped_fraction * count + tail_bound(loss_epsilon)) * (1.0 - holdout_fraction)
+    return tail_bound(epsilon) + split + dropped + 1.0
 
 
 def noisy_count(session: LedgerSession, epsilon: float, count_rows: Callable[[], int], noise: NoiseSource) -> int:
@@ -85,7 +92,7 @@ def public_row_count(sch: Schema, config: Config, noisy: Callable[[], int],
         return n_rows, source
     count = noisy()
     slack = contradiction_slack(sch.rows.count, holdout_fraction, float(epsilon),
-                                config.dataset.max_dropped_fraction)
+                                config.dataset.max_dropped_fraction, config.privacy.row_loss_epsilon)
     if abs(count - n_rows) > slack:
         raise InputError(
             f"rows.count {sch.rows.count} documents {n_rows} training rows, but the table prepare read has about "

@@ -44,7 +44,7 @@ from torch import nn
 
 from pipelines.generators.networks import initialise
 from pipelines.io import MatrixFile, blockwise
-from pipelines.privacy.dpsgd import clip_and_noise, clip_per_example, per_example_grads, poisson_sample, summed
+from pipelines.privacy.dpsgd import Rng, clip_and_noise, clip_per_example, per_example_grads, poisson_sample, summed
 
 
 def classifier(width: int, hidden: list[int]) -> nn.Sequential:
@@ -62,7 +62,7 @@ def _lot_loss(forward, x: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
 
 
 def relaxed_dpsgd_gradient(model: nn.Module, real: torch.Tensor, synthetic: torch.Tensor, clip_norm: float,
-                           noise_multiplier: float, expected_lot: float, noise: torch.Generator,
+                           noise_multiplier: float, expected_lot: float, noise: Rng,
                            draws: int | None = None) -> dict[str, torch.Tensor]:
     """ḡ_t of Algorithm 1 for one lot (module docstring): private terms through `clip_and_noise`
     (sensitivity C, noise σC), synthetic terms clipped to C and added without noise; both from one pass over the
@@ -76,7 +76,7 @@ def relaxed_dpsgd_gradient(model: nn.Module, real: torch.Tensor, synthetic: torc
 
 
 def train_classifier(real: np.ndarray | MatrixFile, synthetic: np.ndarray | MatrixFile, params: dict[str, Any],
-                     sample_rate: float, steps: int, noise_multiplier: float, clip_norm: float, noise: torch.Generator,
+                     sample_rate: float, steps: int, noise_multiplier: float, clip_norm: float, noise: Rng,
                      device: str = "cpu", n_real: int | None = None) -> nn.Module:
     """`steps` lots of Algorithm 1 with SGD at `params['lr']`; returns the logit network f (eval mode).
 
@@ -94,7 +94,7 @@ def train_classifier(real: np.ndarray | MatrixFile, synthetic: np.ndarray | Matr
     opt = torch.optim.SGD(model.parameters(), lr=float(params["lr"]), momentum=float(params["momentum"]))
     named = dict(model.named_parameters())
 
-    def lot(rows: np.ndarray | MatrixFile, generator: torch.Generator | np.random.Generator) -> torch.Tensor:
+    def lot(rows: np.ndarray | MatrixFile, generator: Rng | np.random.Generator) -> torch.Tensor:
         taken = rows.take(poisson_sample(len(rows), sample_rate, generator).cpu().numpy(), axis=0)
         return torch.as_tensor(taken, dtype=torch.float32, device=device)
 

@@ -45,6 +45,9 @@ def excess_lower_bound(synthetic: tuple[int, int], holdout: tuple[int, int], z: 
     return float(r_s - r_h - np.hypot(r_s - (c_s - h_s), (c_h + h_h) - r_h))
 
 
+GATES = ("membership_inference", "exact_copies", "singling_out_risk", "linkability_risk", "inference_risk")
+
+
 def risk_gates(risk: dict[str, Any], t: dict[str, float]) -> list[GateResult]:
     """The release gates of one generator's `privacy_risk` results (``suite.privacy_risk``)."""
     outside = risk["outside_dp"]

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.errors import ParamError
-from pipelines.generators.params.encoding import check_bin_count
 from pipelines.generators.params.mst import DEFAULTS as MST_DEFAULTS
-from pipelines.generators.params.mst import NULLABLE as MST_NULLABLE
-from pipelines.generators.params.mst import check_bins, check_compress_above, public_bins, settings_row
+from pipelines.generators.params.mst import RANGES as MST_RANGES
+from pipelines.generators.params.mst import check_bins, public_bins, settings_row
+from pipelines.ranges import Range, check_ranges, ints, reals
 
-NULLABLE = (*MST_NULLABLE, "one_way_share")   # keys whose null is meaningful: MST's and the 1-way share
 DEFAULTS: dict[str, Any] = {
     **MST_DEFAULTS,
     "max_rounds": None,        # K: selection slots, the round limit (wall-clock independent); null: `public_settings`
@@ -23,6 +21,15 @@ DEFAULTS: dict[str, Any] = {
                                # null: σ₁ = x (the paper's form; docs/aim-mst.md "The 1-way share")
     "target": None,            # the target column (default: the layout's target block)
 }
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    **MST_RANGES,
+    "max_rounds": ints(1, 1000, nullable=True, why="null: the public rule"),
+    "max_model_size": reals(gt=0, le=10**4, why="MB of one model's cells: a larger cap lets AIM select cliques "
+                                                "beyond the memory of the machine that estimates them"),
+    "iters": ints(1, 10**6), "final_iters": ints(1, 10**6),
+    "one_way_share": reals(gt=0, lt=1, nullable=True, why="null: σ₁ = x, the paper's form"),
+}
+
 
 def public_settings(params: dict[str, Any], n_rows: int, epsilon: float, cut: int) -> tuple[int, int]:
     """(n_bins, max_rounds) for n̂ = `n_rows` training rows at the generator's ε with `cut` numeric columns without
@@ -35,16 +42,6 @@ def public_settings(params: dict[str, Any], n_rows: int, epsilon: float, cut: in
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """MST's `bins` rule and, when given, `n_bins` >= 2, `max_rounds` >= 1 and 0 < `one_way_share` < 1 (ParamError
-    naming the key under `aim:`)."""
-    if params["n_bins"] is not None:
-        check_bin_count(params["n_bins"], "aim.n_bins")
+    """An `aim:` section over DEFAULTS: RANGES and MST's `bins` rule (ParamError naming the key under `aim:`)."""
+    check_ranges("aim", params, RANGES, DEFAULTS, skip_null=True)
     check_bins(params["bins"], "aim")
-    check_compress_above(params["compress_above"], "aim")
-    share = params["one_way_share"]
-    if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1):
-        raise ParamError("aim.one_way_share", f"must be a number strictly between 0 and 1 or null (σ₁ = x, the "
-                         f"paper's form), got {share!r}")
-    rounds = params["max_rounds"]
-    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1):
-        raise ParamError("aim.max_rounds", f"must be an integer >= 1 or null (the public rule), got {rounds!r}")

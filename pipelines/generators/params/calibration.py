@@ -4,10 +4,10 @@
 measure marginals themselves)."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.ranges import POSITIVE, Range, check_ranges, ints, reals
 
 PAIRS = ("target", "none")   # every column with the schema's target / no 2-way marginal; or [[a, b], ...]
 
@@ -30,9 +30,20 @@ def calibration_defaults(share: float) -> dict[str, Any]:
     }
 
 
+# the sub-section's ranges, beside `calibration_defaults`: M = oversample × n̂ rows are drawn and raked, so both
+# counts bound the work
+CALIBRATION_RANGES: dict[str, Range] = {
+    "share": reals(ge=0, lt=1, why="0 turns calibration off; the method needs the rest of ε"),
+    "oversample": ints(1, 100),
+    "sweeps": ints(1, 10**4),
+    "tolerance": POSITIVE,
+    "max_noise_tv": reals(gt=0, nullable=True, why="null: never off"),
+}
+
+
 def calibration_params(section: str, defaults: dict[str, Any], given: Any) -> dict[str, Any]:
     """`given` (the params' `calibration:` mapping, or None) over the generator's `defaults`, checked: a
-    ParamError naming `<section>.calibration.<key>` for an unknown key or a value out of range."""
+    ParamError naming `<section>.calibration.<key>` for an unknown key or a value out of CALIBRATION_RANGES."""
     if given is None:
         given = {}
     if not isinstance(given, dict):
@@ -42,9 +53,7 @@ def calibration_params(section: str, defaults: dict[str, Any], given: Any) -> di
         raise ParamError(f"{section}.calibration", f"unknown keys {unknown}; known: {sorted(defaults)}")
     p = {**defaults, **given}
     key = f"{section}.calibration"
-    share = p["share"]
-    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
-        raise ParamError(f"{key}.share", f"must be a number in [0, 1) (0 turns calibration off), got {share!r}")
+    check_ranges(key, p, CALIBRATION_RANGES, defaults)
     pairs = p["pairs"]
     explicit = isinstance(pairs, (list, tuple)) and all(
         q == "target" or (isinstance(q, (list, tuple)) and len(q) == 2 and all(isinstance(c, str) for c in q)
@@ -52,16 +61,7 @@ def calibration_params(section: str, defaults: dict[str, Any], given: Any) -> di
     if pairs not in PAIRS and not explicit:
         raise ParamError(f"{key}.pairs", f"must be 'target', 'none' or a list of 'target' and pairs of two distinct "
                          f"column names such as [target, [relationship, sex]], got {pairs!r}")
-    for name, lowest in (("oversample", 1), ("sweeps", 1)):
-        v = p[name]
-        if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
-            raise ParamError(f"{key}.{name}", f"must be an integer >= {lowest}, got {v!r}")
     cap = p["max_noise_tv"]
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not cap > 0):
-        raise ParamError(f"{key}.max_noise_tv", f"must be a positive number (e.g. 0.1) or null (never off), "
-                         f"got {cap!r}")
-    tol = p["tolerance"]
-    if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not (tol > 0 and math.isfinite(tol)):
-        raise ParamError(f"{key}.tolerance", f"must be a positive number, got {tol!r}")
-    return {**p, "share": float(share), "tolerance": float(tol), "max_noise_tv": None if cap is None else float(cap),
+    return {**p, "share": float(p["share"]), "tolerance": float(p["tolerance"]),
+            "max_noise_tv": None if cap is None else float(cap),
             "pairs": pairs if pairs in PAIRS else [q if q == "target" else list(q) for q in pairs]}

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_encoding
-from pipelines.generators.params.shared import shared_defaults
+from pipelines.generators.params.shared import shared_defaults, shared_ranges
+from pipelines.ranges import (BATCH, EPOCHS, MAX_BATCH, NON_NEGATIVE, POSITIVE, STEPS, WIDTH, WIDTHS, Range,
+                              check_ranges, ints, nullable, reals)
 
 DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.yaml; here: small, fast
     "epsilon": 1.0,               # total target ε of both phases; "inf" trains without clipping or noise
@@ -38,12 +39,22 @@ DEFAULTS: dict[str, Any] = {      # Appendix C.3 (Adult) in params/adult-paper.y
 }
 
 
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "autoencoder_share": reals(gt=0, lt=1, why="both phases read data, so both need budget"),
+    "autoencoder_epochs": EPOCHS, "autoencoder_steps": nullable(STEPS), "autoencoder_max_steps": nullable(STEPS),
+    "autoencoder_batch_size": BATCH, "autoencoder_clip_norm": POSITIVE, "autoencoder_lr": POSITIVE,
+    "autoencoder_hidden": WIDTHS, "latent_dim": WIDTH,
+    "epochs": EPOCHS, "steps": nullable(STEPS), "max_steps": nullable(STEPS),
+    "batch_size": ints(2, MAX_BATCH, why="a generator step normalises its batch_size fakes with BatchNorm, "
+                                         "Appendix C.3"),
+    "n_critic": ints(1, 100), "clip_norm": POSITIVE, "lr_critic": POSITIVE, "lr_generator": POSITIVE,
+    "gp_lambda": NON_NEGATIVE, "critic_hidden": WIDTHS, "noise_dim": WIDTH, "generator_hidden": WIDTHS,
+    "gumbel_tau": POSITIVE, **shared_ranges(),
+}
+
+
 def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of a `dp_auto_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    """A `dp_auto_gan:` section over DEFAULTS: RANGES and the encoding's choices (ParamError, a ValueError, naming
+    the key)."""
+    check_ranges("dp_auto_gan", params, RANGES, DEFAULTS, skip_null=True)
     check_encoding(params, "dp_auto_gan")
-    if not 0 < float(params["autoencoder_share"]) < 1:
-        raise ParamError("dp_auto_gan.autoencoder_share", f"must lie strictly between 0 and 1 (both phases read "
-                         f"data, so both need budget), got {params['autoencoder_share']}")
-    if int(params["batch_size"]) < 2:
-        raise ParamError("dp_auto_gan.batch_size", f"must be at least 2, got {params['batch_size']}: a generator "
-                         f"step normalises its batch_size fakes with BatchNorm (Appendix C.3)")

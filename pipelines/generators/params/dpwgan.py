@@ -4,7 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.generators.params.encoding import check_encoding
-from pipelines.generators.params.shared import shared_defaults
+from pipelines.generators.params.shared import shared_defaults, shared_ranges
+from pipelines.ranges import (BATCH, EPOCHS, NON_NEGATIVE, POSITIVE, STEPS, WIDTH, WIDTHS, Range, check_ranges, ints,
+                              nullable)
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,             # target ε; "inf" trains without clipping or noise
@@ -24,8 +26,16 @@ DEFAULTS: dict[str, Any] = {
     "gumbel_tau": 0.2,          # temperature of the relaxed binary / categorical output heads
     **shared_defaults(0.2),  # seed, noise_seed, calibration, encoding (params/shared.py)
 }
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "epochs": EPOCHS, "steps": nullable(STEPS), "max_steps": nullable(STEPS), "batch_size": BATCH,
+    "n_critic": ints(1, 100), "clip_norm": POSITIVE, "lr_critic": POSITIVE, "lr_generator": POSITIVE,
+    "gp_lambda": NON_NEGATIVE, "latent_dim": WIDTH, "critic_hidden": WIDTHS, "generator_hidden": WIDTHS,
+    "gumbel_tau": POSITIVE, **shared_ranges(),
+}
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of a `dpwgan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    """A `dpwgan:` section over DEFAULTS: RANGES and the encoding's choices (ParamError, a ValueError, naming the
+    key)."""
+    check_ranges("dpwgan", params, RANGES, DEFAULTS, skip_null=True)
     check_encoding(params, "dpwgan")

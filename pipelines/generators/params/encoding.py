@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.ranges import MAX_BINS, Range, ints
 
 NUMERIC_ENCODINGS = ("scaled", "bins")
 CODE_LIST_ENCODINGS = ("buckets", "one_hot")
@@ -19,18 +20,13 @@ ENCODING_DEFAULTS: dict[str, Any] = {
                                    # buckets of consecutive codes plus the code's place inside its bucket
                                    # (pipelines/data/code_lists.py; no budget); one_hot: one column per code
 }
-
-
-def check_bin_count(value: Any, key: str) -> None:
-    """A number of bins: an integer >= 2 (ParamError naming `key`)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-        raise ParamError(key, f"must be an integer >= 2, got {value!r}")
+BIN_COUNT = ints(2, MAX_BINS)      # bins per numeric column: one bin would say nothing of the value
+ENCODING_RANGES: dict[str, Range] = {"numeric_bins": BIN_COUNT}
 
 
 def check_encoding(params: dict[str, Any], section: str) -> None:
-    """`numeric_encoding` one of NUMERIC_ENCODINGS, `numeric_bins` a bin count, `code_lists` one of
-    CODE_LIST_ENCODINGS (ParamError naming `section`.key)."""
+    """`numeric_encoding` one of NUMERIC_ENCODINGS and `code_lists` one of CODE_LIST_ENCODINGS (ParamError naming
+    `section`.key); `numeric_bins`' range is ENCODING_RANGES'."""
     for key, allowed in (("numeric_encoding", NUMERIC_ENCODINGS), ("code_lists", CODE_LIST_ENCODINGS)):
         if params[key] not in allowed:
             raise ParamError(f"{section}.{key}", f"must be one of {list(allowed)}, got {params[key]!r}")
-    check_bin_count(params["numeric_bins"], f"{section}.numeric_bins")

@@ -1,12 +1,13 @@
 """IW-MMD-GAN's parameters (`pipelines.generators.iw_mmd_gan`; chapter 4 of the Diesendruck thesis unless noted)."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_encoding
-from pipelines.generators.params.shared import shared_defaults
+from pipelines.generators.params.shared import shared_defaults, shared_ranges
+from pipelines.ranges import (MAX_BATCH, MAX_STEPS, NON_NEGATIVE, POSITIVE, WIDTH, WIDTHS, Range, check_ranges, each,
+                              ints, reals)
 
 ESTIMATORS = ("uniform", "iw", "sniw", "miw", "id")   # Table 3.1 (`pipelines.generators.iw_estimators`)
 PRIVATE_ESTIMATORS = ("uniform", "iw", "sniw")        # those with a one-shot private release
@@ -33,13 +34,25 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "w_max": reals(gt=0, nullable=True, why="null: the weight function's own public bound"),
+    "groups": ints(1, 1024), "bandwidths": each(POSITIVE), "code_bandwidths": each(POSITIVE),
+    "frequencies": ints(1, 10**5, why="the DP noise in the MMD² grows with k"),
+    "steps": ints(0, MAX_STEPS, why="0 keeps the initial generator"), "n_critic": ints(1, 100),
+    "batch_size": ints(2, MAX_BATCH), "lr": POSITIVE, "mmd_weight": NON_NEGATIVE, "latent_dim": WIDTH,
+    "hidden": WIDTHS, "code_dim": WIDTH, "gumbel_tau": POSITIVE, **shared_ranges(),
+}
+
+
 def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of an `iw_mmd_gan:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    """An `iw_mmd_gan:` section over DEFAULTS: RANGES, the choices, and the rules between keys (ParamError, a
+    ValueError, naming the key)."""
+    check_ranges("iw_mmd_gan", params, RANGES, DEFAULTS, skip_null=True)
     check_encoding(params, "iw_mmd_gan")
     estimator, groups = params["estimator"], params["groups"]
     if estimator not in ESTIMATORS:
         raise ParamError("iw_mmd_gan.estimator", f"must be one of {ESTIMATORS}, got {estimator!r}")
-    if estimator == "miw" and not (isinstance(groups, int) and groups >= 2):
+    if estimator == "miw" and groups < 2:
         raise ParamError("iw_mmd_gan.groups", f"must be an integer >= 2 for the median-of-means estimator, "
                          f"got {groups}")
     if params["kernel"] not in ("auto", "adversarial", "fixed"):
@@ -47,9 +60,3 @@ def check_params(params: dict[str, Any]) -> None:
     if estimator == "uniform" and params["weights"] is not None:
         raise ParamError("iw_mmd_gan.weights", "is set, but estimator 'uniform' ignores iw_mmd_gan.weights; set "
                          "weights: null or pick an importance-weighted estimator (iw, sniw, miw, id)")
-    w_max = params["w_max"]
-    if w_max is not None and not (float(w_max) > 0 and math.isfinite(float(w_max))):
-        raise ParamError("iw_mmd_gan.w_max", f"must be null or positive and finite, got {w_max}")
-    for key, least in (("steps", 0), ("batch_size", 2), ("frequencies", 1)):
-        if int(params[key]) < least:
-            raise ParamError(f"iw_mmd_gan.{key}", f"must be >= {least}, got {params[key]}")

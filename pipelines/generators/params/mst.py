@@ -4,8 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.generators.params.encoding import check_bin_count
-from pipelines.generators.params.shared import shared_defaults
+from pipelines.generators.params.encoding import BIN_COUNT
+from pipelines.generators.params.shared import shared_defaults, shared_ranges
+from pipelines.ranges import Range, check_ranges, ints, nullable
 
 # (n̂·ε from which it applies, the fewest numeric columns the bin count cuts, n_bins, AIM's max_rounds), rising: the
 # public rule that sets MST's and AIM's bin count (and AIM's round limit) where the section leaves them null
@@ -26,9 +27,11 @@ DEFAULTS: dict[str, Any] = {
                             # and one merged cell (pipelines/marginal/compress.py); null: never
     **shared_defaults(0.0, encoding=False),  # seed, noise_seed, calibration (params/shared.py)
 }
-
-
-NULLABLE = ("compress_above", "n_bins")   # keys whose null is meaningful (pipelines/config.py types the others)
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "n_bins": nullable(BIN_COUNT), "iters": ints(1, 10**6),
+    "compress_above": ints(2, nullable=True, why="null: never; a cap above every column's cells is the same"),
+    **shared_ranges(encoding=False),
+}
 
 
 def settings_row(n_rows: int, epsilon: float, cut: int) -> tuple[float, int, int, int]:
@@ -59,14 +62,7 @@ def check_bins(bins: Any, section: str) -> None:
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """The params-only rules of an `mst:` section over DEFAULTS: `n_bins` >= 2, `check_bins`, `compress_above`."""
-    if params["n_bins"] is not None:
-        check_bin_count(params["n_bins"], "mst.n_bins")
+    """The params-only rules of an `mst:` section over DEFAULTS: RANGES and `check_bins` (ParamError naming the
+    key)."""
+    check_ranges("mst", params, RANGES, DEFAULTS, skip_null=True)
     check_bins(params["bins"], "mst")
-    check_compress_above(params["compress_above"], "mst")
-
-
-def check_compress_above(value: Any, section: str) -> None:
-    """`compress_above` null or an integer of at least 2 (ParamError naming `section`.compress_above)."""
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
-        raise ParamError(f"{section}.compress_above", f"must be an integer of at least 2 or null, got {value!r}")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.errors import ParamError
 from pipelines.generators.params.encoding import check_encoding
-from pipelines.generators.params.shared import shared_defaults
+from pipelines.generators.params.shared import shared_defaults, shared_ranges
+from pipelines.ranges import BATCH, MAX_STEPS, POSITIVE, WIDTH, WIDTHS, Range, check_ranges, ints, reals
 
 DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
     "epsilon": 1.0,               # target ε of both releases together; "inf" releases them without noise
@@ -23,15 +23,18 @@ DEFAULTS: dict[str, Any] = {      # appendix H (tabular) unless noted
 }
 
 
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "frequencies": ints(1, 10**5, why="the noise per embedding coordinate grows with the square root of k"),
+    "aux_share": reals(gt=0, lt=1, why="the mean distance's share of the budget; paper: 0.5"),
+    "critic_min_ess": reals(ge=0, le=1, why="a fraction of the k frequencies"),
+    "steps": ints(0, MAX_STEPS, why="training is post-processing: 0 keeps the initial generator"),
+    "batch_size": BATCH, "lr": POSITIVE, "lr_critic": POSITIVE, "latent_dim": WIDTH, "hidden": WIDTHS,
+    **shared_ranges(),
+}
+
+
 def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of a `pearl:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    """A `pearl:` section over DEFAULTS: RANGES and the encoding's choices (ParamError, a ValueError, naming the
+    key)."""
+    check_ranges("pearl", params, RANGES, DEFAULTS, skip_null=True)
     check_encoding(params, "pearl")
-    if not 0 < float(params["aux_share"]) < 1:
-        raise ParamError("pearl.aux_share", f"must lie strictly between 0 and 1 (the mean distance's share of the "
-                         f"budget; paper: 0.5), got {params['aux_share']}")
-    if not 0 <= float(params["critic_min_ess"]) <= 1:
-        raise ParamError("pearl.critic_min_ess", f"must lie in [0, 1] (a fraction of the k frequencies), "
-                         f"got {params['critic_min_ess']}")
-    for key, least in (("frequencies", 1), ("steps", 0), ("batch_size", 1)):
-        if int(params[key]) < least:
-            raise ParamError(f"pearl.{key}", f"must be >= {least}, got {params[key]}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.generators.params.encoding import check_encoding
-from pipelines.generators.params.shared import shared_defaults
+from pipelines.generators.params.shared import shared_defaults, shared_ranges
+from pipelines.ranges import (BATCH, DRAWS, EPOCHS, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, STEPS, WIDTH, Range,
+                              check_ranges, ints, nullable)
 
 DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
     "epsilon": 1.0,               # target ε (paper: 1); "inf" trains without clipping or noise
@@ -35,6 +37,19 @@ DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
 }
 
 
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "epochs": EPOCHS, "steps": nullable(STEPS), "max_steps": nullable(STEPS), "batch_size": BATCH,
+    "energy_steps": ints(1, 100), "margin": NON_NEGATIVE, "gp_lambda": NON_NEGATIVE, "lipschitz": POSITIVE,
+    "alpha": OPEN_FRACTION, "alpha_lambda": NON_NEGATIVE, "hidden": WIDTH, "latent_dim": WIDTH,
+    "lr_energy": POSITIVE, "lr_generator": POSITIVE, "clip_norm": POSITIVE, "ksd_clip": POSITIVE,
+    "gumbel_tau": POSITIVE, "gate_bootstrap": DRAWS, "gate_permutations": DRAWS,
+    "gate_max_rows": ints(1, 20000, why="the gate's statistics hold rows x rows matrices"),
+    **shared_ranges(),
+}
+
+
 def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of a `ppem:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    """A `ppem:` section over DEFAULTS: RANGES and the encoding's choices (ParamError, a ValueError, naming the
+    key)."""
+    check_ranges("ppem", params, RANGES, DEFAULTS, skip_null=True)
     check_encoding(params, "ppem")

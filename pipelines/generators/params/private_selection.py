@@ -1,10 +1,11 @@
 """The private selection's parameters (`pipelines.generators.private_selection`, `release.select: private`)."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pipelines.errors import ParamError
+from pipelines.generators.params.encoding import BIN_COUNT
+from pipelines.ranges import NOISE_SEED, OPEN_FRACTION, SEED, Range, check_ranges, reals
 
 TRIALS = ("random", "each")   # Papernot & Steinke's random trials; every candidate once (private_selection.py)
 DEFAULTS: dict[str, Any] = {
@@ -21,12 +22,17 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,              # public: each trial's sampling of its scored table
     "noise_seed": None,     # tests and audits only (a published noise seed voids the guarantee)
 }
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "mean_trials": reals(ge=1, le=100), "score_share": OPEN_FRACTION, "score_bins": BIN_COUNT, "seed": SEED,
+    "noise_seed": NOISE_SEED,
+}
 
 
 def check_params(params: dict[str, Any]) -> None:
-    """Candidates are registered generators other than the selection itself; μ in [1, 100]; score_share in (0, 1);
-    score_bins ≥ 2 (ParamError naming the key)."""
+    """RANGES; candidates are registered generators other than the selection itself; a known `trials` (ParamError
+    naming the key)."""
     from pipelines.generators.names import GENERATORS
+    check_ranges("private_selection", params, RANGES, DEFAULTS, skip_null=True)
     candidates = params["candidates"]
     if candidates is not None:
         if not isinstance(candidates, (list, tuple)) or not candidates:
@@ -36,12 +42,5 @@ def check_params(params: dict[str, Any]) -> None:
             if c not in GENERATORS or c == "private_selection":
                 raise ParamError("private_selection.candidates", f"'{c}' is not a generator it can select; use "
                                  f"{', '.join(g for g in GENERATORS if g != 'private_selection')}")
-    mean = params["mean_trials"]
-    if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not (1 <= mean <= 100 and math.isfinite(mean)):
-        raise ParamError("private_selection.mean_trials", f"must be a number in [1, 100], got {mean!r}")
     if params["trials"] not in TRIALS:
         raise ParamError("private_selection.trials", f"must be one of {', '.join(TRIALS)}, got {params['trials']!r}")
-    if not 0 < params["score_share"] < 1:
-        raise ParamError("private_selection.score_share", f"must lie in (0, 1), got {params['score_share']!r}")
-    if int(params["score_bins"]) < 2:
-        raise ParamError("private_selection.score_bins", f"must be >= 2, got {params['score_bins']!r}")

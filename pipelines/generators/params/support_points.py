@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.errors import ParamError
-from pipelines.stats.energy import check_norm
-from pipelines.generators.params.shared import shared_defaults
+from pipelines.generators.params.shared import shared_defaults, shared_ranges
+from pipelines.ranges import MAX_STEPS, OPEN_FRACTION, POSITIVE, STEPS, Range, check_ranges, each, ints, reals
 
 DEFAULTS: dict[str, Any] = {
     "epsilon": 1.0,                  # total ε of every release below; "inf" releases the exact support points
@@ -25,38 +25,38 @@ DEFAULTS: dict[str, Any] = {
     "repeats": 1,                    # repeat: k private sets
     "support_steps": 300,            # epsilon: inf, Adam steps for Y* (§5.7.1.2: 300, lr 0.01)
     "lr": 0.01,
+    "accept_heuristic": False,       # true: release.select auto / private may pick it, its heuristic ε labelled
+                                     # (pipelines/selection.py; the release is a finite MCMC chain's last state)
     **shared_defaults(0.2, encoding=False),  # seed, noise_seed, calibration (params/shared.py)
 }
 EXPANSIONS = ("kde_public", "kde_laplace", "kde_exponential", "repeat")
 
 
+RANGES: dict[str, Range] = {   # each numeric key's range (pipelines/ranges.py); ε: pipelines/config.py
+    "n_points": ints(1, 10**5),
+    "norm": reals(ge=1, le=2, why="ℓ_p is a metric of negative type only there, so the energy distance is >= 0; "
+                                  "the thesis uses p = 2"),
+    "chains": ints(4, 256, why="§5.5: the split-R̂ gate compares several chains from random starts"),
+    "burn_in": ints(0, MAX_STEPS), "steps": STEPS, "thin": ints(1, 10**6), "target_acceptance": OPEN_FRACTION,
+    "rhat_max": reals(gt=1, why="R̂ is 1 at convergence"), "bandwidth": POSITIVE, "bandwidth_bounds": each(POSITIVE),
+    "bandwidth_grid": ints(1, 10**4), "bandwidth_share": OPEN_FRACTION, "repeats": ints(1, 1000),
+    "support_steps": STEPS, "lr": POSITIVE, **shared_ranges(encoding=False),
+}
+
+
 def check_params(params: dict[str, Any]) -> None:
-    """The value ranges of a `support_points:` section over DEFAULTS (ParamError, a ValueError, naming the key)."""
+    """A `support_points:` section over DEFAULTS: RANGES, the expansion, and the rules between keys (ParamError, a
+    ValueError, naming the key)."""
     p = params
-    try:
-        check_norm(p["norm"])
-    except ValueError as e:
-        raise ParamError("support_points.norm", f"is refused: {e}") from None
+    check_ranges("support_points", p, RANGES, DEFAULTS, skip_null=True)
     if p["expansion"] not in EXPANSIONS:
         raise ParamError("support_points.expansion", f"must be one of {list(EXPANSIONS)}, got {p['expansion']!r}")
-    for key in ("n_points", "chains", "burn_in", "steps", "thin", "repeats", "bandwidth_grid", "support_steps"):
-        least = 0 if key == "burn_in" else 1
-        if isinstance(p[key], bool) or not isinstance(p[key], int) or p[key] < least:
-            raise ParamError(f"support_points.{key}", f"must be an integer >= {least}, got {p[key]!r}")
-    if p["chains"] < 4:
-        raise ParamError("support_points.chains", f"must be >= 4 (§5.5: the split-R̂ gate compares several chains "
-                         f"from random starts), got {p['chains']}")
     if p["steps"] < 4 * p["thin"]:
         raise ParamError("support_points.steps", f"must be at least 4·thin (R̂ needs >= 4 draws per chain), got "
                          f"steps = {p['steps']}, thin = {p['thin']}")
-    if not float(p["bandwidth"]) > 0:
-        raise ParamError("support_points.bandwidth", f"must be > 0, got {p['bandwidth']}")
-    lo, hi = (float(v) for v in p["bandwidth_bounds"])
-    if not 0 < lo < hi:
+    bounds = p["bandwidth_bounds"]
+    if not (len(bounds) == 2 and bounds[0] < bounds[1]):
         raise ParamError("support_points.bandwidth_bounds", f"must be [lower, upper] with 0 < lower < upper, "
-                         f"got {p['bandwidth_bounds']}")
-    for key, low, high in (("bandwidth_share", 0, 1), ("target_acceptance", 0, 1)):
-        if not low < float(p[key]) < high:
-            raise ParamError(f"support_points.{key}", f"must lie strictly between {low} and {high}, got {p[key]}")
-    if not float(p["rhat_max"]) > 1:
-        raise ParamError("support_points.rhat_max", f"must exceed 1, got {p['rhat_max']}")
+                         f"got {bounds}")
+    if not isinstance(p["accept_heuristic"], bool):
+        raise ParamError("support_points.accept_heuristic", f"must be true or false, got {p['accept_heuristic']!r}")
