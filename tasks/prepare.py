@@ -102,7 +102,8 @@ def check_row_loss(config: Config, root: Path, run_id: str | None = None) -> dic
                          fix="run the validate stage first: `synthrelease stage validate` (`dvc repro` runs it).")
     report = read_json(p.validation_report)
     epsilon = priv.row_loss_epsilon
-    inputs = sha256_text(json.dumps({"validated": _file_hash(p), "report": sha256_file(p.validation_report),
+    counts = {k: report[k] for k in ("rows_in", "rows_dropped", "rows_clipped")}  # what the test reads
+    inputs = sha256_text(json.dumps({"validated": _file_hash(p), "counts": counts,
                                      "max_dropped_fraction": ds.max_dropped_fraction, "epsilon": epsilon},
                                     sort_keys=True))
     led = common.ledger(config, root)
@@ -114,8 +115,8 @@ def check_row_loss(config: Config, root: Path, run_id: str | None = None) -> dic
                                   f"{p.dataset}/prepare:row_loss",
                                   binding_facts(common.hashes(config, "prepare", sch), epsilon, priv.delta)
                                   ).overridden(ds.noise_seed)
-        test = row_loss_test(session, epsilon, lambda: (report["rows_dropped"] + report["rows_clipped"],
-                                                        report["rows_in"]), ds.max_dropped_fraction, noise)
+        test = row_loss_test(session, epsilon, lambda: (counts["rows_dropped"] + counts["rows_clipped"],
+                                                        counts["rows_in"]), ds.max_dropped_fraction, noise)
         result = {"inputs": inputs, **test.to_dict(), "ledger_row_ids": list(session.row_ids),
                   "ledger_row_hashes": led.row_hashes(p.dataset, session.row_ids)}
         write_json(row_loss_path(p), result)

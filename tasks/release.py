@@ -25,8 +25,7 @@ import pyarrow.parquet as pq
 from pipelines.config import ALLOCATION_SUMMARY, PARAMS_FILE, Config, Paths, check_noise_seeds, noise_seed_keys
 from pipelines.data.declared import to_published
 from pipelines.evaluation import comparison
-from pipelines.evaluation.outside_dp import (DP_GATES, DP_STATEMENT, PUBLIC_GATES, public_gates, public_verdict,
-                                             release_statements)
+from pipelines.evaluation.outside_dp import DP_STATEMENT, public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
 from pipelines.evaluation.report import (comparison_html, comparison_markdown, public_html, public_markdown,
                                          render_html, render_markdown)
@@ -229,16 +228,15 @@ def release_table(config: Config, root: Path, released: list[dict], refused: lis
 
 
 def refusal(generator: str, checks: dict[str, Any]) -> dict[str, Any]:
-    """What latest.json (and the run id) says of a refused generator: the names of the failed gates that decided
-    publication (`checks["deciding_gates"]`: under `release.non_dp_gates: advise` only the ledger gate and the DP
-    release test, so the entry is a function of public metadata and DP bits alone), and the reasons of the failed
-    gates among those that read no row outside DP. A gate that did not decide is never named, whether it passed
-    or failed: its bit is computed from real rows and stays in the steward report."""
+    """What latest.json (and the run id) says of a refused generator: the names and reasons of the failed gates that
+    decided publication (`checks["deciding_gates"]`). Under `release.non_dp_gates: advise` those are only the ledger
+    gate and the DP release test, so the entry is a function of public metadata and DP bits alone; under `refuse`
+    the row-reading gates decide too, and the manifest lists their bits as outside the DP guarantee. A gate that
+    did not decide is never named, whether it passed or failed: it stays in the steward report."""
     deciding = set(checks["deciding_gates"])
     failed = [g for g in checks["gates"] if g["name"] in deciding and not g["passed"]]
     return {"generator": generator, "failed_gates": [g["name"] for g in failed],
-            "reasons": [g["evidence"]["reason"] for g in failed
-                        if g["name"] in PUBLIC_GATES | DP_GATES and "reason" in g["evidence"]]}
+            "reasons": [g["evidence"]["reason"] for g in failed if "reason" in g["evidence"]]}
 
 
 RUNS = "runs"  # releases/<ds>/runs/<run-id>/ and reports/<ds>/steward/runs/<run-id>/: the run's comparison pages

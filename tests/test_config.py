@@ -316,6 +316,30 @@ def test_the_budget_stage_names_the_column_not_the_release_epsilon(tmp_path, cap
     assert ledger_rows(root) == 4  # prepare's row-loss test and count check (planned, spent); nothing of the budget
 
 
+def test_a_plan_that_fails_at_the_whole_release_epsilon_is_its_sections_problem(tmp_path, capsys, monkeypatch):
+    """A generator whose plan cannot be made from its settings even at the whole release ε is reported as that
+    section's problem, never as a budget the steward should raise; nothing is allocated."""
+    from pipelines.generators.mst import MST
+    root = root_with(tmp_path, {"privacy": {"noise_key_file": None}, "weights": {"generators": []}})
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["generators"] = ["mst"]
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
+    for stage in ("validate", "prepare"):
+        assert main(["--params", "params.yaml", "stage", stage]) == 0
+
+    def broken(self, *a, **k):
+        raise ZeroDivisionError("float division by zero")
+    monkeypatch.setattr(MST, "plan", broken)
+    capsys.readouterr()
+    assert main(["--params", "params.yaml", "stage", "budget"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: file params.yaml: 'mst': the privacy plan of 'mst' cannot be made from its settings "
+                          "at ε = 1 (ZeroDivisionError: float division by zero)")
+    assert "raise 'privacy.release_epsilon'" not in err and not (root / "data" / "allocation").exists()
+
+
 @pytest.mark.slow
 def test_an_internal_release_with_noise_seeds_says_so_in_its_manifest(tmp_path):
     from tasks.check import check

@@ -134,6 +134,7 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
     assert summary["epsilon_spent"] == pytest.approx(spent) and 4.0 < summary["epsilon_after"] < spent + 4.0
     assert summary["release_epsilon"] == 4.0 and 0.999 * 4.0 <= summary["epsilon_release"] <= 4.0
     assert [(r["part"], r["stages"], r["pinned"]) for r in summary["parts"]] == [
+        ("prepare", "prepare", True),  # the row-loss test (and row count), pinned at their own ε
         ("dpwgan", "train@dpwgan", True), ("weights", "weight@dpwgan", False),
         ("release_test", "check@dpwgan", True)]  # pinned at release.test_epsilon
     assert len(led.rows()) == 1  # wrote nothing

@@ -164,7 +164,8 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     root = make_root(tmp_path, TINY)
     run_stages(root, "prepare")
     from tasks.budget import allocation
-    plan = allocation(load_params(root / "params.yaml"), root)[0].events  # the whole run's (dpwgan's) plan
+    parts = allocation(load_params(root / "params.yaml"), root)[0].parts  # prepare's test was paid once, above
+    plan = [e for name, part in parts.items() if name != "prepare" for e in part.events]  # each run's (dpwgan's)
     two, three = epsilon_pld(plan * 2, DELTA), epsilon_pld(plan * 3, DELTA)
     params_text = (root / "params.yaml").read_text().replace("lifetime_epsilon: 10.0",
                                                              f"lifetime_epsilon: {(two + three) / 2:.6f}")
@@ -215,9 +216,11 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     assert "privacy budget refused" in message and "spent ε=" in message and "remaining ε=" in message
     ledger = Ledger(str(root / "ledger/privacy.sqlite"))
     rows = ledger.rows("breast_cancer")
-    assert sorted({r["run_id"] for r in rows}) == sorted(f"prefect-{r['id']}" for r in done)  # the 3rd: no rows
+    trained = [r for r in rows if r["stage"] != "prepare"]  # prepare's row-loss test: paid once, reused by the runs
+    assert sorted({r["run_id"] for r in trained}) == sorted(f"prefect-{r['id']}" for r in done)  # the 3rd: no rows
     per_run = len(plan)                        # dpwgan's DP-SGD, its calibration's and its release test's events
-    assert [r["status"] for r in rows].count("spent") == 2 * per_run and ledger.verify()["rows"] == 4 * per_run
+    assert [r["status"] for r in trained].count("spent") == 2 * per_run and len(rows) - len(trained) == 2
+    assert ledger.verify()["rows"] == 4 * per_run + 2
     assert sorted(p.name for p in (root / "releases/breast_cancer").iterdir()) == sorted(
         release_ids + ["latest.json", "runs"])  # runs/<run-id>/: each release run's public comparison page
 
@@ -249,8 +252,9 @@ def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_a
                        "synthetic": [sha256_file(b / "synthetic.parquet") for b in bundles]}
     dask, threads = out["dask"], out["threads"]
     events = lambda rows: sorted((r["stage"], r["status"], r["event_json"]) for r in rows)
-    # planned and spent: dpwgan's DP-SGD + calibration, PEARL's two measurements + calibration, each one's release test
-    assert events(dask["rows"]) == events(threads["rows"]) and len(dask["rows"]) == 14
+    # planned and spent: prepare's row-loss test, dpwgan's DP-SGD + calibration, PEARL's two measurements +
+    # calibration, each one's release test
+    assert events(dask["rows"]) == events(threads["rows"]) and len(dask["rows"]) == 16
     assert dask["synthetic"] == threads["synthetic"] and len(dask["synthetic"]) == 2
     flow_run_id = dask["run_id"].removeprefix("prefect-")
     tasks = api_post(api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}, "limit": 50})
@@ -314,5 +318,5 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     assert not bundle_dir.exists()
     assert [p.name for p in bundle_dir.parent.iterdir() if p.name.startswith(".")] == []
     verified = sh(["synthrelease", "ledger", "verify"], root)
-    # DP-SGD + calibration, then the DP release test (check@dpwgan), each planned and spent
-    assert json.loads(verified.stdout)["rows"] == 2 * len(events(model)) + 2
+    # prepare's row-loss test, DP-SGD + calibration, then the DP release test (check@dpwgan), each planned and spent
+    assert json.loads(verified.stdout)["rows"] == 2 * len(events(model)) + 4

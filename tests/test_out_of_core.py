@@ -3,6 +3,7 @@ byte, the same report and the same errors as the one-process path, on tables rea
 rows (the split's occurrence indices) fall in different parts."""
 from __future__ import annotations
 
+import json
 import hashlib
 from pathlib import Path
 
@@ -240,11 +241,11 @@ def test_validate_and_prepare_stages_on_dask_write_the_threads_files(tmp_path):
     """The stages with `orchestration.task_runner: dask` (a local cluster of two worker processes with a memory
     limit, started by the stage) write what they write in one process, and train@mst (its marginals counted on
     the cluster the stage starts) fits the same model with the same ledger events; a table that loses too many
-    rows writes nothing."""
+    rows is stopped by prepare's DP row-loss test, which prepares nothing."""
     from pipelines.config import load_params
     from pipelines.generators.mst import MST
     from tasks.train import train
-    from tests.test_pipeline import make_root, run_stages
+    from test_pipeline import make_root, run_stages
     roots, fitted = {}, {}
     for runner in ("threads", "dask"):
         (tmp_path / runner).mkdir()
@@ -263,13 +264,17 @@ def test_validate_and_prepare_stages_on_dask_write_the_threads_files(tmp_path):
     assert fitted["dask"][:2] == fitted["threads"][:2]
     np.testing.assert_array_equal(fitted["dask"][2], fitted["threads"][2])
     root = make_root(tmp_path / "refused", {"orchestration": {"task_runner": "dask", "dask_workers": 1},
-                                            "dataset": {"max_dropped_fraction": 0.0}})
+                                            "dataset": {"max_dropped_fraction": 0.0},
+                                            "privacy": {"row_loss_epsilon": 1.0}})  # margin 9.2 rows: a sure stop
     sch = yaml.safe_load((root / "schemas" / "breast_cancer.yaml").read_text())
     sch["columns"]["mean_radius"].update(upper=15.0, on_invalid="drop")
     (root / "schemas" / "breast_cancer.yaml").write_text(yaml.safe_dump(sch, sort_keys=False))
-    with pytest.raises(InputError, match="validation would drop"):
-        run_stages(root, "validate")
-    assert not (root / "data").exists()
+    run_stages(root, "validate")  # validate on Dask writes what it keeps; the counts are the steward's
+    dropped = json.loads((root / "reports/breast_cancer/validation.json").read_text())["rows_dropped"]
+    assert dropped > 100
+    with pytest.raises(InputError, match=rf"DP row-loss test stopped the release: validation dropped {dropped}"):
+        run_stages(root, "prepare")
+    assert not (root / "data" / "prepared").exists()
 
 
 def test_a_partitioned_table_is_its_parts_in_name_order_and_bad_directories_are_named(tmp_path):

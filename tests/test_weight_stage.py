@@ -55,7 +55,7 @@ def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path
     w = pd.read_parquet(p.weights("dpwgan"))["weight"]
     assert len(w) == 300 and w.mean() == pytest.approx(1.0) and (w > 0).all()
     saved = read_json(p.weights_report("dpwgan"))
-    assert saved["epsilon"] == pytest.approx(1.0, rel=0.01) and saved["ledger_row_ids"] == [1, 2]
+    assert saved["epsilon"] == pytest.approx(1.0, rel=0.01) and saved["ledger_row_ids"] == [3, 4]
     assert saved["gate"]["passed"] == (saved["khat"] <= 0.7)
     assert 1 <= saved["ess"] <= 300
     assert {"wasserstein1", "mmd2", "auroc", "posterior_mahalanobis"} <= set(saved["analysis"]["weighted"])
