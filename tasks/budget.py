@@ -94,7 +94,7 @@ def allocation(config: Config, root: Path,
     impossible division is an InputError."""
     priv = config.privacy
     parts, stages = release_parts(config, root, chosen or selection(config, root))
-    for part in parts:  # a part that cannot plan even at the whole release ε has a configuration problem, not a budget one
+    for part in parts:  # a part that cannot plan even at the whole release ε: its configuration, not the budget
         nominal = part.epsilon if part.epsilon is not None else priv.release_epsilon
         try:
             part.planner(nominal)

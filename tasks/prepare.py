@@ -1,4 +1,8 @@
-"""Stage 2: keyed train/holdout split, the public training row count n̂, and schema-only encoding.
+"""Stage 2: the DP row-loss test, the keyed train/holdout split, the public training row count n̂ and encoding.
+
+First, whether the release goes on at all: the DP row-loss test on validation's counts (`check_row_loss`,
+pipelines/privacy/row_loss.py), charged to the ledger, stops the run when the noisy count of rows validation
+dropped or clipped clearly exceeds `dataset.max_dropped_fraction`.
 
 The split puts each row on a side that is a function of that row and a secret key alone
 (`pipelines.data.transform.train_holdout_split`). The key (`split_key`) is derived from the steward's noise

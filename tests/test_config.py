@@ -121,7 +121,8 @@ def test_the_hashed_mapping_is_the_files_own_and_the_sections_hold_every_default
     given = config.given
     assert given["dpwgan"] == {} and given["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
     assert given["evaluate"] == BASE["evaluate"] and given["weights"] == BASE["weights"]
-    assert given["privacy"]["row_count_epsilon"] == given["privacy"]["row_loss_epsilon"] == 0.05 and given["device"] == "auto"
+    assert given["privacy"]["row_count_epsilon"] == given["privacy"]["row_loss_epsilon"] == 0.05
+    assert given["device"] == "auto"
     assert config.hash == params_hash(given) == "e81cb8752257a28c2852fcbae2963d81bfab86d9588526d8d342dd3dd6770d72"
     assert config.generator("dpwgan") == {} and config.device == "auto" and config.privacy.row_count_epsilon == 0.05
     assert config.orchestration.model_dump() == {"task_runner": "threads", "max_workers": 4, "dask_address": None,
@@ -295,17 +296,24 @@ def test_a_column_the_schema_lacks_stops_the_validate_stage(tmp_path, capsys, mo
     assert ledger_rows(root) == 0 and not (root / "data").exists()
 
 
-def test_the_budget_stage_names_the_column_not_the_release_epsilon(tmp_path, capsys, monkeypatch):
-    """validate and prepare ran on a good configuration; then a pinned section names a missing column (DVC re-runs
-    budget, which tracks the whole file, but not validate): budget refuses with the column, spending nothing."""
+def prepared_with(tmp_path, monkeypatch, generator: str) -> tuple[Path, dict]:
+    """A project listing `generator` alone (OS-entropy noise, no weights) whose validate and prepare stages ran
+    through the CLI, in the working directory; its root and raw params mapping."""
     root = root_with(tmp_path, {"privacy": {"noise_key_file": None}, "weights": {"generators": []}})
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["generators"] = ["ppem"]
+    params["generators"] = [generator]
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(root)
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     for stage in ("validate", "prepare"):
         assert main(["--params", "params.yaml", "stage", stage]) == 0
+    return root, params
+
+
+def test_the_budget_stage_names_the_column_not_the_release_epsilon(tmp_path, capsys, monkeypatch):
+    """validate and prepare ran on a good configuration; then a pinned section names a missing column (DVC re-runs
+    budget, which tracks the whole file, but not validate): budget refuses with the column, spending nothing."""
+    root, params = prepared_with(tmp_path, monkeypatch, "ppem")
     params["ppem"] = {"epsilon": 1.0, "protected": ["no_such_column"]}
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     capsys.readouterr()
@@ -320,14 +328,7 @@ def test_a_plan_that_fails_at_the_whole_release_epsilon_is_its_sections_problem(
     """A generator whose plan cannot be made from its settings even at the whole release ε is reported as that
     section's problem, never as a budget the steward should raise; nothing is allocated."""
     from pipelines.generators.mst import MST
-    root = root_with(tmp_path, {"privacy": {"noise_key_file": None}, "weights": {"generators": []}})
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["generators"] = ["mst"]
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
-    for stage in ("validate", "prepare"):
-        assert main(["--params", "params.yaml", "stage", stage]) == 0
+    root, _ = prepared_with(tmp_path, monkeypatch, "mst")
 
     def broken(self, *a, **k):
         raise ZeroDivisionError("float division by zero")
