@@ -15,45 +15,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from prefect.deployments.runner import RunnerDeployment
 from prefect.schedules import Cron, Interval, Schedule
 
 from flows.release import configured_flow
 from pipelines.config import load_params
-from pipelines.errors import InputError
-
-KEYS = {"name", "params", "cron", "timezone", "interval", "description"}
-
-
-def load_schedules(path: Path, root: Path) -> list[dict[str, Any]]:
-    """The deployment entries of `path`, checked: names unique, one schedule each, one per data set."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError("the schedules file is missing.", file=str(path), fix="pass --schedules PATH.")
-    entries = (yaml.safe_load(path.read_text()) or {}).get("deployments")
-    if not isinstance(entries, list) or not entries:
-        raise InputError("'deployments' must be a non-empty list.", file=str(path),
-                         fix="add '- {name: ..., params: params.yaml, cron: \"0 2 * * *\"}' under 'deployments:'.")
-    seen: dict[str, str] = {}
-    for e in entries:
-        name = e.get("name") if isinstance(e, dict) else None
-        if not name or not e.get("params"):
-            raise InputError(f"every deployment needs 'name' and 'params', got {e!r}.", file=str(path),
-                             fix="e.g. '- {name: nightly, params: params.yaml, cron: \"0 2 * * *\"}'.")
-        if set(e) - KEYS:
-            raise InputError(f"deployment '{name}' has unknown keys {sorted(set(e) - KEYS)}.", file=str(path),
-                             fix=f"use only {sorted(KEYS)}.")
-        if ("cron" in e) == ("interval" in e):
-            raise InputError(f"deployment '{name}' needs exactly one of 'cron' and 'interval'.", file=str(path),
-                             fix="e.g. 'cron: \"0 2 * * *\"' (daily at 02:00) or 'interval: 86400' (seconds).")
-        dataset = load_params(Path(root) / e["params"]).dataset.name
-        if name in seen.values() or dataset in seen:
-            raise InputError(f"deployment '{name}' repeats a name or the data set '{dataset}' of deployment "
-                             f"'{seen.get(dataset, name)}'.", file=str(path),
-                             fix="one deployment per data set (give it one schedule), with a unique name.")
-        seen[dataset] = name
-    return entries
+from pipelines.schedules import load_schedules
 
 
 def schedule(entry: dict[str, Any]) -> Schedule:

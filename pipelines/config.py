@@ -144,6 +144,8 @@ class Privacy(Section):
     row_count_epsilon: RowCountEpsilon = 0.05  # noisy training row count: n̂, or the documented count's check
     row_loss_epsilon: RowLossEpsilon = 0.05  # the DP test of the rows validation lost (pipelines/privacy/row_loss.py)
     ledger: StrictStr
+    # the budget stage warns when fewer further releases than this fit the lifetime budget (pipelines/privacy/runway.py)
+    warn_releases_left: Annotated[StrictInt, ints(0, 64)] = 3
     internal_release: StrictBool = False
     noise_key_file: StrictStr | None = None
 

@@ -11,9 +11,14 @@
 2. Pre-flight. Each train/weight stage still reserves its own plan atomically (the ledger refuses a stage that
    no longer fits when two runs race); this check makes a run that cannot fit the lifetime budget fail before
    it trains anything, so a scheduled run over the budget spends nothing and releases nothing.
+3. Runway. How many further releases of this plan the lifetime budget allows after this run
+   (pipelines/privacy/runway.py) and, for the data set's deployment in schedules.yaml, when the last of them would
+   run (pipelines/schedules.py): in the summary, the Prefect artefact and, below `privacy.warn_releases_left`, a
+   warning in the run's log.
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +32,17 @@ from pipelines.generators.persistence import finite_json
 from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, write_json
 from pipelines.privacy.allocation import Allocation, AllocationError, Part, allocate
+from pipelines.privacy.ledger import external
 from pipelines.privacy.release_test import planned_event
 from pipelines.privacy.row_count import count_event
 from pipelines.privacy.row_loss import loss_event
+from pipelines.privacy.runway import MOST, releases_left
+from pipelines.schedules import entry_for, runway, runway_sentence
 from pipelines.selection import Selection, select
 from pipelines.weights import estimators as weight_estimators
 from tasks import common
 from tasks.artifacts import publish
+from tasks.progress import run_logger
 
 PREPARE = "prepare"            # the row-loss test and the row count prepare spends, pinned at their own ε
 WEIGHTS = "weights"            # the importance weights' part (one ε for every weight@gen stage)
@@ -148,8 +157,14 @@ def budget(config: Config, root: Path = Path(".")) -> dict[str, Any]:
     led = common.ledger(config, root)
     session = led.session(ds, "preflight", "budget", delta, lifetime, internal=priv.internal_release)
     spent = led.spent(ds, delta)
-    after = session.check([e for name, part in alloc.parts.items() if name != PREPARE  # prepare's are in the ledger
-                           for e in part.events])
+    this_run = [e for name, part in alloc.parts.items() if name != PREPARE for e in part.events]  # prepare's: paid
+    after = session.check(this_run)
+    left = releases_left(external([*led.effective_events(ds), *this_run]), external(alloc.events), delta, lifetime)
+    plan = runway(left, MOST, entry_for(ds, root), datetime.now(timezone.utc))
+    if left < priv.warn_releases_left:
+        run_logger().warning("budget: %s Fewer than privacy.warn_releases_left = %d: plan the schedule or ask the "
+                             "privacy officer about the lifetime budget now.", runway_sentence(ds, plan),
+                             priv.warn_releases_left)
     rows = [{"part": name, "stages": ", ".join(stages[name]), "pinned": part.pinned,
              "epsilon_allocated": part.epsilon, "epsilon_planned": round(part.epsilon_planned, 6)}
             for name, part in alloc.parts.items()]
@@ -160,11 +175,11 @@ def budget(config: Config, root: Path = Path(".")) -> dict[str, Any]:
         inputs)
     summary = {"dataset": ds, "release_epsilon": alloc.release_epsilon, "epsilon_release": alloc.epsilon_composed,
                "epsilon_spent": spent, "epsilon_after": after, "lifetime_epsilon": lifetime,
-               "epsilon_remaining_after": max(lifetime - after, 0.0), "delta": delta, "parts": rows}
+               "epsilon_remaining_after": max(lifetime - after, 0.0), "delta": delta, "parts": rows, **plan}
     publish(f"{ds}-budget", table=finite_json(rows), markdown=(
         f"## Budget of `{ds}` before training\n\n{chosen.reason}.\n\nThis release: ε = "
         f"{alloc.epsilon_composed:.4g} (all its generators and weights composed, PLD; release ε "
         f"{alloc.release_epsilon:g}) at δ = {delta:g}.\n\n"
         f"Lifetime of `{ds}`: spent ε = {spent:.4g} before this run, {after:.4g} after it, of {lifetime:g}; "
-        f"remaining ε = {max(lifetime - after, 0.0):.4g}."))
+        f"remaining ε = {max(lifetime - after, 0.0):.4g}.\n\n{runway_sentence(ds, plan)}"))
     return summary
