@@ -145,7 +145,7 @@ class Privacy(Section):
     row_loss_epsilon: RowLossEpsilon = 0.05  # the DP test of the rows validation lost (pipelines/privacy/row_loss.py)
     ledger: StrictStr
     # the budget stage warns when fewer further releases than this fit the lifetime budget (pipelines/privacy/runway.py)
-    warn_releases_left: Annotated[StrictInt, ints(0, 64)] = 3
+    warn_releases_left: Annotated[StrictInt, ints(0, 20)] = 3
     internal_release: StrictBool = False
     noise_key_file: StrictStr | None = None
 

@@ -107,6 +107,7 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     privacy = manifest["privacy"]
     assert privacy["epsilon_allocated"]["prepare"] == 0.05 and privacy["release_epsilon"] == 1.0
     assert 0.99 < privacy["epsilon_dataset_total"] <= privacy["release_epsilon"]
+    assert privacy["unit"] == "row" and "a person with k rows" in privacy["unit_statement"]  # what one ε protects
     assert all(set(g) == {"name", "passed", "data_dependent"} for g in manifest["gates"])
     # every public bit DP (release.non_dp_gates: advise): the ledger gate, the DP release test and the DP weights' k̂;
     # no row-reading gate, no verdict word, nothing outside the guarantee
@@ -125,6 +126,7 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     tstr = f"{metrics['utility']['models']['logistic_regression']['tstr']:.4g}"
     assert "Share this report only" not in page and INTERNAL not in page and "TSTR" not in page
     assert page.count("data:image/png") == 1  # the synthetic-only marginals
+    assert "Privacy unit" in page and "a person with k rows in the table is protected only at about k" in page
 
     steward = root / index["steward_reports"]["dpwgan"]
     assert steward.parts[len(root.parts)] == "reports" and (steward / "steward_report.html").exists()

@@ -113,7 +113,7 @@ PUBLIC_KEYS = ("dataset", "generator", "drawn_by", "release_id", "rows", "guaran
 PUBLIC_PRIVACY = ("epsilon_generator", "epsilon_generator_rdp", "epsilon_dataset_total", "epsilon_dataset_total_rdp",
                   "delta", "lifetime_budget", "ledger_head", "events", "run_id", "release_epsilon",
                   "epsilon_release_planned", "epsilon_allocated", "epsilon_lifetime_spent", "epsilon_lifetime_remaining",
-                  "calibration")
+                  "calibration", "unit", "unit_statement")
 PUBLIC_LEDGER = ("seq", "run_id", "stage", "status", "event_json")
 PUBLIC_WEIGHTS = ("released", "withheld_because", "estimator", "label", "epsilon", "delta", "n_released", "khat",
                   "khat_bound", "ess", "tempering", "psis")
@@ -254,7 +254,9 @@ def release_rows(summary: dict[str, Any]) -> list[list[str]]:
             *([["Drawn by (the selected candidate)", fmt(drawn)]] if drawn not in (None, summary.get("generator"))
               else []),
             ["Release id", fmt(summary.get("release_id"))], ["Synthetic rows", fmt(summary.get("rows"))],
-            ["Guarantee", fmt(summary.get("guarantee"))], ["Audience", fmt(summary.get("audience"))],
+            ["Guarantee", fmt(summary.get("guarantee"))],
+            *([["Privacy unit", fmt(unit)]] if (unit := (summary.get("privacy") or {}).get("unit_statement")) else []),
+            ["Audience", fmt(summary.get("audience"))],
             *([["Utility verdict", f"{VERDICTS.get(verdict.get('verdict'), fmt(verdict.get('verdict')))} (policy: "
                                    f"{fmt(verdict.get('action'))}; data-dependent: it reads real rows, only this word "
                                    "is published)"]] if verdict else [])]

@@ -15,6 +15,9 @@ from typing import Any
 
 from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
 
+ROW_UNIT = ("one row: ε bounds how much adding or removing any one row of the table can change what is published; "
+            "a person with k rows in the table is protected only at about k·ε")
+
 NA = "not available"
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import Event
 
-MOST = 64  # the count is searched up to this many further runs ("at least MOST" above it)
+MOST = 20  # the count is searched up to this many further runs ("at least MOST" above it): its cost grows with it
 
 
 def releases_left(spent: Sequence[Event], run: Sequence[Event], delta: float, lifetime: float,
