@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from pipelines.config import Config
+from pipelines.config import Config, Weights
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
+from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder
 from pipelines.errors import InputError
 from pipelines.evaluation import weighted
+from pipelines.evaluation.outside_dp import UNAVAILABLE, WEIGHTED_ANALYSES, unavailable_reason
 from pipelines.generators.persistence import finite_json
 from pipelines.io import (MatrixFile, parquet_matrix_file, parquet_take, read_json, read_parquet_rows, sha256_file,
                           write_json, write_parquet)
@@ -33,6 +37,7 @@ from pipelines.weights.discriminator import critic_scorer
 from pipelines.weights.release import weight_gate
 from tasks import common, unselected
 from tasks.artifacts import publish
+from tasks.progress import run_logger
 
 
 
@@ -55,6 +60,21 @@ def weight(config: Config, generator: str, run_id: str | None = None,
         return skipped
     with tempfile.TemporaryDirectory(prefix=f".weight-{generator}-", dir=p.prepared.parent) as scratch:
         return weigh(config, generator, run_id or f"cli-{uuid.uuid4().hex[:12]}", root, Path(scratch))
+
+
+def analyses(sch: Schema, synthetic: Callable[[np.ndarray], pd.DataFrame], w: np.ndarray, train: pd.DataFrame,
+             test: pd.DataFrame, s: Weights) -> dict[str, Any]:
+    """The weighted analyses against the real rows (`weighted.analyses`, steward-only). Where the real rows do not
+    allow them (an empty holdout or training side, a degenerate column), weights.json says why
+    (`evaluation_unavailable`) and the weights are still released if their gate passes: the real-side analyses
+    decide nothing public."""
+    try:
+        return weighted.analyses(sch, synthetic, w, train, test, s.analysis_max_rows, s.prior_variance, s.seed,
+                                 s.analysis_real_max_rows)
+    except Exception as e:  # noqa: BLE001 - a failure on the real side never blocks publication
+        run_logger().warning("weight: the weighted analyses cannot run on these rows (%s); the steward report says so",
+                             unavailable_reason(e), exc_info=True)
+        return {UNAVAILABLE: unavailable_reason(e), "outside_dp": WEIGHTED_ANALYSES}
 
 
 def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path) -> dict[str, Any]:
@@ -105,8 +125,7 @@ def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path
         "n_synthetic": len(synthetic), "n_released": plan.n_released,
         "ess": postprocess.effective_sample_size(w), "khat": khat, "tempering": s.tempering, "psis": s.psis,
         "calibration": calibration, "gate": gate.to_dict(),
-        "analysis": weighted.analyses(sch, lambda rows: parquet_take(p.synthetic(generator), rows), w, train, test,
-                                      s.analysis_max_rows, s.prior_variance, s.seed, s.analysis_real_max_rows),
+        "analysis": analyses(sch, lambda rows: parquet_take(p.synthetic(generator), rows), w, train, test, s),
         "hashes": {**common.hashes(config, "weight", sch, generator)},
     }
     path = p.weights(generator)

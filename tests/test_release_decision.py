@@ -67,7 +67,8 @@ def test_a_single_class_holdout_does_not_stop_a_release(tmp_path, bc_raw):
 def test_an_empty_side_of_the_split_does_not_stop_a_release(tmp_path, bc_raw, side):
     """30 rows whose keyed uniforms all lie above 0.05 (below 0.95), split at holdout_fraction 0.05 (0.95), leave
     the holdout (the training side) empty. Neither is a stop: the DP mechanisms run on what they get (AIM measures
-    zero rows plus noise at the public n̂), the real-side evaluation says it could not run, and the DP gates decide."""
+    zero rows plus noise at the public n̂), the real-side evaluation and the weights' analyses say they could not run,
+    and the DP gates decide."""
     from tasks.baseline import baseline
     from tasks.budget import budget
     from tasks.check import check
@@ -76,10 +77,11 @@ def test_an_empty_side_of_the_split_does_not_stop_a_release(tmp_path, bc_raw, si
     from tasks.release import release
     from tasks.train import train
     from tasks.validate import validate
+    from tasks.weight import weight
     from test_pipeline import make_root
     fraction = 0.05 if side == "holdout" else 0.95
     root = make_root(tmp_path, {"dataset": {"source": "raw.csv", "holdout_fraction": fraction},
-                                "generators": ["aim"], "weights": {"generators": []},
+                                "generators": ["aim"], "weights": {"generators": ["aim"], "epochs": 1},
                                 "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"}})
     params = load_params(root / "params.yaml")
     bc_raw.to_csv(root / "raw.csv", index=False)
@@ -96,6 +98,7 @@ def test_an_empty_side_of_the_split_does_not_stop_a_release(tmp_path, bc_raw, si
     train(params, "aim", f"empty-{side}", root)
     metrics = evaluate(params, "aim", root)
     assert UNAVAILABLE in metrics
+    assert UNAVAILABLE in weight(params, "aim", f"empty-{side}", root)["analysis"]  # the weights still computed
     check(params, "aim", root)
     index = release(params, root)
     tested = {g["name"]: g for g in json.loads((root / "reports/breast_cancer/aim/checks.json").read_text())["gates"]}
