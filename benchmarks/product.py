@@ -218,7 +218,7 @@ def main() -> None:
         params = merged(params, assignment(text))
     raw = read_source(args.data, schema, params["dataset"].get("columns", "strict")).frame
     for i, col in enumerate(schema.declared):   # identifiers are never read (`kind: id`): placeholders in their place
-        if col.kind == ID_KIND:
+        if col.kind == ID_KIND and col.name not in raw.columns:    # (the privacy unit's column is read)
             raw.insert(i, col.name, [f"{col.name}-{r}" for r in range(len(raw))])
     schema_doc = yaml.safe_load(schema_path.read_text())
     test = None

@@ -32,6 +32,7 @@ from pipelines.generators.persistence import finite_json
 from pipelines.generators.registry import make_generator
 from pipelines.io import atomic_dir, read_json, write_json
 from pipelines.privacy.allocation import Allocation, AllocationError, Part, allocate
+from pipelines.privacy.events import Event
 from pipelines.privacy.ledger import external
 from pipelines.privacy.release_test import planned_event
 from pipelines.privacy.row_count import count_event
@@ -64,14 +65,19 @@ def release_parts(config: Config, root: Path,
     layout = Layout.from_dict(read_json(p.prepared / "layout.json")["layout"])
     n_rows = len(EncodedTable(p.prepared / "train_encoded.parquet"))
 
+    k = common.schema(config, root).max_rows   # rows per privacy unit: every event is planned at the unit
+
     def generator_planner(name: str):
-        return lambda eps: make_generator(name, layout, generator_params(config, name, eps), "cpu").plan(
-            n_rows, Budget(eps, delta)).events
+        def events(eps: float) -> list[Event]:
+            gen = make_generator(name, layout, generator_params(config, name, eps), "cpu")
+            gen.plan(n_rows, Budget(eps, delta, k))
+            return gen.planned_events()
+        return events
 
     priv = config.privacy
-    prepared = [loss_event(priv.row_loss_epsilon)] + ([] if priv.row_count_epsilon is None else [
-        count_event(priv.row_count_epsilon)])
-    parts = [Part(PREPARE, lambda eps: prepared, sum(1.0 / e.scale for e in prepared))]
+    prepared = [loss_event(priv.row_loss_epsilon, k)] + ([] if priv.row_count_epsilon is None else [
+        count_event(priv.row_count_epsilon, k)])
+    parts = [Part(PREPARE, lambda eps: prepared, sum(e.epsilon for e in prepared))]
     parts += [Part(g, generator_planner(g), config.generator(g).get("epsilon"),
                    config.generator(g).get("share") or 1.0)
               for g in chosen.selected]
@@ -81,12 +87,13 @@ def release_parts(config: Config, root: Path,
         n_synthetic = config.evaluate.n_samples or n_rows
 
         def weights_planner(eps: float):
-            one = weight_estimators.plan(s.estimator, s.model_dump(), layout, n_rows, n_synthetic, eps, delta).events
+            one = weight_estimators.unit_plan(s.estimator, s.model_dump(), layout, n_rows, n_synthetic, eps, delta,
+                                              k).unit_events
             return [e for _ in with_weights for e in one]
         parts.append(Part(WEIGHTS, weights_planner, s.epsilon, s.share))
         stages[WEIGHTS] = [f"weight@{g}" for g in with_weights]
     fraction, tested = config.dataset.holdout_fraction, list(chosen.selected)
-    parts.append(Part(RELEASE_TEST, lambda eps: [planned_event(eps, fraction) for _ in tested],
+    parts.append(Part(RELEASE_TEST, lambda eps: [planned_event(eps, fraction, k) for _ in tested],
                       config.release.test_epsilon, 1.0))
     stages[RELEASE_TEST] = [f"check@{g}" for g in tested]
     return parts, stages

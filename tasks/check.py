@@ -51,7 +51,8 @@ def release_test_gate(config: Config, generator: str, root: Path, run_id: str | 
              **{side: sha256_file(p.prepared / f"{side}.parquet") for side in ("train", "holdout")},
              "settings": {k: s[k] for k in ("test_epsilon", "test_excess_max", "test_confidence")},
              "radius": radius, "holdout_fraction": fraction,
-             "n_public": n_rows}  # the key as the paid bits were hashed with: renaming it would re-spend them
+             "n_public": n_rows,  # the key as the paid bits were hashed with: renaming it would re-spend them
+             **({} if sch.unit is None else {"unit": sch.unit_name})}
     inputs = sha256_text(json.dumps(facts, sort_keys=True))
     led = common.ledger(config, root)
     prior = common.paid_before(p.release_test(generator), inputs, led, p.dataset, within="evidence")
@@ -60,7 +61,7 @@ def release_test_gate(config: Config, generator: str, root: Path, run_id: str | 
     session = led.session(p.dataset, run_id or f"check-{uuid.uuid4().hex[:12]}", f"check@{generator}",
                           priv.delta, priv.lifetime_epsilon,
                           internal=priv.internal_release)
-    session.reserve([planned_event(s["test_epsilon"], fraction)])  # nothing read before the budget is held
+    session.reserve([planned_event(s["test_epsilon"], fraction, sch.max_rows)])  # nothing read before the budget
     noise = NoiseSource.keyed(load_noise_key(priv.noise_key_file, root), lambda: inputs,
                               f"{p.dataset}/check@{generator}",
                               binding_facts(common.hashes(config, "check", sch, generator), s["test_epsilon"],
@@ -69,7 +70,7 @@ def release_test_gate(config: Config, generator: str, root: Path, run_id: str | 
                                                                     "holdout.parquet", p.synthetic(generator))),
                          sch.columns, radius)   # a row group at a time: the counts of the whole tables
     rng = noise.streams(private=True, seed=0).numpy("check:release_test")
-    result = release_test(counts, n_rows, fraction, s, rng)
+    result = release_test(counts, n_rows, fraction, s, rng, sch.max_rows)
     rows = session.record([result.event])
     gate = GateResult("release_test", result.passed, {**result.evidence(), "inputs": inputs, "reused": False,
                                                       "ledger_row_ids": [*session.reservation.row_ids, *rows]})

@@ -60,7 +60,16 @@ def ledger(config: Config, root: Path) -> Ledger:
     location = config.privacy.ledger
     if "://" not in location and not Path(location).is_absolute():
         location = str(Path(root) / location)
-    return Ledger(location, load_noise_key(config.privacy.noise_key_file, Path(root)))
+    led = Ledger(location, load_noise_key(config.privacy.noise_key_file, Path(root)))
+    if paths(config, root).schema.exists():  # every stage has it; `synthrelease ledger verify` may run without
+        sch = schema(config, root)
+        led.declare(config.dataset.name, population(config, sch), sch.unit_name)  # one budget per population
+    return led
+
+
+def population(config: Config, sch: Schema) -> str:
+    """The population whose lifetime budget the table shares: the schema's `population`, else the data set."""
+    return sch.population or config.dataset.name
 
 
 def paid_before(path: Path, inputs: str, led: Ledger, dataset: str,
@@ -137,7 +146,9 @@ def check_against_schema(config: Config, sch: Schema) -> None:
     evaluate.attacks, and the weights' public calibration file. Each problem is one InputError naming the key, the column and the fix."""
     from pipelines.data.transform import Encoder
     from pipelines.evaluation.attacks import suite
+    from pipelines.generators.base import Budget
     from pipelines.generators.registry import make_generator
+    from pipelines.privacy.unit import unit_events
     from pipelines.selection import select
     from pipelines.weights.postprocess import calibration_rows
     if sch.rows is None and config.privacy.row_count_epsilon is None:
@@ -145,6 +156,15 @@ def check_against_schema(config: Config, sch: Schema) -> None:
                          "'rows': the training row count would have no public value.", file=PARAMS_FILE,
                          fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count), or declare "
                              "rows: {count, source} in the schema from the table's documentation.")
+    if sch.unit is not None and config.privacy.row_count_epsilon is None:
+        raise InputError(f"'privacy.row_count_epsilon' is null, but schema '{sch.name}' declares a privacy_unit: "
+                         "bounding each unit to max_rows rows changes the row count, so no documented count "
+                         "describes the rows used.", file=PARAMS_FILE,
+                         fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count of those rows).")
+    if sch.unit is not None and config.orchestration.task_runner == "dask":
+        raise InputError(f"schema '{sch.name}' declares a privacy_unit, which the Dask runner does not bound yet (a "
+                         "unit's rows may lie in several parts).", file=PARAMS_FILE,
+                         fix="set 'orchestration.task_runner: local' for this table.")
     fatal = [f"'{c.name}'" for c in (*sch.columns, *sch.derived) if c.on_invalid == "fatal"] + [
         f"rule '{r.describe()}'" for r in sch.rules if r.on_invalid == "fatal"]
     if fatal and not config.privacy.internal_release:
@@ -163,17 +183,34 @@ def check_against_schema(config: Config, sch: Schema) -> None:
             if hasattr(type(gen), "weight_fn"):  # iw_mmd_gan builds its public weight function lazily
                 gen.weight_fn
         except ValueError as e:
-            named = re.findall(rf"\b{re.escape(name)}(?:\.\w+)+", str(e))  # the key path the message names
-            key = getattr(e, "key", None) or (named[0] if named else name)
-            problem, _, fix = str(e).partition(" Fix: ")
-            problem = problem.removeprefix(key).lstrip(": ").rstrip(".")  # the message's own key path, once
-            raise InputError(f"'{key}': {problem}.", file=PARAMS_FILE, fix=fix or (
-                f"correct '{key}' so that it names columns of the public schema '{sch.name}' (of the kind it "
-                "needs), or delete it for its default.")) from None
+            raise generator_error(e, name, sch) from None
+        if sch.unit is not None and name == "private_selection":  # its candidates' accounting at the unit
+            try:
+                unit_events(gen.plan(UNIT_CHECK_ROWS, Budget(config.privacy.release_epsilon,
+                                                              config.privacy.delta)).events, sch.max_rows)
+            except ValueError as e:
+                raise InputError(f"'{name}' cannot run at the schema's privacy unit ({sch.unit_name}): {e}",
+                                 file=PARAMS_FILE,
+                                 fix=f"name only candidates without DP-SGD in '{name}.candidates' (mst, aim, pearl, "
+                                     "support_points), or choose one generator (release.select: auto).") from None
     suite.settings(config.evaluate.attacks, sch)
     weights = config.weights
     if weights.generators and weights.calibration is not None:
         calibration_rows(Path(weights.calibration), sch)
+
+
+UNIT_CHECK_ROWS = 1000  # the public row count a unit's refusal is checked at (it does not depend on it)
+
+
+def generator_error(e: ValueError, name: str, sch: Schema) -> InputError:
+    """A generator's refusal of its params (a ValueError naming the key) as the InputError of params.yaml."""
+    named = re.findall(rf"\b{re.escape(name)}(?:\.\w+)+", str(e))  # the key path the message names
+    key = getattr(e, "key", None) or (named[0] if named else name)
+    problem, _, fix = str(e).partition(" Fix: ")
+    problem = problem.removeprefix(key).lstrip(": ").rstrip(".")  # the message's own key path, once
+    return InputError(f"'{key}': {problem}.", file=PARAMS_FILE, fix=fix or (
+        f"correct '{key}' so that it names columns of the public schema '{sch.name}' (of the kind it "
+        "needs), or delete it for its default."))
 
 
 def generator_section(config: Config, generator: str, root: Path) -> dict[str, Any]:

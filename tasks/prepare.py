@@ -5,7 +5,8 @@ pipelines/privacy/row_loss.py), charged to the ledger, stops the run when the no
 dropped or clipped clearly exceeds `dataset.max_dropped_fraction`.
 
 The split puts each row on a side that is a function of that row and a secret key alone
-(`pipelines.data.transform.train_holdout_split`). The key (`split_key`) is derived from the steward's noise
+(`pipelines.data.transform.train_holdout_split`); with a declared privacy unit, each unit's rows on the side of
+the unit's keyed pseudonym (`pipelines.data.units.unit_holdout`). The key (`split_key`) is derived from the steward's noise
 key when there is one, else it is a random 256-bit salt created once per data set and kept with the internal
 artefacts (`salt_path`), never in git or in a release bundle.
 
@@ -28,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from pipelines.config import Config, Paths
+from pipelines.data import units
 from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.data.validation import row_loss_summary
@@ -108,8 +110,8 @@ def check_row_loss(config: Config, root: Path, run_id: str | None = None) -> dic
     epsilon = priv.row_loss_epsilon
     counts = {k: report[k] for k in ("rows_in", "rows_dropped", "rows_clipped")}  # what the test reads
     inputs = sha256_text(json.dumps({"validated": _file_hash(p), "counts": counts,
-                                     "max_dropped_fraction": ds.max_dropped_fraction, "epsilon": epsilon},
-                                    sort_keys=True))
+                                     "max_dropped_fraction": ds.max_dropped_fraction, "epsilon": epsilon,
+                                     **_unit(sch)}, sort_keys=True))
     led = common.ledger(config, root)
     result = common.paid_before(row_loss_path(p), inputs, led, p.dataset)
     if result is None:
@@ -120,7 +122,8 @@ def check_row_loss(config: Config, root: Path, run_id: str | None = None) -> dic
                                   binding_facts(common.hashes(config, "prepare", sch), epsilon, priv.delta)
                                   ).overridden(ds.noise_seed)
         test = row_loss_test(session, epsilon, lambda: (counts["rows_dropped"] + counts["rows_clipped"],
-                                                        counts["rows_in"]), ds.max_dropped_fraction, noise)
+                                                        counts["rows_in"]), ds.max_dropped_fraction, noise,
+                             sch.max_rows)
         result = {"inputs": inputs, **test.to_dict(), "ledger_row_ids": list(session.row_ids),
                   "ledger_row_hashes": led.row_hashes(p.dataset, session.row_ids)}
         write_json(row_loss_path(p), result)
@@ -158,8 +161,8 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
             one."""
             epsilon = priv.row_count_epsilon
             inputs = sha256_text(json.dumps({"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest(),
-                                             "holdout_fraction": holdout_fraction, "epsilon": epsilon},
-                                            sort_keys=True))
+                                             "holdout_fraction": holdout_fraction, "epsilon": epsilon,
+                                             **_unit(sch)}, sort_keys=True))
             led = common.ledger(config, root)
             prior = common.paid_before(p.row_count, inputs, led, p.dataset)
             if prior is not None:
@@ -172,7 +175,7 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
                                       f"{p.dataset}/prepare",
                                       binding_facts(common.hashes(config, "prepare", sch), epsilon, priv.delta)
                                       ).overridden(ds.noise_seed)
-            count = noisy_count(session, epsilon, count_rows, noise)
+            count = noisy_count(session, epsilon, count_rows, noise, sch.max_rows)
             paid.extend(session.row_ids)
             write_json(p.row_count, {"inputs": inputs, "noisy": count, "ledger_row_ids": paid,
                                      "ledger_row_hashes": led.row_hashes(p.dataset, paid)})
@@ -185,7 +188,10 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
         summary = {"rows_train": rows["train"], "rows_holdout": rows["holdout"], "rows_public": n_rows,
                    "rows_public_source": n_rows_source, "ledger_row_ids": paid,
                    "row_loss": {"ledger_row_ids": loss["ledger_row_ids"], "epsilon": loss["epsilon"]},
-                   "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction",
+                   "split": {"rule": "holdout iff HMAC-SHA256(key, row) / 2^64 < holdout_fraction"
+                             if sch.unit is None else
+                             f"holdout iff HMAC-SHA256(key, {sch.unit.column} pseudonym) / 2^64 < holdout_fraction "
+                             f"(whole units; at most {sch.max_rows} rows per unit)",
                              "holdout_fraction": holdout_fraction, "key": key_source},
                    "width": layout.width, "layout": layout.to_dict(),
                    "hashes": common.hashes(config, "prepare", sch)}
@@ -205,7 +211,13 @@ def write_split(config: Config, p: Paths, sch: Schema, key: bytes, out: Path) ->
     if config.orchestration.task_runner == "dask":
         from pipelines.data import out_of_core
         return out_of_core.split(p.validated, sch, key, fraction, config.orchestration, out)
-    train, holdout = train_holdout_split(pd.read_parquet(p.validated), fraction, key, sch.names)
+    validated = pd.read_parquet(p.validated)
+    if units.UNIT_COLUMN in validated:   # whole units on one side (pipelines/data/units.py)
+        holdout_rows = units.unit_holdout(validated.pop(units.UNIT_COLUMN).to_numpy(), fraction, key)
+        train = validated[~holdout_rows].reset_index(drop=True)
+        holdout = validated[holdout_rows].reset_index(drop=True)
+    else:
+        train, holdout = train_holdout_split(validated, fraction, key, sch.names)
     encoder = Encoder(sch)
     write_parquet(out / "train.parquet", train)
     write_parquet(out / "holdout.parquet", holdout)
@@ -216,3 +228,9 @@ def write_split(config: Config, p: Paths, sch: Schema, key: bytes, out: Path) ->
 def _file_hash(p: Paths) -> str:
     """sha256 of the validated table (keys the count's noise to this data when a steward key is set)."""
     return sha256_file(p.validated)
+
+
+def _unit(sch: Schema) -> dict[str, str]:
+    """The privacy unit a paid count was computed for (none for one row): a count paid at another unit is never
+    reused, since its noise was calibrated for another sensitivity."""
+    return {} if sch.unit is None else {"unit": sch.unit_name}

@@ -27,7 +27,8 @@ from pipelines.data.declared import to_published
 from pipelines.evaluation import comparison
 from pipelines.evaluation.outside_dp import DP_STATEMENT, public_gates, public_verdict, release_statements
 from pipelines.evaluation.plots import marginal_histograms
-from pipelines.evaluation.report_words import ROW_UNIT
+from pipelines.data.schema import ROW_UNIT_NAME
+from pipelines.evaluation.report_words import unit_statement
 from pipelines.evaluation.report import (comparison_html, comparison_markdown, public_html, public_markdown,
                                          render_html, render_markdown)
 from pipelines.evaluation.synthetic_summary import summarise_synthetic
@@ -80,7 +81,10 @@ def manifest_of(config: Config, generator: str, root: Path) -> dict[str, Any]:
         "release_id": f"{generator}-{sha256_text(content)[:12]}",
         "audience": "internal only" if priv.internal_release else "public",
         "guarantee": ledger_evidence.get("label", "refused: the ledger gate failed"),
-        "privacy": {"unit": "row", "unit_statement": ROW_UNIT,  # what one ε protects (add/remove one row)
+        "privacy": {"unit": ROW_UNIT_NAME if sch.unit is None else sch.unit.to_dict(),  # what one ε protects
+                    "unit_statement": unit_statement(None if sch.unit is None else sch.unit.column, sch.max_rows),
+                    "population": common.population(config, sch),
+                    "population_tables": ledger.population_tables(common.population(config, sch)),
                     "epsilon_generator": privacy["epsilon_pld"], "epsilon_generator_rdp": privacy["epsilon_rdp"],
                     "epsilon_dataset_total": ledger.spent(p.dataset, delta),
                     "epsilon_dataset_total_rdp": ledger.spent_rdp(p.dataset, delta),

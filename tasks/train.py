@@ -45,7 +45,7 @@ def train(config: Config, generator: str, run_id: str | None = None,
     table = EncodedTable(p.prepared / "train_encoded.parquet")
     gen = make_generator(generator, layout, common.generator_section(config, generator, root),
                          config.device)
-    budget = Budget(common.allocated_epsilon(config, generator, root), priv.delta)
+    budget = Budget(common.allocated_epsilon(config, generator, root), priv.delta, sch.max_rows)
     run_id = run_id or f"cli-{uuid.uuid4().hex[:12]}"
     led = common.ledger(config, root)
     session = led.session(ds, run_id, f"train@{generator}", priv.delta, priv.lifetime_epsilon,
@@ -63,7 +63,8 @@ def train(config: Config, generator: str, run_id: str | None = None,
         "rows_public": len(table), "rows_public_source": table.n_rows_source,
         "events": [event_to_dict(e) for e in events], "ledger_row_ids": row_ids,
         "epsilon_pld": epsilon_pld(events, budget.delta), "epsilon_rdp": epsilon_rdp(events, budget.delta),
-        "target_epsilon": budget.epsilon, "delta": budget.delta, "calibration": calibration_summary(gen.privacy),
+        "target_epsilon": budget.epsilon, "delta": budget.delta, "unit": sch.unit_name,
+        "calibration": calibration_summary(gen.privacy),
         **sampler_facts(events),  # exact_sampler, and where false the heuristic guarantee that holds instead
         "hashes": common.hashes(config, "train", sch, generator),
     }

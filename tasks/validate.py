@@ -7,11 +7,13 @@ from typing import Any
 
 
 from pipelines.config import Config
+from pipelines.data import units
 from pipelines.data.readers import read_source
 from pipelines.data.validation import row_loss_summary, validate_table
 from pipelines.io import atomic_path, write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
+from tasks.prepare import split_key
 from tasks.progress import run_logger
 
 
@@ -28,8 +30,19 @@ def validate(config: Config, root: Path = Path(".")) -> dict[str, Any]:
                                                           tmp)
     else:
         table = read_source(source, sch, config.dataset.columns)
-        label, ignored = table.label, table.ignored
-        clean, report = validate_table(table.frame, sch, label)
+        label, ignored, frame, carry, bounded = table.label, table.ignored, table.frame, None, None
+        if sch.unit is not None:  # at most max_rows rows per unit, before any policy counts a row
+            frame, names, bounded = units.bound(frame, sch.unit, [c.name for c in sch.read],
+                                                split_key(config, root)[0])
+            carry = {units.UNIT_COLUMN: names}
+        clean, report = validate_table(frame, sch, label, carry)
+        if bounded is not None:
+            report["privacy_unit"] = {**sch.unit.to_dict(), **bounded}
+            if bounded["rows_set_aside"]:
+                run_logger().warning(
+                    "validate: %d of %d rows set aside: %s keeps at most %d rows per %s, chosen by a keyed rule "
+                    "(steward-only count; nothing public depends on it).", bounded["rows_set_aside"],
+                    bounded["rows_read"], "privacy_unit", sch.unit.max_rows, sch.unit.column)
         write_parquet(p.validated, clean)
     report["ignored_columns"] = list(ignored)  # names only, never their values
     report["identifier_columns"] = sch.ids  # kind: id, never read (released as fresh surrogate keys)

@@ -86,8 +86,8 @@ def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path
     synthetic = encoded(p.synthetic(generator), Encoder(sch), scratch / "synthetic.npy")  # float32, as the real rows
     table = EncodedTable(p.prepared / "train_encoded.parquet")  # len() = public n̂: no row read
     try:
-        plan = estimators.plan(s.estimator, s.model_dump(), layout, len(table), len(synthetic),
-                               common.allocated_epsilon(config, "weights", root), delta)
+        plan = estimators.unit_plan(s.estimator, s.model_dump(), layout, len(table), len(synthetic),
+                                    common.allocated_epsilon(config, "weights", root), delta, sch.max_rows)
     except ValueError as e:
         raise InputError(f"weights.estimator: {e}.", file="params.yaml",
                          fix="see the estimator's limits in docs/importance-weights.md.") from e
@@ -95,7 +95,7 @@ def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path
     session = led.session(p.dataset, run_id, f"weight@{generator}", delta, priv.lifetime_epsilon,
                           internal=internal)
     if plan.events:
-        session.reserve(plan.events)  # refused here, before any private row is read
+        session.reserve(plan.unit_events)  # refused here, before any private row is read
     real = table.to_file(scratch / "train.npy") if plan.estimator in estimators.READS_PRIVATE_ROWS else None
     critic = critic_scorer(generator, p.model(generator)) if plan.estimator == "discriminator" else None
     inputs = lambda: {"train": table.content_hash(), "synthetic": sha256_file(p.synthetic(generator)),  # noqa: E731
@@ -106,7 +106,7 @@ def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path
                                             plan=plan.to_dict()))
     log_w, logit = estimators.estimate(plan, s.model_dump(), real, synthetic, critic, noise)
     if plan.events:
-        session.record(plan.events)
+        session.record(plan.unit_events)
     calibration = None
     if s.calibration is not None:  # public real rows (label 1) against the released synthetic rows (label 0)
         cal_path = Path(s.calibration)
@@ -115,7 +115,7 @@ def weigh(config: Config, generator: str, run_id: str, root: Path, scratch: Path
         calibration = {"file": str(cal_path), "rows": len(cal), **fitted.to_dict()}
     w, khat, column = postprocess.released_weights(log_w, s.tempering, s.psis, len(synthetic))
     row_ids = list(session.reservation.row_ids) + list(session.row_ids) if plan.events else []
-    eps = epsilon_pld(plan.events, delta)
+    eps = epsilon_pld(plan.unit_events, delta)
     gate = weight_gate(khat, s.khat_bound, plan.estimator, plan.private, internal)
     test, train = (read_parquet_rows(p.prepared / f"{side}.parquet", s.analysis_real_max_rows, [s.seed, stream])
                    for stream, side in enumerate(("holdout", "train")))   # read a row group at a time above the cap

@@ -58,8 +58,15 @@ def read_source(source: str, schema: Schema, columns: ColumnMode = "strict") -> 
     else:
         label = source
         ignored = check_columns(read_header(source), schema, label, columns)
-        raw = _read_file(Path(source), [c.name for c in schema.read])
+        raw = _read_file(Path(source), read_names(schema))
     return SourceTable(_conform(raw, schema, label), label, tuple(ignored))
+
+
+def read_names(schema: Schema) -> list[str]:
+    """The columns whose values are read: the schema's read columns and, when the schema declares a privacy unit,
+    its id column (read only to bound each unit's rows and keep them on one side of the split:
+    pipelines/data/units.py)."""
+    return [c.name for c in schema.read] + ([schema.unit.column] if schema.unit is not None else [])
 
 
 def check_columns(header: list[str], schema: Schema, label: str, columns: ColumnMode) -> list[str]:
@@ -84,7 +91,7 @@ def read_bundled(source: str, schema: Schema, columns: ColumnMode) -> tuple[pd.D
     raw, label = _bundled(source.removeprefix("bundled:"))
     raw = raw.rename(columns=str)
     ignored = check_columns(list(raw.columns), schema, label, columns)
-    return raw[[c.name for c in schema.read]], label, ignored
+    return raw[read_names(schema)], label, ignored
 
 
 def _bundled(name: str) -> tuple[pd.DataFrame, str]:
@@ -134,7 +141,10 @@ def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
 def conform_part(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
     """The schema's read columns of `raw` (rows of a table indexed by their positions in it, counted from 0) in
     their schema types (`read_source`); an InputError names the table's rows it cannot read."""
-    return pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.read}, index=raw.index)
+    frame = pd.DataFrame({c.name: _convert(raw[c.name], c, label) for c in schema.read}, index=raw.index)
+    if schema.unit is not None:
+        frame[schema.unit.column] = raw[schema.unit.column].astype("string")
+    return frame
 
 
 def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:

@@ -10,6 +10,7 @@ import datetime
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,7 +48,9 @@ _PLACEHOLDER_FIX = {
                      "documentation: \"UCI adult.names, https://archive.ics.uci.edu/dataset/2/adult\".",
 }
 _SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related",
-                "rules"}
+                "rules", "privacy_unit", "population"}
+_UNIT_KEYS = {"column", "max_rows"}
+MAX_UNIT_ROWS = 1000     # the largest contribution bound a unit may declare
 _ROWS_KEYS = {"count", "source"}
 _COLUMN_KEYS = {"kind", "lower", "upper", "categories", "categories_file", "on_invalid", "bins", "atoms", "missing",
                 "after", "max_gap_days", "derived"}
@@ -243,6 +246,24 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
 
 
 @dataclass(frozen=True)
+class PrivacyUnit:
+    """The declared privacy unit: the `kind: id` column whose value names a person (or customer, ...), and the
+    public bound `max_rows` on the rows of one unit that enter any mechanism (pipelines/data/units.py)."""
+    column: str
+    max_rows: int
+
+    def describe(self) -> str:
+        """The unit as the ledger records it, e.g. "subject_id<=5"."""
+        return f"{self.column}<={self.max_rows}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "max_rows": self.max_rows}
+
+
+ROW_UNIT_NAME = "row"   # the ledger's and the manifest's name of the default unit: one row
+
+
+@dataclass(frozen=True)
 class Schema:
     """A parsed public schema. ``declared``: the columns as the file writes them, in file order (the columns of
     the source table and of a published synthetic table); ``columns``: the modelled columns (`expand`: no
@@ -259,6 +280,8 @@ class Schema:
     related: tuple[tuple[str, str], ...] = ()   # column pairs the documentation ties together (`_parse_related`)
     declared: tuple[Column, ...] = ()           # empty: the modelled columns (a schema without missing values)
     rules: tuple[Rule, ...] = ()                # public rules between categorical columns (pipelines/data/rules.py)
+    unit: PrivacyUnit | None = None             # the declared privacy unit; None: one row
+    population: str | None = None               # the population whose lifetime budget the table shares
 
     def __post_init__(self) -> None:
         if not self.declared:
@@ -294,6 +317,16 @@ class Schema:
         """The declared columns whose nulls are data (`missing: allowed`)."""
         return [c.name for c in self.declared if c.missing]
 
+    @property
+    def max_rows(self) -> int:
+        """k: the most rows one privacy unit contributes (1 without a declared unit)."""
+        return 1 if self.unit is None else self.unit.max_rows
+
+    @property
+    def unit_name(self) -> str:
+        """The unit as the ledger records it: "row", or "<column><=<max_rows>"."""
+        return ROW_UNIT_NAME if self.unit is None else self.unit.describe()
+
     def column(self, name: str) -> Column:
         for c in self.columns:
             if c.name == name:
@@ -310,6 +343,10 @@ class Schema:
             d["related"] = [list(p) for p in self.related]
         if self.rules:
             d["rules"] = [r.to_dict() for r in self.rules]
+        if self.unit is not None:
+            d["privacy_unit"] = self.unit.to_dict()
+        if self.population is not None:
+            d["population"] = self.population
         return d
 
     def hash(self) -> str:
@@ -660,6 +697,40 @@ def _parse_related(raw: Any, names: list[str], derived: list[str], file: str) ->
     return tuple(pairs)
 
 
+def _parse_unit(spec: Any, declared: tuple[Column, ...], file: str) -> PrivacyUnit | None:
+    """`privacy_unit: {column: <a kind: id column>, max_rows: <1..MAX_UNIT_ROWS>}`, or None (one row)."""
+    if spec is None:
+        return None
+    example = "privacy_unit: {column: subject_id, max_rows: 5}"
+    if not isinstance(spec, dict) or set(spec) != _UNIT_KEYS:
+        raise SchemaError(f"privacy_unit is {spec!r}; it needs exactly the keys {sorted(_UNIT_KEYS)}.", file=file,
+                          fix=f"write {example} (a kind: id column naming the person, and the most rows of one "
+                              "person the release may use, from the documentation or your policy).")
+    ids = [c.name for c in declared if c.kind == ID_KIND]
+    column, max_rows = spec["column"], spec["max_rows"]
+    if column not in ids:
+        raise SchemaError(f"privacy_unit.column {column!r} is not a kind: id column of the schema.", file=file,
+                          column=str(column), fix=f"name one of the id columns {ids}, or declare the column "
+                                                  "as {kind: id}.")
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or not 1 <= max_rows <= MAX_UNIT_ROWS:
+        raise SchemaError(f"privacy_unit.max_rows is {max_rows!r}; it must be an integer in [1, {MAX_UNIT_ROWS}].",
+                          file=file, column=str(column),
+                          fix="write the most rows of one unit the release may use, a public number (e.g. the "
+                              "99th percentile the documentation gives, or your policy): rows beyond it are set "
+                              "aside by a keyed rule and every mechanism's noise grows with it.")
+    return PrivacyUnit(str(column), int(max_rows))
+
+
+def _parse_population(spec: Any, file: str) -> str | None:
+    """`population: <name>`: tables about the same people share one lifetime budget under this name."""
+    if spec is None:
+        return None
+    if not isinstance(spec, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", spec):
+        raise SchemaError(f"population is {spec!r}, not a name of letters, digits, '.', '_' or '-'.", file=file,
+                          fix="write e.g. population: clinic-patients, the same in every table about these people.")
+    return spec
+
+
 def load_schema(path: str | Path) -> Schema:
     """Parse and check ``schemas/<name>.yaml``; raise SchemaError naming file, column and fix."""
     file = str(path)
@@ -733,6 +804,8 @@ def load_schema(path: str | Path) -> Schema:
         raise SchemaError(f"source is {source!r}, not a mapping.", file=file,
                           fix="write source: {bundled: <name>, documentation: \"...\"}.")
     return Schema(name=name, description=str(raw.get("description") or ""), columns=expand(declared, file),
+                  unit=_parse_unit(raw.get("privacy_unit"), declared, file),
+                  population=_parse_population(raw.get("population"), file),
                   declared=declared, target=target,
                   protected=tuple(protected), on_invalid=default_policy, source=source,
                   rows=_parse_rows(raw.get("rows"), file),

@@ -142,7 +142,8 @@ def _examples(s: pd.Series, mask: pd.Series) -> list[str]:
     return [f"row {int(s.index[r]) + 1}: {getattr(v, 'item', lambda: v)()!r}" for r, v in zip(rows, s.iloc[rows])]
 
 
-def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+def validate_table(df: pd.DataFrame, schema: Schema, label: str,
+                   carry: dict[str, np.ndarray] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Validate a raw frame (the schema's declared columns) against the schema and apply each column's
     on_invalid policy.
 
@@ -151,15 +152,18 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str) -> tuple[pd.Dat
     the nulls as `modelled_nulls`.
     clip: numeric values clipped to the bounds (non-integers in integer columns rounded); drop: rows
     with an out-of-domain value dropped; fatal: InputError. Other nulls are dropped (clip/drop) or fatal.
-    Returns (clean frame of the modelled columns in schema dtypes with a fresh index, JSON-able report).
+    Returns (clean frame of the modelled columns in schema dtypes with a fresh index, JSON-able report); `carry`
+    (columns aligned with `df`'s rows, e.g. the privacy unit's pseudonyms) is appended to the clean frame for the
+    rows it keeps.
     A table read in parts (pipelines/data/out_of_core.py) is `validate_part` of each part, `merge_parts` of
     their counts and `finish` once: the same rows and report.
     """
-    clean, part = validate_part(df, schema)
+    clean, part = validate_part(df, schema, carry)
     return clean, finish(merge_parts([part], schema), schema, label)
 
 
-def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[str, Any]]:
+def validate_part(df: pd.DataFrame, schema: Schema,
+                  carry: dict[str, np.ndarray] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The rows of `df` (a table, or consecutive rows of one, indexed by their positions in it) that the policies
     keep, clipped and in schema dtypes, and their counts: `finish` turns `merge_parts` of the parts' counts into
     `validate_table`'s report (or its InputError). Per column, up to _EXAMPLES flagged cells (`examples`) for the
@@ -204,6 +208,8 @@ def validate_part(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[
             v = clean[col.name].astype("float64")
             clean[col.name] = (v.round() if col.kind == "integer" else v).clip(col.lower, col.upper)
         clean[col.name] = clean[col.name].astype(col.dtype)
+    for name, values in (carry or {}).items():
+        clean[name] = np.asarray(values)[~drop.to_numpy()]
     return clean, {"rows_in": len(df), "rows_out": len(clean), "rows_dropped": int(drop.sum()),
                    "rows_clipped": int(clipped.sum()), "columns": columns, "rules": rules,
                    "modelled_nulls": modelled_nulls, "gx": gx_summary}

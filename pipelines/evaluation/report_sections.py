@@ -352,8 +352,13 @@ def validation_section(validation: dict | None) -> list[Section]:
                for c, r in (validation.get("columns") or {}).items()]
     keys = list(dict.fromkeys(k for r in columns for k in r))
     rules = validation.get("rules") or {}
+    unit = validation.get("privacy_unit")
+    bounded = [] if not unit else [
+        ["Rows in the source table", unit["rows_read"]], [f"Units ({unit['column']} values)", unit["units"]],
+        [f"Rows set aside: more than max_rows = {unit['max_rows']} for one {unit['column']}", unit["rows_set_aside"]]]
     return [section("Validation of the raw table",
-                    table(["Count", "Rows"], [[VALIDATION[k], validation[k]] for k in VALIDATION if k in validation]),
+                    table(["Count", "Rows"], bounded + [[VALIDATION[k], validation[k]] for k in VALIDATION
+                                                        if k in validation]),
                     *([table([label(k) for k in keys], [[fmt(r.get(k)) for k in keys] for r in columns])]
                       if columns else []),
                     *([table(["Rule", "Policy", "Rows breaking it", "Action"],

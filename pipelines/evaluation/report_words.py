@@ -18,6 +18,19 @@ from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
 ROW_UNIT = ("one row: ε bounds how much adding or removing any one row of the table can change what is published; "
             "a person with k rows in the table is protected only at about k·ε")
 
+
+
+def unit_statement(column: str | None, max_rows: int) -> str:
+    """What one ε protects, in one sentence a reader understands: ROW_UNIT without a declared unit, else one
+    value of the unit column with its at most `max_rows` rows."""
+    if column is None:
+        return ROW_UNIT
+    return (f"one {column}: ε bounds how much adding or removing every row of any one {column} can change what is "
+            f"published; each {column} appears in at most {max_rows} rows of the table used (rows beyond that were "
+            f"set aside by a keyed rule). The synthetic rows carry fresh {column} values, one per row: they are "
+            f"not grouped into synthetic {column}s, and no within-{column} pattern is published")
+
+
 NA = "not available"
 
 
@@ -173,14 +186,15 @@ EVENTS = {"poisson_gaussian": "Poisson-subsampled Gaussian (DP-SGD)", "gaussian"
           "laplace": "Laplace mechanism", "pure_epsilon": "ε-DP step (exponential mechanism)",
           "discrete_gaussian": "discrete Gaussian mechanism (exact sampler)",
           "discrete_laplace": "discrete Laplace mechanism (exact sampler)",
-          "zcdp": "zCDP budget (adaptive steps under a privacy filter)", "non_private": "NON-PRIVATE access",
+          "zcdp": "zCDP budget (adaptive steps under a privacy filter, or discrete Gaussian counts at the unit)",
+          "non_private": "NON-PRIVATE access",
           "repeat_and_select": "private selection (the best of a secret, random number of trials)"}
 EVENT_PARAMS = {"noise_multiplier": "noise multiplier", "sample_rate": "sampling rate", "steps": "steps",
                 "sigma": "noise σ", "l2_sensitivity": "L2 sensitivity", "query": "query", "scale": "scale",
                 "l1_sensitivity": "L1 sensitivity", "epsilon": "ε", "mechanism": "mechanism",
                 "reason": "reason", "internal": "internal", "sensitivity": "sensitivity (lattice units)",
                 "count": "compositions", "dims": "coordinates per block", "rho": "ρ (zCDP)",
-                "mean": "mean number of trials"}
+                "mean": "mean number of trials", "group": "rows per privacy unit"}
 
 
 def fmt(value: Any, digits: int = 4) -> str:

@@ -30,13 +30,16 @@ from pipelines.privacy.events import Event
 from pipelines.gates.release import GateResult
 from pipelines.privacy.noise import NoiseSource, Streams
 from pipelines.privacy.plan import PrivacyPlan, plan_from_dict
+from pipelines.privacy.unit import unit_events, unit_plan
 
 
 @dataclass(frozen=True)
 class Budget:
-    """The privacy budget one generator may spend: target (ε, δ). ε = inf means non-private."""
+    """The privacy budget one generator may spend: target (ε, δ) for one privacy unit of at most `unit_rows` rows
+    (1: one row). ε = inf means non-private."""
     epsilon: float
     delta: float
+    unit_rows: int = 1
 
     @property
     def private(self) -> bool:
@@ -134,7 +137,9 @@ class PrivateGenerator(ABC):
                                                # numeric_encoding: bins or a long code list the method sees
                                                # the model layout (`self.layout`, BinnedEncoding); the
                                                # table's is `self.table_layout`
-      gen.plan(n̂, budget) -> PrivacyPlan        # pure: public row count and budget only, no side effects
+      gen.plan(n̂, budget) -> PrivacyPlan        # pure: public row count and budget only, no side effects;
+                                               # under a unit of k rows the row-level plan whose events, at
+                                               # the unit (`planned_events`), meet the budget
       gen.fit(X, session, budget, noise)       # plan; session.reserve(plan.events) BEFORE X is read;
                                                # read and check X (or, `reads_in_chunks`, hand `_fit` passes
                                                # over it, each chunk checked as read); _fit(data, streams);
@@ -181,6 +186,7 @@ class PrivateGenerator(ABC):
         if self.encoding is not None:
             self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
+        self.unit_rows = 1                          # the privacy unit's rows the plan was made for (`plan`)
         self.calibration = Calibration(layout, self.params.get("calibration"), self.name,
                                        self.params.get("numeric_bins"), self.uncalibrated_columns(),
                                        self.calibration_weights)
@@ -224,9 +230,22 @@ class PrivateGenerator(ABC):
         the plan for `fit`."""
         if n_rows < 1:
             raise ValueError(f"n_rows must be >= 1, got {n_rows}")
-        self.privacy = self.calibration.plan(lambda eps: self._plan(int(n_rows), Budget(eps, budget.delta)),
-                                             int(n_rows), budget.epsilon, budget.delta)
+
+        def row_plan(epsilon: float) -> PrivacyPlan:  # the method and its calibration at row level
+            return self.calibration.plan(lambda eps: self._plan(int(n_rows), Budget(eps, budget.delta)),
+                                         int(n_rows), epsilon, budget.delta)
+
+        # under a unit of k rows: the row-level plan whose events, converted to the unit, meet (ε, δ)
+        self.privacy = unit_plan(row_plan, budget.epsilon, budget.delta, budget.unit_rows)
+        self.unit_rows = int(budget.unit_rows)
         return self.privacy
+
+    def planned_events(self) -> list[Event]:
+        """The plan's events at the privacy unit it was made for (`pipelines.privacy.unit.unit_events`): what the
+        ledger reserves and composes."""
+        if self.privacy is None:
+            raise RuntimeError(f"{self.name}: plan() first")
+        return unit_events(self.privacy.events, self.unit_rows)
 
     @abstractmethod
     def _plan(self, n_rows: int, budget: Budget) -> PrivacyPlan:
@@ -241,7 +260,7 @@ class PrivateGenerator(ABC):
         if budget is not None or self.privacy is None:
             self.plan(len(X), budget or Budget(p["epsilon"], STANDALONE_DELTA))
         plan = self.privacy
-        session.reserve(list(plan.events))
+        session.reserve(self.planned_events())
         data = RowChunks(X, self._check(), self.chunk_rows) if self.reads_in_chunks else self._read(X)
         source = (noise or NoiseSource()).overridden(p["noise_seed"]).bound(
             plan=plan.to_dict(), **runtime_facts(self.device, session))
@@ -253,7 +272,7 @@ class PrivateGenerator(ABC):
             self.privacy = plan
         if (event := self.calibration.measure(plan, data, streams)) is not None:
             spent.append(event)
-        session.record(spent)
+        session.record(unit_events(spent, self.unit_rows))
         return self
 
     def _read(self, X: Any) -> np.ndarray:

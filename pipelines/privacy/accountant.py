@@ -1,6 +1,9 @@
 """Compose privacy events into (ε, δ): tight PLD accounting with an RDP cross-check (dp_accounting 0.6).
 
-Neighbouring relation: add/remove one record (privacy rule 7, docs/architecture.md) for every event.
+Neighbouring relation: the one each event states (privacy rule 7, docs/architecture.md): add/remove one record for
+what a mechanism records, add/remove one privacy unit of at most k rows for what the ledger stores (the events
+`pipelines.privacy.unit.unit_events` converts them to). Every conversion but one is an event of the same kind with
+a larger sensitivity; DP-SGD at a unit (`PoissonGaussianEvent.group` = k > 1) is its own mechanism below.
 
 * `epsilon_pld` is the number the ledger enforces: privacy loss distributions (Meiser & Mohammadi
   2018; Koskela et al. 2020; Doroshenko et al. 2022, "connect the dots"), pessimistic rounding on a
@@ -25,6 +28,10 @@ Neighbouring relation: add/remove one record (privacy rule 7, docs/architecture.
   one's at the same σ (at σ = 1, shift 1, its δ(ε) is 4-20 % larger on ε ∈ [0, 4]; tests/test_samplers.py), so
   the continuous figure would not bound it. RDP: αΔ²/2σ² per coordinate (discrete Gaussian), min(ε, αε²/2)
   (discrete Laplace).
+* DP-SGD at a unit of k rows (`PoissonGaussianEvent.group` = k > 1): the PLD of the mixture of Gaussians
+  Σ_j Bin(j; k, q) N(j, z²) vs N(0, z²) per step (`unit_dpsgd_pld`: why it dominates, Ganesh 2024), self-composed.
+  Its RDP is not computed: `rdp_curve` is ∞ at every order for it, so `epsilon_rdp` is ∞, min(PLD, RDP) is the
+  PLD, and a private selection with such a candidate is refused (`validate_event`: it needs each candidate's RDP).
 
 Identical mechanisms are grouped before composing (k copies of one PLD are self-composed with one
 FFT instead of k convolutions) and per-mechanism PLDs are cached, so recomputing the spend of a
@@ -42,7 +49,7 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.pld import common, privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
-from scipy import optimize, special
+from scipy import optimize, special, stats
 
 from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, Event, GaussianEvent, LaplaceEvent,
                                       NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent, RepeatAndSelectEvent,
@@ -67,7 +74,7 @@ def _check_delta(delta: float) -> None:
 def _group(events: Sequence[Event]) -> tuple[bool, float | None, dict[tuple, int]]:
     """(has non-private event, merged Gaussian noise multiplier or None, {mechanism: repetitions}).
 
-    A mechanism is (kind, parameter): (noise multiplier, q) for DP-SGD (repetitions = steps),
+    A mechanism is (kind, parameter): (noise multiplier, q, group) for DP-SGD (repetitions = steps),
     scale/L1 sensitivity for Laplace, ε for pure steps.
 
     All one-shot Gaussians merge exactly into one: composing Gaussian mechanisms with noise
@@ -83,7 +90,8 @@ def _group(events: Sequence[Event]) -> tuple[bool, float | None, dict[tuple, int
         elif isinstance(e, GaussianEvent):
             inv_var += e.noise_multiplier ** -2
         elif isinstance(e, PoissonGaussianEvent):
-            counts[("poisson_gaussian", (float(e.noise_multiplier), float(e.sample_rate)))] += int(e.steps)
+            mechanism = (float(e.noise_multiplier), float(e.sample_rate), int(e.group))
+            counts[("poisson_gaussian", mechanism)] += int(e.steps)
         elif isinstance(e, LaplaceEvent):
             counts[("laplace", float(e.scale / e.l1_sensitivity))] += 1
         elif isinstance(e, PureEpsilonEvent):
@@ -119,17 +127,62 @@ def _truncation_slack(counts: dict[tuple, int]) -> float:
                      if kind == "discrete_gaussian")
 
 
-@lru_cache(maxsize=32)
-def _mechanism_pld(kind: str, param: float | tuple[float, float], count: int,
+def unit_dpsgd_pld(noise_multiplier: float, sample_rate: float, group: int,
                    interval: float) -> pld_lib.PrivacyLossDistribution:
-    """PLD of `count` repetitions of one mechanism (add/remove-one, pessimistic, grid `interval`)."""
+    """The pessimistic PLD (grid `interval`) of one DP-SGD step at a unit of up to k = `group` rows: the mixture of
+    Gaussians pair P = Σ_{j=0..k} Bin(j; k, q) N(j, z²) and Q = N(0, z²), z the noise multiplier, in both orders
+    (Ganesh 2024, "Tight group-level DP guarantees for DP-SGD with sampling via mixture of Gaussians mechanisms",
+    arXiv 2401.10294). dp_accounting 0.6's `from_mixture_gaussian_mechanism(z, [0..k], Bin(k, q) pmf)` builds both
+    orders (its MixtureGaussianPrivacyLoss): REMOVE, the privacy loss of Σ_j p_j N(−j, z²) against N(0, z²) (the
+    mirror image of (P, Q)), ADD, of N(0, z²) against Σ_j p_j N(j, z²), i.e. (Q, P); the PLD's ε(δ) is the larger.
+
+    Why the pair dominates a step. Units are m ≤ k rows, clipped gradients are in units of the noise's Δ (the
+    clipping norm C, or C + 2C_α with PPEM's batch-coupled term: `dpsgd.clip_and_noise`), and the step's input, the
+    model, is fixed by the earlier outputs. Let D' = D ∪ U with U the unit's rows. Every row enters the batch
+    independently with probability q (`dpsgd.poisson_sample`), so the batch of D' is B ∪ S: B ⊆ D has the law of D's
+    batch and S ⊆ U is drawn independently of it, P(S) = q^|S|(1 − q)^(m−|S|). The released sum plus noise is
+    N(c_B, z²I) under D and N(c_B + v_{B,S}, z²I) under D', where ‖v_{B,S}‖ ≤ |S|: one clipped term of norm ≤ 1 per
+    row of S (triangle inequality), and the coupled term, whose change is at most 2C_α and only when S ≠ ∅, adds at
+    most |S|·2C_α within |S|(C + 2C_α). Then:
+    1. B has one law under D and D', so by joint convexity of the hockey-stick divergence H_γ (every γ ≥ 0) each
+       order of (M(D'), M(D)) is at most the largest over B of that of (Σ_S P(S) N(v_{B,S}, z²I), N(0, z²I)) (c_B
+       translated away: a bijection).
+    2. A vector mixture Σ_S P(S) N(v_S, z²I) against N(0, z²I) is dominated, both orders, by the scalar one with each
+       v_S replaced by its norm (Choquette-Choo, Ganesh, Steinke & Thakurta 2024, "Privacy amplification for matrix
+       mechanisms", Cor. 4.7, cited in dp_accounting's MixtureGaussianPrivacyLoss).
+    3. Larger shifts dominate: the scalar mixture with shifts a_S ≤ |S| is the image, under projection on the first
+       axis (post-processing), of the vector mixture with shifts a_S e₁ + (|S|² − a_S²)^½ e₂, all of norm |S|; by 2
+       that one is dominated by the scalar mixture with shifts |S|.
+    4. A unit of m < k rows: add k − m rows that are never read (shift |S ∩ U| ≤ |S| for S drawn from k rows), and
+       3 again. Grouping the subsets S by j = |S| gives P.
+    The pair is attained (k identical rows whose clipped gradients have norm 1), so nothing tighter holds for every
+    unit. It depends on (z, q, k) only, fixed in advance, so the pessimistic PLD self-composition bounds T
+    adaptively chosen steps (Zhu, Dong & Wang 2022, Thm. 10). At k = 1 it is the Poisson-subsampled Gaussian
+    ((1 − q) N(0, z²) + q N(1, z²) against N(0, z²)), which `_mechanism_pld` builds from from_gaussian_mechanism as
+    it always has (the two agree to 1e-9, tests/test_unit_accounting.py). dp_accounting builds the mixture by a
+    binary search per grid point, far slower than the subsampled Gaussian's closed form: `_mechanism_pld` caches it."""
+    if not (group >= 1 and int(group) == group):
+        raise ValueError(f"group must be an integer >= 1, got {group!r}")
+    shifts = np.arange(int(group) + 1)
+    return pld_lib.from_mixture_gaussian_mechanism(
+        standard_deviation=noise_multiplier, sensitivities=shifts.astype(float).tolist(),
+        sampling_probs=stats.binom.pmf(shifts, int(group), sample_rate).tolist(), pessimistic_estimate=True,
+        value_discretization_interval=interval)
+
+
+@lru_cache(maxsize=32)
+def _mechanism_pld(kind: str, param: float | tuple, count: int,
+                   interval: float) -> pld_lib.PrivacyLossDistribution:
+    """PLD of `count` repetitions of one mechanism (the relation the event states, pessimistic, grid `interval`)."""
     if kind == "gaussian":
         base = pld_lib.from_gaussian_mechanism(param, pessimistic_estimate=True,
                                                value_discretization_interval=interval)
-    elif kind == "poisson_gaussian":
-        noise_multiplier, q = param
+    elif kind == "poisson_gaussian" and param[2] == 1:
+        noise_multiplier, q, _ = param
         base = pld_lib.from_gaussian_mechanism(noise_multiplier, sampling_prob=q, pessimistic_estimate=True,
                                                value_discretization_interval=interval)
+    elif kind == "poisson_gaussian":
+        base = unit_dpsgd_pld(*param, interval)
     elif kind == "laplace":
         base = pld_lib.from_laplace_mechanism(param, pessimistic_estimate=True,
                                               value_discretization_interval=interval)
@@ -159,7 +212,8 @@ def _mechanism_pld(kind: str, param: float | tuple[float, float], count: int,
 def epsilon_pld(events: Sequence[Event], delta: float) -> float:
     """ε at `delta` of composing all `events`: the number the ledger enforces (∞ if any event is non-private).
 
-    PLD accountant: DP-SGD = SelfComposed(PoissonSampled(q, Gaussian(σ)), steps); Gaussian = Gaussian(σ/Δ₂);
+    PLD accountant: DP-SGD = SelfComposed(PoissonSampled(q, Gaussian(σ)), steps), at a unit of group k > 1 rows
+    SelfComposed(`unit_dpsgd_pld`(σ, q, k), steps); Gaussian = Gaussian(σ/Δ₂);
     Laplace = Laplace(b/Δ₁); pure ε (bounded-range or not) = the PLD of `from_privacy_parameters(ε, 0)`.
     The PLDs are built on one grid and composed by convolution; the empty list costs 0.
 
@@ -384,7 +438,8 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
     D_α = ε + log(1 + (α-1)(e^{(1-2α)ε} - 1)/(2α-1)) / (α-1).
     Pure ε steps add `pure_epsilon_rdp` at the same orders, bounded-range steps `bounded_range_rdp`, ρ-zCDP
     budgets (`ZCDPEvent`) `zcdp_rdp`, private selections `selection_rdp`. RDP composes by summing per order, also
-    under adaptive composition (Mironov 2017, Prop. 1).
+    under adaptive composition (Mironov 2017, Prop. 1). DP-SGD at a unit of group > 1 rows adds ∞ at every order:
+    its RDP is not computed (module docstring), which only makes the cross-check vacuous.
     """
     accountant = rdp_lib.RdpAccountant(orders=RDP_ORDERS)
     extra = np.zeros_like(RDP_ORDERS)
@@ -392,7 +447,9 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
         validate_event(e)
         if isinstance(e, NonPrivateEvent):
             return np.full_like(RDP_ORDERS, np.inf)
-        if isinstance(e, PoissonGaussianEvent):
+        if isinstance(e, PoissonGaussianEvent) and e.group > 1:
+            extra += np.inf
+        elif isinstance(e, PoissonGaussianEvent):
             accountant.compose(dp_event.SelfComposedDpEvent(
                 dp_event.PoissonSampledDpEvent(e.sample_rate, dp_event.GaussianDpEvent(e.noise_multiplier)),
                 int(e.steps)))
@@ -437,11 +494,14 @@ class UnreachableTarget(ValueError):
 
 
 def smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: float, start: float = 1.0,
-                         factor: float = 2.0, grow: bool = False) -> float:
-    """Smallest x in [MIN, MAX]_NOISE_MULTIPLIER with eps_of(x) ≤ target, eps_of decreasing.
+                         factor: float = 2.0, grow: bool = False, lowest: float = MIN_NOISE_MULTIPLIER,
+                         highest: float = MAX_NOISE_MULTIPLIER) -> float:
+    """Smallest x in [`lowest`, `highest`] (default [MIN, MAX]_NOISE_MULTIPLIER) with eps_of(x) ≤ target, eps_of
+    decreasing.
 
     Brackets by multiplying/dividing `start` by `factor` (squared after every step with `grow`: a start known to
-    lie close to the answer is confirmed in two evaluations, a far one still reached in a few), then shrinks
+    lie close to the answer is confirmed in two evaluations, a far one still reached in a few; a division never
+    goes below `lowest`, and a target already met there is refused as too loose), then shrinks
     [lo, hi] (eps(lo) > target ≥ eps(hi)) by Illinois false position on (log x, log ε), which converges in a few
     PLD evaluations; stops when hi/lo - 1 ≤ rtol and returns hi, the side that satisfies the target.
     """
@@ -450,16 +510,16 @@ def smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: f
     while e_hi > target:
         lo, e_lo = hi, e_hi
         hi *= factor
-        if hi > MAX_NOISE_MULTIPLIER:
+        if hi > highest:
             raise UnreachableTarget(f"target ε={target} is unreachable: even noise multiplier {lo:g} gives "
                                     f"ε={e_lo:.4g}")
         e_hi = eps_of(hi)
         factor = factor * factor if grow else factor
     while lo is None:
-        x = hi / factor
-        if x < MIN_NOISE_MULTIPLIER:
+        if hi <= lowest:
             raise ValueError(f"target ε={target} is so loose that noise multiplier {hi:g} already satisfies it "
-                             f"(ε={e_hi:.4g}); calibration below {MIN_NOISE_MULTIPLIER} is not supported")
+                             f"(ε={e_hi:.4g}); calibration below {lowest} is not supported")
+        x = max(hi / factor, lowest)
         e = eps_of(x)
         if e > target:
             lo, e_lo = x, e
@@ -503,11 +563,13 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
     return calibrate_noise_scale(epsilon, delta, lambda nm: [PoissonGaussianEvent(nm, sample_rate, int(steps))], rtol)
 
 
-def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[float], list[Event]],
-                          rtol: float = 1e-3) -> float:
-    """Smallest scale s (to ~`rtol`) with PLD ε(events_of(s); δ) ≤ `epsilon`, for a family of events
-    whose ε decreases in s (e.g. several DP-SGD releases whose noise multipliers are fixed multiples
-    of s); the result always satisfies the target on the ledger's PLD grid.
+def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[float], Sequence[Event]],
+                          rtol: float = 1e-3, lowest: float = MIN_NOISE_MULTIPLIER,
+                          highest: float = MAX_NOISE_MULTIPLIER) -> float:
+    """Smallest scale s in [`lowest`, `highest`] (to ~`rtol`) with PLD ε(events_of(s); δ) ≤ `epsilon`, for a family
+    of events whose ε decreases in s (e.g. several DP-SGD releases whose noise multipliers are fixed multiples
+    of s); the result always satisfies the target on the ledger's PLD grid. Raises UnreachableTarget when even
+    `highest` misses the target.
 
     The search runs on a 10× coarser PLD grid (~10× faster), then is refined on the ledger's grid
     starting from that answer: the coarse grid is more pessimistic, so stopping there would leave budget unspent.
@@ -525,12 +587,13 @@ def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[flo
 
     def ledger_epsilon(x: float) -> float:
         return epsilon_pld(events_of(x), delta)
+    bounds = {"lowest": lowest, "highest": highest}
     try:
         coarse = smallest_satisfying(lambda x: _epsilon_pld(events_of(x), delta, 10 * VALUE_DISCRETIZATION),
-                                      epsilon, rtol)
+                                      epsilon, rtol, start=max(1.0, lowest), **bounds)
     except UnreachableTarget:   # on the coarse grid only (a too-loose target is looser still on the ledger's)
-        return smallest_satisfying(ledger_epsilon, epsilon, rtol)
-    return smallest_satisfying(ledger_epsilon, epsilon, rtol, start=coarse, factor=1 + rtol, grow=True)
+        return smallest_satisfying(ledger_epsilon, epsilon, rtol, start=max(1.0, lowest), **bounds)
+    return smallest_satisfying(ledger_epsilon, epsilon, rtol, start=coarse, factor=1 + rtol, grow=True, **bounds)
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:

@@ -1,6 +1,11 @@
 """Typed privacy events: every access to private data is recorded as one of these.
 
-Neighbouring relation for all events (privacy rule 7, docs/architecture.md): add/remove one record.
+Neighbouring relation (privacy rule 7, docs/architecture.md). A mechanism states its event for add/remove one
+record (one row of the bounded, validated table): that is each event's contract below, and what the mechanism's
+code derives its sensitivity for. The ledger stores events at the release's privacy unit, add/remove one unit of
+at most k rows (`privacy_unit` in the schema; k = 1 without one): `pipelines.privacy.unit.unit_events` converts
+every row-level event into the event of the same mechanism under add/remove of k rows, and the accountant composes
+what the ledger stores. `PoissonGaussianEvent.group` is the one field that only such a conversion sets.
 Each event carries what an accountant needs; sensitivities are derived where the
 mechanism is implemented and only the *ratios* (noise multipliers) enter accounting.
 """
@@ -18,10 +23,16 @@ class PoissonGaussianEvent:
 
     noise_multiplier = noise std / clipping norm (the L2 sensitivity of a clipped-gradient sum
     under add/remove-one), sample_rate = per-record inclusion probability q.
+
+    `group` = k: the neighbours differ by a unit of up to k rows, each row Poisson-sampled independently at rate q
+    and clipped on its own, so that j ~ Bin(k, q) of them enter a batch (`pipelines.privacy.unit`). k = 1 (the
+    default) is add/remove one record; the field is written to a dict only when k > 1, so row-level events
+    serialise as they always have and a dict without it reads as k = 1.
     """
     noise_multiplier: float
     sample_rate: float
     steps: int
+    group: int = 1
     kind: ClassVar[str] = "poisson_gaussian"
 
 
@@ -193,11 +204,15 @@ def exactly_sampled(event: Event) -> bool:
 
 
 def event_to_dict(event: Event) -> dict:
-    """JSON-able form: {'kind': ..., **fields} (a selection's candidates as lists of such dicts)."""
+    """JSON-able form: {'kind': ..., **fields} (a selection's candidates as lists of such dicts; a
+    PoissonGaussianEvent's `group` only when it is > 1)."""
     if isinstance(event, RepeatAndSelectEvent):
         return {"kind": event.kind, "candidates": [[event_to_dict(e) for e in c] for c in event.candidates],
                 "mean": event.mean, "shape": event.shape}
-    return {"kind": event.kind, **asdict(event)}
+    out = {"kind": event.kind, **asdict(event)}
+    if isinstance(event, PoissonGaussianEvent) and event.group == 1:
+        del out["group"]
+    return out
 
 
 def event_from_dict(d: dict) -> Event:
@@ -211,7 +226,8 @@ def event_from_dict(d: dict) -> Event:
 
 
 def validate_event(event: Event) -> None:
-    """Reject events no accountant can compose (non-positive noise, q outside (0, 1], ...)."""
+    """Reject events no accountant can compose (non-positive noise, q outside (0, 1], a private selection with a
+    candidate whose RDP curve is unknown: DP-SGD at a unit of group > 1 rows, ...)."""
     bad = None
     if isinstance(event, PoissonGaussianEvent):
         if not (event.noise_multiplier > 0 and math.isfinite(event.noise_multiplier)):
@@ -220,6 +236,8 @@ def validate_event(event: Event) -> None:
             bad = "sample_rate must lie in (0, 1]"
         elif event.steps < 1:
             bad = "steps must be >= 1"
+        elif not (isinstance(event.group, numbers.Integral) and event.group >= 1):
+            bad = "group must be an integer >= 1"
     elif isinstance(event, GaussianEvent):
         if not (event.sigma > 0 and event.l2_sensitivity > 0):
             bad = "sigma and l2_sensitivity must be positive"
@@ -249,5 +267,9 @@ def validate_event(event: Event) -> None:
         else:
             for e in (e for c in event.candidates for e in c):
                 validate_event(e)
+                if isinstance(e, PoissonGaussianEvent) and e.group > 1:
+                    bad = ("a candidate holds DP-SGD at a unit of group > 1 rows, whose RDP curve is not available; "
+                           "private selection is accounted from each candidate's RDP curve "
+                           "(pipelines/privacy/accountant.py, selection_rdp)")
     if bad:
         raise ValueError(f"invalid {event.kind} event {event}: {bad}")

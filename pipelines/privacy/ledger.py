@@ -5,23 +5,40 @@ One table, `privacy_events`, one row per event. A stage first *reserves* its pla
 lifetime budget) and, after training, *records* the actual events (status 'spent'), linked to the
 reservation by `reservation_seq` (the seq of the reservation's first planned row).
 
-Effective events of a data set: for every reservation, its spent events if they were recorded,
+Populations: one lifetime budget per population of people, whatever tables it is released through.
+Every row carries the `population` and the privacy `unit` (the neighbouring relation its events are
+accounted at: "row", or "<column><=<max_rows>", pipelines.data.schema.Schema.unit_name) of its table
+(`dataset`). A handle learns them by `declare(dataset, population, unit)`; an undeclared table is its
+own population with unit "row". A NULL population or unit (rows from before the columns) reads as the
+row's own data set and "row". The budget of a table is its population's: reserve, check_budget,
+record, effective_events, spent and spent_rdp compose the rows of every table of the population.
+A write is refused (InputError, nothing written) when the table's earlier rows carry another
+population or unit (the earlier releases were accounted there; a new name starts a new table), or
+when the population mixes tables with a declared unit and tables at one row (one budget composes at one
+neighbouring relation: a person; tables may differ in their unit's column and max_rows). A handle that has not declared a table *reads* it in the population its rows were written
+under (a new table: its own), so an undeclared report never leaves a table's population out.
+
+Effective events of a population: for every reservation, its spent events if they were recorded,
 otherwise its planned events (a run that crashed after reserving may have touched the data, so its
 plan counts until actuals arrive). ε is always recomputed from them with the PLD accountant. Non-private
 events of an internal-only release (`NonPrivateEvent.internal`) are recorded but not composed into the
 budget for external releases (`external`).
 
-`record` re-checks the data set's *total*: its effective events with this reservation's planned
+`record` re-checks the population's *total*: its effective events with this reservation's planned
 events replaced by the actual ones, composed by PLD against the lifetime budget. Actual events that
 push the total over the budget are still written (the data was read; a record is never lost), and
 then BudgetOverspentError is raised.
 
 Integrity: seq runs 1, 2, 3, … without gaps; prev_hash = the previous row's row_hash (64 zeros for
-row 1); each row's `chain` column says how its row_hash is computed:
-- "sha256": row_hash = sha256(prev_hash + canonical JSON of the HASHED_FIELDS columns). Anyone can
+row 1); each row's `chain` column says how its row_hash is computed from its *hashed fields*: the
+HASHED_FIELDS columns, plus `population` and `unit` as they read (NULL: the data set, "row") when
+they are not those defaults. A row of an undeclared table, or from before the columns, therefore keeps
+exactly the hash it had without them, and any edit of what a row's population or unit reads as changes
+its hash (setting a default back to NULL, which reads the same, does not):
+- "sha256": row_hash = sha256(prev_hash + canonical JSON of the hashed fields). Anyone can
   recompute it, so it detects accidents and partial edits, not a rewrite with recomputed hashes.
-- "hmac-sha256": row_hash = HMAC-SHA256(ledger key, prev_hash + canonical JSON of the HASHED_FIELDS
-  columns and `chain`), the ledger key = HMAC-SHA256(steward key, "ledger-chain") (steward key:
+- "hmac-sha256": row_hash = HMAC-SHA256(ledger key, prev_hash + canonical JSON of the hashed fields
+  and `chain`), the ledger key = HMAC-SHA256(steward key, "ledger-chain") (steward key:
   pipelines.privacy.noise.load_noise_key). Without the key no one can recompute it.
 A ledger opened with the steward key writes HMAC rows; adding a key to an existing plain ledger
 continues with HMAC from the next row on (that row's `chain` records the switch; earlier rows stay
@@ -31,7 +48,8 @@ HMAC row needs the key (a clear InputError says so). Rows that were rewritten ba
 *from the first HMAC row on* form a valid plain chain; a head recorded elsewhere (each release writes
 `ledger_head` into releases/<ds>/latest.json, and the ledger gate checks it) catches that for every
 row up to that head. Ledgers created before the `chain` column existed get it on opening (every old
-row "sha256"; their hashes are unchanged).
+row "sha256"; their hashes are unchanged), and ledgers from before `population` and `unit` get those
+(NULL: the defaults; their hashes are unchanged too).
 
 Every write happens
 in one transaction holding the database's write lock (SQLite: BEGIN IMMEDIATE; PostgreSQL: an
@@ -52,9 +70,10 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence, TypeVar
 
-from sqlalchemy import (Column, Connection, Integer, MetaData, String, Table, Text, create_engine, event, exc,
-                        inspect, select)
+from sqlalchemy import (Column, Connection, Integer, MetaData, String, Table, Text, and_, create_engine, event, exc,
+                        inspect, or_, select)
 
+from pipelines.data.schema import ROW_UNIT_NAME
 from pipelines.errors import BudgetExceededError, BudgetOverspentError, InputError, LedgerIntegrityError
 from pipelines.io import canonical_json
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
@@ -64,6 +83,7 @@ GENESIS_HASH = "0" * 64
 PLAIN, HMAC = "sha256", "hmac-sha256"      # the two values of the `chain` column
 LEDGER_KEY_CONTEXT = b"ledger-chain"
 HASHED_FIELDS = ("seq", "dataset", "run_id", "stage", "status", "reservation_seq", "event_json", "created_at")
+IDENTITY_FIELDS = ("population", "unit")  # hashed too where not the defaults (the data set, ROW_UNIT_NAME)
 BUSY_TIMEOUT_S = 30.0
 _WRITE = "ledger_write"
 T = TypeVar("T")
@@ -82,6 +102,8 @@ privacy_events = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("row_hash", String(64), nullable=False),
     Column("chain", String(16), nullable=False, server_default=PLAIN),
+    Column("population", String(255), nullable=True),   # NULL: the row's data set
+    Column("unit", String(255), nullable=True),         # NULL: ROW_UNIT_NAME
 )
 
 
@@ -91,13 +113,28 @@ def ledger_key(steward_key: bytes) -> bytes:
     return hmac.new(steward_key, LEDGER_KEY_CONTEXT, hashlib.sha256).digest()
 
 
+def row_identity(row: Mapping[str, Any]) -> tuple[str, str]:
+    """(population, unit) a ledger row reads as: NULL or absent population is the row's data set, unit "row"."""
+    return row.get("population") or row["dataset"], row.get("unit") or ROW_UNIT_NAME
+
+
+def hashed_fields(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What a row's hash covers besides prev_hash and `chain`: the HASHED_FIELDS columns, and the row's
+    population and unit (as `row_identity` reads them) unless they are the defaults (its data set, "row")."""
+    fields = {k: row[k] for k in HASHED_FIELDS}
+    population, unit = row_identity(row)
+    if (population, unit) != (row["dataset"], ROW_UNIT_NAME):
+        fields.update(population=population, unit=unit)
+    return fields
+
+
 def row_hash(prev_hash: str, row: dict, key: bytes | None = None) -> str:
-    """The row's hash by its `chain` (absent: "sha256"): sha256(prev_hash + canonical JSON of the
-    HASHED_FIELDS columns), or for "hmac-sha256" HMAC-SHA256(`key`, prev_hash + canonical JSON of
-    those columns and `chain`); `key` is the ledger key (`ledger_key`)."""
+    """The row's hash by its `chain` (absent: "sha256"): sha256(prev_hash + canonical JSON of its
+    `hashed_fields`), or for "hmac-sha256" HMAC-SHA256(`key`, prev_hash + canonical JSON of those
+    fields and `chain`); `key` is the ledger key (`ledger_key`)."""
     chain = row.get("chain") or PLAIN
     if chain == PLAIN:
-        payload = prev_hash + canonical_json({k: row[k] for k in HASHED_FIELDS})
+        payload = prev_hash + canonical_json(hashed_fields(row))
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
     if chain != HMAC:
         raise LedgerIntegrityError(f"ledger row seq {row['seq']}: unknown chain '{chain}' (expected '{PLAIN}' or "
@@ -108,7 +145,7 @@ def row_hash(prev_hash: str, row: dict, key: bytes | None = None) -> str:
             "or appending to it needs that key.", file="params.yaml (privacy.noise_key_file)",
             fix="set the environment variable SYNTHRELEASE_NOISE_KEY or privacy.noise_key_file to the steward "
                 "key this ledger was written with.")
-    payload = prev_hash + canonical_json({**{k: row[k] for k in HASHED_FIELDS}, "chain": chain})
+    payload = prev_hash + canonical_json({**hashed_fields(row), "chain": chain})
     return hmac.new(key, payload.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
@@ -132,10 +169,12 @@ class Ledger:
 
     `steward_key` (pipelines.privacy.noise.load_noise_key): when given, new rows are chained with
     HMAC-SHA256 under a key derived from it, and HMAC rows can be verified; None: plain sha256 rows.
+    `declare` tells the handle each table's population and privacy unit (module docstring, "Populations").
     """
 
     def __init__(self, url_or_path: str, steward_key: bytes | None = None) -> None:
         self._key = None if steward_key is None else ledger_key(steward_key)
+        self._declared: dict[str, tuple[str, str]] = {}
         url_or_path = str(url_or_path)
         if "://" in url_or_path:
             url = url_or_path
@@ -157,14 +196,25 @@ class Ledger:
         """How this handle chains the rows it appends: "hmac-sha256" with a steward key, else "sha256"."""
         return PLAIN if self._key is None else HMAC
 
+    def declare(self, dataset: str, population: str, unit: str) -> None:
+        """Declare that this handle's rows of table `dataset` carry `population` (whose lifetime budget the table
+        shares) and privacy `unit` (Schema.unit_name: "row" or "<column><=<max_rows>"). In memory only; the
+        rows written from now on carry them, and writes refuse a table or population whose rows carry others."""
+        for name, value in (("dataset", dataset), ("population", population), ("unit", unit)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"declare needs a non-empty string {name}, got {value!r}")
+        self._declared[dataset] = (population, unit)
+
     # -- writing -------------------------------------------------------------------------------
 
     def reserve(self, dataset: str, run_id: str, stage: str, events: Sequence[Event], delta: float,
                 budget_epsilon: float) -> Reservation:
-        """Atomically check the data set's budget and append `events` as 'planned' rows.
+        """Atomically check the budget of the data set's population and append `events` as 'planned' rows.
 
-        Raises BudgetExceededError (nothing written) if ε(effective events + `events`) at `delta`
-        exceeds `budget_epsilon`. Internal non-private events are recorded but not composed (`external`).
+        Raises BudgetExceededError (nothing written) if ε(the population's effective events + `events`) at
+        `delta` exceeds `budget_epsilon`; InputError (nothing written) if the data set's declared population or
+        unit differs from its earlier rows' or the unit from the population's other tables'. Internal non-private
+        events are recorded but not composed (`external`).
         """
         events = tuple(events)
         if not events:
@@ -175,30 +225,35 @@ class Ledger:
 
         def write(conn: Connection) -> Reservation:
             head = self._writable_head(conn)
-            after = _refuse_over_budget(_dataset_rows(conn, dataset), dataset, events, delta, budget_epsilon)
-            ids = self._append(conn, head, dataset, run_id, stage, "planned", head[0] + 1, events)
+            identity, rows = self._writable_population(conn, dataset)
+            after = _refuse_over_budget(rows, dataset, identity[0], events, delta, budget_epsilon)
+            ids = self._append(conn, head, dataset, identity, run_id, stage, "planned", head[0] + 1, events)
             return Reservation(dataset, run_id, stage, ids[0], tuple(ids), events, delta, planned, after,
                                float(budget_epsilon))
 
         return self._transact(write)
 
     def check_budget(self, dataset: str, events: Sequence[Event], delta: float, budget_epsilon: float) -> float:
-        """What `reserve` would decide, without writing or locking: ε after `events`, or BudgetExceededError.
+        """What `reserve` would decide, without writing or locking: ε after `events`, or BudgetExceededError
+        (or InputError for a population or unit that differs from the table's or population's rows).
 
         A pre-flight check (a run's whole plan before any stage trains); only `reserve` is atomic.
         """
-        return _refuse_over_budget(self.rows(dataset), dataset, tuple(events), delta, budget_epsilon)
+        with self._engine.connect() as conn:
+            (population, _), rows = self._writable_population(conn, dataset)
+        return _refuse_over_budget(rows, dataset, population, tuple(events), delta, budget_epsilon)
 
     def record(self, reservation: Reservation, events: Sequence[Event]) -> list[int]:
         """Append the actual `events` of `reservation` as 'spent' rows; returns their seqs.
 
-        The budget check is on the data set's *total*: all its effective events, with this
-        reservation's planned events replaced by `events`, composed by PLD at the reservation's δ
+        The budget check is on the *total* of the data set's population: all its effective events, with
+        this reservation's planned events replaced by `events`, composed by PLD at the reservation's δ
         against its lifetime budget (`reservation.budget_epsilon`). Actual events can cost more than
         planned ones only through a bug in a generator's plan; they describe what was done to the
         data, so they are always written, and if the total then exceeds the budget
         BudgetOverspentError is raised *after* the write (naming spent, planned, actual, remaining).
-        Raises ValueError (nothing written) if the reservation is unknown or already has spent rows.
+        Raises ValueError (nothing written) if the reservation is unknown or already has spent rows;
+        InputError (nothing written) as `reserve` does, e.g. when the data set's declaration changed since it.
         """
         events = tuple(events)
         if not events:
@@ -207,8 +262,8 @@ class Ledger:
 
         def write(conn: Connection) -> tuple[list[int], BudgetOverspentError | None]:
             head = self._writable_head(conn)
-            rows = _dataset_rows(conn, reservation.dataset)
-            own = [r for r in rows if r["reservation_seq"] == reservation.seq]
+            identity, rows = self._writable_population(conn, reservation.dataset)
+            own = [r for r in rows if r["reservation_seq"] == reservation.seq and r["dataset"] == reservation.dataset]
             planned = [_event(r) for r in own if r["status"] == "planned"]
             if not planned:
                 raise ValueError(f"no reservation with seq {reservation.seq} for data set '{reservation.dataset}'")
@@ -217,8 +272,8 @@ class Ledger:
                                  "already has its actual events recorded")
             others = external(_effective([r for r in rows if r["reservation_seq"] != reservation.seq]))
             after = epsilon_pld(others + external(events), reservation.delta)
-            ids = self._append(conn, head, reservation.dataset, reservation.run_id, reservation.stage, "spent",
-                               reservation.seq, events)
+            ids = self._append(conn, head, reservation.dataset, identity, reservation.run_id, reservation.stage,
+                               "spent", reservation.seq, events)
             over = None
             if not after <= reservation.budget_epsilon:
                 over = BudgetOverspentError(reservation.dataset, reservation.seq, reservation.stage,
@@ -256,16 +311,24 @@ class Ledger:
             raise ValueError(f"data set '{dataset}' has no ledger rows {missing}")
         return [hashes[s] for s in seqs]
 
+    def population_tables(self, population: str) -> list[str]:
+        """The tables (data sets) with rows in `population`, in the order of their first row."""
+        with self._engine.connect() as conn:
+            rows = _population_rows(conn, population)
+        return list(dict.fromkeys(r["dataset"] for r in rows))
+
     def effective_events(self, dataset: str) -> list[Event]:
-        """Per reservation: its spent events if recorded, else its planned events; in seq order."""
-        return _effective(self.rows(dataset))
+        """The effective events of the data set's population (every table of it): per reservation, its spent
+        events if recorded, else its planned events; in seq order."""
+        with self._engine.connect() as conn:
+            return _effective(_population_rows(conn, self._read_population(conn, dataset)))
 
     def spent(self, dataset: str, delta: float) -> float:
-        """ε at `delta` of the data set's effective events for external releases (PLD accountant)."""
+        """ε at `delta` of the effective events of the data set's population for external releases (PLD)."""
         return epsilon_pld(external(self.effective_events(dataset)), delta)
 
     def spent_rdp(self, dataset: str, delta: float) -> float:
-        """ε at `delta` of the data set's effective events by RDP (cross-check; ≥ `spent`)."""
+        """ε at `delta` of the effective events of the data set's population by RDP (cross-check; ≥ `spent`)."""
         return epsilon_rdp(external(self.effective_events(dataset)), delta)
 
     def verify(self, expect_head: str | Mapping[str, Any] | None = None) -> dict:
@@ -319,6 +382,45 @@ class Ledger:
         chain = self.verify()
         return {"seq": chain["rows"], "hash": chain["head"], "chain": chain["chain"]}
 
+    # -- populations ---------------------------------------------------------------------------
+
+    def _read_population(self, conn: Connection, dataset: str) -> str:
+        """The population the data set is read in: the declared one, else its rows' (a new table: its own)."""
+        if dataset in self._declared:
+            return self._declared[dataset][0]
+        first = _select(conn, privacy_events.c.dataset == dataset, limit=1)
+        return row_identity(first[0])[0] if first else dataset
+
+    def _writable_population(self, conn: Connection, dataset: str) -> tuple[tuple[str, str], list[dict]]:
+        """((population, unit) the data set's new rows carry, every row of that population); InputError if the
+        table's earlier rows carry another population or unit, or the population's other tables another unit."""
+        population, unit = self._declared.get(dataset, (dataset, ROW_UNIT_NAME))
+        earlier = list(dict.fromkeys(row_identity(r) for r in _dataset_rows(conn, dataset)))
+        changed = [(p, u) for p, u in earlier if (p, u) != (population, unit)]
+        if changed:
+            was = "; ".join(f"population '{p}', privacy unit '{u}'" for p, u in changed)
+            raise InputError(
+                f"data set '{dataset}' was released before under {was}, and this release declares population "
+                f"'{population}', privacy unit '{unit}'. A table's earlier releases were accounted in the lifetime "
+                "budget of their population at their unit, so they cannot be moved to another.",
+                fix=f"declare the same privacy_unit and population in the schema as earlier releases of "
+                    f"'{dataset}', or release under a new data set name, which starts a new table in the "
+                    "population.")
+        rows = _population_rows(conn, population)
+        per_row = unit == ROW_UNIT_NAME   # a declared unit (any column, any max_rows) protects a person; a row does not
+        others = list(dict.fromkeys((r["dataset"], row_identity(r)[1]) for r in rows
+                                    if (row_identity(r)[1] == ROW_UNIT_NAME) != per_row))
+        if others:
+            tables = ", ".join(f"'{d}' (privacy unit '{u}')" for d, u in others)
+            raise InputError(
+                f"population '{population}' already has tables {tables}, and data set '{dataset}' declares privacy "
+                f"unit '{unit}': the tables of one population must all declare a privacy unit, or none (its one "
+                "lifetime budget composes their events at one neighbouring relation; a row-level event does not "
+                "protect a person with several rows).",
+                fix=f"declare a privacy_unit in every schema of population '{population}' (each table its own "
+                    "max_rows), or give this table another population.")
+        return (population, unit), rows
+
     # -- appending -----------------------------------------------------------------------------
 
     def _writable_head(self, conn: Connection) -> tuple[int, str]:
@@ -334,9 +436,9 @@ class Ledger:
                              fix="set the environment variable SYNTHRELEASE_NOISE_KEY or privacy.noise_key_file.")
         return row.seq, row.row_hash
 
-    def _append(self, conn: Connection, head: tuple[int, str], dataset: str, run_id: str, stage: str,
-                status: str, reservation_seq: int, events: Sequence[Event]) -> list[int]:
-        return _append(conn, head[0], head[1], dataset, run_id, stage, status, reservation_seq, events,
+    def _append(self, conn: Connection, head: tuple[int, str], dataset: str, identity: tuple[str, str],
+                run_id: str, stage: str, status: str, reservation_seq: int, events: Sequence[Event]) -> list[int]:
+        return _append(conn, head[0], head[1], dataset, identity, run_id, stage, status, reservation_seq, events,
                        self.chain, self._key)
 
     # -- transactions --------------------------------------------------------------------------
@@ -414,24 +516,37 @@ def _sqlite_begin(conn: Connection) -> None:
 
 
 def _create_or_migrate(conn: Connection) -> None:
-    """Create the table; give a ledger from before the `chain` column that column (old rows: "sha256")."""
+    """Create the table; give a ledger from before the `chain` column that column (old rows: "sha256"), and one
+    from before `population` and `unit` those (old rows: NULL, read as the defaults)."""
     _metadata.create_all(conn, checkfirst=True)
-    if "chain" not in {c["name"] for c in inspect(conn).get_columns("privacy_events")}:
-        # PostgreSQL: two processes opening an old ledger at once must not both fail (SQLite serialises them)
-        guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
+    have = {c["name"] for c in inspect(conn).get_columns("privacy_events")}
+    # PostgreSQL: two processes opening an old ledger at once must not both fail (SQLite serialises them)
+    guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
+    if "chain" not in have:
         conn.exec_driver_sql(f"ALTER TABLE privacy_events ADD COLUMN {guard}chain VARCHAR(16) NOT NULL "
                              f"DEFAULT '{PLAIN}'")
+    for name in IDENTITY_FIELDS:
+        if name not in have:
+            conn.exec_driver_sql(f"ALTER TABLE privacy_events ADD COLUMN {guard}{name} VARCHAR(255)")
 
 
-def _select(conn: Connection, where=None) -> list[dict]:
+def _select(conn: Connection, where=None, limit: int | None = None) -> list[dict]:
     stmt = select(privacy_events).order_by(privacy_events.c.seq)
     if where is not None:
         stmt = stmt.where(where)
+    if limit is not None:
+        stmt = stmt.limit(limit)
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
 def _dataset_rows(conn: Connection, dataset: str) -> list[dict]:
     return _select(conn, privacy_events.c.dataset == dataset)
+
+
+def _population_rows(conn: Connection, population: str) -> list[dict]:
+    """Every row that `row_identity` reads as of `population` (a NULL population: the row's data set)."""
+    c = privacy_events.c
+    return _select(conn, or_(c.population == population, and_(c.population.is_(None), c.dataset == population)))
 
 
 def _event(row: dict) -> Event:
@@ -443,17 +558,24 @@ def external(events: Sequence[Event]) -> list[Event]:
     return [e for e in events if not (isinstance(e, NonPrivateEvent) and e.internal)]
 
 
-def _refuse_over_budget(rows: list[dict], dataset: str, events: Sequence[Event], delta: float,
+def _refuse_over_budget(rows: list[dict], dataset: str, population: str, events: Sequence[Event], delta: float,
                         budget_epsilon: float) -> float:
-    """ε of the data set's effective `rows` plus `events`; BudgetExceededError if above `budget_epsilon`."""
+    """ε of the population's effective `rows` plus `events`; BudgetExceededError if above `budget_epsilon`."""
     current = external(_effective(rows))
     after = epsilon_pld(current + external(events), delta)
     if after > budget_epsilon:
         planned = epsilon_pld(events, delta)
-        fix = None if math.isfinite(planned) else (
-            "a non-private (epsilon: inf) stage can only serve an internal release: train with a finite "
-            "epsilon, or set privacy.internal_release: true in params.yaml if nothing it produces will "
-            "leave your organisation")
+        tables = list(dict.fromkeys([*(r["dataset"] for r in rows), dataset]))
+        shared = "" if tables == [population] else (
+            f"the spent ε is that of population '{population}', whose lifetime budget tables "
+            f"{', '.join(repr(t) for t in tables)} share; ")
+        if not math.isfinite(planned):
+            fix = shared + ("a non-private (epsilon: inf) stage can only serve an internal release: train with a "
+                            "finite epsilon, or set privacy.internal_release: true in params.yaml if nothing it "
+                            "produces will leave your organisation")
+        else:  # a table that is its own population keeps BudgetExceededError's own fix
+            fix = (shared + "lower the stage's epsilon, or raise the population's lifetime budget only if your "
+                   "privacy officer approves") if shared else None
         raise BudgetExceededError(dataset, epsilon_pld(current, delta), planned, after, budget_epsilon, fix)
     return after
 
@@ -465,14 +587,15 @@ def _effective(rows: list[dict]) -> list[Event]:
     return [e for res in sorted(by_reservation) for e in (by_reservation[res]["spent"] or by_reservation[res]["planned"])]
 
 
-def _append(conn: Connection, head_seq: int, head_hash: str, dataset: str, run_id: str, stage: str, status: str,
-            reservation_seq: int, events: Sequence[Event], chain: str = PLAIN, key: bytes | None = None) -> list[int]:
+def _append(conn: Connection, head_seq: int, head_hash: str, dataset: str, identity: tuple[str, str], run_id: str,
+            stage: str, status: str, reservation_seq: int, events: Sequence[Event], chain: str = PLAIN,
+            key: bytes | None = None) -> list[int]:
     created_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
     rows, prev = [], head_hash
     for i, e in enumerate(events, start=1):
         row = {"seq": head_seq + i, "dataset": dataset, "run_id": run_id, "stage": stage, "status": status,
                "reservation_seq": reservation_seq, "event_json": canonical_json(event_to_dict(e)),
-               "created_at": created_at, "chain": chain}
+               "created_at": created_at, "chain": chain, "population": identity[0], "unit": identity[1]}
         row["prev_hash"], row["row_hash"] = prev, row_hash(prev, row, key)
         prev = row["row_hash"]
         rows.append(row)

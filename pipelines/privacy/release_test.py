@@ -23,6 +23,10 @@ occurrence index among identical rows, copies being interchangeable), so r chang
 train) or N_H by 0 or 1 (it lands in the holdout), never both: |Z(D) − Z(D')| ≤ Δ = max(a, b). Z is an integer,
 so Z + Lap_ℤ(Δ/ε) (`discrete_laplace_mechanism`, exact) is ε-DP, and so is the bit Z + Y ≤ τ for a public τ.
 
+With a declared privacy unit of at most k rows (pipelines/data/units.py) a unit's rows all lie on one side, so
+adding or removing it changes N_T or N_H by at most k: Δ = k·max(a, b). Under the null a unit with m ≤ k near rows
+adds a·m or −b·m together, so Var[Z] = a·b·Σ m_u² ≤ k·a·b·M: the threshold's normal term is √k wider.
+
 Cost. N_T and N_H ask, for every real row, whether some synthetic row lies within ρ: `distance.within` answers
 exactly that without comparing every pair (with p < 1/ρ columns, rows differing in a category are ≥ 1/p > ρ apart,
 so a KD-tree over each row's category pattern and numeric features suffices). Adult resampled, 20,000 rows a side:
@@ -64,17 +68,19 @@ def split_weights(holdout_fraction: float) -> tuple[int, int]:
     return frac.numerator, frac.denominator - frac.numerator
 
 
-def planned_event(epsilon: float, holdout_fraction: float) -> DiscreteLaplaceEvent:
-    """The test's ledger event: discrete Laplace of scale Δ/ε on Z, Δ = max(a, b) (module docstring)."""
-    sensitivity = max(split_weights(holdout_fraction))
+def planned_event(epsilon: float, holdout_fraction: float, max_rows: int = 1) -> DiscreteLaplaceEvent:
+    """The test's ledger event: discrete Laplace of scale Δ/ε on Z, Δ = k·max(a, b), k = `max_rows` (module
+    docstring)."""
+    sensitivity = int(max_rows) * max(split_weights(holdout_fraction))
     return DiscreteLaplaceEvent(scale=sensitivity / float(epsilon), sensitivity=sensitivity, query=QUERY)
 
 
-def threshold(n_rows: int, holdout_fraction: float, epsilon: float, excess_max: float, confidence: float) -> float:
-    """τ of the module docstring, from public facts only."""
+def threshold(n_rows: int, holdout_fraction: float, epsilon: float, excess_max: float, confidence: float,
+              max_rows: int = 1) -> float:
+    """τ of the module docstring, from public facts only (k = `max_rows` rows per privacy unit)."""
     a, b = split_weights(holdout_fraction)
-    t = max(a, b) / float(epsilon)
-    sigma = max(float(np.sqrt(a * b * n_rows * (a + b) / b)), 1e-9)
+    t = max_rows * max(a, b) / float(epsilon)
+    sigma = max(float(np.sqrt(max_rows * a * b * n_rows * (a + b) / b)), 1e-9)
     q, alpha = np.exp(-1.0 / t), 1.0 - float(confidence)
     k = np.arange(-np.ceil(40 * t), np.ceil(40 * t) + 1)
     pmf = (1 - q) / (1 + q) * q ** np.abs(k)
@@ -115,12 +121,14 @@ class ReleaseTest:
 
 
 def release_test(counts: tuple[int, int], n_rows: int, holdout_fraction: float, s: dict[str, Any],
-                 rng: np.random.Generator) -> ReleaseTest:
+                 rng: np.random.Generator, max_rows: int = 1) -> ReleaseTest:
     """Z + Lap_ℤ(Δ/ε) ≤ τ on `counts` = `near_counts(...)` (the caller reserves `planned_event` first and records
-    the returned event); `s`: the `release` section (`test_epsilon`, `test_excess_max`, `test_confidence`)."""
+    the returned event); `s`: the `release` section (`test_epsilon`, `test_excess_max`, `test_confidence`); k =
+    `max_rows` rows per privacy unit."""
     a, b = split_weights(holdout_fraction)
-    planned = planned_event(s["test_epsilon"], holdout_fraction)
+    planned = planned_event(s["test_epsilon"], holdout_fraction, max_rows)
     z = a * counts[0] - b * counts[1]
     noisy, event = discrete_laplace_mechanism(np.array([z]), planned.sensitivity, planned.scale, rng, query=QUERY)
-    tau = threshold(n_rows, holdout_fraction, s["test_epsilon"], s["test_excess_max"], s["test_confidence"])
+    tau = threshold(n_rows, holdout_fraction, s["test_epsilon"], s["test_excess_max"], s["test_confidence"],
+                    max_rows)
     return ReleaseTest(bool(noisy[0] <= tau), event, tau, int(z), int(noisy[0]), counts)

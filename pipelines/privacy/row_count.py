@@ -24,22 +24,25 @@ FALSE_ALARM = 1e-4    # the check's chance of stopping a run whose documented co
 SPLIT_SDS = 5.0       # the split's binomial spread allowed: P(|Z| > 5) < 1e-6
 
 
-def count_event(epsilon: float) -> DiscreteLaplaceEvent:
-    """The noisy training row count's event: discrete Laplace Lap_ℤ(1/ε) on a count.
+def count_event(epsilon: float, max_rows: int = 1) -> DiscreteLaplaceEvent:
+    """The noisy training row count's event: discrete Laplace Lap_ℤ(k/ε) on a count, k = `max_rows`.
 
-    Sensitivity: under add/remove-one, a record added to (removed from) the table lands in the training set
-    or in the holdout by its own keyed hash alone, so the training count changes by 0 or 1: Δ₁ = 1. Discrete
-    Laplace noise P(y) ∝ e^{−ε|y|} on ℤ, drawn exactly (`discrete_laplace_mechanism`), makes the released integer
-    count ε-DP (the mass ratio of any output is ≤ e^{ε·1}); the floor at 1 and the documented count's check
-    are post-processing. A float Laplace by inverse CDF would leak the count through its low-order bits
-    (issue 28, item 4).
+    Sensitivity: under add/remove one privacy unit, the unit's rows (at most k after bounding, one without a
+    declared unit) land in the training set or in the holdout by the unit's own keyed hash alone
+    (pipelines/data/units.py; a row's own hash without a unit), so the training count changes by 0 to k:
+    Δ₁ = k. Discrete Laplace noise P(y) ∝ e^{−ε|y|/k} on ℤ, drawn exactly (`discrete_laplace_mechanism`), makes
+    the released integer count ε-DP (the mass ratio of any output is ≤ e^{ε·k/k}); the floor at 1 and the
+    documented count's check are post-processing. A float Laplace by inverse CDF would leak the count through
+    its low-order bits.
     """
-    return DiscreteLaplaceEvent(scale=1.0 / float(epsilon), sensitivity=1, query="training row count")
+    return DiscreteLaplaceEvent(scale=max_rows / float(epsilon), sensitivity=int(max_rows),
+                                query="training row count")
 
 
-def tail_bound(epsilon: float) -> float:
-    """t = ln(1/FALSE_ALARM)/ε: one side's tail of Lap_ℤ(1/ε), P(Z ≥ t) ≤ e^{−εt} = FALSE_ALARM (184 at ε = 0.05)."""
-    return math.log(1.0 / FALSE_ALARM) / float(epsilon)
+def tail_bound(epsilon: float, max_rows: int = 1) -> float:
+    """t = k·ln(1/FALSE_ALARM)/ε: one side's tail of Lap_ℤ(k/ε), P(Z ≥ t) ≤ e^{−εt/k} = FALSE_ALARM (184 at
+    ε = 0.05, k = 1)."""
+    return max_rows * math.log(1.0 / FALSE_ALARM) / float(epsilon)
 
 
 def contradiction_slack(count: int, holdout_fraction: float, epsilon: float, max_dropped_fraction: float,
@@ -57,11 +60,12 @@ def contradiction_slack(count: int, holdout_fraction: float, epsilon: float, max
     return tail_bound(epsilon) + split + dropped + 1.0
 
 
-def noisy_count(session: LedgerSession, epsilon: float, count_rows: Callable[[], int], noise: NoiseSource) -> int:
-    """The training row count + Lap_ℤ(1/ε) (`count_event`), reserved in `session` before `count_rows()` reads
-    the rows and recorded after; the noise drawn from `noise` (keyed or OS entropy; a `noise_seed` in it, from
-    `dataset.noise_seed`, is for tests only)."""
-    planned = count_event(epsilon)
+def noisy_count(session: LedgerSession, epsilon: float, count_rows: Callable[[], int], noise: NoiseSource,
+                max_rows: int = 1) -> int:
+    """The training row count + Lap_ℤ(k/ε) (`count_event`, k = `max_rows`), reserved in `session` before
+    `count_rows()` reads the rows and recorded after; the noise drawn from `noise` (keyed or OS entropy; a
+    `noise_seed` in it, from `dataset.noise_seed`, is for tests only)."""
+    planned = count_event(epsilon, max_rows)
     session.reserve([planned])
     noisy, event = discrete_laplace_mechanism(int(count_rows()), planned.sensitivity, planned.scale,
                                               noise.streams(private=True, seed=0).numpy("prepare:row_count"),
@@ -77,14 +81,16 @@ def public_row_count(sch: Schema, config: Config, noisy: Callable[[], int],
     - With the schema's `rows`: n̂ = round(count·(1 − holdout_fraction)), data-independent. Unless
       `privacy.row_count_epsilon` is null, the noisy count checks it: an InputError when |noisy − n̂| >
       `contradiction_slack` (the spend is recorded; nothing is written).
-    - Without: n̂ = max(1, noisy count)."""
+    - Without, or with a declared privacy unit (bounding changes the rows the documented count describes):
+      n̂ = max(1, noisy count)."""
     holdout_fraction = config.dataset.holdout_fraction
     epsilon = config.privacy.row_count_epsilon
-    if sch.rows is None:
+    if sch.rows is None or sch.unit is not None:   # bounding a unit's rows changes the documented count
         if epsilon is None:
             raise ValueError("the schema declares no public rows: the noisy count needs ε")
-        return max(1, noisy()), (f"training row count + discrete Laplace(1/ε), ε = privacy.row_count_epsilon = "
-                                 f"{epsilon:g} (ledger stage 'prepare')")
+        k = sch.max_rows
+        return max(1, noisy()), (f"training row count + discrete Laplace({'' if k == 1 else k}/ε), ε = "
+                                 f"privacy.row_count_epsilon = {epsilon:g} (ledger stage 'prepare')")
     n_rows = sch.rows.train_count(holdout_fraction)
     source = (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
               f"documented: {sch.rows.source}")

@@ -18,6 +18,11 @@ q therefore moves by (0 or 1) − (0 or 1) ∈ {−1, 0, 1}: Δ₁ = 1. ⌈f·N�
 of the decimal the steward wrote), so the bound holds for the numbers the code computes. Discrete Laplace noise
 of scale 1/ε on an integer query of Δ₁ = 1 is ε-DP (`mechanisms.discrete_laplace_mechanism`), and the bit is
 post-processing.
+
+With a declared privacy unit (pipelines/data/units.py) N and L count the bounded rows (each unit's at most k =
+max_rows rows, bounded before validation counts anything). Adding or removing one unit moves N by j ≤ k and L
+by some i ≤ j in the same direction; ⌈f·(N + j)⌉ − ⌈f·N⌉ ∈ [0, j] by the step above applied j times, so q moves
+by at most k: Δ₁ = k, noise Lap_ℤ(k/ε) and margin t = k·ln(1/FALSE_ALARM)/ε.
 """
 from __future__ import annotations
 
@@ -36,9 +41,9 @@ from pipelines.privacy.row_count import tail_bound
 QUERY = "rows validation dropped or clipped beyond the tolerated share"
 
 
-def loss_event(epsilon: float) -> DiscreteLaplaceEvent:
-    """The test's event: Lap_ℤ(1/ε) on an integer query of Δ₁ = 1 (module docstring)."""
-    return DiscreteLaplaceEvent(scale=1.0 / float(epsilon), sensitivity=1, query=QUERY)
+def loss_event(epsilon: float, max_rows: int = 1) -> DiscreteLaplaceEvent:
+    """The test's event: Lap_ℤ(k/ε) on an integer query of Δ₁ = k = `max_rows` (module docstring)."""
+    return DiscreteLaplaceEvent(scale=max_rows / float(epsilon), sensitivity=int(max_rows), query=QUERY)
 
 
 def excess(lost: int, rows_in: int, max_fraction: float) -> int:
@@ -57,19 +62,20 @@ class RowLoss:
 
     def to_dict(self) -> dict[str, Any]:
         return {"stop": self.stop, "noisy_excess": self.noisy_excess, "margin": self.margin,
-                "epsilon": 1.0 / self.event.scale, "query": QUERY}
+                "epsilon": self.event.epsilon, "query": QUERY}
 
 
 def row_loss_test(session: LedgerSession, epsilon: float, counts: Callable[[], tuple[int, int]],
-                  max_fraction: float, noise: NoiseSource) -> RowLoss:
+                  max_fraction: float, noise: NoiseSource, max_rows: int = 1) -> RowLoss:
     """The stop bit of the module docstring: `loss_event` reserved in `session` before `counts()` reads the
-    validation's (lost, read) row counts, recorded after; the noise from `noise` (keyed or OS entropy)."""
-    planned = loss_event(epsilon)
+    validation's (lost, read) row counts, recorded after; the noise from `noise` (keyed or OS entropy); k =
+    `max_rows` rows per privacy unit."""
+    planned = loss_event(epsilon, max_rows)
     session.reserve([planned])
     lost, rows_in = counts()
     noisy, event = discrete_laplace_mechanism(excess(lost, rows_in, max_fraction), planned.sensitivity,
                                               planned.scale, noise.streams(private=True, seed=0).numpy(
                                                   "prepare:row_loss"), query=QUERY)
     session.record([event])
-    t = tail_bound(epsilon)  # P(Z > t) ≤ FALSE_ALARM: a table within the share goes on
+    t = tail_bound(epsilon, max_rows)  # P(Z > t) ≤ FALSE_ALARM: a table within the share goes on
     return RowLoss(bool(int(noisy) > t), int(noisy), t, event)

@@ -17,7 +17,7 @@ may apply to public calibration rows.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -28,7 +28,9 @@ from pipelines.io import MatrixFile, blockwise
 from pipelines.privacy.accountant import calibrate_noise_multiplier
 from pipelines.privacy.dpsgd import sampling_schedule
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent, event_to_dict
+from pipelines.privacy import unit as privacy_unit
 from pipelines.privacy.noise import NoiseSource, Streams
+from pipelines.privacy.unit import unit_events
 from pipelines.weights import logistic, relaxed_dpsgd
 from pipelines.weights.discriminator import critic_log_weights
 
@@ -43,12 +45,18 @@ class WeightPlan:
     n_real: int
     n_synthetic: int
     n_released: int                   # N_S: weights released for synthetic rows 0..N_S-1
-    events: list[Event]
+    events: list[Event]               # at row level (the estimator's own derivations)
     details: dict[str, Any] = field(default_factory=dict)
+    max_rows: int = 1                 # the privacy unit's rows the plan was calibrated for (`unit_plan`)
 
     @property
     def private(self) -> bool:
         return not any(isinstance(e, NonPrivateEvent) for e in self.events)
+
+    @property
+    def unit_events(self) -> list[Event]:
+        """The events at the privacy unit (pipelines/privacy/unit.py): what the ledger reserves and records."""
+        return unit_events(self.events, self.max_rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {"estimator": self.estimator, "n_real": self.n_real, "n_synthetic": self.n_synthetic,
@@ -59,6 +67,18 @@ def settings_with_defaults(settings: dict[str, Any]) -> dict[str, Any]:
     """The estimator knobs of `weights:` (keys, types and ranges checked by its model, pipelines/config.py
     `section`), its defaults filled; the section's other keys are the stage's."""
     return section("weights", settings).model_dump(include=set(DEFAULTS))
+
+
+def unit_plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, n_synthetic: int,
+              epsilon: float, delta: float, max_rows: int = 1) -> WeightPlan:
+    """`plan` for a privacy unit of at most `max_rows` rows: the row-level plan whose events, at the unit
+    (`WeightPlan.unit_events`), meet (ε, δ) (`pipelines.privacy.unit.unit_plan`)."""
+    def at(eps: float) -> WeightPlan:
+        return plan(estimator, settings, layout, n_real, n_synthetic, eps, delta)
+    first = at(epsilon)
+    if max_rows == 1 or not first.events or not first.private:
+        return first
+    return replace(privacy_unit.unit_plan(at, epsilon, delta, max_rows), max_rows=int(max_rows))
 
 
 def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, n_synthetic: int,
