@@ -1,7 +1,11 @@
 """What every stage task needs: its paths, the schema, the ledger, and the hashes JSON carries."""
 from __future__ import annotations
 
+import hashlib
+import hmac
+import os
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +220,53 @@ def generator_error(e: ValueError, name: str, sch: Schema) -> InputError:
 def generator_section(config: Config, generator: str, root: Path) -> dict[str, Any]:
     """The generator's params.yaml section at its allocated (or pinned) ε, as its class takes it."""
     return generator_params(config, generator, allocated_epsilon(config, generator, root))
+
+
+SPLIT_KEY_CONTEXT = b"synthrelease/train-holdout-split/v1"
+
+
+def salt_path(config: Config, root: Path) -> Path:
+    """Where the data set's split salt lives when there is no steward key: next to the ledger when the ledger
+    is a file path (`ledger/<ds>.split-salt`), else `data/secrets/<ds>.split-salt`. Both are gitignored, not
+    DVC outputs (so `dvc repro` keeps them) and never copied into `releases/`."""
+    ds, location = config.dataset.name, config.privacy.ledger
+    if "://" in location:
+        return Path(root) / "data" / "secrets" / f"{ds}.split-salt"
+    ledger = Path(location) if Path(location).is_absolute() else Path(root) / location
+    return ledger.parent / f"{ds}.split-salt"
+
+
+def _read_or_create_salt(path: Path) -> bytes:
+    """The 256-bit salt in `path` (hex), created with `secrets` on first use (exclusive create, mode 0600,
+    so two concurrent first runs agree on one salt)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32) + "\n")
+    text = path.read_text().strip()
+    try:
+        salt = bytes.fromhex(text)
+    except ValueError:
+        salt = b""
+    if len(salt) < 32:
+        raise InputError("the split salt is not 64+ hex digits.", file=str(path),
+                         fix="delete the file: the next prepare creates a new salt (and a new train/holdout split; "
+                             "re-run it with `dvc repro -f prepare`).")
+    return salt
+
+
+def split_key(config: Config, root: Path) -> tuple[bytes, str]:
+    """(key, where it comes from). With a steward noise key: HMAC-SHA256(noise key, context | data set), a
+    split-specific key (the noise key itself is never used raw). Else the data set's salt file."""
+    ds = config.dataset.name
+    noise_key = load_noise_key(config.privacy.noise_key_file, root)
+    if noise_key is not None:
+        key = hmac.new(noise_key, SPLIT_KEY_CONTEXT + b"\x1f" + ds.encode(), hashlib.sha256).digest()
+        return key, "HMAC-SHA256 of the steward's noise key"
+    path = salt_path(config, root)
+    return _read_or_create_salt(path), f"random salt in {path}"

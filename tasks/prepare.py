@@ -6,9 +6,9 @@ dropped or clipped clearly exceeds `dataset.max_dropped_fraction`.
 
 The split puts each row on a side that is a function of that row and a secret key alone
 (`pipelines.data.transform.train_holdout_split`); with a declared privacy unit, each unit's rows on the side of
-the unit's keyed pseudonym (`pipelines.data.units.unit_holdout`). The key (`split_key`) is derived from the steward's noise
+the unit's keyed pseudonym (`pipelines.data.units.unit_holdout`). The key (`tasks.common.split_key`) is derived from the steward's noise
 key when there is one, else it is a random 256-bit salt created once per data set and kept with the internal
-artefacts (`salt_path`), never in git or in a release bundle.
+artefacts (`tasks.common.salt_path`), never in git or in a release bundle.
 
 The training row count is private under add/remove-one, so every plan, sample rate q = B/n and divisor
 downstream uses n̂ (pipelines/privacy/row_count.py): the schema's documented count scaled by
@@ -18,10 +18,7 @@ disagree), or the noisy count itself. layout.json carries n̂ as `rows_public` w
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
-import os
-import secrets
 import uuid
 from pathlib import Path
 from typing import Any
@@ -40,56 +37,6 @@ from pipelines.privacy.row_count import noisy_count, public_row_count
 from pipelines.privacy.row_loss import row_loss_test
 from tasks import common
 from tasks.artifacts import publish
-
-SPLIT_KEY_CONTEXT = b"synthrelease/train-holdout-split/v1"
-
-
-def salt_path(config: Config, root: Path) -> Path:
-    """Where the data set's split salt lives when there is no steward key: next to the ledger when the ledger
-    is a file path (`ledger/<ds>.split-salt`), else `data/secrets/<ds>.split-salt`. Both are gitignored, not
-    DVC outputs (so `dvc repro` keeps them) and never copied into `releases/`."""
-    ds, location = config.dataset.name, config.privacy.ledger
-    if "://" in location:
-        return Path(root) / "data" / "secrets" / f"{ds}.split-salt"
-    ledger = Path(location) if Path(location).is_absolute() else Path(root) / location
-    return ledger.parent / f"{ds}.split-salt"
-
-
-def _read_or_create_salt(path: Path) -> bytes:
-    """The 256-bit salt in `path` (hex), created with `secrets` on first use (exclusive create, mode 0600,
-    so two concurrent first runs agree on one salt)."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(32) + "\n")
-    text = path.read_text().strip()
-    try:
-        salt = bytes.fromhex(text)
-    except ValueError:
-        salt = b""
-    if len(salt) < 32:
-        raise InputError("the split salt is not 64+ hex digits.", file=str(path),
-                         fix="delete the file: the next prepare creates a new salt (and a new train/holdout split; "
-                             "re-run it with `dvc repro -f prepare`).")
-    return salt
-
-
-def split_key(config: Config, root: Path) -> tuple[bytes, str]:
-    """(key, where it comes from). With a steward noise key: HMAC-SHA256(noise key, context | data set), a
-    split-specific key (the noise key itself is never used raw). Else the data set's salt file."""
-    ds = config.dataset.name
-    noise_key = load_noise_key(config.privacy.noise_key_file, root)
-    if noise_key is not None:
-        key = hmac.new(noise_key, SPLIT_KEY_CONTEXT + b"\x1f" + ds.encode(), hashlib.sha256).digest()
-        return key, "HMAC-SHA256 of the steward's noise key"
-    path = salt_path(config, root)
-    return _read_or_create_salt(path), f"random salt in {path}"
-
 
 def row_loss_path(p: Paths) -> Path:
     """The row-loss test prepare paid for, with what it was computed from: beside the row count, not a DVC output,
@@ -146,7 +93,7 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
     ds, priv = config.dataset, config.privacy
     loss = check_row_loss(config, root, run_id)  # the first private step: nothing else is read if it stops
     holdout_fraction = ds.holdout_fraction
-    key, key_source = split_key(config, root)
+    key, key_source = common.split_key(config, root)
     rows: dict[str, int] = {}
     paid: list[int] = []  # the count's ledger rows
     with atomic_dir(p.prepared) as out:   # nothing is in place unless every step below succeeds

@@ -13,7 +13,6 @@ from pipelines.data.validation import row_loss_summary, validate_table
 from pipelines.io import atomic_path, write_json, write_parquet
 from tasks import common
 from tasks.artifacts import publish
-from tasks.prepare import split_key
 from tasks.progress import run_logger
 
 
@@ -33,7 +32,7 @@ def validate(config: Config, root: Path = Path(".")) -> dict[str, Any]:
         label, ignored, frame, carry, bounded = table.label, table.ignored, table.frame, None, None
         if sch.unit is not None:  # at most max_rows rows per unit, before any policy counts a row
             frame, names, bounded = units.bound(frame, sch.unit, [c.name for c in sch.read],
-                                                split_key(config, root)[0])
+                                                common.split_key(config, root)[0])
             carry = {units.UNIT_COLUMN: names}
         clean, report = validate_table(frame, sch, label, carry)
         if bounded is not None:
@@ -64,5 +63,6 @@ def validate(config: Config, root: Path = Path(".")) -> dict[str, Any]:
         f"## Validation of `{label}`\n\nrows in: {report['rows_in']}, rows out: {report['rows_out']}, "
         f"dropped: {report['rows_dropped']}, clipped: {report['rows_clipped']}; "
         f"Great Expectations success: {report['gx']['success']}"
-        + (note if ignored else "")), table=rows)
+        + (note if ignored else "")), table=rows,
+        description="INTERNAL: validation's counts and offending values from real rows, not for publication")
     return report

@@ -146,7 +146,7 @@ def ledger_rows(root: Path, row_loss: bool = False) -> list[tuple]:
 
 
 def test_split_key_salt_file_or_steward_key(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
-    from tasks.prepare import salt_path, split_key
+    from tasks.common import salt_path, split_key
     monkeypatch.delenv("SYNTHRELEASE_NOISE_KEY", raising=False)
     root, params = make_root(tmp_path, bc_raw, True)
     path = salt_path(parse_params(params), root)

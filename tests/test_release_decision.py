@@ -20,7 +20,8 @@ def test_a_single_class_holdout_does_not_stop_a_release(tmp_path, bc_raw):
     from tasks.budget import budget
     from tasks.check import check
     from tasks.evaluate import evaluate
-    from tasks.prepare import prepare, split_key
+    from tasks.common import split_key
+    from tasks.prepare import prepare
     from tasks.release import release
     from tasks.train import train
     from tasks.validate import validate
@@ -73,7 +74,8 @@ def test_an_empty_side_of_the_split_does_not_stop_a_release(tmp_path, bc_raw, si
     from tasks.budget import budget
     from tasks.check import check
     from tasks.evaluate import evaluate
-    from tasks.prepare import prepare, split_key
+    from tasks.common import split_key
+    from tasks.prepare import prepare
     from tasks.release import release
     from tasks.train import train
     from tasks.validate import validate

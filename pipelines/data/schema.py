@@ -790,7 +790,7 @@ def load_schema(path: str | Path) -> Schema:
                               file=file, column=c.name, fix="choose another column, or give this one a kind "
                                                             "whose values the release may model.")
         if c.derived_from is not None and c.name in (target, *protected):
-            raise SchemaError(f"a derived column is never modelled, so it cannot be the target or a protected "
+            raise SchemaError("a derived column is never modelled, so it cannot be the target or a protected "
                               "column.", file=file, column=c.name,
                               fix=f"name its source '{c.derived_from}' there instead.")
         if c.missing and c.name in (target, *protected):
