@@ -7,6 +7,7 @@
   synthrelease stage NAME [--generator G]            one stage (what dvc.yaml calls)
   synthrelease code [--out data/code]                the code fingerprint of each budget-spending stage
   synthrelease ledger show [--dataset D] | verify [--expect-head [SEQ:]HASH]
+  synthrelease score --synthetic PATH [--json FILE]   a published table's fidelity and utility (steward-only)
 
 `run` and `stage release` first warn (stderr) when dvc.lock, which fingerprints the private artefacts, is tracked
 by git in a repository with a remote not listed in SYNTHRELEASE_INTERNAL_REMOTES (`lock_leak_warning`).
@@ -132,6 +133,41 @@ def ledger_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def score_command(args: argparse.Namespace) -> int:
+    """Score a published synthetic table against the prepared real rows as evaluate@gen does
+    (pipelines/evaluation/score.py): a (figure, value) table on stdout, and the whole result in `--json` if given.
+    Steward-only: it reads real rows, outside the DP guarantee."""
+    from dataclasses import replace
+    from pipelines.config import load_params
+    from pipelines.evaluation import score
+    from pipelines.evaluation.outside_dp import UNAVAILABLE
+    from pipelines.errors import InputError
+    from pipelines.io import write_json
+    from tasks import baseline, common
+    config, root = load_params(args.params), Path.cwd()
+    p, sch = common.paths(config, root), common.schema(config, root)
+    table = score.published_file(Path(args.synthetic), sch, p.dataset)
+    score.check_prepared(p.prepared)
+    i = baseline.inputs(config, root)  # the real rows and settings evaluate reads
+    i = replace(i, **score.measured_rows(table, i.knobs["read_max_rows"]))
+    try:
+        cache = baseline.cached(config, root, i)
+    except InputError:  # computed for another synthetic row count: each metric computes its real side itself
+        cache = None
+    result = score.score_published(table, i, {} if cache is None or UNAVAILABLE in cache else cache,
+                                   baseline.READ_STREAMS["synthetic"])
+    rows = score.figures(result)
+    width = max(len(figure) for figure, _ in rows)
+    print(f"{'figure':<{width}}  value")
+    for figure, value in rows:
+        print(f"{figure:<{width}}  {value}")
+    print(f"\n{score.STEWARD_ONLY}", file=sys.stderr)
+    if args.json:
+        write_json(Path(args.json), {**result, "dataset": p.dataset})
+        print(f"wrote {args.json} (steward-only: keep it with the real data)", file=sys.stderr)
+    return 0
+
+
 def resolve_command(args: argparse.Namespace) -> int:
     """`--params`'s whole configuration (pipelines.config.resolved_text), checked first; written atomically."""
     from pipelines.config import resolved_text
@@ -188,6 +224,15 @@ def main(argv: list[str] | None = None) -> int:
     lg.add_argument("--dataset")
     lg.add_argument("--expect-head", help="HASH: must be the current head; SEQ:HASH: row SEQ must still have HASH "
                                           "(default: the ledger_head of releases/<ds>/latest.json, if any)")
+    steward_only = ("STEWARD-ONLY: score a published synthetic table (a release bundle's synthetic.parquet or its "
+                    "directory) against the real train and holdout rows (data/prepared/<ds>/): the fidelity and "
+                    "utility figures of the steward report. It reads real rows, so its output is outside the DP "
+                    "guarantee and never for publication")
+    sc = sub.add_parser("score", help=steward_only, description=steward_only + ".")
+    sc.add_argument("--synthetic", required=True, metavar="PATH", help="releases/<ds>/<id>/synthetic.parquet, its directory, or a "
+                                                       "Parquet table of the schema's declared columns")
+    sc.add_argument("--json", metavar="FILE", help="also write the whole result here (steward-only, like the real rows); default: "
+                                   "nothing is written")
     args = parser.parse_args(argv)
 
     from pipelines.errors import BudgetExceededError, InputError, LedgerIntegrityError
@@ -204,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(configured_flow(args.params)(params_path=args.params), indent=2))
         elif args.command == "init":
             return init_command(args)
+        elif args.command == "score":
+            return score_command(args)
         elif args.command == "resolve":
             return resolve_command(args)
         elif args.command == "code":

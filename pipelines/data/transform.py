@@ -14,7 +14,7 @@ import pandas as pd
 
 from pipelines.data.layout import Block, Layout
 from pipelines.data.rules import indexed
-from pipelines.data.schema import ATOM_TOLERANCE, Schema
+from pipelines.data.schema import ATOM_TOLERANCE, INDICATOR_CATEGORIES, Schema, indicator
 
 
 class Encoder:
@@ -77,7 +77,8 @@ class Encoder:
     def decode(self, X: np.ndarray) -> pd.DataFrame:
         """Frame satisfying the schema, in the dtypes ``read_table`` gives a clean table: numeric values
         clipped to [0, 1] and rescaled (integers rounded, values within `ATOM_TOLERANCE` of a schema atom set to
-        it), binary thresholded at 0.5, categorical argmax."""
+        it), binary thresholded at 0.5, categorical argmax; a numeric value whose `<name>__missing` indicator says
+        missing set to the lower bound (what a published null is modelled as)."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self._layout.width:
             raise ValueError(f"cannot decode: expected a 2-d matrix with {self._layout.width} columns "
@@ -95,6 +96,10 @@ class Encoder:
                 idx = (X[:, b.start] >= 0.5).astype(int) if c.kind == "binary" else X[:, b.start:b.stop].argmax(1)
                 values = np.asarray(c.categories, dtype=object)[idx]
             out[c.name] = pd.Series(values, dtype=c.dtype)
+        for c in self.schema.columns:   # a numeric value on a row its indicator marks missing: the lower bound, as
+            flag = out.get(indicator(c.name))   # `declared.to_modelled` codes a null, so metrics see what is published
+            if c.is_numeric and flag is not None:
+                out[c.name] = out[c.name].mask(flag == INDICATOR_CATEGORIES[1], c.lower).astype(c.dtype)
         return pd.DataFrame(out)
 
 
@@ -169,7 +174,7 @@ def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | 
     holdout row ever equalled a training row and the exact-copy gate's chance baseline was 0), so the holdout
     is exchangeable with the training rows and its size Binomial(n, holdout_fraction).
 
-    `key` is the secret split key (`tasks.prepare.split_key`: derived from the steward's noise key, else a
+    `key` is the secret split key (`tasks.common.split_key`: derived from the steward's noise key, else a
     random salt kept with the internal artefacts); with a key nobody else knows, a row's side is
     unpredictable. An integer is a PUBLIC seed (its sha256 is the key) for tests and benchmarks only: with it
     anyone can recompute which rows were held out.

@@ -2,8 +2,12 @@
 
 ``validate_table`` checks a raw frame (from ``readers.read_table``) and applies each column's
 ``on_invalid`` policy; ``conforms`` checks any frame (e.g. decoded synthetic rows) against the same
-suite. Reports carry counts only, never record values: they describe the private table and are not
-covered by any DP guarantee (privacy rule 6).
+suite. Reports describe the private table and are not covered by any DP guarantee (privacy rule 6): they are
+the steward's (reports/<ds>/validation.json, the steward report), never copied into a release, and the public
+report's whitelist (`evaluation.report.public_view`) drops them. They carry counts, and, so that a steward can
+correct the schema from the documentation without opening the table, a column's offending values in summary:
+the most frequent values outside a categorical column's categories (`unknown_values`) and the smallest and
+largest value outside a numeric column's domain (`observed_min`, `observed_max`). No row number reaches them.
 """
 from __future__ import annotations
 
@@ -17,13 +21,16 @@ import pandas as pd
 
 from pipelines.data.declared import derived_values, to_modelled
 from pipelines.data.rules import Rule
-from pipelines.data.schema import Column, Schema
+from pipelines.data.schema import DATE_KINDS, Column, Schema, iso
 from pipelines.errors import InputError
 
 if TYPE_CHECKING:
     from great_expectations.core import ExpectationSuite, ExpectationSuiteValidationResult
 
 _EXAMPLES = 5
+UNKNOWN_REPORTED = 20   # unknown values a report lists per column, most frequent first
+_UNKNOWN_KEPT = 1000    # unknown values a part's counts keep per column (`_offending`, `merge_parts`)
+_SHOWN_CHARS = 40       # a value longer than this is cut in a sentence (`unknown_text`), never in the report
 _REASONS = {"below": "below the lower bound", "above": "above the upper bound", "non_integer": "not whole numbers",
             "unknown": "not in the category list", "nulls": "null",
             "mismatched": "not the documented value of their source's category"}
@@ -135,6 +142,30 @@ def _rule_examples(df: pd.DataFrame, rule: Rule, mask: pd.Series) -> list[str]:
             for r in rows]
 
 
+def _text(value: Any) -> str:
+    """A cell as the text a report lists it by (numpy scalars as their Python value: 2, not np.int64(2))."""
+    return str(getattr(value, "item", lambda: value)())
+
+
+def _ranked(counts: Any, limit: int) -> list[list[Any]]:
+    """(value, count) pairs as [value, count] lists, most frequent first, ties by value, at most `limit`."""
+    return [[v, int(n)] for v, n in sorted(counts, key=lambda vn: (-vn[1], vn[0]))[:limit]]
+
+
+def _offending(s: pd.Series, col: Column, bad: pd.Series) -> dict[str, Any]:
+    """What a part's counts keep of a modelled column's out-of-domain cells `bad`: for a categorical or binary
+    column their values as text with their counts (`unknown_values`, `_ranked`, at most _UNKNOWN_KEPT), for a
+    numeric one the smallest and largest (`observed_min`, `observed_max`; None where there is none)."""
+    if col.is_numeric:
+        v = s[bad].astype("float64")
+        return {"observed_min": float(v.min()) if len(v) else None,
+                "observed_max": float(v.max()) if len(v) else None}
+    counts: dict[str, int] = {}
+    for value, n in s[bad].value_counts(sort=False).items():   # two cells with one text (2 and "2") add up
+        counts[_text(value)] = counts.get(_text(value), 0) + int(n)
+    return {"unknown_values": _ranked(counts.items(), _UNKNOWN_KEPT)}
+
+
 def _examples(s: pd.Series, mask: pd.Series) -> list[str]:
     """Up to _EXAMPLES flagged cells as "row N: value", N the frame's index + 1 (data rows count from 1; a part of
     a larger table carries its rows' positions in the whole table as its index)."""
@@ -167,7 +198,8 @@ def validate_part(df: pd.DataFrame, schema: Schema,
     """The rows of `df` (a table, or consecutive rows of one, indexed by their positions in it) that the policies
     keep, clipped and in schema dtypes, and their counts: `finish` turns `merge_parts` of the parts' counts into
     `validate_table`'s report (or its InputError). Per column, up to _EXAMPLES flagged cells (`examples`) for the
-    error of a fatal column; `finish` never lets them into the report."""
+    error of a fatal column, which `finish` never lets into the report (they name rows), and the out-of-domain
+    values in summary (`_offending`)."""
     modelled_nulls = {c: int(df[c].isna().sum()) for c in schema.missing}
     declared, sources = df, {c.name: c for c in schema.declared}
     df = to_modelled(df, schema)
@@ -186,7 +218,7 @@ def validate_part(df: pd.DataFrame, schema: Schema,
             clipped |= bad
         drop |= nulls
         columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": int(nulls.sum()),
-                             **{k: int(m.sum()) for k, m in masks.items()},
+                             **{k: int(m.sum()) for k, m in masks.items()}, **_offending(s, col, bad),
                              "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else []}
     for col in schema.derived:   # checked on the declared columns: never modelled
         bad = _mismatched(declared, col, sources[col.derived_from])
@@ -215,13 +247,35 @@ def validate_part(df: pd.DataFrame, schema: Schema,
                    "modelled_nulls": modelled_nulls, "gx": gx_summary}
 
 
+def _merged(key: str, values: list[Any]) -> Any:
+    """One column count of the whole table from its parts' (`merge_parts`)."""
+    if key == "examples":
+        return [e for v in values for e in v][:_EXAMPLES]
+    if key == "unknown_values":
+        counts: dict[str, int] = {}
+        for pairs in values:
+            for value, n in pairs:
+                counts[value] = counts.get(value, 0) + n
+        return _ranked(counts.items(), _UNKNOWN_KEPT)
+    if key in ("observed_min", "observed_max"):
+        seen = [v for v in values if v is not None]
+        return (min if key == "observed_min" else max)(seen) if seen else None
+    return sum(values)
+
+
 def merge_parts(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
     """The counts of consecutive parts of a table (`validate_part`'s, in row order) as the whole table's: counts
-    summed, the first _EXAMPLES examples kept, and the Great Expectations outcome of the whole (an expectation
-    fails when it fails on some part, its unexpected count the parts' sum; failures in the suite's order)."""
+    summed, the first _EXAMPLES examples kept, each unknown value's counts summed over the parts (then the
+    _UNKNOWN_KEPT most frequent kept), the smallest and largest offending value of all, and the Great
+    Expectations outcome of the whole (an expectation fails when it fails on some part, its unexpected count the
+    parts' sum; failures in the suite's order).
+
+    The report is the one-pass report (`validate_table`: one part) whenever no part holds more than
+    _UNKNOWN_KEPT distinct unknown values in a column: a part's counts keep only its _UNKNOWN_KEPT most frequent
+    (bounded memory), so past that a value's count can leave out the parts where it was rarer. Such a column
+    is no list of misspelt categories, and the top of the list still shows what it holds."""
     first = parts[0]
-    columns = {c: {k: (sum(p["columns"][c][k] for p in parts) if k != "examples"
-                       else [e for p in parts for e in p["columns"][c][k]][:_EXAMPLES]) for k in counts}
+    columns = {c: {k: _merged(k, [p["columns"][c][k] for p in parts]) for k in counts}
                for c, counts in first["columns"].items()}
     rules = {r: {"broken": sum(p["rules"][r]["broken"] for p in parts),
                  "examples": [e for p in parts for e in p["rules"][r]["examples"]][:_EXAMPLES]} for r in first["rules"]}
@@ -259,9 +313,35 @@ def _merge_gx(summaries: list[dict[str, Any]], schema: Schema) -> dict[str, Any]
     return {"success": not failed, "statistics": stats, "failed": order}
 
 
+def _value(x: float, col: Column | None) -> int | float | str:
+    """An offending number as the report gives it: a date column's as its ISO date (or time), a whole number as
+    an integer, any other as it is."""
+    if col is not None and col.kind in DATE_KINDS and col.after is None:
+        try:
+            return iso(x, col.kind)
+        except (OverflowError, ValueError):   # past Python's year 9999: the number since 1970 instead
+            pass
+    return int(x) if float(x).is_integer() else x
+
+
+def _summary_of_offending(c: dict[str, Any], declared: Column | None) -> dict[str, Any]:
+    """The report's summary of a column's out-of-domain values from its counts (none when it has none):
+    `unknown_values` ({value, count}, UNKNOWN_REPORTED at most) or `observed_min` and `observed_max`."""
+    if not c["out_of_domain"]:
+        return {}
+    if "unknown_values" in c:
+        return {"unknown_values": [{"value": v, "count": n} for v, n in c["unknown_values"][:UNKNOWN_REPORTED]]}
+    if c.get("observed_min") is not None:
+        return {"observed_min": _value(c["observed_min"], declared),
+                "observed_max": _value(c["observed_max"], declared)}
+    return {}
+
+
 def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]:
     """`validate_table`'s report from a table's counts (`merge_parts`); InputError for a fatal column with a value
-    outside the public domain or a null."""
+    outside the public domain or a null. A column with out-of-domain values also gets their summary
+    (`_summary_of_offending`)."""
+    declared = {c.name: c for c in schema.declared}
     columns: dict[str, Any] = {}
     for col in (*schema.columns, *schema.derived):
         c = counts["columns"][col.name]
@@ -279,7 +359,8 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
         if n_null:
             action.append("drop nulls")
         columns[col.name] = {"policy": col.on_invalid, "out_of_domain": n_bad, "nulls": n_null,
-                             **{k: c[k] for k in _violation_keys(col)}, "action": "; ".join(action) or "none"}
+                             **{k: c[k] for k in _violation_keys(col)}, "action": "; ".join(action) or "none",
+                             **_summary_of_offending(c, declared.get(col.name))}
     rules: dict[str, Any] = {}
     for rule in schema.rules:
         n = counts["rules"][rule.describe()]["broken"]
@@ -307,19 +388,50 @@ def _violation_keys(col: Column) -> tuple[str, ...]:
     return ("unknown",)
 
 
+def unknown_text(values: list[dict[str, Any]], total: int, shown: int = _EXAMPLES) -> str:
+    """A report's `unknown_values` as short text: the `shown` most frequent as "'value' ×count" (a value longer
+    than _SHOWN_CHARS cut with "…"), then the cells of all the others of the column's `total` unknown cells, e.g.
+    "'ICU ' ×200, 'Ward_B' ×112, other values ×7"."""
+    head = values[:shown]
+    rest = total - sum(v["count"] for v in head)
+    cut = [v["value"] if len(v["value"]) <= _SHOWN_CHARS else v["value"][:_SHOWN_CHARS] + "…" for v in head]
+    return ", ".join([f"{c!r} ×{v['count']}" for c, v in zip(cut, head)]
+                     + ([f"other values ×{rest}"] if rest else []))
+
+
+def _column_sentence(name: str, r: dict[str, Any]) -> str:
+    """One column of `row_loss_summary`: its counts by reason and its action, then what the counts point to in
+    the schema (the unknown values, the offending numbers' range, the nulls)."""
+    counts = ", ".join([f"{r[k]} {_REASONS[k]}" for k in _REASONS if k != "nulls" and r.get(k)]
+                       + ([f"{r['nulls']} null"] if r["nulls"] else []))
+    hints = []
+    if r.get("unknown_values"):
+        hints.append(f"unknown values {unknown_text(r['unknown_values'], r['unknown'])} (documented spellings belong "
+                     "in the schema's categories, other values are corrected in the source table)")
+    if r.get("observed_min") is not None:
+        lo, hi = r["observed_min"], r["observed_max"]
+        fixes = (["documented bounds belong in the schema's lower and upper"] if r.get("below") or r.get("above")
+                 else []) + (["documented fractions in kind: continuous"] if r.get("non_integer") else [])
+        hints.append((f"offending values from {lo} to {hi}" if lo != hi else
+                      f"offending value {lo}" if r["out_of_domain"] == 1 else f"offending values all {lo}")
+                     + (f" ({', '.join(fixes)})" if fixes else ""))
+    if r["nulls"]:
+        hints.append("the nulls call for `missing: allowed` if the documentation says the column may be empty")
+    return f"'{name}' {counts} ({r['action']})" + (": " + ", and ".join(hints) if hints else "")
+
+
 def row_loss_summary(report: dict[str, Any]) -> str | None:
     """The steward's sentence on the rows validation dropped or clipped, by column and rule (None when it changed
-    none): exact counts, for the console and the steward's error messages only. Whether the release goes on is the
-    DP row-loss test's bit (pipelines/privacy/row_loss.py, run by prepare), never a function of these counts."""
+    none): exact counts and, per column, the values behind them (`_column_sentence`), for the console and the
+    steward's error messages only. Whether the release goes on is the DP row-loss test's bit
+    (pipelines/privacy/row_loss.py, run by prepare), never a function of these counts."""
     rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report["rows_clipped"]
     if not dropped + clipped:
         return None
-    causes = "; ".join([
-        f"'{c}' " + ", ".join([f"{r[k]} {_REASONS[k]}" for k in _REASONS if k != "nulls" and r.get(k)]
-                              + ([f"{r['nulls']} null"] if r["nulls"] else [])) + f" ({r['action']})"
-        for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"]]
-        + [f"rule '{rule}' {r['broken']} broken ({r['action']})"
-           for rule, r in report.get("rules", {}).items() if r["broken"]])
+    causes = "; ".join([_column_sentence(c, r) for c, r in report["columns"].items()
+                        if r["out_of_domain"] or r["nulls"]]
+                       + [f"rule '{rule}' {r['broken']} broken ({r['action']})"
+                          for rule, r in report.get("rules", {}).items() if r["broken"]])
     share = (dropped + clipped) / rows_in if rows_in else 1.0
     return (f"validation dropped {dropped} and clipped {clipped} of the {rows_in} rows read ({share:.1%}) "
             f"(by column: {causes})")

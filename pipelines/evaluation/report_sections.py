@@ -344,13 +344,21 @@ def unavailable_section(reason: str | None) -> list[Section]:
 
 
 def validation_section(validation: dict | None) -> list[Section]:
-    """Steward only: validate's row counts, per-column drop/clip counts and per-rule broken rows (the schema's
-    `rules`), computed on the raw real table."""
+    """Steward only: validate's row counts, per-column drop/clip counts, the offending values in summary (a
+    numeric column's smallest and largest, a categorical column's most frequent unknown values as short text,
+    `validation.unknown_text`) and per-rule broken rows (the schema's `rules`), computed on the raw real table.
+    A column's other lists and mappings are not rendered."""
+    from pipelines.data.validation import unknown_text
     if not validation:
         return []
-    columns = [{"column": c, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))}}
+    columns = [{"column": c, **{k: v for k, v in r.items() if not isinstance(v, (list, dict))},
+                **({"unknown_values": unknown_text(r["unknown_values"], r.get("unknown", 0))}
+                   if r.get("unknown_values") else {})}
                for c, r in (validation.get("columns") or {}).items()]
     keys = list(dict.fromkeys(k for r in columns for k in r))
+    headers = {"observed_min": "Smallest value out of domain", "observed_max": "Largest value out of domain",
+               "unknown_values": "Most frequent unknown values (×rows)"}
+    exact = ("observed_min", "observed_max")   # as the report gives them, not to fmt's 4 significant digits
     rules = validation.get("rules") or {}
     unit = validation.get("privacy_unit")
     bounded = [] if not unit else [
@@ -359,7 +367,9 @@ def validation_section(validation: dict | None) -> list[Section]:
     return [section("Validation of the raw table",
                     table(["Count", "Rows"], bounded + [[VALIDATION[k], validation[k]] for k in VALIDATION
                                                         if k in validation]),
-                    *([table([label(k) for k in keys], [[fmt(r.get(k)) for k in keys] for r in columns])]
+                    *([table([headers.get(k) or label(k) for k in keys],
+                             [[str(r[k]) if k in exact and r.get(k) is not None else fmt(r.get(k)) for k in keys]
+                              for r in columns])]
                       if columns else []),
                     *([table(["Rule", "Policy", "Rows breaking it", "Action"],
                              [[rule, r["policy"], fmt(r["broken"]), r["action"]] for rule, r in rules.items()])]
