@@ -6,17 +6,18 @@ unit, and its claim the UNIT-level ε, what the ledger records for it. tests/tes
 The unit. The prepare and check mechanisms see rows that went through the privacy unit's real path: the canary unit
 has 5 identical rows, `units.bound` keeps 3 of them (as tasks/validate.py calls it, before validation counts a row),
 `validate_table` counts them, and prepare's `write_split` puts the whole unit on one side (the canary's unit value is
-chosen, by the keyed split under the test key, to land on the side the case needs). The generators and the weight
-estimator see the unit as 3 identical encoded rows (what bounding leaves of it). Identical rows are the worst case
-for counts: every row of the unit moves the same cell.
+chosen, by the keyed split under the test key, to land on the side the case needs). The generators, the
+calibration, the selection's score and the weight estimator see the unit as 3 identical encoded rows (what bounding
+leaves of it). Identical rows are the worst case for counts: every row of the unit moves the same cell.
 
 Claims. The ε of the event the owner reserves and records in its ledger session (`FakeSession`), read from one real
 call: `audit_cases_release.claimed` (pure events at δ = 0, the others by the PLD accountant at δ = DELTA = 1e-2).
 For a planned row-level event E, that is `unit_event(E, 3)` (tests/test_unit_audit.py checks it).
 
 Half noise. As tests/audit_cases_release.py and tests/audit_cases_marginal.py: Gaussian / Laplace scales × s,
-exponential mechanisms and the ε-parameterised mechanisms (row count, row-loss test, release test) get ε/s; the
-prepare and check cases' pairs follow the noise actually used (their margins move with ε).
+exponential mechanisms (and the MH sampler's target) and the ε-parameterised mechanisms (row count, row-loss test,
+release test, quality score) get ε/s; the prepare and check cases' pairs follow the noise actually used (their
+margins move with ε).
 
 Cases (claims and measured lower bounds: tests/test_unit_audit.py's docstring):
 - prepare row count (`noisy_count`, max_rows 3, ε = 1): D = visits(40) (1-7 rows per patient, bounded), D' adds the
@@ -43,6 +44,30 @@ Cases (claims and measured lower bounds: tests/test_unit_audit.py's docstring):
   whatever the data, so it moves by at most σ_hi − σ_lo under ANY pair of tables: the mechanism's exact ε at the
   unit is its row-level ε_bw, a third of the claim (the conversion's kΔ is loose for a statistic bounded by its
   range). Power is checked at BANDWIDTH_POWER = 1/(2K), half the noise of that exact mechanism.
+- AIM's 1-way measurement (`measure` at the plan's σ₁, max_rounds 1 and σ₁ = x as tests/audit_cases_marginal.py's
+  AIM, Budget(3, 1e-2, unit_rows=3)): the unit moves the canary cell a = 0 by 3. Claim: ZCDPEvent(9/2σ₁²), a
+  discrete Gaussian at k rows, as MST's 2-way measurement (and its MEASURE_RUNS).
+- The calibration's importance-weighted marginals (`Calibration.measure`, IW-MMD-GAN's "weighted" config of
+  tests/audit_cases_calibration.py, Budget(2, 1e-2, unit_rows=3)): the unit, 3 canaries of weight w_max (64 lattice
+  points each), moves each of the m = 3 canary cells by 3·64 points, a shift of L2 norm 3·64·√m: unit.py item 4's
+  bound k·Δ·√count, attained. Claim: ZCDPEvent(m(3·64)²/2σ_γ²). As for the other zCDP claims no Gaussian attains
+  its (ε, δ) conversion; its power is checked at tests/audit_cases_marginal.py's ZCDP_POWER (2,000 runs per data
+  set at both noise scales: CALIBRATION_RUNS).
+- The private selection's DP quality score (`QualityScore.noisy` at the plan's ε_s = score_share × the trial ε;
+  private_selection with `trials: each`, score_share 0.5 and one candidate, support_points, whose pure events keep
+  the unit plan's search quick; Budget(2.5, 1e-2, unit_rows=3)): S_0 of tests/audit_cases_selection.py (no row in
+  the canary's cells, h_S predicts y = 1), the unit 3 canaries (a = 0, y = 0): q moves by 3·2|W| = 18, the unit's
+  Δ, attained. Claim: DiscreteLaplaceEvent(2|W|/ε_s, 18), ε = 3ε_s.
+- support_points' exponential mechanism (`sample_energy_mechanism` with `_release`'s arguments, the kde_laplace
+  set of SP_UNIT_PARAMS, each data set planned for its own N as the row-level case): D = {1}, D' adds the unit,
+  3 rows at 0. Claim: PureEpsilonEvent(3ε_set). In 1-D with one point and p = 1, e(D, y) = 2(1 − y) at Δ(1) = 2
+  and e(D', y) = y + 1/8 at Δ(4) = 7/8, so both densities are exponential on [0, 1], with log-slopes ε_set/2 and
+  −4ε_set/7: the exact loss (closed form) is 0.18 of the claim at 1×, 0.36 at 0.5×, 1.83 at 0.1× (the 2Δ of
+  the mechanism's ε covers a score change of either sign, and group privacy's kε a loss that no unit's rows add up
+  to; tests/audit_cases_release.py for the row), so power is checked at SP_POWER_SCALE = 0.1, as the row-level
+  case's.
+
+DP-SGD at a unit: tests/test_unit_accounting.py audits one step on the real sampling and noise code.
 """
 from __future__ import annotations
 
@@ -58,11 +83,15 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+from audit_cases_calibration import CANARIES as CALIBRATION_CANARIES
+from audit_cases_calibration import DATA as CALIBRATION_DATA, generator as calibrated_generator
 from audit_cases_marginal import CANARY as MARGINAL_CANARY
-from audit_cases_marginal import CODES, LAYOUT as MARGINAL_LAYOUT
-from audit_cases_release import (PEARL_LAYOUT, PEARL_N, PEARL_PARAMS, SP_BASE, SP_CONFIGS, SP_LAYOUT, W_LAYOUT,
-                                 W_N_HAT, W_N_SYNTHETIC, W_POWER_SCALE, W_SETTINGS, claimed, memoised, projection,
-                                 tapped)
+from audit_cases_marginal import CODES, LAYOUT as MARGINAL_LAYOUT, ZCDP_POWER
+from audit_cases_release import (PEARL_LAYOUT, PEARL_N, PEARL_PARAMS, SP_BASE, SP_CONFIGS, SP_LAYOUT, SP_POWER_SCALE,
+                                 W_LAYOUT, W_N_HAT, W_N_SYNTHETIC, W_POWER_SCALE, W_SETTINGS, claimed, memoised,
+                                 projection, tapped)
+from audit_cases_selection import CANARY as SELECTION_CANARY
+from audit_cases_selection import DATA as SELECTION_DATA, LAYOUT as SELECTION_LAYOUT, TABLES as SELECTION_TABLES
 from audit_harness import AuditCase
 from test_dpwgan import FakeSession
 from test_privacy_contract import RUNS
@@ -81,6 +110,7 @@ from pipelines.io import parquet_row_groups, write_parquet
 from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.select import l1_score, select
 from pipelines.privacy.bandwidth import laplace_bandwidth, mle_bandwidth
+from pipelines.privacy.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import NoiseSource
 from pipelines.privacy.release_test import near_counts, planned_event, release_test, split_weights, threshold
@@ -306,7 +336,7 @@ def release_ledger() -> Event:
 # -- MST: the 2-way measurement and the selection -------------------------------------------------------------------
 MST_BUDGET = Budget(3.0, DELTA, unit_rows=K)
 MST_MEASURE, MST_SELECT = 3, 2        # indices in MST's plan for 2 columns: 1-way, 1-way, selection, 2-way
-MEASURE_RUNS = (2000, 20_000)         # the zCDP claim (module docstring): 20,000 runs resolve the half-noise release
+MEASURE_RUNS = (2000, 20_000)         # the zCDP claims (module docstring): 20,000 runs resolve the half-noise release
 SELECT_RUNS = (2000, 20_000)          # the half-noise rates 0.018 against 0.18 (`select_scores`)
 UNIT_CODES = np.repeat(MARGINAL_CANARY, K, axis=0)    # the unit: 3 rows (a = 0, b = 0)
 
@@ -318,13 +348,14 @@ def mst() -> PrivateGenerator:
     return gen
 
 
-def mst_codes(neighbour: bool) -> np.ndarray:
+def marginal_codes(neighbour: bool) -> np.ndarray:
+    """tests/audit_cases_marginal.py's CODES, plus the unit (3 rows a = 0, b = 0) on D'."""
     return np.vstack([CODES, UNIT_CODES]) if neighbour else CODES
 
 
 def measure_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     """`measure` of the 2-way marginal at σ₂·noise_scale (run_mst's call); the score: the canary cell (0, 0)."""
-    exact = marginal(mst_codes(neighbour), (3, 3), (0, 1))
+    exact = marginal(marginal_codes(neighbour), (3, 3), (0, 1))
     rng = NoiseSource(None, seed(4, neighbour, noise_scale)).numpy("audit:mst:measure")
     sigma = mst().privacy.sigma_2way * noise_scale
     return np.array([measure(exact, sigma, rng)[0].ravel()[0] for _ in range(n_runs)], dtype=float)
@@ -344,7 +375,7 @@ def select_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarra
     gap = GAP_LOGIT / eps - 2
     model_a = np.array([29.5, 30.0, 30.5])
     model_b = np.array([33.0, 30 - gap / 2, 30 - gap / 2])
-    codes = mst_codes(neighbour)
+    codes = marginal_codes(neighbour)
     u = np.array([l1_score(np.bincount(codes[:, 0], minlength=3), model_a),
                   l1_score(np.bincount(codes[:, 1], minlength=3), model_b)])
     assert np.allclose(u, [4.0, gap] if neighbour else [1.0, 3 + gap])
@@ -490,6 +521,127 @@ def bandwidth_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.nda
                                            "audit:bandwidth"))[0] for run in range(n_runs)])
 
 
+# -- AIM: the one-way measurement -----------------------------------------------------------------------------------
+AIM_BUDGET = Budget(3.0, DELTA, unit_rows=K)
+AIM_PARAMS = {"max_rounds": 1, "one_way_share": None}   # tests/audit_cases_marginal.py's AIM (σ₁ = x)
+AIM_ONE_WAY = 0                       # index in AIM's plan for 2 columns: 1-way a, 1-way b, the rounds' zCDP budget
+
+
+@functools.cache
+def aim() -> PrivateGenerator:
+    gen = generator_class("aim")(MARGINAL_LAYOUT, AIM_PARAMS, "cpu")
+    gen.plan(len(CODES), AIM_BUDGET)
+    return gen
+
+
+def aim_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    """`measure` of a's 1-way marginal at σ₁·noise_scale (run_aim's call); the score: the canary cell a = 0, which
+    the unit moves by 3."""
+    exact = marginal(marginal_codes(neighbour), (3, 3), (0,))
+    rng = NoiseSource(None, seed(9, neighbour, noise_scale)).numpy("audit:aim:one_way")
+    sigma = aim().privacy.one_way * noise_scale
+    return np.array([measure(exact, sigma, rng)[0].ravel()[0] for _ in range(n_runs)], dtype=float)
+
+
+# -- the calibration's noisy marginals (importance-weighted) --------------------------------------------------------
+CALIBRATION_BUDGET = Budget(2.0, DELTA, unit_rows=K)
+CALIBRATION_CONFIG = "weighted"       # tests/audit_cases_calibration.py's IW-MMD-GAN with rebalancing weights
+CALIBRATION_EVENT = 1                 # the embedding, then the calibration
+CALIBRATION_RUNS = (2000, RUNS[0.5])  # 2,000 at the planned noise: the bound there must exceed the row-level ε
+
+
+@functools.cache
+def calibrated() -> PrivateGenerator:
+    """IW-MMD-GAN (tests/audit_cases_calibration.py's "weighted" config) planned at the unit for D' (n̂ = 90 + 3)."""
+    gen = calibrated_generator(CALIBRATION_CONFIG)
+    gen.plan(len(CALIBRATION_DATA) + K, CALIBRATION_BUDGET)
+    return gen
+
+
+def calibration_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    """`Calibration.measure` (what `fit` runs after `_fit`: the generator's own weights and cells) with the planned
+    σ × noise_scale, a noise stream per run; D = tests/audit_cases_calibration.py's 90 rows, D' adds the unit, 3
+    rows of its weighted canary (a = 0, y = 1: w = w_max, 64 lattice points each). The score: the sum of the noisy
+    values of the canary's m = 3 cells, whose mean the unit moves by 3m·w_max (the unit's Δ₂ = 3√m·w_max along
+    the all-ones direction of those cells)."""
+    gen = calibrated()
+    plan, canary = gen.privacy, CALIBRATION_CANARIES[CALIBRATION_CONFIG]
+    scaled = dataclasses.replace(plan, calibration=dataclasses.replace(plan.calibration,
+                                                                       sigma=plan.calibration.sigma * noise_scale))
+    data = np.vstack([CALIBRATION_DATA, np.repeat(canary, K, axis=0)]) if neighbour else CALIBRATION_DATA
+    out = np.empty(n_runs)
+    for run in range(n_runs):
+        streams = NoiseSource(None, seed(10, neighbour, noise_scale, run)).streams(private=True, seed=0)
+        event = gen.calibration.measure(scaled, data, streams)
+        assert noise_scale != 1.0 or event == plan.events[CALIBRATION_EVENT]
+        noisy = gen.calibration.noisy
+        out[run] = sum(c.ravel()[int(k[0])] for c, k in zip(noisy.counts, noisy.cells(canary)))
+    return out
+
+
+# -- the private selection's DP quality score -----------------------------------------------------------------------
+SELECTION_BUDGET = Budget(2.5, DELTA, unit_rows=K)
+SELECTION_PARAMS = {"candidates": ["support_points"], "trials": "each", "score_share": 0.5, "score_bins": 10,
+                    "sections": {"support_points": {"calibration": {"share": 0.0}}}}
+SELECTION_SCORE = 1                   # the candidate's set, then its score
+
+
+@functools.cache
+def selection() -> PrivateGenerator:
+    """The private selection (`trials: each`, one candidate, support_points: pure events, so that planning at the
+    unit is quick) on tests/audit_cases_selection.py's layout, planned at the unit: its plan holds the score's
+    event as it is, the ledger its unit conversion."""
+    gen = generator_class("private_selection")(SELECTION_LAYOUT, SELECTION_PARAMS, "cpu")
+    gen.plan(len(SELECTION_DATA), SELECTION_BUDGET)
+    return gen
+
+
+def selection_score_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    """`QualityScore.noisy` (the selection's own score, at ε_s/noise_scale: `_fit`'s call, ε_s = score_share × the
+    trial ε) of tests/audit_cases_selection.py's S_0 (every row a = 2, y = 1); D' adds the unit, 3 canaries
+    (a = 0, y = 0): each adds 3 to err (its cell of each marginal, where S_0 has none) and h_S (y = 1) mislabels it
+    (|W|·miss + 3), so q moves by 3·2|W| = 18, the unit's Δ."""
+    gen = selection()
+    eps = float(gen.params["score_share"]) * gen.privacy.trial_epsilon
+    assert gen.score.event(eps) == gen.privacy.events[SELECTION_SCORE]
+    with_unit = np.vstack([SELECTION_DATA, np.repeat(SELECTION_CANARY, K, axis=0)])
+    assert (gen.score.value(with_unit, SELECTION_TABLES[0]) - gen.score.value(SELECTION_DATA, SELECTION_TABLES[0])
+            == K * gen.score.sensitivity)
+    rows = with_unit if neighbour else SELECTION_DATA
+    rng = NoiseSource(None, seed(11, neighbour, noise_scale)).numpy("audit:selection:score")
+    return np.array([gen.score.noisy(rows, SELECTION_TABLES[0], eps / noise_scale, rng)[0] for _ in range(n_runs)],
+                    dtype=float)
+
+
+# -- support_points: the exponential mechanism (the MH sampler) -----------------------------------------------------
+SP_SET = 0                            # kde_laplace's plan: the set, then the bandwidth
+
+
+@functools.cache
+def sp_points_model(n_rows: int) -> SupportPoints:
+    """SP_UNIT_PARAMS planned at the unit for `n_rows` (each data set its own plan, as `fit` plans from len(X) and
+    the row-level case does: Δ of eq. 5.10 for that N)."""
+    model = SupportPoints(SP_LAYOUT, SP_UNIT_PARAMS)
+    model.plan(n_rows, Budget(SP_UNIT_PARAMS["epsilon"], DELTA, unit_rows=K))
+    return model
+
+
+def sp_points_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    """`sample_energy_mechanism` with `_release`'s arguments (ε per set / noise_scale, the plan's Δ, n_ref = the
+    plan's N), one chain per run; D = {1} (tests/audit_cases_release.py's), D' adds the unit, 3 rows at 0. The
+    score: the released point."""
+    data = np.vstack([np.ones((1, 1)), np.zeros((K, 1))]) if neighbour else np.ones((1, 1))
+    model = sp_points_model(len(data))
+    p, plan = model.params, model.privacy
+    rng = NoiseSource(None, seed(12, neighbour, noise_scale)).numpy("audit:support_points")
+    with np.errstate(invalid="ignore"):         # split-R̂ of chains that never moved: 0/0, not used here
+        result = sample_energy_mechanism(
+            data, int(p["n_points"]), plan.epsilon_per_set / noise_scale, plan.sensitivity, plan.norm, rng,
+            chains=n_runs, burn_in=int(p["burn_in"]), steps=int(p["steps"]), thin=int(p["thin"]),
+            target_acceptance=float(p["target_acceptance"]), phase="audit:support_points", n_ref=plan.n_rows)
+    return result.finals[:, 0, 0]
+
+
 # -- the cases ------------------------------------------------------------------------------------------------------
 
 def unit_case(owner: str, index: int, mechanism: str, ledger: Callable[[], Event], row_event: Callable[[], Event],
@@ -525,6 +677,22 @@ def cases() -> list[UnitCase]:
         unit_case("support_points", 1, f"support_points Laplace bandwidth (range-bounded: exact unit ε = claim/3; "
                   f"power checked at noise scale 1/{2 * K})", lambda: sp_model().planned_events()[1],
                   lambda: sp_model().privacy.events[1], bandwidth_scores, True, False, power=BANDWIDTH_POWER),
+        unit_case("aim", AIM_ONE_WAY, "AIM 1-way measurement (discrete Gaussian at 3 rows: zCDP)",
+                  lambda: aim().planned_events()[AIM_ONE_WAY], lambda: aim().privacy.events[AIM_ONE_WAY],
+                  aim_scores, False, True, MEASURE_RUNS),
+        unit_case("calibration", CALIBRATION_EVENT, f"calibration: importance-weighted noisy marginals (discrete "
+                  f"Gaussian at 3 rows: zCDP; power checked at noise scale {ZCDP_POWER})",
+                  lambda: calibrated().planned_events()[CALIBRATION_EVENT],
+                  lambda: calibrated().privacy.events[CALIBRATION_EVENT], calibration_scores, False, True,
+                  CALIBRATION_RUNS, ZCDP_POWER),
+        unit_case("private_selection", SELECTION_SCORE, "DP quality score (discrete Laplace, Δ = 3·2|W|)",
+                  lambda: selection().planned_events()[SELECTION_SCORE],
+                  lambda: selection().privacy.events[SELECTION_SCORE], selection_score_scores, True, True),
+        unit_case("support_points", SP_SET, f"support_points exponential mechanism, real MH sampler, 1-D (loose: "
+                  f"power checked at noise scale {SP_POWER_SCALE})",
+                  lambda: sp_points_model(1).planned_events()[SP_SET],
+                  lambda: sp_points_model(1).privacy.events[SP_SET], sp_points_scores, True, False,
+                  power=SP_POWER_SCALE),
     ]
 
 

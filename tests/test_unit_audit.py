@@ -15,6 +15,10 @@ Claims and lower bounds (95 % confidence; runs per data set at 1× / at the powe
   PEARL CF embedding                 1.260  0.284      1,000 / 2,000  0.490   1.857 (×0.5)
   weights output_lapl                1.020  0.340      1,000 / 2,000  0.240   1.598 (×0.25)
   support_points Laplace bandwidth   1.511  0.504      1,000 / 2,000  0.319   2.593 (×1/6)
+  AIM 1-way measurement (zCDP)       1.442  0.266      2,000 / 20,000 0.541   2.474 (×0.5)
+  calibration marginals (zCDP)       1.526  0.284      2,000 / 2,000  0.702   2.974 (×0.35)
+  private selection quality score    1.262  0.421      1,000 / 2,000  0.938   2.151 (×0.5)
+  support_points exponential (MH)    1.511  0.504      1,000 / 2,000  0.024   2.167 (×0.1)
 """
 from __future__ import annotations
 
@@ -35,7 +39,10 @@ def test_each_claim_is_the_unit_event_the_ledger_records():
     """The claim is the ε of the event the owner reserves and records, and that event is the unit conversion of the
     row-level one (pipelines/privacy/unit.py), at the δ the case states; the unit costs more than the row."""
     assert {c.audit.owner for c in CASES} >= {"prepare:row_count", "prepare:row_loss", "check:release_test", "mst",
-                                              "pearl", "weights:output_lapl", "support_points"}
+                                              "aim", "calibration", "private_selection", "pearl",
+                                              "weights:output_lapl", "support_points"}
+    assert {(c.audit.owner, c.audit.event_index) for c in CASES if c.audit.owner == "support_points"} == {
+        ("support_points", 0), ("support_points", 1)}
     for c in CASES:
         ledger, row = c.ledger(), c.row_event()
         assert ledger == unit_event(row, cases_unit.K), c.audit.id
