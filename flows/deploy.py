@@ -1,6 +1,6 @@
 """Scheduled releases: Prefect deployments of the release flow, one per data set (schedules.yaml).
 
-  prefect server start                                   # the API and UI (SQLite; Postgres: README)
+  prefect server start                                   # the API and UI (SQLite; Postgres: docs/operations.md)
   PREFECT_API_URL=http://127.0.0.1:4200/api synthrelease serve [--schedules schedules.yaml]
 
 `serve` registers every deployment with its cron or interval schedule and runs their flow runs in

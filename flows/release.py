@@ -61,7 +61,7 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     for gen in chosen:  # submitted first: training is the long pole, the workers take it first
         with torch_resources(config):
             trained[gen] = train.with_options(task_run_name=f"train@{gen}").submit(config, gen, run_id, base)
-    real_side = baseline.submit(config, base, wait_for=[prepared])  # once, before every evaluate@gen (issue 20)
+    real_side = baseline.submit(config, base, wait_for=[prepared])  # once, before every evaluate@gen
     evaluated = []
     for gen in chosen:
         with torch_resources(config):

@@ -14,7 +14,7 @@
 With `device: cuda`, torch stages (train, evaluate) ask Dask for one `GPU` resource, so they only
 run on workers started with `--resources GPU=1` (a local cluster declares one per worker). Workers of
 a remote cluster need the project importable and should preload it: `dask worker ADDRESS --preload
-tasks.train` (README, "Scale-out").
+tasks.train` (docs/operations.md, "Scale-out").
 """
 from __future__ import annotations
 

@@ -394,7 +394,7 @@ def error_of(errors: list[dict[str, Any]], model: type[Section], raw: dict, pref
         return fail(file, key, f"unknown {parent or 'top-level'} keys {unknown}.",
                     f"{hint}rename or remove the unknown keys; known keys: {', '.join(known)}.")
     if first["type"] == "missing":
-        return fail(file, key, "missing.", f"add '{loc[-1]}:' under '{parent}:' (see the README).")
+        return fail(file, key, "missing.", f"add '{loc[-1]}:' under '{parent}:' (params.yaml lists every key).")
     out_of_range = next((x["ctx"]["error"] for x in errors if key_path(model, x) == loc
                          and isinstance(x.get("ctx", {}).get("error"), OutOfRange)), None)
     if out_of_range is not None:
@@ -530,7 +530,7 @@ def orchestration_sizes(s: Any, generators: Sequence[str] | None) -> None:
     counts of at least 1MiB (Dask's `parse_bytes`)."""
     for key in ("dask_memory_limit", "dask_blocksize"):
         if getattr(s, key) in (default_of("orchestration", key), "auto" if key == "dask_memory_limit" else None):
-            continue   # dask.utils takes 0.1 s to import, and every stage loads the configuration
+            continue   # dask.utils is slow to import, and every stage loads the configuration
         from dask.utils import parse_bytes
         try:
             size = parse_bytes(getattr(s, key))

@@ -4,8 +4,8 @@ for independent work beside its own when it has two cores to itself (`beside`).
 Every torch stage runs inside one process that may run several tasks at once: the Prefect flow's threads
 runner runs up to `orchestration.max_workers` tasks in one process, a DVC stage or a Dask worker process
 runs one task per worker thread. torch's default (one intra-op thread per core, for EVERY concurrent task)
-oversubscribes the machine: on a busy 2-core machine small-network steps ran 20-45× slower with two threads
-per process than with one (issue 20). So each process sets
+oversubscribes the machine: on a busy 2-core machine small-network steps run many times slower with two threads
+per process than with one. So each process sets
 
     threads = max(1, cores // concurrent)      cores = the CPUs this process may run on (its affinity mask),
                                                capped by OMP_NUM_THREADS when that is set (Dask's nanny sets 1)
@@ -16,8 +16,8 @@ value (1 in a DVC stage; a Dask worker's thread count inside a Dask worker).
 
 The evaluation's parts on large tables are mostly one core's work each (the attacks' neighbour searches, the
 classifiers' fits), and independent: each draws from its own seed. `beside` runs one of them in a second process
-while the stage's process goes on with the rest (at 1,000,000 rows evaluate@gen's attacks took 65 s of its
-130 s, docs/performance.md).
+while the stage's process goes on with the rest (on a large table the attacks are about half of evaluate@gen's
+time, docs/performance.md).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the utility verdict's independent-marginals baseline tables, the DP-auto-GAN met
 every generator: they depend on the real training and holdout rows, `evaluate`, `utility_gate` and the public
 synthetic row count n alone. Each module's `real_side` computes its part with the seeds its metric uses, so a
 metric given the cache returns exactly what it computes without it (tests/test_real_side.py); evaluate@gen then
-fits only the synthetic side (issue 20: evaluation cost independent of the number of generators).
+fits only the synthetic side, so the real side's cost does not grow with the number of generators.
 
 The cache holds values computed from real rows (scores on holdout rows): steward-internal, a DVC output under
 data/ that is never copied into releases/ (docs/architecture.md, public and steward artefacts).

@@ -1,4 +1,4 @@
-"""Audit cases for the DP marginal calibration (issue 21, item 2): the Gaussian measurement of the calibrated
+"""Audit cases for the DP marginal calibration: the Gaussian measurement of the calibrated
 marginals (`NoisyMarginals.measure`, the code `PrivateGenerator.fit` runs after the method's `_fit`) on a
 worst-case neighbouring pair D, D' = D + canary. tests/test_privacy_contract.py collects them (interface:
 tests/audit_harness.py).
@@ -8,7 +8,7 @@ marginals (a, y, a × y); δ = AUDIT_DELTA = 1e-2, `share` 0.5 at ε = 2 (claims
 1,000–2,000 runs; tests/audit_cases_marginal.py's convention). The owner "calibration" plans one event per config
 (the calibration part of the real plan):
 
-* "audit": DP-WGAN's plan(), counts: DiscreteGaussianEvent(σ, 1, count 3) (exact discrete Gaussian noise, issue 28),
+* "audit": DP-WGAN's plan(), counts: DiscreteGaussianEvent(σ, 1, count 3) (exact discrete Gaussian noise),
   the continuous plan's multiplier σ/√3 ≈ 1.36.
 * "weighted": IW-MMD-GAN's plan() with `weights` rebalancing y from 0.8/0.2 to 0.5/0.5 (w ∈ {0.625, 2.5}, public
   bound w_max = 2.5): importance-weighted marginals on the lattice (w_max/64)ℤ, DiscreteGaussianEvent(σ·64/w_max,

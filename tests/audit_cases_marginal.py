@@ -1,4 +1,4 @@
-"""Audit cases for MST and AIM (issue 18): the Gaussian measurement of a count marginal (`measure`) and the
+"""Audit cases for MST and AIM: the Gaussian measurement of a count marginal (`measure`) and the
 exponential-mechanism selection (`select` over `l1_score`s), each on a worst-case neighbouring pair D, D' = D +
 canary, run through the mechanisms' own code. tests/test_privacy_contract.py collects them (interface:
 tests/audit_harness.py).
@@ -7,7 +7,7 @@ Configs ("audit"): 2 columns of 3 categories, planned at δ = AUDIT_DELTA = 1e-2
 the scale MST_SCALE (MST) or AIM_SCALE (AIM, max_rounds 1), the convention of tests/audit_cases_dpsgd.py:
 Gaussian claims ≈ 1.1–1.8 at δ = 1e-2 (at δ = 1e-5 the claim is set by tails that 1,000–2,000 runs cannot
 resolve), selection claims ε ≈ 1.1–1.7. MST plans 2 one-way Gaussians, 1 selection and 1 two-way Gaussian; AIM
-(one round) 2 one-way Gaussians and the rounds' zCDP filter budget ZCDPEvent(ρ_R) (issue 28, item 5).
+(one round) 2 one-way Gaussians and the rounds' zCDP filter budget ZCDPEvent(ρ_R).
 - Gaussian event of multiplier σ: `measure` at σ√k·noise_scale of the canary's 1-way (or 2-way) marginal; the
   score is the noisy count in the canary's cell (the canary moves that cell by +1, the only change: Δ₂ = 1,
   attained). The claim is the PLD ε at δ = 1e-2 of one of the k equal releases that compose the event (the

@@ -1,4 +1,4 @@
-"""Audit cases for the one-shot release mechanisms (issue 16 §3): PEARL's two Gaussian releases, IW-MMD-GAN's
+"""Audit cases for the one-shot release mechanisms: PEARL's two Gaussian releases, IW-MMD-GAN's
 weighted random-feature embedding (iw, sniw), support_points' exponential mechanism (its real MH sampler) and its
 bandwidth mechanisms (kde_laplace, kde_exponential, repeat), the three logistic weight estimators
 (beta_noised, output_lapl, output_norm), and prepare's noisy training row count (`noisy_count`). tests/test_privacy_contract.py runs them (interface: tests/audit_harness.py).

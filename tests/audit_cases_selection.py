@@ -1,4 +1,4 @@
-"""Audit cases for the private selection (issue 30, items 1-2): its DP quality score and its repeat-and-select, each
+"""Audit cases for the private selection: its DP quality score and its repeat-and-select, each
 on the code `PrivateSelection._fit` runs (`pipelines.marginal.score.QualityScore.noisy`,
 `pipelines.privacy.repeat_select.best_of_trials`). tests/test_privacy_contract.py collects them (interface: tests/audit_harness.py). A selection's
 event composes its candidates' events, which their own owners' cases audit, with these two steps.

@@ -1,4 +1,4 @@
-"""The shared interface of the privacy contract test (issue 16 §3): one `AuditCase` per private
+"""The shared interface of the privacy contract test: one `AuditCase` per private
 mechanism a generator or weight estimator plans, run on its own training/release code.
 
 Each cases module (tests/audit_cases_*.py) exposes

@@ -200,7 +200,7 @@ def test_invalid_events_and_delta_are_rejected():
         epsilon_rdp([PoissonGaussianEvent(1.0, 1.5, 10)], 1e-5)
 
 
-# -- adaptive zCDP budgets (issue 28, item 5: AIM's rounds under a zCDP filter) ------------------------------------
+# -- adaptive zCDP budgets (AIM's rounds under a zCDP filter) ------------------------------------------------------
 def test_zcdp_event_round_trips_and_is_validated():
     from pipelines.privacy.events import ZCDPEvent, event_from_dict, event_to_dict, validate_event
     e = ZCDPEvent(0.0123, "AIM rounds")

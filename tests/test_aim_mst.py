@@ -1,4 +1,4 @@
-"""MST and AIM (issue 18): sensitivities, noise scales, the budget loops (AIM's under a zCDP filter, issue 28 item 5),
+"""MST and AIM: sensitivities, noise scales, the budget loops (AIM's under a zCDP filter),
 discretisation, the generator contract (reserve before read, bad input, save/load) and, slow, utility on Adult
 against an independence baseline."""
 from __future__ import annotations
@@ -167,14 +167,14 @@ def test_aim_round_that_would_overspend_the_filter_is_refused_before_it_runs(mon
 
 
 def test_fixed_schedule_figure_under_reported_the_adaptive_run():
-    # issue 28, item 5, breast cancer's shape (d = 31, K = 16) at ε = 1: the plan made before the issue composed the
-    # rounds by PLD as if σ_t were fixed; the same run under an adaptively valid accountant costs more than ε = 1
+    # breast cancer's shape (d = 31, K = 16) at ε = 1: a fixed-schedule plan composes the rounds by PLD as if σ_t
+    # were fixed; the same run under an adaptively valid accountant costs more than ε = 1
     d, k = 31, 16
     x_old = calibrate_noise_scale(1.0, DELTA, lambda s: fixed_schedule_events(s, d, k))
     old = epsilon_pld(fixed_schedule_events(x_old, d, k), DELTA)
     new_same_run = epsilon_pld(aim_module.aim_events(x_old, d, k), DELTA)
     assert old <= 1.0 < new_same_run
-    assert new_same_run == pytest.approx(1.0, abs=0.02)               # measured: 1.004 (the 0.4 % the issue found)
+    assert new_same_run == pytest.approx(1.0, abs=0.02)               # measured: 1.004 (0.4 % over)
     plan = plan_aim(d, k, 1.0, DELTA, n_rows=N_HAT)
     assert plan.scale > x_old and 0.998 <= epsilon_pld(plan.events, DELTA) <= 1.0
 
@@ -289,7 +289,7 @@ def test_estimation_compiles_fast_and_a_large_models_loop_at_xlas_defaults_gives
                            rtol=1e-9, atol=1e-9)   # 200 iterations are not 20: the comparison can fail
 
 def test_a_cuda_estimation_leaves_compile_options_to_mbi_and_xla_never_gets_a_flag_it_lacks(monkeypatch):
-    """The GPU compiler refuses XLA_DEFAULTS' CPU options ("No such compile option": train@aim on an H200 failed at
+    """The GPU compiler refuses XLA_DEFAULTS' CPU options ("No such compile option": train@aim on an H200 fails at
     its final estimation), so on CUDA even a large model's loop is mbi's own jit. A jaxlib whose XLA no longer has
     the fusion-emitter flag (0.11.2 aborts the process on "Unknown flag in XLA_FLAGS") is never given it."""
     import os
@@ -371,10 +371,10 @@ def test_the_estimation_total_is_the_public_count_unless_the_measurements_contra
 
 @pytest.mark.parametrize("name", ["mst", "aim"])
 def test_a_documented_count_the_rows_contradict_does_not_distort_the_model(name):
-    """Issue 31: the estimation does not trust a public n̂ its noisy measurements contradict. With n̂ three times
-    the rows (an extract of a documented table), a total fixed at n̂ put two thirds of the mass wherever the
-    measurements were silent (measured before: the model's total 6,000; on Adult 6,000 rows under n̂ 18,000,
-    2-/3-way scores 934 → 607 / 883 → 503 for MST, 945 → 602 / 897 → 495 for AIM; after:
+    """The estimation does not trust a public n̂ its noisy measurements contradict. With n̂ three times
+    the rows (an extract of a documented table), a total fixed at n̂ would put two thirds of the mass wherever the
+    measurements are silent (the model's total 6,000; on Adult 6,000 rows under n̂ 18,000,
+    2-/3-way scores 934 → 607 / 883 → 503 for MST, 945 → 602 / 897 → 495 for AIM; with T̂ instead:
     benchmarks/declared_rows.py, docs/aim-mst.md). With n̂ right, n̂ stays the total (`estimation_total`)."""
     X = toy_rows(2000)
     params = {"noise_seed": 0, "n_bins": 4, "iters": 200, **({"max_rounds": 3, "final_iters": 200}
@@ -392,7 +392,7 @@ def test_a_documented_count_the_rows_contradict_does_not_distort_the_model(name)
 
 
 def test_an_atom_keeps_its_share_of_rows_through_mst():
-    """Issue 31: a continuous column whose rows are 40 % exact zeros, declared `atoms: [0]`: MST's table has the
+    """A continuous column whose rows are 40 % exact zeros, declared `atoms: [0]`: MST's table has the
     zero share of the rows within noise (without the atom: 0 % exact zeros, a uniform draw inside [0, 0.25))."""
     rng = np.random.default_rng(0)
     n = 3000
@@ -478,10 +478,10 @@ def test_adult_5000_rows_epsilon_1_beats_the_independence_baseline():
         synth = scored(enc.decode(gen.sample(5000, 0)), schema)
         scores[name] = bench.kway_score(real, bench.binned(synth, train, scoring), 2)
     print("2-way scores", scores, "independence baseline", base2)
-    # measured (noise_seed 0; issue 28: discrete Gaussians, AIM under its zCDP filter): baseline 922.2 (exact 1-way
+    # measured (noise_seed 0; discrete Gaussians, AIM under its zCDP filter): baseline 922.2 (exact 1-way
     # marginals: stronger than any DP product model), MST 929.2-931.4, AIM 934.9-941.3 over runs of the same code
-    # (with education_num derived and scored as published, stop 64: 922.1, MST 930.9, AIM 942.5)
-    # (2026-11-27: AIM's JAX estimation is not bit-reproducible across processes, so its adaptive selections can
+    # (with education_num derived and scored as published: 922.1, MST 930.9, AIM 942.5)
+    # (AIM's JAX estimation is not bit-reproducible across processes, so its adaptive selections can
     # differ; the margins below hold over every run seen). A tree of random or no edges, or an AIM loop whose
     # selections ignore the scores, stays at or below the baseline; AIM's adaptive 2- and 3-way measurements must
     # beat MST's tree.

@@ -1,4 +1,4 @@
-"""One release budget (issue 19, item 1): privacy.release_epsilon divided across the run's parts, calibrated so that
+"""One release budget: privacy.release_epsilon divided across the run's parts, calibrated so that
 the composed PLD ε of every planned event equals it (from below, within allocation.TOLERANCE)."""
 from __future__ import annotations
 

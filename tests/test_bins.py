@@ -1,4 +1,4 @@
-"""Public bins (issue 21, item 1): the layout carries the schema's numeric facts, one binning (`pipelines.data.bins`)
+"""Public bins: the layout carries the schema's numeric facts, one binning (`pipelines.data.bins`)
 serves MST/AIM's discretiser and the deep generators' `numeric_encoding: bins`, whose binned layout is what the
 method trains on while samples come back as exact rows of the table's layout."""
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_the_layout_carries_the_schema_facts_and_old_layouts_still_load(encoder)
 
 
 def test_the_discretizer_from_the_layout_has_the_schema_bins(encoder):
-    """The edges MST/AIM used from the schema file (issue 18's Adult runs), now read from the layout alone."""
+    """The Adult schema file's edges for MST/AIM, read from the layout alone."""
     disc = Discretizer(encoder.layout, 32)
     nb = disc.bins["hours_per_week"]
     assert (nb.kind, list(nb.lo), list(nb.hi)) == ("integer", HOURS_LO, HOURS_HI)
@@ -156,7 +156,7 @@ def test_a_point_mass_bin_decodes_exactly(encoder):
 
 
 def test_atoms_are_bins_of_their_own_that_decode_exactly(tmp_path):
-    """Issue 31: documented exact values (`atoms`). A continuous atom is a zero-width bin before the others; an
+    """Documented exact values (`atoms`). A continuous atom is a zero-width bin before the others; an
     integer atom a isolates [a, a] among the equal-width bins. 40 % zeros survive encode → codes → decode."""
     cost = Block("cost", "continuous", 0, 1, lower=0.0, upper=10.0, atoms=(0.0, 10.0))
     visits = Block("visits", "integer", 1, 2, lower=0.0, upper=200.0, atoms=(0.0,))

@@ -1,4 +1,4 @@
-"""DP marginal calibration of a generator's samples (issue 21, item 2; pipelines/marginal/calibrate.py): the σ
+"""DP marginal calibration of a generator's samples (pipelines/marginal/calibrate.py): the σ
 formula against a hand computation, the joint query's sensitivity, raking to consistent targets on a deliberately
 wrong table, the plan's JSON round trip, the ledger's reservation and record through a fake session, save/load,
 ε = ∞, the params' rules, the manifest/report sentence, importance-weighted marginals (IW-MMD-GAN: σ scaled by

@@ -1,4 +1,4 @@
-"""Long code lists for the deep generators (issue 31): the public buckets of consecutive codes
+"""Long code lists for the deep generators: the public buckets of consecutive codes
 (`pipelines.data.code_lists`) and the model layout a deep generator trains on (`BinnedEncoding(code_lists=True)`):
 a long list's bucket, one-hot, plus the code's place inside its bucket; samples come back as exact table rows."""
 from __future__ import annotations

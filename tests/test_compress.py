@@ -1,4 +1,4 @@
-"""Issue 31's long code lists in MST and AIM: domain compression by the noisy 1-way counts
+"""Long code lists in MST and AIM: domain compression by the noisy 1-way counts
 (pipelines/marginal/compress.py): the mapping's known answers, the re-expressed 1-way measurement, uniform decoding
 of the merged cell, and a 400-code column through both generators (its rare codes merged, its common ones kept at
 their rates, the model's cliques the compressed size, save/load)."""

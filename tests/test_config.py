@@ -172,7 +172,7 @@ def test_a_value_out_of_range_names_the_key_path(tmp_path, capsys, generator, ke
     assert err.count("\n") == 0 and err == f"error: {message}"
 
 
-# -- a fixed noise_seed: internal releases only (issue 28 §2) ---------------------------------------------------
+# -- a fixed noise_seed: internal releases only -----------------------------------------------------------------
 
 def root_with(tmp_path: Path, edits: dict[str, dict]) -> Path:
     """A minimal project root (the public schemas, a params.yaml with `edits` merged into its sections) that
@@ -245,9 +245,10 @@ def test_the_release_stage_refuses_a_public_noise_seed_whatever_path_the_params_
     assert not any(tmp_path.iterdir())
 
 
-# -- every configuration error before any budget is spent (issue 28 §6) ------------------------------------------
+# -- every configuration error before any budget is spent --------------------------------------------------------
 
-# (section, key, a value of the right type out of its range): each passed validate, prepare and budget before
+# (section, key, a value of the right type out of its range): without load_params' range checks, each would pass
+# validate, prepare and budget
 OUT_OF_RANGE = [("risk_gates", "confidence", 1.5), ("utility_gate", "confidence", 7),
                 ("evaluate.attacks", "max_rows", -5), ("evaluate", "n_samples", -5), ("evaluate", "kway", 0),
                 ("weights", "epochs", 0), ("weights", "momentum", 1.0), ("weights", "tempering", 2.0),
@@ -269,7 +270,8 @@ def test_a_value_out_of_range_stops_the_validate_stage(tmp_path, capsys, monkeyp
     assert ledger_rows(root) == 0 and not (root / "data").exists()
 
 
-# a pinned generator (its own ε) naming a column the schema lacks: once "cannot divide the release ε"
+# a pinned generator (its own ε) naming a column the schema lacks: refused for that column, not as "cannot divide
+# the release ε"
 MISSING_COLUMNS = [("ppem", {"epsilon": 1.0, "protected": ["mean_radius", "no_such_column"]}, "ppem.protected"),
                    ("iw_mmd_gan", {"epsilon": 1.0, "estimator": "sniw", "weights": {"rebalance": {
                        "column": "no_such_column", "observed": [0.5, 0.5], "target": [0.5, 0.5]}}},

@@ -1,4 +1,4 @@
-"""Missing values as data (issue 31): `missing: allowed` in the schema, the modelled columns, validation that
+"""Missing values as data: `missing: allowed` in the schema, the modelled columns, validation that
 keeps the null rows, the generators' synthetic nulls and the published table; identifiers (`kind: id`) never
 read and released as surrogate keys (pipelines/data/declared.py)."""
 from __future__ import annotations
@@ -182,7 +182,7 @@ def test_marginal_models_see_a_numeric_null_as_one_more_cell_of_its_column(schem
 @pytest.mark.slow
 def test_aim_reproduces_missing_rates_and_the_structural_rule(schema) -> None:
     """AIM at ε = 2 on 2,000 rows (n̂·ε below 5,000: its 16 bins and 16 rounds): every column's missing rate within
-    0.03 of the real one, and 'cause is null iff alive' in at least 95 % of the synthetic rows (the issue's bar)."""
+    0.03 of the real one, and 'cause is null iff alive' in at least 95 % of the synthetic rows."""
     from pipelines.generators.base import Budget
     from pipelines.generators.registry import make_generator
     from test_dpwgan import FakeSession

@@ -62,8 +62,8 @@ def test_per_example_grads_match_autograd_loop_with_gradient_penalty():
 
 
 def test_per_example_grads_with_a_gradient_penalty_free_their_graph():
-    """The double backward's graph must die with the call: the probes' recorded uses once formed a cycle through
-    autograd nodes that Python cannot collect (PPEM leaked ~2 MB per step, 22 GB at 16,000 Adult rows). After
+    """The double backward's graph must die with the call: recorded uses of the probes that formed a cycle through
+    autograd nodes Python cannot collect would leak memory at every PPEM step (gigabytes on a large table). After
     warm-up calls, more calls leave no more live tensors behind."""
     import gc
     model = critic()

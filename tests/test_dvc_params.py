@@ -1,4 +1,4 @@
-"""DVC re-runs a budget-spending stage only for a change to its data or its method (issue 16 §4).
+"""DVC re-runs a budget-spending stage only for a change to its data or its method.
 
 Stage params come from dvc.yaml itself (tasks.common.STAGE_PARAMS), so the hashes every artefact carries
 cover exactly what DVC tracks; moving the ledger, changing the device or the orchestration must not re-run
@@ -100,7 +100,7 @@ def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
     verified = json.loads(sh(["synthrelease", "ledger", "verify"], root).stdout)
     assert verified["rows"] == len(rows) and verified["expected_head_from"] == "releases/breast_cancer/latest.json"
 
-    # a code edit re-trains (and re-charges) only where the edited file is code the stage runs (issue 29)
+    # a code edit re-trains (and re-charges) only where the edited file is code the stage runs
     def changed_after_editing(*files: str) -> set[str]:
         for f in files:
             (root / f).write_text((root / f).read_text() + "\n# an edit\n")

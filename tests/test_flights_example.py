@@ -1,4 +1,4 @@
-"""The bundled example with every kind an institutional table brings (issue 31): `bundled:flights`
+"""The bundled example with every kind an institutional table brings: `bundled:flights`
 (pipelines/data/bundled/README.md, schemas/flights.yaml, params/flights.yaml) released through the stages with the
 default selection: an identifier, two datetimes in a documented order, a 1,462-code destination list and values
 that exist only for some rows, none of them dropped."""

@@ -1,4 +1,4 @@
-"""The generator contract (issue 17), checked for EVERY registered generator: a name added to the registry is
+"""The generator contract, checked for EVERY registered generator: a name added to the registry is
 tested here without touching this file (a tiny configuration in TINY keeps it fast; without one its
 defaults are used).
 
@@ -152,7 +152,7 @@ def private_fits(encoder, table) -> dict[str, tuple[Any, Session]]:
 
 
 names = pytest.mark.parametrize("name", GENERATORS)
-SLOW_FITS = {"mst", "aim", "private_selection"}  # fits of 10 s (MST, a selection of several trainings) to minutes (AIM)
+SLOW_FITS = {"mst", "aim", "private_selection"}  # far slower fits (MST, a selection of several trainings; AIM most)
 fitted_names = pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FITS else n
                                                 for n in GENERATORS])
 

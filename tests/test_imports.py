@@ -1,6 +1,6 @@
 """The import graph of pipelines/, tasks/ and flows/ (every import statement, at module level or inside a function):
 no circle anywhere, the library (pipelines/) never imports a task or a flow, and a task imports no other task, only
-the tasks' shared helpers (issue 29)."""
+the tasks' shared helpers."""
 from __future__ import annotations
 
 from pipelines.fingerprint import imported_names, modules

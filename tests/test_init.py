@@ -178,8 +178,8 @@ def fill_wine(text: str) -> str:
         "# target: <column>", 'target: cultivar\nrows: {count: 178, source: "load_wine DESCR: '
         ':Number of Instances: 178"}\n# target')
     for name, (lo, hi) in WINE.items():
-        # the whole line: "ash: ..." is also the tail of "alcalinity_of_ash: ..." (clipped every wine before the
-        # validate stage counted clipped rows)
+        # the whole line: "ash: ..." is also the tail of "alcalinity_of_ash: ..." (which would get ash's
+        # bounds and clip every wine)
         text = text.replace(f"\n  {name}: {blank}", f"\n  {name}: {{kind: continuous, lower: {lo}, upper: {hi}}}")
     text = text.replace(f"cultivar: {blank}", "cultivar: {kind: categorical, categories: [class_0, class_1, class_2]}")
     return re.sub(rf"  (sample_id|lab_note): {re.escape(blank)}\n", "", text)

@@ -195,7 +195,7 @@ def test_section_5_1_null_distribution(n_sets: int) -> None:
 def test_section_5_1_power_rises_with_n(n_sets: int) -> None:
     """The paper's Figure 2 trend on random GMM alternatives. 2,000 sets per n, not the paper's 10,000: the power
     estimates' standard error is then at most 0.011, a third of the 0.03 slack the monotonicity check allows, at a
-    fifth of the time (the 10,000-set run took 164 s of the suite's 28 minutes)."""
+    fifth of the time the paper's 10,000 sets take."""
     g = torch.Generator().manual_seed(2)
     sizes = [32, 64, 128, 256, 512]
     power_ln, power_linear = [], []

@@ -230,7 +230,7 @@ def _worker(path: str, worker: int, n: int) -> None:
 @pytest.mark.slow
 def test_concurrent_writers_never_lose_double_count_or_fork(ledger_path):
     """4 spawned processes x 25 reserve+record on one SQLite file (slow: each child imports scipy
-    and dp_accounting, ~4 s; the writes themselves take a few seconds)."""
+    and dp_accounting before it writes)."""
     Ledger(str(ledger_path))
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_worker, args=(str(ledger_path), w, 25)) for w in range(4)]

@@ -1,4 +1,4 @@
-"""One neighbouring relation (add/remove one row) for the split and the row count (issue 16 §2).
+"""One neighbouring relation (add/remove one row) for the split and the row count.
 
 The train/holdout side of a row is a keyed hash of that row (and its occurrence index among identical rows)
 alone, so a neighbouring table gives a neighbouring training set; the training row count n is private, so every plan, q = B/n and default synthetic
@@ -74,9 +74,9 @@ def test_removing_one_copy_of_a_repeated_row_changes_the_training_multiset_by_at
 
 def test_repeated_rows_are_spread_over_both_sides_as_independent_rows(bc_raw: pd.DataFrame,
                                                                        bc_schema: Schema) -> None:
-    """Exchangeable reference rows (issue 30): 3,000 rows drawn with replacement from 300 distinct ones. The share
+    """Exchangeable reference rows: 3,000 rows drawn with replacement from 300 distinct ones. The share
     of holdout rows equal to some training row is that of training rows equal to another training row, within
-    binomial noise (measured 0.99-1.00 for both; with one side per row content it was 0 for the holdout)."""
+    binomial noise (measured 0.99-1.00 for both; one side per row content would make it 0 for the holdout)."""
     rng = np.random.default_rng(0)
     df = bc_raw.iloc[:300].iloc[rng.integers(0, 300, 3000)].reset_index(drop=True)
     train, holdout = train_holdout_split(df, 0.2, KEY, bc_schema.names)
@@ -245,7 +245,7 @@ def load_schema_rows_source() -> str:
 
 
 def test_an_extract_of_the_documented_table_stops_prepare(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch) -> None:
-    """The issue's case: the schema documents 569 rows, the table holds 60 of them (an extract, or rows
+    """The schema documents 569 rows, the table holds 60 of them (an extract, or rows
     dropped): about 48 training rows against the documented 455, 407 apart, beyond the 389-row slack."""
     from tasks.prepare import prepare
     monkeypatch.setenv("SYNTHRELEASE_NOISE_KEY", "ab" * 32)
@@ -329,7 +329,7 @@ def test_generator_uses_public_count_not_the_rows_it_reads(tmp_path: Path, bc_ra
     assert len(table) == 300 and table.n_actual == layout["rows_train"] != 300
     privacy = train(parse_params(params), "dpwgan", "test", root)
     event, calibration = privacy["events"]                       # DP-SGD, then the calibration's Gaussian
-    assert calibration["kind"] == "discrete_gaussian"                     # exact noise on the counts (issue 28)
+    assert calibration["kind"] == "discrete_gaussian"                     # exact noise on the counts
     assert event["sample_rate"] == pytest.approx(64 / 300) and event["steps"] == 10  # q = B/n̂
     assert privacy["n_rows"] == privacy["rows_public"] == 300 and "rows.count 569" in privacy["rows_public_source"]
 

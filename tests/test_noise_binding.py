@@ -1,4 +1,4 @@
-"""Issue 28, items 1 and 3: keyed noise is bound to everything that decides a release, and private streams
+"""Keyed noise is bound to everything that decides a release, and private streams
 come from a CSPRNG with ≥ 128 bits of secret state (pipelines/privacy/noise.py)."""
 from __future__ import annotations
 
@@ -80,9 +80,9 @@ def _calibration(root: Path) -> tuple[np.ndarray, float, np.ndarray]:
 
 @pytest.mark.slow
 def test_two_keyed_releases_at_different_epsilon_never_share_noise(tmp_path, monkeypatch):
-    """Issue 28's reconstruction: with one key, a release at ε = 1 and one at ε = 3 drew the same Z (the binding
-    held neither ε nor the plan), so their calibration counts y_i = x + σ_i Z gave x back exactly. Now every
-    private stream of the second release is keyed differently from every stream of the first, and the same
+    """The reconstruction this prevents: if a release at ε = 1 and one at ε = 3 under one key drew the same Z (a
+    binding holding neither ε nor the plan), their calibration counts y_i = x + σ_i Z would give x back exactly.
+    Every private stream of the second release is keyed differently from every stream of the first, and the same
     combination of their counts is off by noise of the planned scale."""
     from test_pipeline import make_root, run_stages
     from tasks.train import train

@@ -38,8 +38,8 @@ TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []}
         "utility_gate": {"inverted": "label"},   # fresh noise: a 40-step DP-WGAN may invert; label it, never refuse
         # the row-reading gates as findings (release.non_dp_gates: advise, the default), not refusals: these tests
         # need published tables, and fresh or re-keyed noise (every code change) draws other tables (at 100 attacks
-        # the inference-risk bound of a 40-step DP-WGAN passed 0.1 on one keyed draw, and on one fresh draw of the
-        # scheduled runs at 7100a68; the refusals themselves: tests/test_privacy_risk.py, test_utility_verdict.py)
+        # the inference-risk bound of a 40-step DP-WGAN can pass 0.1 on a single keyed or fresh draw; the refusals
+        # themselves: tests/test_privacy_risk.py, test_utility_verdict.py)
         "release": {**SMALL["release"], "non_dp_gates": "advise"},   # (a section replaces SMALL's whole)
         "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
                      "attacks": {"max_rows": 200, "n_attacks": 100}}}

@@ -1,4 +1,4 @@
-"""Validate and prepare in parts on a Dask cluster (pipelines/data/out_of_core.py, issue 32): the same files, byte for
+"""Validate and prepare in parts on a Dask cluster (pipelines/data/out_of_core.py): the same files, byte for
 byte, the same report and the same errors as the one-process path, on tables read in several parts whose repeated
 rows (the split's occurrence indices) fall in different parts."""
 from __future__ import annotations

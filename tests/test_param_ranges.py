@@ -25,8 +25,8 @@ from test_pipeline import env
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
-# (key path, a value of the right type outside its range) that every stage accepted once: with batch_size 0,
-# prepare spent the row count's ε, then budget died dividing by it
+# (key path, a value of the right type outside its range) that only load_params' range checks stop: with
+# batch_size 0 unchecked, prepare would spend the row count's ε, then budget would die dividing by it
 SEVEN = [("dpwgan.batch_size", 0, "an integer in [1, 1000000]"),
          ("dpwgan.clip_norm", -5, "a positive finite number"),
          ("dpwgan.lr_critic", -1, "a positive finite number"),
@@ -96,7 +96,7 @@ def tried(path: str, default: Any, v: Any) -> Any:
     return [*default[:-1], v] if isinstance(default, list) else v
 
 
-# -- (a) the seven keys that once passed every check ---------------------------------------------------------------
+# -- (a) the seven keys only the range checks stop -----------------------------------------------------------------
 
 @pytest.mark.parametrize("path,value,allowed", SEVEN, ids=[s[0] for s in SEVEN])
 def test_the_seven_keys_are_refused_naming_the_key_the_range_and_the_fix(tmp_path, path, value, allowed):

@@ -45,21 +45,21 @@ SMALL = {"generators": list(load_params(PROJECT / "params" / "compare.yaml").gen
 UNCHECKED_COUNT = {"row_count_epsilon": None}
 # The DP release test refuses a table with no row near it 1 − test_confidence of the time (the default 0.99 is a
 # steward's choice). Keyed noise makes each draw a function of the inputs, and the inputs change with the code: at
-# 0.99 one table in a hundred was refused after an unrelated commit (AIM's in this file's end to end: statistic 0,
+# 0.99 an unrelated code edit refuses one table in a hundred (e.g. AIM's in this file's end to end: statistic 0,
 # noisy 2,093 > τ 1,590). At 1 − 10⁻⁶ a test's table is refused ~once in 10⁶ draws. These tests lose no power by
 # it: at SMALL's ε 0.01 on 455 rows even a copied table (Z ≤ a·n̂ = 455) passed at 0.99; the refusal of one that
 # copies is tests/test_release_test.py's. A test may set its own.
 RELEASE_TEST_SURE = {"test_confidence": 0.999999}
 # The same for the privacy-risk gates in the four-generator end to end: PPEM protects two columns only, so its table
-# carries real inference risk on the others (point estimate 0.47 at 02e6753, its family-wise 95 % lower bound 0.103
-# against the 0.1 threshold: refused on that commit's draw, passed on the draws before). At family-wise 1 − 10⁻⁶ a
+# carries real inference risk on the others (on one draw a point estimate of 0.47, its family-wise 95 % lower bound
+# 0.103 against the 0.1 threshold: the draw, not the code, decides). At family-wise 1 − 10⁻⁶ a
 # gate refuses only overwhelming evidence. The end to end checks that the gates run and are recorded; their
 # decisions are tests/test_privacy_risk.py's.
 RISK_GATES_SURE = {"confidence": 0.999999}
 # The DVC end to end runs four of the eight generators (every generator's fit, sample, plan and persistence: the
 # contract tests, tests/test_generator_contract.py; the stages are the same code for each): DP-WGAN (the weights),
-# PPEM (its non-DP gate bit) and the two marginal methods (their many ledger events). Eight took ~9 min of the
-# suite's 30; these four are the stages' every kind of event and gate.
+# PPEM (its non-DP gate bit) and the two marginal methods (their many ledger events). All eight would add
+# much of the suite's time; these four are the stages' every kind of event and gate.
 GENERATORS = ["dpwgan", "ppem", "mst", "aim"]
 # breast cancer: d = 31 columns (30 numeric + target). MST plans and records d 1-way, d - 1 selections and d - 1
 # 2-way events; AIM plans and records d 1-way events and one ZCDPEvent, the zCDP filter's budget for its adaptive

@@ -1,4 +1,4 @@
-"""The privacy contract (issue 16 §3): every private mechanism that a registered generator or private weight
+"""The privacy contract: every private mechanism that a registered generator or private weight
 estimator plans is audited on its own training / release code.
 
 Cases come from tests/audit_cases_dpsgd.py (DP-SGD steps), tests/audit_cases_release.py (one-shot

@@ -219,7 +219,7 @@ def leak_and_fresh(bc_raw, bc_schema):
 
 def test_the_row_caps_bound_what_the_attacks_search_and_the_copy_count_reads_every_row(bc_raw, bc_schema):
     """`max_rows` caps the disclosure sets and the targets, `pool_max_rows` the synthetic rows the attacks search and
-    the training rows the copies' DCR searches (issue 32); the exact-copy count still reads every synthetic row."""
+    the training rows the copies' DCR searches; the exact-copy count still reads every synthetic row."""
     rows = bc_raw.sample(frac=1.0, random_state=0).reset_index(drop=True)
     train, holdout = rows.iloc[:280], rows.iloc[280:420]
     s = settings({"n_attacks": 50, "bootstrap": 20, "max_rows": 30, "pool_max_rows": 100,
@@ -291,7 +291,7 @@ def test_memorising_non_private_generator_is_refused_and_its_private_counterpart
     assert dcr[math.inf]["auc_ci95"][0] > dcr[1.0]["auc_ci95"][1], dcr
 
 
-# --- the attacks on the keyed split of a table whose rows repeat (issue 30) ------------------------------
+# --- the attacks on the keyed split of a table whose rows repeat -----------------------------------------
 
 FEW_CELLS = [Column(f"c{i}", "categorical", categories=tuple(str(j) for j in range(len(p))))
              for i, p in enumerate(([5, 3, 1, 1], [6, 2, 1], [3, 1]))]
@@ -302,7 +302,7 @@ def _repeated_rows_risk(seed: int, split: str) -> list:
     """The whole suite's gates on one 600-row table of 24 cells (about 25 copies a cell; 30 % held out), the
     "synthetic" table a resample of the training rows: the population's distribution, which tells an attacker
     nothing about whether one record was a member. `split`: "keyed" (the product's ``train_holdout_split``)
-    or "cells" (every copy of a row on the side its content draws: the split before issue 30)."""
+    or "cells" (every copy of a row on the side its content draws: a split by content alone)."""
     from types import SimpleNamespace
 
     from pipelines.data.transform import train_holdout_split
@@ -323,11 +323,11 @@ def _repeated_rows_risk(seed: int, split: str) -> list:
 
 @pytest.mark.slow
 def test_attacks_on_the_keyed_split_of_repeated_rows_see_no_membership():
-    """Issue 30, item 5: on the keyed split, which spreads the copies of a row over both sides, every risk gate
+    """On the keyed split, which spreads the copies of a row over both sides, every risk gate
     passes for a table that reproduces the population in 8 of 8 seeds (measured: every gate passed in 49 of
     seeds 0-49, one inference-risk refusal, within the gates' 5 % family-wise level; DCR AUC 0.49-0.51 in seeds 0-9).
-    With a side per row content the non-members never shared a cell with a member: the same table failed the
-    membership and exact-copy gates in 4 of 4 seeds (DCR AUC 1.0), a refusal the split, not the table, made."""
+    With a side per row content the non-members never share a cell with a member: the same table fails the
+    membership and exact-copy gates in 4 of 4 seeds (DCR AUC 1.0), a refusal the split, not the table, makes."""
     keyed = [_repeated_rows_risk(seed, "keyed") for seed in range(8)]
     assert all(g.passed for gates in keyed for g in gates), [[g.name for g in gs if not g.passed] for gs in keyed]
     for seed in range(4):

@@ -1,4 +1,4 @@
-"""release.select: private (issue 30, items 1-2): the repeat-and-select accounting against dp_accounting's, the exact
+"""release.select: private: the repeat-and-select accounting against dp_accounting's, the exact
 trial-count sampler, the DP quality score (known answers, its sensitivity attained and never exceeded), the
 selection generator (its plan spends the budget, its fit records one event and keeps one winner) and the release
 path (the budget stage selects it, the candidates' own stages spend nothing). The empirical audits are in

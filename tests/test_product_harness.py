@@ -1,4 +1,4 @@
-"""benchmarks/product.py (issue 33): the harness that scores what a release publishes through the product path."""
+"""benchmarks/product.py: the harness that scores what a release publishes through the product path."""
 from __future__ import annotations
 
 import json

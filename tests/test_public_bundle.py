@@ -1,4 +1,4 @@
-"""The public bundle holds nothing computed from real rows (issue 16 §1).
+"""The public bundle holds nothing computed from real rows.
 
 A canary: one real row gets a value no generator produces to 6 digits; after every stage has run on a
 temporary root, no file of releases/<ds>/<id>/ may contain it, as decimal text (several roundings) or as
@@ -24,7 +24,7 @@ from test_pipeline import make_root, run_stages
 CANARY_COLUMN, CANARY_ROW, CANARY = "mean_radius", 7, 12.345678  # inside the schema bounds [5, 30]
 NEEDLES = [b"12.345678", b"12.34568", b"12.3457", struct.pack("<d", CANARY), struct.pack("<f", CANARY)]
 # a synthetic table's decoded cells are searched for the canary at full precision only: ~13,000 DP-generated cells
-# print "12.3457" by chance every few code versions (a mean_texture of 12.3457706 did), which is no leak
+# print "12.3457" by chance now and then (a mean_texture of 12.3457706 rounds to it), which is no leak
 CELL_NEEDLES = [b"12.345678", struct.pack("<d", CANARY), struct.pack("<f", CANARY)]
 PUBLIC_FILES = {"synthetic.parquet", "manifest.json", "report.html", "report.md"}
 RUN_FILES = {"comparison.html", "comparison.md"}  # the run's public comparison page

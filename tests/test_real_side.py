@@ -1,6 +1,6 @@
-"""The baseline stage (tasks/baseline.py, issue 20): what evaluate@gen computes from real rows alone, cached once per
+"""The baseline stage (tasks/baseline.py): what evaluate@gen computes from real rows alone, cached once per
 data set, gives exactly the metrics evaluate computes without it, and so does either stage with a part in a second
-process (`runtime.beside`, issue 32); a cache of other rows or settings is refused."""
+process (`runtime.beside`); a cache of other rows or settings is refused."""
 from __future__ import annotations
 
 import json

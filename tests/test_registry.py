@@ -1,4 +1,4 @@
-"""The generator registry: names map to classes, and importing it imports no generator (issue 17)."""
+"""The generator registry: names map to classes, and importing it imports no generator."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""MST and AIM read the training table a row chunk at a time (issue 32): the marginals they need are counted in one
+"""MST and AIM read the training table a row chunk at a time: the marginals they need are counted in one
 pass per phase over the Parquet row groups (`measure.marginals`, `encoded.RowChunks`), never the whole matrix, with
 the same counts, the same noise and so the same model as from the whole matrix."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""pipelines/runtime.py: each process's torch threads are its share of the cores it is given (issue 20), and
-`beside` runs a part in a second process only when it has a second core for it (issue 32)."""
+"""pipelines/runtime.py: each process's torch threads are its share of the cores it is given, and
+`beside` runs a part in a second process only when it has a second core for it."""
 from __future__ import annotations
 
 import operator

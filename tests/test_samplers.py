@@ -1,5 +1,5 @@
-"""Exact samplers (pipelines/privacy/samplers.py) and the accounting of the mechanisms built on them (issue 28,
-item 4): each sampler's law against its closed form (fixed seeds, so never flaky; every goodness-of-fit test is
+"""Exact samplers (pipelines/privacy/samplers.py) and the accounting of the mechanisms built on them: each
+sampler's law against its closed form (fixed seeds, so never flaky; every goodness-of-fit test is
 also run on a plausible WRONG sampler, e.g. a rounded float normal, which it must reject, so the test has power),
 outputs on the integers / the lattice, randomness drawn only by `rng.integers`, and the accountant's figures for
 DiscreteGaussianEvent / DiscreteLaplaceEvent against privacy profiles summed directly over the lattice.

@@ -175,7 +175,7 @@ def group_privacy_bound(z: float, q: float, k: int, delta: float) -> float:
 
 @pytest.mark.slow
 def test_dpsgd_at_a_unit_grows_with_k_and_stays_far_below_generic_group_privacy():
-    """One step at z = 1, q = 0.05, on the 10× coarser grid (an upper bound on the ledger's figure, and 10× faster to
+    """One step at z = 1, q = 0.05, on the 10× coarser grid (an upper bound on the ledger's figure, and far faster to
     build): ε grows strictly with the unit's rows, k = 1..5, and every unit costs more than one row. At k = 5 the
     mixture's ε (5.72) is a third of the generic group-privacy bound (17.6), which a conversion of the row-level
     curve would charge. (At the same δ it is not below k times the row-level ε, 5 × 1.03: a unit's ε at fixed δ

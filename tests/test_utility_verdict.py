@@ -1,4 +1,4 @@
-"""Issue 22: the utility verdict (fit / weak / inverted) and its gate, the exact-copy gate on a confidence bound,
+"""The utility verdict (fit / weak / inverted) and its gate, the exact-copy gate on a confidence bound,
 and a release that withholds refused importance weights but publishes the table."""
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_independent_marginals_keep_each_column_and_drop_every_relationship():
 
 
 def test_the_utility_row_cap_fits_and_scores_seeded_samples_of_each_table(adult_raw, adult_schema):
-    """Issue 32: `evaluate.utility_max_rows` cuts every table the classifiers and the verdict read to a seeded
+    """`evaluate.utility_max_rows` cuts every table the classifiers and the verdict read to a seeded
     sample: the scores at a cap are those of the pre-cut tables, and a table under the cap is left whole."""
     from pipelines.evaluation.utility import capped
     rows = adult_raw.sample(3000, random_state=0).reset_index(drop=True)
@@ -193,7 +193,7 @@ def test_a_marginals_only_table_is_weak(cancer_verdicts):
 
 
 def test_a_table_that_inverts_one_association_is_weak_although_its_classifiers_are_good(cancer_verdicts):
-    """Issue 30, item 4: every claim but one feature holds (29 of 30 associations as in real rows, classifiers
+    """Every claim but one feature holds (29 of 30 associations as in real rows, classifiers
     far above chance), yet mean_area's association with the diagnosis points the wrong way: an analyst of that
     feature would be misled, so the table is not fit."""
     v = cancer_verdicts["distorted"]
@@ -254,8 +254,9 @@ def test_beats_chance_needs_every_model_above_one_half():
 
 
 def test_a_weak_association_exaggerated_by_less_than_the_tolerance_is_not_distorted(adult_raw, adult_schema):
-    """What AIM published on a 16,000-row Adult extract at ε = 1 (issue 33's harness, GBM 0.90): a 2 %-share
-    occupation's association with income, 0.03 in real rows, at 0.07; the verdict called the table weak for it.
+    """What AIM published on a 16,000-row Adult extract at ε = 1 (benchmarks/product.py's harness, GBM 0.90): a
+    2 %-share occupation's association with income, 0.03 in real rows, at 0.07; without a tolerance the verdict
+    calls the table weak for it.
     Planted here in 15,000 fresh real rows: Transport-moving (a slightly negative association with income) with
     125 of its rows moved to >50K. The large tables measure the exaggeration (bound < 0), but it is smaller than
     the tolerance (d = −0.07): distorted only at tolerance 0. With 250 rows moved (d = −0.15), or age reflected (an
@@ -372,11 +373,11 @@ def test_exact_copy_gate_passes_chance_coincidences_and_fails_a_copy():
 
 
 def test_exact_copy_gate_on_a_keyed_split_of_a_table_with_repeated_rows():
-    """Issue 30: the same population, but train and holdout come from the keyed split of ONE table of 500 rows in
+    """The same population, but train and holdout come from the keyed split of ONE table of 500 rows in
     which most rows repeat (432 cells). The split spreads copies over both sides (occurrence index), so the
     holdout's match rate is the chance baseline: a fresh sample passes in ≥ 38 of 40 seeds (measured: 38) and a
-    copy of the training rows fails in all 40. With one side per row content the holdout never matched a
-    training row and the sample was refused."""
+    copy of the training rows fails in all 40. With one side per row content the holdout would never match a
+    training row and the sample would be refused."""
     t = thresholds(None)
     sample_passes, copy_fails, holdout_matches = 0, 0, []
     for seed in range(40):
@@ -465,12 +466,12 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
 
 @pytest.mark.slow
 def test_the_verdict_on_tables_two_generators_publish(bc_raw, bc_schema):
-    """Issue 30, item 4, on real generators' tables (bundled table, public split seed 0, n̂ = 455 training rows):
+    """The soundness rule on real generators' tables (bundled table, public split seed 0, n̂ = 455 training rows):
     AIM at ε 0.9, which models the diagnosis, is fit (AUROC LR / RF / GBM 0.82 / 0.83 / 0.80); PEARL at ε 0.4,
-    which reproduces a few associations with the diagnosis and distorts others, is not. Before the soundness
-    rule the association claim alone called PEARL's table fit; measured for noise seeds 101-104: every one
-    weak now (AUROC 0.97 / 0.75 / 0.57 with 4 distorted features; 0.49 / 0.30 / 0.50, 6; 0.55 / 0.33 / 0.32, 6;
-    0.93 / 0.39 / 0.53, 3), every one fit before; seed 100's is inverted."""
+    which reproduces a few associations with the diagnosis and distorts others, is not, although the
+    association claim alone would call PEARL's table fit; measured for noise seeds 101-104: every one
+    weak (AUROC 0.97 / 0.75 / 0.57 with 4 distorted features; 0.49 / 0.30 / 0.50, 6; 0.55 / 0.33 / 0.32, 6;
+    0.93 / 0.39 / 0.53, 3), every one fit by the association claim alone; seed 100's is inverted."""
     from pipelines.config import load_params
     from pipelines.data.transform import Encoder
     from pipelines.data.validation import validate_table
@@ -493,6 +494,6 @@ def test_the_verdict_on_tables_two_generators_publish(bc_raw, bc_schema):
     aim, pearl = out["aim"], out["pearl"]
     assert aim["verdict"] == "fit" and aim["task"]["beats_chance"]
     assert all(m["auroc"] > 0.75 for m in aim["task"]["models"].values())
-    assert pearl["associations"]["beats_baseline"]  # the claim that used to decide alone
+    assert pearl["associations"]["beats_baseline"]  # the claim that alone would call it fit
     assert pearl["associations"]["features_worse_than_baseline"] >= 2 and not pearl["task"]["beats_chance"]
     assert pearl["verdict"] == "weak"

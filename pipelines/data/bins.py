@@ -1,4 +1,4 @@
-"""Public bins of the numeric columns: the one binning every generator uses (issues 12 and 21).
+"""Public bins of the numeric columns: the one binning every generator uses.
 
 Nothing is learnt from rows: the bins are a function of the layout alone (block kinds and widths, and each numeric
 block's public facts `lower`, `upper`, `bins` that `Encoder` copies from the schema), so neither the discretiser
@@ -14,7 +14,7 @@ Documented exact values (the schema's `atoms`, e.g. 0 for "no cost") get bins of
 adds the starts a and a + 1 (bin [a, a]); a continuous atom is a zero-width bin before the others (codes
 0..len(atoms) − 1), which an encoded value within `ATOM_TOLERANCE` of the range of it falls in and which decodes to
 exactly a. Without them a column whose rows are 40 % zeros decodes to no zero at all (a uniform draw inside the
-bin [0, e₁)): a detection classifier then tells every synthetic row apart (issue 31, the RAND health-insurance table).
+bin [0, e₁)): a detection classifier then tells every synthetic row apart (as on the RAND health-insurance table).
 A value inside its bin is an offset o in [0, 1]: continuous v = e_k + o·(e_{k+1} − e_k); integer v = lo_k +
 min(⌊o·m_k⌋, m_k − 1) for the m_k = hi_k − lo_k + 1 integers of the bin (so a bin of one value, e.g. 40 hours a
 week, decodes to exactly that value whatever o is). A uniform o is a uniform draw inside the bin.
@@ -158,7 +158,7 @@ class Discretizer:
     categorical block: code = argmax, decoded to the one-hot row; binary: code = x >= 0.5, decoded to 0/1; numeric:
     its `NumericBins` from the layout's public facts (`bins`: {column: [edges in schema units]} overrides a
     column's edges), decoded by a uniform draw inside the bin (midpoint decoding collapses every value of a bin
-    onto one point, which detection classifiers and 3-way marginals punish: issue 18).
+    onto one point, which detection classifiers and 3-way marginals punish).
 
     With `fold_missing` (MST and AIM), a numeric column's missingness indicator (`<name>__missing`, the block
     `pipelines.data.declared` puts after it) is not a column of its own: the numeric column gets one more cell,
@@ -263,7 +263,7 @@ def long_lists(layout: Layout) -> list[Block]:
 
 
 class BinnedEncoding:
-    """The public map from a table's layout to a binned model layout, and back (issue 21, item 1).
+    """The public map from a table's layout to a binned model layout, and back.
 
     Each numeric block (continuous or integer) not in `scaled` becomes a categorical block `<column>.bin`, one-hot
     over the column's `NumericBins` (the Discretizer's bins for `n_bins`: one binning for every generator), then a

@@ -1,4 +1,4 @@
-"""Long code lists (issue 31): a categorical column of more than LONG_LIST_ABOVE documented codes (a diagnosis list,
+"""Long code lists: a categorical column of more than LONG_LIST_ABOVE documented codes (a diagnosis list,
 postcodes, `categories_file`) as BUCKETS buckets of consecutive codes in the schema's order.
 
 Code k of K goes to bucket b(k) = ⌊k·B / K⌋ (B = min(BUCKETS, K)), so bucket b holds the codes
@@ -8,7 +8,7 @@ function of K alone, never of rows: it costs no privacy budget.
 
 Users: the deep generators' encoding (`pipelines.data.bins.BinnedEncoding`: a long list as its bucket, one-hot,
 plus the code's place inside the bucket) and the evaluation's features (`pipelines.evaluation.utility.featurise`:
-a classifier over 5,000 one-hot columns took 54 s on 2,000 rows). MST and AIM keep every code and compress the
+thousands of one-hot columns make a classifier's fit far too slow). MST and AIM keep every code and compress the
 domain by their own noisy counts instead (`pipelines.marginal.compress`).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Validate and split a table larger than one process's memory, part by part on a Dask cluster (issue 32).
+"""Validate and split a table larger than one process's memory, part by part on a Dask cluster.
 
 With `orchestration.task_runner: dask` the validate and prepare stages read their table as a Dask dataframe: the
 source in parts of about `orchestration.dask_blocksize` bytes (a CSV file, a Parquet file's row groups or a

@@ -170,8 +170,8 @@ def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | 
     copies 0..m−2 with sides s(row, 0..m−2), so the training set loses at most one copy of that row (copies
     are interchangeable, whichever was removed). Neighbouring tables (add/remove one) give neighbouring training
     sets, and every per-generator guarantee carries over. Repeated rows are spread over both sides as
-    independent rows are (issue 30: with a side per row's content, every copy went to the same side, so no
-    holdout row ever equalled a training row and the exact-copy gate's chance baseline was 0), so the holdout
+    independent rows are (a side chosen by a row's content alone would send every copy to the same side, so no
+    holdout row would ever equal a training row and the exact-copy gate's chance baseline would be 0), so the holdout
     is exchangeable with the training rows and its size Binomial(n, holdout_fraction).
 
     `key` is the secret split key (`tasks.common.split_key`: derived from the steward's noise key, else a

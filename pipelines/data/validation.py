@@ -37,7 +37,7 @@ _REASONS = {"below": "below the lower bound", "above": "above the upper bound", 
 
 
 def _gx() -> ModuleType:
-    """great_expectations, imported on first use (the import takes ~4 s)."""
+    """great_expectations, imported on first use (the import is slow)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
 

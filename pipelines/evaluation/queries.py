@@ -61,7 +61,7 @@ def column_arrays(frame: pd.DataFrame, columns: Sequence[Any]) -> dict[str, np.n
 
 def query_arrays(frame: pd.DataFrame, columns: Sequence[Any]) -> dict[str, np.ndarray]:
     """``column_arrays`` for range queries: a categorical column as its category's index in the schema's list (−1
-    outside it), so a query compares integers, not objects (1,000 queries on 800,000 rows: 170 s as objects)."""
+    outside it), so a query compares integers, not objects (far faster on large tables)."""
     return {c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS
             else pd.Categorical(frame[c.name], categories=list(c.categories)).codes.astype(np.int64)
             for c in columns}

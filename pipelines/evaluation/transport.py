@@ -1,7 +1,7 @@
 """POT (Python Optimal Transport) for the exact transport costs the evaluation computes on NumPy arrays.
 
-POT registers a backend for every array library it can import: PyTorch and JAX among them, JAX alone about 1.5 s
-of a stage's start on 2 cores, and the evaluation passes NumPy arrays only. `pot()` imports it with the JAX,
+POT registers a backend for every array library it can import: PyTorch and JAX among them, JAX alone a noticeable part
+of a stage's start, and the evaluation passes NumPy arrays only. `pot()` imports it with the JAX,
 TensorFlow and CuPy backends switched off (POT's documented `POT_BACKEND_DISABLE_*` variables, set only where the
 caller's environment leaves them unset); PyTorch's stays, since the stages that import POT have imported torch."""
 from __future__ import annotations

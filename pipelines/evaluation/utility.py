@@ -64,8 +64,8 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
 
     Numeric -> (x - lower) / (upper - lower) clipped to [0, 1]; categorical -> one-hot over the
     schema's categories (values outside the list give an all-zero block), or, for a long code list (more than
-    `code_lists.LONG_LIST_ABOVE` categories), one-hot over its buckets of consecutive codes (5,000 one-hot columns
-    made one gradient-boosting fit 54 s on 2,000 rows; issue 31); binary -> 1 for the second schema category, else 0.
+    `code_lists.LONG_LIST_ABOVE` categories), one-hot over its buckets of consecutive codes (thousands of one-hot
+    columns make a gradient-boosting fit far too slow); binary -> 1 for the second schema category, else 0.
     """
     blocks = []
     for col in columns:
@@ -119,7 +119,7 @@ def _test_scores(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.
     """P(positive) on `x_test` of a model fitted on (x, y); None when y has fewer than two classes.
 
     One BLAS/OpenMP thread: these fits are small, and generators are evaluated concurrently, where
-    OpenMP oversubscription slowed one HistGradientBoosting fit from 0.5 s to 2-33 s (2 busy cores).
+    OpenMP oversubscription on a busy machine makes a HistGradientBoosting fit many times slower.
     """
     if np.unique(y).size < 2:
         return None

@@ -29,7 +29,7 @@ The verdict, on the real holdout rows:
   feature's association with the target distorted (reproduced measurably worse than by independent columns, by
   more than `association_tolerance`: ``association_comparison``). Soundness only removes tables from "fit", so
   the false-fit rate stays at most about α; it keeps "fit" from a table that reproduces some associations and
-  inverts others (issue 30: PEARL at ε 0.4 on the bundled table reproduced 6 features' associations, distorted 4,
+  inverts others (PEARL at ε 0.4 on the bundled table reproduced 6 features' associations, distorted 4,
   and its forest scored AUROC 0.07). Measured on the bundled table: 0 of 40 independent-marginals tables and a
   table with the target inverted are called fit; AIM's table at ε ≈ 0.96 (TSTR AUROC ≥ 0.93) is
   (tests/test_utility_verdict.py).

@@ -22,9 +22,9 @@ d/(d + 2K·(0.5 + ε_sel²x²/8)) of it: 63 % on the bundled table (d = 31, K = 
 the target's pairs with σ ≈ 30 on cells of 28 rows. So σ₁ = m·x, with m ≥ 1 the smallest for which the 1-way
 measurements take at most `share` of the plan's zCDP budget (`one_way_noise`; docs/aim-mst.md "The 1-way share").
 
-Accounting (issue 28, item 5). σ_t depends on earlier outputs, so the rounds are an adaptive composition whose
-steps have no dominating pair fixed in advance; composing them by PLD as if fixed (this module before issue 28:
-a Gaussian envelope plus K bounded-range slots, `fixed_schedule_events`) has no theorem behind it. The plan,
+Accounting. σ_t depends on earlier outputs, so the rounds are an adaptive composition whose
+steps have no dominating pair fixed in advance; composing them by PLD as if fixed (a Gaussian
+envelope plus K bounded-range slots, `fixed_schedule_events`) has no theorem behind it. The plan,
 fixed before any row is read, is therefore
 - d one-way DiscreteGaussianEvent(m·x, 1) (`measure`'s exact discrete Gaussian): σ₁ fixed in advance, not adaptive;
 - one ZCDPEvent(ρ_R) for the rounds, ρ_R = K·(1/2x² + ε_sel²/8) (`rounds_rho`), ε_sel = 2/(3x) (the paper's
@@ -102,9 +102,9 @@ def aim_events(x: float, d: int, rounds: int, m: float = 1.0) -> list[Event]:
 
 
 def fixed_schedule_events(x: float, d: int, rounds: int) -> list[Event]:
-    """The events this module planned before issue 28, at the same scale: the rounds as one Gaussian envelope of
+    """The events of a fixed-schedule plan at the same scale: the rounds as one Gaussian envelope of
     Σσ_t⁻² = K/x² and K bounded-range slots, which `epsilon_pld` composes as if every step were fixed in advance.
-    Not valid under annealing (module docstring); kept to report the old figure next to the new one."""
+    Not valid under annealing (module docstring); kept to report that figure next to the valid one."""
     return ([GaussianEvent(x, 1.0, "1-way marginal counts")] * d
             + [GaussianEvent(x / math.sqrt(rounds), 1.0, "AIM rounds: envelope of Σσ_t⁻² = K/x²")]
             + [PureEpsilonEvent(SELECT_RATIO / x, BOUNDED_RANGE)] * rounds)

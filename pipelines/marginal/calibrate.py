@@ -1,4 +1,4 @@
-"""DP marginal calibration of any generator's samples (issue 21, item 2): noisy count marginals of the real
+"""DP marginal calibration of any generator's samples: noisy count marginals of the real
 training rows, then raking of the generator's own samples to them (post-processing).
 
 Marginals. Over the discretised table (`pipelines.data.bins.Discretizer`: bins from the layout's public facts
@@ -15,7 +15,7 @@ m marginals stacked are one query M = (M_1, ..., M_m): a record changes exactly 
 so ‖M(D) − M(D')‖₂ = √(m·w(x)²) ≤ √m·w_max, attained by a record of weight w_max. The plan fixes the noise
 multiplier z and sets σ = z·√m·w_max (weighting costs no ε, its noise per cell is w_max times larger).
 
-Exact noise on a lattice (issue 28, item 4). Plain counts are integers and get discrete Gaussian noise N_ℤ(0, σ²)
+Exact noise on a lattice. Plain counts are integers and get discrete Gaussian noise N_ℤ(0, σ²)
 per cell, drawn exactly; a record moves one cell of each of the m marginals by 1, and the other cells' noise has
 the same law under D and D', so the release is m 1-D discrete Gaussians with shift 1: DiscreteGaussianEvent(σ, 1,
 count = m), accounted exactly (`calibration_event`). Weighted counts are first put on the lattice γℤ, γ = w_max/K

@@ -19,9 +19,9 @@ import opt_einsum
 
 
 # XLA's CPU compiler at its defaults spends most of a small model's estimation compiling: mbi compiles its mirror
-# descent loop and its belief propagation anew for every model structure (every AIM round), 2-4 s each on 2 cores.
-# Compiled without LLVM optimisation and without the fusion emitters, AIM on 15,200 Adult rows compiled for 25 s
-# instead of 90 s (fit 40 s instead of ~100 s); the compiled code runs about 1.8x slower, so the loop of a large
+# descent loop and its belief propagation anew for every model structure (every AIM round).
+# Compiled without LLVM optimisation and without the fusion emitters, a small model compiles several times faster
+# and fits in under half the time; the compiled code runs slower, so the loop of a large
 # model, where running dominates compiling, is compiled at XLA's defaults (`OPTIMISED_ABOVE`). Flags the caller's
 # XLA_FLAGS already sets are left as set. docs/performance.md, "AIM's compile time".
 FAST_COMPILE_FLAGS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
@@ -91,8 +91,8 @@ def estimation_total(measurements: Sequence[tuple], n_rows: float) -> float:
     The measured total T̂ is the inverse-variance weighted mean of the measured marginals' sums (weight
     1/(σ²·cells): Private-PGM's `minimum_variance_unbiased_total`), with standard error s = (Σ 1/(σ²·cells))^-½.
     |T̂ − n̂| > 4·s means the documented count does not describe the rows (an extract of a documented table, rows
-    dropped by validation); a total fixed at n̂ then spread the surplus over every cell and the model's
-    distribution fell toward uniform (issue 31: Adult's 16,000-row extract under its documented 48,842 rows lost
+    dropped by validation); a total fixed at n̂ then spreads the surplus over every cell and the model's
+    distribution falls toward uniform (Adult's 16,000-row extract under its documented 48,842 rows loses
     2-/3-way score 949 → 599 / 893 → 490), so T̂ is used (at least 1). Otherwise n̂, the better-known of the
     two. Post-processing of the DP measurements and a public count: no budget. σ = 0 (exact) counts as σ = 1.
     A measurement with query weights w (a compressed 1-way: pipelines/marginal/compress.py) measures w_i·M_i, so
@@ -162,7 +162,7 @@ def project_many(model, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
     """The model's marginal counts on each clique (axes in the clique's order), computed in NumPy.
 
     `project` runs mbi's JAX variable elimination, which compiles one XLA program per clique and model
-    structure (≈ 1 s each on 2 cores, and the compiled programs accumulate in memory): AIM scores ~200
+    structure (slow each time, and the compiled programs accumulate in memory): AIM scores ~200
     candidates per round. Here the model p(x) ∝ exp(Σ_c θ_c(x_c)) (mbi's log-potentials θ_c) is marginalised
     by one einsum per clique over the factors exp(θ_c − max θ_c) (opt_einsum's greedy contraction order), and
     the result scaled to the model's total; a clique inside one of the model's cliques is summed from that
@@ -170,9 +170,8 @@ def project_many(model, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
 
     opt_einsum, not `np.einsum(optimize="greedy")`: NumPy's greedy path caps every intermediate at the largest
     operand's size, and once AIM's model has a cycle that cap forces a contraction over most of the domain at once.
-    On Adult at 100,000 rows (round 17, 18 cliques) one round's 196 projections took 78.5 s with NumPy; on that
-    model's shapes a projection takes 0.90 s with NumPy and 0.0021 s with opt_einsum (428×, the same marginals to
-    1.5e-16: `python benchmarks/aim_projection.py`).
+    On AIM's larger models (Adult at 100,000 rows, round 17, 18 cliques) opt_einsum's projection is hundreds of
+    times faster than NumPy's, with the same marginals to float64 rounding (`python benchmarks/aim_projection.py`).
     """
     pots, total = model.potentials, float(model.total)
     axis = {a: i for i, a in enumerate(pots.domain.attributes)}

@@ -3,7 +3,7 @@
 Sensitivity (add/remove one record). The marginal on a clique r is the vector of counts M_r(D)[c] =
 #{x in D : x_r = c} over the cells c of r. A record x lies in exactly one cell (x_r), so adding or removing it
 changes one coordinate by 1 and no other: ||M_r(D) - M_r(D')||_2 = ||.||_1 = 1. The counts are integers, so the
-measurement adds discrete Gaussian noise N_ℤ(0, σ²) per cell, drawn exactly (issue 28, item 4: a float Gaussian's
+measurement adds discrete Gaussian noise N_ℤ(0, σ²) per cell, drawn exactly (a float Gaussian's
 low-order bits would reveal the counts): the other cells' noise has the same law under D and D', so one
 measurement is one 1-D discrete Gaussian with shift 1, a DiscreteGaussianEvent(σ, 1), and m measurements compose
 as m of them (exactly, by their PLD; zCDP m/2σ² as for the continuous Gaussian, CKS20 Prop. 5). The noisy counts

@@ -10,7 +10,7 @@ g in random order take u = (rank + U)/m_g, U ~ U[0, 1), and the value the condit
 
 Why not mbi's own: its draws come from NumPy's global generator, and it orders the parents as a `set` of column
 names, so the rows change with the process's string hashing (PYTHONHASHSEED): the same model and seed gave a
-different table in every process (issue 32's profile found it). Here the parents keep the elimination order,
+different table in every process. Here the parents keep the elimination order,
 and the groups are drawn in blocks, not one Python step per parent configuration.
 """
 from __future__ import annotations

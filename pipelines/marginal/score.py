@@ -1,4 +1,4 @@
-"""The DP quality score of a synthetic table (issue 30, item 2): how far its marginals are from the real rows', and
+"""The DP quality score of a synthetic table: how far its marginals are from the real rows', and
 how many real rows a classifier learnt from it gets wrong, released with exact discrete Laplace noise, so that a
 private selection can rank candidates by it.
 

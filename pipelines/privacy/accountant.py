@@ -22,7 +22,7 @@ a larger sensitivity; DP-SGD at a unit (`PoissonGaussianEvent.group` = k > 1) is
 * Private selection (`RepeatAndSelectEvent`: the best of a secret, random number of trials, each a candidate
   chosen at random): its RDP curve is Papernot & Steinke's (`selection_rdp`); the PLD composes it with the other
   events through a dominating pair of the privacy profile that curve implies, as a ρ-zCDP budget (`epsilon_pld`).
-* Exactly sampled lattice noise (issue 28, item 4; `DiscreteGaussianEvent`, `DiscreteLaplaceEvent`): the PLD of
+* Exactly sampled lattice noise (`DiscreteGaussianEvent`, `DiscreteLaplaceEvent`): the PLD of
   the 1-D discrete mechanism with its integer shift, self-composed `count` times (connect-the-dots, pessimistic).
   Never merged with continuous Gaussians: a discrete Gaussian's hockey-stick curve is not below the continuous
   one's at the same σ (at σ = 1, shift 1, its δ(ε) is 4-20 % larger on ε ∈ [0, 4]; tests/test_samplers.py), so
@@ -571,11 +571,11 @@ def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[flo
     of s); the result always satisfies the target on the ledger's PLD grid. Raises UnreachableTarget when even
     `highest` misses the target.
 
-    The search runs on a 10× coarser PLD grid (~10× faster), then is refined on the ledger's grid
+    The search runs on a 10× coarser PLD grid (correspondingly faster), then is refined on the ledger's grid
     starting from that answer: the coarse grid is more pessimistic, so stopping there would leave budget unspent.
     The refinement brackets from the coarse answer by factors 1 + rtol, (1 + rtol)², (1 + rtol)⁴, ...: where the
     two grids agree to within rtol (DP-SGD's weights at 1,000,000 rows: 0.1 %) two ledger-grid evaluations settle
-    it, each 0.7 s there.
+    it.
     Its pessimism grows with the steps composed (a DP-SGD release of 18,316 steps at q = 0.0033 planned at
     ε = 0.1 reads 0.19 there); when part of `events_of(s)` does not move with s (a method's events before its
     calibration's, `pipelines.marginal.calibrate.plan_calibration`) the target can be out of the coarse grid's

@@ -5,9 +5,9 @@ Both mechanisms choose σ on a public grid inside public bounds [σ_lo, σ_hi] (
 centres Ỹ that are already private (post-processing of an earlier release). Each is its own ledger event.
 - `laplace_bandwidth`: the bounded MLE plus Laplace noise (§5.7.1.5). The MLE lies in [σ_lo, σ_hi] whatever
   the data, so Δ₁ = σ_hi − σ_lo (the thesis: bandwidth in (0, 1/8] gives Δ = 1/8); the noisy value is
-  clamped back into the bounds (post-processing; the thesis floors it). The noise is exact (issue 28, item 4):
+  clamped back into the bounds (post-processing; the thesis floors it). The noise is exact:
   the MLE is rounded exactly to the lattice γℤ, γ = Δ₁/M (M = BANDWIDTH_LATTICE_STEPS), which moves it by at
-  most M points, plus discrete Laplace noise of scale M/ε points (ε-DP; the same noise scale Δ₁/ε as before).
+  most M points, plus discrete Laplace noise of scale M/ε points (ε-DP; continuous Laplace's noise scale Δ₁/ε).
 - `exponential_bandwidth`: the exponential mechanism over the grid with the log-likelihood as score (§5.6.1,
   third option); the range bound R is derived in `likelihood_range`.
 """

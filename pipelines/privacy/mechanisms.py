@@ -6,7 +6,7 @@ never from the data. Example: a sum of records each clipped to L2 norm ≤ C cha
 contribution when a record is added or removed, so Δ₂ = C (and Δ₁ = C for a scalar sum of values in
 [0, C]; Δ₁ = 1 for a count).
 
-Published values (issue 28, item 4) use exact samplers on integers (`pipelines/privacy/samplers.py`):
+Published values use exact samplers on integers (`pipelines/privacy/samplers.py`):
 `discrete_gaussian_mechanism` and `discrete_laplace_mechanism` on integer queries (counts),
 `lattice_gaussian_mechanism` and `lattice_laplace_mechanism` on real queries snapped exactly to a lattice first,
 and `exponential_mechanism` by exact rejection sampling. `gaussian_mechanism` and `laplace_mechanism` (float

@@ -20,7 +20,7 @@ steps with equal bindings therefore compute the same function of the same inputs
 the same result, bit for bit (CPU, fixed threads), which is what a re-run of a release commit should give
 (`dvc repro -f` spends the budget again and reproduces the release). Any other release, e.g. at another
 ε, on a table with one row more, after any code edit or with another synthetic table to weight, gets
-independent noise: noise is never reused for a different release (issue 28, item 1). On a device whose
+independent noise: noise is never reused for a different release. On a device whose
 reductions are not deterministic (CUDA) equal inputs need not give equal results, so there the binding also
 holds the ledger reservation (its seq and row hash), which no other spend shares.
 
@@ -185,7 +185,7 @@ class NoiseSource:
         ("public", the public `seed`, context), so that ε = inf never reads OS entropy; with a `binding`,
         `NoiseBinding.material`; else 32 fresh bytes of OS entropy."""
         if self.noise_seed is not None:
-            # private: a CSPRNG key; non-private: the same PCG64 seed as before the CSPRNG (tests tuned on it)
+            # private: a CSPRNG key; non-private: the plain seed, which the tests' known answers depend on
             return _public(f"noise_seed:{int(self.noise_seed)}" if private else str(int(self.noise_seed)), context)
         if not private:
             if seed is None:

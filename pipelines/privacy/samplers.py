@@ -2,7 +2,7 @@
 mechanism, a private selection's trial count and candidates, and the exact lattice rounding that puts a
 real-valued query on the integers they need; and DP-SGD's Poisson subsampling, exact in the same sense.
 
-Why (issue 28, item 4). Laplace by inverse CDF, Gaussians by `numpy`, the exponential mechanism by float
+Why. Laplace by inverse CDF, Gaussians by `numpy`, the exponential mechanism by float
 Gumbel-max: each maps a uniform float through floating-point functions, so the set of outputs that the noisy value
 can take depends on the true value, and its low-order bits reveal it (Mironov 2012, "On significance of the least
 significant bits for differential privacy"; the same holds for Gaussians and Gumbel-max). The samplers here draw

@@ -36,8 +36,8 @@ def distances(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
 def distance_sum(a: np.ndarray, b: np.ndarray, p: float, max_floats: int = 1 << 22) -> float:
     """Σ_i Σ_j ‖a_i − b_j‖_p over row chunks of `a` whose temporaries hold at most `max_floats` floats (32 MB):
     p = 2 through ‖a_i‖² + ‖b_j‖² − 2⟨a_i, b_j⟩ (one matrix product per chunk, as `EnergyChains._to_reference`),
-    other p by broadcasting (chunk, len(b), d). Memory stays bounded whatever N (N = 16,000 Adult rows took
-    ~14 GB with fixed 512-row broadcast chunks)."""
+    other p by broadcasting (chunk, len(b), d). Memory stays bounded whatever N (chunks of a fixed number of
+    rows would not be: their temporaries grow with len(b)·d)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
     per_row = len(b) if p == 2.0 else len(b) * a.shape[1]
     chunk, total = max(1, max_floats // max(1, per_row)), 0.0

@@ -45,14 +45,14 @@ Appendix A.4 drops the ‖x̃‖ ≤ √d factor and states Δ_w = 2√d/(N_D λ
   than the paper's Blum et al. γ and N_S-fold composition). E[e^ζ'] = 1 for every γ; Var = e^{γ²} − 1
   (the paper's "γ²" is its first-order term). N_S is capped so that γ ≤ `gamma_max`.
 
-Exact noise on a lattice (issue 28, item 4). The released weights leave the steward's side, so float Laplace and
+Exact noise on a lattice. The released weights leave the steward's side, so float Laplace and
 Gaussian noise (whose low-order bits reveal the noiseless value) are replaced by exact discrete noise on a lattice
 γℤ (`pipelines.privacy.mechanisms.lattice_*_mechanism`): the value is rounded exactly to γℤ, an integer is added,
 and the result times γ is released. Exact rounding is monotone and commutes with integer shifts, so a coordinate
 that moves by ≤ c moves by ≤ ⌈c/γ⌉ lattice points.
 - Log-weights (output_lapl, output_norm): γ = Δ_w/K (K = LOG_WEIGHT_LATTICE_STEPS; exact in floats), so each of
   the N_S released log-weights moves by ≤ K points: N_S compositions of the 1-D discrete mechanism with shift K,
-  accounted exactly (DiscreteLaplaceEvent(t, K, N_S) with t = Kρ/Δ_w = K·N_S/ε, pure ε = N_S·K/t = ε as before;
+  accounted exactly (DiscreteLaplaceEvent(t, K, N_S) with t = Kρ/Δ_w = K·N_S/ε, pure ε = N_S·K/t = ε;
   DiscreteGaussianEvent(σ_γ, K, N_S), σ_γ the smallest σ whose exact N_S-fold PLD meets (ε, δ), γ_noise = σ_γ·γ).
   The rounding moves a log-weight by ≤ γ/2; K > 1 keeps the shifts a real pair makes (≈ Δ_w/2, tests/audit_cases_
   release.py) from rounding away to 0 or 1 point. The mean shifts are the discrete noise's own: −log E[e^{γY}]

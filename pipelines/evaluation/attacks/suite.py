@@ -61,7 +61,7 @@ def privacy_risk(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame
                  s: dict[str, Any], seed: int, real: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every attack of the package on S against the real training (members) and holdout (non-members) rows;
     `real`: ``real_side`` of the same rows, settings and seed. The attacks search a seeded sample of at most
-    `pool_max_rows` synthetic rows (its own generator, so a table under the cap draws exactly as before); the
+    `pool_max_rows` synthetic rows (its own generator, so the attacks on a table under the cap draw as uncapped); the
     exact-copy counts read every synthetic row."""
     rng = np.random.default_rng(seed)
     columns = list(schema.columns)

@@ -1,4 +1,4 @@
-"""The encoding every deep generator offers for numeric columns (issue 21) and long code lists (issue 31): its
+"""The encoding every deep generator offers for numeric columns and long code lists: its
 DEFAULTS, merged into each such generator's DEFAULTS, and their rules. `PrivateGenerator` applies them
 (`pipelines.generators.base`); the map is `pipelines.data.bins.BinnedEncoding`."""
 from __future__ import annotations

@@ -13,8 +13,8 @@ DEFAULTS: dict[str, Any] = {      # appendix D.1 unless noted
     "epochs": 100,                # T = ceil(epochs / q) energy steps ...
     "steps": None,                # ... unless steps (T) is given instead
     "max_steps": 8000,            # T ≤ max_steps when T comes from epochs (null: no cap; ours, not the paper's):
-                                  # 100 epochs up to 10,240 rows; beyond, a fixed ~4-minute run on one core
-                                  # (Adult's 39,074 training rows would take 30,527 steps, 25 minutes)
+                                  # 100 epochs up to 10,240 rows; beyond, a run of fixed length
+                                  # (Adult's 39,074 training rows would take 30,527 steps, almost 4× as long)
     "batch_size": 128,            # expected real batch size q·n (Poisson sampling)
     "energy_steps": 5,            # energy-model steps per generator step
     "margin": 10.0,               # m of Eq. 6, 7
