@@ -52,7 +52,7 @@ def release_test_gate(config: Config, generator: str, root: Path, run_id: str | 
              "settings": {k: s[k] for k in ("test_epsilon", "test_excess_max", "test_confidence")},
              "radius": radius, "holdout_fraction": fraction,
              "n_public": n_rows,  # the key as the paid bits were hashed with: renaming it would re-spend them
-             **({} if sch.unit is None else {"unit": sch.unit_name})}
+             **common.unit_facts(sch)}
     inputs = sha256_text(json.dumps(facts, sort_keys=True))
     led = common.ledger(config, root)
     prior = common.paid_before(p.release_test(generator), inputs, led, p.dataset, within="evidence")

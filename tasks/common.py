@@ -270,3 +270,9 @@ def split_key(config: Config, root: Path) -> tuple[bytes, str]:
         return key, "HMAC-SHA256 of the steward's noise key"
     path = salt_path(config, root)
     return _read_or_create_salt(path), f"random salt in {path}"
+
+
+def unit_facts(sch: Schema) -> dict[str, str]:
+    """The privacy unit a paid result was computed for, for its inputs hash (nothing for one row, so row-level hashes
+    are unchanged): a result paid at another unit is never reused, its noise was calibrated for another sensitivity."""
+    return {} if sch.unit is None else {"unit": sch.unit_name}

@@ -58,7 +58,7 @@ def check_row_loss(config: Config, root: Path, run_id: str | None = None) -> dic
     counts = {k: report[k] for k in ("rows_in", "rows_dropped", "rows_clipped")}  # what the test reads
     inputs = sha256_text(json.dumps({"validated": _file_hash(p), "counts": counts,
                                      "max_dropped_fraction": ds.max_dropped_fraction, "epsilon": epsilon,
-                                     **_unit(sch)}, sort_keys=True))
+                                     **common.unit_facts(sch)}, sort_keys=True))
     led = common.ledger(config, root)
     result = common.paid_before(row_loss_path(p), inputs, led, p.dataset)
     if result is None:
@@ -109,7 +109,7 @@ def prepare(config: Config, root: Path = Path("."), run_id: str | None = None) -
             epsilon = priv.row_count_epsilon
             inputs = sha256_text(json.dumps({"validated": _file_hash(p), "split": hashlib.sha256(key).hexdigest(),
                                              "holdout_fraction": holdout_fraction, "epsilon": epsilon,
-                                             **_unit(sch)}, sort_keys=True))
+                                             **common.unit_facts(sch)}, sort_keys=True))
             led = common.ledger(config, root)
             prior = common.paid_before(p.row_count, inputs, led, p.dataset)
             if prior is not None:
@@ -175,9 +175,3 @@ def write_split(config: Config, p: Paths, sch: Schema, key: bytes, out: Path) ->
 def _file_hash(p: Paths) -> str:
     """sha256 of the validated table (keys the count's noise to this data when a steward key is set)."""
     return sha256_file(p.validated)
-
-
-def _unit(sch: Schema) -> dict[str, str]:
-    """The privacy unit a paid count was computed for (none for one row): a count paid at another unit is never
-    reused, since its noise was calibrated for another sensitivity."""
-    return {} if sch.unit is None else {"unit": sch.unit_name}
