@@ -33,6 +33,8 @@ case "$cmd" in
     ;;
   test)
     setup
+    # the habits CI enforces (pyproject.toml): lint, format and the type-checked modules, before the tests
+    ruff check --quiet . && ruff format --check --quiet . && mypy --no-error-summary || exit 1
     # one pytest-xdist worker per core (SYNTHRELEASE_TEST_WORKERS overrides; 0 = in this process)
     set +e; pytest -n "${SYNTHRELEASE_TEST_WORKERS:-auto}" --dist worksteal "$@"; rc=$?; set -e
     [ "$rc" -eq 5 ] && { echo "no tests were collected" >&2; exit 1; }

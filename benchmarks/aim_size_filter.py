@@ -1,7 +1,7 @@
 """AIM's size filter (`pipelines/marginal/estimate.py::model_size_mb`, asked of every candidate in every round)
 against mbi's `hypothetical_model_size`, the definition it reproduces, on the same calls in the same run.
 
-    python benchmarks/aim_size_filter.py
+    python -m benchmarks.aim_size_filter
 
 Two replays, each every round's filter over AIM's workload candidates (every pair of columns, every triple with the
 target), the model's cliques being every 1-way and the rounds' cliques so far:
@@ -10,13 +10,14 @@ target), the model's cliques being every 1-way and the rounds' cliques so far:
   cliques are seeded draws of the workload (the default release ran 3 rounds).
 Prints each implementation's seconds, their ratio, and asserts that every size is mbi's.
 """
+
 from __future__ import annotations
 
 import itertools
 import time
 
 import numpy as np
-from aim_projection import DOMAIN, MODEL   # beside this file
+from benchmarks.aim_projection import DOMAIN, MODEL  # beside this file
 
 from pipelines.marginal import estimate as est
 
@@ -24,6 +25,7 @@ from pipelines.marginal import estimate as est
 def replay(names: list[str], shape: list[int], rounds: list[tuple[str, ...]], target: str) -> tuple[float, float, int]:
     """(our seconds, mbi's seconds, calls) of the filter over every round of `rounds`."""
     from mbi.junction_tree import hypothetical_model_size
+
     dom = est.domain(names, shape)
     others = [n for n in names if n != target]
     cands = list(itertools.combinations(names, 2)) + [(target, a, b) for a, b in itertools.combinations(others, 2)]
@@ -45,8 +47,10 @@ def main() -> None:
     wide = [f"x{i}" for i in range(30)] + ["target"]
     wide_work = list(itertools.combinations(wide, 2))
     wide_rounds = [wide_work[int(i)] for i in rng.choice(len(wide_work), 3, replace=False)]
-    cases = {"Adult, 17 rounds": (list(DOMAIN), list(DOMAIN.values()), [c for c in MODEL if len(c) > 1], "income"),
-             "31 columns of 16, 3 rounds": (wide, [16] * 31, wide_rounds, "target")}
+    cases = {
+        "Adult, 17 rounds": (list(DOMAIN), list(DOMAIN.values()), [c for c in MODEL if len(c) > 1], "income"),
+        "31 columns of 16, 3 rounds": (wide, [16] * 31, wide_rounds, "target"),
+    }
     print(f"{'replay':<28}{'calls':>7}{'ours s':>9}{'mbi s':>9}{'ratio':>7}")
     for name, case in cases.items():
         ours, theirs, calls = replay(*case)

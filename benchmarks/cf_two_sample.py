@@ -13,13 +13,14 @@ reading under which the paper's claims hold, docs/pearl.md); "normal": all entri
 "critic": the unoptimized set with the weights of PEARL's parametric critic (`FrequencyCritic`, proposal
 N(0, I)), fitted by maximising T_w on an independent pilot sample, then frozen for the tests.
 """
+
 from __future__ import annotations
 
 import numpy as np
 import torch
 
 from pipelines.generators.pearl import FrequencyCritic, weighted_cfd
-from pipelines.privacy.embeddings import cf_features
+from pipelines.generators.mechanisms.embeddings import cf_features
 
 SETS = ("unoptimized", "normal", "optimized", "critic")
 
@@ -28,13 +29,14 @@ def _features(x: np.ndarray, freqs: np.ndarray) -> np.ndarray:
     return cf_features(torch.as_tensor(x), torch.as_tensor(freqs)).numpy()
 
 
-def permutation_rejects(x: np.ndarray, y: np.ndarray, freqs: np.ndarray, weights: np.ndarray,
-                        signs: np.ndarray, alpha: float = 0.05) -> bool:
+def permutation_rejects(
+    x: np.ndarray, y: np.ndarray, freqs: np.ndarray, weights: np.ndarray, signs: np.ndarray, alpha: float = 0.05
+) -> bool:
     """Reject H₀: P = Q at level α by T_w against its permutation null. `signs` (P, n_x + n_y) holds
     ±1/n per pooled row for each permutation (+ for the rows playing X)."""
     pooled = _features(np.vstack([x, y]), freqs)
     w = np.concatenate([weights, weights])
-    observed = (w * (pooled[:len(x)].mean(0) - pooled[len(x):].mean(0)) ** 2).sum()
+    observed = (w * (pooled[: len(x)].mean(0) - pooled[len(x) :].mean(0)) ** 2).sum()
     null = ((signs @ pooled) ** 2 * w).sum(1)
     return (1 + np.sum(null >= observed)) / (1 + len(signs)) <= alpha
 
@@ -52,9 +54,11 @@ def critic_weights(x: np.ndarray, y: np.ndarray, freqs: np.ndarray, steps: int =
     without PEARL's effective-sample-size floor: App. C's optimum is a single frequency."""
     critic = FrequencyCritic(torch.as_tensor(freqs, dtype=torch.float32))
     f = torch.as_tensor(freqs, dtype=torch.float32)
-    disc = weighted_cfd(cf_features(torch.as_tensor(x, dtype=torch.float32), f).mean(0, keepdim=True),
-                        cf_features(torch.as_tensor(y, dtype=torch.float32), f).mean(0, keepdim=True),
-                        torch.ones(1))
+    disc = weighted_cfd(
+        cf_features(torch.as_tensor(x, dtype=torch.float32), f).mean(0, keepdim=True),
+        cf_features(torch.as_tensor(y, dtype=torch.float32), f).mean(0, keepdim=True),
+        torch.ones(1),
+    )
     opt = torch.optim.Adam(critic.parameters(), lr=lr)
     for _ in range(steps):
         opt.zero_grad(set_to_none=True)
@@ -63,8 +67,16 @@ def critic_weights(x: np.ndarray, y: np.ndarray, freqs: np.ndarray, steps: int =
     return critic.weights().detach().numpy().astype(float)
 
 
-def rejection_rates(d: int, k: int = 20, n: int = 1000, trials: int = 100, permutations: int = 200,
-                    shift: float = 1.0, alpha: float = 0.05, seed: int = 0) -> dict[str, float]:
+def rejection_rates(
+    d: int,
+    k: int = 20,
+    n: int = 1000,
+    trials: int = 100,
+    permutations: int = 200,
+    shift: float = 1.0,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> dict[str, float]:
     """Fraction of `trials` in which each set of `SETS` rejects; one draw of the frequencies and of the
     critic's pilot sample per call, fresh samples (shared by all sets) per trial."""
     rng = np.random.default_rng(seed)
@@ -76,9 +88,12 @@ def rejection_rates(d: int, k: int = 20, n: int = 1000, trials: int = 100, permu
 
     sets = appendix_c_frequencies(d, k, rng)
     uniform = np.full(k, 1 / k)
-    weighted = {"unoptimized": (sets["unoptimized"], uniform), "normal": (sets["normal"], uniform),
-                "optimized": (sets["unoptimized"], np.eye(k)[0]),
-                "critic": (sets["unoptimized"], critic_weights(*draw(), sets["unoptimized"]))}
+    weighted = {
+        "unoptimized": (sets["unoptimized"], uniform),
+        "normal": (sets["normal"], uniform),
+        "optimized": (sets["unoptimized"], np.eye(k)[0]),
+        "critic": (sets["unoptimized"], critic_weights(*draw(), sets["unoptimized"])),
+    }
     labels = np.concatenate([np.full(n, 1.0 / n), np.full(n, -1.0 / n)])
     hits = dict.fromkeys(SETS, 0)
     for _ in range(trials):

@@ -1,6 +1,6 @@
 """Issue 31's large code lists: the same release with a 50-code and a 5,000-code column, time and peak memory.
 
-    python benchmarks/code_list.py --out /tmp/codes --codes 50 5000 --rows 2500 --seeds 0
+    python -m benchmarks.code_list --out /tmp/codes --codes 50 5000 --rows 2500 --seeds 0
 
 Builds, per K in --codes, Adult (the bundled table) with one more categorical column `dx` of K documented codes
 (`D0000` ... ; the list in `codes/dx<K>.txt`, read by the schema's `categories_file`): a row's code is
@@ -11,6 +11,7 @@ default params (`release.select: auto`), one process per K and seed, and this pr
 seconds and peak resident memory of its largest process, and the 5,000-code run's ratios to the 50-code run's.
 The issue's target: at most 2x in time and in memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,17 +68,35 @@ def main() -> None:
         data, schema = build(args.out, k)
         for seed in args.seeds:
             result = args.out / f"product-dx{k}-seed{seed}.json"
-            cmd = [sys.executable, str(ROOT / "benchmarks" / "product.py"), "--data", str(data), "--schema",
-                   str(schema), "--rows", str(args.rows), "--seeds", str(seed), "--json", str(result),
-                   *[a for s in args.set for a in ("--set", s)]]
+            cmd = [
+                sys.executable,
+                "-m",
+                "benchmarks.product",
+                "--data",
+                str(data),
+                "--schema",
+                str(schema),
+                "--rows",
+                str(args.rows),
+                "--seeds",
+                str(seed),
+                "--json",
+                str(result),
+                *[a for s in args.set for a in ("--set", s)],
+            ]
             subprocess.run(cmd, check=True)
             runs.setdefault(k, []).extend(json.loads(result.read_text())["rows"])
-    print("| codes | seed | published | repro s | peak RSS MiB | 2-way | AUROC LR / RF / GBM |\n|---|---|---|---|---|---|---|")
+    print(
+        "| codes | seed | published | repro s | peak RSS MiB | 2-way | AUROC LR / RF / GBM |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     for k, rows in runs.items():
         for r in rows:
             auc = " / ".join(f"{v:.3f}" for v in r.get("tstr_auroc", {}).values())
-            print(f"| {k} | {r['seed']} | {r.get('generator', r.get('error'))} | {r['repro_s']} | {r['peak_rss_mb']} "
-                  f"| {r.get('2-way', '')} | {auc} |")
+            print(
+                f"| {k} | {r['seed']} | {r.get('generator', r.get('error'))} | {r['repro_s']} | {r['peak_rss_mb']} "
+                f"| {r.get('2-way', '')} | {auc} |"
+            )
     low, high = min(runs), max(runs)
     if low != high:
         for key in ("repro_s", "peak_rss_mb"):

@@ -1,10 +1,10 @@
 """Issue 21's frontier table: every generator on Adult at ε = 1, δ = 1e-5, default params, one run.
 
-    python benchmarks/frontier.py                                   # all generators, 16,000 training rows
-    python benchmarks/frontier.py --quick                           # smoke run: 2,000 rows
-    python benchmarks/frontier.py --generators pearl,mst --rows 5000 --set pearl.steps=2000
-    python benchmarks/frontier.py --params params/adult-paper.yaml  # per-generator overrides from a file
-    python benchmarks/frontier.py --dataset breast_cancer --generators pearl --set pearl.numeric_encoding=bins
+    python -m benchmarks.frontier                                   # all generators, 16,000 training rows
+    python -m benchmarks.frontier --quick                           # smoke run: 2,000 rows
+    python -m benchmarks.frontier --generators pearl,mst --rows 5000 --set pearl.steps=2000
+    python -m benchmarks.frontier --params params/adult-paper.yaml  # per-generator overrides from a file
+    python -m benchmarks.frontier --dataset breast_cancer --generators pearl --set pearl.numeric_encoding=bins
 
 Rows: a seeded subsample of `--rows` training rows of validated Adult, or of the bundled table `--dataset` (every
 training row by default; the project's reader, `schemas/<dataset>.yaml` and keyed split, `generator_runs.py`),
@@ -27,13 +27,14 @@ samples as many rows as it was trained on. Per generator:
   dimension-wise probability and prediction, 3-way marginal TV, Wasserstein score, target accuracy;
   `pipelines.evaluation.unsupervised`) and PEARL's 10 classifiers (Table 2, mean ROC / PRC AUC trained on
   the synthetic table; `pipelines.evaluation.classifiers`), e.g. before/after calibration:
-      python benchmarks/frontier.py --generators dp_auto_gan,pearl --paper
-      python benchmarks/frontier.py --generators dp_auto_gan,pearl --paper \
+      python -m benchmarks.frontier --generators dp_auto_gan,pearl --paper
+      python -m benchmarks.frontier --generators dp_auto_gan,pearl --paper \
           --set "dp_auto_gan.calibration={share: 0}" --set "pearl.calibration={share: 0}"
 
 This is a benchmark, not a release artefact: the bins and every metric read the real rows, and the fixed
 noise seed voids the DP guarantee. Nothing here may be published as a release's evidence.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from generator_runs import ROOT, bundled, fit_and_sample, generator_params, overrides, sub_schema, subsample
-from pipelines.config import EVALUATE_DEFAULTS
+from benchmarks.generator_runs import ROOT, bundled, fit_and_sample, generator_params, overrides, sub_schema, subsample
+from pipelines.config import Metrics
 from pipelines.data.readers import BUNDLED
 from pipelines.data.declared import derived_values
 from pipelines.data.schema import Schema, indicator
@@ -106,15 +107,22 @@ def marginal_l1(real: pd.DataFrame, synth: pd.DataFrame, cols: Sequence[str]) ->
     return float(r.sub(s, fill_value=0).abs().sum())
 
 
-def kway_score(real: pd.DataFrame, synth: pd.DataFrame, k: int,
-               subsets: Sequence[Sequence[str]] | None = None) -> float:
+def kway_score(
+    real: pd.DataFrame, synth: pd.DataFrame, k: int, subsets: Sequence[Sequence[str]] | None = None
+) -> float:
     """500 × (2 − mean L1 distance of normalised k-way marginals) over `subsets` (default: all column k-subsets)."""
     subsets = subsets if subsets is not None else list(combinations(real.columns, k))
     return 500.0 * (2.0 - float(np.mean([marginal_l1(real, synth, cols) for cols in subsets])))
 
 
-def measure(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, schema: Schema,
-            subsets3: list[tuple[str, ...]], seed: int) -> dict[str, Any]:
+def measure(
+    train: pd.DataFrame,
+    holdout: pd.DataFrame,
+    synth: pd.DataFrame,
+    schema: Schema,
+    subsets3: list[tuple[str, ...]],
+    seed: int,
+) -> dict[str, Any]:
     """The table's metrics of one synthetic table (module docstring): modelled rows, each derived column scored in
     its declared place (`scoring_schema`), as the published table holds it."""
     if schema.derived:
@@ -124,26 +132,31 @@ def measure(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, sch
     one_way = {c: 0.5 * marginal_l1(real_b, synth_b, [c]) for c in real_b.columns}
     tstr = tstr_auroc(train, synth, holdout, schema.columns, schema.target, seed)
     detection = detection_auc(train, synth, schema.columns, None, seed, classifier=DETECTOR)
-    return {"1-way": round(kway_score(real_b, synth_b, 1), 1), "2-way": round(kway_score(real_b, synth_b, 2), 1),
-            "3-way": round(kway_score(real_b, synth_b, 3, subsets3), 1),
-            "tstr_auroc": {m: round(tstr["models"][m]["tstr"], 3) for m in TSTR},
-            "trtr_auroc": {m: round(tstr["models"][m]["trtr"], 3) for m in TSTR},
-            "detection_auc": round(detection["auc"], 3),
-            "worst_1way_tv": dict(sorted(((c, round(v, 3)) for c, v in one_way.items()), key=lambda t: -t[1])[:5])}
+    return {
+        "1-way": round(kway_score(real_b, synth_b, 1), 1),
+        "2-way": round(kway_score(real_b, synth_b, 2), 1),
+        "3-way": round(kway_score(real_b, synth_b, 3, subsets3), 1),
+        "tstr_auroc": {m: round(tstr["models"][m]["tstr"], 3) for m in TSTR},
+        "trtr_auroc": {m: round(tstr["models"][m]["trtr"], 3) for m in TSTR},
+        "detection_auc": round(detection["auc"], 3),
+        "worst_1way_tv": dict(sorted(((c, round(v, 3)) for c, v in one_way.items()), key=lambda t: -t[1])[:5]),
+    }
 
 
 def paper(train: pd.DataFrame, holdout: pd.DataFrame, synth: pd.DataFrame, schema: Schema, seed: int) -> dict:
     """The papers' own numbers of one synthetic table (module docstring, `--paper`), with the release's knobs."""
-    m, _ = unsupervised.paper_metrics(train, synth, holdout, schema, seed, EVALUATE_DEFAULTS)
+    m, _ = unsupervised.paper_metrics(train, synth, holdout, schema, seed, Metrics().model_dump())
     pred, acc = m["dimension_wise"]["prediction"]["summary"], m["target_accuracy"]
     ten = tstr_classifiers(train, synth, holdout, schema.columns, schema.target, seed)["average"]
-    return {"dimwise_probability_mean_abs_diff": _round(m["dimension_wise"]["probability"].get("mean_abs_diff")),
-            "dimwise_prediction_mean_gap": _round(pred["mean_gap"]),
-            "dimwise_prediction_rms_gap": _round(pred["rms_gap"]),
-            "kway_marginal_mean_tv": _round(m["kway_marginal"].get("mean_tv")),
-            "wasserstein_score": _round(m["wasserstein_score"].get("score")),
-            "target_accuracy": {k: _round(acc.get(k)) for k in ("real", "synthetic")},
-            "ten_classifiers": {k: {s: _round(ten[k][s]) for s in ("roc", "prc")} for k in ("tstr", "trtr")}}
+    return {
+        "dimwise_probability_mean_abs_diff": _round(m["dimension_wise"]["probability"].get("mean_abs_diff")),
+        "dimwise_prediction_mean_gap": _round(pred["mean_gap"]),
+        "dimwise_prediction_rms_gap": _round(pred["rms_gap"]),
+        "kway_marginal_mean_tv": _round(m["kway_marginal"].get("mean_tv")),
+        "wasserstein_score": _round(m["wasserstein_score"].get("score")),
+        "target_accuracy": {k: _round(acc.get(k)) for k in ("real", "synthetic")},
+        "ten_classifiers": {k: {s: _round(ten[k][s]) for s in ("roc", "prc")} for k in ("tstr", "trtr")},
+    }
 
 
 def _round(x: float | None) -> float | None:
@@ -152,45 +165,60 @@ def _round(x: float | None) -> float | None:
 
 def paper_markdown(rows: list[dict[str, Any]]) -> str:
     """The `--paper` numbers, one row per generator (real-data references in the last row)."""
-    lines = ["| generator (settings) | dim-wise prob. mean abs diff | dim-wise pred. mean / rms gap | 3-way mean TV "
-             "| W score | target acc. (RF) | 10 classifiers ROC / PRC |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| generator (settings) | dim-wise prob. mean abs diff | dim-wise pred. mean / rms gap | 3-way mean TV "
+        "| W score | target acc. (RF) | 10 classifiers ROC / PRC |",
+        "|---|---|---|---|---|---|---|",
+    ]
     ok = [r for r in rows if "paper" in r]
     for r in ok:
         q = r["paper"]
-        lines.append(f"| {r['generator']} ({r['settings']}) | {q['dimwise_probability_mean_abs_diff']} "
-                     f"| {q['dimwise_prediction_mean_gap']} / {q['dimwise_prediction_rms_gap']} "
-                     f"| {q['kway_marginal_mean_tv']} | {q['wasserstein_score']} | {q['target_accuracy']['synthetic']} "
-                     f"| {q['ten_classifiers']['tstr']['roc']} / {q['ten_classifiers']['tstr']['prc']} |")
+        lines.append(
+            f"| {r['generator']} ({r['settings']}) | {q['dimwise_probability_mean_abs_diff']} "
+            f"| {q['dimwise_prediction_mean_gap']} / {q['dimwise_prediction_rms_gap']} "
+            f"| {q['kway_marginal_mean_tv']} | {q['wasserstein_score']} | {q['target_accuracy']['synthetic']} "
+            f"| {q['ten_classifiers']['tstr']['roc']} / {q['ten_classifiers']['tstr']['prc']} |"
+        )
     if ok:
         q = ok[0]["paper"]
-        lines.append(f"| train on real (reference) | 0 | 0 / 0 | – | – | {q['target_accuracy']['real']} "
-                     f"| {q['ten_classifiers']['trtr']['roc']} / {q['ten_classifiers']['trtr']['prc']} |")
+        lines.append(
+            f"| train on real (reference) | 0 | 0 / 0 | – | – | {q['target_accuracy']['real']} "
+            f"| {q['ten_classifiers']['trtr']['roc']} / {q['ten_classifiers']['trtr']['prc']} |"
+        )
     return "\n".join(lines)
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The issue's table (with seconds), a train-on-real reference row and the worst columns per generator."""
-    lines = ["| generator (settings) | 1-way | 2-way | 3-way | TSTR AUROC LR / RF / GBM | detection AUC "
-             "| fit s | sample s |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| generator (settings) | 1-way | 2-way | 3-way | TSTR AUROC LR / RF / GBM | detection AUC "
+        "| fit s | sample s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         label = f"{r['generator']} ({r['settings']})"
         if "error" in r:
             lines.append(f"| {label} | failed: {r['error']} | | | | | {r.get('fit_s', '–')} | |")
             continue
         auc = " / ".join(f"{r['tstr_auroc'][m]:.3f}" for m in TSTR)
-        lines.append(f"| {label} | {r['1-way']} | {r['2-way']} | {r['3-way']} | {auc} | {r['detection_auc']:.2f} "
-                     f"| {r['fit_s']:.1f} | {r['sample_s']:.1f} |")
+        lines.append(
+            f"| {label} | {r['1-way']} | {r['2-way']} | {r['3-way']} | {auc} | {r['detection_auc']:.2f} "
+            f"| {r['fit_s']:.1f} | {r['sample_s']:.1f} |"
+        )
         if "x*_only" in r:
             x = r["x*_only"]
-            lines.append(f"| {r['generator']}, x* only (without {', '.join(x['without'])}) | {x['1-way']} "
-                         f"| {x['2-way']} | {x['3-way']} | | {x['detection_auc']:.2f} | | |")
+            lines.append(
+                f"| {r['generator']}, x* only (without {', '.join(x['without'])}) | {x['1-way']} "
+                f"| {x['2-way']} | {x['3-way']} | | {x['detection_auc']:.2f} | | |"
+            )
     ok = [r for r in rows if "error" not in r]
     if ok:
         auc = " / ".join(f"{ok[0]['trtr_auroc'][m]:.3f}" for m in TSTR)
         lines.append(f"| train on real (reference) | 1000 | 1000 | 1000 | {auc} | – | – | – |")
         lines += ["", "Worst 1-way total variation distance (10 quantile bins for numerics):", ""]
-        lines += [f"- {r['generator']}: " + ", ".join(f"`{c}` {v:.2f}" for c, v in r["worst_1way_tv"].items())
-                  for r in ok]
+        lines += [
+            f"- {r['generator']}: " + ", ".join(f"`{c}` {v:.2f}" for c, v in r["worst_1way_tv"].items()) for r in ok
+        ]
     return "\n".join(lines)
 
 
@@ -198,8 +226,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--generators", default=",".join(GENERATORS), help="comma-separated (default: the registry)")
     ap.add_argument("--dataset", choices=BUNDLED, default="adult", help="bundled table (default: adult)")
-    ap.add_argument("--rows", type=int, help="training rows, a seeded subsample (default: 16,000 on Adult, every "
-                                             "training row otherwise)")
+    ap.add_argument(
+        "--rows",
+        type=int,
+        help="training rows, a seeded subsample (default: 16,000 on Adult, every training row otherwise)",
+    )
     ap.add_argument("--quick", action="store_true", help="smoke run: 2,000 training rows")
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--delta", type=float, default=1e-5)
@@ -228,23 +259,39 @@ def main() -> None:
     except ValueError as exc:
         ap.error(str(exc))
     names = [c.name for c in schema.columns]
-    k3 = [tuple(names[i] for i in s) for s in column_subsets(len(names), 3, args.subsets3 or 10**9,
-                                                              np.random.default_rng(args.seed))]
+    k3 = [
+        tuple(names[i] for i in s)
+        for s in column_subsets(len(names), 3, args.subsets3 or 10**9, np.random.default_rng(args.seed))
+    ]
     results = []
     for name in generators:
-        row: dict[str, Any] = {"generator": name, "settings": ", ".join(f"{k}={v}" for k, v in extra[name].items())
-                               or "defaults"}
+        row: dict[str, Any] = {
+            "generator": name,
+            "settings": ", ".join(f"{k}={v}" for k, v in extra[name].items()) or "defaults",
+        }
         try:
-            run = fit_and_sample(name, schema, train, generator_params(name, extra[name], args.seed), args.epsilon,
-                                 args.delta, args.seed)
-            row.update(fit_s=round(run.fit_s, 1), sample_s=round(run.sample_s, 1), privacy=run.privacy,
-                       **measure(train, holdout, run.synth, schema, k3, args.seed))
+            run = fit_and_sample(
+                name, schema, train, generator_params(name, extra[name], args.seed), args.epsilon, args.delta, args.seed
+            )
+            row.update(
+                fit_s=round(run.fit_s, 1),
+                sample_s=round(run.sample_s, 1),
+                privacy=run.privacy,
+                **measure(train, holdout, run.synth, schema, k3, args.seed),
+            )
             if run.uncalibrated:
                 rest = [n for n in names if n not in run.uncalibrated]
                 k3_rest = [s for s in k3 if not set(s) & set(run.uncalibrated)]
-                row["x*_only"] = {"without": list(run.uncalibrated), **{k: v for k, v in measure(
-                    train[rest], holdout[rest], run.synth[rest], sub_schema(schema, rest), k3_rest, args.seed).items()
-                    if k in ("1-way", "2-way", "3-way", "detection_auc")}}
+                row["x*_only"] = {
+                    "without": list(run.uncalibrated),
+                    **{
+                        k: v
+                        for k, v in measure(
+                            train[rest], holdout[rest], run.synth[rest], sub_schema(schema, rest), k3_rest, args.seed
+                        ).items()
+                        if k in ("1-way", "2-way", "3-way", "detection_auc")
+                    },
+                }
             if args.paper:
                 row["paper"] = paper(train, holdout, run.synth, schema, args.seed)
         except Exception as exc:  # one generator's failure is a row of the table, not the end of the run
@@ -253,16 +300,27 @@ def main() -> None:
         results.append(row)
         print(json.dumps(row, default=str), flush=True)
     wall = time.perf_counter() - started
-    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "command": " ".join(sys.argv),
-            "dataset": args.dataset, "training_rows": len(train), "holdout_rows": len(holdout),
-            "epsilon": args.epsilon, "delta": args.delta,
-            "seed": args.seed, "subsets3": len(k3), "cpus": len(os.sched_getaffinity(0)),
-            "load_average_start": round(load, 2), "load_average_end": round(os.getloadavg()[0], 2),
-            "wall_s": round(wall, 1)}
-    print(f"\n{'Adult' if adult else args.dataset}, {len(train)} training rows, {len(holdout)} holdout rows, "
-          f"ε = {args.epsilon:g}, "
-          f"δ = {args.delta:g}; {meta['cpus']} CPUs, load {meta['load_average_start']} → "
-          f"{meta['load_average_end']}; wall {wall:.0f} s\n")
+    meta = {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "dataset": args.dataset,
+        "training_rows": len(train),
+        "holdout_rows": len(holdout),
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "seed": args.seed,
+        "subsets3": len(k3),
+        "cpus": len(os.sched_getaffinity(0)),
+        "load_average_start": round(load, 2),
+        "load_average_end": round(os.getloadavg()[0], 2),
+        "wall_s": round(wall, 1),
+    }
+    print(
+        f"\n{'Adult' if adult else args.dataset}, {len(train)} training rows, {len(holdout)} holdout rows, "
+        f"ε = {args.epsilon:g}, "
+        f"δ = {args.delta:g}; {meta['cpus']} CPUs, load {meta['load_average_start']} → "
+        f"{meta['load_average_end']}; wall {wall:.0f} s\n"
+    )
     print(markdown(results))
     if args.paper:
         print("\nThe papers' evaluations (DP-auto-GAN §4 Tables 1-3; PEARL Table 2):\n")

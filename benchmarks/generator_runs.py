@@ -4,6 +4,7 @@ params, a timed fit and sample under a throwaway ledger.
 Not a release: the generators get a fixed `noise_seed` (a published noise seed voids the guarantee, so these
 tables are benchmark artefacts only) and no row count is released (n̂ = the rows passed).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -52,8 +53,7 @@ def adult(seed: int, holdout_fraction: float = 0.2) -> tuple[Schema, pd.DataFram
 def subsample(frame: pd.DataFrame, rows: int, seed: int, flag: str = "--rows") -> pd.DataFrame:
     """A seeded subsample of `rows` rows; ValueError naming `flag` when the table has fewer."""
     if not 0 < rows <= len(frame):
-        raise ValueError(f"{flag} {rows}: the table has {len(frame)} rows available here; "
-                         f"pass 1..{len(frame)}")
+        raise ValueError(f"{flag} {rows}: the table has {len(frame)} rows available here; pass 1..{len(frame)}")
     return frame.sample(n=rows, random_state=seed).reset_index(drop=True)
 
 
@@ -62,13 +62,17 @@ def sub_schema(schema: Schema, names: list[str]) -> Schema:
     unknown = sorted(set(names) - set(schema.names))
     if unknown:
         raise ValueError(f"{SCHEMA}: no columns {unknown}; columns: {', '.join(schema.names)}")
-    return replace(schema, columns=tuple(c for c in schema.columns if c.name in names),
-                   protected=tuple(p for p in schema.protected if p in names),
-                   related=tuple(q for q in schema.related if set(q) <= set(names)))
+    return replace(
+        schema,
+        columns=tuple(c for c in schema.columns if c.name in names),
+        protected=tuple(p for p in schema.protected if p in names),
+        related=tuple(q for q in schema.related if set(q) <= set(names)),
+    )
 
 
-def overrides(params_file: Path | None, sets: list[str], generators: list[str],
-              choices: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+def overrides(
+    params_file: Path | None, sets: list[str], generators: list[str], choices: dict[str, dict[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
     """Per-generator param overrides: `choices` (default: Adult's `STEWARD_CHOICES`), the generator's section of
     `params_file` (a params.yaml-shaped file or {generator: {key: value}}), then each `--set gen.key=value` (value
     read as YAML).
@@ -88,33 +92,44 @@ def overrides(params_file: Path | None, sets: list[str], generators: list[str],
         key, eq, value = item.partition("=")
         gen, dot, name = key.partition(".")
         if not (eq and dot and name) or gen not in GENERATORS:
-            raise ValueError(f"--set {item!r}: expected GENERATOR.KEY=VALUE with GENERATOR one of "
-                             f"{', '.join(GENERATORS)}, e.g. pearl.steps=2000")
+            raise ValueError(
+                f"--set {item!r}: expected GENERATOR.KEY=VALUE with GENERATOR one of "
+                f"{', '.join(GENERATORS)}, e.g. pearl.steps=2000"
+            )
         if gen in out:
             out[gen][name] = yaml.safe_load(value)
     return out
 
 
 def generator_params(name: str, extra: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Defaults plus `extra`, with the public seed and a fixed noise seed where the generator's DEFAULTS have
+    """Defaults plus `extra`, with the public seed and a fixed noise seed where the generator's `Params` has
     those keys (the schema's bounds and public bins reach every generator through the encoder's layout)."""
-    defaults = importlib.import_module(params_module(name)).DEFAULTS
+    keys = importlib.import_module(params_module(name)).Params.model_fields
     fixed = {"seed": seed, "noise_seed": seed}
-    return {**{k: v for k, v in fixed.items() if k in defaults}, **extra}
+    return {**{k: v for k, v in fixed.items() if k in keys}, **extra}
 
 
 @dataclass
 class Run:
     """One generator fitted and sampled: the decoded synthetic table and the seconds each part took."""
+
     synth: pd.DataFrame
     fit_s: float
     sample_s: float
     privacy: dict[str, Any]
-    uncalibrated: tuple[str, ...]   # columns the method keeps apart from the real marginals (PPEM's α-LMDP x′)
+    uncalibrated: tuple[str, ...]  # columns the method keeps apart from the real marginals (PPEM's α-LMDP x′)
 
 
-def fit_and_sample(name: str, schema: Schema, train: pd.DataFrame, params: dict[str, Any], epsilon: float,
-                   delta: float, seed: int, n_synth: int | None = None) -> Run:
+def fit_and_sample(
+    name: str,
+    schema: Schema,
+    train: pd.DataFrame,
+    params: dict[str, Any],
+    epsilon: float,
+    delta: float,
+    seed: int,
+    n_synth: int | None = None,
+) -> Run:
     """Fit generator `name` on `train` at (ε, δ) under a throwaway ledger, then sample `n_synth` rows (default
     len(train)) and decode them. fit_s: planning, the ledger reservation, training; sample_s: sampling and
     decoding. Torch threads: this process's cores (`pipelines.runtime`)."""
@@ -123,8 +138,9 @@ def fit_and_sample(name: str, schema: Schema, train: pd.DataFrame, params: dict[
     gen = generator_class(name)(encoder.layout, params, "cpu")
     X = encoder.encode(train)
     with tempfile.TemporaryDirectory() as tmp:
-        session = Ledger(str(Path(tmp) / "ledger.sqlite")).session("bench", "bench", f"train@{name}", delta,
-                                                                   float("inf"))
+        session = Ledger(str(Path(tmp) / "ledger.sqlite")).session(
+            "bench", "bench", f"train@{name}", delta, float("inf")
+        )
         start = time.perf_counter()
         gen.fit(X, session, Budget(epsilon, delta))
         fit_s = time.perf_counter() - start

@@ -1,8 +1,8 @@
 """Evidence for DP importance weights (Ghalebikesabi et al.): writes the result tables of
 docs/importance-weights.md (between its RESULTS markers).
 
-    python benchmarks/importance_weights.py                   # all four experiments (~15 min on 1 core)
-    python benchmarks/importance_weights.py --only gmm bayes  # a subset: gmm | bayes | table1 | audit
+    python -m benchmarks.importance_weights                   # all four experiments (~15 min on 1 core)
+    python -m benchmarks.importance_weights --only gmm bayes  # a subset: gmm | bayes | table1 | audit
 
 - gmm: §4.1's 5×5 Gaussian grid (σ = 0.05) against a mixture-of-uniforms SDGP; weighted W₁ to held-out
   real rows for no / true / each estimator's weights, weights at ε = 3 (half of the paper's ε = 6).
@@ -13,12 +13,12 @@ docs/importance-weights.md (between its RESULTS markers).
 - audit: Clopper-Pearson lower bounds on ε of output_lapl and output_norm at the claimed noise and at half.
 Reduced sizes (stated in the page) keep each experiment to a few minutes on one core.
 """
+
 from __future__ import annotations
 
 import argparse
 import math
 import re
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,32 +27,32 @@ import numpy as np
 import torch
 from scipy.stats import multivariate_normal
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from pipelines.data.layout import Block, Layout
+from pipelines.data.readers import read_table
+from pipelines.data.schema import load_schema
+from pipelines.data.transform import Encoder, train_holdout_split
+from pipelines.data.validation import validate_table
+from pipelines.evaluation import weighted
+from pipelines.evaluation.utility import _labels, featurise
+from pipelines.generators.base import Budget
+from pipelines.generators.registry import make_generator
+from pipelines.privacy.accountant import epsilon_pld
+from pipelines.privacy.audit import epsilon_lower_bound
+from pipelines.privacy.events import GaussianEvent, LaplaceEvent
+from pipelines.privacy.ledger import Ledger
+from pipelines.weights import estimators, logistic, postprocess
+from pipelines.weights.discriminator import critic_log_weights
 
-from pipelines.data.layout import Block, Layout  # noqa: E402
-from pipelines.data.readers import read_table  # noqa: E402
-from pipelines.data.schema import load_schema  # noqa: E402
-from pipelines.data.transform import Encoder, train_holdout_split  # noqa: E402
-from pipelines.data.validation import validate_table  # noqa: E402
-from pipelines.evaluation import weighted  # noqa: E402
-from pipelines.evaluation.utility import _labels, featurise  # noqa: E402
-from pipelines.generators.base import Budget  # noqa: E402
-from pipelines.generators.registry import make_generator  # noqa: E402
-from pipelines.privacy.accountant import epsilon_pld  # noqa: E402
-from pipelines.privacy.audit import epsilon_lower_bound  # noqa: E402
-from pipelines.privacy.events import GaussianEvent, LaplaceEvent  # noqa: E402
-from pipelines.privacy.ledger import Ledger  # noqa: E402
-from pipelines.weights import estimators, logistic, postprocess  # noqa: E402
-from pipelines.weights.discriminator import critic_log_weights  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DOC = ROOT / "docs" / "importance-weights.md"
 DELTA = 1e-5
 EPS_WEIGHTS = 3.0
 
 
-def weights_for(estimator: str, real: np.ndarray, syn: np.ndarray, layout: Layout, settings: dict,
-                seed: int) -> tuple[np.ndarray, int, float]:
+def weights_for(
+    estimator: str, real: np.ndarray, syn: np.ndarray, layout: Layout, settings: dict, seed: int
+) -> tuple[np.ndarray, int, float]:
     """(mean-one weights of the first N_S synthetic rows, N_S, PSIS k̂) at ε = EPS_WEIGHTS."""
     s = {**settings, "seed": seed, "noise_seed": 1000 + seed}
     plan = estimators.plan(estimator, s, layout, len(real), len(syn), EPS_WEIGHTS, DELTA)
@@ -75,7 +75,7 @@ def gmm_sample(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def gmm_density(x: np.ndarray) -> np.ndarray:
     d2 = ((x[:, None, :] - GRID[None]) ** 2).sum(-1)
-    return np.exp(-d2 / (2 * 0.05 ** 2)).mean(1) / (2 * math.pi * 0.05 ** 2)
+    return np.exp(-d2 / (2 * 0.05**2)).mean(1) / (2 * math.pi * 0.05**2)
 
 
 def uniform_mixture_sample(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -98,15 +98,21 @@ def gmm_experiment(seeds: int, n: int) -> str:
         rng = np.random.default_rng(seed)
         real, test, syn = gmm_sample(n, rng), gmm_sample(n, rng), uniform_mixture_sample(n, rng)
         results["none"].append(weighted.weighted_wasserstein1(enc(syn), None, enc(test)))
-        results["true weights"].append(weighted.weighted_wasserstein1(
-            enc(syn), gmm_density(syn) / uniform_mixture_density(syn), enc(test)))
+        results["true weights"].append(
+            weighted.weighted_wasserstein1(enc(syn), gmm_density(syn) / uniform_mixture_density(syn), enc(test))
+        )
         for est in names[2:]:
             w, n_s, _ = weights_for(est, enc(real), enc(syn), layout, {"epochs": 5, "lr": 0.01}, seed)
             released[est] = n_s
             results[est].append(weighted.weighted_wasserstein1(enc(syn)[:n_s], w, enc(test)))
     lines = ["| weights | N_S | weighted W₁ (mean ± sd over seeds) | paper Table 3 WST |", "|---|---|---|---|"]
-    paper = {"none": "0.1376", "true weights": "0.0036", "logreg": "0.0682", "beta_noised": "0.0682",
-             "priv_mlp": "0.0207"}
+    paper = {
+        "none": "0.1376",
+        "true weights": "0.0036",
+        "logreg": "0.0682",
+        "beta_noised": "0.0682",
+        "priv_mlp": "0.0207",
+    }
     for k in names:
         v = np.array(results[k])
         lines.append(f"| {k} | {released.get(k, n)} | {v.mean():.4f} ± {v.std():.4f} | {paper.get(k, '–')} |")
@@ -124,7 +130,7 @@ def bayes_draw(n: int, gamma: float, rng: np.random.Generator) -> tuple[np.ndarr
     from_g = rng.uniform(size=n) < gamma
     x = np.where(from_g[:, None], P_G.rvs(n, random_state=rng), P_D.rvs(n, random_state=rng))
     design = np.hstack([np.ones((n, 1)), x])
-    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-np.sum(design * np.where(from_g[:, None], TH_G, TH_D), 1))))
+    y = rng.uniform(size=n) < 1 / (1 + np.exp(-np.sum(design * np.where(from_g[:, None], TH_G, TH_D), 1)))
     return design, y.astype(int)
 
 
@@ -144,6 +150,7 @@ def bayes_experiment(seeds: int, n: int, gammas: list[float]) -> str:
             def lik(x, y, th):
                 p = 1 / (1 + np.exp(-(x @ th)))
                 return np.where(y == 1, p, 1 - p)
+
             p_d = P_D.pdf(xs[:, 1:]) * lik(xs, ys, TH_D)
             true_w = p_d / (gamma * P_G.pdf(xs[:, 1:]) * lik(xs, ys, TH_G) + (1 - gamma) * p_d)
             for k in names:
@@ -155,11 +162,14 @@ def bayes_experiment(seeds: int, n: int, gammas: list[float]) -> str:
                     w, m, _ = weights_for(k, enc(xr, yr), enc(xs, ys), layout, {"epochs": 5, "lr": 0.01}, seed)
                 post = weighted.iw_bayes_logistic(xs[:m], ys[:m], w, 10.0)
                 res[k].append(weighted.mahalanobis(post.mean, real_post))
-        lines.append(f"| {gamma} | " + " | ".join(f"{np.mean(res[k]):.2f} ± {np.std(res[k]):.2f}" for k in names) + " |")
+        lines.append(
+            f"| {gamma} | " + " | ".join(f"{np.mean(res[k]):.2f} ± {np.std(res[k]):.2f}" for k in names) + " |"
+        )
     return "\n".join(lines)
 
 
 # -- Table 1: breast cancer and Adult with DP-WGAN ---------------------------------------------------------
+
 
 def table1(dataset: str, wgan: dict, mlp: dict, seed: int) -> str:
     schema = load_schema(ROOT / "schemas" / f"{dataset}.yaml")
@@ -184,8 +194,17 @@ def table1(dataset: str, wgan: dict, mlp: dict, seed: int) -> str:
     hold_rows = np.sort(rng.choice(len(x_hold), min(cap, len(x_hold)), replace=False))
     critic = lambda rows: gen.critic(torch.as_tensor(rows, dtype=torch.float32)).detach().double().numpy()  # noqa: E731
     rows = []
-    for est in ("none", "logreg", "beta_noised", "output_lapl", "output_norm", "mlp", "priv_mlp", "discriminator",
-                "priv_mlp + PSIS"):
+    for est in (
+        "none",
+        "logreg",
+        "beta_noised",
+        "output_lapl",
+        "output_norm",
+        "mlp",
+        "priv_mlp",
+        "discriminator",
+        "priv_mlp + PSIS",
+    ):
         t = time.perf_counter()
         try:
             if est == "none":
@@ -214,27 +233,38 @@ def table1(dataset: str, wgan: dict, mlp: dict, seed: int) -> str:
         mmd = weighted.weighted_mmd2(x_syn[keep], sub, x_hold[hold_rows])
         ess = n_s if w is None else postprocess.effective_sample_size(w)
         fmt = lambda v: "–" if v is None else f"{v:.4f}"  # noqa: E731
-        rows.append(f"| {est} | {n_s} | {ess:.0f} | {khat:.2f} | {wst:.4f} | {mmd:.4f} | {fmt(auroc['svm'])} | "
-                    f"{fmt(auroc['random_forest'])} | {fmt(auroc['mlp'])} | {time.perf_counter() - t:.1f} s |")
-    head = (f"{dataset}: {len(train)} train / {len(holdout)} holdout rows; DP-WGAN ε = 3 trained in {train_s:.0f} s "
-            f"({wgan}); weights ε = 3 (priv_mlp {mlp}).\n\n"
-            "| weights | N_S | ESS | k̂ | WST ↓ | MMD ↓ | SVM ↑ | RF ↑ | MLP ↑ | time |\n|---|---|---|---|---|---|---|---|---|---|")
+        rows.append(
+            f"| {est} | {n_s} | {ess:.0f} | {khat:.2f} | {wst:.4f} | {mmd:.4f} | {fmt(auroc['svm'])} | "
+            f"{fmt(auroc['random_forest'])} | {fmt(auroc['mlp'])} | {time.perf_counter() - t:.1f} s |"
+        )
+    head = (
+        f"{dataset}: {len(train)} train / {len(holdout)} holdout rows; DP-WGAN ε = 3 trained in {train_s:.0f} s "
+        f"({wgan}); weights ε = 3 (priv_mlp {mlp}).\n\n"
+        "| weights | N_S | ESS | k̂ | WST ↓ | MMD ↓ | SVM ↑ | RF ↑ | MLP ↑ | time |\n"
+        "|---|---|---|---|---|---|---|---|---|---|"
+    )
     return head + "\n" + "\n".join(rows)
 
 
 # -- audits ------------------------------------------------------------------------------------------------
 
+
 def audit_experiment() -> str:
     rng, n = np.random.default_rng(0), 200_000
-    lines = ["| mechanism | claimed ε (PLD) | lower bound, claimed noise | lower bound, half the noise |", "|---|---|---|---|"]
+    lines = [
+        "| mechanism | claimed ε (PLD) | lower bound, claimed noise | lower bound, half the noise |",
+        "|---|---|---|---|",
+    ]
     delta_w = 0.1
     _, _, lap = logistic.output_laplace_plan(1.0, delta_w, 1, 0.5)
     _, _, gau = logistic.output_gaussian_plan(1.0, DELTA, delta_w, 1, 10.0)
     for name, fn, event, half in (
-            ("output_lapl", logistic.laplace_log_weights, lap, LaplaceEvent(lap.scale / 2, lap.l1_sensitivity)),
-            ("output_norm", logistic.gaussian_log_weights, gau, GaussianEvent(gau.sigma / 2, gau.l2_sensitivity))):
-        bounds = [epsilon_lower_bound(fn(np.zeros(n), e, rng), fn(np.full(n, delta_w), e, rng), DELTA)
-                  for e in (event, half)]
+        ("output_lapl", logistic.laplace_log_weights, lap, LaplaceEvent(lap.scale / 2, lap.l1_sensitivity)),
+        ("output_norm", logistic.gaussian_log_weights, gau, GaussianEvent(gau.sigma / 2, gau.l2_sensitivity)),
+    ):
+        bounds = [
+            epsilon_lower_bound(fn(np.zeros(n), e, rng), fn(np.full(n, delta_w), e, rng), DELTA) for e in (event, half)
+        ]
         lines.append(f"| {name} | {epsilon_pld([event], DELTA):.3f} | {bounds[0]:.3f} | {bounds[1]:.3f} |")
     return "\n".join(lines)
 
@@ -251,9 +281,11 @@ def main() -> None:
         elif name == "bayes":
             body = bayes_experiment(seeds=3, n=2000, gammas=[0.0, 0.25, 0.5, 0.75, 1.0])
         elif name == "table1":
-            body = (table1("breast_cancer", {"epochs": 60}, {"epochs": 10}, 0) + "\n\n" +
-                    table1("adult", {"epochs": 2, "batch_size": 256},
-                           {"epochs": 2, "batch_size": 512}, 0))
+            body = (
+                table1("breast_cancer", {"epochs": 60}, {"epochs": 10}, 0)
+                + "\n\n"
+                + table1("adult", {"epochs": 2, "batch_size": 256}, {"epochs": 2, "batch_size": 512}, 0)
+            )
         else:
             body = audit_experiment()
         body += f"\n\n(run time {time.perf_counter() - t:.0f} s on 1 core)"

@@ -10,51 +10,54 @@ docs/iw-mmd-gan.md.
    to 50/50, PRIVATE at ε = 1 (δ = 1e-5) with SNIW and IW over several DP noise draws, the unweighted private
    generator for comparison, and the non-private chapter-4 MMD-GAN (adversarial kernel) with and without weights.
 
-    python benchmarks/iw_mmd_gan_evidence.py --part synthetic     # §3.3.1 table, ≈ 5 min on 1 core
-    python benchmarks/iw_mmd_gan_evidence.py --part rebalancing   # breast cancer, ≈ 2 min on 1 core
-    python benchmarks/iw_mmd_gan_evidence.py --seeds 1 --steps 300 --no-write   # quick look, prints only
+    python -m benchmarks.iw_mmd_gan_evidence --part synthetic     # §3.3.1 table, ≈ 5 min on 1 core
+    python -m benchmarks.iw_mmd_gan_evidence --part rebalancing   # breast cancer, ≈ 2 min on 1 core
+    python -m benchmarks.iw_mmd_gan_evidence --seeds 1 --steps 300 --no-write   # quick look, prints only
 Each part rewrites its own marked region of docs/iw-mmd-gan.md.
 """
+
 from __future__ import annotations
 
 import argparse
 import math
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.knn_divergence import kl_divergence_knn
+from pipelines.data.readers import read_table
+from pipelines.data.schema import load_schema
+from pipelines.data.transform import Encoder, train_holdout_split
+from pipelines.generators.base import Budget
+from pipelines.generators.iw_mmd_gan import IWMMDGAN, train_weighted_mmd
+from pipelines.generators.networks import elu, initialise, mlp
+from pipelines.privacy.accountant import epsilon_pld
 
-from pipelines.data.readers import read_table  # noqa: E402
-from pipelines.data.schema import load_schema  # noqa: E402
-from pipelines.data.transform import Encoder, train_holdout_split  # noqa: E402
-from knn_divergence import kl_divergence_knn  # noqa: E402
-from pipelines.generators.base import Budget  # noqa: E402
-from pipelines.generators.iw_mmd_gan import IWMMDGAN, train_weighted_mmd  # noqa: E402
-from pipelines.generators.networks import elu, initialise, mlp  # noqa: E402
-from pipelines.privacy.accountant import epsilon_pld  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DOC = ROOT / "docs" / "iw-mmd-gan.md"
-TABLE_3_2 = {"IW": (0.0343, 0.0230, 0.0037, 0.0489, 0.5133, 0.1718),
-             "MIW": (0.2698, 0.0618, 0.0939, 0.0522, 0.8501, 0.3271),
-             "SNIW": (0.0451, 0.0132, 0.1435, 0.0377, 0.6623, 0.0918)}
+TABLE_3_2 = {
+    "IW": (0.0343, 0.0230, 0.0037, 0.0489, 0.5133, 0.1718),
+    "MIW": (0.2698, 0.0618, 0.0939, 0.0522, 0.8501, 0.3271),
+    "SNIW": (0.0451, 0.0132, 0.1435, 0.0377, 0.6623, 0.0918),
+}
 ESTIMATORS = {"IW": "iw", "SNIW": "sniw", "MIW": "miw", "ID": "id", "unweighted": "uniform"}
 BANDWIDTHS = [0.25, 0.5, 1.0, 2.0, 4.0]
 
 
 class NullSession:
     def reserve(self, events): ...
-    def record(self, events): return []
+    def record(self, events):
+        return []
 
 
-def thinned_data(dim: int, n: int, rng: np.random.Generator, f: np.ndarray,
-                 thinned: bool) -> tuple[np.ndarray, np.ndarray]:
+def thinned_data(
+    dim: int, n: int, rng: np.random.Generator, f: np.ndarray, thinned: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """x = θᵀF with θ ~ U(0,1)^10, θ_1 ~ density 2θ when `thinned` (inverse CDF √u); returns (x, θ_1)."""
     theta = rng.random((n, 10))
     if thinned:
@@ -76,15 +79,26 @@ def synthetic_run(dim: int, estimator: str, seed: int, n: int, steps: int) -> tu
     f = rng.normal(size=(10, dim))
     x, theta1 = thinned_data(dim, n, rng, f, thinned=True)
     target, _ = thinned_data(dim, n, rng, f, thinned=False)
-    w = 1 / theta1 if estimator == "sniw" else 1 / (2 * theta1)      # SNIW: M known up to a constant only
+    w = 1 / theta1 if estimator == "sniw" else 1 / (2 * theta1)  # SNIW: M known up to a constant only
     net = initialise(mlp([10, 64, 64, dim], elu), seed)
 
     def fake(m: int, g: torch.Generator) -> torch.Tensor:
         return net(torch.randn(m, 10, generator=g))
 
-    train_weighted_mmd(fake, list(net.parameters()), torch.as_tensor(x, dtype=torch.float32),
-                       torch.as_tensor(w, dtype=torch.float32), estimator, steps=steps, batch_size=128, lr=1e-3,
-                       bandwidths=BANDWIDTHS, groups=8, seed=seed, label=f"D={dim} {estimator}")
+    train_weighted_mmd(
+        fake,
+        list(net.parameters()),
+        torch.as_tensor(x, dtype=torch.float32),
+        torch.as_tensor(w, dtype=torch.float32),
+        estimator,
+        steps=steps,
+        batch_size=128,
+        lr=1e-3,
+        bandwidths=BANDWIDTHS,
+        groups=8,
+        seed=seed,
+        label=f"D={dim} {estimator}",
+    )
     with torch.no_grad():
         generated = fake(n, torch.Generator().manual_seed(seed + 7)).numpy()
     return kl_divergence_knn(generated, target), bias_removed(generated, f)
@@ -92,9 +106,16 @@ def synthetic_run(dim: int, estimator: str, seed: int, n: int, steps: int) -> tu
 
 def section_3_3_1(seeds: int, n: int, steps: int) -> str:
     dims = (2, 4, 10)
-    rows = ["| estimator | " + " | ".join(f"{d}D KL ours" for d in dims) + " | "
-            + " | ".join(f"{d}D KL Table 3.2" for d in dims) + " | "
-            + " | ".join(f"{d}D bias removed" for d in dims) + " |", "|---" * (3 * len(dims) + 1) + "|"]
+    rows = [
+        "| estimator | "
+        + " | ".join(f"{d}D KL ours" for d in dims)
+        + " | "
+        + " | ".join(f"{d}D KL Table 3.2" for d in dims)
+        + " | "
+        + " | ".join(f"{d}D bias removed" for d in dims)
+        + " |",
+        "|---" * (3 * len(dims) + 1) + "|",
+    ]
     for label, est in ESTIMATORS.items():
         cells, removed = [], []
         for dim in dims:
@@ -127,29 +148,36 @@ def breast_cancer() -> tuple[np.ndarray, object]:
 def rebalancing(draws: int) -> str:
     x, layout = breast_cancer()
     rebalance = {"rebalance": {"column": "target", "observed": [0.3726, 0.6274], "target": [0.5, 0.5]}}
-    runs = [("SNIW, private", 1.0, {"estimator": "sniw", "weights": rebalance}, draws),
-            ("IW, private", 1.0, {"estimator": "iw", "weights": rebalance}, draws),
-            ("unweighted, private", 1.0, {"estimator": "uniform"}, draws),
-            ("SNIW, NON-PRIVATE MMD-GAN (ch. 4 networks)", math.inf, {"estimator": "sniw", "weights": rebalance}, 1),
-            ("unweighted, NON-PRIVATE MMD-GAN (ch. 4 baseline)", math.inf, {"estimator": "uniform"}, 1)]
-    rows = ["| run | ε (PLD, δ = 1e-5) | target malignant share | achieved (mean ± sd over draws) | "
-            "mean abs. feature-mean gap | draws | seconds per fit |", "|---|---|---|---|---|---|---|"]
+    runs = [
+        ("SNIW, private", 1.0, {"estimator": "sniw", "weights": rebalance}, draws),
+        ("IW, private", 1.0, {"estimator": "iw", "weights": rebalance}, draws),
+        ("unweighted, private", 1.0, {"estimator": "uniform"}, draws),
+        ("SNIW, NON-PRIVATE MMD-GAN (ch. 4 networks)", math.inf, {"estimator": "sniw", "weights": rebalance}, 1),
+        ("unweighted, NON-PRIVATE MMD-GAN (ch. 4 baseline)", math.inf, {"estimator": "uniform"}, 1),
+    ]
+    rows = [
+        "| run | ε (PLD, δ = 1e-5) | target malignant share | achieved (mean ± sd over draws) | "
+        "mean abs. feature-mean gap | draws | seconds per fit |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for label, eps, params, n_draws in runs:
         shares, gaps, spent, seconds = [], [], math.inf, []
         w = IWMMDGAN(layout, params).weight_fn(x)
-        target_means = (w[:, None] * x[:, :-1]).sum(0) / w.sum()     # the target P's feature means (real rows)
+        target_means = (w[:, None] * x[:, :-1]).sum(0) / w.sum()  # the target P's feature means (real rows)
         for d in range(n_draws):
             gen = IWMMDGAN(layout, {**params, "seed": d})
             start = time.perf_counter()
             gen.fit(x, NullSession(), Budget(eps, 1e-5))
             seconds.append(time.perf_counter() - start)
             sample = gen.sample(5000, d)
-            shares.append(1 - sample[:, -1].mean())                     # target 0 = malignant
+            shares.append(1 - sample[:, -1].mean())  # target 0 = malignant
             gaps.append(np.abs(sample[:, :-1].mean(0) - target_means).mean())
             spent = epsilon_pld(list(gen.privacy.events), 1e-5)
         target = 0.5 if "weights" in params else 1 - float(x[:, -1].mean())
-        rows.append(f"| {label} | {spent:.3g} | {target:.3f} | {np.mean(shares):.3f} ± {np.std(shares):.3f} | "
-                    f"{np.mean(gaps):.3f} | {n_draws} | {np.median(seconds):.1f} |")
+        rows.append(
+            f"| {label} | {spent:.3g} | {target:.3f} | {np.mean(shares):.3f} ± {np.std(shares):.3f} | "
+            f"{np.mean(gaps):.3f} | {n_draws} | {np.median(seconds):.1f} |"
+        )
         print(rows[-1], flush=True)
     return "\n".join(rows)
 
@@ -160,8 +188,9 @@ def write_region(name: str, body: str) -> None:
     text = DOC.read_text()
     if start not in text or end not in text:
         raise SystemExit(f"{DOC}: markers {start} / {end} not found")
-    DOC.write_text(re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{body}\n{end}", text,
-                          flags=re.S))
+    DOC.write_text(
+        re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{body}\n{end}", text, flags=re.S)
+    )
 
 
 def main() -> None:
@@ -178,20 +207,27 @@ def main() -> None:
     options = {"seeds": args.seeds, "rows": args.rows, "steps": args.steps, "draws": args.draws}
     for part in ("synthetic", "rebalancing") if args.part == "all" else (args.part,):
         start = time.perf_counter()
-        command = f"python benchmarks/iw_mmd_gan_evidence.py --part {part}" + "".join(
-            f" --{k} {v}" for k, v in options.items() if v != ap.get_default(k))
+        command = f"python -m benchmarks.iw_mmd_gan_evidence --part {part}" + "".join(
+            f" --{k} {v}" for k, v in options.items() if v != ap.get_default(k)
+        )
         if part == "synthetic":
-            body = (f"**§3.3.1, estimated KL(generated ‖ target)** (1-NN estimator of Wang, Kulkarni & Verdú 2009; "
-                    f"{args.seeds} seeds × {args.rows} rows, {args.steps} generator steps of batch 128, mean ± sd; "
-                    f"the thesis: 20 runs):\n\n{section_3_3_1(args.seeds, args.rows, args.steps)}")
+            body = (
+                f"**§3.3.1, estimated KL(generated ‖ target)** (1-NN estimator of Wang, Kulkarni & Verdú 2009; "
+                f"{args.seeds} seeds × {args.rows} rows, {args.steps} generator steps of batch 128, mean ± sd; "
+                f"the thesis: 20 runs):\n\n{section_3_3_1(args.seeds, args.rows, args.steps)}"
+            )
         else:
-            body = (f"**Class rebalancing on breast cancer** (455 training rows; the diagnosis from the published "
-                    f"37.3 % malignant to 50 %; 5000 generated rows per fit; the feature-mean gap compares the 30 "
-                    f"encoded features' means with the importance-weighted means of the training rows, i.e. the "
-                    f"target's, and reads real rows: evidence only, outside the DP guarantee):"
-                    f"\n\n{rebalancing(args.draws)}")
-        body += (f"\n\n_Generated by `{command}` ({time.perf_counter() - start:.0f} s wall-clock, 1 CPU thread "
-                 f"on a shared 2-core machine)._")
+            body = (
+                f"**Class rebalancing on breast cancer** (455 training rows; the diagnosis from the published "
+                f"37.3 % malignant to 50 %; 5000 generated rows per fit; the feature-mean gap compares the 30 "
+                f"encoded features' means with the importance-weighted means of the training rows, i.e. the "
+                f"target's, and reads real rows: evidence only, outside the DP guarantee):"
+                f"\n\n{rebalancing(args.draws)}"
+            )
+        body += (
+            f"\n\n_Generated by `{command}` ({time.perf_counter() - start:.0f} s wall-clock, 1 CPU thread "
+            f"on a shared 2-core machine)._"
+        )
         print(body)
         if not args.no_write:
             write_region(part, body)

@@ -1,5 +1,6 @@
 """k-nearest-neighbour estimate of the KL divergence between two samples (Wang, Kulkarni & Verdú 2009, IEEE
 Trans. Inf. Theory 55(5), eq. 5), the estimator the Diesendruck thesis cites for Tables 3.2 and A.1 ([134])."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,10 @@ def kl_divergence_knn(p_samples: np.ndarray, q_samples: np.ndarray, k: int = 1) 
     n, d = x.shape
     m = y.shape[0]
     if y.shape[1] != d or n <= k or m < k:
-        raise ValueError(f"need samples of equal dimension with more than k={k} rows of P and at least k of Q; "
-                         f"got {x.shape} and {y.shape}")
+        raise ValueError(
+            f"need samples of equal dimension with more than k={k} rows of P and at least k of Q; "
+            f"got {x.shape} and {y.shape}"
+        )
     rho = cKDTree(x).query(x, k=k + 1)[0][:, k]
     nu = cKDTree(y).query(x, k=k)[0]
     nu = nu if k == 1 else nu[:, k - 1]

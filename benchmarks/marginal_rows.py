@@ -1,6 +1,6 @@
 """MST and AIM reading the training table in row groups (issue 32): fit seconds and peak memory against the rows.
 
-    python benchmarks/marginal_rows.py --rows 100000 1000000 --generators aim mst --repeats 3 --out /tmp/marginal_rows
+    python -m benchmarks.marginal_rows --rows 100000 1000000 --generators aim mst --repeats 3 --out /tmp/marginal_rows
 
 Adult (the bundled table) resampled with replacement to N rows (seeded), encoded by its schema and written as the
 prepare stage writes `train_encoded.parquet` (`io.write_parquet`: row groups of `io.ROW_GROUP_ROWS` rows, a
@@ -15,6 +15,7 @@ Printed: the medians over --repeats processes of the fit seconds and of the proc
 process's peak varies by a few hundred MiB with the estimation's allocations). Both modes give the same model
 (tests/test_row_chunks.py), so only the cost differs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-ESTIMATION = {"aim": {"max_rounds": 4, "iters": 50, "final_iters": 100}}   # rows play no part in these
+ESTIMATION = {"aim": {"max_rounds": 4, "iters": 50, "final_iters": 100}}  # rows play no part in these
 
 
 def build(out: Path, n: int) -> Path:
@@ -39,6 +39,7 @@ def build(out: Path, n: int) -> Path:
     from pipelines.data.transform import Encoder
     from pipelines.io import write_parquet
     import pandas as pd
+
     folder = out / str(n)
     if (folder / "train_encoded.parquet").exists():
         return folder
@@ -60,21 +61,29 @@ def cell(folder: Path, generator: str, mode: str) -> dict:
     from pipelines.data.layout import Layout
     from pipelines.generators.base import Budget
     from pipelines.generators.registry import make_generator
+
     table = EncodedTable(folder / "train_encoded.parquet")
     layout = Layout.from_dict(json.loads((folder / "layout_full.json").read_text()))
 
     class Session:
-        def reserve(self, events): pass
-        def record(self, events): return []
+        def reserve(self, events):
+            pass
+
+        def record(self, events):
+            return []
 
     gen = make_generator(generator, layout, {**ESTIMATION.get(generator, {}), "noise_seed": 0}, "cpu")
     if mode == "whole":
         gen.chunk_rows = table.n_actual
     start = time.perf_counter()
     gen.fit(table, Session(), Budget(1.0, 1e-5))
-    return {"generator": generator, "mode": mode, "rows": table.n_actual,
-            "fit_s": round(time.perf_counter() - start, 1),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+    return {
+        "generator": generator,
+        "mode": mode,
+        "rows": table.n_actual,
+        "fit_s": round(time.perf_counter() - start, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
 
 
 def main() -> None:
@@ -94,8 +103,12 @@ def main() -> None:
         for generator in args.generators:
             for mode in ("chunks", "whole"):
                 for _ in range(args.repeats):
-                    run = subprocess.run([sys.executable, __file__, "--out", str(args.out), "--cell", str(folder),
-                                          generator, mode], check=True, capture_output=True, text=True)
+                    run = subprocess.run(
+                        [sys.executable, __file__, "--out", str(args.out), "--cell", str(folder), generator, mode],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
                     results.append(json.loads(run.stdout.strip().splitlines()[-1]))
                     print(results[-1], flush=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -106,8 +119,10 @@ def main() -> None:
             medians = []
             for n in args.rows:
                 cells = [r for r in results if (r["generator"], r["mode"], r["rows"]) == (generator, mode, n)]
-                medians.append(f"{np.median([r['fit_s'] for r in cells]):.1f} / "
-                               f"{np.median([r['peak_rss_mb'] for r in cells]):,.0f}")
+                medians.append(
+                    f"{np.median([r['fit_s'] for r in cells]):.1f} / "
+                    f"{np.median([r['peak_rss_mb'] for r in cells]):,.0f}"
+                )
             print(f"| {generator} | {mode} | " + " | ".join(medians) + " |")
 
 

@@ -11,8 +11,9 @@ backprops; a first backward of Σℓ_i gives the per-example norms; a second bac
 clipped sum. Noise N(0, σ²C²) and the divisor q·n are added as `clip_and_noise` adds them. With σ = 0 both paths
 must return the same gradient, and the printed max |diff| checks that. The two are timed alternately (medians).
 
-    .venv/bin/python benchmarks/opacus_ghost.py --repeats 50
+    .venv/bin/python -m benchmarks.opacus_ghost --repeats 50
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,14 +25,20 @@ import torch
 from opacus.grad_sample import GradSampleModuleFastGradientClipping
 from torch import nn
 
-from dpsgd_step import alternating_medians, encoded_rows, layout_of
+from benchmarks.dpsgd_step import alternating_medians, encoded_rows, layout_of
 from pipelines.generators.dp_auto_gan import Autoencoder, autoencoder_gradient, reconstruction_loss
 from pipelines.weights import relaxed_dpsgd
-from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS as WEIGHTS
+from pipelines.config import WeightEstimator
 
 
-def opacus_gradient(gsm: GradSampleModuleFastGradientClipping, per_example_loss: Callable[[], torch.Tensor],
-                    clip: float, sigma: float, expected: float, rng: torch.Generator) -> dict[str, torch.Tensor]:
+def opacus_gradient(
+    gsm: GradSampleModuleFastGradientClipping,
+    per_example_loss: Callable[[], torch.Tensor],
+    clip: float,
+    sigma: float,
+    expected: float,
+    rng: torch.Generator,
+) -> dict[str, torch.Tensor]:
     """Opacus ghost clipping: (Σ_i clip_C ∇ℓ_i + N(0, σ²C²)) / expected."""
     gsm.zero_grad(set_to_none=True)
     gsm.enable_hooks()
@@ -41,15 +48,16 @@ def opacus_gradient(gsm: GradSampleModuleFastGradientClipping, per_example_loss:
     gsm.disable_hooks()
     gsm.zero_grad(set_to_none=True)
     (coef * losses).sum().backward()
-    return {n: (p.grad + sigma * clip * torch.randn(p.shape, generator=rng)) / expected
-            for n, p in gsm._module.named_parameters()}
+    return {
+        n: (p.grad + sigma * clip * torch.randn(p.shape, generator=rng)) / expected
+        for n, p in gsm._module.named_parameters()
+    }
 
 
 def wrapped(model: nn.Module, make: Callable[[], nn.Module], clip: float) -> GradSampleModuleFastGradientClipping:
     twin = make()
     twin.load_state_dict(model.state_dict())
-    return GradSampleModuleFastGradientClipping(twin, max_grad_norm=clip, use_ghost_clipping=True,
-                                                loss_reduction="sum")
+    return GradSampleModuleFastGradientClipping(twin, max_grad_norm=clip, use_ghost_clipping=True, loss_reduction="sum")
 
 
 def main() -> None:
@@ -71,26 +79,34 @@ def main() -> None:
 
         def ae_losses() -> torch.Tensor:  # reconstruction_loss row by row (the σ = 0 diff checks they agree)
             logits = gsm(batch)
-            out = nn.functional.binary_cross_entropy_with_logits(logits[:, numeric], batch[:, numeric],
-                                                                 reduction="none").sum(1)
+            out = nn.functional.binary_cross_entropy_with_logits(
+                logits[:, numeric], batch[:, numeric], reduction="none"
+            ).sum(1)
             for b in layout.blocks:
                 if b.kind == "categorical":
-                    out = out - (batch[:, b.start:b.stop] * torch.log_softmax(logits[:, b.start:b.stop], 1)).sum(1)
+                    out = out - (batch[:, b.start : b.stop] * torch.log_softmax(logits[:, b.start : b.stop], 1)).sum(1)
             return out
 
-        model = relaxed_dpsgd.classifier(width, list(WEIGHTS["hidden"]))
+        model = relaxed_dpsgd.classifier(width, list(WeightEstimator().hidden))
         real, synthetic = torch.rand(32, width), torch.rand(32, width)
         lot, label = torch.cat([real, synthetic]), torch.cat([torch.ones(32), torch.zeros(32)])
-        gsm_mlp = wrapped(model, lambda: relaxed_dpsgd.classifier(width, list(WEIGHTS["hidden"])), clip)
+        gsm_mlp = wrapped(model, lambda: relaxed_dpsgd.classifier(width, list(WeightEstimator().hidden)), clip)
 
         def mlp_losses() -> torch.Tensor:
             return nn.functional.softplus((1 - 2 * label) * gsm_mlp(lot).squeeze(-1))
 
-        cases = [(f"dp_auto_gan ae  d={width}", lambda s: autoencoder_gradient(ae, loss, batch, clip, s, 64.0, rng),
-                  lambda s: opacus_gradient(gsm, ae_losses, clip, s, 64.0, rng)),
-                 (f"priv_mlp  d={width}",
-                  lambda s: relaxed_dpsgd.relaxed_dpsgd_gradient(model, real, synthetic, clip, s, 64.0, rng),
-                  lambda s: opacus_gradient(gsm_mlp, mlp_losses, clip, s, 64.0, rng))]
+        cases = [
+            (
+                f"dp_auto_gan ae  d={width}",
+                lambda s: autoencoder_gradient(ae, loss, batch, clip, s, 64.0, rng),
+                lambda s: opacus_gradient(gsm, ae_losses, clip, s, 64.0, rng),
+            ),
+            (
+                f"priv_mlp  d={width}",
+                lambda s: relaxed_dpsgd.relaxed_dpsgd_gradient(model, real, synthetic, clip, s, 64.0, rng),
+                lambda s: opacus_gradient(gsm_mlp, mlp_losses, clip, s, 64.0, rng),
+            ),
+        ]
         for name, ours, theirs in cases:
             a, b = ours(0.0), theirs(0.0)
             diff = max(float((a[k] - b[k]).abs().max()) for k in a)

@@ -3,16 +3,17 @@
 set); 20 frequencies, 1,000 samples per distribution, 100 trials, the whole experiment repeated 5 times
 (mean ± standard deviation over the repeats). Test and sets: benchmarks/cf_two_sample.py.
 
-    python benchmarks/pearl_two_sample.py
-    python benchmarks/pearl_two_sample.py --dims 2 5 10 --repeats 2 --trials 50
+    python -m benchmarks.pearl_two_sample
+    python -m benchmarks.pearl_two_sample --dims 2 5 10 --repeats 2 --trials 50
 """
+
 from __future__ import annotations
 
 import argparse
 
 import numpy as np
 
-from cf_two_sample import SETS, rejection_rates
+from benchmarks.cf_two_sample import SETS, rejection_rates
 
 
 def main() -> None:
@@ -28,10 +29,15 @@ def main() -> None:
     args = ap.parse_args()
     print(f"{'d':>3}  " + "  ".join(f"{name:>13}" for name in SETS))
     for d in args.dims:
-        runs = [rejection_rates(d, args.frequencies, args.samples, args.trials, args.permutations, args.shift,
-                                args.alpha, seed=r) for r in range(args.repeats)]
-        rates = {name: (float(np.mean([r[name] for r in runs])), float(np.std([r[name] for r in runs])))
-                 for name in SETS}
+        runs = [
+            rejection_rates(
+                d, args.frequencies, args.samples, args.trials, args.permutations, args.shift, args.alpha, seed=r
+            )
+            for r in range(args.repeats)
+        ]
+        rates = {
+            name: (float(np.mean([r[name] for r in runs])), float(np.std([r[name] for r in runs]))) for name in SETS
+        }
         print(f"{d:>3}  " + "  ".join(f"{m:>6.2f} ± {s:4.2f}" for m, s in rates.values()), flush=True)
 
 

@@ -1,13 +1,14 @@
 """PEARL on Adult: Table 2's 10-classifier TSTR (ROC, PRC) per ε, with and without critic; and the cost of
 the release and of training against k and n (appendix F).
 
-    python benchmarks/pearl_utility.py                                  # ε ∈ {0.2, 1, 10, inf}, critic on and off
-    python benchmarks/pearl_utility.py --epsilons 1 --critic on --set steps=2000
-    python benchmarks/pearl_utility.py --timing                         # release / training seconds vs k and n
+    python -m benchmarks.pearl_utility                                  # ε ∈ {0.2, 1, 10, inf}, critic on and off
+    python -m benchmarks.pearl_utility --epsilons 1 --critic on --set steps=2000
+    python -m benchmarks.pearl_utility --timing                         # release / training seconds vs k and n
 
 The project's own route (schema validation, seeded split, schema-only encoding, a throwaway ledger,
 decoding); 11,000 synthetic rows as in the paper (§5.2). Run with OMP_NUM_THREADS=1 on a busy machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,15 +56,28 @@ def utility(args: argparse.Namespace, overrides: dict) -> None:
             params = {"noise_seed": args.seed, **overrides, "critic": critic, "seed": args.seed}  # not a release
             gen, seconds = fitted(encoder, X, eps, args.delta, params)
             synth = encoder.decode(gen.sample(args.synthetic_rows, args.seed))
-            table = tstr_classifiers(train, synth, holdout, schema.columns, schema.target, args.seed,
-                                     args.max_train_rows)
-            print(json.dumps({"dataset": args.dataset, "epsilon": str(eps), "delta": args.delta, "critic": critic,
-                              "fit_seconds": round(seconds, 1), "length_scale": round(gen.length_scale, 4),
-                              "average": {k: {m: round(v, 3) for m, v in r.items()}
-                                          for k, r in table["average"].items()},
-                              "models": {n: {k: round(r[k]["roc"], 3) for k in ("tstr", "trtr")}
-                                         for n, r in table["models"].items()},
-                              "n_train_real": table["n_train_real"], "n_synth": table["n_synth"]}), flush=True)
+            table = tstr_classifiers(
+                train, synth, holdout, schema.columns, schema.target, args.seed, args.max_train_rows
+            )
+            print(
+                json.dumps(
+                    {
+                        "dataset": args.dataset,
+                        "epsilon": str(eps),
+                        "delta": args.delta,
+                        "critic": critic,
+                        "fit_seconds": round(seconds, 1),
+                        "length_scale": round(gen.length_scale, 4),
+                        "average": {k: {m: round(v, 3) for m, v in r.items()} for k, r in table["average"].items()},
+                        "models": {
+                            n: {k: round(r[k]["roc"], 3) for k in ("tstr", "trtr")} for n, r in table["models"].items()
+                        },
+                        "n_train_real": table["n_train_real"],
+                        "n_synth": table["n_synth"],
+                    }
+                ),
+                flush=True,
+            )
 
 
 def timing(args: argparse.Namespace, overrides: dict) -> None:
@@ -76,13 +90,22 @@ def timing(args: argparse.Namespace, overrides: dict) -> None:
         rows = X[rng.choice(len(X), min(n, len(X)), replace=False)]
         for k in args.frequencies:
             gen, release = fitted(encoder, rows, 1.0, args.delta, {**overrides, "frequencies": k, "steps": 0})
-            gen.params["steps"] = args.timing_steps
+            gen.params = gen.params.model_copy(update={"steps": args.timing_steps})
             start = time.perf_counter()
             gen._train()
             per_step = (time.perf_counter() - start) / args.timing_steps
-            print(json.dumps({"n": len(rows), "k": k, "release_seconds": round(release, 2),
-                              "train_seconds_per_step": round(per_step, 4),
-                              "train_seconds_8000_steps": round(8000 * per_step, 1)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "n": len(rows),
+                        "k": k,
+                        "release_seconds": round(release, 2),
+                        "train_seconds_per_step": round(per_step, 4),
+                        "train_seconds_8000_steps": round(8000 * per_step, 1),
+                    }
+                ),
+                flush=True,
+            )
 
 
 def main() -> None:

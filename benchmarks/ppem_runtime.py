@@ -8,9 +8,10 @@ that accepts them), then its α-LMDP release gate; the plan's PLD calibration, t
 apart. `--steps` overrides T (then the full run's time is
 extrapolated from the seconds per step, and printed as such).
 
-    .venv/bin/python benchmarks/ppem_runtime.py                # full default run
-    .venv/bin/python benchmarks/ppem_runtime.py --steps 40     # seconds per step only
+    .venv/bin/python -m benchmarks.ppem_runtime                # full default run
+    .venv/bin/python -m benchmarks.ppem_runtime --steps 40     # seconds per step only
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,9 @@ import time
 
 import torch
 
-from dpsgd_step import encoded_rows, layout_of
+from benchmarks.dpsgd_step import encoded_rows, layout_of
 from pipelines.generators.base import Budget
-from pipelines.generators.params.ppem import DEFAULTS
+from pipelines.generators.params.ppem import Params
 from pipelines.generators.ppem import PPEM
 from pipelines.privacy.dpsgd import sampling_schedule
 from pipelines.privacy.noise import NoiseSource
@@ -52,11 +53,13 @@ def main() -> None:
     layout = layout_of(args.width, args.protected)
     data = encoded_rows(layout, args.rows).numpy()
     model = PPEM(layout, {"steps": args.steps, "noise_seed": 0})
-    p = DEFAULTS
-    q, full_steps = sampling_schedule(p["batch_size"], args.rows, None, p["epochs"], p["max_steps"])
-    print(f"PPEM defaults, {args.rows} rows × {layout.width} encoded columns ({args.protected} protected), "
-          f"{torch.get_num_threads()} torch thread(s), 1-min load {os.getloadavg()[0]:.2f}; "
-          f"default T = min(ceil({p['epochs']} / {q:.3f}), {p['max_steps']}) = {full_steps}")
+    p = Params()
+    q, full_steps = sampling_schedule(p.batch_size, args.rows, None, p.epochs, p.max_steps)
+    print(
+        f"PPEM defaults, {args.rows} rows × {layout.width} encoded columns ({args.protected} protected), "
+        f"{torch.get_num_threads()} torch thread(s), 1-min load {os.getloadavg()[0]:.2f}; "
+        f"default T = min(ceil({p.epochs} / {q:.3f}), {p.max_steps}) = {full_steps}"
+    )
     torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # torch's lazy optimiser imports, outside the timing
     start = time.perf_counter()
     model.plan(args.rows, Budget(1.0, 1e-5))

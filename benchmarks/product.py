@@ -1,9 +1,9 @@
 """Issue 33's harness: what a release PUBLISHES, measured through the product path.
 
-    python benchmarks/product.py --data bundled:adult --schema schemas/adult.yaml --rows 16000 --seeds 0 1 2
-    python benchmarks/product.py --data bundled:adult --schema schemas/adult.yaml --rows 16000 \
+    python -m benchmarks.product --data bundled:adult --schema schemas/adult.yaml --rows 16000 --seeds 0 1 2
+    python -m benchmarks.product --data bundled:adult --schema schemas/adult.yaml --rows 16000 \
         --params params/adult-all.yaml --set release.select=all --seeds 0
-    python benchmarks/product.py --data bundled:breast_cancer --schema schemas/breast_cancer.yaml --seeds 0 1 2
+    python -m benchmarks.product --data bundled:breast_cancer --schema schemas/breast_cancer.yaml --seeds 0 1 2
 
 Per seed, a scratch project (a copy of pipelines/, tasks/, flows/, schemas/, dvc.yaml, requirements.lock, a git
 and DVC repository) holds the table and the params (what `synthrelease init` writes from params.yaml for a
@@ -24,6 +24,7 @@ A benchmark reads real rows: its figures are not release artefacts. A column the
 modelled; published as the documented function of its source) is scored in its declared place like any other
 (`frontier.scoring_schema`), so a schema that declares one is scored on the same columns as before.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from frontier import TSTR, measure, scoring_schema
+from benchmarks.frontier import TSTR, measure, scoring_schema
 from pipelines.data.declared import to_modelled
 from pipelines.data.readers import read_source
 from pipelines.config import EXTENDS, merged
@@ -71,8 +72,9 @@ def noise_key(seed: int) -> str:
     return hashlib.sha256(f"synthrelease/benchmarks/product/{seed}".encode()).hexdigest()
 
 
-def project(scratch: Path, name: str, schema_text: str, table: pd.DataFrame, params: dict, seed: int,
-            schema_dir: Path) -> Path:
+def project(
+    scratch: Path, name: str, schema_text: str, table: pd.DataFrame, params: dict, seed: int, schema_dir: Path
+) -> Path:
     """A committed git + DVC copy of the project with the table, the schema (and the code lists its
     `categories_file`s name, from `schema_dir`) and the params (module docstring)."""
     root = scratch / "repo"
@@ -91,19 +93,28 @@ def project(scratch: Path, name: str, schema_text: str, table: pd.DataFrame, par
     table.to_parquet(root / "source" / f"{name}.parquet", index=False)
     key = scratch / "steward.key"
     key.write_text(noise_key(seed) + "\n")
-    params = merged(params, {"dataset": {"name": name, "source": f"source/{name}.parquet"},
-                             "privacy": {"noise_key_file": str(key)}})
+    params = merged(
+        params, {"dataset": {"name": name, "source": f"source/{name}.parquet"}, "privacy": {"noise_key_file": str(key)}}
+    )
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["git", "add", "-A"],
-                ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "bench"]):
+    for cmd in (
+        ["git", "init", "-q"],
+        ["dvc", "init", "-q"],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "bench"],
+    ):
         subprocess.run(cmd, cwd=root, env=environment(root), check=True, capture_output=True)
     return root
 
 
 def environment(root: Path) -> dict[str, str]:
     """The scratch project's imports, this interpreter's `dvc`, no steward key from the caller's shell."""
-    env = {**os.environ, "PYTHONPATH": str(root), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
     env.pop("SYNTHRELEASE_NOISE_KEY", None)
     return env
 
@@ -115,17 +126,33 @@ def published(root: Path, name: str) -> list[dict[str, Any]]:
     out = []
     for entry in index["released"]:
         manifest = json.loads((root / entry["path"] / "manifest.json").read_text())
-        said = json.loads((root / "reports" / name / entry["generator"] / "metrics.json").read_text())["utility_verdict"]
-        out.append({"generator": entry["generator"], "path": root / entry["path"] / "synthetic.parquet",
-                    "drawn_by": manifest.get("drawn_by") if manifest.get("drawn_by") != entry["generator"] else None,
-                    "epsilon_generator": round(entry["epsilon_generator"], 4), "verdict": said["verdict"],
-                    "distorted": said["associations"].get("features_worse_than_baseline")})
+        said = json.loads((root / "reports" / name / entry["generator"] / "metrics.json").read_text())[
+            "utility_verdict"
+        ]
+        out.append(
+            {
+                "generator": entry["generator"],
+                "path": root / entry["path"] / "synthetic.parquet",
+                "drawn_by": manifest.get("drawn_by") if manifest.get("drawn_by") != entry["generator"] else None,
+                "epsilon_generator": round(entry["epsilon_generator"], 4),
+                "verdict": said["verdict"],
+                "distorted": said["associations"].get("features_worse_than_baseline"),
+            }
+        )
     return out
 
 
-def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, table: pd.DataFrame,
-             test: pd.DataFrame | None, params: dict, k3: list[tuple[str, ...]],
-             schema_dir: Path) -> list[dict[str, Any]]:
+def run_seed(
+    args: argparse.Namespace,
+    seed: int,
+    name: str,
+    schema_text: str,
+    table: pd.DataFrame,
+    test: pd.DataFrame | None,
+    params: dict,
+    k3: list[tuple[str, ...]],
+    schema_dir: Path,
+) -> list[dict[str, Any]]:
     """One seed: build the scratch project, `dvc repro` (its wall time, and the peak resident memory of the largest
     process it ran, and of any earlier seed's: run one seed per call to read it alone), score every published
     table."""
@@ -133,15 +160,21 @@ def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, t
     with tempfile.TemporaryDirectory(prefix=f"product-{seed}-", dir=args.scratch) as tmp:
         root = project(Path(tmp), name, schema_text, table, params, seed, schema_dir)
         t0 = time.perf_counter()
-        done = subprocess.run(["dvc", "repro", *([args.until] if args.until else [])], cwd=root,
-                              env=environment(root), capture_output=True, text=True)
+        done = subprocess.run(
+            ["dvc", "repro", *([args.until] if args.until else [])],
+            cwd=root,
+            env=environment(root),
+            capture_output=True,
+            text=True,
+        )
         wall = round(time.perf_counter() - t0, 1)
         peak = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)  # MiB, largest stage so far
         if done.returncode != 0:
             tail = (done.stdout + done.stderr)[-3000:]
             print(tail, file=sys.stderr)
-            return [{"seed": seed, "error": f"dvc repro exited {done.returncode}", "repro_s": wall,
-                     "peak_rss_mb": peak}]
+            return [
+                {"seed": seed, "error": f"dvc repro exited {done.returncode}", "repro_s": wall, "peak_rss_mb": peak}
+            ]
         if args.until:  # a prepared project for benchmarks/select_sweep.py: nothing published to score
             shutil.copytree(root, args.keep / f"seed-{seed}", ignore=shutil.ignore_patterns(".dvc", ".git"))
             return []
@@ -153,8 +186,17 @@ def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, t
             weighted = "weight" in synth.columns
             synth = to_modelled(synth[schema.declared_names], schema)  # nulls as the pipeline models them
             scores = measure(train, holdout, synth, schema, k3, 0)
-            rows.append({"seed": seed, **table_, "rows": len(synth), "weight_column": weighted, "repro_s": wall,
-                         "peak_rss_mb": peak, **{k: v for k, v in scores.items() if k != "worst_1way_tv"}})
+            rows.append(
+                {
+                    "seed": seed,
+                    **table_,
+                    "rows": len(synth),
+                    "weight_column": weighted,
+                    "repro_s": wall,
+                    "peak_rss_mb": peak,
+                    **{k: v for k, v in scores.items() if k != "worst_1way_tv"},
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
         if args.keep:
             shutil.copytree(root, args.keep / f"seed-{seed}", ignore=shutil.ignore_patterns(".dvc", ".git"))
@@ -163,25 +205,40 @@ def run_seed(args: argparse.Namespace, seed: int, name: str, schema_text: str, t
 
 def summary(rows: list[dict[str, Any]]) -> str:
     """Markdown: per published generator, mean ± sample s.d. over seeds of each score."""
+
     def cell(values: list[float]) -> str:
         mean = statistics.fmean(values)
-        return f"{mean:.3f}" if mean < 1.5 else f"{mean:.1f}" + (f" ± {statistics.stdev(values):.1f}"
-                                                                 if len(values) > 1 else "")
-    lines = ["| published table | seeds | 1-way | 2-way | 3-way | AUROC LR / RF / GBM | detection AUC | repro s |",
-             "|---|---|---|---|---|---|---|---|"]
+        return (
+            f"{mean:.3f}"
+            if mean < 1.5
+            else f"{mean:.1f}" + (f" ± {statistics.stdev(values):.1f}" if len(values) > 1 else "")
+        )
+
+    lines = [
+        "| published table | seeds | 1-way | 2-way | 3-way | AUROC LR / RF / GBM | detection AUC | repro s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     ok = [r for r in rows if "error" not in r]
     for gen in dict.fromkeys(r["generator"] for r in ok):
         mine = [r for r in ok if r["generator"] == gen]
-        label = gen + ("" if mine[0]["drawn_by"] is None else
-                       " (drawn by " + ", ".join(sorted({r["drawn_by"] for r in mine})) + ")")
+        label = gen + (
+            ""
+            if mine[0]["drawn_by"] is None
+            else " (drawn by " + ", ".join(sorted({r["drawn_by"] for r in mine})) + ")"
+        )
         auc = " / ".join(cell([r["tstr_auroc"][m] for r in mine]) for m in TSTR)
-        lines.append(f"| {label} | {', '.join(str(r['seed']) for r in mine)} | "
-                     + " | ".join(cell([r[m] for r in mine]) for m in METRICS)
-                     + f" | {auc} | {cell([r['detection_auc'] for r in mine])} "
-                     f"| {statistics.fmean(r['repro_s'] for r in mine):.0f} |")
+        lines.append(
+            f"| {label} | {', '.join(str(r['seed']) for r in mine)} | "
+            + " | ".join(cell([r[m] for r in mine]) for m in METRICS)
+            + f" | {auc} | {cell([r['detection_auc'] for r in mine])} "
+            f"| {statistics.fmean(r['repro_s'] for r in mine):.0f} |"
+        )
     if ok:
-        lines.append("| train on real (reference) | | 1000 | 1000 | 1000 | "
-                     + " / ".join(f"{ok[0]['trtr_auroc'][m]:.3f}" for m in TSTR) + " | | |")
+        lines.append(
+            "| train on real (reference) | | 1000 | 1000 | 1000 | "
+            + " / ".join(f"{ok[0]['trtr_auroc'][m]:.3f}" for m in TSTR)
+            + " | | |"
+        )
     lines += [f"| seed {r['seed']} | failed: {r['error']} | | | | | | |" for r in rows if "error" in r]
     return "\n".join(lines)
 
@@ -192,16 +249,20 @@ def main() -> None:
     ap.add_argument("--schema", required=True, type=Path, help="its schema (relative to the project or absolute)")
     ap.add_argument("--rows", type=int, help="use a seeded sample of N rows as the whole table (module docstring)")
     ap.add_argument("--sample-seed", type=int, default=0)
-    ap.add_argument("--params", type=Path, help="YAML deep-merged over init's params (an override "
-                    "file's own keys: params/*.yaml)")
+    ap.add_argument(
+        "--params", type=Path, help="YAML deep-merged over init's params (an override file's own keys: params/*.yaml)"
+    )
     ap.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE", help="one override (repeatable)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0], help="steward noise keys (independent releases)")
     ap.add_argument("--subsets3", type=int, default=0, help="3-way: N seeded column subsets (0: all)")
     ap.add_argument("--scratch", type=Path, default=None, help="parent of the scratch projects (default: TMPDIR)")
     ap.add_argument("--keep", type=Path, help="copy each seed's project here (without .git / .dvc)")
     ap.add_argument("--json", type=Path, help="write the rows and the command here")
-    ap.add_argument("--until", help="run `dvc repro UNTIL` only (e.g. prepare) and keep the project (--keep): "
-                    "a --root for benchmarks/select_sweep.py")
+    ap.add_argument(
+        "--until",
+        help="run `dvc repro UNTIL` only (e.g. prepare) and keep the project (--keep): "
+        "a --root for benchmarks/select_sweep.py",
+    )
     args = ap.parse_args()
     if args.until and not args.keep:
         ap.error("--until keeps the project and scores nothing: give --keep")
@@ -217,8 +278,8 @@ def main() -> None:
     for text in args.set:
         params = merged(params, assignment(text))
     raw = read_source(args.data, schema, params["dataset"].get("columns", "strict")).frame
-    for i, col in enumerate(schema.declared):   # identifiers are never read (`kind: id`): placeholders in their place
-        if col.kind == ID_KIND and col.name not in raw.columns:    # (the privacy unit's column is read)
+    for i, col in enumerate(schema.declared):  # identifiers are never read (`kind: id`): placeholders in their place
+        if col.kind == ID_KIND and col.name not in raw.columns:  # (the privacy unit's column is read)
             raw.insert(i, col.name, [f"{col.name}-{r}" for r in range(len(raw))])
     schema_doc = yaml.safe_load(schema_path.read_text())
     test = None
@@ -229,22 +290,41 @@ def main() -> None:
         rest = raw.drop(index=table.index)
         table = table.reset_index(drop=True)
         test = validate_table(rest.reset_index(drop=True), schema, "rest of the source")[0]
-        schema_doc["rows"] = {"count": args.rows, "source": f"benchmark extract: {args.rows} rows of {args.data} "
-                                                             f"(sample seed {args.sample_seed})"}
+        schema_doc["rows"] = {
+            "count": args.rows,
+            "source": f"benchmark extract: {args.rows} rows of {args.data} (sample seed {args.sample_seed})",
+        }
     else:
         table = raw
     names = scoring_schema(schema).names
-    k3 = [tuple(names[i] for i in s) for s in column_subsets(len(names), 3, args.subsets3 or 10**9,
-                                                              np.random.default_rng(0))] if len(names) >= 3 else []
+    k3 = (
+        [
+            tuple(names[i] for i in s)
+            for s in column_subsets(len(names), 3, args.subsets3 or 10**9, np.random.default_rng(0))
+        ]
+        if len(names) >= 3
+        else []
+    )
     rows: list[dict[str, Any]] = []
     for seed in args.seeds:
-        rows += run_seed(args, seed, name, yaml.safe_dump(schema_doc, sort_keys=False), table, test, params, k3,
-                         schema_path.parent)
+        rows += run_seed(
+            args, seed, name, yaml.safe_dump(schema_doc, sort_keys=False), table, test, params, k3, schema_path.parent
+        )
     print("\n" + summary(rows))
     if args.json:
-        args.json.write_text(json.dumps({"command": " ".join(sys.argv), "table_rows": len(table),
-                                         "test_rows": None if test is None else len(test), "rows": rows},
-                                        indent=2, default=str) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": " ".join(sys.argv),
+                    "table_rows": len(table),
+                    "test_rows": None if test is None else len(test),
+                    "rows": rows,
+                },
+                indent=2,
+                default=str,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

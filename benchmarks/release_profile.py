@@ -7,13 +7,15 @@ import the working tree's). Each stage's time is from its "Running stage" line t
 end); the table prints per stage, per stage family (train@*, evaluate@*, ...) and in total, with the load
 average before and after, since a busy machine slows every stage.
 
-    python benchmarks/release_profile.py                   # the default release (params.yaml)
-    python benchmarks/release_profile.py --json out.json   # also the numbers as JSON
-    python benchmarks/release_profile.py --keep /tmp/rp    # keep the copy (rerun a stage: cd /tmp/rp; dvc repro ...)
-    python benchmarks/release_profile.py --reuse /tmp/rp --keep /tmp/rp2   # after a code change: a copy of that
+    python -m benchmarks.release_profile                   # the default release (params.yaml)
+    python -m benchmarks.release_profile --json out.json   # also the numbers as JSON
+    python -m benchmarks.release_profile --keep /tmp/rp    # keep the copy (rerun a stage: cd /tmp/rp; dvc repro ...)
+    python -m benchmarks.release_profile --reuse /tmp/rp --keep /tmp/rp2   # after a code change: a copy of that
         # kept run (models, ledger, DVC cache) with the current code over it; only the stages the change touches run
-    python benchmarks/release_profile.py --reuse /tmp/rp --only tasks/evaluate.py pipelines/evaluation -- -s evaluate@mst
+    python -m benchmarks.release_profile --reuse /tmp/rp --only tasks/evaluate.py pipelines/evaluation -- -s
+    evaluate@mst
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,17 +29,25 @@ import tempfile
 import time
 from pathlib import Path
 
+from pipelines.config import resolved_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from pipelines.config import resolved_text  # noqa: E402  (the project's package, from its root)
 STAGE_LINE = re.compile(r"Running stage '([^']+)'")
 
 
 def copy_project(dest: Path, only: list[str] | None = None) -> None:
     """Tracked and untracked-not-ignored files of ROOT (or of the paths `only`) into `dest` (the release's inputs
     and code, no outputs)."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", *(only or [])],
-                           cwd=ROOT, check=True, capture_output=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", *(only or [])],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         src = ROOT / name
         if src.is_file():
@@ -49,14 +59,27 @@ def copy_project(dest: Path, only: list[str] | None = None) -> None:
 
 def timed_repro(workdir: Path, extra: list[str]) -> tuple[list[tuple[str, float]], float, int]:
     """Runs `dvc repro` in `workdir`, echoing its output; returns [(stage, seconds)], total seconds, exit code."""
-    env = {**os.environ, "PYTHONPATH": f"{workdir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "PREFECT_HOME": str(workdir / ".prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "GX_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1", "DVC_NO_ANALYTICS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{workdir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PREFECT_HOME": str(workdir / ".prefect"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "GX_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+        "DVC_NO_ANALYTICS": "1",
+    }
     start = time.perf_counter()
     marks: list[tuple[str, float]] = []
-    proc = subprocess.Popen(["dvc", "repro", *extra], cwd=workdir, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
+    proc = subprocess.Popen(
+        ["dvc", "repro", *extra],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
     assert proc.stdout is not None
     for line in proc.stdout:
         sys.stdout.write(line)
@@ -86,12 +109,17 @@ def table(stages: list[tuple[str, float]], total: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--params", type=Path, help="a params file (whole or override) resolved over the copy's "
-                        "params.yaml")
+    parser.add_argument(
+        "--params", type=Path, help="a params file (whole or override) resolved over the copy's params.yaml"
+    )
     parser.add_argument("--keep", type=Path, help="run in this (new or empty) directory and keep it")
     parser.add_argument("--reuse", type=Path, help="start from a copy of this kept run (see the docstring)")
-    parser.add_argument("--only", nargs="+", help="with --reuse: copy only these project paths over it (one "
-                        "change measured alone while others edit the tree)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        help="with --reuse: copy only these project paths over it (one "
+        "change measured alone while others edit the tree)",
+    )
     parser.add_argument("--json", type=Path, help="write the per-stage seconds here")
     parser.add_argument("repro_args", nargs="*", help="extra `dvc repro` arguments (after --)")
     args = parser.parse_args()
@@ -112,9 +140,19 @@ def main() -> int:
     print(f"\n{os.cpu_count()} CPUs; load average (1, 5, 15 min) before {load_before}, after {load_after}")
     print(table(stages, total))
     if args.json:
-        args.json.write_text(json.dumps({"stages": dict(stages), "total_s": total, "exit_code": rc,
-                                         "cpus": os.cpu_count(), "load_before": load_before,
-                                         "load_after": load_after}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "stages": dict(stages),
+                    "total_s": total,
+                    "exit_code": rc,
+                    "cpus": os.cpu_count(),
+                    "load_before": load_before,
+                    "load_after": load_after,
+                },
+                indent=2,
+            )
+        )
     return rc
 
 

@@ -1,13 +1,14 @@
 """The DP release test's near-row counts (`pipelines/privacy/release_test.py::near_counts`) against the rows: its
 exact radius search (`distance.within`) and the all-pairs nearest distance it replaced, on UCI Adult resampled.
 
-    PYTHONPATH=. python benchmarks/release_test_rows.py 20000 100000 800000
+    python -m benchmarks.release_test_rows 20000 100000 800000
 
 For each N: N "training" rows and N "synthetic" rows, two seeded resamples with replacement of the bundled Adult
 table (so many rows have a copy on the other side), their Gower features (`gower_features`), then which training
 rows have a synthetic row within the default radius 0.01. The all-pairs search runs up to 20,000 rows only (it
 grows with N²) and must give the same answer. Prints seconds per step.
 """
+
 from __future__ import annotations
 
 import sys
@@ -19,7 +20,7 @@ from pipelines.data.readers import read_source
 from pipelines.data.schema import load_schema
 from pipelines.evaluation.attacks.distance import gower_features, nearest, within
 
-RADIUS = 0.01 + 1e-12   # near_counts' radius at the default near_duplicate_distance
+RADIUS = 0.01 + 1e-12  # near_counts' radius at the default near_duplicate_distance
 ALL_PAIRS_UP_TO = 20_000
 
 

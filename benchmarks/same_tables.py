@@ -1,6 +1,6 @@
 """Behaviour unchanged: each generator's synthetic table at fixed noise seeds, through the stages, as one hash.
 
-    python benchmarks/same_tables.py                       # this checkout
+    python -m benchmarks.same_tables                       # this checkout
     git worktree add /tmp/old <rev> && python /tmp/old/benchmarks/same_tables.py --root /tmp/old   # another
 
 A scratch copy of the checkout `--root` (its code, schemas, dvc.yaml and params.yaml) on the bundled breast cancer
@@ -11,6 +11,7 @@ own code. Each trained model samples 455 rows with the public seed 0, decoded to
 `synthetic_table`); the line per generator is the sha256 of that table as CSV. Two checkouts whose lines are equal
 publish the same tables. A benchmark reads real rows: its figures are not release artefacts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,19 +25,24 @@ from pathlib import Path
 import yaml
 
 GENERATORS = ("dpwgan", "ppem", "dp_auto_gan", "pearl", "support_points", "iw_mmd_gan", "mst", "aim")
-SMALL = {"dpwgan": {"steps": 40, "batch_size": 64},
-         "ppem": {"steps": 10, "hidden": 16, "latent_dim": 8, "gate_bootstrap": 200, "gate_permutations": 200},
-         "dp_auto_gan": {"autoencoder_steps": 40, "steps": 40, "batch_size": 64},
-         "pearl": {"frequencies": 16, "steps": 20, "batch_size": 64},
-         "support_points": {"n_points": 10, "burn_in": 500, "steps": 2000},
-         "iw_mmd_gan": {"steps": 50}, "mst": {"n_bins": 8, "iters": 200},
-         "aim": {"n_bins": 8, "max_rounds": 1, "iters": 50, "final_iters": 200}}
+SMALL = {
+    "dpwgan": {"steps": 40, "batch_size": 64},
+    "ppem": {"steps": 10, "hidden": 16, "latent_dim": 8, "gate_bootstrap": 200, "gate_permutations": 200},
+    "dp_auto_gan": {"autoencoder_steps": 40, "steps": 40, "batch_size": 64},
+    "pearl": {"frequencies": 16, "steps": 20, "batch_size": 64},
+    "support_points": {"n_points": 10, "burn_in": 500, "steps": 2000},
+    "iw_mmd_gan": {"steps": 50},
+    "mst": {"n_bins": 8, "iters": 200},
+    "aim": {"n_bins": 8, "max_rounds": 1, "iters": 50, "final_iters": 200},
+}
 STEWARD_KEY = "ab" * 32
-SAMPLE = ("import hashlib, sys; from pathlib import Path; from pipelines.data.schema import load_schema; "
-          "from pipelines.data.transform import Encoder; from pipelines.generators.registry import load_generator; "
-          "name, ds = sys.argv[1:]; sch = load_schema(f'schemas/{ds}.yaml'); "
-          "t = Encoder(sch).decode(load_generator(name, Path(f'models/{ds}/{name}')).sample(455, 0)); "
-          "print(hashlib.sha256(t.to_csv().encode()).hexdigest())")
+SAMPLE = (
+    "import hashlib, sys; from pathlib import Path; from pipelines.data.schema import load_schema; "
+    "from pipelines.data.transform import Encoder; from pipelines.generators.registry import load_generator; "
+    "name, ds = sys.argv[1:]; sch = load_schema(f'schemas/{ds}.yaml'); "
+    "t = Encoder(sch).decode(load_generator(name, Path(f'models/{ds}/{name}')).sample(455, 0)); "
+    "print(hashlib.sha256(t.to_csv().encode()).hexdigest())"
+)
 
 
 def scratch_project(source: Path, scratch: Path) -> tuple[Path, str]:

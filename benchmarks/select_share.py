@@ -3,11 +3,11 @@ per-candidate ε the plan gives (training at (1 − s)·x, the score at s·x), e
 project's prepared rows, its table's noise-free quality score q and its TSTR AUROC and 2-way score, and then what
 the selection publishes in expectation under the score's discrete Laplace noise.
 
-    python benchmarks/product.py --data <csv> --schema <yaml> --set dataset.columns=schema --seeds 0 \
+    python -m benchmarks.product --data <csv> --schema <yaml> --set dataset.columns=schema --seeds 0 \
         --until prepare --keep <dir>
-    python benchmarks/select_share.py --root <dir>/seed-0 --epsilon 0.86 --shares 0.25 0.1 0.05 --draws 8 \
+    python -m benchmarks.select_share --root <dir>/seed-0 --epsilon 0.86 --shares 0.25 0.1 0.05 --draws 8 \
         --json <out.json>
-    python benchmarks/select_share.py --summarize <out.json> ...
+    python -m benchmarks.select_share --summarize <out.json> ...
 
 `--epsilon` is the selection's ε (a release at ε = 1 gives it about 0.86; the rest goes to the release test and
 the weights). The plan is `PrivateSelection.plan` on the project's layout and n̂ (`trials: each`, the candidates
@@ -17,6 +17,7 @@ holdout, the 2-way score `frontier.kway_score` against the training rows. The pu
 measures weigh each candidate by its probability of the lowest noisy score, q_k + Lap_ℤ(Δ/(s·x)) with ties to the
 earlier candidate as in `repeat_select.best_of_each`, estimated from 200,000 seeded draws of the noise.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from frontier import binned, kway_score
-from select_sweep import Session, kept_project, shape, tstr_auroc
+from benchmarks.frontier import binned, kway_score
+from benchmarks.select_sweep import Session, kept_project, shape, tstr_auroc
 from pipelines.data.transform import Encoder
 from pipelines.generators.base import Budget
-from pipelines.generators.params.private_selection import DEFAULTS
+from pipelines.generators.params.private_selection import Params
 from pipelines.generators.registry import make_generator
 from pipelines.marginal.score import QualityScore
 
@@ -54,33 +55,52 @@ def main() -> None:
     data = np.asarray(table)
     real = binned(train, train, sch)
     delta = config.privacy.delta
-    section = {**DEFAULTS, **config.generator("private_selection"), "candidates": args.candidates,
-               "sections": {c: config.generator(c) for c in args.candidates}}
-    score = QualityScore.of(layout, int(section["score_bins"]))
+    section = {
+        **config.generator("private_selection"),
+        "candidates": args.candidates,
+        "sections": {c: config.generator(c) for c in args.candidates},
+    }
+    score = QualityScore.of(layout, Params.model_validate(section).score_bins)
     rows: list[dict] = []
     for share in args.shares:
-        selection = make_generator("private_selection", layout, {**section, "score_share": share,
-                                                                 "epsilon": args.epsilon}, "cpu")
+        selection = make_generator(
+            "private_selection", layout, {**section, "score_share": share, "epsilon": args.epsilon}, "cpu"
+        )
         x = selection.plan(len(data), Budget(args.epsilon, delta)).trial_epsilon
         eps_g, scale = (1 - share) * x, score.sensitivity / (share * x)
-        print(f"share {share}: per-candidate ε {x:.4f}, training {eps_g:.4f}, score noise scale {scale:.1f}",
-              flush=True)
+        print(
+            f"share {share}: per-candidate ε {x:.4f}, training {eps_g:.4f}, score noise scale {scale:.1f}", flush=True
+        )
         for draw in range(args.draws):
             row = {"share": share, "x": x, "eps_g": eps_g, "scale": scale, "draw": draw}
             for c in args.candidates:
-                model = make_generator(c, layout, {**config.generator(c), "epsilon": eps_g, "noise_seed": 100 + draw},
-                                       "cpu")
+                model = make_generator(
+                    c, layout, {**config.generator(c), "epsilon": eps_g, "noise_seed": 100 + draw}, "cpu"
+                )
                 model.fit(table, Session(), Budget(eps_g, delta))
                 encoded = model.sample(len(data), 0)
                 synth = Encoder(sch).decode(encoded)
-                row[c] = {"q": score.value(data, encoded), "auc": tstr_auroc(synth, holdout, sch),
-                          "2way": kway_score(real, binned(synth, train, sch), 2, None)}
+                row[c] = {
+                    "q": score.value(data, encoded),
+                    "auc": tstr_auroc(synth, holdout, sch),
+                    "2way": kway_score(real, binned(synth, train, sch), 2, None),
+                }
             rows.append(row)
             print(json.dumps(row), flush=True)
-            if args.json:   # after each draw: an interrupted run keeps what it measured
-                args.json.write_text(json.dumps({"command": " ".join(sys.argv), "shape": shape(sch, len(data)),
-                                                 "epsilon": args.epsilon, "candidates": args.candidates,
-                                                 "rows": rows}, indent=1) + "\n")
+            if args.json:  # after each draw: an interrupted run keeps what it measured
+                args.json.write_text(
+                    json.dumps(
+                        {
+                            "command": " ".join(sys.argv),
+                            "shape": shape(sch, len(data)),
+                            "epsilon": args.epsilon,
+                            "candidates": args.candidates,
+                            "rows": rows,
+                        },
+                        indent=1,
+                    )
+                    + "\n"
+                )
 
 
 def win_probabilities(scores: list[int], scale: float, rng: np.random.Generator) -> np.ndarray:
@@ -95,8 +115,11 @@ def win_probabilities(scores: list[int], scale: float, rng: np.random.Generator)
 def summary(runs: list[dict]) -> str:
     """Markdown: per table and share, the training ε, how often the first candidate wins, and the published
     table's expected 2-way score and AUROC (LR / RF / GBM) beside the first candidate's own, means over draws."""
-    lines = ["| table (n̂) | share | training ε | first wins | published: 2-way, AUROC LR / RF / GBM | "
-             "first candidate alone |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| table (n̂) | share | training ε | first wins | published: 2-way, AUROC LR / RF / GBM | "
+        "first candidate alone |",
+        "|---|---|---|---|---|---|",
+    ]
     rng = np.random.default_rng(0)
     for run in runs:
         for share in dict.fromkeys(r["share"] for r in run["rows"]):
@@ -109,10 +132,12 @@ def summary(runs: list[dict]) -> str:
                 published.append(w @ measures)
                 alone.append(measures[0])
             pub, own = np.mean(published, axis=0), np.mean(alone, axis=0)
-            lines.append(f"| {run['shape']['dataset']} ({run['shape']['rows_public']}) | {share:g} | "
-                         f"{rows[0]['eps_g']:.3f} | {np.mean(won):.2f} | {pub[0]:.1f}, "
-                         f"{' / '.join(f'{v:.3f}' for v in pub[1:])} | {own[0]:.1f}, "
-                         f"{' / '.join(f'{v:.3f}' for v in own[1:])} |")
+            lines.append(
+                f"| {run['shape']['dataset']} ({run['shape']['rows_public']}) | {share:g} | "
+                f"{rows[0]['eps_g']:.3f} | {np.mean(won):.2f} | {pub[0]:.1f}, "
+                f"{' / '.join(f'{v:.3f}' for v in pub[1:])} | {own[0]:.1f}, "
+                f"{' / '.join(f'{v:.3f}' for v in own[1:])} |"
+            )
     return "\n".join(lines)
 
 

@@ -2,15 +2,15 @@
 each fitted on a project's prepared training rows and scored train-on-synthetic, test-on-real (the holdout), and by
 its k-way marginal scores against the training rows (k = 1, 2, 3; `frontier.kway_score`, 100 seeded 3-subsets).
 
-    python benchmarks/select_sweep.py --root . --generators aim --epsilons 0.95 \
+    python -m benchmarks.select_sweep --root . --generators aim --epsilons 0.95 \
         --settings '{"max_rounds": 16, "n_bins": 16}' '{"max_rounds": 40, "n_bins": 32}' --draws 3
-    python benchmarks/select_sweep.py --root <a product.py --keep project> --rows 6000 ...   # the first 6,000 rows
+    python -m benchmarks.select_sweep --root <a product.py --keep project> --rows 6000 ...   # the first 6,000 rows
 
 The sweep of docs/selection.md "The sweep" (every generator at three ε on four tables of different shapes; its
 rows in benchmarks/results/select_sweep.json):
 
-    python benchmarks/product.py --data <csv> --schema <yaml> [--rows N] --until prepare --keep <dir>
-    python benchmarks/select_sweep.py --root <dir>/seed-0 --generators aim mst pearl dpwgan dp_auto_gan ppem \
+    python -m benchmarks.product --data <csv> --schema <yaml> [--rows N] --until prepare --keep <dir>
+    python -m benchmarks.select_sweep --root <dir>/seed-0 --generators aim mst pearl dpwgan dp_auto_gan ppem \
         iw_mmd_gan support_points --epsilons 0.3 0.9 3 --draws 2 --json <out.json>
 
 `--root` is a project after `dvc repro prepare` (data/prepared/<ds>/ and schemas/<ds>.yaml of params.yaml's
@@ -21,12 +21,13 @@ prepared training rows with n̂ = N (a smaller table of the same shape). It prin
 per configuration. `--verdict` adds each table's utility verdict as the evaluate stage computes it (fit / weak /
 inverted, and how many features' associations with the target it distorts) and the share called fit:
 
-    python benchmarks/select_sweep.py --root <project> --generators aim --epsilons 0.9 \
+    python -m benchmarks.select_sweep --root <project> --generators aim --epsilons 0.9 \
         --settings '{"n_bins": 16, "max_rounds": 16}' '{"n_bins": 8, "max_rounds": 16}' --draws 20 --verdict
 
 The process grows by about 0.5 GB per minute of fits (measured on the bundled table: 1.7 GB after 1.5 minutes, 2.8
 GB after 3.5), and a run of 80 fits there ran out of memory at 24 GB: keep a run to some 40 fits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from frontier import binned, kway_score
+from benchmarks.frontier import binned, kway_score
 from pipelines.config import Paths, load_params
 from pipelines.data.encoded import EncodedTable
 from pipelines.data.layout import Layout
@@ -71,21 +72,31 @@ def main() -> None:
     ap.add_argument("--settings", nargs="+", default=["{}"], help="JSON overrides of the generator's section")
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--rows", type=int, help="fit on the first N prepared training rows, n̂ = N")
-    ap.add_argument("--verdict", action="store_true", help="also the evaluate stage's utility verdict of each "
-                    "table (pipelines/evaluation/verdict.py: the word, its claims and distorted features)")
+    ap.add_argument(
+        "--verdict",
+        action="store_true",
+        help="also the evaluate stage's utility verdict of each "
+        "table (pipelines/evaluation/verdict.py: the word, its claims and distorted features)",
+    )
     ap.add_argument("--json", type=Path, help="write the table's public shape, every fit's scores and the command")
-    ap.add_argument("--summarize", type=Path, nargs="+", help="print the markdown table of these --json files "
-                    "(per table and ε: each generator's mean 2-way score and mean AUROC) and fit nothing")
+    ap.add_argument(
+        "--summarize",
+        type=Path,
+        nargs="+",
+        help="print the markdown table of these --json files "
+        "(per table and ε: each generator's mean 2-way score and mean AUROC) and fit nothing",
+    )
     args = ap.parse_args()
     if args.summarize:
         print(summary([json.loads(f.read_text()) for f in args.summarize]))
         return
     config, sch, layout, encoded, train, holdout = kept_project(Path(args.root))
-    table = encoded if args.rows is None else np.asarray(encoded)[:args.rows]
-    train = train.iloc[:args.rows]
+    table = encoded if args.rows is None else np.asarray(encoded)[: args.rows]
+    train = train.iloc[: args.rows]
     real = binned(train, train, sch)
-    k3 = [tuple(real.columns[i] for i in c)
-          for c in column_subsets(len(real.columns), 3, 100, np.random.default_rng(0))]
+    k3 = [
+        tuple(real.columns[i] for i in c) for c in column_subsets(len(real.columns), 3, 100, np.random.default_rng(0))
+    ]
     delta = config.privacy.delta
     judge = verdict_of(config, train, holdout, sch, len(table)) if args.verdict else None
     fits: list[dict] = []
@@ -97,12 +108,14 @@ def main() -> None:
                 for draw in range(args.draws):
                     t = time.perf_counter()
                     try:
-                        model = make_generator(gen, layout, {**section, "epsilon": eps, "noise_seed": 100 + draw},
-                                               "cpu")
+                        model = make_generator(
+                            gen, layout, {**section, "epsilon": eps, "noise_seed": 100 + draw}, "cpu"
+                        )
                     except ValueError as e:  # e.g. PPEM on a table without protected columns: not a candidate
                         print(f"{gen} ε={eps} {raw}: not applicable: {e}", flush=True)
-                        fits.append({"generator": gen, "epsilon": eps, "settings": json.loads(raw),
-                                     "not_applicable": str(e)})
+                        fits.append(
+                            {"generator": gen, "epsilon": eps, "settings": json.loads(raw), "not_applicable": str(e)}
+                        )
                         break
                     model.fit(table, Session(), Budget(eps, delta))  # len(table): the public n̂
                     synth = Encoder(sch).decode(model.sample(len(table), 0))
@@ -111,19 +124,40 @@ def main() -> None:
                     kway = [kway_score(real, synth_b, k, k3 if k == 3 else None) for k in (1, 2, 3)]
                     scores.append(kway + auc)
                     said = judge(synth) if judge else {}
-                    fits.append({"generator": gen, "epsilon": eps, "settings": json.loads(raw),
-                                 "noise_seed": 100 + draw, "kway": kway, "tstr_auroc": auc, **said,
-                                 "seconds": round(time.perf_counter() - t, 1)})
+                    fits.append(
+                        {
+                            "generator": gen,
+                            "epsilon": eps,
+                            "settings": json.loads(raw),
+                            "noise_seed": 100 + draw,
+                            "kway": kway,
+                            "tstr_auroc": auc,
+                            **said,
+                            "seconds": round(time.perf_counter() - t, 1),
+                        }
+                    )
                     word = f", {said['verdict']} ({said['distorted']} distorted)" if said else ""
-                    print(f"{gen} ε={eps} {raw} draw {draw}: {line(kway + auc)}{word} "
-                          f"({time.perf_counter() - t:.0f} s)", flush=True)
+                    print(
+                        f"{gen} ε={eps} {raw} draw {draw}: {line(kway + auc)}{word} ({time.perf_counter() - t:.0f} s)",
+                        flush=True,
+                    )
                 if scores:
-                    said = [f["verdict"] for f in fits[-len(scores):] if "verdict" in f]
+                    said = [f["verdict"] for f in fits[-len(scores) :] if "verdict" in f]
                     fit = f", fit {said.count('fit')} of {len(said)}" if said else ""
                     print(f"{gen} ε={eps} {raw} mean of {args.draws}: {line(list(np.mean(scores, axis=0)))}{fit}")
                 if args.json:  # after each configuration: an interrupted sweep keeps what it measured
-                    args.json.write_text(json.dumps({"command": " ".join(sys.argv), "shape": shape(sch, len(table)),
-                                                     "holdout_rows": len(holdout), "fits": fits}, indent=1) + "\n")
+                    args.json.write_text(
+                        json.dumps(
+                            {
+                                "command": " ".join(sys.argv),
+                                "shape": shape(sch, len(table)),
+                                "holdout_rows": len(holdout),
+                                "fits": fits,
+                            },
+                            indent=1,
+                        )
+                        + "\n"
+                    )
 
 
 def kept_project(root: Path) -> tuple:
@@ -131,9 +165,14 @@ def kept_project(root: Path) -> tuple:
     `dvc repro prepare`."""
     config = load_params(root / "params.yaml")
     p = Paths(config.dataset.name, root)
-    return (config, load_schema(p.schema), Layout.from_dict(read_json(p.prepared / "layout.json")["layout"]),
-            EncodedTable(p.prepared / "train_encoded.parquet"), pd.read_parquet(p.prepared / "train.parquet"),
-            pd.read_parquet(p.prepared / "holdout.parquet"))
+    return (
+        config,
+        load_schema(p.schema),
+        Layout.from_dict(read_json(p.prepared / "layout.json")["layout"]),
+        EncodedTable(p.prepared / "train_encoded.parquet"),
+        pd.read_parquet(p.prepared / "train.parquet"),
+        pd.read_parquet(p.prepared / "holdout.parquet"),
+    )
 
 
 def verdict_of(config, train: pd.DataFrame, holdout: pd.DataFrame, sch, n: int):
@@ -147,8 +186,12 @@ def verdict_of(config, train: pd.DataFrame, holdout: pd.DataFrame, sch, n: int):
         scored = target_scores({"tstr": synth, **baselines}, holdout, sch.columns, sch.target, seed, None, cap)
         v = verdict.utility_verdict(scored, synth, baselines, holdout, sch.columns, bins, settings, seed, cap)
         a = v["associations"]
-        return {"verdict": v["verdict"], "distorted": a.get("features_worse_than_baseline"),
-                "associations_lower_bound": a.get("improvement_lower_bound")}
+        return {
+            "verdict": v["verdict"],
+            "distorted": a.get("features_worse_than_baseline"),
+            "associations_lower_bound": a.get("improvement_lower_bound"),
+        }
+
     return judge
 
 
@@ -162,8 +205,10 @@ def summary(sweeps: list[dict]) -> str:
     """Markdown: one row per table and ε, each generator's mean 2-way score / mean AUROC (LR, RF, GBM) over its
     draws, the best of each marked in bold."""
     gens = list(dict.fromkeys(f["generator"] for s in sweeps for f in s["fits"] if "kway" in f))
-    lines = ["| table (n̂, columns: numeric / categorical) | ε | " + " | ".join(gens) + " |",
-             "|---|---|" + "---|" * len(gens)]
+    lines = [
+        "| table (n̂, columns: numeric / categorical) | ε | " + " | ".join(gens) + " |",
+        "|---|---|" + "---|" * len(gens),
+    ]
     for s in sweeps:
         sh = s["shape"]
         for eps in dict.fromkeys(f["epsilon"] for f in s["fits"]):
@@ -171,28 +216,45 @@ def summary(sweeps: list[dict]) -> str:
             for g in gens:
                 fits = [f for f in s["fits"] if f["generator"] == g and f["epsilon"] == eps and "kway" in f]
                 if fits:
-                    cells[g] = (float(np.mean([f["kway"][1] for f in fits])),
-                                float(np.mean([np.mean(f["tstr_auroc"]) for f in fits])))
+                    cells[g] = (
+                        float(np.mean([f["kway"][1] for f in fits])),
+                        float(np.mean([np.mean(f["tstr_auroc"]) for f in fits])),
+                    )
             best = [max(v[i] for v in cells.values()) for i in (0, 1)]
-            row = [" / ".join((f"**{v:.{d}f}**" if v == b else f"{v:.{d}f}") for v, b, d in zip(cells[g], best, (0, 2)))
-                   if g in cells else "n/a" for g in gens]
-            lines.append(f"| {sh['dataset']} ({sh['rows_public']}, {sh['numeric']} / {sh['categorical']}) | {eps:g} | "
-                         + " | ".join(row) + " |")
+            row = [
+                " / ".join((f"**{v:.{d}f}**" if v == b else f"{v:.{d}f}") for v, b, d in zip(cells[g], best, (0, 2)))
+                if g in cells
+                else "n/a"
+                for g in gens
+            ]
+            lines.append(
+                f"| {sh['dataset']} ({sh['rows_public']}, {sh['numeric']} / {sh['categorical']}) | {eps:g} | "
+                + " | ".join(row)
+                + " |"
+            )
     return "\n".join(lines)
 
 
 def shape(sch, n_rows: int) -> dict:
     """The table's public facts a selection rule may read: n̂, the columns by kind, the categorical domain sizes."""
     cards = [len(c.categories) for c in sch.columns if not c.is_numeric]
-    return {"dataset": sch.name, "rows_public": n_rows, "columns": len(sch.columns),
-            "numeric": sum(c.is_numeric for c in sch.columns), "categorical": len(cards),
-            "largest_category_count": max(cards, default=0), "target": sch.target}
+    return {
+        "dataset": sch.name,
+        "rows_public": n_rows,
+        "columns": len(sch.columns),
+        "numeric": sum(c.is_numeric for c in sch.columns),
+        "categorical": len(cards),
+        "largest_category_count": max(cards, default=0),
+        "target": sch.target,
+    }
 
 
 def line(values: list[float]) -> str:
     """'1/2/3-way a / b / c, AUROC LR/RF/GBM d / e / f'."""
-    return (f"1/2/3-way {' / '.join(f'{v:.1f}' for v in values[:3])}, AUROC LR/RF/GBM "
-            f"{' / '.join(f'{v:.3f}' for v in values[3:])}")
+    return (
+        f"1/2/3-way {' / '.join(f'{v:.1f}' for v in values[:3])}, AUROC LR/RF/GBM "
+        f"{' / '.join(f'{v:.3f}' for v in values[3:])}"
+    )
 
 
 if __name__ == "__main__":

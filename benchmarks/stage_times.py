@@ -11,10 +11,11 @@ configured generator, then release. A stage's time is its process's wall time, i
 checkout that is already a scratch copy: the accelerator machine's, which has no git); `--skip` leaves stages
 out, e.g. validate where Great Expectations is not installed (the device tool carries `data/` and `reports/`):
 
-    python benchmarks/stage_times.py --params params/adult.yaml --stages code validate --here      # here
-    python benchmarks/stage_times.py --params params/adult.yaml --here --skip code validate \\
+    python -m benchmarks.stage_times --params params/adult.yaml --stages code validate --here      # here
+    python -m benchmarks.stage_times --params params/adult.yaml --here --skip code validate \\
         --device cuda --json out.json                                                           # on the GPU
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,10 +31,10 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.release_profile import copy_project
+from pipelines.config import resolved_text
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from release_profile import copy_project  # noqa: E402  (beside this script)
-from pipelines.config import resolved_text  # noqa: E402
 PER_GENERATOR = ("train", "evaluate", "check", "weight")
 
 
@@ -48,12 +49,13 @@ def stage_commands(generators: list[str]) -> list[tuple[str, list[str]]]:
 def machine(device: str) -> dict:
     """What ran the stages: CPUs, the accelerator (when `device` is cuda) and the frameworks' versions."""
     import torch
-    facts = {"device": device, "cpus": os.cpu_count(), "python": platform.python_version(),
-             "torch": torch.__version__}
+
+    facts = {"device": device, "cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__}
     if device == "cuda":
         facts["gpu"] = torch.cuda.get_device_name(0)
     try:
         import jax
+
         facts["jax"] = jax.__version__
     except ImportError:
         pass
@@ -64,8 +66,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="params file (whole or override)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="the params' `device:`")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=YAML",
-                        help="top-level overrides of the resolved params, e.g. 'generators=[aim]'")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=YAML",
+        help="top-level overrides of the resolved params, e.g. 'generators=[aim]'",
+    )
     parser.add_argument("--stages", nargs="+", help="run only these stages (names as DVC prints them)")
     parser.add_argument("--skip", nargs="+", default=[], help="leave these stages out")
     parser.add_argument("--keep", type=Path, help="run in this (new or empty) directory and keep it")
@@ -85,8 +92,12 @@ def main() -> int:
         key, _, value = item.partition("=")
         params[key] = yaml.safe_load(value)
     (workdir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = {**os.environ, "PYTHONPATH": f"{workdir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "GX_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{workdir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "GX_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+    }
     times: dict[str, float] = {}
     rc = 0
     try:
@@ -106,9 +117,19 @@ def main() -> int:
     total = sum(times.values())
     print(f"{'total':<24}{total:>9.1f} s")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine(args.device), "params": str(args.params),
-                                         "set": args.set, "stages": times, "total_s": total, "exit_code": rc},
-                                        indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": machine(args.device),
+                    "params": str(args.params),
+                    "set": args.set,
+                    "stages": times,
+                    "total_s": total,
+                    "exit_code": rc,
+                },
+                indent=2,
+            )
+        )
     return rc
 
 

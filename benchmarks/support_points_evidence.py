@@ -19,11 +19,12 @@
    learnt nothing) and ε = inf (the exact support points Y*, the method's ceiling). Rewrites the table
    between `<!-- adult -->` and `<!-- /adult -->` in docs/support-points.md.
 
-    python benchmarks/support_points_evidence.py             # ~5 min on 1 core
-    python benchmarks/support_points_evidence.py --folds 5   # the thesis's five folds
-    python benchmarks/support_points_evidence.py --adult     # sections 1-2 skipped; ~20 min on 2 shared cores
-    python benchmarks/support_points_evidence.py --adult --adult-rows 1000 --adult-eps 1 4 --set steps=40000
+    python -m benchmarks.support_points_evidence             # ~5 min on 1 core
+    python -m benchmarks.support_points_evidence --folds 5   # the thesis's five folds
+    python -m benchmarks.support_points_evidence --adult     # sections 1-2 skipped; ~20 min on 2 shared cores
+    python -m benchmarks.support_points_evidence --adult --adult-rows 1000 --adult-eps 1 4 --set steps=40000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,27 +41,52 @@ from sklearn.datasets import load_diabetes, load_wine
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import KFold
 
-from frontier import binned, kway_score
-from generator_runs import adult, generator_params, overrides, subsample
+from benchmarks.frontier import binned, kway_score
+from benchmarks.generator_runs import adult, generator_params, overrides, subsample
 from pipelines.data.schema import Schema
 from pipelines.data.transform import Encoder
 from pipelines.generators.base import Budget
+from pipelines.generators.params.support_points import Params
 from pipelines.generators.support_points import SupportPoints, support_points
-from pipelines.privacy.bandwidth import bandwidth_grid, exponential_bandwidth, laplace_bandwidth
+from pipelines.generators.mechanisms.bandwidth import bandwidth_grid, exponential_bandwidth, laplace_bandwidth
 from pipelines.stats.energy import energy_distance, energy_sensitivity
-from pipelines.privacy.energy_sampler import sample_energy_mechanism
+from pipelines.generators.mechanisms.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.ledger import Ledger
 
 ROOT = Path(__file__).resolve().parents[1]
-ADULT_ROWS, ADULT_EPS = [1000, 16000], [1.0, 4.0, 16.0, float("inf")]   # --adult's grid (issue 21)
+ADULT_ROWS, ADULT_EPS = [1000, 16000], [1.0, 4.0, 16.0, float("inf")]  # --adult's grid (issue 21)
 # Public bounds. Wine: the DESCR summary table's min/max rounded outward. Diabetes (raw units, scaled=False)
 # has no published range table: round bounds around the documented variables' observed ranges (evidence only;
 # a release takes bounds from a public schema).
 BOUNDS = {
-    "wine": [(11, 15), (0.5, 6), (1.3, 3.3), (10, 30), (70, 165), (0.9, 4), (0.3, 5.1), (0.1, 0.7), (0.4, 3.6),
-             (1, 13), (0.4, 1.8), (1.2, 4), (250, 1700)],
-    "diabetes": [(18, 80), (1, 2), (15, 45), (60, 135), (90, 310), (40, 250), (20, 100), (2, 10), (3, 6.5),
-                 (55, 125), (25, 350)],
+    "wine": [
+        (11, 15),
+        (0.5, 6),
+        (1.3, 3.3),
+        (10, 30),
+        (70, 165),
+        (0.9, 4),
+        (0.3, 5.1),
+        (0.1, 0.7),
+        (0.4, 3.6),
+        (1, 13),
+        (0.4, 1.8),
+        (1.2, 4),
+        (250, 1700),
+    ],
+    "diabetes": [
+        (18, 80),
+        (1, 2),
+        (15, 45),
+        (60, 135),
+        (90, 310),
+        (40, 250),
+        (20, 100),
+        (2, 10),
+        (3, 6.5),
+        (55, 125),
+        (25, 350),
+    ],
 }
 
 
@@ -78,8 +104,17 @@ def load(name: str) -> np.ndarray:
 
 
 def private_set(x: np.ndarray, n: int, eps: float, seed: int, burn: int, steps: int):
-    res = sample_energy_mechanism(x, n, eps, energy_sensitivity(len(x), x.shape[1], 2.0), 2.0,
-                                  np.random.default_rng(seed), burn_in=burn, steps=steps, thin=max(1, steps // 100))
+    res = sample_energy_mechanism(
+        x,
+        n,
+        eps,
+        energy_sensitivity(len(x), x.shape[1], 2.0),
+        2.0,
+        np.random.default_rng(seed),
+        burn_in=burn,
+        steps=steps,
+        thin=max(1, steps // 100),
+    )
     return res.finals[0], res.rhat
 
 
@@ -91,9 +126,9 @@ def perturbed_histogram(x: np.ndarray, eps: float, size: int, rng: np.random.Gen
     if float(m) ** d > max_bins:
         return None, m
     cells = np.ravel_multi_index(tuple(np.minimum((x * m).astype(int), m - 1).T), (m,) * d)
-    counts = np.bincount(cells, minlength=m ** d) + rng.laplace(0, 1 / eps, m ** d)
+    counts = np.bincount(cells, minlength=m**d) + rng.laplace(0, 1 / eps, m**d)
     weights = np.clip(counts, 0, None)
-    picked = rng.choice(m ** d, size=size, p=weights / weights.sum())
+    picked = rng.choice(m**d, size=size, p=weights / weights.sum())
     return (np.stack(np.unravel_index(picked, (m,) * d), 1) + rng.random((size, d))) / m, m
 
 
@@ -109,22 +144,29 @@ def gmm_section(args) -> tuple[list[str], dict]:
     x = np.clip(centres[rng.integers(4, size=n_data)] + sigma * rng.standard_normal((n_data, 2)), 0, 1)
     y_star = support_points(x, n, 2.0, 300, 0.01, 0)
     base = energy_distance(x, y_star)
-    lines = ["| ε | e(X, Ỹ) median | e(Ỹ, Y*) median | split-R̂ (max) |", "|---:|---:|---:|---:|",
-             f"| non-private Y* | {base:.5f} | 0 | – |"]
+    lines = [
+        "| ε | e(X, Ỹ) median | e(Ỹ, Y*) median | split-R̂ (max) |",
+        "|---:|---:|---:|---:|",
+        f"| non-private Y* | {base:.5f} | 0 | – |",
+    ]
     shown = {}
     for eps in args.gmm_eps:
         runs = [private_set(x, n, eps, 100 + r, args.gmm_burn, args.gmm_steps) for r in range(args.repeats)]
         shown[eps] = runs[0][0]
-        lines.append(f"| {eps:g} | {np.median([energy_distance(x, y) for y, _ in runs]):.5f} | "
-                     f"{np.median([energy_distance(y, y_star) for y, _ in runs]):.5f} | "
-                     f"{max(r for _, r in runs):.3f} |")
+        lines.append(
+            f"| {eps:g} | {np.median([energy_distance(x, y) for y, _ in runs]):.5f} | "
+            f"{np.median([energy_distance(y, y_star) for y, _ in runs]):.5f} | "
+            f"{max(r for _, r in runs):.3f} |"
+        )
     # §5.6 expansions at one ε (the bandwidth mechanisms get 10 % of it, as in params.yaml's share)
     eps, noise = args.expand_eps, np.random.default_rng(7)
     grid = bandwidth_grid(0.01, 0.125, 32)
     y_sp, _ = private_set(x, n, 0.9 * eps, 11, args.gmm_burn, args.gmm_steps)
-    bw = {"public σ = 0.05": 0.05,
-          "Laplace bounded MLE": laplace_bandwidth(x, y_sp, grid, 0.1 * eps, noise)[0],
-          "exponential mechanism over the grid": exponential_bandwidth(x, y_sp, grid, 0.1 * eps, noise)[0]}
+    bw = {
+        "public σ = 0.05": 0.05,
+        "Laplace bounded MLE": laplace_bandwidth(x, y_sp, grid, 0.1 * eps, noise)[0],
+        "exponential mechanism over the grid": exponential_bandwidth(x, y_sp, grid, 0.1 * eps, noise)[0],
+    }
     expand = ["| expansion (ε total) | bandwidth | e(X, 200 expanded rows) |", "|---|---:|---:|"]
     for label, s in bw.items():
         rows = np.clip(y_sp[noise.integers(n, size=n_data)] + s * noise.standard_normal((n_data, 2)), 0, 1)
@@ -136,11 +178,14 @@ def gmm_section(args) -> tuple[list[str], dict]:
 
 
 def regression_section(args) -> list[str]:
-    lines = ["| data | α | size | full data | support points | private support points | "
-             "perturbed histogram (bins/axis) |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| data | α | size | full data | support points | private support points | perturbed histogram (bins/axis) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
 
     def fmt(v: list[float]) -> str:
         return "omitted" if not v else f"{np.median(v):.4f} [{np.percentile(v, 25):.4f}, {np.percentile(v, 75):.4f}]"
+
     for name in args.datasets:
         data = load(name)
         folds = list(KFold(args.folds, shuffle=True, random_state=0).split(data))
@@ -152,28 +197,33 @@ def regression_section(args) -> list[str]:
                     n = max(2, int(round(frac * len(train))))
                     full.append(mse(train, test))
                     sp.append(mse(support_points(train, n, 2.0, 300, 0.01, f), test))
-                    y, rhat = private_set(train, n, eps, 1000 * f + int(eps), args.burn_per_point * n,
-                                          args.steps_per_point * n)
+                    y, rhat = private_set(
+                        train, n, eps, 1000 * f + int(eps), args.burn_per_point * n, args.steps_per_point * n
+                    )
                     psp.append(mse(y, test))
                     rhats.append(rhat)
                     h, bins = perturbed_histogram(train, eps, n, np.random.default_rng(f), args.max_bins)
                     if h is not None:
                         hist.append(mse(h, test))
-                lines.append(f"| {name} (N = {len(data)}, d = {data.shape[1]}) | {eps:g} | {int(frac * 100)} % | "
-                             f"{fmt(full)} | {fmt(sp)} | {fmt(psp)} (R̂ ≤ {max(rhats):.2f}) | {fmt(hist)} ({bins}) |")
+                lines.append(
+                    f"| {name} (N = {len(data)}, d = {data.shape[1]}) | {eps:g} | {int(frac * 100)} % | "
+                    f"{fmt(full)} | {fmt(sp)} | {fmt(psp)} (R̂ ≤ {max(rhats):.2f}) | {fmt(hist)} ({bins}) |"
+                )
                 print(lines[-1], flush=True)
     return lines
 
 
-def adult_fit(schema: Schema, train: pd.DataFrame, params: dict[str, Any], epsilon: float, delta: float,
-              seed: int) -> dict[str, Any]:
+def adult_fit(
+    schema: Schema, train: pd.DataFrame, params: dict[str, Any], epsilon: float, delta: float, seed: int
+) -> dict[str, Any]:
     """One support_points release on `train` at (ε, δ) under a throwaway ledger: fit seconds, the
     `mh_convergence` gate's verdict and evidence, and the 1-way / 2-way scores of len(train) sampled rows."""
     encoder = Encoder(schema)
     gen, X = SupportPoints(encoder.layout, params, "cpu"), encoder.encode(train)
     with tempfile.TemporaryDirectory() as tmp:
-        session = Ledger(str(Path(tmp) / "ledger.sqlite")).session("bench", "bench", "train@support_points",
-                                                                   delta, float("inf"))
+        session = Ledger(str(Path(tmp) / "ledger.sqlite")).session(
+            "bench", "bench", "train@support_points", delta, float("inf")
+        )
         start = time.perf_counter()
         gen.fit(X, session, Budget(epsilon, delta))
         fit_s = time.perf_counter() - start
@@ -182,8 +232,13 @@ def adult_fit(schema: Schema, train: pd.DataFrame, params: dict[str, Any], epsil
     row = {"fit_s": fit_s, **adult_scores(schema, train, synth)}
     if gates:
         evidence = gates[0].evidence
-        row.update(rhat=evidence["rhat"], passed=gates[0].passed, rhat_max=evidence["rhat_max"],
-                   acceptance=float(np.mean(evidence["acceptance"])), step=float(np.mean(evidence["step_size"])))
+        row.update(
+            rhat=evidence["rhat"],
+            passed=gates[0].passed,
+            rhat_max=evidence["rhat_max"],
+            acceptance=float(np.mean(evidence["acceptance"])),
+            step=float(np.mean(evidence["step_size"])),
+        )
     return row
 
 
@@ -193,23 +248,26 @@ def adult_scores(schema: Schema, train: pd.DataFrame, synth: pd.DataFrame) -> di
     return {"1-way": kway_score(real_b, synth_b, 1), "2-way": kway_score(real_b, synth_b, 2)}
 
 
-def adult_section(args) -> tuple[list[str], float, dict[str, Any]]:
+def adult_section(args) -> tuple[list[str], float, Params]:
     """The `--adult` grid (module docstring, item 3); rows print as they finish. Returns the table's lines, the
-    seconds of the whole grid and the generator's params (defaults merged with `--set`)."""
+    seconds of the whole grid and the generator's params (the defaults with `--set`)."""
     start = time.perf_counter()
     schema, pool, _ = adult(args.seed)
     extra = overrides(None, [f"support_points.{s}" for s in args.set], ["support_points"])["support_points"]
     params = generator_params("support_points", extra, args.seed)
-    lines = ["| rows N | ε | fit s | split-R̂ | gate | acceptance | 1-way | 2-way |",
-             "|---:|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [
+        "| rows N | ε | fit s | split-R̂ | gate | acceptance | 1-way | 2-way |",
+        "|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
     encoder = Encoder(schema)
     merged = SupportPoints(encoder.layout, params, "cpu").params
     for rows in args.adult_rows:
         train = subsample(pool, rows, args.seed, "--adult-rows")
         noise = np.random.default_rng(args.seed).random((rows, encoder.layout.width))
         uniform = adult_scores(schema, train, encoder.decode(noise))
-        lines.append(f"| {rows:,} | uniform rows (no data) | – | – | – | – | {uniform['1-way']:.1f} | "
-                     f"{uniform['2-way']:.1f} |")
+        lines.append(
+            f"| {rows:,} | uniform rows (no data) | – | – | – | – | {uniform['1-way']:.1f} | {uniform['2-way']:.1f} |"
+        )
         print(lines[-1], flush=True)
         for eps in args.adult_eps:
             r = adult_fit(schema, train, params, eps, 1e-5, args.seed)
@@ -217,42 +275,49 @@ def adult_section(args) -> tuple[list[str], float, dict[str, Any]]:
             gate = ("passes" if r["passed"] else f"refuses (> {r['rhat_max']:g})") if "rhat" in r else "none"
             acc = f"{r['acceptance']:.2f} (step {r['step']:.3f})" if "rhat" in r else "–"
             label = "inf (exact Y*, non-private)" if np.isinf(eps) else f"{eps:g}"
-            lines.append(f"| {rows:,} | {label} | {r['fit_s']:.0f} | {rhat} | {gate} | {acc} | {r['1-way']:.1f} | "
-                         f"{r['2-way']:.1f} |")
+            lines.append(
+                f"| {rows:,} | {label} | {r['fit_s']:.0f} | {rhat} | {gate} | {acc} | {r['1-way']:.1f} | "
+                f"{r['2-way']:.1f} |"
+            )
             print(lines[-1], flush=True)
     return lines, time.perf_counter() - start, merged
 
 
-def write_adult(lines: list[str], seconds: float, params: dict[str, Any], args, path: Path) -> None:
+def write_adult(lines: list[str], seconds: float, params: Params, args, path: Path) -> None:
     """Replace the text between the `<!-- adult -->` markers of `path` with the table and how it was made."""
-    cmd = "python benchmarks/support_points_evidence.py --adult"
+    cmd = "python -m benchmarks.support_points_evidence --adult"
     if args.adult_rows != ADULT_ROWS:
         cmd += " --adult-rows " + " ".join(map(str, args.adult_rows))
     if args.adult_eps != ADULT_EPS:
         cmd += " --adult-eps " + " ".join(f"{e:g}" for e in args.adult_eps)
     cmd += "".join(f" --set {s}" for s in args.set)
-    shown = ", ".join(f"{k} {params[k]}" for k in ("n_points", "chains", "burn_in", "steps", "thin", "rhat_max",
-                                                   "expansion"))
-    if "calibration" in params:
-        shown += f", calibration.share {params['calibration']['share']} (pairs: {params['calibration']['pairs']})"
-    body = (f"Produced by `{cmd}` on {date.today().isoformat()} in {seconds / 60:.1f} min on {os.cpu_count()} "
-            f"shared CPU cores (seed {args.seed}, δ = 1e-5; params: {shown}"
-            f"{'' if args.set else ', the defaults'}).\n\n"
-            + "\n".join(lines) + "\n")
+    shown = ", ".join(
+        f"{k} {getattr(params, k)}" for k in ("n_points", "chains", "burn_in", "steps", "thin", "rhat_max", "expansion")
+    )
+    shown += f", calibration.share {params.calibration.share} (pairs: {params.calibration.pairs})"
+    body = (
+        f"Produced by `{cmd}` on {date.today().isoformat()} in {seconds / 60:.1f} min on {os.cpu_count()} "
+        f"shared CPU cores (seed {args.seed}, δ = 1e-5; params: {shown}"
+        f"{'' if args.set else ', the defaults'}).\n\n" + "\n".join(lines) + "\n"
+    )
     text = path.read_text()
     head, sep, rest = text.partition("<!-- adult -->")
     _, sep2, tail = rest.partition("<!-- /adult -->")
     if not (sep and sep2):
-        raise ValueError(f"{path}: no <!-- adult --> ... <!-- /adult --> markers for the Adult table; add them "
-                         f"under the 'When is it usable?' heading")
+        raise ValueError(
+            f"{path}: no <!-- adult --> ... <!-- /adult --> markers for the Adult table; add them "
+            f"under the 'When is it usable?' heading"
+        )
     path.write_text(head + sep + "\n" + body + sep2 + tail)
     print(f"wrote the Adult table into {path} ({seconds / 60:.1f} min)")
 
 
 def figure(gmm: dict, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     shown = gmm["shown"]
     fig, axes = plt.subplots(1, len(shown), figsize=(3 * len(shown), 3.2))
     for ax, (eps, y) in zip(np.atleast_1d(axes), shown.items()):
@@ -296,11 +361,20 @@ def main() -> None:
     figure(gmm, ROOT / "docs" / "img" / "support-points-gmm.png")
     reg_lines = regression_section(args)
     elapsed = time.perf_counter() - start
-    cmd = "python benchmarks/support_points_evidence.py" + ("" if args.folds == 3 else f" --folds {args.folds}")
-    text = TEMPLATE.format(cmd=cmd, minutes=elapsed / 60, repeats=args.repeats, folds=args.folds,
-                           gmm="\n".join(gmm_lines), reg="\n".join(reg_lines), expand_eps=args.expand_eps,
-                           burn=args.gmm_burn, steps=args.gmm_steps, bpp=args.burn_per_point,
-                           spp=args.steps_per_point)
+    cmd = "python -m benchmarks.support_points_evidence" + ("" if args.folds == 3 else f" --folds {args.folds}")
+    text = TEMPLATE.format(
+        cmd=cmd,
+        minutes=elapsed / 60,
+        repeats=args.repeats,
+        folds=args.folds,
+        gmm="\n".join(gmm_lines),
+        reg="\n".join(reg_lines),
+        expand_eps=args.expand_eps,
+        burn=args.gmm_burn,
+        steps=args.gmm_steps,
+        bpp=args.burn_per_point,
+        spp=args.steps_per_point,
+    )
     out = args.out.read_text() if args.out.exists() else ""
     marker = "<!-- evidence -->"
     head = out.split(marker)[0] if marker in out else ""

@@ -9,6 +9,7 @@ subprocesses of this process (`prefect.serve`), each on the task runner its para
 delays the next instead of racing it, and two deployments may not share a data set: their runs
 would overwrite each other's stage artefacts. The ledger is shared by all runs of all data sets.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,11 +36,16 @@ def deployments(schedules_path: Path, root: Path) -> list[RunnerDeployment]:
     out = []
     for e in load_schedules(schedules_path, root):
         config = load_params(root / e["params"])
-        out.append(configured_flow(e["params"], str(root)).to_deployment(
-            name=e["name"], schedules=[schedule(e)], concurrency_limit=1,
-            parameters={"params_path": str(e["params"]), "root": str(root)},
-            tags=[f"dataset:{config.dataset.name}"],
-            description=e.get("description") or f"Scheduled private synthetic release of {config.dataset.name}"))
+        out.append(
+            configured_flow(e["params"], str(root)).to_deployment(
+                name=e["name"],
+                schedules=[schedule(e)],
+                concurrency_limit=1,
+                parameters={"params_path": str(e["params"]), "root": str(root)},
+                tags=[f"dataset:{config.dataset.name}"],
+                description=e.get("description") or f"Scheduled private synthetic release of {config.dataset.name}",
+            )
+        )
     return out
 
 
@@ -48,12 +54,14 @@ def __getattr__(name: str) -> Any:
     from code rather than from this process: `release_flow` on the task runner of the params file
     named by SYNTHRELEASE_PARAMS (default params.yaml, relative to SYNTHRELEASE_ROOT or the cwd)."""
     if name == "release_flow_from_env":
-        return configured_flow(os.environ.get("SYNTHRELEASE_PARAMS", "params.yaml"),
-                               os.environ.get("SYNTHRELEASE_ROOT", "."))
+        return configured_flow(
+            os.environ.get("SYNTHRELEASE_PARAMS", "params.yaml"), os.environ.get("SYNTHRELEASE_ROOT", ".")
+        )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def serve(schedules_path: Path, root: Path, limit: int | None = None) -> None:
     """Register the deployments with the Prefect API (PREFECT_API_URL) and run their scheduled flow runs."""
     from prefect import serve as prefect_serve
+
     prefect_serve(*deployments(schedules_path, root), limit=limit)

@@ -9,6 +9,7 @@ allocation train@gen and weight@gen read) and the run's whole planned spend must
 (tasks/budget.py), as the `budget` stage of dvc.yaml does. The baseline task computes what every evaluate@gen
 would recompute from real rows alone once, before them (tasks/baseline.py, the `baseline` stage).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -56,7 +57,7 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     validated = validate.submit(config, base)
     prepared = prepare.submit(config, base, wait_for=[validated])
     budget.submit(config, base, wait_for=[prepared]).result()  # a run that cannot fit trains nothing
-    chosen = selected(Paths(config.dataset.name, base), config.generators)  # the budget stage's selection
+    chosen = selected(config.generators, Paths(config.dataset.name, base).allocation)  # the budget stage's selection
     trained = {}
     for gen in chosen:  # submitted first: training is the long pole, the workers take it first
         with torch_resources(config):
@@ -65,13 +66,20 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     evaluated = []
     for gen in chosen:
         with torch_resources(config):
-            evaluated.append(evaluate.with_options(task_run_name=f"evaluate@{gen}").submit(
-                config, gen, base, wait_for=[trained[gen], real_side]))
-        checked = check.with_options(task_run_name=f"check@{gen}").submit(config, gen, base, run_id,
-                                                                         wait_for=[evaluated[-1]])
+            evaluated.append(
+                evaluate.with_options(task_run_name=f"evaluate@{gen}").submit(
+                    config, gen, base, wait_for=[trained[gen], real_side]
+                )
+            )
+        checked = check.with_options(task_run_name=f"check@{gen}").submit(
+            config, gen, base, run_id, wait_for=[evaluated[-1]]
+        )
         if gen in config.weighted(chosen):  # importance weights (tasks/weight.py)
-            evaluated.append(weight.with_options(task_run_name=f"weight@{gen}").submit(
-                config, gen, run_id, base, wait_for=[evaluated[-1]]))
+            evaluated.append(
+                weight.with_options(task_run_name=f"weight@{gen}").submit(
+                    config, gen, run_id, base, wait_for=[evaluated[-1]]
+                )
+            )
         evaluated.append(checked)
     return release.submit(config, base, wait_for=evaluated).result()
 

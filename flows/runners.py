@@ -16,6 +16,7 @@ run on workers started with `--resources GPU=1` (a local cluster declares one pe
 a remote cluster need the project importable and should preload it: `dask worker ADDRESS --preload
 tasks.train` (docs/operations.md, "Scale-out").
 """
+
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
@@ -25,7 +26,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from pipelines.config import Config
 from pipelines.errors import InputError
 
-PRELOAD = ("tasks.train",)   # workers import the stages (torch, prefect) at start-up, not in the first task
+PRELOAD = ("tasks.train",)  # workers import the stages (torch, prefect) at start-up, not in the first task
 
 
 def task_runner(config: Config) -> TaskRunner:
@@ -34,18 +35,30 @@ def task_runner(config: Config) -> TaskRunner:
     if cfg.task_runner == "threads":
         return ThreadPoolTaskRunner(max_workers=cfg.max_workers)
     from prefect_dask import DaskTaskRunner
+
     if cfg.dask_address:
         ledger = config.privacy.ledger
         if "://" not in ledger or ledger.startswith("sqlite"):
-            raise InputError(f"a remote Dask cluster ({cfg.dask_address}) runs stages on other machines, which "
-                             f"cannot share the SQLite ledger {ledger!r} safely.", file="params.yaml",
-                             fix="set privacy.ledger to a PostgreSQL URL (postgresql+psycopg://user@host/db).")
+            raise InputError(
+                f"a remote Dask cluster ({cfg.dask_address}) runs stages on other machines, which "
+                f"cannot share the SQLite ledger {ledger!r} safely.",
+                file="params.yaml",
+                fix="set privacy.ledger to a PostgreSQL URL (postgresql+psycopg://user@host/db).",
+            )
         return DaskTaskRunner(address=cfg.dask_address)
     worker = {"resources": {"GPU": 1}} if config.device == "cuda" else {}
-    return DaskTaskRunner(cluster_class="distributed.LocalCluster",
-                          cluster_kwargs={"n_workers": cfg.dask_workers, "threads_per_worker": 1,
-                                          "processes": True, "dashboard_address": None, "preload": list(PRELOAD),
-                                          "memory_limit": cfg.dask_memory_limit, **worker})
+    return DaskTaskRunner(
+        cluster_class="distributed.LocalCluster",
+        cluster_kwargs={
+            "n_workers": cfg.dask_workers,
+            "threads_per_worker": 1,
+            "processes": True,
+            "dashboard_address": None,
+            "preload": list(PRELOAD),
+            "memory_limit": cfg.dask_memory_limit,
+            **worker,
+        },
+    )
 
 
 def concurrent_tasks(config: Config) -> int:
@@ -59,5 +72,6 @@ def torch_resources(config: Config) -> AbstractContextManager:
     """Around a torch stage's submit: Dask resource `GPU: 1` when params say `device: cuda`."""
     if config.device == "cuda" and config.orchestration.task_runner == "dask":
         import dask
+
         return dask.annotate(resources={"GPU": 1})
     return nullcontext()

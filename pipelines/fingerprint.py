@@ -13,6 +13,7 @@ Not followed: the imports inside `VALIDATION_ONLY` functions. They build every c
 attack suite to check what the params file names against the schema before any budget is spent; they can refuse
 a run, never change what a stage computes (tests/test_fingerprint.py: they return nothing).
 """
+
 from __future__ import annotations
 
 import ast
@@ -49,8 +50,14 @@ def imported_names(name: str, path: Path, everywhere: bool = False) -> frozenset
 def _parsed_imports(name: str, text: str, path: str, everywhere: bool) -> frozenset[str]:
     tree = ast.parse(text, path)
     package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
-    skipped = {id(node) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-               and (name, fn.name) in VALIDATION_ONLY and not everywhere for node in ast.walk(fn)}
+    skipped = {
+        id(node)
+        for fn in ast.walk(tree)
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (name, fn.name) in VALIDATION_ONLY
+        and not everywhere
+        for node in ast.walk(fn)
+    }
     out: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -60,10 +67,10 @@ def _parsed_imports(name: str, text: str, path: str, everywhere: bool) -> frozen
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                up = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(up + ([node.module] if node.module else []))
             out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)   # `from pkg import module`
+            out.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
     return frozenset(out)
 
 
@@ -81,16 +88,19 @@ def closure(roots: list[str], root: Path = ROOT) -> list[str]:
         seen.add(name)
         for imported in imported_names(name, known[name]):
             parts = imported.split(".")
-            todo.extend(p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1))
-                        if p in known and p not in seen)
+            todo.extend(
+                p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in known and p not in seen
+            )
     return sorted(seen)
 
 
 def fingerprint(roots: list[str], root: Path = ROOT) -> dict:
     """The part's code: sha256 of each module in its closure (by path) and the numerical libraries' versions."""
     known = modules(root)
-    files = {known[m].relative_to(root).as_posix(): hashlib.sha256(known[m].read_bytes()).hexdigest()
-             for m in closure(roots, root)}
+    files = {
+        known[m].relative_to(root).as_posix(): hashlib.sha256(known[m].read_bytes()).hexdigest()
+        for m in closure(roots, root)
+    }
     body = {"roots": sorted(roots), "files": files, "libraries": library_versions()}
     return {"sha256": hashlib.sha256(canonical_json(body).encode()).hexdigest(), **body}
 
@@ -100,8 +110,10 @@ def stage_roots() -> dict[str, list[str]]:
     params module, which the registry imports by name), weight@<generator> and prepare."""
     from pipelines.config import SELECTION
     from pipelines.generators.names import CLASSES, params_module
-    parts = {f"train-{name}": ["tasks.train", spec.partition(":")[0], params_module(name)]
-             for name, spec in CLASSES.items()}
+
+    parts = {
+        f"train-{name}": ["tasks.train", spec.partition(":")[0], params_module(name)] for name, spec in CLASSES.items()
+    }
     # the private selection trains its candidates through the registry's by-name imports: all of them are its code
     parts[f"train-{SELECTION}"] += [spec.partition(":")[0] for spec in CLASSES.values()]
     return {**parts, "weight": ["tasks.weight"], "prepare": ["tasks.prepare"]}
@@ -110,6 +122,7 @@ def stage_roots() -> dict[str, list[str]]:
 def write_fingerprints(directory: Path, root: Path = ROOT) -> list[str]:
     """`<part>.json` in `directory` (replaced as a whole) for every part of `stage_roots`; returns the parts."""
     from pipelines.io import atomic_dir, write_json
+
     parts = stage_roots()
     with atomic_dir(Path(directory)) as tmp:
         for part, roots in parts.items():

@@ -10,6 +10,7 @@ A training loop's loss line (about `DETAILS` per phase, when `detail_due`) goes 
 INFO record on the `synthrelease.training` logger, which has no handler here; the caller attaches one
 (tasks/progress.py: stderr while a stage trains).
 """
+
 from __future__ import annotations
 
 import logging

@@ -1,18 +1,18 @@
 """The allowed range of every numeric configuration key, declared once beside the key's default, and the one check
 derived from that declaration.
 
-Each section of params.yaml (pipelines/config.py) and each generator's parameters module
-(pipelines/generators/params/<name>.py) holds a table {key: Range} next to its defaults. pipelines/config.py attaches
-each Range to its key's type in the section's pydantic model (a Range is pydantic metadata: its check runs after the
-type's), so `load_params` refuses a value out of range before any stage runs, with one InputError naming the file,
-the key, the range, the value and the fix. A generator built directly checks its parameters against the same table
-(`check_ranges`, from its module's `check_params`), and so does the nested `calibration:` mapping.
+Each field of a section of params.yaml (pipelines/config.py) and of a generator's parameters
+(pipelines/generators/params/<name>.py) carries its Range in its annotation (`Annotated[int, STEPS]`: a Range is
+pydantic metadata whose check runs after the type's), so `load_params` refuses a value out of range before any
+stage runs, with one InputError naming the file, the key, the range, the value and the fix, and a generator built
+directly refuses it with a ParamError naming the key (pipelines/parameters.py `parsed`).
 
 Upper bounds: a count whose every unit costs work (steps, iterations, epochs, resamples, queries) and a width or a
 bin count (memory grows with it, often as a power) have a finite upper bound far above any useful value, so that a
 slip such as 10**12 is refused instead of running for ever or exhausting memory. A cap on rows (the stage reads
 min(cap, rows)) has none: a cap above the table's size is the same as no cap, which the configuration allows (null).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,15 +22,14 @@ from typing import Any
 
 from pydantic_core import core_schema
 
-from pipelines.errors import ParamError
 
 # upper bounds shared by the tables (module docstring): far above the values the bundled configurations use
-MAX_STEPS = 10**7     # optimiser steps or iterations of one run: days of compute at milliseconds per step
-MAX_EPOCHS = 10**4    # passes over the data (T = ceil(epochs / q) steps, without a step cap)
-MAX_DRAWS = 10**5     # resamples, permutations, queries, attack targets: each one a pass over the rows it scores
-MAX_WIDTH = 8192      # a layer width or a latent / code dimension: a 8192 x 8192 layer is 67M parameters
-MAX_BINS = 1000       # bins per numeric column: a 2-way marginal of two such columns has a million cells
-MAX_BATCH = 10**6     # rows in one batch (a batch above the table's rows is the whole table: q = 1)
+MAX_STEPS = 10**7  # optimiser steps or iterations of one run: days of compute at milliseconds per step
+MAX_EPOCHS = 10**4  # passes over the data (T = ceil(epochs / q) steps, without a step cap)
+MAX_DRAWS = 10**5  # resamples, permutations, queries, attack targets: each one a pass over the rows it scores
+MAX_WIDTH = 8192  # a layer width or a latent / code dimension: a 8192 x 8192 layer is 67M parameters
+MAX_BINS = 1000  # bins per numeric column: a 2-way marginal of two such columns has a million cells
+MAX_BATCH = 10**6  # rows in one batch (a batch above the table's rows is the whole table: q = 1)
 MAX_SEED = 2**32 - 1  # scikit-learn and NumPy's legacy seeding take 32-bit seeds
 
 
@@ -47,6 +46,7 @@ class Range:
     """The values a numeric key allows: a number between `low` and `high` (each bound excluded where `*_open`), an
     integer where `integer`; finite unless `infinite` (ε may be inf); null too where `nullable`; with `each`, a
     list of such numbers (layer widths, bandwidths). `why` says, where it is not obvious, what the range protects."""
+
     low: float = -math.inf
     high: float = math.inf
     low_open: bool = False
@@ -98,8 +98,10 @@ class Range:
     def _one(self) -> str:
         noun = "an integer" if self.integer else "a number"
         if self.high < math.inf:
-            return (f"{noun} in {'(' if self.low_open else '['}{number(self.low)}, {number(self.high)}"
-                    f"{')' if self.high_open else ']'}")
+            return (
+                f"{noun} in {'(' if self.low_open else '['}{number(self.low)}, {number(self.high)}"
+                f"{')' if self.high_open else ']'}"
+            )
         bound = f"{'>' if self.low_open else '>='} {number(self.low)}"
         if self.integer:
             return "a positive integer" if (self.low, self.low_open) == (1, False) else f"an integer {bound}"
@@ -132,14 +134,25 @@ def ints(low: int, high: float = math.inf, *, nullable: bool = False, why: str =
     return Range(low, high, integer=True, nullable=nullable, why=why)
 
 
-def reals(*, gt: float | None = None, ge: float | None = None, lt: float | None = None, le: float | None = None,
-          nullable: bool = False, infinite: bool = False, why: str = "") -> Range:
+def reals(
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    lt: float | None = None,
+    le: float | None = None,
+    nullable: bool = False,
+    infinite: bool = False,
+    why: str = "",
+) -> Range:
     """Finite real numbers (also inf where `infinite`) above `gt` (or at least `ge`) and below `lt` (or at most
     `le`)."""
-    low, high = (gt if gt is not None else ge if ge is not None else -math.inf,
-                 lt if lt is not None else le if le is not None else math.inf)
-    return Range(low, high, low_open=gt is not None, high_open=lt is not None, nullable=nullable,
-                 infinite=infinite, why=why)
+    low, high = (
+        gt if gt is not None else ge if ge is not None else -math.inf,
+        lt if lt is not None else le if le is not None else math.inf,
+    )
+    return Range(
+        low, high, low_open=gt is not None, high_open=lt is not None, nullable=nullable, infinite=infinite, why=why
+    )
 
 
 def each(allowed: Range) -> Range:
@@ -152,29 +165,17 @@ def nullable(allowed: Range) -> Range:
     return replace(allowed, nullable=True)
 
 
-POSITIVE = reals(gt=0)              # a learning rate, a clip norm, a scale, a penalty weight that must act
-NON_NEGATIVE = reals(ge=0)          # a penalty weight where 0 turns the penalty off
-OPEN_FRACTION = reals(gt=0, lt=1)   # a share or a level strictly inside (0, 1)
-UNIT = reals(ge=0, le=1)            # a fraction or a threshold on a probability scale
-SEED = ints(0, MAX_SEED)            # a public seed
-NOISE_SEED = nullable(SEED)         # a fixed noise seed: internal releases only (pipelines/config.py)
+POSITIVE = reals(gt=0)  # a learning rate, a clip norm, a scale, a penalty weight that must act
+NON_NEGATIVE = reals(ge=0)  # a penalty weight where 0 turns the penalty off
+OPEN_FRACTION = reals(gt=0, lt=1)  # a share or a level strictly inside (0, 1)
+UNIT = reals(ge=0, le=1)  # a fraction or a threshold on a probability scale
+SEED = ints(0, MAX_SEED)  # a public seed
+NOISE_SEED = nullable(SEED)  # a fixed noise seed: internal releases only (pipelines/config.py)
 STEPS = ints(1, MAX_STEPS)
 EPOCHS = ints(1, MAX_EPOCHS)
 DRAWS = ints(1, MAX_DRAWS)
 WIDTH = ints(1, MAX_WIDTH)
 WIDTHS = each(WIDTH)
 BATCH = ints(1, MAX_BATCH)
-ROWS_CAP = ints(1)                  # a cap on rows read: no upper bound (module docstring)
-
-
-def check_ranges(section: str, params: dict[str, Any], ranges: dict[str, Range], defaults: dict[str, Any],
-                 skip_null: bool = False) -> None:
-    """Every key of `ranges` in `params` within its Range: else a ParamError naming `section`.key, the range, the
-    value and the fix (its default from `defaults`). `skip_null`: a null is left to the caller's types (a
-    generator's merged params, whose phase epochs are null when its steps are given)."""
-    for key, allowed in ranges.items():
-        value = params.get(key)
-        if not (allowed.admits(value) or (value is None and skip_null)):
-            path = f"{section}.{key}"
-            raise ParamError(path, f"{allowed.requirement()}, got {value!r}",
-                             allowed.fix(path, *([defaults[key]] if key in defaults else [])))
+ROWS_CAP = ints(1)  # a cap on rows read: no upper bound (module docstring)
+BIN_COUNT = ints(2, MAX_BINS)  # bins per numeric column: one bin would say nothing of the value

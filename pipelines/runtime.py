@@ -19,6 +19,7 @@ classifiers' fits), and independent: each draws from its own seed. `beside` runs
 while the stage's process goes on with the rest (on a large table the attacks are about half of evaluate@gen's
 time, docs/performance.md).
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,8 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-BESIDE_MIN_ROWS = 100_000   # below it a second process's start (1.5-3.4 s: a fresh Python importing the part's
-                            # modules) outweighs what it saves (docs/performance.md, "Two processes for the evaluation")
+BESIDE_MIN_ROWS = 100_000  # below it a second process's start (1.5-3.4 s: a fresh Python importing the part's
+# modules) outweighs what it saves (docs/performance.md, "Two processes for the evaluation")
 _concurrent = 1
 
 
@@ -45,6 +46,7 @@ def available_cores() -> int:
 def _dask_worker_threads() -> int | None:
     try:
         from distributed import get_worker
+
         return int(get_worker().state.nthreads)
     except (ImportError, ValueError, AttributeError):
         return None
@@ -67,7 +69,7 @@ def torch_threads(concurrent: int | None = None) -> int:
         if concurrent < 1:
             raise ValueError(f"concurrent must be a positive number of tasks, got {concurrent}")
         _concurrent = int(concurrent)
-    import torch   # here, so that `beside`'s users (the evaluation) do not import torch
+    import torch  # here, so that `beside`'s users (the evaluation) do not import torch
 
     share = _concurrent if concurrent is not None else _share()
     threads = max(1, available_cores() // share)
@@ -87,6 +89,7 @@ def _send_args(connection: Any, args: tuple) -> None:
     second copy of itself in this process until the child has read it (a 1,000,000-row evaluation's three frames:
     about 1.2 GB at evaluate@gen's peak)."""
     import pandas as pd
+
     connection.send(len(args))
     for arg in args:
         if isinstance(arg, pd.DataFrame):
@@ -100,6 +103,7 @@ def _send_args(connection: Any, args: tuple) -> None:
 def _receive_args(connection: Any) -> tuple:
     """The arguments `_send_args` sent: each frame rebuilt from its index, column labels and column arrays."""
     import pandas as pd
+
     args = []
     for _ in range(connection.recv()):
         kind, *rest = connection.recv()
@@ -118,13 +122,14 @@ def _run_and_send(arguments: Any, connection: Any, fn: Callable[..., Any]) -> No
     or its error as ("error", error)."""
     try:
         message = ("result", fn(*_receive_args(arguments)))
-    except BaseException as error:   # noqa: BLE001 -- every error goes back to the stage's process
+    except BaseException as error:  # noqa: BLE001 -- every error goes back to the stage's process
         message = ("error", error)
     try:
         connection.send(message)
-    except Exception as unsendable:   # an error (or result) that does not pickle: its text
-        connection.send(("error", RuntimeError(f"{message[0]} that could not be sent back: {unsendable!r}; "
-                                               f"{message[1]!r}"[:4000])))
+    except Exception as unsendable:  # an error (or result) that does not pickle: its text
+        connection.send(
+            ("error", RuntimeError(f"{message[0]} that could not be sent back: {unsendable!r}; {message[1]!r}"[:4000]))
+        )
 
 
 @contextmanager
@@ -147,13 +152,13 @@ def beside(fn: Callable[..., T], *args: Any, rows: int) -> Iterator[Callable[[],
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     read_args, write_args = context.Pipe(duplex=False)
-    process = context.Process(target=_run_and_send, args=(read_args, send, fn), daemon=True)   # dies with this one
+    process = context.Process(target=_run_and_send, args=(read_args, send, fn), daemon=True)  # dies with this one
     process.start()
-    send.close()   # this process's copies: the pipes then report the child's ends
+    send.close()  # this process's copies: the pipes then report the child's ends
     read_args.close()
     try:
         _send_args(write_args, args)
-    except OSError:   # the second process ended before it read them: `answer` computes it here
+    except OSError:  # the second process ended before it read them: `answer` computes it here
         pass
     finally:
         write_args.close()
@@ -161,10 +166,13 @@ def beside(fn: Callable[..., T], *args: Any, rows: int) -> Iterator[Callable[[],
     def answer() -> T:
         try:
             kind, value = receive.recv()
-        except EOFError:   # the second process ended without answering
+        except EOFError:  # the second process ended without answering
             process.join()
-            log.warning("the second process for %s ended without an answer (exit code %s); computing it here",
-                        getattr(fn, "__qualname__", fn), process.exitcode)
+            log.warning(
+                "the second process for %s ended without an answer (exit code %s); computing it here",
+                getattr(fn, "__qualname__", fn),
+                process.exitcode,
+            )
             return fn(*args)
         if kind == "error":
             raise value

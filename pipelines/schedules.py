@@ -3,6 +3,7 @@
 flows/deploy.py registers them with Prefect; the budget stage reads the one of its data set to state, before any
 row is read, when the last release the remaining budget allows will run (`run_dates`).
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -28,25 +29,40 @@ def load_schedules(path: Path, root: Path) -> list[dict[str, Any]]:
         raise InputError("the schedules file is missing.", file=str(path), fix="pass --schedules PATH.")
     entries = (yaml.safe_load(path.read_text()) or {}).get("deployments")
     if not isinstance(entries, list) or not entries:
-        raise InputError("'deployments' must be a non-empty list.", file=str(path),
-                         fix="add '- {name: ..., params: params.yaml, cron: \"0 2 * * *\"}' under 'deployments:'.")
+        raise InputError(
+            "'deployments' must be a non-empty list.",
+            file=str(path),
+            fix="add '- {name: ..., params: params.yaml, cron: \"0 2 * * *\"}' under 'deployments:'.",
+        )
     seen: dict[str, str] = {}
     for e in entries:
         name = e.get("name") if isinstance(e, dict) else None
         if not name or not e.get("params"):
-            raise InputError(f"every deployment needs 'name' and 'params', got {e!r}.", file=str(path),
-                             fix="e.g. '- {name: nightly, params: params.yaml, cron: \"0 2 * * *\"}'.")
+            raise InputError(
+                f"every deployment needs 'name' and 'params', got {e!r}.",
+                file=str(path),
+                fix="e.g. '- {name: nightly, params: params.yaml, cron: \"0 2 * * *\"}'.",
+            )
         if set(e) - KEYS:
-            raise InputError(f"deployment '{name}' has unknown keys {sorted(set(e) - KEYS)}.", file=str(path),
-                             fix=f"use only {sorted(KEYS)}.")
+            raise InputError(
+                f"deployment '{name}' has unknown keys {sorted(set(e) - KEYS)}.",
+                file=str(path),
+                fix=f"use only {sorted(KEYS)}.",
+            )
         if ("cron" in e) == ("interval" in e):
-            raise InputError(f"deployment '{name}' needs exactly one of 'cron' and 'interval'.", file=str(path),
-                             fix="e.g. 'cron: \"0 2 * * *\"' (daily at 02:00) or 'interval: 86400' (seconds).")
+            raise InputError(
+                f"deployment '{name}' needs exactly one of 'cron' and 'interval'.",
+                file=str(path),
+                fix="e.g. 'cron: \"0 2 * * *\"' (daily at 02:00) or 'interval: 86400' (seconds).",
+            )
         dataset = load_params(Path(root) / e["params"]).dataset.name
         if name in seen.values() or dataset in seen:
-            raise InputError(f"deployment '{name}' repeats a name or the data set '{dataset}' of deployment "
-                             f"'{seen.get(dataset, name)}'.", file=str(path),
-                             fix="one deployment per data set (give it one schedule), with a unique name.")
+            raise InputError(
+                f"deployment '{name}' repeats a name or the data set '{dataset}' of deployment "
+                f"'{seen.get(dataset, name)}'.",
+                file=str(path),
+                fix="one deployment per data set (give it one schedule), with a unique name.",
+            )
         seen[dataset] = name
     return entries
 
@@ -80,14 +96,25 @@ def runway(left: int, most: int, entry: dict[str, Any] | None, now: datetime) ->
     searched: `at_least` when the search stopped there), and, when `entry` is the data set's deployment, its name and
     the time its last possible run comes (None when none is left or the count is a lower bound)."""
     last = run_dates(entry, left, now)[-1] if entry is not None and 0 < left < most else None
-    return {"releases_left": left, "at_least": left >= most, "deployment": None if entry is None else entry["name"],
-            "last_release": None if last is None else last.isoformat()}
+    return {
+        "releases_left": left,
+        "at_least": left >= most,
+        "deployment": None if entry is None else entry["name"],
+        "last_release": None if last is None else last.isoformat(),
+    }
 
 
 def runway_sentence(dataset: str, r: dict[str, Any]) -> str:
     """The budget stage's sentence on `runway`'s facts, for its log and its Prefect artefact."""
     count = f"at least {r['releases_left']}" if r["at_least"] else str(r["releases_left"])
-    when = (f"; deployment '{r['deployment']}' would run the last of them at {r['last_release']}"
-            if r["last_release"] else f" (deployment '{r['deployment']}')" if r["deployment"] else "")
-    return (f"After this run, the lifetime budget of `{dataset}` allows {count} further releases of this plan on "
-            f"changed rows{when}; a rerun on unchanged rows reuses what was paid and spends nothing.")
+    when = (
+        f"; deployment '{r['deployment']}' would run the last of them at {r['last_release']}"
+        if r["last_release"]
+        else f" (deployment '{r['deployment']}')"
+        if r["deployment"]
+        else ""
+    )
+    return (
+        f"After this run, the lifetime budget of `{dataset}` allows {count} further releases of this plan on "
+        f"changed rows{when}; a rerun on unchanged rows reuses what was paid and spends nothing."
+    )

@@ -34,13 +34,15 @@ different shapes (every generator at ε 0.3 / 0.9 / 3; docs/selection.md, "The s
 columns by kind, ε) separating a shape where another generator wins both the marginals and the task, so the order
 stands; `facts` records what a rule reads.
 """
+
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from pipelines.config import PARAMS_FILE, SELECTION, Config, Paths, generator_defaults, generator_params
+from pipelines.config import PARAMS_FILE, SELECTION
 from pipelines.errors import InputError
 from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
 from pipelines.io import read_json
@@ -53,6 +55,7 @@ HEURISTIC = "support_points"  # the generator whose release is not an exact samp
 class Selection:
     """The release's choice: the mode, the configured candidates, the selected generators (in `generators:`
     order) and why (a sentence for the reports); `facts` are the public inputs the rule saw."""
+
     mode: str
     candidates: tuple[str, ...]
     selected: tuple[str, ...]
@@ -69,70 +72,97 @@ def rule_choice(candidates: Sequence[str]) -> str:
     return min(candidates, key=PREFERENCE.index)
 
 
-def refuse_heuristic(config: Config, mode: str, considered: Sequence[str]) -> None:
+def refuse_heuristic(accepted: bool, mode: str, considered: Sequence[str]) -> None:
     """An InputError naming `support_points.accept_heuristic` when the selection `mode` (auto: the rule's choice;
-    private: the private selection's candidates) would pick or consider `support_points` without that opt-in:
-    its guarantee is heuristic (MCMC_HEURISTIC), which a steward accepts explicitly or not at all. Public facts
-    only (params), so it is decided before any row is read."""
-    accepted = {**generator_defaults(HEURISTIC)[0], **config.generator(HEURISTIC)}["accept_heuristic"]
+    private: the private selection's candidates) would pick or consider `support_points` without that opt-in
+    (`accepted`): its guarantee is heuristic (MCMC_HEURISTIC), which a steward accepts explicitly or not at all.
+    Public facts only (params), so it is decided before any row is read."""
     if HEURISTIC not in considered or accepted:
         return
     verb = "choose" if mode == "auto" else "consider"
-    alternative = (f"list a generator before {HEURISTIC} in the rule's order ({', '.join(PREFERENCE)}), e.g. aim, "
-                   f"in 'generators'" if mode == "auto" else
-                   f"leave {HEURISTIC} out of the private selection's candidates ('generators', or "
-                   f"'{SELECTION}.candidates')")
-    raise InputError(f"'release.select': {mode} would {verb} {HEURISTIC}, whose guarantee is {MCMC_HEURISTIC}; it is "
-                     f"not picked unless '{HEURISTIC}.accept_heuristic' is true.", file=PARAMS_FILE,
-                     fix=f"{alternative}, or set '{HEURISTIC}: {{accept_heuristic: true}}' to accept a release "
-                         "labelled heuristic.")
+    alternative = (
+        f"list a generator before {HEURISTIC} in the rule's order ({', '.join(PREFERENCE)}), e.g. aim, in 'generators'"
+        if mode == "auto"
+        else f"leave {HEURISTIC} out of the private selection's candidates ('generators', or '{SELECTION}.candidates')"
+    )
+    raise InputError(
+        f"'release.select': {mode} would {verb} {HEURISTIC}, whose guarantee is {MCMC_HEURISTIC}; it is "
+        f"not picked unless '{HEURISTIC}.accept_heuristic' is true.",
+        file=PARAMS_FILE,
+        fix=f"{alternative}, or set '{HEURISTIC}: {{accept_heuristic: true}}' to accept a release labelled heuristic.",
+    )
 
 
-def select(config: Config, n_rows: int) -> Selection:
-    """The generators this release trains (module docstring), from public facts only: `params` and the public
-    training row count `n_rows` (n̂)."""
-    mode, candidates = config.release.select, tuple(config.generators)
-    facts = {"rows_public": int(n_rows), "release_epsilon": config.privacy.release_epsilon}
+def select(
+    mode: str,
+    candidates: Sequence[str],
+    n_rows: int,
+    release_epsilon: float,
+    accept_heuristic: bool,
+    private_candidates: Sequence[str] = (),
+) -> Selection:
+    """The generators this release trains (module docstring), from public facts only: `release.select` (`mode`),
+    the configured generators (`candidates`), the public training row count `n_rows` (n̂), the release ε,
+    `support_points.accept_heuristic` and, for `private`, the private selection's own candidates."""
+    candidates = tuple(candidates)
+    facts = {"rows_public": int(n_rows), "release_epsilon": release_epsilon}
     if mode == "all":
-        return Selection(mode, candidates, candidates, "release.select: all: every configured generator, the "
-                         "release ε divided across them", facts)
+        return Selection(
+            mode,
+            candidates,
+            candidates,
+            "release.select: all: every configured generator, the release ε divided across them",
+            facts,
+        )
     if mode == "private":
         if SELECTION not in candidates:
-            raise InputError(f"'release.select': private trains the generator '{SELECTION}', which is not in "
-                             f"'generators' ({', '.join(candidates)}).", file=PARAMS_FILE,
-                             fix=f"add {SELECTION} to 'generators' (its candidates: the others there, or its "
-                                 "section's 'candidates'), as params/private.yaml does.")
-        refuse_heuristic(config, mode, generator_params(config, SELECTION, 1.0)["candidates"])
-        return Selection(mode, candidates, (SELECTION,), "release.select: private: the private selection "
-                         "(Papernot & Steinke 2022) chooses among its candidates under differential privacy, with "
-                         "the whole release ε (less the importance weights' share)", facts)
+            raise InputError(
+                f"'release.select': private trains the generator '{SELECTION}', which is not in "
+                f"'generators' ({', '.join(candidates)}).",
+                file=PARAMS_FILE,
+                fix=f"add {SELECTION} to 'generators' (its candidates: the others there, or its "
+                "section's 'candidates'), as params/private.yaml does.",
+            )
+        refuse_heuristic(accept_heuristic, mode, private_candidates)
+        return Selection(
+            mode,
+            candidates,
+            (SELECTION,),
+            "release.select: private: the private selection "
+            "(Papernot & Steinke 2022) chooses among its candidates under differential privacy, with "
+            "the whole release ε (less the importance weights' share)",
+            facts,
+        )
     chosen = rule_choice(candidates)
-    refuse_heuristic(config, mode, (chosen,))
-    reason = (f"release.select: auto: {chosen} is the first of the configured generators in the public rule's "
-              f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε (less the "
-              "importance weights' share)" + (f"; accepted with a heuristic guarantee ({HEURISTIC}.accept_heuristic)"
-                                              if chosen == HEURISTIC else ""))
+    refuse_heuristic(accept_heuristic, mode, (chosen,))
+    reason = (
+        f"release.select: auto: {chosen} is the first of the configured generators in the public rule's "
+        f"order ({', '.join(PREFERENCE)}; pipelines/selection.py), and gets the whole release ε (less the "
+        "importance weights' share)"
+        + (f"; accepted with a heuristic guarantee ({HEURISTIC}.accept_heuristic)" if chosen == HEURISTIC else "")
+    )
     return Selection(mode, candidates, (chosen,), reason, facts)
 
 
 NOT_SELECTED = "selection.json"  # models/<ds>/<gen>/selection.json: train@gen's output for a generator left out
 
 
-def left_out(p: Paths, part: str) -> dict[str, Any] | None:
+def left_out(allocation: Path) -> dict[str, Any] | None:
     """The budget stage's entry for a generator (or "weights") this release did not select ({"selected": false,
-    ...}: its stages spend and publish nothing), or None when it is selected, or when no budget stage ran (a pinned
-    part's stage run alone)."""
-    path = p.allocation(part)
-    entry = read_json(path) if path.exists() else {}
+    ...}: its stages spend and publish nothing), read from its allocation file (`Paths.allocation`), or None when it
+    is selected, or when no budget stage ran (a pinned part's stage run alone)."""
+    entry = read_json(allocation) if allocation.exists() else {}
     return entry if entry.get("selected") is False else None
 
 
-def not_trained(p: Paths, generator: str) -> dict[str, Any] | None:
-    """What train@gen wrote for a generator this release did not select (`left_out`), else None."""
-    path = p.model(generator) / NOT_SELECTED
+def not_trained(model: Path) -> dict[str, Any] | None:
+    """What train@gen wrote into its model directory `model` for a generator this release did not select
+    (`left_out`), else None."""
+    path = model / NOT_SELECTED
     return read_json(path) if path.exists() else None
 
 
-def selected(p: Paths, candidates: list[str]) -> list[str]:
-    """The generators of `candidates` this release trains and publishes, as the budget stage selected them."""
-    return [g for g in candidates if left_out(p, g) is None]
+def selected(candidates: Sequence[str], allocation: Callable[[str], Path]) -> list[str]:
+    """The generators of `candidates` this release trains and publishes, as the budget stage selected them
+    (`allocation(part)`: a part's allocation file, `Paths.allocation`)."""
+    return [g for g in candidates if left_out(allocation(g)) is None]

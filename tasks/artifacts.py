@@ -1,4 +1,5 @@
 """Publish Prefect artefacts when running inside a flow; a no-op under the CLI/DVC."""
+
 from __future__ import annotations
 
 import sys
@@ -11,6 +12,7 @@ def _in_prefect_run() -> bool:
     if "prefect" not in sys.modules:
         return False
     from prefect.context import FlowRunContext, TaskRunContext
+
     return TaskRunContext.get() is not None or FlowRunContext.get() is not None
 
 
@@ -19,11 +21,13 @@ def _key(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower())
 
 
-def publish(key: str, markdown: str | None = None, table: list[dict[str, Any]] | None = None,
-            description: str | None = None) -> None:
+def publish(
+    key: str, markdown: str | None = None, table: list[dict[str, Any]] | None = None, description: str | None = None
+) -> None:
     if not _in_prefect_run():
         return
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
     if markdown is not None:
         create_markdown_artifact(markdown=markdown, key=_key(key), description=description)
     if table is not None:

@@ -1,4 +1,5 @@
-"""What every stage task needs: its paths, the schema, the ledger, and the hashes JSON carries."""
+"""What every stage task needs: its context (paths, schema, ledger, run id), and the hashes JSON carries."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,17 +7,32 @@ import hmac
 import os
 import re
 import secrets
+import uuid
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from pipelines.config import PARAMS_FILE, Config, Paths, epsilon_value, generator_params, params_hash
+from pipelines import selection
+from pipelines.config import (
+    PARAMS_FILE,
+    SELECTION,
+    Config,
+    Paths,
+    epsilon_value,
+    generator_model,
+    generator_params,
+    params_hash,
+)
 from pipelines.data.schema import Schema, load_schema
 from pipelines.errors import InputError
 from pipelines.io import read_json
 from pipelines.privacy.ledger import Ledger
 from pipelines.privacy.noise import load_noise_key
+from pipelines.privacy.paid import Account
+from pipelines.selection import HEURISTIC, Selection
 
 DVC_YAML = Path(__file__).resolve().parents[1] / "dvc.yaml"
 ITEM = "${item}"  # a foreach stage's own generator (or weight estimator) section
@@ -29,8 +45,11 @@ def stage_params(dvc_yaml: Path = DVC_YAML) -> dict[str, tuple[str, ...]]:
     try:
         stages = yaml.safe_load(Path(dvc_yaml).read_text())["stages"]
     except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
-        raise InputError(f"cannot read the stages' params from the pipeline definition ({e}).", file=str(dvc_yaml),
-                         fix="run from a checkout that has dvc.yaml with a 'stages:' mapping.") from e
+        raise InputError(
+            f"cannot read the stages' params from the pipeline definition ({e}).",
+            file=str(dvc_yaml),
+            fix="run from a checkout that has dvc.yaml with a 'stages:' mapping.",
+        ) from e
     out = {}
     for name, stage in stages.items():
         body = stage.get("do", stage)
@@ -50,49 +69,76 @@ def stage_params(dvc_yaml: Path = DVC_YAML) -> dict[str, tuple[str, ...]]:
 STAGE_PARAMS = stage_params()  # parsed once, at import
 
 
+@dataclass
+class StageContext:
+    """What one stage run works in, derived once: the checked configuration, the project `root`, the run id its
+    ledger rows carry (None: each paid step names its own, `account`), and, on first use, the data set's paths,
+    public schema, ledger and steward noise key."""
+
+    config: Config
+    root: Path = Path(".")
+    run_id: str | None = None
+
+    @cached_property
+    def paths(self) -> Paths:
+        return Paths(self.config.dataset.name, Path(self.root))
+
+    @cached_property
+    def schema(self) -> Schema:
+        return load_schema(self.paths.schema)
+
+    @cached_property
+    def noise_key(self) -> bytes | None:
+        """The steward key (pipelines.privacy.noise.load_noise_key), None without one."""
+        return load_noise_key(self.config.privacy.noise_key_file, Path(self.root))
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """The data set's ledger; with a steward key its rows are HMAC-chained (pipelines/privacy/ledger.py)."""
+        location = self.config.privacy.ledger
+        if "://" not in location and not Path(location).is_absolute():
+            location = str(Path(self.root) / location)
+        led = Ledger(location, self.noise_key)
+        if self.paths.schema.exists():  # every stage has it; `synthrelease ledger verify` may run without
+            led.declare(
+                self.config.dataset.name, population(self.config, self.schema), self.schema.unit_name
+            )  # one budget per population
+        return led
+
+    def hashes(self, stage: str, generator: str | None = None) -> dict[str, str]:
+        """`hashes` of this stage's params keys and the schema."""
+        return hashes(self.config, stage, self.schema, generator)
+
+    def account(self, stage: str, run_prefix: str) -> Account:
+        """The ledger account of a paid step of ledger stage `stage`: this run's id, else `<run_prefix>-<random>`,
+        at the release's δ and lifetime ε."""
+        priv = self.config.privacy
+        return Account(
+            self.paths.dataset,
+            self.run_id or f"{run_prefix}-{uuid.uuid4().hex[:12]}",
+            stage,
+            priv.delta,
+            priv.lifetime_epsilon,
+            priv.internal_release,
+        )
+
+
 def paths(config: Config, root: Path) -> Paths:
-    return Paths(config.dataset.name, Path(root))
+    return StageContext(config, root).paths
 
 
 def schema(config: Config, root: Path) -> Schema:
-    return load_schema(paths(config, root).schema)
+    return StageContext(config, root).schema
 
 
 def ledger(config: Config, root: Path) -> Ledger:
-    """The data set's ledger; with a steward key (pipelines.privacy.noise.load_noise_key) its rows are
-    HMAC-chained (pipelines/privacy/ledger.py)."""
-    location = config.privacy.ledger
-    if "://" not in location and not Path(location).is_absolute():
-        location = str(Path(root) / location)
-    led = Ledger(location, load_noise_key(config.privacy.noise_key_file, Path(root)))
-    if paths(config, root).schema.exists():  # every stage has it; `synthrelease ledger verify` may run without
-        sch = schema(config, root)
-        led.declare(config.dataset.name, population(config, sch), sch.unit_name)  # one budget per population
-    return led
+    """The data set's ledger (`StageContext.ledger`)."""
+    return StageContext(config, root).ledger
 
 
 def population(config: Config, sch: Schema) -> str:
     """The population whose lifetime budget the table shares: the schema's `population`, else the data set."""
     return sch.population or config.dataset.name
-
-
-def paid_before(path: Path, inputs: str, led: Ledger, dataset: str,
-                within: str | None = None) -> dict[str, Any] | None:
-    """The result a stage paid for earlier (`path`, not a DVC output, so a re-run finds it; its `inputs` hash and
-    `ledger_row_ids` at the top or under key `within`, and at its top `ledger_row_hashes`: `Ledger.row_hashes` of
-    those rows, in order), when it was computed from the same `inputs` and its ledger rows still stand: every
-    recorded (seq, row hash) pair is a row of `dataset` in `led`. Reusing it spends nothing, since it is the very
-    release already paid for. A seq alone does not name a row (a new ledger numbers its own rows 1, 2, ... again), so
-    a result that records no hashes is not reused: it is computed and paid for again. None otherwise."""
-    prior = read_json(path) if path.exists() else None
-    facts = prior.get(within, {}) if prior and within else prior
-    if not facts or facts["inputs"] != inputs:
-        return None
-    ids, hashes = facts["ledger_row_ids"], prior.get("ledger_row_hashes")
-    current = {r["seq"]: r["row_hash"] for r in led.rows(dataset)}
-    if hashes is not None and len(hashes) == len(ids) and all(current.get(s) == h for s, h in zip(ids, hashes)):
-        return prior
-    return None
 
 
 def released_head(p: Paths) -> tuple[dict[str, Any] | None, str]:
@@ -113,11 +159,12 @@ def param_value(params: dict[str, Any], key: str) -> Any:
 
 def hashes(config: Config, stage: str, sch: Schema, generator: str | None = None) -> dict[str, str]:
     """Schema hash and the hash of exactly the params keys dvc.yaml lists for this stage (`${item}`: the
-    generator's section) in the mapping the file gave (`Config.given`); a stage dvc.yaml does not know hashes the
-    whole configuration."""
-    given = config.given
-    keys = [generator if k == ITEM else k for k in STAGE_PARAMS.get(stage, tuple(sorted(given)))
-            if k != ITEM or generator]
+    generator's section) in the resolved configuration (`Config.resolved`: every key with the value the stages
+    use); a stage dvc.yaml does not know hashes the whole configuration."""
+    given = config.resolved
+    keys = [
+        generator if k == ITEM else k for k in STAGE_PARAMS.get(stage, tuple(sorted(given))) if k != ITEM or generator
+    ]
     return {"schema": sch.hash(), "params": params_hash({k: param_value(given, k) for k in keys})}
 
 
@@ -137,8 +184,11 @@ def allocated_epsilon(config: Config, part: str, root: Path) -> float:
     entry = read_json(path)
     now = {"release_epsilon": priv.release_epsilon, "delta": priv.delta}
     if entry.get("pinned") or any(float(entry.get(k, "nan")) != v for k, v in now.items()):
-        raise InputError(f"the allocation of '{part}' was made for another configuration ({entry}; now {now}).",
-                         file=str(path), fix=fix)
+        raise InputError(
+            f"the allocation of '{part}' was made for another configuration ({entry}; now {now}).",
+            file=str(path),
+            fix=fix,
+        )
     return float(entry["epsilon"])
 
 
@@ -147,56 +197,78 @@ def check_against_schema(config: Config, sch: Schema) -> None:
     (the validate and budget stages call it; `load_params` checked every type and range without the schema):
     a public row count (documented or noisy); each listed generator is built on the schema's layout (the columns
     its section names: ppem.protected, iw_mmd_gan.weights, mst/aim bins, calibration pairs, ...); the columns of
-    evaluate.attacks, and the weights' public calibration file. Each problem is one InputError naming the key, the column and the fix."""
+    evaluate.attacks, and the weights' public calibration file. Each problem is one InputError naming the key, the
+    column and the fix."""
     from pipelines.data.transform import Encoder
     from pipelines.evaluation.attacks import suite
     from pipelines.generators.base import Budget
     from pipelines.generators.registry import make_generator
     from pipelines.privacy.unit import unit_events
-    from pipelines.selection import select
     from pipelines.weights.postprocess import calibration_rows
+
     if sch.rows is None and config.privacy.row_count_epsilon is None:
-        raise InputError(f"'privacy.row_count_epsilon' is null, but the schema '{sch.name}' declares no public "
-                         "'rows': the training row count would have no public value.", file=PARAMS_FILE,
-                         fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count), or declare "
-                             "rows: {count, source} in the schema from the table's documentation.")
+        raise InputError(
+            f"'privacy.row_count_epsilon' is null, but the schema '{sch.name}' declares no public "
+            "'rows': the training row count would have no public value.",
+            file=PARAMS_FILE,
+            fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count), or declare "
+            "rows: {count, source} in the schema from the table's documentation.",
+        )
     if sch.unit is not None and config.privacy.row_count_epsilon is None:
-        raise InputError(f"'privacy.row_count_epsilon' is null, but schema '{sch.name}' declares a privacy_unit: "
-                         "bounding each unit to max_rows rows changes the row count, so no documented count "
-                         "describes the rows used.", file=PARAMS_FILE,
-                         fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count of those rows).")
+        raise InputError(
+            f"'privacy.row_count_epsilon' is null, but schema '{sch.name}' declares a privacy_unit: "
+            "bounding each unit to max_rows rows changes the row count, so no documented count "
+            "describes the rows used.",
+            file=PARAMS_FILE,
+            fix="set 'row_count_epsilon: 0.05' (prepare then releases a noisy count of those rows).",
+        )
     if sch.unit is not None and config.orchestration.task_runner == "dask":
-        raise InputError(f"schema '{sch.name}' declares a privacy_unit, which the Dask runner does not bound yet (a "
-                         "unit's rows may lie in several parts).", file=PARAMS_FILE,
-                         fix="set 'orchestration.task_runner: local' for this table.")
+        raise InputError(
+            f"schema '{sch.name}' declares a privacy_unit, which the Dask runner does not bound yet (a "
+            "unit's rows may lie in several parts).",
+            file=PARAMS_FILE,
+            fix="set 'orchestration.task_runner: local' for this table.",
+        )
     fatal = [f"'{c.name}'" for c in (*sch.columns, *sch.derived) if c.on_invalid == "fatal"] + [
-        f"rule '{r.describe()}'" for r in sch.rules if r.on_invalid == "fatal"]
+        f"rule '{r.describe()}'" for r in sch.rules if r.on_invalid == "fatal"
+    ]
     if fatal and not config.privacy.internal_release:
-        raise InputError(f"on_invalid: fatal on {', '.join(fatal)}: a fatal policy stops the run on one row, so "
-                         "whether a public release happens at all would be an exact function of single records, "
-                         "outside the DP guarantee.", file=f"schemas/{config.dataset.name}.yaml",
-                         fix="use on_invalid: drop (or clip for a numeric column): the rows are counted in "
-                             "validation.json and prepare's DP row-loss test decides whether the release goes on; "
-                             "fatal is for internal releases only (privacy.internal_release: true).")
+        raise InputError(
+            f"on_invalid: fatal on {', '.join(fatal)}: a fatal policy stops the run on one row, so "
+            "whether a public release happens at all would be an exact function of single records, "
+            "outside the DP guarantee.",
+            file=f"schemas/{config.dataset.name}.yaml",
+            fix="use on_invalid: drop (or clip for a numeric column): the rows are counted in "
+            "validation.json and prepare's DP row-loss test decides whether the release goes on; "
+            "fatal is for internal releases only (privacy.internal_release: true).",
+        )
     select(config, 0)  # the selection's refusals (a heuristic generator without its opt-in): params only
     layout = Encoder(sch).layout
     for name in config.generators:
         try:
-            gen = make_generator(name, layout, generator_params(config, name, config.generator(name).get("epsilon")
-                                                                or config.privacy.release_epsilon), "cpu")
+            gen = make_generator(
+                name,
+                layout,
+                generator_params(config, name, config.generator(name).get("epsilon") or config.privacy.release_epsilon),
+                "cpu",
+            )
             if hasattr(type(gen), "weight_fn"):  # iw_mmd_gan builds its public weight function lazily
                 gen.weight_fn
         except ValueError as e:
             raise generator_error(e, name, sch) from None
         if sch.unit is not None and name == "private_selection":  # its candidates' accounting at the unit
             try:
-                unit_events(gen.plan(UNIT_CHECK_ROWS, Budget(config.privacy.release_epsilon,
-                                                              config.privacy.delta)).events, sch.max_rows)
+                unit_events(
+                    gen.plan(UNIT_CHECK_ROWS, Budget(config.privacy.release_epsilon, config.privacy.delta)).events,
+                    sch.max_rows,
+                )
             except ValueError as e:
-                raise InputError(f"'{name}' cannot run at the schema's privacy unit ({sch.unit_name}): {e}",
-                                 file=PARAMS_FILE,
-                                 fix=f"name only candidates without DP-SGD in '{name}.candidates' (mst, aim, pearl, "
-                                     "support_points), or choose one generator (release.select: auto).") from None
+                raise InputError(
+                    f"'{name}' cannot run at the schema's privacy unit ({sch.unit_name}): {e}",
+                    file=PARAMS_FILE,
+                    fix=f"name only candidates without DP-SGD in '{name}.candidates' (mst, aim, pearl, "
+                    "support_points), or choose one generator (release.select: auto).",
+                ) from None
     suite.settings(config.evaluate.attacks, sch)
     weights = config.weights
     if weights.generators and weights.calibration is not None:
@@ -206,15 +278,37 @@ def check_against_schema(config: Config, sch: Schema) -> None:
 UNIT_CHECK_ROWS = 1000  # the public row count a unit's refusal is checked at (it does not depend on it)
 
 
+def select(config: Config, n_rows: int) -> Selection:
+    """The release's selection (pipelines/selection.py `select`) from the params and the public training row count
+    `n_rows` (n̂): `release.select`, the configured generators, the release ε, `support_points.accept_heuristic` and,
+    under `private`, the private selection's candidates."""
+    mode = config.release.select
+    accepted = config.generator(HEURISTIC).get(
+        "accept_heuristic", generator_model(HEURISTIC).model_fields["accept_heuristic"].default
+    )
+    private = (
+        generator_params(config, SELECTION, 1.0)["candidates"]
+        if mode == "private" and SELECTION in config.generators
+        else ()
+    )
+    return selection.select(mode, config.generators, n_rows, config.privacy.release_epsilon, bool(accepted), private)
+
+
 def generator_error(e: ValueError, name: str, sch: Schema) -> InputError:
     """A generator's refusal of its params (a ValueError naming the key) as the InputError of params.yaml."""
     named = re.findall(rf"\b{re.escape(name)}(?:\.\w+)+", str(e))  # the key path the message names
     key = getattr(e, "key", None) or (named[0] if named else name)
     problem, _, fix = str(e).partition(" Fix: ")
     problem = problem.removeprefix(key).lstrip(": ").rstrip(".")  # the message's own key path, once
-    return InputError(f"'{key}': {problem}.", file=PARAMS_FILE, fix=fix or (
-        f"correct '{key}' so that it names columns of the public schema '{sch.name}' (of the kind it "
-        "needs), or delete it for its default."))
+    return InputError(
+        f"'{key}': {problem}.",
+        file=PARAMS_FILE,
+        fix=fix
+        or (
+            f"correct '{key}' so that it names columns of the public schema '{sch.name}' (of the kind it "
+            "needs), or delete it for its default."
+        ),
+    )
 
 
 def generator_section(config: Config, generator: str, root: Path) -> dict[str, Any]:
@@ -254,9 +348,12 @@ def _read_or_create_salt(path: Path) -> bytes:
     except ValueError:
         salt = b""
     if len(salt) < 32:
-        raise InputError("the split salt is not 64+ hex digits.", file=str(path),
-                         fix="delete the file: the next prepare creates a new salt (and a new train/holdout split; "
-                             "re-run it with `dvc repro -f prepare`).")
+        raise InputError(
+            "the split salt is not 64+ hex digits.",
+            file=str(path),
+            fix="delete the file: the next prepare creates a new salt (and a new train/holdout split; "
+            "re-run it with `dvc repro -f prepare`).",
+        )
     return salt
 
 

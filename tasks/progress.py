@@ -12,6 +12,7 @@
 The ETA of a phase is linear in its steps: the time since the phase began (the previous report, or the start of
 the stage for its first phase) times the steps left over the steps done.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,7 +27,7 @@ from pipelines.progress import TRAINING_LOG, reporting
 from tasks.artifacts import _in_prefect_run, _key
 
 _now = time.monotonic
-QUARTERS = 4   # plain lines per phase off a terminal
+QUARTERS = 4  # plain lines per phase off a terminal
 
 
 def clock(seconds: float | None) -> str:
@@ -77,6 +78,7 @@ class StageProgress:
     def publish(self, phase: str, step: int, total: int, status: str) -> None:
         """The stage's progress artefact at the phase's fraction, `status` as its description."""
         from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
         percent = 100.0 * step / total
         if self.artifact_id is None:
             self.artifact_id = create_progress_artifact(percent, key=_key(self.key), description=status)
@@ -98,9 +100,17 @@ class ConsoleLines(logging.Handler):
 def progress_bars(console: Console) -> Progress:
     """One bar per phase: description, bar, steps done/total, elapsed, ETA (StageProgress's, in the task's
     `eta` field: rich's own estimate needs two reports within 30 s, which slow phases never give)."""
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"),
-                    console=console, redirect_stdout=False, redirect_stderr=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
+        console=console,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
 
 
 @contextmanager
@@ -131,5 +141,6 @@ def stage_progress(key: str, stage: str, console: Console | None = None) -> Iter
 def run_logger() -> logging.Logger | logging.LoggerAdapter:
     if _in_prefect_run():
         from prefect import get_run_logger
+
         return get_run_logger()
     return logging.getLogger("synthrelease.progress")

@@ -8,6 +8,7 @@ evaluation): the configuration loads without the generators' lifecycle (`pipelin
 numpy, pandas and matplotlib load only for the tables and figures a stage writes. The tasks call it first too, so
 calling one directly for an unselected generator spends nothing.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +22,7 @@ def write(stage: str, p: Paths, generator: str) -> dict[str, Any] | None:
     """Write `stage`'s outputs for `generator` when this release left it out (the budget stage's allocation
     entry; after train@gen, the model's `selection.json`) and return what they record; None when it is selected
     (the stage then runs)."""
-    skipped = left_out(p, generator) if stage == "train" else not_trained(p, generator)
+    skipped = left_out(p.allocation(generator)) if stage == "train" else not_trained(p.model(generator))
     if skipped is None:
         return None
     record = {"generator": generator, "dataset": p.dataset, **skipped}
@@ -45,7 +46,7 @@ def unweighted(config: Config, p: Paths, generator: str) -> dict[str, Any] | Non
     out (`write`), or one whose table `weights.generators` does not name; None when it gets weights (the stage
     then runs)."""
     skipped = write("weight", p, generator)
-    if skipped is not None or generator in config.weighted(selected(p, config.generators)):
+    if skipped is not None or generator in config.weighted(selected(config.generators, p.allocation)):
         return skipped
     return no_weights(p, generator, f"weights.generators ({config.weights.generators}) does not name it")
 
@@ -53,6 +54,7 @@ def unweighted(config: Config, p: Paths, generator: str) -> dict[str, Any] | Non
 def no_weights(p: Paths, generator: str, why: str) -> dict[str, Any]:
     """weight@gen's outputs when it weights nothing: an empty `weight` column and weights.json saying why."""
     import pandas as pd
+
     report = {"generator": generator, "dataset": p.dataset, "weighted": False, "reason": why}
     write_parquet(p.weights(generator), pd.DataFrame({"weight": pd.Series([], dtype=float)}))
     write_json(p.weights_report(generator), report)
@@ -66,9 +68,16 @@ def _evaluate_outputs(p: Paths, generator: str, skipped: dict[str, Any]) -> None
     from pipelines.data.schema import load_schema
     from pipelines.data.transform import Encoder
     from pipelines.evaluation.figure import not_applicable
+
     encoder = Encoder(load_schema(p.schema))
     write_parquet(p.synthetic(generator), encoder.decode(np.zeros((0, encoder.layout.width))))
     reason = f"not trained in this release: release.select chose {', '.join(skipped['selected_generators'])}"
     for name in EVALUATE_PLOTS:
         with atomic_path(p.metrics(generator).parent / f"{name}.png") as tmp:
             tmp.write_bytes(not_applicable(f"{generator}: {name}", reason))
+
+
+def skip(stage: str, config: Config, p: Paths, generator: str) -> dict[str, Any] | None:
+    """What per-generator `stage` writes for `generator` when it does nothing for it (`write`; weight@gen:
+    `unweighted`), None when the stage runs."""
+    return unweighted(config, p, generator) if stage == "weight" else write(stage, p, generator)

@@ -21,6 +21,7 @@ the sum of the m noisy values in its cells (the projection of the joint release 
 mean moves by m·w and its noise std is σ√m, i.e. a Gaussian of multiplier σ/(√m·w), which is the planned event's
 multiplier exactly (the sensitivity √m·w_max is attained).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,21 +40,38 @@ from pipelines.privacy.plan import CalibrationPlan
 
 AUDIT_DELTA = 1e-2
 LAYOUT = Layout((Block("a", "categorical", 0, 3), Block("y", "binary", 3, 4, is_target=True)))
-PARAMS = {"steps": 1, "batch_size": 64, "critic_hidden": [], "generator_hidden": [8], "latent_dim": 4,
-          "calibration": {"share": 0.5}}
-WEIGHTED_PARAMS = {"frequencies": 4, "steps": 0, "hidden": [4], "code_dim": 2, "latent_dim": 2,
-                   "weights": {"rebalance": {"column": "y", "observed": [0.8, 0.2], "target": [0.5, 0.5]}},
-                   "calibration": {"share": 0.5}}
+PARAMS = {
+    "steps": 1,
+    "batch_size": 64,
+    "critic_hidden": [],
+    "generator_hidden": [8],
+    "latent_dim": 4,
+    "calibration": {"share": 0.5},
+}
+WEIGHTED_PARAMS = {
+    "frequencies": 4,
+    "steps": 0,
+    "hidden": [4],
+    "code_dim": 2,
+    "latent_dim": 2,
+    "weights": {"rebalance": {"column": "y", "observed": [0.8, 0.2], "target": [0.5, 0.5]}},
+    "calibration": {"share": 0.5},
+}
 BUDGET = Budget(2.0, AUDIT_DELTA)
 DATA = np.array([[*np.eye(3)[i % 3], (i // 3) % 2] for i in range(90)], dtype=np.float32)  # 15 rows per (a, y)
-CANARIES = {"audit": np.array([[1.0, 0.0, 0.0, 0.0]], dtype=np.float32),                   # a = 0, y = 0
-            "weighted": np.array([[1.0, 0.0, 0.0, 1.0]], dtype=np.float32)}                # a = 0, y = 1: w_max
+CANARIES = {
+    "audit": np.array([[1.0, 0.0, 0.0, 0.0]], dtype=np.float32),  # a = 0, y = 0
+    "weighted": np.array([[1.0, 0.0, 0.0, 1.0]], dtype=np.float32),
+}  # a = 0, y = 1: w_max
 
 
 def generator(config: str) -> PrivateGenerator:
     """DP-WGAN (counts) or IW-MMD-GAN with rebalancing weights (weighted marginals) on the audit layout."""
-    return (generator_class("dpwgan")(LAYOUT, PARAMS, "cpu") if config == "audit"
-            else generator_class("iw_mmd_gan")(LAYOUT, WEIGHTED_PARAMS, "cpu"))
+    return (
+        generator_class("dpwgan")(LAYOUT, PARAMS, "cpu")
+        if config == "audit"
+        else generator_class("iw_mmd_gan")(LAYOUT, WEIGHTED_PARAMS, "cpu")
+    )
 
 
 def calibration_plan(config: str) -> CalibrationPlan:
@@ -80,6 +98,7 @@ def scores_of(config: str):
             cells = [int(c[0]) for c in marginals.cells(canary)]
             out[r] = sum(c.ravel()[k] for c, k in zip(marginals.counts, cells))
         return out
+
     return scores
 
 
@@ -92,10 +111,14 @@ def claim(config: str) -> float:
 
 
 def cases() -> list[AuditCase]:
-    what = {"audit": "calibration: Gaussian measurement of the noisy marginals",
-            "weighted": "calibration: Gaussian measurement of the importance-weighted marginals (Δ₂ = √m·w_max)"}
-    return [AuditCase("calibration", config, 0, what[config], partial(claim, config), AUDIT_DELTA,
-                      scores_of(config)) for config in what]
+    what = {
+        "audit": "calibration: Gaussian measurement of the noisy marginals",
+        "weighted": "calibration: Gaussian measurement of the importance-weighted marginals (Δ₂ = √m·w_max)",
+    }
+    return [
+        AuditCase("calibration", config, 0, what[config], partial(claim, config), AUDIT_DELTA, scores_of(config))
+        for config in what
+    ]
 
 
 CASES = cases()

@@ -27,6 +27,7 @@ decomposition that tests/test_privacy_contract.py checks. The audit δ is 1e-2 (
 privacy curve): with ~2,000 runs of a real training loop, a claim at δ = 1e-5 is out of reach of any
 Clopper-Pearson bound, while at δ = 1e-2 half the noise is detected with margin.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,18 +43,25 @@ import numpy as np
 import torch
 
 from audit_harness import AuditCase
+from support.ledger import FakeSession
 from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import Event, PoissonGaussianEvent
 
 AUDIT_DELTA = 1e-2
-RELEASE_SIGMA = 1.3       # target noise multiplier of ONE release: claim ≈ 1.63 at δ = 1e-2
-N_BASE = 8                # |D|; D' adds the canary
+RELEASE_SIGMA = 1.3  # target noise multiplier of ONE release: claim ≈ 1.63 at δ = 1e-2
+N_BASE = 8  # |D|; D' adds the canary
 DIRECTION_RUNS = 16
 
-LAYOUT = Layout((Block("a", "continuous", 0, 1, protected=True), Block("b", "continuous", 1, 2, protected=True),
-                 Block("c", "continuous", 2, 3), Block("d", "binary", 3, 4)))
+LAYOUT = Layout(
+    (
+        Block("a", "continuous", 0, 1, protected=True),
+        Block("b", "continuous", 1, 2, protected=True),
+        Block("c", "continuous", 2, 3),
+        Block("d", "binary", 3, 4),
+    )
+)
 D = torch.full((N_BASE, LAYOUT.width), 0.5)
 D_PRIME = torch.cat([D, torch.tensor([[1.0, 0.0, 1.0, 1.0]])])
 
@@ -77,10 +85,13 @@ def captured_steps() -> Iterator[list[tuple[torch.nn.Parameter, list[torch.Tenso
     def wrap(original: Callable) -> Callable:
         def step(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> Any:
             params = [p for g in self.param_groups for p in g["params"]]
-            log.append((params[0], [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone()
-                                    for p in params]))
+            log.append(
+                (params[0], [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone() for p in params])
+            )
             return original(self, *args, **kwargs)
+
         return step
+
     try:
         for cls, original in originals.items():
             cls.step = wrap(original)
@@ -98,9 +109,12 @@ class Runner:
     case's test is valid on its own; the cases of one step are then not independent of each other).
     """
 
-    def __init__(self, setup: Callable[[], tuple[Any, Callable[[Any, torch.Tensor, int], None]]],
-                 targets: dict[str, Callable[[Any], torch.nn.Module]],
-                 neighbours: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        setup: Callable[[], tuple[Any, Callable[[Any, torch.Tensor, int], None]]],
+        targets: dict[str, Callable[[Any], torch.nn.Module]],
+        neighbours: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> None:
         self.setup, self.targets = setup, targets
         self.d, self.d_prime = neighbours or (D, D_PRIME)
         self._cache: dict[tuple[bool, float, int], dict[str, torch.Tensor]] = {}
@@ -153,16 +167,6 @@ class LoopAudit:
         return np.array([float(self._release(neighbour, noise_scale, base + r) @ v) for r in range(n_runs)])
 
 
-class NullSession:
-    """A ledger session that accepts everything: the audit runs `fit` with the plan made before it."""
-
-    def reserve(self, events: list[Event]) -> None:
-        pass
-
-    def record(self, events: list[Event]) -> list[int]:
-        return []
-
-
 class Owner:
     """The audited object, its networks (reset before every run) and how to scale its planned noise multipliers."""
 
@@ -177,6 +181,7 @@ def plan_scaler(gen: Any, fields: tuple[str, ...]) -> Callable[[float], None]:
 
     def scale(factor: float) -> None:
         gen.privacy = dataclasses.replace(planned, **{f: getattr(planned, f) * factor for f in fields})
+
     return scale
 
 
@@ -184,8 +189,14 @@ def plan_scaler(gen: Any, fields: tuple[str, ...]) -> Callable[[float], None]:
 
 # every owner here runs its method alone (calibration share 0): the calibration is audited by
 # tests/audit_cases_calibration.py
-DPWGAN_PARAMS = {"steps": 1, "batch_size": 64, "critic_hidden": [], "generator_hidden": [8], "latent_dim": 4,
-                 "calibration": {"share": 0.0}}
+DPWGAN_PARAMS = {
+    "steps": 1,
+    "batch_size": 64,
+    "critic_hidden": [],
+    "generator_hidden": [8],
+    "latent_dim": 4,
+    "calibration": {"share": 0.0},
+}
 
 
 def aligned_linear_critic(critic: torch.nn.Module) -> None:
@@ -202,6 +213,7 @@ def aligned_linear_critic(critic: torch.nn.Module) -> None:
 
 def _dpwgan() -> Any:
     from pipelines.generators.dpwgan import DPWGAN
+
     return DPWGAN(LAYOUT, {**DPWGAN_PARAMS, "noise_seed": 0})
 
 
@@ -215,20 +227,31 @@ def _dpwgan_setup() -> tuple[Owner, Callable]:
     aligned_linear_critic(gen.critic)
 
     def run(owner: Owner, data: torch.Tensor, seed: int) -> None:
-        owner.obj.params["noise_seed"] = seed
-        owner.obj.fit(data, NullSession())
+        owner.obj.params = owner.obj.params.model_copy(update={"noise_seed": seed})
+        owner.obj.fit(data, FakeSession())
+
     return Owner(gen, {"critic": gen.critic, "generator": gen.generator}, plan_scaler(gen, ("noise_multiplier",))), run
 
 
 # -- dp_auto_gan: the autoencoder step and the phase-2 critic step -----------------------------------
 
-DP_AUTO_GAN_PARAMS = {"autoencoder_steps": 1, "autoencoder_batch_size": 64, "autoencoder_hidden": [8], "latent_dim": 3,
-                      "steps": 1, "batch_size": 64, "critic_hidden": [], "noise_dim": 4, "generator_hidden": [8],
-                      "calibration": {"share": 0.0}}
+DP_AUTO_GAN_PARAMS = {
+    "autoencoder_steps": 1,
+    "autoencoder_batch_size": 64,
+    "autoencoder_hidden": [8],
+    "latent_dim": 3,
+    "steps": 1,
+    "batch_size": 64,
+    "critic_hidden": [],
+    "noise_dim": 4,
+    "generator_hidden": [8],
+    "calibration": {"share": 0.0},
+}
 
 
 def _dp_auto_gan() -> Any:
     from pipelines.generators.dp_auto_gan import DPAutoGAN
+
     return DPAutoGAN(LAYOUT, {**DP_AUTO_GAN_PARAMS, "noise_seed": 0})
 
 
@@ -249,18 +272,32 @@ def _dp_auto_gan_setup() -> tuple[Owner, Callable]:
     aligned_linear_critic(gen.critic)
 
     def run(owner: Owner, data: torch.Tensor, seed: int) -> None:
-        owner.obj.params["noise_seed"] = seed
-        owner.obj.fit(data, NullSession())
+        owner.obj.params = owner.obj.params.model_copy(update={"noise_seed": seed})
+        owner.obj.fit(data, FakeSession())
+
     nets = {"autoencoder": gen.autoencoder, "critic": gen.critic, "generator": gen.generator}
     return Owner(gen, nets, plan_scaler(gen, ("autoencoder_noise_multiplier", "noise_multiplier"))), run
 
 
 # -- ppem: the energy step (ξ with the KSD penalty, γ) and the generator step (ξ, γ, υ) --------------
 
-PPEM_PARAMS = {"hidden": 8, "latent_dim": 4, "steps": 1, "batch_size": 64, "ksd_clip": 0.05, "margin": 0.0,
-               "gp_lambda": 10.0, "calibration": {"share": 0.0}}
-PPEM_LAYOUT = Layout((Block("a", "continuous", 0, 1, protected=True), Block("b", "continuous", 1, 2, protected=True),
-                      Block("c", "continuous", 2, 3)))
+PPEM_PARAMS = {
+    "hidden": 8,
+    "latent_dim": 4,
+    "steps": 1,
+    "batch_size": 64,
+    "ksd_clip": 0.05,
+    "margin": 0.0,
+    "gp_lambda": 10.0,
+    "calibration": {"share": 0.0},
+}
+PPEM_LAYOUT = Layout(
+    (
+        Block("a", "continuous", 0, 1, protected=True),
+        Block("b", "continuous", 1, 2, protected=True),
+        Block("c", "continuous", 2, 3),
+    )
+)
 PPEM_D = 0.5 + torch.tensor([[0.1, -0.1, 0.0], [-0.1, 0.1, 0.0], [0.2, 0.1, 0.1], [-0.2, 0.0, -0.1]])  # >= 4 rows: KSD
 
 
@@ -308,6 +345,7 @@ PPEM_CONFIGS = {"energy_step": {"energy_steps": 2}, "generator_step": {"energy_s
 
 def _ppem(config: str) -> Any:
     from pipelines.generators.ppem import PPEM
+
     return PPEM(PPEM_LAYOUT, {**PPEM_PARAMS, **PPEM_CONFIGS[config], "noise_seed": 0})
 
 
@@ -326,15 +364,17 @@ def _ppem_setup(config: str) -> Callable[[], tuple[Owner, Callable]]:
         worst_case_ppem(gen)
 
         def run(owner: Owner, data: torch.Tensor, seed: int) -> None:
-            owner.obj.params["noise_seed"] = seed
-            owner.obj.fit(data, NullSession())
+            owner.obj.params = owner.obj.params.model_copy(update={"noise_seed": seed})
+            owner.obj.fit(data, FakeSession())
+
         return Owner(gen, gen.networks, plan_scaler(gen, ("noise_multiplier",))), run
+
     return setup
 
 
 # -- weights:priv_mlp: one relaxed DP-SGD lot (Algorithm 1) ------------------------------------------
 
-PRIV_MLP_SETTINGS = {"hidden": [], "epochs": 1, "batch_size": 4096}   # a logistic model: one step, q = 1
+PRIV_MLP_SETTINGS = {"hidden": [], "epochs": 1, "batch_size": 4096}  # a logistic model: one step, q = 1
 # The canary at the all-ones corner: the linear model's −log σ(f(x)) has gradient −σ(−f(x))·(x, 1), of norm
 # ≈ 0.5·√5 > C at the start, so its clipped gradient has norm C in one direction; every other row's lot
 # membership and gradient (q = 1, fixed start) are the same in every run.
@@ -345,6 +385,7 @@ SYNTHETIC = torch.rand(16, LAYOUT.width, generator=torch.Generator().manual_seed
 def _weight_plan(estimator: str, settings: dict[str, Any]) -> Any:
     """The weight estimator's real plan() for |D'| private rows and the synthetic rows, at budget_for(1)."""
     from pipelines.weights import estimators
+
     budget = budget_for(1)
     return estimators.plan(estimator, settings, LAYOUT, len(D_PRIME), len(SYNTHETIC), budget.epsilon, budget.delta)
 
@@ -355,6 +396,7 @@ def _priv_mlp_plan() -> Any:
 
 class _Classifier:
     """Holds the classifier that estimate() builds inside each run (captured at `relaxed_dpsgd.classifier`)."""
+
     current: torch.nn.Module
 
 
@@ -362,9 +404,10 @@ def _priv_mlp_setup() -> tuple[Owner, Callable]:
     """The weight stage's path: `estimate` reads the real and synthetic rows from `io.MatrixFile`s, as there."""
     from pipelines.io import MatrixFile
     from pipelines.weights import estimators, relaxed_dpsgd
+
     plan = _priv_mlp_plan()
     holder = _Classifier()
-    scratch = tempfile.TemporaryDirectory(prefix="audit-priv-mlp-")   # removed with `run`
+    scratch = tempfile.TemporaryDirectory(prefix="audit-priv-mlp-")  # removed with `run`
     synthetic = MatrixFile.write(Path(scratch.name) / "synthetic.npy", [SYNTHETIC], *SYNTHETIC.shape)
 
     def run(owner: Owner, data: torch.Tensor, seed: int, scratch: Any = scratch) -> None:
@@ -374,15 +417,18 @@ def _priv_mlp_setup() -> tuple[Owner, Callable]:
         def classifier(width: int, hidden: list[int]) -> torch.nn.Sequential:
             holder.current = original(width, hidden)
             return holder.current
+
         relaxed_dpsgd.classifier = classifier
         try:
             estimators.estimate(plan, {**PRIV_MLP_SETTINGS, "noise_seed": seed}, real, synthetic)
         finally:
             relaxed_dpsgd.classifier = original
+
     planned = float(plan.details["noise_multiplier"])
 
     def scale(factor: float) -> None:
         plan.details["noise_multiplier"] = planned * factor
+
     owner = Owner(plan, {}, scale)
     owner.classifier = holder
     return owner, run
@@ -403,8 +449,10 @@ PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
 def _case(owner: str, config: str, event_index: int, mechanism: str, k: int, audit: LoopAudit) -> AuditCase:
     """One of the k releases that planned event `event_index` makes per step (module docstring): its claim is
     the accountant's ε for one step at q = 1 with the event's multiplier times √k."""
+
     def claim() -> float:
         return release_claim(PLANS[(owner, config)]()[event_index].noise_multiplier * math.sqrt(k))
+
     return AuditCase(owner, config, event_index, mechanism, claim, AUDIT_DELTA, audit.scores)
 
 
@@ -417,25 +465,48 @@ def _ppem_cases(config: str, event_index: int) -> list[AuditCase]:
     names = list(PPEM_TARGETS)[:k]
     runner = Runner(_ppem_setup(config), {n: PPEM_TARGETS[n] for n in names}, neighbours=PPEM_NEIGHBOURS)
     step = "energy step" if config == "energy_step" else "generator step"
-    what = {"ξ": "ξ (marginal energy + KSD penalty, Δ = C + 2C_α)", "γ": "γ (conditional energy, Δ = C)",
-            "υ": "υ (G_υ on real x′, Δ = C)"}
+    what = {
+        "ξ": "ξ (marginal energy + KSD penalty, Δ = C + 2C_α)",
+        "γ": "γ (conditional energy, Δ = C)",
+        "υ": "υ (G_υ on real x′, Δ = C)",
+    }
     return [_case("ppem", config, event_index, f"ppem {step}: {what[n]}", k, LoopAudit(runner, n)) for n in names]
 
 
 DPWGAN_RUNNER = Runner(_dpwgan_setup, {"critic": lambda o: o.obj.critic})
-DP_AUTO_GAN_RUNNER = Runner(_dp_auto_gan_setup, {"autoencoder": lambda o: o.obj.autoencoder,
-                                                 "critic": lambda o: o.obj.critic})
-PRIV_MLP_RUNNER = Runner(_priv_mlp_setup, {"classifier": lambda o: o.classifier.current},
-                         neighbours=PRIV_MLP_NEIGHBOURS)
+DP_AUTO_GAN_RUNNER = Runner(
+    _dp_auto_gan_setup, {"autoencoder": lambda o: o.obj.autoencoder, "critic": lambda o: o.obj.critic}
+)
+PRIV_MLP_RUNNER = Runner(
+    _priv_mlp_setup, {"classifier": lambda o: o.classifier.current}, neighbours=PRIV_MLP_NEIGHBOURS
+)
 
 CASES: list[AuditCase] = [
     _case("dpwgan", "default", 0, "dpwgan critic step (WGAN-GP, Δ = C)", 1, LoopAudit(DPWGAN_RUNNER, "critic")),
-    _case("dp_auto_gan", "default", 0, "dp_auto_gan autoencoder step (joint φ, θ, Δ = C1)", 1,
-          LoopAudit(DP_AUTO_GAN_RUNNER, "autoencoder")),
-    _case("dp_auto_gan", "default", 1, "dp_auto_gan phase-2 critic step (Δ = C)", 1,
-          LoopAudit(DP_AUTO_GAN_RUNNER, "critic")),
+    _case(
+        "dp_auto_gan",
+        "default",
+        0,
+        "dp_auto_gan autoencoder step (joint φ, θ, Δ = C1)",
+        1,
+        LoopAudit(DP_AUTO_GAN_RUNNER, "autoencoder"),
+    ),
+    _case(
+        "dp_auto_gan",
+        "default",
+        1,
+        "dp_auto_gan phase-2 critic step (Δ = C)",
+        1,
+        LoopAudit(DP_AUTO_GAN_RUNNER, "critic"),
+    ),
     *_ppem_cases("energy_step", 0),
     *_ppem_cases("generator_step", 0),
-    _case("weights:priv_mlp", "default", 0, "priv_mlp relaxed DP-SGD lot (Algorithm 1, Δ = C)", 1,
-          LoopAudit(PRIV_MLP_RUNNER, "classifier")),
+    _case(
+        "weights:priv_mlp",
+        "default",
+        0,
+        "priv_mlp relaxed DP-SGD lot (Algorithm 1, Δ = C)",
+        1,
+        LoopAudit(PRIV_MLP_RUNNER, "classifier"),
+    ),
 ]

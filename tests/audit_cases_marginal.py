@@ -32,6 +32,7 @@ resolve), selection claims ε ≈ 1.1–1.7. MST plans 2 one-way Gaussians, 1 se
   log((1 + e^4)/(1 + e^{4 − 2ε})) is 2.94 for ε = 1.67 and 2.08 for ε = 1.11, above the claims.
   (A gap of 1 would cap every test at e^{ε'/2}, which equals the claim at half noise: never certified.)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,13 +53,13 @@ from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import DiscreteGaussianEvent, Event, GaussianEvent, PureEpsilonEvent, ZCDPEvent
 
 AUDIT_DELTA = 1e-2
-MST_SCALE = 1.2     # σ₁ = 1.70, σ₂ = 1.20, ε_sel = 1.67
-AIM_SCALE = 0.6     # σ = 0.60 (1-way and the one round; audited as 4 releases of σ = 1.2), ε_sel = 1.11
+MST_SCALE = 1.2  # σ₁ = 1.70, σ₂ = 1.20, ε_sel = 1.67
+AIM_SCALE = 0.6  # σ = 0.60 (1-way and the one round; audited as 4 releases of σ = 1.2), ε_sel = 1.11
 GAUSSIAN_SPLIT = {"mst": 1, "aim": 4}
-ZCDP_SPLIT = 8      # AIM's rounds' ZCDPEvent: 8 shares of ρ_R/8, each one measurement at σ = x√8 (module docstring)
-ZCDP_POWER = 0.35   # their power check's noise scale (the zCDP claim is not attained by a Gaussian)
+ZCDP_SPLIT = 8  # AIM's rounds' ZCDPEvent: 8 shares of ρ_R/8, each one measurement at σ = x√8 (module docstring)
+ZCDP_POWER = 0.35  # their power check's noise scale (the zCDP claim is not attained by a Gaussian)
 LAYOUT = Layout((Block("a", "categorical", 0, 3), Block("b", "categorical", 3, 6)))
-CODES = np.array([[i % 3, (i // 3) % 3] for i in range(90)])     # 30 rows in every category of a and of b
+CODES = np.array([[i % 3, (i // 3) % 3] for i in range(90)])  # 30 rows in every category of a and of b
 CANARY = np.array([[0, 0]])
 
 
@@ -81,8 +82,10 @@ def gaussian_scores(sigma: float, clique: tuple[int, ...], tag: str):
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         codes = np.vstack([CODES, CANARY]) if neighbour else CODES
         rng = np.random.default_rng([7919 * int(neighbour) + int(100 * noise_scale), len(tag), *tag.encode()])
-        return np.array([measure(marginal(codes, (3, 3), clique), sigma * noise_scale, rng)[0].ravel()[0]
-                         for _ in range(n_runs)])
+        return np.array(
+            [measure(marginal(codes, (3, 3), clique), sigma * noise_scale, rng)[0].ravel()[0] for _ in range(n_runs)]
+        )
+
     return scores
 
 
@@ -91,9 +94,9 @@ GAP_LOGIT = 4.0
 
 def selection_scores(epsilon: float, tag: str):
     gap = GAP_LOGIT / epsilon
-    model_a = np.array([29.5, 30.0, 30.5])     # a's canary cell: data 30 > model; L1 1 on D, 2 on D' (+1)
-    model_b = np.array([31.0, 30 - gap / 2, 30 - gap / 2])   # b's canary cell: data 30 < model; L1 1 + g on D,
-                                                             # g on D' (−1)
+    model_a = np.array([29.5, 30.0, 30.5])  # a's canary cell: data 30 > model; L1 1 on D, 2 on D' (+1)
+    model_b = np.array([31.0, 30 - gap / 2, 30 - gap / 2])  # b's canary cell: data 30 < model; L1 1 + g on D,
+    # g on D' (−1)
 
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         codes = np.vstack([CODES, CANARY]) if neighbour else CODES
@@ -102,30 +105,57 @@ def selection_scores(epsilon: float, tag: str):
         u = np.array([l1_score(ma, model_a), l1_score(mb, model_b)])
         rng = np.random.default_rng([104729 * int(neighbour) + int(100 * noise_scale), len(tag), *tag.encode()])
         return np.array([float(select(u, 1.0, epsilon / noise_scale, rng)[0] == 0) for _ in range(n_runs)])
+
     return scores
 
 
 def cases_for(name: str) -> list[AuditCase]:
     out, k = [], GAUSSIAN_SPLIT[name]
     for i, e in enumerate(plan(name)):
-        if isinstance(e, (GaussianEvent, DiscreteGaussianEvent)):   # `measure`: an exact discrete Gaussian
+        if isinstance(e, (GaussianEvent, DiscreteGaussianEvent)):  # `measure`: an exact discrete Gaussian
             clique = (0, 1) if "2-way" in e.query else (0,)
             release = dataclasses.replace(e, sigma=e.sigma * math.sqrt(k))
             for j in range(k):
-                out.append(AuditCase(name, "audit", i, f"{name} Gaussian measurement ({e.query}; release {j + 1}/{k})",
-                                     partial(epsilon_pld, [release], AUDIT_DELTA), AUDIT_DELTA,
-                                     gaussian_scores(release.sigma, clique, f"{name}:{i}:{j}")))
+                out.append(
+                    AuditCase(
+                        name,
+                        "audit",
+                        i,
+                        f"{name} Gaussian measurement ({e.query}; release {j + 1}/{k})",
+                        partial(epsilon_pld, [release], AUDIT_DELTA),
+                        AUDIT_DELTA,
+                        gaussian_scores(release.sigma, clique, f"{name}:{i}:{j}"),
+                    )
+                )
         elif isinstance(e, PureEpsilonEvent):
-            out.append(AuditCase(name, "audit", i, f"{name} exponential-mechanism selection", partial(float, e.epsilon), 0.0,
-                                 selection_scores(e.epsilon, f"{name}:{i}")))
-        elif isinstance(e, ZCDPEvent):    # AIM's one round: its measurement at σ = x (the filter's rest after ε_sel)
+            out.append(
+                AuditCase(
+                    name,
+                    "audit",
+                    i,
+                    f"{name} exponential-mechanism selection",
+                    partial(float, e.epsilon),
+                    0.0,
+                    selection_scores(e.epsilon, f"{name}:{i}"),
+                )
+            )
+        elif isinstance(e, ZCDPEvent):  # AIM's one round: its measurement at σ = x (the filter's rest after ε_sel)
             share = dataclasses.replace(e, rho=e.rho / ZCDP_SPLIT)
-            rho_measure = e.rho * 0.5 / (0.5 + SELECT_RATIO ** 2 / 8)    # ρ_R less the selection's ε_sel²/8
-            sigma = math.sqrt(ZCDP_SPLIT / (2 * rho_measure))             # σ = x√8: ρ_measure/8 per share
+            rho_measure = e.rho * 0.5 / (0.5 + SELECT_RATIO**2 / 8)  # ρ_R less the selection's ε_sel²/8
+            sigma = math.sqrt(ZCDP_SPLIT / (2 * rho_measure))  # σ = x√8: ρ_measure/8 per share
             for j in range(ZCDP_SPLIT):
-                out.append(AuditCase(name, "audit", i, f"{name} round measurement (zCDP filter share {j + 1}/"
-                                     f"{ZCDP_SPLIT})", partial(epsilon_pld, [share], AUDIT_DELTA), AUDIT_DELTA,
-                                     gaussian_scores(sigma, (0, 1), f"{name}:{i}:{j}"), power_noise_scale=ZCDP_POWER))
+                out.append(
+                    AuditCase(
+                        name,
+                        "audit",
+                        i,
+                        f"{name} round measurement (zCDP filter share {j + 1}/{ZCDP_SPLIT})",
+                        partial(epsilon_pld, [share], AUDIT_DELTA),
+                        AUDIT_DELTA,
+                        gaussian_scores(sigma, (0, 1), f"{name}:{i}:{j}"),
+                        power_noise_scale=ZCDP_POWER,
+                    )
+                )
     return out
 
 

@@ -1,7 +1,8 @@
 """Audit cases for the one-shot release mechanisms: PEARL's two Gaussian releases, IW-MMD-GAN's
 weighted random-feature embedding (iw, sniw), support_points' exponential mechanism (its real MH sampler) and its
 bandwidth mechanisms (kde_laplace, kde_exponential, repeat), the three logistic weight estimators
-(beta_noised, output_lapl, output_norm), and prepare's noisy training row count (`noisy_count`). tests/test_privacy_contract.py runs them (interface: tests/audit_harness.py).
+(beta_noised, output_lapl, output_norm), and prepare's noisy training row count (`noisy_count`).
+tests/test_privacy_contract.py runs them (interface: tests/audit_harness.py).
 
 Every case runs the owner's own code on a worst-case neighbouring pair D, D' = D + canary; PEARL and the weight
 estimators plan once from the public n̂ for both data sets (the stages plan from len(EncodedTable), not from the rows
@@ -28,6 +29,7 @@ mechanism cannot exceed the claim at half noise; those cases say so in `mechanis
   and pushing σ_* towards 0 brings curvature that shrinks it as much: the worst pair found moves β by ≈ 0.50 Δ_β
   (grid over 1-D row counts and λ; ≤ 0.54 over random 2-D corner tables); power at noise scale W_POWER_SCALE.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,19 +41,19 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 from audit_harness import AuditCase
-from test_dpwgan import FakeSession
+from support.ledger import FakeSession
 
 from pipelines.data.layout import Block, Layout
 from pipelines.generators import iw_mmd_gan as iw_module
 from pipelines.generators import pearl as pearl_module
 from pipelines.generators.base import Budget
 from pipelines.generators.iw_mmd_gan import IWMMDGAN
+from pipelines.generators.mechanisms import embeddings
+from pipelines.generators.mechanisms.bandwidth import exponential_bandwidth, laplace_bandwidth
+from pipelines.generators.mechanisms.energy_sampler import sample_energy_mechanism
 from pipelines.generators.pearl import PEARL
 from pipelines.generators.support_points import SupportPoints
-from pipelines.privacy import embeddings
 from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.bandwidth import exponential_bandwidth, laplace_bandwidth
-from pipelines.privacy.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import DiscreteLaplaceEvent, Event, LaplaceEvent, PureEpsilonEvent
 from pipelines.privacy.noise import NoiseSource
 from pipelines.privacy.row_count import count_event, noisy_count, tail_bound
@@ -110,11 +112,20 @@ def memoised(module: Any, name: str) -> Iterator[None]:
         setattr(module, name, real)
 
 
-def case(owner: str, config: str, index: int, mechanism: str, event: Event, scores: Scores,
-         power_noise_scale: float = 0.5) -> AuditCase:
+def case(
+    owner: str, config: str, index: int, mechanism: str, event: Event, scores: Scores, power_noise_scale: float = 0.5
+) -> AuditCase:
     """An AuditCase claiming `event`'s ε."""
-    return AuditCase(owner, config, index, mechanism, partial(claimed, event), 0.0 if pure(event) else DELTA, scores,
-                     power_noise_scale)
+    return AuditCase(
+        owner,
+        config,
+        index,
+        mechanism,
+        partial(claimed, event),
+        0.0 if pure(event) else DELTA,
+        scores,
+        power_noise_scale,
+    )
 
 
 def projection(direction: np.ndarray) -> Callable[[np.ndarray], float]:
@@ -128,9 +139,16 @@ def projection(direction: np.ndarray) -> Callable[[np.ndarray], float]:
 PEARL_LAYOUT = Layout((Block("a", "continuous", 0, 1), Block("y", "binary", 1, 2, is_target=True)))
 # every owner here runs its method alone (calibration share 0): the calibration is audited by
 # tests/audit_cases_calibration.py
-PEARL_PARAMS = {"frequencies": 4, "steps": 0, "batch_size": 8, "hidden": [4, 4], "latent_dim": 2, "epsilon": 2.5,
-                "calibration": {"share": 0.0}}
-PEARL_N = 50   # the public n̂; the distance case needs 2D/n̂ above the floor MIN_LENGTH_SCALE·D = 0.01
+PEARL_PARAMS = {
+    "frequencies": 4,
+    "steps": 0,
+    "batch_size": 8,
+    "hidden": [4, 4],
+    "latent_dim": 2,
+    "epsilon": 2.5,
+    "calibration": {"share": 0.0},
+}
+PEARL_N = 50  # the public n̂; the distance case needs 2D/n̂ above the floor MIN_LENGTH_SCALE·D = 0.01
 
 
 def pearl_plan(n: int = PEARL_N) -> list[Event]:
@@ -141,21 +159,25 @@ def pearl_scores(rows: np.ndarray, canary: np.ndarray, read: Callable[[PEARL, li
     """Fit PEARL (steps 0) on `rows` (D) or `rows` + `canary` (D') with the planned multipliers × noise_scale,
     noise_seed = run; `read(model, tapped embedding releases)` gives the score. Both data sets are planned from
     the public n̂ = PEARL_N (as the train stage plans from len(EncodedTable)): D' has n̂ + 1 rows."""
+
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         data = np.vstack([rows, canary]) if neighbour else rows
         model = PEARL(PEARL_LAYOUT, PEARL_PARAMS)
         plan = model.plan(PEARL_N, Budget(PEARL_PARAMS["epsilon"], DELTA))
         model.privacy = dataclasses.replace(
-            plan, distance_noise_multiplier=plan.distance_noise_multiplier * noise_scale,
-            embedding_noise_multiplier=plan.embedding_noise_multiplier * noise_scale)
+            plan,
+            distance_noise_multiplier=plan.distance_noise_multiplier * noise_scale,
+            embedding_noise_multiplier=plan.embedding_noise_multiplier * noise_scale,
+        )
         out = np.empty(n_runs)
         with tapped(pearl_module, "release_embedding") as releases:
             for run in range(n_runs):
-                model.params["noise_seed"] = 1_000_003 * int(neighbour) + run
+                model.params = model.params.model_copy(update={"noise_seed": 1_000_003 * int(neighbour) + run})
                 model.fit(data, FakeSession())
                 assert len(releases) == run + 1, "PEARL's fit did not release its embedding through release_embedding"
                 out[run] = read(model, releases)
         return out
+
     return scores
 
 
@@ -169,29 +191,43 @@ def pearl_cases() -> list[AuditCase]:
     priority = embeddings.row_priorities(torch.tensor([[0.0], [1.0]]))
     assert priority[0] < priority[1], "the distance case needs the canary a = 0 to rank before the rows a = 1"
     ones_a = np.tile(np.array([[1.0, 0.0]], np.float32), (PEARL_N, 1))
-    dist_scores = pearl_scores(ones_a, np.array([[0.0, 0.0]], np.float32),
-                               lambda model, _: model.length_scale)
+    dist_scores = pearl_scores(ones_a, np.array([[0.0, 0.0]], np.float32), lambda model, _: model.length_scale)
     # Embedding: every record (and the canary) is a = 0, class 1, so the pair sum is 0 on both data sets (ℓ̂ carries
     # no trace of the canary beyond the public n) and cos(ω·0) = 1, sin = 0 whatever the noisy frequencies:
     # the canary adds v = e₁ ⊗ [√k, 1…1, 0…0], ‖v‖ = √(2k), the planned Δ₂. Score: the noisy sums along v.
     k = PEARL_PARAMS["frequencies"]
     v = np.zeros((2, 2 * k + 1))
-    v[1, :k + 1] = [math.sqrt(k)] + [1.0] * k
+    v[1, : k + 1] = [math.sqrt(k)] + [1.0] * k
     along = projection(v)
     ones = np.array([[0.0, 1.0]], np.float32)
     emb_scores = pearl_scores(np.repeat(ones, PEARL_N, 0), ones, lambda _, releases: along(releases[-1][0]))
-    return [case("pearl", "default", 0, "PEARL mean pairwise distance (Gaussian, Δ₂ = (n̂ − 1)D)", distance,
-                 dist_scores),
-            case("pearl", "default", 1, "PEARL class-conditional CF embedding sums (Gaussian, Δ₂ = √(2k))",
-                 embedding, emb_scores)]
+    return [
+        case("pearl", "default", 0, "PEARL mean pairwise distance (Gaussian, Δ₂ = (n̂ − 1)D)", distance, dist_scores),
+        case(
+            "pearl",
+            "default",
+            1,
+            "PEARL class-conditional CF embedding sums (Gaussian, Δ₂ = √(2k))",
+            embedding,
+            emb_scores,
+        ),
+    ]
 
 
 # -- IW-MMD-GAN ----------------------------------------------------------------------------------------------------
 # One numeric column and a binary group rebalanced 0.8/0.2 → 0.5/0.5: w ∈ {0.625, 2.5}, w_max = 2.5.
 IW_LAYOUT = Layout((Block("a", "continuous", 0, 1), Block("g", "binary", 1, 2)))
-IW_PARAMS = {"frequencies": 4, "steps": 0, "batch_size": 8, "hidden": [4], "code_dim": 2, "latent_dim": 2,
-             "weights": {"rebalance": {"column": "g", "observed": [0.8, 0.2], "target": [0.5, 0.5]}},
-             "epsilon": 1.6, "calibration": {"share": 0.0}}
+IW_PARAMS = {
+    "frequencies": 4,
+    "steps": 0,
+    "batch_size": 8,
+    "hidden": [4],
+    "code_dim": 2,
+    "latent_dim": 2,
+    "weights": {"rebalance": {"column": "g", "observed": [0.8, 0.2], "target": [0.5, 0.5]}},
+    "epsilon": 1.6,
+    "calibration": {"share": 0.0},
+}
 IW_N = 50
 
 
@@ -220,27 +256,47 @@ def iw_scores(estimator: str) -> Scores:
         out = np.empty(n_runs)
         with tapped(iw_module, "release_weighted_embedding") as releases:
             for run in range(n_runs):
-                model.params["noise_seed"] = 1_000_003 * int(neighbour) + run
+                model.params = model.params.model_copy(update={"noise_seed": 1_000_003 * int(neighbour) + run})
                 model.fit(data, FakeSession())
                 assert len(releases) == run + 1, "IW-MMD-GAN's fit did not go through release_weighted_embedding"
                 out[run] = along(releases[-1][0])
         return out
+
     return scores
 
 
 def iw_cases() -> list[AuditCase]:
-    return [case("iw_mmd_gan", est, 0, f"IW-MMD-GAN {est} weighted RFF embedding sums (Gaussian, Δ₂ = w_max·√"
-                 f"{'2k' if est == 'sniw' else 'k'})", iw_plan(est)[0], iw_scores(est)) for est in ("iw", "sniw")]
+    return [
+        case(
+            "iw_mmd_gan",
+            est,
+            0,
+            f"IW-MMD-GAN {est} weighted RFF embedding sums (Gaussian, Δ₂ = w_max·√{'2k' if est == 'sniw' else 'k'})",
+            iw_plan(est)[0],
+            iw_scores(est),
+        )
+        for est in ("iw", "sniw")
+    ]
 
 
 # -- support_points ------------------------------------------------------------------------------------------------
 # One numeric column; one point per set; a two-value bandwidth grid [0.05, 1] (so the bandwidth mechanisms' worst
 # case is a flip between the bounds). Budgets chosen so that every event claims ε = 1.
 SP_LAYOUT = Layout((Block("a", "continuous", 0, 1),))
-SP_BASE = {"n_points": 1, "norm": 1.0, "chains": 4, "burn_in": 300, "steps": 300, "thin": 10,
-           "bandwidth_bounds": [0.05, 1.0], "bandwidth_grid": 2, "noise_seed": 0, "calibration": {"share": 0.0}}
+SP_BASE = {
+    "n_points": 1,
+    "norm": 1.0,
+    "chains": 4,
+    "burn_in": 300,
+    "steps": 300,
+    "thin": 10,
+    "bandwidth_bounds": [0.05, 1.0],
+    "bandwidth_grid": 2,
+    "noise_seed": 0,
+    "calibration": {"share": 0.0},
+}
 SP_CONFIGS: dict[str, dict] = {
-    "default": {"epsilon": 1.0},                                                    # kde_public
+    "default": {"epsilon": 1.0},  # kde_public
     "kde_laplace": {"epsilon": 4.0, "expansion": "kde_laplace", "bandwidth_share": 0.5},
     "kde_exponential": {"epsilon": 4.0, "expansion": "kde_exponential", "bandwidth_share": 0.5},
     "repeat": {"epsilon": 2.0, "expansion": "repeat", "repeats": 2},
@@ -251,7 +307,7 @@ SP_POWER_SCALE = 0.1
 
 def sp_model(config: str, n: int = SP_N) -> SupportPoints:
     model = SupportPoints(SP_LAYOUT, {**SP_BASE, **SP_CONFIGS[config]})
-    model.plan(n, Budget(model.params["epsilon"], DELTA))
+    model.plan(n, Budget(model.params.epsilon, DELTA))
     return model
 
 
@@ -274,12 +330,23 @@ def sp_points_scores(config: str) -> Scores:
         model = sp_model(config, len(data))
         p, plan = model.params, model.privacy
         rng = NoiseSource(noise_seed=1_000_003 * int(neighbour) + int(1 / noise_scale)).numpy("audit:support_points")
-        with np.errstate(invalid="ignore"):         # split-R̂ of chains that never moved: 0/0, not used here
+        with np.errstate(invalid="ignore"):  # split-R̂ of chains that never moved: 0/0, not used here
             result = sample_energy_mechanism(
-                data, int(p["n_points"]), plan.epsilon_per_set / noise_scale, plan.sensitivity, plan.norm,
-                rng, chains=n_runs, burn_in=int(p["burn_in"]), steps=int(p["steps"]), thin=int(p["thin"]),
-                target_acceptance=float(p["target_acceptance"]), phase="audit:support_points")
+                data,
+                int(p.n_points),
+                plan.epsilon_per_set / noise_scale,
+                plan.sensitivity,
+                plan.norm,
+                rng,
+                chains=n_runs,
+                burn_in=int(p.burn_in),
+                steps=int(p.steps),
+                thin=int(p.thin),
+                target_acceptance=float(p.target_acceptance),
+                phase="audit:support_points",
+            )
         return result.finals[:, 0, 0]
+
     return scores
 
 
@@ -296,28 +363,57 @@ def sp_bandwidth_scores(config: str, n_rows: int) -> Scores:
         data = np.vstack([rows, canary]) if neighbour else rows
         model = sp_model(config, len(data))
         grid, eps = model._grid(), model.privacy.epsilon_bandwidth / noise_scale
-        return np.array([mechanism(data, centres, grid, eps,
-                                   NoiseSource(noise_seed=1_000_003 * int(neighbour) + run).numpy("audit:bandwidth"))[0]
-                         for run in range(n_runs)])
+        return np.array(
+            [
+                mechanism(
+                    data,
+                    centres,
+                    grid,
+                    eps,
+                    NoiseSource(noise_seed=1_000_003 * int(neighbour) + run).numpy("audit:bandwidth"),
+                )[0]
+                for run in range(n_runs)
+            ]
+        )
+
     return scores
 
 
 def sp_cases() -> list[AuditCase]:
-    loose = (f"support_points exponential mechanism, real MH sampler, 1-D (loose: score range ≈ 1.25Δ of the 2Δ "
-             f"assumed; power checked at noise scale {SP_POWER_SCALE})")
+    loose = (
+        f"support_points exponential mechanism, real MH sampler, 1-D (loose: score range ≈ 1.25Δ of the 2Δ "
+        f"assumed; power checked at noise scale {SP_POWER_SCALE})"
+    )
     out = []
     for config in SP_CONFIGS:
         planned = sp_plan(config)
         for index, event in enumerate(planned):
             if isinstance(event, PureEpsilonEvent) and index < (2 if config == "repeat" else 1):
-                out.append(case("support_points", config, index, loose, event, sp_points_scores(config),
-                                SP_POWER_SCALE))
+                out.append(
+                    case("support_points", config, index, loose, event, sp_points_scores(config), SP_POWER_SCALE)
+                )
     _, lap = sp_plan("kde_laplace")
-    out.append(case("support_points", "kde_laplace", 1, "support_points bandwidth: bounded MLE + Laplace", lap,
-                    sp_bandwidth_scores("kde_laplace", 10)))
+    out.append(
+        case(
+            "support_points",
+            "kde_laplace",
+            1,
+            "support_points bandwidth: bounded MLE + Laplace",
+            lap,
+            sp_bandwidth_scores("kde_laplace", 10),
+        )
+    )
     _, expo = sp_plan("kde_exponential")
-    out.append(case("support_points", "kde_exponential", 1, "support_points bandwidth: exponential mechanism",
-                    expo, sp_bandwidth_scores("kde_exponential", 67)))
+    out.append(
+        case(
+            "support_points",
+            "kde_exponential",
+            1,
+            "support_points bandwidth: exponential mechanism",
+            expo,
+            sp_bandwidth_scores("kde_exponential", 67),
+        )
+    )
     return out
 
 
@@ -327,15 +423,16 @@ def sp_cases() -> list[AuditCase]:
 # len(EncodedTable)).
 # rho_max / gamma_max release N_S = 1 weight (the corner row), so each output-noised release is one coordinate.
 W_LAYOUT = Layout((Block("a", "continuous", 0, 1),))
-W_SETTINGS = {"l2": 3.0, "rho_max": 0.08, "gamma_max": 0.12}   # N_S = floor(0.08/Δ_w) = 1; σ₁Δ_w = 0.104 ≤ 0.12
+W_SETTINGS = {"l2": 3.0, "rho_max": 0.08, "gamma_max": 0.12}  # N_S = floor(0.08/Δ_w) = 1; σ₁Δ_w = 0.104 ≤ 0.12
 W_EPSILON = {"beta_noised": 1.0, "output_lapl": 1.0, "output_norm": 1.0}
 W_N_HAT, W_N_SYNTHETIC = 1, 11
 W_POWER_SCALE = 0.25
 
 
 def w_plan(estimator: str) -> estimators.WeightPlan:
-    return estimators.plan(estimator, W_SETTINGS, W_LAYOUT, W_N_HAT, W_N_SYNTHETIC, W_EPSILON.get(estimator, 1.0),
-                           DELTA)
+    return estimators.plan(
+        estimator, W_SETTINGS, W_LAYOUT, W_N_HAT, W_N_SYNTHETIC, W_EPSILON.get(estimator, 1.0), DELTA
+    )
 
 
 def w_scores(estimator: str) -> Scores:
@@ -366,9 +463,11 @@ def w_scores(estimator: str) -> Scores:
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         data = np.vstack([real, canary]) if neighbour else real
         event = planned.events[0]
-        event = (dataclasses.replace(event, scale=event.scale * noise_scale)
-                 if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent))
-                 else dataclasses.replace(event, sigma=event.sigma * noise_scale))
+        event = (
+            dataclasses.replace(event, scale=event.scale * noise_scale)
+            if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent))
+            else dataclasses.replace(event, sigma=event.sigma * noise_scale)
+        )
         plan = dataclasses.replace(planned, events=[event])
         prior = math.log(plan.n_real / plan.n_synthetic)
         out = np.empty(n_runs)
@@ -378,14 +477,24 @@ def w_scores(estimator: str) -> Scores:
                 log_w, logit = estimators.estimate(plan, settings, data, synthetic)
                 out[run] = likelihood_ratio(logit) if estimator == "beta_noised" else float(np.sum(log_w + prior))
         return out
+
     return scores
 
 
 def w_cases() -> list[AuditCase]:
-    return [case(f"weights:{est}", "default", 0, f"weights {est} (Δ_β = R/(nλ), attained ≈ 0.5 by the worst pair; "
-                 f"power checked at noise scale {W_POWER_SCALE})", w_plan(est).events[0], w_scores(est),
-                 W_POWER_SCALE)
-            for est in ("beta_noised", "output_lapl", "output_norm")]
+    return [
+        case(
+            f"weights:{est}",
+            "default",
+            0,
+            f"weights {est} (Δ_β = R/(nλ), attained ≈ 0.5 by the worst pair; "
+            f"power checked at noise scale {W_POWER_SCALE})",
+            w_plan(est).events[0],
+            w_scores(est),
+            W_POWER_SCALE,
+        )
+        for est in ("beta_noised", "output_lapl", "output_norm")
+    ]
 
 
 # The noisy training row count prepare releases (n̂, or the documented count's check): `noisy_count`, prepare's own
@@ -396,9 +505,18 @@ COUNT_EPSILON = 1.0
 
 def count_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     rows = 40 + int(neighbour)
-    return np.array([noisy_count(FakeSession(), COUNT_EPSILON / noise_scale, lambda: rows,
-                                 NoiseSource(None, 7_000_003 * int(neighbour) + run)) for run in range(n_runs)],
-                    dtype=float)
+    return np.array(
+        [
+            noisy_count(
+                FakeSession(),
+                COUNT_EPSILON / noise_scale,
+                lambda: rows,
+                NoiseSource(None, 7_000_003 * int(neighbour) + run),
+            )
+            for run in range(n_runs)
+        ],
+        dtype=float,
+    )
 
 
 # The DP row-loss test's stop bit (`row_loss_test`, prepare's own call), at ε = 1 with f = 0 so that q = L: D loses
@@ -410,22 +528,49 @@ LOSS_EPSILON = 1.0
 def loss_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     epsilon = LOSS_EPSILON / noise_scale
     lost, rows = math.floor(tail_bound(epsilon)) - 1 + int(neighbour), 40 + int(neighbour)
-    return np.array([row_loss_test(FakeSession(), epsilon, lambda: (lost, rows), 0.0,
-                                   NoiseSource(None, 9_000_011 * int(neighbour) + run)).stop for run in range(n_runs)],
-                    dtype=float)
+    return np.array(
+        [
+            row_loss_test(
+                FakeSession(), epsilon, lambda: (lost, rows), 0.0, NoiseSource(None, 9_000_011 * int(neighbour) + run)
+            ).stop
+            for run in range(n_runs)
+        ],
+        dtype=float,
+    )
 
 
-CASES: list[AuditCase] = [*pearl_cases(), *iw_cases(), *sp_cases(), *w_cases(),
-                          AuditCase("prepare:row_count", "epsilon_1", 0, "training row count (discrete Laplace, Δ = 1)",
-                                    partial(float, COUNT_EPSILON), 0.0, count_scores),
-                          AuditCase("prepare:row_loss", "epsilon_1", 0, "row-loss stop bit (discrete Laplace, Δ = 1)",
-                                    partial(float, LOSS_EPSILON), 0.0, loss_scores)]
+CASES: list[AuditCase] = [
+    *pearl_cases(),
+    *iw_cases(),
+    *sp_cases(),
+    *w_cases(),
+    AuditCase(
+        "prepare:row_count",
+        "epsilon_1",
+        0,
+        "training row count (discrete Laplace, Δ = 1)",
+        partial(float, COUNT_EPSILON),
+        0.0,
+        count_scores,
+    ),
+    AuditCase(
+        "prepare:row_loss",
+        "epsilon_1",
+        0,
+        "row-loss stop bit (discrete Laplace, Δ = 1)",
+        partial(float, LOSS_EPSILON),
+        0.0,
+        loss_scores,
+    ),
+]
 PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
     ("prepare:row_count", "epsilon_1"): lambda: [count_event(COUNT_EPSILON)],
     ("prepare:row_loss", "epsilon_1"): lambda: [loss_event(LOSS_EPSILON)],
     ("pearl", "default"): pearl_plan,
     **{("iw_mmd_gan", est): (lambda est=est: iw_plan(est)) for est in ("iw", "sniw")},
     **{("support_points", config): (lambda config=config: sp_plan(config)) for config in SP_CONFIGS},
-    **{(f"weights:{est}", "default"): (lambda est=est: w_plan(est).events)
-       for est in ("beta_noised", "output_lapl", "output_norm", "discriminator")},
+    **{
+        (f"weights:{est}", "default"): (lambda est=est: w_plan(est).events)
+        for est in ("beta_noised", "output_lapl", "output_norm", "discriminator")
+    },
 }

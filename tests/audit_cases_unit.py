@@ -69,6 +69,7 @@ Cases (claims and measured lower bounds: tests/test_unit_audit.py's docstring):
 
 DP-SGD at a unit: tests/test_unit_accounting.py audits one step on the real sampling and noise code.
 """
+
 from __future__ import annotations
 
 import copy
@@ -87,15 +88,29 @@ from audit_cases_calibration import CANARIES as CALIBRATION_CANARIES
 from audit_cases_calibration import DATA as CALIBRATION_DATA, generator as calibrated_generator
 from audit_cases_marginal import CANARY as MARGINAL_CANARY
 from audit_cases_marginal import CODES, LAYOUT as MARGINAL_LAYOUT, ZCDP_POWER
-from audit_cases_release import (PEARL_LAYOUT, PEARL_N, PEARL_PARAMS, SP_BASE, SP_CONFIGS, SP_LAYOUT, SP_POWER_SCALE,
-                                 W_LAYOUT, W_N_HAT, W_N_SYNTHETIC, W_POWER_SCALE, W_SETTINGS, claimed, memoised,
-                                 projection, tapped)
+from audit_cases_release import (
+    PEARL_LAYOUT,
+    PEARL_N,
+    PEARL_PARAMS,
+    SP_BASE,
+    SP_CONFIGS,
+    SP_LAYOUT,
+    SP_POWER_SCALE,
+    W_LAYOUT,
+    W_N_HAT,
+    W_N_SYNTHETIC,
+    W_POWER_SCALE,
+    W_SETTINGS,
+    claimed,
+    memoised,
+    projection,
+    tapped,
+)
 from audit_cases_selection import CANARY as SELECTION_CANARY
 from audit_cases_selection import DATA as SELECTION_DATA, LAYOUT as SELECTION_LAYOUT, TABLES as SELECTION_TABLES
-from audit_harness import AuditCase
-from test_dpwgan import FakeSession
-from test_privacy_contract import RUNS
-from test_privacy_unit import KEY, VISITS, visits
+from audit_harness import RUNS, AuditCase
+from support.ledger import FakeSession
+from support.privacy_unit import KEY, VISITS, visits
 
 from pipelines.config import Paths, load_params
 from pipelines.data import units
@@ -109,8 +124,8 @@ from pipelines.generators.support_points import SupportPoints
 from pipelines.io import parquet_row_groups, write_parquet
 from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.select import l1_score, select
-from pipelines.privacy.bandwidth import laplace_bandwidth, mle_bandwidth
-from pipelines.privacy.energy_sampler import sample_energy_mechanism
+from pipelines.generators.mechanisms.bandwidth import laplace_bandwidth, mle_bandwidth
+from pipelines.generators.mechanisms.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import NoiseSource
 from pipelines.privacy.release_test import near_counts, planned_event, release_test, split_weights, threshold
@@ -119,13 +134,13 @@ from pipelines.privacy.row_loss import excess, loss_event, row_loss_test
 from pipelines.weights import estimators, logistic
 from tasks.prepare import write_split
 
-K = 3                                  # rows per privacy unit
-DELTA = 1e-2                           # the Gaussian claims' δ (tests/audit_cases_release.py)
+K = 3  # rows per privacy unit
+DELTA = 1e-2  # the Gaussian claims' δ (tests/audit_cases_release.py)
 PROJECT = Path(__file__).resolve().parents[1]
-CONFIG = load_params(PROJECT / "params.yaml")     # the defaults: holdout_fraction, max_dropped_fraction, release
+CONFIG = load_params(PROJECT / "params.yaml")  # the defaults: holdout_fraction, max_dropped_fraction, release
 FRACTION = CONFIG.dataset.holdout_fraction
-CANARY_ROWS = 5                        # the canary unit's raw rows; bounding keeps K of them
-NEAR = {"age": 60, "ward": "a", "readmitted": "no"}   # the canary's row (and the release test's synthetic row)
+CANARY_ROWS = 5  # the canary unit's raw rows; bounding keeps K of them
+NEAR = {"age": 60, "ward": "a", "readmitted": "no"}  # the canary's row (and the release test's synthetic row)
 Scores = Callable[[bool, float, int], np.ndarray]
 
 
@@ -136,6 +151,7 @@ class UnitCase:
     for a unit of one row: the planned event, or the mechanism's own at max_rows 1 and ε/K); `tight`, whether the
     pair attains the unit's sensitivity (then the lower bound at the planned noise must exceed the row-level ε: a
     unit's rows break row-level accounting); the runs per data set at the planned noise and at the power check's."""
+
     audit: AuditCase
     ledger: Callable[[], Event]
     row_event: Callable[[], Event]
@@ -146,15 +162,16 @@ class UnitCase:
 def seed(tag: int, neighbour: bool, noise_scale: float, run: int = 0) -> int:
     """A noise_seed for one run, distinct for every case tag (< 16), data set, noise scale (to 1/1000) and run
     (< 2^17), within the 32 bits a params noise_seed may have."""
-    assert 0 <= tag < 16 and 0 <= run < 2 ** 17 and 0 < noise_scale <= 1
+    assert 0 <= tag < 16 and 0 <= run < 2**17 and 0 < noise_scale <= 1
     return ((tag * 2 + int(neighbour)) << 10 | round(1000 * noise_scale)) << 17 | run
 
 
 # -- the unit's path through validate and prepare -------------------------------------------------------------------
 
+
 @functools.cache
 def schema() -> Schema:
-    """tests/test_privacy_unit.py's visits schema: privacy_unit {column: patient_id, max_rows: 3}."""
+    """support/privacy_unit.py's visits schema: privacy_unit {column: patient_id, max_rows: 3}."""
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "visits.yaml").write_text(VISITS)
         sch = load_schema(Path(folder) / "visits.yaml")
@@ -166,6 +183,7 @@ def schema() -> Schema:
 class Prepared:
     """What validate and prepare make of a raw table: the validation report, write_split's (train, holdout) row
     counts and the two tables read back from their Parquet files a row group at a time (as the check stage reads)."""
+
     report: dict
     rows: tuple[int, int]
     train: tuple[pd.DataFrame, ...]
@@ -222,9 +240,19 @@ def count_rows(neighbour: bool) -> int:
 def count_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     rows = count_rows(neighbour)
     assert count_rows(True) - count_rows(False) == K
-    return np.array([noisy_count(FakeSession(), COUNT_EPSILON / noise_scale, lambda: rows,
-                                 NoiseSource(None, seed(1, neighbour, noise_scale, run)), K)
-                     for run in range(n_runs)], dtype=float)
+    return np.array(
+        [
+            noisy_count(
+                FakeSession(),
+                COUNT_EPSILON / noise_scale,
+                lambda: rows,
+                NoiseSource(None, seed(1, neighbour, noise_scale, run)),
+                K,
+            )
+            for run in range(n_runs)
+        ],
+        dtype=float,
+    )
 
 
 def count_ledger() -> Event:
@@ -237,7 +265,7 @@ def count_ledger() -> Event:
 # -- prepare: the row-loss stop bit ---------------------------------------------------------------------------------
 LOSS_EPSILON = 1.0
 MAX_DROPPED = CONFIG.dataset.max_dropped_fraction
-LOST = {"ward": "z"}          # out of the schema's categories: validation drops the row (on_invalid: drop)
+LOST = {"ward": "z"}  # out of the schema's categories: validation drops the row (on_invalid: drop)
 
 
 @functools.cache
@@ -249,8 +277,11 @@ def loss_counts(neighbour: bool, noise_scale: float) -> tuple[int, int]:
     base = visits(30, seed=11)
     kept = len(units.bound(base, schema().unit, [c.name for c in schema().read], KEY)[0])
     target = math.floor(tail_bound(LOSS_EPSILON / noise_scale, K)) - K
-    lost = next(n for n in itertools.count() if excess(n, kept + n, MAX_DROPPED) == target
-                and excess(n + K, kept + n + K, MAX_DROPPED) == target + K)
+    lost = next(
+        n
+        for n in itertools.count()
+        if excess(n, kept + n, MAX_DROPPED) == target and excess(n + K, kept + n + K, MAX_DROPPED) == target + K
+    )
     lone = pd.DataFrame([{"patient_id": f"lost-{i}", **NEAR, **LOST} for i in range(lost)])
     report = prepared(with_canary(pd.concat([base, lone], ignore_index=True), canary(False, **LOST), neighbour)).report
     counts = report["rows_dropped"] + report["rows_clipped"], report["rows_in"]
@@ -260,9 +291,20 @@ def loss_counts(neighbour: bool, noise_scale: float) -> tuple[int, int]:
 
 def loss_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     counts = loss_counts(neighbour, noise_scale)
-    return np.array([row_loss_test(FakeSession(), LOSS_EPSILON / noise_scale, lambda: counts, MAX_DROPPED,
-                                   NoiseSource(None, seed(2, neighbour, noise_scale, run)), K).stop
-                     for run in range(n_runs)], dtype=float)
+    return np.array(
+        [
+            row_loss_test(
+                FakeSession(),
+                LOSS_EPSILON / noise_scale,
+                lambda: counts,
+                MAX_DROPPED,
+                NoiseSource(None, seed(2, neighbour, noise_scale, run)),
+                K,
+            ).stop
+            for run in range(n_runs)
+        ],
+        dtype=float,
+    )
 
 
 def loss_ledger() -> Event:
@@ -273,8 +315,8 @@ def loss_ledger() -> Event:
 
 
 # -- check: the DP release test -------------------------------------------------------------------------------------
-TEST_EPSILON = 1.0            # the default release.test_epsilon 0.1 is beyond 2,000 runs (e^0.1 against 1)
-NEAR_HOLDOUT = 2              # near-S units in D's holdout
+TEST_EPSILON = 1.0  # the default release.test_epsilon 0.1 is beyond 2,000 runs (e^0.1 against 1)
+NEAR_HOLDOUT = 2  # near-S units in D's holdout
 
 
 def release_settings(noise_scale: float) -> dict:
@@ -283,8 +325,8 @@ def release_settings(noise_scale: float) -> dict:
 
 @dataclass(frozen=True)
 class ReleasePair:
-    counts: tuple[int, int]    # near_counts(train, holdout, S)
-    n_rows: int                # the training rows (the check stage's n̂: len(train_encoded))
+    counts: tuple[int, int]  # near_counts(train, holdout, S)
+    n_rows: int  # the training rows (the check stage's n̂: len(train_encoded))
 
 
 @functools.cache
@@ -301,44 +343,61 @@ def release_pair(neighbour: bool, noise_scale: float) -> ReleasePair:
     sides = held_out(pool)
     train_ids, holdout_ids = [v for v, h in zip(pool, sides) if not h], [v for v, h in zip(pool, sides) if h]
 
-    def gap(n_t: int) -> float:   # τ − Z
-        return threshold(far_train + n_t, FRACTION, s["test_epsilon"], s["test_excess_max"], s["test_confidence"],
-                         K) - (a * n_t - b * NEAR_HOLDOUT)
+    def gap(n_t: int) -> float:  # τ − Z
+        return threshold(
+            far_train + n_t, FRACTION, s["test_epsilon"], s["test_excess_max"], s["test_confidence"], K
+        ) - (a * n_t - b * NEAR_HOLDOUT)
+
     n_t = next(n for n in range(len(train_ids)) if 0 <= gap(n) < 1)
     near = pd.DataFrame([{"patient_id": v, **NEAR} for v in train_ids[:n_t] + holdout_ids[:NEAR_HOLDOUT]])
     tables = prepared(with_canary(pd.concat([far, near], ignore_index=True), canary(holdout=True), neighbour))
-    counts = near_counts(tables.train, tables.holdout, [pd.DataFrame([NEAR])], schema().columns,
-                         CONFIG.evaluate.attacks.near_duplicate_distance)
+    counts = near_counts(
+        tables.train,
+        tables.holdout,
+        [pd.DataFrame([NEAR])],
+        schema().columns,
+        CONFIG.evaluate.attacks.near_duplicate_distance,
+    )
     assert counts == (n_t, NEAR_HOLDOUT + K * neighbour) and tables.rows[0] == far_train + n_t
     return ReleasePair(counts, tables.rows[0])
 
 
 def release_test_rng(neighbour: bool, noise_scale: float, run: int) -> np.random.Generator:
     """The check stage's stream, seeded for the audit."""
-    return NoiseSource(None, seed(3, neighbour, noise_scale, run)).streams(private=True, seed=0).numpy(
-        "check:release_test")
+    return (
+        NoiseSource(None, seed(3, neighbour, noise_scale, run))
+        .streams(private=True, seed=0)
+        .numpy("check:release_test")
+    )
 
 
 def release_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     """1 when the release test refuses."""
     pair, s = release_pair(neighbour, noise_scale), release_settings(noise_scale)
-    return np.array([not release_test(pair.counts, pair.n_rows, FRACTION, s,
-                                      release_test_rng(neighbour, noise_scale, run), K).passed
-                     for run in range(n_runs)], dtype=float)
+    return np.array(
+        [
+            not release_test(
+                pair.counts, pair.n_rows, FRACTION, s, release_test_rng(neighbour, noise_scale, run), K
+            ).passed
+            for run in range(n_runs)
+        ],
+        dtype=float,
+    )
 
 
 def release_ledger() -> Event:
     pair = release_pair(False, 1.0)
-    return release_test(pair.counts, pair.n_rows, FRACTION, release_settings(1.0), release_test_rng(False, 1.0, 0),
-                        K).event
+    return release_test(
+        pair.counts, pair.n_rows, FRACTION, release_settings(1.0), release_test_rng(False, 1.0, 0), K
+    ).event
 
 
 # -- MST: the 2-way measurement and the selection -------------------------------------------------------------------
 MST_BUDGET = Budget(3.0, DELTA, unit_rows=K)
-MST_MEASURE, MST_SELECT = 3, 2        # indices in MST's plan for 2 columns: 1-way, 1-way, selection, 2-way
-MEASURE_RUNS = (2000, 20_000)         # the zCDP claims (module docstring): 20,000 runs resolve the half-noise release
-SELECT_RUNS = (2000, 20_000)          # the half-noise rates 0.018 against 0.18 (`select_scores`)
-UNIT_CODES = np.repeat(MARGINAL_CANARY, K, axis=0)    # the unit: 3 rows (a = 0, b = 0)
+MST_MEASURE, MST_SELECT = 3, 2  # indices in MST's plan for 2 columns: 1-way, 1-way, selection, 2-way
+MEASURE_RUNS = (2000, 20_000)  # the zCDP claims (module docstring): 20,000 runs resolve the half-noise release
+SELECT_RUNS = (2000, 20_000)  # the half-noise rates 0.018 against 0.18 (`select_scores`)
+UNIT_CODES = np.repeat(MARGINAL_CANARY, K, axis=0)  # the unit: 3 rows (a = 0, b = 0)
 
 
 @functools.cache
@@ -376,8 +435,12 @@ def select_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarra
     model_a = np.array([29.5, 30.0, 30.5])
     model_b = np.array([33.0, 30 - gap / 2, 30 - gap / 2])
     codes = marginal_codes(neighbour)
-    u = np.array([l1_score(np.bincount(codes[:, 0], minlength=3), model_a),
-                  l1_score(np.bincount(codes[:, 1], minlength=3), model_b)])
+    u = np.array(
+        [
+            l1_score(np.bincount(codes[:, 0], minlength=3), model_a),
+            l1_score(np.bincount(codes[:, 1], minlength=3), model_b),
+        ]
+    )
     assert np.allclose(u, [4.0, gap] if neighbour else [1.0, 3 + gap])
     rng = NoiseSource(None, seed(5, neighbour, noise_scale)).numpy("audit:mst:select")
     return np.array([select(u, 1.0, eps / noise_scale, rng)[0] == 0 for _ in range(n_runs)], dtype=float)
@@ -403,8 +466,11 @@ def pearl_model(noise_scale: float) -> PEARL:
     """A copy of the planned model (its unit kept) with the planned multipliers × noise_scale."""
     model = copy.deepcopy(pearl_planned())
     plan = pearl_plan()
-    model.privacy = dataclasses.replace(plan, distance_noise_multiplier=plan.distance_noise_multiplier * noise_scale,
-                                        embedding_noise_multiplier=plan.embedding_noise_multiplier * noise_scale)
+    model.privacy = dataclasses.replace(
+        plan,
+        distance_noise_multiplier=plan.distance_noise_multiplier * noise_scale,
+        embedding_noise_multiplier=plan.embedding_noise_multiplier * noise_scale,
+    )
     return model
 
 
@@ -418,7 +484,7 @@ def pearl_rows(neighbour: bool) -> np.ndarray:
 def pearl_direction() -> np.ndarray:
     k = PEARL_PARAMS["frequencies"]
     v = np.zeros((2, 2 * k + 1))
-    v[1, :k + 1] = [math.sqrt(k)] + [1.0] * k
+    v[1, : k + 1] = [math.sqrt(k)] + [1.0] * k
     return v
 
 
@@ -428,7 +494,7 @@ def pearl_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray
     out = np.empty(n_runs)
     with tapped(pearl_module, "release_embedding") as releases:
         for run in range(n_runs):
-            model.params["noise_seed"] = seed(6, neighbour, noise_scale, run)
+            model.params = model.params.model_copy(update={"noise_seed": seed(6, neighbour, noise_scale, run)})
             model.fit(data, FakeSession())
             assert len(releases) == run + 1, "PEARL's fit did not release its embedding through release_embedding"
             out[run] = along(releases[-1][0])
@@ -438,7 +504,7 @@ def pearl_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray
 def pearl_ledger() -> Event:
     session = FakeSession()
     model = pearl_model(1.0)
-    model.params["noise_seed"] = 0
+    model.params = model.params.model_copy(update={"noise_seed": 0})
     model.fit(pearl_rows(False), session)
     assert session.reserved == session.recorded
     return session.recorded[1]
@@ -446,20 +512,20 @@ def pearl_ledger() -> Event:
 
 # -- output_lapl weights --------------------------------------------------------------------------------------------
 W_UNIT_EPSILON = 1.0
-W_UNIT_SETTINGS = {**W_SETTINGS, "rho_max": 0.3}   # N_S = ⌊0.3·ε'/Δ_w⌋ = 1 at the row-level ε' ≈ ε/3
-W_SHIFT = (0.45, 0.55)        # the attained share of the unit's 3Δ_w (0.49, `w_attained`) the docstring states
+W_UNIT_SETTINGS = {**W_SETTINGS, "rho_max": 0.3}  # N_S = ⌊0.3·ε'/Δ_w⌋ = 1 at the row-level ε' ≈ ε/3
+W_SHIFT = (0.45, 0.55)  # the attained share of the unit's 3Δ_w (0.49, `w_attained`) the docstring states
 
 
 @functools.cache
 def w_plan() -> estimators.WeightPlan:
-    return estimators.unit_plan("output_lapl", W_UNIT_SETTINGS, W_LAYOUT, W_N_HAT, W_N_SYNTHETIC, W_UNIT_EPSILON,
-                                DELTA, K)
+    return estimators.unit_plan(
+        "output_lapl", W_UNIT_SETTINGS, W_LAYOUT, W_N_HAT, W_N_SYNTHETIC, W_UNIT_EPSILON, DELTA, K
+    )
 
 
 def w_data() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(real rows of D, the unit, synthetic rows): tests/audit_cases_release.py's pair with three canaries at a = 1."""
-    return (np.zeros((W_N_HAT, 1)), np.ones((K, 1)),
-            np.r_[[1.0], np.zeros(W_N_SYNTHETIC - 1)][:, None])
+    return (np.zeros((W_N_HAT, 1)), np.ones((K, 1)), np.r_[[1.0], np.zeros(W_N_SYNTHETIC - 1)][:, None])
 
 
 def w_attained() -> float:
@@ -467,8 +533,9 @@ def w_attained() -> float:
     the log-weight by (the exact fits at the public n)."""
     real, unit, synthetic = w_data()
     n_total, l2 = W_N_HAT + W_N_SYNTHETIC, float(W_UNIT_SETTINGS["l2"])
-    shift = (logistic.fit_coefficients(np.vstack([real, unit]), synthetic, l2, n_total)
-             - logistic.fit_coefficients(real, synthetic, l2, n_total))
+    shift = logistic.fit_coefficients(np.vstack([real, unit]), synthetic, l2, n_total) - logistic.fit_coefficients(
+        real, synthetic, l2, n_total
+    )
     return abs(float(shift @ np.ones(2))) / (K * w_plan().details["log_weight_sensitivity"])
 
 
@@ -480,8 +547,9 @@ def w_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     planned = w_plan()
     assert planned.n_released == 1 and planned.max_rows == K
     assert W_SHIFT[0] < w_attained() < W_SHIFT[1]
-    plan = dataclasses.replace(planned, events=[dataclasses.replace(planned.events[0],
-                                                                    scale=planned.events[0].scale * noise_scale)])
+    plan = dataclasses.replace(
+        planned, events=[dataclasses.replace(planned.events[0], scale=planned.events[0].scale * noise_scale)]
+    )
     prior = math.log(plan.n_real / plan.n_synthetic)
     out = np.empty(n_runs)
     with memoised(logistic, "fit_coefficients"):
@@ -494,7 +562,7 @@ def w_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
 
 # -- support_points: the Laplace bandwidth --------------------------------------------------------------------------
 SP_UNIT_PARAMS = {**SP_BASE, **SP_CONFIGS["kde_laplace"], "epsilon": 3.0}
-SP_ROWS = 30                  # D: 30 rows at 0 (MLE σ_lo); the unit: 3 rows at 1 (MLE σ_hi)
+SP_ROWS = 30  # D: 30 rows at 0 (MLE σ_lo); the unit: 3 rows at 1 (MLE σ_hi)
 BANDWIDTH_POWER = 1 / (2 * K)
 
 
@@ -516,15 +584,24 @@ def bandwidth_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.nda
     grid = model._grid()
     assert mle_bandwidth(data, centres, grid) == (grid[-1] if neighbour else grid[0])
     eps = model.privacy.epsilon_bandwidth / noise_scale
-    return np.array([laplace_bandwidth(data, centres, grid, eps,
-                                       NoiseSource(None, seed(8, neighbour, noise_scale, run)).numpy(
-                                           "audit:bandwidth"))[0] for run in range(n_runs)])
+    return np.array(
+        [
+            laplace_bandwidth(
+                data,
+                centres,
+                grid,
+                eps,
+                NoiseSource(None, seed(8, neighbour, noise_scale, run)).numpy("audit:bandwidth"),
+            )[0]
+            for run in range(n_runs)
+        ]
+    )
 
 
 # -- AIM: the one-way measurement -----------------------------------------------------------------------------------
 AIM_BUDGET = Budget(3.0, DELTA, unit_rows=K)
-AIM_PARAMS = {"max_rounds": 1, "one_way_share": None}   # tests/audit_cases_marginal.py's AIM (σ₁ = x)
-AIM_ONE_WAY = 0                       # index in AIM's plan for 2 columns: 1-way a, 1-way b, the rounds' zCDP budget
+AIM_PARAMS = {"max_rounds": 1, "one_way_share": None}  # tests/audit_cases_marginal.py's AIM (σ₁ = x)
+AIM_ONE_WAY = 0  # index in AIM's plan for 2 columns: 1-way a, 1-way b, the rounds' zCDP budget
 
 
 @functools.cache
@@ -545,8 +622,8 @@ def aim_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
 
 # -- the calibration's noisy marginals (importance-weighted) --------------------------------------------------------
 CALIBRATION_BUDGET = Budget(2.0, DELTA, unit_rows=K)
-CALIBRATION_CONFIG = "weighted"       # tests/audit_cases_calibration.py's IW-MMD-GAN with rebalancing weights
-CALIBRATION_EVENT = 1                 # the embedding, then the calibration
+CALIBRATION_CONFIG = "weighted"  # tests/audit_cases_calibration.py's IW-MMD-GAN with rebalancing weights
+CALIBRATION_EVENT = 1  # the embedding, then the calibration
 CALIBRATION_RUNS = (2000, RUNS[0.5])  # 2,000 at the planned noise: the bound there must exceed the row-level ε
 
 
@@ -566,8 +643,9 @@ def calibration_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.n
     the all-ones direction of those cells)."""
     gen = calibrated()
     plan, canary = gen.privacy, CALIBRATION_CANARIES[CALIBRATION_CONFIG]
-    scaled = dataclasses.replace(plan, calibration=dataclasses.replace(plan.calibration,
-                                                                       sigma=plan.calibration.sigma * noise_scale))
+    scaled = dataclasses.replace(
+        plan, calibration=dataclasses.replace(plan.calibration, sigma=plan.calibration.sigma * noise_scale)
+    )
     data = np.vstack([CALIBRATION_DATA, np.repeat(canary, K, axis=0)]) if neighbour else CALIBRATION_DATA
     out = np.empty(n_runs)
     for run in range(n_runs):
@@ -581,9 +659,14 @@ def calibration_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.n
 
 # -- the private selection's DP quality score -----------------------------------------------------------------------
 SELECTION_BUDGET = Budget(2.5, DELTA, unit_rows=K)
-SELECTION_PARAMS = {"candidates": ["support_points"], "trials": "each", "score_share": 0.5, "score_bins": 10,
-                    "sections": {"support_points": {"calibration": {"share": 0.0}}}}
-SELECTION_SCORE = 1                   # the candidate's set, then its score
+SELECTION_PARAMS = {
+    "candidates": ["support_points"],
+    "trials": "each",
+    "score_share": 0.5,
+    "score_bins": 10,
+    "sections": {"support_points": {"calibration": {"share": 0.0}}},
+}
+SELECTION_SCORE = 1  # the candidate's set, then its score
 
 
 @functools.cache
@@ -602,19 +685,22 @@ def selection_score_scores(neighbour: bool, noise_scale: float, n_runs: int) -> 
     (a = 0, y = 0): each adds 3 to err (its cell of each marginal, where S_0 has none) and h_S (y = 1) mislabels it
     (|W|·miss + 3), so q moves by 3·2|W| = 18, the unit's Δ."""
     gen = selection()
-    eps = float(gen.params["score_share"]) * gen.privacy.trial_epsilon
+    eps = float(gen.params.score_share) * gen.privacy.trial_epsilon
     assert gen.score.event(eps) == gen.privacy.events[SELECTION_SCORE]
     with_unit = np.vstack([SELECTION_DATA, np.repeat(SELECTION_CANARY, K, axis=0)])
-    assert (gen.score.value(with_unit, SELECTION_TABLES[0]) - gen.score.value(SELECTION_DATA, SELECTION_TABLES[0])
-            == K * gen.score.sensitivity)
+    assert (
+        gen.score.value(with_unit, SELECTION_TABLES[0]) - gen.score.value(SELECTION_DATA, SELECTION_TABLES[0])
+        == K * gen.score.sensitivity
+    )
     rows = with_unit if neighbour else SELECTION_DATA
     rng = NoiseSource(None, seed(11, neighbour, noise_scale)).numpy("audit:selection:score")
-    return np.array([gen.score.noisy(rows, SELECTION_TABLES[0], eps / noise_scale, rng)[0] for _ in range(n_runs)],
-                    dtype=float)
+    return np.array(
+        [gen.score.noisy(rows, SELECTION_TABLES[0], eps / noise_scale, rng)[0] for _ in range(n_runs)], dtype=float
+    )
 
 
 # -- support_points: the exponential mechanism (the MH sampler) -----------------------------------------------------
-SP_SET = 0                            # kde_laplace's plan: the set, then the bandwidth
+SP_SET = 0  # kde_laplace's plan: the set, then the bandwidth
 
 
 @functools.cache
@@ -634,65 +720,182 @@ def sp_points_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.nda
     model = sp_points_model(len(data))
     p, plan = model.params, model.privacy
     rng = NoiseSource(None, seed(12, neighbour, noise_scale)).numpy("audit:support_points")
-    with np.errstate(invalid="ignore"):         # split-R̂ of chains that never moved: 0/0, not used here
+    with np.errstate(invalid="ignore"):  # split-R̂ of chains that never moved: 0/0, not used here
         result = sample_energy_mechanism(
-            data, int(p["n_points"]), plan.epsilon_per_set / noise_scale, plan.sensitivity, plan.norm, rng,
-            chains=n_runs, burn_in=int(p["burn_in"]), steps=int(p["steps"]), thin=int(p["thin"]),
-            target_acceptance=float(p["target_acceptance"]), phase="audit:support_points", n_ref=plan.n_rows)
+            data,
+            int(p.n_points),
+            plan.epsilon_per_set / noise_scale,
+            plan.sensitivity,
+            plan.norm,
+            rng,
+            chains=n_runs,
+            burn_in=int(p.burn_in),
+            steps=int(p.steps),
+            thin=int(p.thin),
+            target_acceptance=float(p.target_acceptance),
+            phase="audit:support_points",
+            n_ref=plan.n_rows,
+        )
     return result.finals[:, 0, 0]
 
 
 # -- the cases ------------------------------------------------------------------------------------------------------
 
-def unit_case(owner: str, index: int, mechanism: str, ledger: Callable[[], Event], row_event: Callable[[], Event],
-              scores: Scores, pure_event: bool, tight: bool, runs: tuple[int, int] = (RUNS[1.0], RUNS[0.5]),
-              power: float = 0.5) -> UnitCase:
+
+def unit_case(
+    owner: str,
+    index: int,
+    mechanism: str,
+    ledger: Callable[[], Event],
+    row_event: Callable[[], Event],
+    scores: Scores,
+    pure_event: bool,
+    tight: bool,
+    runs: tuple[int, int] = (RUNS[1.0], RUNS[0.5]),
+    power: float = 0.5,
+) -> UnitCase:
     """A case claiming the ε of `ledger()` (`claimed`: at δ = 0 when `pure_event`, else at DELTA), computed when the
     audit first asks for it."""
-    audit = AuditCase(owner, f"unit{K}", index, mechanism, lambda: claimed(ledger()), 0.0 if pure_event else DELTA,
-                      scores, power)
+    audit = AuditCase(
+        owner, f"unit{K}", index, mechanism, lambda: claimed(ledger()), 0.0 if pure_event else DELTA, scores, power
+    )
     return UnitCase(audit, ledger, row_event, tight, runs)
 
 
 def cases() -> list[UnitCase]:
-    third = lambda eps: eps / K   # noqa: E731  (the row-level ε of the same noise, for the max_rows mechanisms)
+    third = lambda eps: eps / K  # noqa: E731  (the row-level ε of the same noise, for the max_rows mechanisms)
     return [
-        unit_case("prepare:row_count", 0, "training row count (discrete Laplace, Δ = 3)", count_ledger,
-                  lambda: count_event(third(COUNT_EPSILON)), count_scores, True, True),
-        unit_case("prepare:row_loss", 0, "row-loss stop bit (discrete Laplace, Δ = 3)", loss_ledger,
-                  lambda: loss_event(third(LOSS_EPSILON)), loss_scores, True, True),
-        unit_case("check:release_test", 0, "release test bit (discrete Laplace, Δ = 3·max(a, b))", release_ledger,
-                  lambda: planned_event(third(TEST_EPSILON), FRACTION), release_scores, True, True),
-        unit_case("mst", MST_MEASURE, "MST 2-way measurement (discrete Gaussian at 3 rows: zCDP)",
-                  lambda: mst().planned_events()[MST_MEASURE], lambda: mst().privacy.events[MST_MEASURE],
-                  measure_scores, False, True, MEASURE_RUNS),
-        unit_case("mst", MST_SELECT, "MST selection (exponential mechanism, score Δ = 3)",
-                  lambda: mst().planned_events()[MST_SELECT], lambda: mst().privacy.events[MST_SELECT],
-                  select_scores, True, True, SELECT_RUNS),
-        unit_case("pearl", 1, "PEARL CF embedding sums (Gaussian, Δ₂ = 3√(2k))", pearl_ledger,
-                  lambda: pearl_plan().events[1], pearl_scores, False, True),
-        unit_case("weights:output_lapl", 0, f"weights output_lapl (Δ_w at 3 rows attained ≈ 0.5; power checked at "
-                  f"noise scale {W_POWER_SCALE})", lambda: w_plan().unit_events[0], lambda: w_plan().events[0],
-                  w_scores, True, False, power=W_POWER_SCALE),
-        unit_case("support_points", 1, f"support_points Laplace bandwidth (range-bounded: exact unit ε = claim/3; "
-                  f"power checked at noise scale 1/{2 * K})", lambda: sp_model().planned_events()[1],
-                  lambda: sp_model().privacy.events[1], bandwidth_scores, True, False, power=BANDWIDTH_POWER),
-        unit_case("aim", AIM_ONE_WAY, "AIM 1-way measurement (discrete Gaussian at 3 rows: zCDP)",
-                  lambda: aim().planned_events()[AIM_ONE_WAY], lambda: aim().privacy.events[AIM_ONE_WAY],
-                  aim_scores, False, True, MEASURE_RUNS),
-        unit_case("calibration", CALIBRATION_EVENT, f"calibration: importance-weighted noisy marginals (discrete "
-                  f"Gaussian at 3 rows: zCDP; power checked at noise scale {ZCDP_POWER})",
-                  lambda: calibrated().planned_events()[CALIBRATION_EVENT],
-                  lambda: calibrated().privacy.events[CALIBRATION_EVENT], calibration_scores, False, True,
-                  CALIBRATION_RUNS, ZCDP_POWER),
-        unit_case("private_selection", SELECTION_SCORE, "DP quality score (discrete Laplace, Δ = 3·2|W|)",
-                  lambda: selection().planned_events()[SELECTION_SCORE],
-                  lambda: selection().privacy.events[SELECTION_SCORE], selection_score_scores, True, True),
-        unit_case("support_points", SP_SET, f"support_points exponential mechanism, real MH sampler, 1-D (loose: "
-                  f"power checked at noise scale {SP_POWER_SCALE})",
-                  lambda: sp_points_model(1).planned_events()[SP_SET],
-                  lambda: sp_points_model(1).privacy.events[SP_SET], sp_points_scores, True, False,
-                  power=SP_POWER_SCALE),
+        unit_case(
+            "prepare:row_count",
+            0,
+            "training row count (discrete Laplace, Δ = 3)",
+            count_ledger,
+            lambda: count_event(third(COUNT_EPSILON)),
+            count_scores,
+            True,
+            True,
+        ),
+        unit_case(
+            "prepare:row_loss",
+            0,
+            "row-loss stop bit (discrete Laplace, Δ = 3)",
+            loss_ledger,
+            lambda: loss_event(third(LOSS_EPSILON)),
+            loss_scores,
+            True,
+            True,
+        ),
+        unit_case(
+            "check:release_test",
+            0,
+            "release test bit (discrete Laplace, Δ = 3·max(a, b))",
+            release_ledger,
+            lambda: planned_event(third(TEST_EPSILON), FRACTION),
+            release_scores,
+            True,
+            True,
+        ),
+        unit_case(
+            "mst",
+            MST_MEASURE,
+            "MST 2-way measurement (discrete Gaussian at 3 rows: zCDP)",
+            lambda: mst().planned_events()[MST_MEASURE],
+            lambda: mst().privacy.events[MST_MEASURE],
+            measure_scores,
+            False,
+            True,
+            MEASURE_RUNS,
+        ),
+        unit_case(
+            "mst",
+            MST_SELECT,
+            "MST selection (exponential mechanism, score Δ = 3)",
+            lambda: mst().planned_events()[MST_SELECT],
+            lambda: mst().privacy.events[MST_SELECT],
+            select_scores,
+            True,
+            True,
+            SELECT_RUNS,
+        ),
+        unit_case(
+            "pearl",
+            1,
+            "PEARL CF embedding sums (Gaussian, Δ₂ = 3√(2k))",
+            pearl_ledger,
+            lambda: pearl_plan().events[1],
+            pearl_scores,
+            False,
+            True,
+        ),
+        unit_case(
+            "weights:output_lapl",
+            0,
+            f"weights output_lapl (Δ_w at 3 rows attained ≈ 0.5; power checked at noise scale {W_POWER_SCALE})",
+            lambda: w_plan().unit_events[0],
+            lambda: w_plan().events[0],
+            w_scores,
+            True,
+            False,
+            power=W_POWER_SCALE,
+        ),
+        unit_case(
+            "support_points",
+            1,
+            f"support_points Laplace bandwidth (range-bounded: exact unit ε = claim/3; "
+            f"power checked at noise scale 1/{2 * K})",
+            lambda: sp_model().planned_events()[1],
+            lambda: sp_model().privacy.events[1],
+            bandwidth_scores,
+            True,
+            False,
+            power=BANDWIDTH_POWER,
+        ),
+        unit_case(
+            "aim",
+            AIM_ONE_WAY,
+            "AIM 1-way measurement (discrete Gaussian at 3 rows: zCDP)",
+            lambda: aim().planned_events()[AIM_ONE_WAY],
+            lambda: aim().privacy.events[AIM_ONE_WAY],
+            aim_scores,
+            False,
+            True,
+            MEASURE_RUNS,
+        ),
+        unit_case(
+            "calibration",
+            CALIBRATION_EVENT,
+            f"calibration: importance-weighted noisy marginals (discrete "
+            f"Gaussian at 3 rows: zCDP; power checked at noise scale {ZCDP_POWER})",
+            lambda: calibrated().planned_events()[CALIBRATION_EVENT],
+            lambda: calibrated().privacy.events[CALIBRATION_EVENT],
+            calibration_scores,
+            False,
+            True,
+            CALIBRATION_RUNS,
+            ZCDP_POWER,
+        ),
+        unit_case(
+            "private_selection",
+            SELECTION_SCORE,
+            "DP quality score (discrete Laplace, Δ = 3·2|W|)",
+            lambda: selection().planned_events()[SELECTION_SCORE],
+            lambda: selection().privacy.events[SELECTION_SCORE],
+            selection_score_scores,
+            True,
+            True,
+        ),
+        unit_case(
+            "support_points",
+            SP_SET,
+            f"support_points exponential mechanism, real MH sampler, 1-D (loose: "
+            f"power checked at noise scale {SP_POWER_SCALE})",
+            lambda: sp_points_model(1).planned_events()[SP_SET],
+            lambda: sp_points_model(1).privacy.events[SP_SET],
+            sp_points_scores,
+            True,
+            False,
+            power=SP_POWER_SCALE,
+        ),
     ]
 
 

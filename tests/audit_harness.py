@@ -21,6 +21,7 @@ event that is not a NonPrivateEvent is exercised by at least one case, that each
 matches its planned event, and that the empirical lower bound on ε (pipelines.privacy.audit) stays
 below the claim at the planned noise and exceeds it at half the noise.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,13 +30,16 @@ from typing import Callable
 
 import numpy as np
 
+RUNS = {1.0: 1000, 0.5: 2000}  # runs per data set at the planned and at half the noise; the half-noise check needs
+# the power
+
 
 @dataclass(frozen=True)
 class AuditCase:
-    owner: str            # registry name: a generator ("ppem") or "weights:<estimator>" ("weights:priv_mlp")
-    config: str           # which params configuration of the owner (e.g. "default", "kde_laplace")
-    event_index: int      # index, in the owner's plan for that config, of the planned event this case exercises
-    mechanism: str        # human name, e.g. "ppem γ step (conditional energy, Gaussian)"
+    owner: str  # registry name: a generator ("ppem") or "weights:<estimator>" ("weights:priv_mlp")
+    config: str  # which params configuration of the owner (e.g. "default", "kde_laplace")
+    event_index: int  # index, in the owner's plan for that config, of the planned event this case exercises
+    mechanism: str  # human name, e.g. "ppem γ step (conditional energy, Gaussian)"
     claim: Callable[[], float]  # the ε our accountant claims for exactly what the case runs (one step / one release)
     # at `delta`; computed when first asked for (`claimed_epsilon`), so that collecting the cases costs no PLD
     delta: float

@@ -10,13 +10,19 @@ on every run.
 Parallel runs (`./run.sh test` runs pytest-xdist with one worker per core): each worker gets its own Prefect
 home (`<PREFECT_HOME>-<worker>`), so that two in-process Prefect runs never share one SQLite database.
 """
+
 from __future__ import annotations
 
 import os
 import sys
 
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-              "VECLIB_MAXIMUM_THREADS")
+THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 for _name in THREAD_ENV:
     os.environ[_name] = "1"
 if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("PREFECT_HOME"):
@@ -61,3 +67,14 @@ def adult_raw(adult_schema: Schema) -> pd.DataFrame:
 @pytest.fixture(scope="session")
 def bc_raw(bc_schema: Schema) -> pd.DataFrame:
     return read_table("bundled:breast_cancer", bc_schema)[0]
+
+
+# fixtures that train a model, run stages or sample a table, shared by a module's tests: a test that uses one is
+# an integration test (the unit subset, -m "not slow and not integration", leaves them out)
+TRAINING_FIXTURES = {"cancer_verdicts", "fitted", "summary", "prepared", "trained"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if TRAINING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)

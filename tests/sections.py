@@ -1,5 +1,6 @@
 """A configuration, or one params.yaml section, built from a raw mapping as the stages read it from `Config`
 (pipelines/config.py: types, defaults and ranges), for tests of the functions that take one."""
+
 from __future__ import annotations
 
 from pathlib import Path

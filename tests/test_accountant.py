@@ -1,4 +1,5 @@
 """The accountant against published numbers, closed forms and dp_accounting's own accountants."""
+
 from __future__ import annotations
 
 import math
@@ -12,14 +13,26 @@ from scipy import optimize
 from scipy.stats import binom, norm
 
 from pipelines.privacy import accountant
-from pipelines.privacy.accountant import (analytic_gaussian_delta, calibrate_noise_multiplier, epsilon_pld,
-                                          epsilon_rdp, gaussian_sigma, laplace_scale)
-from pipelines.privacy.events import (GaussianEvent, LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent,
-                                      PureEpsilonEvent)
+from pipelines.privacy.accountant import (
+    analytic_gaussian_delta,
+    calibrate_noise_multiplier,
+    epsilon_pld,
+    epsilon_rdp,
+    gaussian_sigma,
+    laplace_scale,
+)
+from pipelines.privacy.events import (
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonGaussianEvent,
+    PureEpsilonEvent,
+)
 
 DPSGD = PoissonGaussianEvent(noise_multiplier=1.1, sample_rate=256 / 50000, steps=9765)
 
 
+@pytest.mark.integration
 def test_dpsgd_reference_numbers_and_speed():
     accountant._mechanism_pld.cache_clear()
     t0 = time.perf_counter()
@@ -32,9 +45,11 @@ def test_dpsgd_reference_numbers_and_speed():
 
 def _balle_wang_epsilon(sigma: float, sensitivity: float, delta: float) -> float:
     """Solve δ = Φ(Δ/2σ − εσ/Δ) − e^ε Φ(−Δ/2σ − εσ/Δ) for ε (Balle & Wang 2018, Thm. 8)."""
+
     def gap(eps: float) -> float:
         a, b = sensitivity / (2 * sigma), eps * sigma / sensitivity
         return norm.cdf(a - b) - math.exp(eps) * norm.cdf(-a - b) - delta
+
     return optimize.brentq(gap, 0.0, 50.0, xtol=1e-12)
 
 
@@ -53,12 +68,18 @@ def test_gaussians_merge_exactly_like_dp_accounting_composes_them():
     assert epsilon_pld(events, 1e-6) == pytest.approx(reference.get_epsilon(1e-6), abs=1e-3)
 
 
+@pytest.mark.integration
 def test_mixed_list_matches_dp_accounting_pld_accountant():
-    events = [PoissonGaussianEvent(1.5, 0.01, 300), LaplaceEvent(20.0, 1.0), GaussianEvent(8.0, 1.0),
-              PoissonGaussianEvent(1.5, 0.01, 200)]
+    events = [
+        PoissonGaussianEvent(1.5, 0.01, 300),
+        LaplaceEvent(20.0, 1.0),
+        GaussianEvent(8.0, 1.0),
+        PoissonGaussianEvent(1.5, 0.01, 200),
+    ]
     reference = pld_privacy_accountant.PLDAccountant()
-    reference.compose(dp_event.SelfComposedDpEvent(
-        dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(1.5)), 500))
+    reference.compose(
+        dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(1.5)), 500)
+    )
     reference.compose(dp_event.LaplaceDpEvent(20.0))
     reference.compose(dp_event.GaussianDpEvent(8.0))
     assert epsilon_pld(events, 1e-5) == pytest.approx(reference.get_epsilon(1e-5), abs=2e-3)
@@ -81,6 +102,7 @@ def _randomized_response_composition(eps: float, k: int, delta: float) -> float:
 
     def gap(e: float) -> float:
         return float(np.sum(prob * np.clip(1 - np.exp(e - loss), 0, None))) - delta
+
     return 0.0 if gap(0.0) <= 0 else optimize.brentq(gap, 0.0, k * eps, xtol=1e-12)
 
 
@@ -88,7 +110,7 @@ def _randomized_response_composition(eps: float, k: int, delta: float) -> float:
 def test_pure_epsilon_composition_bounds(eps, k):
     events = [PureEpsilonEvent(eps)] * k
     composed = epsilon_pld(events, 1e-12)
-    assert composed <= k * eps + 1e-9                       # basic composition
+    assert composed <= k * eps + 1e-9  # basic composition
     assert composed >= _randomized_response_composition(eps, k, 1e-12) - 1e-9
     assert composed >= eps
 
@@ -107,17 +129,22 @@ def test_pure_epsilon_rdp_curve():
     np.testing.assert_allclose(accountant.pure_epsilon_rdp(0.5, orders), [0.1875, 0.25, 0.5, 0.5])
 
 
-@pytest.mark.parametrize("events", [
-    [DPSGD, PureEpsilonEvent(0.2)],
-    [GaussianEvent(5.0, 1.0), LaplaceEvent(4.0, 1.0), PureEpsilonEvent(0.1)],
-    [PoissonGaussianEvent(1.3, 0.02, 400), GaussianEvent(20.0, 2.0), LaplaceEvent(50.0, 1.0)],
-    [PureEpsilonEvent(0.5)] * 4,
-    [LaplaceEvent(1.0, 1.0)],
-])
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "events",
+    [
+        [DPSGD, PureEpsilonEvent(0.2)],
+        [GaussianEvent(5.0, 1.0), LaplaceEvent(4.0, 1.0), PureEpsilonEvent(0.1)],
+        [PoissonGaussianEvent(1.3, 0.02, 400), GaussianEvent(20.0, 2.0), LaplaceEvent(50.0, 1.0)],
+        [PureEpsilonEvent(0.5)] * 4,
+        [LaplaceEvent(1.0, 1.0)],
+    ],
+)
 def test_pld_never_exceeds_rdp(events):
     assert epsilon_pld(events, 1e-6) <= epsilon_rdp(events, 1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target,q,steps", [(1.0, 0.01, 1000), (2.0, 256 / 50000, 9765), (1.0, 0.002, 20000)])
 def test_calibrate_round_trips(target, q, steps):
     """The plan spends the requested ε on the ledger's grid (the last case spent 0.974 when the
@@ -125,7 +152,7 @@ def test_calibrate_round_trips(target, q, steps):
     nm = calibrate_noise_multiplier(target, 1e-5, q, steps)
     eps = epsilon_pld([PoissonGaussianEvent(nm, q, steps)], 1e-5)
     assert 0.995 * target <= eps <= target
-    assert epsilon_pld([PoissonGaussianEvent(nm * 0.99, q, steps)], 1e-5) > target   # (nearly) the smallest
+    assert epsilon_pld([PoissonGaussianEvent(nm * 0.99, q, steps)], 1e-5) > target  # (nearly) the smallest
 
 
 @pytest.mark.parametrize("start,most", [(1.0005, 2), (1.5, 13), (0.2, 16), (5.0, 16)])
@@ -138,23 +165,28 @@ def test_a_growing_bracket_confirms_a_close_start_in_two_evaluations(start, most
     def eps_of(x: float) -> float:
         calls.append(x)
         return 1.0 / x
+
     x = accountant.smallest_satisfying(eps_of, 1.0, 1e-3, start=start, factor=1.001, grow=True)
     assert 1.0 <= x <= 1.001 * (1 + 1e-9)
     assert len(calls) <= most
 
 
+@pytest.mark.integration
 def test_calibrate_with_fixed_events_reaches_a_target_the_coarse_grid_cannot():
     """A calibration after a method (plan_calibration's shape: the method's events fixed, one Gaussian scaled):
     Adult-all's dpwgan at ε = 0.125 with share 0.2 planned 18,316 DP-SGD steps at ε = 0.1, which the 10× coarser
     search grid reads as 0.19, so the search stopped with 'unreachable' and the budget stage refused the run. On
     the ledger's grid the target is met, with ε close to it."""
-    method = PoissonGaussianEvent(noise_multiplier=13.862845661140621, sample_rate=0.003275835594001126,
-                                  steps=18316)
-    assert epsilon_pld([method], 1e-5) <= 0.1 < accountant._epsilon_pld([method], 1e-5,
-                                                                          10 * accountant.VALUE_DISCRETIZATION)
+    method = PoissonGaussianEvent(noise_multiplier=13.862845661140621, sample_rate=0.003275835594001126, steps=18316)
+    assert (
+        epsilon_pld([method], 1e-5)
+        <= 0.1
+        < accountant._epsilon_pld([method], 1e-5, 10 * accountant.VALUE_DISCRETIZATION)
+    )
 
     def family(x: float) -> list:
         return [method, GaussianEvent(x * 4.0, 4.0)]
+
     z = accountant.calibrate_noise_scale(0.125, 1e-5, family)
     assert 0.995 * 0.125 <= epsilon_pld(family(z), 1e-5) <= 0.125
     assert epsilon_pld(family(z * 0.99), 1e-5) > 0.125
@@ -164,11 +196,21 @@ def test_gaussian_sigma_round_trips():
     sigma = gaussian_sigma(1.0, 1e-5, 2.0)
     eps = epsilon_pld([GaussianEvent(sigma, 2.0)], 1e-5)
     assert 0.99 <= eps <= 1.0
-    assert sigma == pytest.approx(2.0 * 3.7306, rel=2e-3)    # analytic Gaussian at (1, 1e-5)
+    assert sigma == pytest.approx(2.0 * 3.7306, rel=2e-3)  # analytic Gaussian at (1, 1e-5)
 
 
-@pytest.mark.parametrize("args", [(0.0, 1e-5, 0.01, 10), (1.0, 1.5, 0.01, 10), (1.0, 1e-5, 0.0, 10),
-                                  (1.0, 1e-5, 0.01, 0), (math.inf, 1e-5, 0.01, 10), (1000.0, 1e-5, 1.0, 1)])
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "args",
+    [
+        (0.0, 1e-5, 0.01, 10),
+        (1.0, 1.5, 0.01, 10),
+        (1.0, 1e-5, 0.0, 10),
+        (1.0, 1e-5, 0.01, 0),
+        (math.inf, 1e-5, 0.01, 10),
+        (1000.0, 1e-5, 1.0, 1),
+    ],
+)
 def test_calibrate_rejects_impossible_targets(args):
     with pytest.raises(ValueError):
         calibrate_noise_multiplier(*args)
@@ -203,6 +245,7 @@ def test_invalid_events_and_delta_are_rejected():
 # -- adaptive zCDP budgets (AIM's rounds under a zCDP filter) ------------------------------------------------------
 def test_zcdp_event_round_trips_and_is_validated():
     from pipelines.privacy.events import ZCDPEvent, event_from_dict, event_to_dict, validate_event
+
     e = ZCDPEvent(0.0123, "AIM rounds")
     d = event_to_dict(e)
     assert d == {"kind": "zcdp", "rho": 0.0123, "mechanism": "AIM rounds"}
@@ -216,6 +259,7 @@ def test_zcdp_event_round_trips_and_is_validated():
 
 def test_zcdp_events_compose_additively_in_rdp_and_in_the_ledgers_figure():
     from pipelines.privacy.events import ZCDPEvent
+
     orders = accountant.RDP_ORDERS
     np.testing.assert_allclose(accountant.zcdp_rdp(0.02, orders), 0.02 * orders)
     a, b = ZCDPEvent(0.004), ZCDPEvent(0.011)
@@ -226,10 +270,12 @@ def test_zcdp_events_compose_additively_in_rdp_and_in_the_ledgers_figure():
     assert epsilon_rdp([g, a], 1e-5) == pytest.approx(epsilon_rdp([ZCDPEvent(1 / 98 + 0.004)], 1e-5), rel=1e-9)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("rho", [1e-4, 0.003, 0.0184, 0.2, 2.0])
 def test_zcdp_alone_is_the_conversion_and_never_below_a_gaussian_of_the_same_rho(rho):
-    from pipelines.marginal.aim import zcdp_epsilon
+    from benchmarks.aim_accountant import zcdp_epsilon
     from pipelines.privacy.events import ZCDPEvent
+
     for delta in (1e-5, 1e-8):
         eps = epsilon_pld([ZCDPEvent(rho)], delta)
         conv = zcdp_epsilon(rho, delta)
@@ -251,11 +297,16 @@ def test_zcdp_dominating_pair_lies_above_the_gaussian_curve_and_below_the_conver
         assert d <= bound * 1.05 + 1e-12
 
 
+@pytest.mark.integration
 def test_lists_with_a_zcdp_budget_are_composed_only_by_adaptively_valid_bounds():
     from pipelines.privacy.events import BOUNDED_RANGE, ZCDPEvent
+
     z = ZCDPEvent(0.003)
-    fixed = [GaussianEvent(30.0, 1.0)] * 20 + [PoissonGaussianEvent(1.2, 0.01, 500), LaplaceEvent(40.0, 1.0),
-                                              PureEpsilonEvent(0.05, BOUNDED_RANGE)]
+    fixed = [GaussianEvent(30.0, 1.0)] * 20 + [
+        PoissonGaussianEvent(1.2, 0.01, 500),
+        LaplaceEvent(40.0, 1.0),
+        PureEpsilonEvent(0.05, BOUNDED_RANGE),
+    ]
     eps = epsilon_pld(fixed + [z], 1e-5)
     # never below what any valid accountant could claim for a real ρ-zCDP mechanism in the same composition (a
     # Gaussian of the same ρ, composed exactly), never above the RDP bound
@@ -264,15 +315,17 @@ def test_lists_with_a_zcdp_budget_are_composed_only_by_adaptively_valid_bounds()
     # the fixed part: dominated PLD composition with the zCDP pair, here below the RDP bound (DP-SGD in RDP is loose)
     assert eps < epsilon_rdp(fixed + [z], 1e-5) - 0.01
     # lists without a ZCDPEvent are unchanged (PLD, or min(PLD, RDP) with a bounded-range step)
-    assert epsilon_pld(fixed, 1e-5) == min(accountant._epsilon_pld_only(fixed, 1e-5, accountant.VALUE_DISCRETIZATION),
-                                           epsilon_rdp(fixed, 1e-5))
+    assert epsilon_pld(fixed, 1e-5) == min(
+        accountant._epsilon_pld_only(fixed, 1e-5, accountant.VALUE_DISCRETIZATION), epsilon_rdp(fixed, 1e-5)
+    )
     assert epsilon_pld([z, NonPrivateEvent("x")], 1e-5) == math.inf
 
 
 def test_calibration_over_a_zcdp_budget_meets_the_target():
     from pipelines.privacy.events import ZCDPEvent
-    x = accountant.calibrate_noise_scale(1.0, 1e-5, lambda s: [GaussianEvent(s, 1.0)] * 5 + [ZCDPEvent(3 / s ** 2)])
-    events = [GaussianEvent(x, 1.0)] * 5 + [ZCDPEvent(3 / x ** 2)]
+
+    x = accountant.calibrate_noise_scale(1.0, 1e-5, lambda s: [GaussianEvent(s, 1.0)] * 5 + [ZCDPEvent(3 / s**2)])
+    events = [GaussianEvent(x, 1.0)] * 5 + [ZCDPEvent(3 / x**2)]
     assert 0.998 <= epsilon_pld(events, 1e-5) <= 1.0
 
 
@@ -280,14 +333,15 @@ def test_ledger_reserves_records_and_refuses_zcdp_budgets(tmp_path):
     from pipelines.errors import BudgetExceededError
     from pipelines.privacy.events import ZCDPEvent
     from pipelines.privacy.ledger import Ledger
+
     ledger = Ledger(str(tmp_path / "ledger.sqlite"))
     planned = [GaussianEvent(25.0, 1.0)] * 3 + [ZCDPEvent(0.004, "AIM rounds")]
     res = ledger.reserve("t", "run1", "train@aim", planned, 1e-5, 1.0)
     assert res.epsilon_planned == pytest.approx(epsilon_pld(planned, 1e-5))
     ledger.record(res, planned)
-    assert ledger.effective_events("t") == planned                  # the event round-trips through the ledger's JSON
+    assert ledger.effective_events("t") == planned  # the event round-trips through the ledger's JSON
     assert ledger.spent("t", 1e-5) == pytest.approx(epsilon_pld(planned, 1e-5))
     assert ledger.spent_rdp("t", 1e-5) >= ledger.spent("t", 1e-5)
-    with pytest.raises(BudgetExceededError):                          # composed with what is spent: over 1.0
+    with pytest.raises(BudgetExceededError):  # composed with what is spent: over 1.0
         ledger.reserve("t", "run2", "train@aim", [ZCDPEvent(0.05)], 1e-5, 1.0)
     assert len(ledger.rows("t")) == 2 * len(planned)

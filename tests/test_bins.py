@@ -1,6 +1,7 @@
 """Public bins: the layout carries the schema's numeric facts, one binning (`pipelines.data.bins`)
 serves MST/AIM's discretiser and the deep generators' `numeric_encoding: bins`, whose binned layout is what the
 method trains on while samples come back as exact rows of the table's layout."""
+
 from __future__ import annotations
 
 import math
@@ -18,21 +19,42 @@ from pipelines.data.validation import conforms
 from pipelines.errors import ParamError
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import load_generator, make_generator
-from pipelines.privacy.embeddings import encoded_diameter
+from pipelines.generators.mechanisms.embeddings import encoded_diameter
 
-from test_generator_contract import TINY, Session
+from support.generators import TINY
+from support.ledger import FakeSession
 
 DELTA = 1e-5
 ROWS = 300
 BINNED = ("dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan")
-EXTRA: dict[str, dict[str, Any]] = {   # Adult's protected columns are categorical: PPEM's x′ are numeric ones
+EXTRA: dict[str, dict[str, Any]] = {  # Adult's protected columns are categorical: PPEM's x′ are numeric ones
     "ppem": {"protected": ["age", "fnlwgt"]},
     "iw_mmd_gan": {"weights": {"rebalance": {"column": "income", "observed": [0.75, 0.25], "target": [0.5, 0.5]}}},
 }
-HOURS_LO = [1, 10, 20, 25, 30, 35, 40, 41, 45, 50, 55, 60, 70, 80]      # schemas/adult.yaml's public edges
+HOURS_LO = [1, 10, 20, 25, 30, 35, 40, 41, 45, 50, 55, 60, 70, 80]  # schemas/adult.yaml's public edges
 HOURS_HI = [9, 19, 24, 29, 34, 39, 40, 44, 49, 54, 59, 69, 79, 99]
-FNLWGT_EDGES = (1, 10000, 20000, 30000, 40000, 50000, 60000, 80000, 100000, 120000, 150000, 200000, 250000,
-                300000, 400000, 500000, 600000, 800000, 1000000, 1500000)            # schemas/adult.yaml
+FNLWGT_EDGES = (
+    1,
+    10000,
+    20000,
+    30000,
+    40000,
+    50000,
+    60000,
+    80000,
+    100000,
+    120000,
+    150000,
+    200000,
+    250000,
+    300000,
+    400000,
+    500000,
+    600000,
+    800000,
+    1000000,
+    1500000,
+)  # schemas/adult.yaml
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +76,28 @@ def table(encoder, frame) -> np.ndarray:
 # -- the layout's public facts ----------------------------------------------------------------------------------------
 def test_the_layout_carries_the_schema_facts_and_old_layouts_still_load(encoder):
     hours = encoder.layout.block("hours_per_week")
-    assert (hours.lower, hours.upper) == (1.0, 99.0) and hours.bins == (1, 10, 20, 25, 30, 35, 40, 41, 45, 50, 55,
-                                                                        60, 70, 80, 99)
+    assert (hours.lower, hours.upper) == (1.0, 99.0) and hours.bins == (
+        1,
+        10,
+        20,
+        25,
+        30,
+        35,
+        40,
+        41,
+        45,
+        50,
+        55,
+        60,
+        70,
+        80,
+        99,
+    )
     assert encoder.layout.block("fnlwgt").bins == FNLWGT_EDGES and encoder.layout.block("sex").lower is None
-    assert Layout.from_dict(encoder.layout.to_dict()) == encoder.layout          # JSON lists back to tuples
-    old = {"blocks": [{"column": "a", "kind": "continuous", "start": 0, "stop": 1, "protected": False,
-                       "is_target": False}]}
+    assert Layout.from_dict(encoder.layout.to_dict()) == encoder.layout  # JSON lists back to tuples
+    old = {
+        "blocks": [{"column": "a", "kind": "continuous", "start": 0, "stop": 1, "protected": False, "is_target": False}]
+    }
     assert Layout.from_dict(old).blocks[0] == Block("a", "continuous", 0, 1)
 
 
@@ -72,12 +110,12 @@ def test_the_discretizer_from_the_layout_has_the_schema_bins(encoder):
     assert list(gain.lo) == [0, 1, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000, 15000, 20000, 30000, 50000]
     assert gain.hi[:2] == (0, 999) and gain.hi[-1] == 99999
     codes = Layout((Block("code", "integer", 0, 1, lower=1.0, upper=16.0),))
-    assert list(Discretizer(codes, 32).bins["code"].lo) == list(range(1, 17))     # 16 values <= 32: one bin each
-    age = disc.bins["age"]                                                         # 74 values: 32 aligned bins
+    assert list(Discretizer(codes, 32).bins["code"].lo) == list(range(1, 17))  # 16 values <= 32: one bin each
+    age = disc.bins["age"]  # 74 values: 32 aligned bins
     assert list(age.lo) == sorted({math.ceil(e) for e in np.linspace(17, 90, 33)[:-1]}) and age.hi[-1] == 90
     fnl = disc.bins["fnlwgt"]
-    assert fnl.kind == "continuous" and np.allclose(fnl.edges, FNLWGT_EDGES)             # the schema's public edges
-    assert disc.shape == (32, 9, 19, 16, 7, 15, 6, 5, 2, 15, 10, 14, 42, 2)      # education_num: derived
+    assert fnl.kind == "continuous" and np.allclose(fnl.edges, FNLWGT_EDGES)  # the schema's public edges
+    assert disc.shape == (32, 9, 19, 16, 7, 15, 6, 5, 2, 15, 10, 14, 42, 2)  # education_num: derived
     again = Discretizer.from_dict(encoder.layout, disc.to_dict())
     assert again.bins == disc.bins
     mst = make_generator("mst", encoder.layout, {"n_bins": 32}, "cpu")
@@ -105,17 +143,18 @@ def test_binned_layout_widths_on_adult(encoder):
     widths = {b.column: (b.kind, b.width) for b in be.layout.blocks}
     assert widths["age.bin"] == ("categorical", 20) and widths["age.offset"] == ("continuous", 1)
     assert widths["fnlwgt.bin"] == ("categorical", 19) and widths["fnlwgt.offset"] == ("continuous", 1)
-    assert "education_num.bin" not in widths and "education_num" not in widths                      # derived
+    assert "education_num.bin" not in widths and "education_num" not in widths  # derived
     assert widths["capital_gain.bin"] == ("categorical", 15) and widths["capital_loss.bin"] == ("categorical", 10)
     assert widths["hours_per_week.bin"] == ("categorical", 14) and widths["hours_per_week.offset"][1] == 1
     assert widths["native_country"] == ("categorical", 42) and widths["income"] == ("binary", 1)
-    assert (encoder.layout.width, be.layout.width) == (107, 185)   # 107 − 5 numerics + 20+1+19+1+15+1+10+1+14+1
+    assert (encoder.layout.width, be.layout.width) == (107, 185)  # 107 − 5 numerics + 20+1+19+1+15+1+10+1+14+1
     assert be.layout.block("income").is_target and be.layout.blocks[-1].stop == 185
     kept = BinnedEncoding(encoder.layout, 20, scaled={"age"})
     assert kept.layout.block("age") == Block("age", "integer", 0, 1, lower=17.0, upper=90.0)
     assert kept.layout.width == 185 - 20
 
 
+@pytest.mark.integration
 def test_encode_decode_round_trip_is_exact_in_bin_and_value(encoder, adult_raw, adult_schema):
     X = encoder.encode(adult_raw)
     be = BinnedEncoding(encoder.layout, 20)
@@ -123,18 +162,18 @@ def test_encode_decode_round_trip_is_exact_in_bin_and_value(encoder, adult_raw, 
     assert M.shape == (len(X), 185) and M.min() >= 0 and M.max() <= 1
     for b in be.layout.blocks:
         if b.kind == "categorical":
-            assert (M[:, b.start:b.stop].sum(1) == 1).all(), b.column
+            assert (M[:, b.start : b.stop].sum(1) == 1).all(), b.column
     Y = be.decode(M)
     disc = be.discretizer
-    assert (disc.codes(Y) == disc.codes(X)).all()                                # the same bin
-    assert np.abs(Y - X).max() <= 1e-6                                           # within 1e-6 of the range
+    assert (disc.codes(Y) == disc.codes(X)).all()  # the same bin
+    assert np.abs(Y - X).max() <= 1e-6  # within 1e-6 of the range
     back, real = encoder.decode(Y), encoder.decode(X)
     for c in adult_schema.columns:
         if c.kind == "continuous":
             err = np.abs(back[c.name].to_numpy() - real[c.name].to_numpy()).max()
             assert err <= 1e-6 * (c.upper - c.lower), c.name
         else:
-            assert (back[c.name].to_numpy() == real[c.name].to_numpy()).all(), c.name   # integers exact
+            assert (back[c.name].to_numpy() == real[c.name].to_numpy()).all(), c.name  # integers exact
 
 
 def test_a_point_mass_bin_decodes_exactly(encoder):
@@ -142,16 +181,16 @@ def test_a_point_mass_bin_decodes_exactly(encoder):
     hours = be.layout.block("hours_per_week.bin")
     k = HOURS_LO.index(40)
     M = np.zeros((5, be.layout.width), np.float32)
-    for b in be.layout.blocks:       # any valid row: first category, binaries 0, offsets as below
+    for b in be.layout.blocks:  # any valid row: first category, binaries 0, offsets as below
         if b.kind == "categorical":
             M[:, b.start] = 1.0
-    M[:, hours.start:hours.stop] = 0.0
+    M[:, hours.start : hours.stop] = 0.0
     M[:, hours.start + k] = 1.0
     M[:, be.layout.block("hours_per_week.offset").start] = [0.0, 0.3, 0.5, 0.999, 1.0]
     assert (encoder.decode(be.decode(M))["hours_per_week"] == 40).all()
     nb = be.binned["hours_per_week"]
     assert nb.values(np.array([7, 7]), np.array([0.0, 1.0])).tolist() == [(41 - 1) / 98, (44 - 1) / 98]
-    u = np.array([39 / 98], np.float32)                                          # 40 hours, encoded
+    u = np.array([39 / 98], np.float32)  # 40 hours, encoded
     assert nb.codes(u).tolist() == [k]
 
 
@@ -164,7 +203,7 @@ def test_atoms_are_bins_of_their_own_that_decode_exactly(tmp_path):
     disc = Discretizer(layout, 4)
     nb = disc.bins["cost"]
     assert nb.size == 2 + 4 and nb.edges == (0.0, 2.5, 5.0, 7.5, 10.0)
-    u = np.array([0.0, 1e-9, 0.05, 0.3, 0.99, 1.0], np.float32)          # 0, ≈0, 0.5, 3, 9.9, 10
+    u = np.array([0.0, 1e-9, 0.05, 0.3, 0.99, 1.0], np.float32)  # 0, ≈0, 0.5, 3, 9.9, 10
     assert nb.codes(u).tolist() == [0, 0, 2, 3, 5, 1]
     assert nb.values(np.array([0, 1, 2]), np.array([0.7, 0.7, 0.5])).tolist() == [0.0, 1.0, 0.125]
     v = disc.bins["visits"]
@@ -173,16 +212,17 @@ def test_atoms_are_bins_of_their_own_that_decode_exactly(tmp_path):
     assert Layout.from_dict(layout.to_dict()) == layout
     assert "atoms" not in Layout((Block("c", "continuous", 0, 1, lower=0.0, upper=1.0),)).to_dict()["blocks"][0]
     rng = np.random.default_rng(0)
-    x = np.where(rng.random(1000) < 0.4, 0.0, rng.uniform(0.0, 1.0, 1000))       # 40 % exact zeros
+    x = np.where(rng.random(1000) < 0.4, 0.0, rng.uniform(0.0, 1.0, 1000))  # 40 % exact zeros
     X = np.column_stack([x, np.where(x == 0.0, 0.0, 0.5)]).astype(np.float32)
     back = disc.decode(disc.codes(X), np.random.default_rng(1))
     assert ((back[:, 0] == 0.0) == (x == 0.0)).all() and ((back[:, 1] == 0.0) == (x == 0.0)).all()
-    (tmp_path / "t.yaml").write_text("name: t\ncolumns:\n"
-                                     "  cost: {kind: continuous, lower: 0, upper: 10, atoms: [3.7]}\n")
+    (tmp_path / "t.yaml").write_text(
+        "name: t\ncolumns:\n  cost: {kind: continuous, lower: 0, upper: 10, atoms: [3.7]}\n"
+    )
     enc = Encoder(load_schema(tmp_path / "t.yaml"))
     assert enc.layout.block("cost").atoms == (3.7,)
     assert enc.decode(np.array([[np.float32(0.37)], [0.38]]))["cost"].tolist() == [3.7, 3.8]  # float32 0.37: 3.6999998
-    be = BinnedEncoding(layout, 4)                                  # the deep generators' binned encoding
+    be = BinnedEncoding(layout, 4)  # the deep generators' binned encoding
     assert be.layout.block("cost.bin").width == 6
     assert ((be.decode(be.encode(X))[:, 0] == 0.0) == (x == 0.0)).all()
 
@@ -215,26 +255,25 @@ def binned(name: str, encoder: Encoder, epsilon: float):
 @pytest.mark.parametrize("epsilon", [math.inf, 1.0])
 @pytest.mark.parametrize("name", BINNED)
 @pytest.mark.slow
-def test_binned_generators_fit_and_sample_exact_table_rows(name, epsilon, encoder, table, adult_schema,
-                                                           tmp_path: Path):
+def test_binned_generators_fit_and_sample_exact_table_rows(name, epsilon, encoder, table, adult_schema, tmp_path: Path):
     gen = binned(name, encoder, epsilon)
     assert gen.table_layout == encoder.layout and gen.layout.width > encoder.layout.width
-    session = Session()
+    session = FakeSession()
     gen.fit(table, session, Budget(epsilon, DELTA))
     x = gen.sample(200, 1)
     assert x.shape == (200, encoder.layout.width) and x.dtype == np.float32
     assert x.min() >= 0 and x.max() <= 1
     for b in encoder.layout.blocks:
         if b.kind == "categorical":
-            assert (x[:, b.start:b.stop].sum(1) == 1).all(), b.column
+            assert (x[:, b.start : b.stop].sum(1) == 1).all(), b.column
         elif b.kind == "binary":
             assert np.isin(x[:, b.start], [0, 1]).all(), b.column
-        elif b.kind == "integer" and b.column in gen.encoding.binned:   # values of the bins: integers
+        elif b.kind == "integer" and b.column in gen.encoding.binned:  # values of the bins: integers
             v = b.lower + x[:, b.start].astype(np.float64) * (b.upper - b.lower)
             assert np.abs(v - np.rint(v)).max() < 1e-3 * max(1.0, (b.upper - b.lower) / 1e4), b.column
     df = encoder.decode(x)
     assert conforms(df, adult_schema)["success"]
-    if name == "ppem":                                       # x′ stays scaled: not rounded to the bins
+    if name == "ppem":  # x′ stays scaled: not rounded to the bins
         assert set(gen.encoding.binned) == {"capital_gain", "capital_loss", "hours_per_week"}
     gen.save(tmp_path)
     again = load_generator(name, tmp_path)
@@ -247,8 +286,11 @@ def test_plans_are_for_the_layout_the_method_trains_on(encoder):
     its protected x′ scaled (the α-LMDP KSD test needs a numeric value) and its gate reads table rows."""
     gen = binned("pearl", encoder, 1.0)
     features = [b for b in gen.layout.blocks if not b.is_target]
-    assert gen.diameter == encoded_diameter(features) > encoded_diameter(
-        [b for b in encoder.layout.blocks if not b.is_target])
+    assert (
+        gen.diameter
+        == encoded_diameter(features)
+        > encoded_diameter([b for b in encoder.layout.blocks if not b.is_target])
+    )
     assert gen.plan(1000, Budget(1.0, DELTA)).diameter == gen.diameter
     ppem = binned("ppem", encoder, 1.0)
     assert ppem.layout.block("age").kind == "integer" and ppem.layout.block("fnlwgt").kind == "continuous"
@@ -258,6 +300,6 @@ def test_plans_are_for_the_layout_the_method_trains_on(encoder):
 @pytest.mark.slow
 def test_ppem_gate_reads_table_rows_under_bins(encoder, table):
     gen = binned("ppem", encoder, 1.0)
-    gen.fit(table, Session(), Budget(1.0, DELTA))
+    gen.fit(table, FakeSession(), Budget(1.0, DELTA))
     (gate,) = gen.release_gates(table)
     assert gate.name and isinstance(gate.passed, bool)

@@ -1,4 +1,5 @@
 """Table 2's 10-classifier TSTR on breast cancer, on cases whose answer is known by hand."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,6 +22,7 @@ def split():
     return schema, train, test
 
 
+@pytest.mark.integration
 def test_identical_tables_give_tstr_equal_to_trtr(split):
     """Synthetic = the real training table: every classifier (seeded) scores exactly as train-on-real."""
     schema, train, test = split
@@ -28,7 +30,7 @@ def test_identical_tables_give_tstr_equal_to_trtr(split):
     assert sorted(result["models"]) == sorted(CLASSIFIERS) and len(CLASSIFIERS) == 10
     for name, r in result["models"].items():
         assert r["tstr"] == r["trtr"], name
-        assert r["trtr"]["roc"] > 0.85, name                   # breast cancer is easy for all ten
+        assert r["trtr"]["roc"] > 0.85, name  # breast cancer is easy for all ten
     for m in METRICS:
         assert result["average"]["tstr"][m] == pytest.approx(np.mean([r["tstr"][m] for r in result["models"].values()]))
 
@@ -48,6 +50,7 @@ def test_flipped_labels_mirror_the_roc(split):
         assert r["tstr"]["roc_label"] + r["trtr"]["roc_label"] == pytest.approx(1.0, abs=0.02), name
 
 
+@pytest.mark.integration
 def test_degenerate_synthetic_table_scores_chance_with_a_note(split):
     """Constant features (a collapsed generator): LDA and AdaBoost cannot be fitted and score chance
     (ROC 0.5, PRC = the test positive rate); the tree-based and linear models predict one constant."""

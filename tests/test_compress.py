@@ -2,6 +2,7 @@
 (pipelines/marginal/compress.py): the mapping's known answers, the re-expressed 1-way measurement, uniform decoding
 of the merged cell, and a 400-code column through both generators (its rare codes merged, its common ones kept at
 their rates, the model's cliques the compressed size, save/load)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -13,23 +14,23 @@ from pipelines.generators.registry import generator_class
 from pipelines.marginal.compress import Compression
 from pipelines.marginal.estimate import estimation_total
 
-from test_dpwgan import FakeSession
+from support.ledger import FakeSession
 
 DELTA = 1e-5
 
 
 def test_the_supported_codes_and_the_merged_cell_known_answers():
     y = [np.array([50.0, 1, 0, 40, -2, 3]), np.array([7.0, 9.0])]
-    c = Compression.from_one_way(y, 5.0, threshold=4)          # 3σ = 15: codes 0 and 3 of column 0 kept
-    assert c.supported == {0: (0, 3)} and c.shape == (3, 2)   # column 1: 2 cells, not above the threshold
+    c = Compression.from_one_way(y, 5.0, threshold=4)  # 3σ = 15: codes 0 and 3 of column 0 kept
+    assert c.supported == {0: (0, 3)} and c.shape == (3, 2)  # column 1: 2 cells, not above the threshold
     assert c.mapping(0).tolist() == [0, 2, 2, 1, 2, 2]
     assert c.codes(np.array([[0, 1], [3, 0], [5, 1]])).tolist() == [[0, 1], [1, 0], [2, 1]]
-    y2, w = c.one_way(0, y[0])   # merged: 1 + 0 − 2 + 3 = 2 over m = 4 cells, scaled by 1/√4
+    y2, w = c.one_way(0, y[0])  # merged: 1 + 0 − 2 + 3 = 2 over m = 4 cells, scaled by 1/√4
     assert y2.tolist() == [50.0, 40.0, 1.0] and w.tolist() == [1.0, 1.0, 0.5]
     assert c.one_way(1, y[1])[1] is None
-    assert Compression.from_one_way(y, 5.0, None).supported == {}            # null: never
-    assert Compression.from_one_way(y, 0.0, 4).supported == {}              # exact counts (ε = inf): never
-    assert Compression.from_one_way(y, 5.0, 6).supported == {}              # 6 cells: not above 6
+    assert Compression.from_one_way(y, 5.0, None).supported == {}  # null: never
+    assert Compression.from_one_way(y, 0.0, 4).supported == {}  # exact counts (ε = inf): never
+    assert Compression.from_one_way(y, 5.0, 6).supported == {}  # 6 cells: not above 6
     assert Compression.from_dict(c.to_dict()) == c and Compression.from_dict(None) is None
 
 
@@ -41,7 +42,8 @@ def test_the_measured_total_is_unchanged_by_the_re_expression():
     y2, w = c.one_way(0, y)
     other = (("b",), np.array([400.0, 1700.0]), 3.0)
     assert estimation_total([(("a",), y2, 3.0, w), other], 2000) == pytest.approx(
-        estimation_total([(("a",), y, 3.0), other], 2000), rel=1e-12)
+        estimation_total([(("a",), y, 3.0), other], 2000), rel=1e-12
+    )
 
 
 def test_the_merged_cell_decodes_uniformly_to_its_codes():
@@ -68,6 +70,7 @@ def long_code_table(n: int, k: int, seed: int = 0) -> tuple[Layout, np.ndarray]:
     return Layout((Block("dx", "categorical", 0, k), Block("y", "binary", k, k + 1, is_target=True))), X
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["mst", "aim"])
 def test_a_long_code_list_is_modelled_on_its_supported_codes(name, tmp_path):
     layout, X = long_code_table(4000, 400)
@@ -75,15 +78,15 @@ def test_a_long_code_list_is_modelled_on_its_supported_codes(name, tmp_path):
     gen = generator_class(name)(layout, {"noise_seed": 1, "iters": 200, **extra}, "cpu")
     gen.fit(X, FakeSession(), Budget(1.0, DELTA))
     kept = gen.compression.supported[0]
-    assert set(range(5)) <= set(kept) and len(kept) < 20        # the common codes; few rare ones reach 3σ
+    assert set(range(5)) <= set(kept) and len(kept) < 20  # the common codes; few rare ones reach 3σ
     assert dict(zip(gen.model.domain.attributes, gen.model.domain.shape))["dx"] == len(kept) + 1
     S = gen.sample(4000, 0)
     codes = S[:, :400].argmax(1)
-    for v in range(5):   # each common code's share of rows (18 %) and its target rate, within DP and sampling noise
+    for v in range(5):  # each common code's share of rows (18 %) and its target rate, within DP and sampling noise
         assert abs((codes == v).mean() - (X[:, v] == 1).mean()) < 0.03
         assert abs(S[codes == v, 400].mean() - X[X[:, v] == 1, 400].mean()) < 0.1
     rare = ~np.isin(codes, kept)
-    assert 0.05 < rare.mean() < 0.15 and np.unique(codes[rare]).size > 100   # the merged mass, spread over codes
+    assert 0.05 < rare.mean() < 0.15 and np.unique(codes[rare]).size > 100  # the merged mass, spread over codes
     gen.save(tmp_path)
     again = generator_class(name).load(tmp_path)
     assert again.compression == gen.compression and np.array_equal(again.sample(500, 9), gen.sample(500, 9))

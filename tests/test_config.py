@@ -1,12 +1,11 @@
 """The one configuration model (pipelines/config.py): every section refuses typos and wrong types with
 the same one-line error (file, key path, problem, fix), and the CLI prints it and exits 2."""
+
 from __future__ import annotations
 
 import json
 import math
 import re
-import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,29 +15,52 @@ from flows.cli import main
 from pipelines.config import Config, load_params, noise_seed_keys, params_hash, parse_params, read_params
 from pipelines.errors import InputError
 
-ROOT = Path(__file__).resolve().parents[1]
-BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
+from support.config import BASE, ROOT, ledger_count, root_with
 
 # (section path, a typo of one of its keys, the key it should suggest)
-TYPOS = [("dataset", "holdout_fractoin", "holdout_fraction"), ("privacy", "lifetime_epsilom", "lifetime_epsilon"),
-         ("orchestration", "max_worker", "max_workers"), ("evaluate", "kway_bin", "kway_bins"),
-         ("evaluate.attacks", "n_attack", "n_attacks"), ("risk_gates", "confidense", "confidence"),
-         ("weights", "tempring", "tempering"), ("dpwgan", "batchsize", "batch_size"),
-         ("ppem", "protectd", "protected"), ("dp_auto_gan", "autoencoder_shares", "autoencoder_share"),
-         ("pearl", "frequency", "frequencies"), ("iw_mmd_gan", "estimater", "estimator"),
-         ("support_points", "n_point", "n_points")]
+TYPOS = [
+    ("dataset", "holdout_fractoin", "holdout_fraction"),
+    ("privacy", "lifetime_epsilom", "lifetime_epsilon"),
+    ("orchestration", "max_worker", "max_workers"),
+    ("evaluate", "kway_bin", "kway_bins"),
+    ("evaluate.attacks", "n_attack", "n_attacks"),
+    ("risk_gates", "confidense", "confidence"),
+    ("weights", "tempring", "tempering"),
+    ("dpwgan", "batchsize", "batch_size"),
+    ("ppem", "protectd", "protected"),
+    ("dp_auto_gan", "autoencoder_shares", "autoencoder_share"),
+    ("pearl", "frequency", "frequencies"),
+    ("iw_mmd_gan", "estimater", "estimator"),
+    ("support_points", "n_point", "n_points"),
+]
 # (section path, key, a value of the wrong type)
-WRONG_TYPES = [("dataset", "holdout_fraction", "0.2"), ("privacy", "internal_release", "yes"),
-               ("orchestration", "max_workers", 2.5), ("evaluate", "kway", "3"),
-               ("evaluate.attacks", "max_rows", [1]), ("risk_gates", "confidence", "high"),
-               ("weights", "psis", 1), ("dpwgan", "batch_size", 12.5), ("ppem", "hidden", "wide"),
-               ("dp_auto_gan", "autoencoder_hidden", 60), ("pearl", "critic", "no"),
-               ("iw_mmd_gan", "estimator", 3), ("support_points", "expansion", None)]
+WRONG_TYPES = [
+    ("dataset", "holdout_fraction", "0.2"),
+    ("privacy", "internal_release", "yes"),
+    ("orchestration", "max_workers", 2.5),
+    ("evaluate", "kway", "3"),
+    ("evaluate.attacks", "max_rows", [1]),
+    ("risk_gates", "confidence", "high"),
+    ("weights", "psis", 1),
+    ("dpwgan", "batch_size", 12.5),
+    ("ppem", "hidden", "wide"),
+    ("dp_auto_gan", "autoencoder_hidden", 60),
+    ("pearl", "critic", "no"),
+    ("iw_mmd_gan", "estimator", 3),
+    ("support_points", "expansion", None),
+]
 GENERATORS = [s for s, *_ in TYPOS[7:]]
 # (generator, key, a value of the right type outside its range): the module's check_params refuses it
-BAD_VALUES = [("pearl", "frequencies", 0), ("dp_auto_gan", "batch_size", 1), ("iw_mmd_gan", "kernel", "rbf"),
-              ("support_points", "chains", 2), ("mst", "bins", {"age": [50, 0]}), ("aim", "bins", {"age": "0-50"}),
-              ("dpwgan", "numeric_encoding", "onehot"), ("ppem", "numeric_bins", 1)]
+BAD_VALUES = [
+    ("pearl", "frequencies", 0),
+    ("dp_auto_gan", "batch_size", 1),
+    ("iw_mmd_gan", "kernel", "rbf"),
+    ("support_points", "chains", 2),
+    ("mst", "bins", {"age": [50, 0]}),
+    ("aim", "bins", {"age": "0-50"}),
+    ("dpwgan", "numeric_encoding", "onehot"),
+    ("ppem", "numeric_bins", 1),
+]
 
 
 def write(tmp_path: Path, path: str, key: str, value: object) -> Path:
@@ -63,14 +85,19 @@ def test_a_typo_names_the_key_and_the_closest_known_key(tmp_path, path, typo, kn
 
 @pytest.mark.parametrize("path,key,value", WRONG_TYPES)
 def test_a_wrong_type_names_the_key(tmp_path, path, key, value):
-    with pytest.raises(InputError, match=rf"^file .*params\.yaml: '{path}\.{key}': .*got {re.escape(repr(value))}\..* Fix: "):
+    with pytest.raises(
+        InputError, match=rf"^file .*params\.yaml: '{path}\.{key}': .*got {re.escape(repr(value))}\..* Fix: "
+    ):
         load_params(write(tmp_path, path, key, value))
 
 
 @pytest.mark.parametrize("generator", GENERATORS)
 def test_a_per_generator_delta_is_refused(tmp_path, generator):
-    with pytest.raises(InputError, match=rf"'{generator}\.delta': a generator has no δ of its own.*"
-                                         rf"Fix: delete 'delta:' under '{generator}:' and set 'privacy\.delta'"):
+    with pytest.raises(
+        InputError,
+        match=rf"'{generator}\.delta': a generator has no δ of its own.*"
+        rf"Fix: delete 'delta:' under '{generator}:' and set 'privacy\.delta'",
+    ):
         load_params(write(tmp_path, generator, "delta", 1e-6))
 
 
@@ -87,17 +114,27 @@ def test_steps_or_epochs_not_both(tmp_path):
     params = yaml.safe_load(yaml.safe_dump(BASE))
     params["dpwgan"].update(steps=10, epochs=5)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    with pytest.raises(InputError, match=r"'dpwgan\.epochs': given together with 'dpwgan\.steps'.*not both"):
+    with pytest.raises(InputError, match=r"'dpwgan\.epochs': given together with 'steps'.*not both"):
         load_params(tmp_path / "params.yaml")
 
 
-@pytest.mark.parametrize("generator,key", [("dpwgan", "max_steps"), ("ppem", "max_steps"),
-                                           ("dp_auto_gan", "autoencoder_max_steps"), ("dp_auto_gan", "max_steps")])
+@pytest.mark.parametrize(
+    "generator,key",
+    [
+        ("dpwgan", "max_steps"),
+        ("ppem", "max_steps"),
+        ("dp_auto_gan", "autoencoder_max_steps"),
+        ("dp_auto_gan", "max_steps"),
+    ],
+)
 def test_a_step_cap_is_a_positive_count_or_null(tmp_path, generator, key):
     assert load_params(write(tmp_path, generator, key, None)).generator(generator)[key] is None
     assert load_params(write(tmp_path, generator, key, 500)).generator(generator)[key] == 500
-    with pytest.raises(InputError, match=rf"'{generator}\.{key}': must be an integer in \[1, 10000000\] or null, "
-                                         rf"got 0\. Fix: correct '{generator}\.{key}' to "):
+    with pytest.raises(
+        InputError,
+        match=rf"'{generator}\.{key}': must be an integer in \[1, 10000000\] or null, "
+        rf"got 0\. Fix: correct '{generator}\.{key}' to ",
+    ):
         load_params(write(tmp_path, generator, key, 0))
 
 
@@ -113,37 +150,49 @@ def test_a_top_level_typo_and_an_unregistered_generator(tmp_path):
         load_params(tmp_path / "params.yaml")
 
 
-def test_the_hashed_mapping_is_the_files_own_and_the_sections_hold_every_default(tmp_path):
-    """The params hash covers what the file gives (no default injected beyond the ones load_params always filled,
-    so the hashes stay put); the typed sections the tasks read hold every default, as floats where they are
-    numbers of a float default."""
+def test_the_hashed_mapping_is_the_resolved_one_and_the_sections_hold_every_default(tmp_path):
+    """`given` is what the file gives; the params hash covers `resolved`, every key with the value the stages use
+    (so a default written out hashes as one left out); the typed sections the tasks read hold every default, as
+    floats where they are numbers of a float default."""
     config = load_params(ROOT / "params.yaml")
-    given = config.given
-    assert given["dpwgan"] == {} and given["risk_gates"] == BASE["risk_gates"]  # ε: allocated (release_epsilon)
-    assert given["evaluate"] == BASE["evaluate"] and given["weights"] == BASE["weights"]
-    assert given["privacy"]["row_count_epsilon"] == given["privacy"]["row_loss_epsilon"] == 0.05
-    assert given["device"] == "auto"
-    assert config.hash == params_hash(given) == "e81cb8752257a28c2852fcbae2963d81bfab86d9588526d8d342dd3dd6770d72"
+    given, resolved = config.given, config.resolved
+    assert (
+        given["dpwgan"] == {} and "risk_gates" not in BASE and resolved["risk_gates"] == config.risk_gates.model_dump()
+    )
+    assert resolved["dpwgan"]["epsilon"] is None and resolved["dpwgan"]["epochs"] == 60  # ε: allocated
+    assert resolved["privacy"]["row_count_epsilon"] == resolved["privacy"]["row_loss_epsilon"] == 0.05
+    assert resolved["device"] == "auto"
+    assert config.hash == params_hash(resolved) == "a0773232541f4c2b1b414e6088f4d1a131f26bcb1e35936ce44a6e8dea97a042"
     assert config.generator("dpwgan") == {} and config.device == "auto" and config.privacy.row_count_epsilon == 0.05
-    assert config.orchestration.model_dump() == {"task_runner": "threads", "max_workers": 4, "dask_address": None,
-                                                 "dask_workers": 2, "dask_memory_limit": "auto",
-                                                 "dask_blocksize": "32MiB"}
+    assert config.orchestration.model_dump() == {
+        "task_runner": "threads",
+        "max_workers": 4,
+        "dask_address": None,
+        "dask_workers": 2,
+        "dask_memory_limit": "auto",
+        "dask_blocksize": "32MiB",
+    }
     assert config.evaluate.attacks.max_rows == 2000 and config.evaluate.seed == 0 and config.evaluate.n_samples is None
     assert config.release.select == "auto" and config.weights.generators == "selected" and config.weights.share == 0.25
     assert config.risk_gates.exact_match_excess_max == 0.0
     one = parse_params({**yaml.safe_load(yaml.safe_dump(BASE)), "risk_gates": {"linkability_risk_max": 1}})
     assert isinstance(one.risk_gates.linkability_risk_max, float) and one.given["risk_gates"] == {
-        "linkability_risk_max": 1}
+        "linkability_risk_max": 1
+    }
 
 
-@pytest.mark.parametrize("path", [ROOT / "params.yaml", *sorted((ROOT / "params").glob("*.yaml"))],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [ROOT / "params.yaml", *sorted((ROOT / "params").glob("*.yaml"))], ids=lambda p: p.name
+)
 def test_every_bundled_params_file_parses(path):
     config = load_params(path)
     assert isinstance(config, Config) and config.generators and isinstance(config.privacy.release_epsilon, float)
-    assert all(isinstance(config.generator(g).get("epsilon", 0.0), float) for g in config.generators)  # pinned or allocated
+    assert all(
+        isinstance(config.generator(g).get("epsilon", 0.0), float) for g in config.generators
+    )  # pinned or allocated
     from pipelines.data.schema import load_schema
     from tasks.common import check_against_schema
+
     check_against_schema(config, load_schema(ROOT / "schemas" / f"{config.dataset.name}.yaml"))  # its columns
 
 
@@ -160,7 +209,7 @@ def test_a_value_out_of_range_names_the_key_path(tmp_path, capsys, generator, ke
     """Refused by load_params up front with the generator's key path, and by the CLI with exit 2 (no traceback)."""
     path = write(tmp_path, generator, key, value)
     params = yaml.safe_load(path.read_text())
-    params[generator].setdefault("epsilon", 1.0)   # mst and aim have no section in the bundled params.yaml
+    params[generator].setdefault("epsilon", 1.0)  # mst and aim have no section in the bundled params.yaml
     path.write_text(yaml.safe_dump(params))
     with pytest.raises(InputError) as e:
         load_params(path)
@@ -174,35 +223,19 @@ def test_a_value_out_of_range_names_the_key_path(tmp_path, capsys, generator, ke
 
 # -- a fixed noise_seed: internal releases only -----------------------------------------------------------------
 
-def root_with(tmp_path: Path, edits: dict[str, dict]) -> Path:
-    """A minimal project root (the public schemas, a params.yaml with `edits` merged into its sections) that
-    `synthrelease stage ...` runs in: what validate would write, and the ledger, land under it."""
-    shutil.copytree(ROOT / "schemas", tmp_path / "schemas")
-    params = yaml.safe_load(yaml.safe_dump(BASE))
-    for path, values in edits.items():
-        section = params
-        for part in path.split("."):
-            section = section.setdefault(part, {})
-        section.update(values)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    return tmp_path
-
-
-def ledger_rows(root: Path) -> int:
-    path = root / "ledger" / "privacy.sqlite"
-    if not path.exists():
-        return 0
-    with sqlite3.connect(path) as con:
-        return con.execute("SELECT COUNT(*) FROM privacy_events").fetchone()[0]
-
 
 @pytest.mark.parametrize("section", ["dpwgan", "ppem", "mst", "weights", "dataset"])
 def test_a_noise_seed_is_refused_in_a_public_release(tmp_path, section):
     with pytest.raises(InputError) as e:
         load_params(write(tmp_path, section, "noise_seed", 7))
     message = str(e.value)
-    assert message.startswith(f"file {tmp_path / 'params.yaml'}: '{section}.noise_seed': a fixed noise seed in a "
-                              "public release") and "regenerated and subtracted" in message and "\n" not in message
+    assert (
+        message.startswith(
+            f"file {tmp_path / 'params.yaml'}: '{section}.noise_seed': a fixed noise seed in a public release"
+        )
+        and "regenerated and subtracted" in message
+        and "\n" not in message
+    )
     assert f"Fix: delete 'noise_seed:' under '{section}:'" in message
     assert "SYNTHRELEASE_NOISE_KEY" in message and "privacy.noise_key_file" in message
     assert "'privacy.internal_release: true'" in message
@@ -211,11 +244,12 @@ def test_a_noise_seed_is_refused_in_a_public_release(tmp_path, section):
 
 
 def test_an_internal_release_may_fix_its_noise_seeds(tmp_path):
-    from tasks.release import noise_seed_statement
+    from pipelines.release.manifest import noise_seed_statement
+
     params = yaml.safe_load(yaml.safe_dump(BASE))
     params["privacy"]["internal_release"] = True
     for section in ("dataset", "dpwgan", "weights"):
-        params[section]["noise_seed"] = 7
+        params.setdefault(section, {})["noise_seed"] = 7
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     loaded = load_params(tmp_path / "params.yaml")
     assert [loaded.dataset.noise_seed, loaded.generator("dpwgan")["noise_seed"], loaded.weights.noise_seed] == [7, 7, 7]
@@ -231,15 +265,19 @@ def test_the_validate_stage_refuses_a_public_noise_seed(tmp_path, capsys, monkey
     assert main(["--params", str(root / "params.yaml"), "stage", "validate"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: file {root / 'params.yaml'}: '{section}.noise_seed': a fixed noise seed")
-    assert ledger_rows(root) == 0 and not (root / "data").exists() and not (root / "reports").exists()
+    assert ledger_count(root) == 0 and not (root / "data").exists() and not (root / "reports").exists()
 
 
 def test_the_release_stage_refuses_a_public_noise_seed_whatever_path_the_params_took(tmp_path):
     import dataclasses
     from tasks.release import release
+
     config = load_params(ROOT / "params.yaml")  # then a seed set past load_params's check
-    config = dataclasses.replace(config, given={**config.given, "weights": {"noise_seed": 3}},
-                                 weights=config.weights.model_copy(update={"noise_seed": 3}))
+    config = dataclasses.replace(
+        config,
+        given={**config.given, "weights": {"noise_seed": 3}},
+        weights=config.weights.model_copy(update={"noise_seed": 3}),
+    )
     with pytest.raises(InputError, match=r"'weights\.noise_seed': a fixed noise seed in a public release"):
         release(config, tmp_path)
     assert not any(tmp_path.iterdir())
@@ -249,11 +287,20 @@ def test_the_release_stage_refuses_a_public_noise_seed_whatever_path_the_params_
 
 # (section, key, a value of the right type out of its range): without load_params' range checks, each would pass
 # validate, prepare and budget
-OUT_OF_RANGE = [("risk_gates", "confidence", 1.5), ("utility_gate", "confidence", 7),
-                ("evaluate.attacks", "max_rows", -5), ("evaluate", "n_samples", -5), ("evaluate", "kway", 0),
-                ("weights", "epochs", 0), ("weights", "momentum", 1.0), ("weights", "tempering", 2.0),
-                ("orchestration", "max_workers", 0), ("orchestration", "dask_memory_limit", "lots"),
-                ("orchestration", "dask_blocksize", "100kB"), ("dataset", "holdout_fraction", 1.5)]
+OUT_OF_RANGE = [
+    ("risk_gates", "confidence", 1.5),
+    ("utility_gate", "confidence", 7),
+    ("evaluate.attacks", "max_rows", -5),
+    ("evaluate", "n_samples", -5),
+    ("evaluate", "kway", 0),
+    ("weights", "epochs", 0),
+    ("weights", "momentum", 1.0),
+    ("weights", "tempering", 2.0),
+    ("orchestration", "max_workers", 0),
+    ("orchestration", "dask_memory_limit", "lots"),
+    ("orchestration", "dask_blocksize", "100kB"),
+    ("dataset", "holdout_fraction", 1.5),
+]
 
 
 @pytest.mark.parametrize("path,key,value", OUT_OF_RANGE)
@@ -267,18 +314,25 @@ def test_a_value_out_of_range_stops_the_validate_stage(tmp_path, capsys, monkeyp
     monkeypatch.chdir(root)
     assert main(["--params", str(root / "params.yaml"), "stage", "validate"]) == 2
     assert capsys.readouterr().err.strip() == f"error: {message}"
-    assert ledger_rows(root) == 0 and not (root / "data").exists()
+    assert ledger_count(root) == 0 and not (root / "data").exists()
 
 
 # a pinned generator (its own ε) naming a column the schema lacks: refused for that column, not as "cannot divide
 # the release ε"
-MISSING_COLUMNS = [("ppem", {"epsilon": 1.0, "protected": ["mean_radius", "no_such_column"]}, "ppem.protected"),
-                   ("iw_mmd_gan", {"epsilon": 1.0, "estimator": "sniw", "weights": {"rebalance": {
-                       "column": "no_such_column", "observed": [0.5, 0.5], "target": [0.5, 0.5]}}},
-                    "iw_mmd_gan.weights.rebalance.column"),
-                   ("mst", {"epsilon": 1.0, "bins": {"no_such_column": [0, 10]}}, "mst.bins"),
-                   ("dpwgan", {"epsilon": 1.0, "calibration": {"pairs": [["no_such_column", "target"]]}},
-                    "dpwgan.calibration.pairs")]
+MISSING_COLUMNS = [
+    ("ppem", {"epsilon": 1.0, "protected": ["mean_radius", "no_such_column"]}, "ppem.protected"),
+    (
+        "iw_mmd_gan",
+        {
+            "epsilon": 1.0,
+            "estimator": "sniw",
+            "weights": {"rebalance": {"column": "no_such_column", "observed": [0.5, 0.5], "target": [0.5, 0.5]}},
+        },
+        "iw_mmd_gan.weights.rebalance.column",
+    ),
+    ("mst", {"epsilon": 1.0, "bins": {"no_such_column": [0, 10]}}, "mst.bins"),
+    ("dpwgan", {"epsilon": 1.0, "calibration": {"pairs": [["no_such_column", "target"]]}}, "dpwgan.calibration.pairs"),
+]
 
 
 @pytest.mark.parametrize("generator,section,key", MISSING_COLUMNS, ids=[m[0] for m in MISSING_COLUMNS])
@@ -287,7 +341,7 @@ def test_a_column_the_schema_lacks_stops_the_validate_stage(tmp_path, capsys, mo
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["generators"] = [generator]
     params[generator] = section
-    params["weights"]["generators"] = []
+    params.setdefault("weights", {})["generators"] = []
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     load_params(root / "params.yaml")  # types and ranges hold: the schema decides
     monkeypatch.chdir(root)
@@ -295,7 +349,7 @@ def test_a_column_the_schema_lacks_stops_the_validate_stage(tmp_path, capsys, mo
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: file params.yaml: '{key}': ") and "no_such_column" in err and " Fix: " in err
     assert "release_epsilon" not in err and err.count("Fix:") == 1
-    assert ledger_rows(root) == 0 and not (root / "data").exists()
+    assert ledger_count(root) == 0 and not (root / "data").exists()
 
 
 def prepared_with(tmp_path, monkeypatch, generator: str) -> tuple[Path, dict]:
@@ -312,6 +366,7 @@ def prepared_with(tmp_path, monkeypatch, generator: str) -> tuple[Path, dict]:
     return root, params
 
 
+@pytest.mark.slow
 def test_the_budget_stage_names_the_column_not_the_release_epsilon(tmp_path, capsys, monkeypatch):
     """validate and prepare ran on a good configuration; then a pinned section names a missing column (DVC re-runs
     budget, which tracks the whole file, but not validate): budget refuses with the column, spending nothing."""
@@ -323,23 +378,28 @@ def test_the_budget_stage_names_the_column_not_the_release_epsilon(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: file params.yaml: 'ppem.protected': names unknown columns ['no_such_column']")
     assert "release_epsilon" not in err and not (root / "data" / "allocation").exists()
-    assert ledger_rows(root) == 4  # prepare's row-loss test and count check (planned, spent); nothing of the budget
+    assert ledger_count(root) == 4  # prepare's row-loss test and count check (planned, spent); nothing of the budget
 
 
+@pytest.mark.integration
 def test_a_plan_that_fails_at_the_whole_release_epsilon_is_its_sections_problem(tmp_path, capsys, monkeypatch):
     """A generator whose plan cannot be made from its settings even at the whole release ε is reported as that
     section's problem, never as a budget the steward should raise; nothing is allocated."""
     from pipelines.generators.mst import MST
+
     root, _ = prepared_with(tmp_path, monkeypatch, "mst")
 
     def broken(self, *a, **k):
         raise ZeroDivisionError("float division by zero")
+
     monkeypatch.setattr(MST, "plan", broken)
     capsys.readouterr()
     assert main(["--params", "params.yaml", "stage", "budget"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: file params.yaml: 'mst': the privacy plan of 'mst' cannot be made from its settings "
-                          "at ε = 1 (ZeroDivisionError: float division by zero)")
+    assert err.startswith(
+        "error: file params.yaml: 'mst': the privacy plan of 'mst' cannot be made from its settings "
+        "at ε = 1 (ZeroDivisionError: float division by zero)"
+    )
     assert "raise 'privacy.release_epsilon'" not in err and not (root / "data" / "allocation").exists()
 
 
@@ -350,12 +410,19 @@ def test_an_internal_release_with_noise_seeds_says_so_in_its_manifest(tmp_path):
     from tasks.release import release
     from tasks.train import train
     from tasks.weight import weight
-    from test_pipeline import make_root, run_stages
-    root = make_root(tmp_path, {"generators": ["dpwgan"], "privacy": {"internal_release": True},
-                                "dataset": {"noise_seed": 1}, "dpwgan": {"steps": 20, "noise_seed": 0},
-                                "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200,
-                                            "noise_seed": 2},
-                                "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}}})
+    from support.project import make_root, run_stages
+
+    root = make_root(
+        tmp_path,
+        {
+            "generators": ["dpwgan"],
+            "privacy": {"internal_release": True},
+            "dataset": {"noise_seed": 1},
+            "dpwgan": {"steps": 20, "noise_seed": 0},
+            "weights": {"generators": ["dpwgan"], "epochs": 1, "analysis_max_rows": 200, "noise_seed": 2},
+            "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}},
+        },
+    )
     run_stages(root, "budget")
     params = load_params(root / "params.yaml")
     train(params, "dpwgan", "internal", root)
@@ -372,20 +439,21 @@ def test_an_internal_release_with_noise_seeds_says_so_in_its_manifest(tmp_path):
     assert "must never leave the organisation" in statement
 
 
-@pytest.mark.parametrize("path", [ROOT / "params.yaml", *sorted((ROOT / "params").glob("*.yaml"))],
-                         ids=lambda p: p.name)
-def test_every_bundled_params_file_has_every_key_dvc_tracks(path):
-    """`dvc repro` on a file (params.yaml, or an override file made whole by `synthrelease resolve`) fails on a key
-    a stage lists that the file lacks ("Parameters '...' are missing from 'params.yaml'"): every key of every stage
-    is there."""
-    from tasks.common import STAGE_PARAMS
+@pytest.mark.parametrize(
+    "path", [ROOT / "params.yaml", *sorted((ROOT / "params").glob("*.yaml"))], ids=lambda p: p.name
+)
+def test_every_bundled_params_file_resolves_every_key_dvc_tracks(path):
+    """The stages track keys of data/params.yaml, the params stage's resolved file (`synthrelease resolve
+    --defaults`): every key a stage lists is in the resolved configuration of each bundled file, and every listed
+    generator has its section."""
+    from tasks.common import STAGE_PARAMS, param_value
+
+    config = load_params(path)
+    missing = [
+        key
+        for key in sorted({k for keys in STAGE_PARAMS.values() for k in keys if k != "${item}"})
+        if param_value(config.resolved, key) is None
+        and key.rsplit(".", 1)[-1] not in config.resolved.get(key.split(".")[0], {})
+    ]
     params = read_params(path)
-    missing = []
-    for key in sorted({k for keys in STAGE_PARAMS.values() for k in keys if k != "${item}"}):
-        *parents, leaf = key.split(".")
-        section = params
-        for part in parents:
-            section = section.get(part) or {}
-        if leaf not in section:
-            missing.append(key)
     assert missing == [] and all(g in params for g in params["generators"])

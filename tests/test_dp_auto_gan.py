@@ -1,6 +1,7 @@
 """DP-auto-GAN: the two-phase privacy plan and its split rule, PLD vs RDP composition, the joint
 (encoder + decoder) clipping of phase 1 and why the paper's decoder-only noise breaks it, audits of the
 autoencoder and critic steps, reserve-before-read, sampling → decoding, persistence, utility."""
+
 from __future__ import annotations
 
 import json
@@ -9,24 +10,48 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_dpwgan import (MIXED, FakeSession, GuardedData, Recorded, assert_drawn_from_the_key, fit_keyed,
-                         mixed_data, record_critic_steps, record_inputs)
+from support.generators import (
+    MIXED,
+    GuardedData,
+    Recorded,
+    assert_drawn_from_the_key,
+    fit_keyed,
+    mixed_data,
+    record_critic_steps,
+    record_inputs,
+)
+from support.ledger import FakeSession
 
 from pipelines.data.transform import Encoder
 from pipelines.generators import wgan
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import make_generator
-from pipelines.generators.dp_auto_gan import (DPAutoGAN, Autoencoder, LatentGenerator, autoencoder_gradient,
-                                              reconstruction_loss)
+from pipelines.generators.dp_auto_gan import (
+    DPAutoGAN,
+    Autoencoder,
+    LatentGenerator,
+    autoencoder_gradient,
+    reconstruction_loss,
+)
 from pipelines.privacy.accountant import calibrate_noise_multiplier, epsilon_pld, epsilon_rdp
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.dpsgd import per_example_grads
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent
 from pipelines.privacy.plan import plan_from_dict
 
-FAST = {"autoencoder_steps": 6, "steps": 6, "autoencoder_batch_size": 16, "batch_size": 16, "autoencoder_hidden": [8],
-        "latent_dim": 3, "critic_hidden": [8], "generator_hidden": [8], "noise_dim": 4, "noise_seed": 0,
-        "calibration": {"share": 0.0}}   # the method alone (calibration: tests/test_calibration.py)
+FAST = {
+    "autoencoder_steps": 6,
+    "steps": 6,
+    "autoencoder_batch_size": 16,
+    "batch_size": 16,
+    "autoencoder_hidden": [8],
+    "latent_dim": 3,
+    "critic_hidden": [8],
+    "generator_hidden": [8],
+    "noise_dim": 4,
+    "noise_seed": 0,
+    "calibration": {"share": 0.0},
+}  # the method alone (calibration: tests/test_calibration.py)
 DELTA = 1e-5
 
 
@@ -48,7 +73,7 @@ def test_is_a_registered_generator_with_checked_params():
     assert any(isinstance(m, torch.nn.BatchNorm1d) for m in gen.generator.modules())  # post-processing (C.3)
     with pytest.raises(ValueError, match="unknown dp_auto_gan parameters"):
         DPAutoGAN(MIXED, {"ae_steps": 3})
-    with pytest.raises(ValueError, match="'autoencoder_steps' or 'autoencoder_epochs', not both"):
+    with pytest.raises(ValueError, match="autoencoder_epochs given together with 'autoencoder_steps'"):
         DPAutoGAN(MIXED, {"autoencoder_steps": 3, "autoencoder_epochs": 1})
     with pytest.raises(ValueError, match=r"autoencoder_share must be a number in \(0, 1\) \(both phases read data"):
         DPAutoGAN(MIXED, {"autoencoder_share": 1.0})
@@ -67,9 +92,15 @@ def test_plan_has_one_event_per_phase_split_by_the_share_and_meets_the_target():
     events = list(plan.events)
     ae, critic = events
     assert (plan.autoencoder_noise_multiplier, plan.autoencoder_sample_rate, plan.autoencoder_steps) == (
-        ae.noise_multiplier, ae.sample_rate, ae.steps)
-    assert (plan.noise_multiplier, plan.sample_rate, plan.steps) == (critic.noise_multiplier, critic.sample_rate,
-                                                                    critic.steps)
+        ae.noise_multiplier,
+        ae.sample_rate,
+        ae.steps,
+    )
+    assert (plan.noise_multiplier, plan.sample_rate, plan.steps) == (
+        critic.noise_multiplier,
+        critic.sample_rate,
+        critic.steps,
+    )
     assert (ae.sample_rate, ae.steps) == (pytest.approx(0.064), math.ceil(5 / 0.064))
     assert (critic.sample_rate, critic.steps) == (pytest.approx(0.128), math.ceil(3 / 0.128))
     # the split rule: standalone calibrations at 0.3ε and 0.7ε fix the ratio of the noise multipliers ...
@@ -84,6 +115,7 @@ def test_plan_has_one_event_per_phase_split_by_the_share_and_meets_the_target():
     assert ae7.noise_multiplier < ae.noise_multiplier and critic7.noise_multiplier > critic.noise_multiplier
 
 
+@pytest.mark.integration
 def test_pld_composition_of_the_two_phases_is_at_most_the_papers_rdp_composition():
     """Corollary 2 composes the phases in RDP; the ledger's PLD accountant is tighter on the same events,
     and both beat adding the two phases' own ε (basic composition)."""
@@ -106,6 +138,7 @@ def test_non_private_plan_and_fit_record_a_non_private_event_per_phase():
     assert session.reserved == session.recorded == planned
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("pre_plan", [True, False])
 def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     session = FakeSession()
@@ -137,6 +170,7 @@ def test_fit_keeps_the_public_count_when_the_rows_differ():
 
 # -- phase 1: the reconstruction loss and the private autoencoder step --------------------------
 
+
 def test_reconstruction_loss_is_bce_on_numeric_and_binary_and_cross_entropy_on_categorical():
     x = torch.tensor([[0.3, 0.9, 1.0, 0.0, 1.0, 0.0, 0.0]])
     logits = torch.tensor([[0.2, -1.0, 2.0, 0.5, -0.5, 1.5, 0.7]])
@@ -164,6 +198,7 @@ def autoencoder_neighbours():
 
     def noiseless(rows: torch.Tensor) -> dict[str, torch.Tensor]:
         return autoencoder_gradient(ae, loss, rows, AE_CLIP, 0.0, 1.0, torch.Generator())
+
     return ae, loss, d, d_prime, noiseless(d), noiseless(d_prime)
 
 
@@ -209,11 +244,15 @@ def audit(step, sigma: float, direction: torch.Tensor) -> float:
     scores = []
     for which, seed in ((0, 10), (1, 20)):
         gen = torch.Generator().manual_seed(seed)
-        scores.append(np.concatenate([(flat(step(which, sigma, gen, AUDIT_DRAWS), 1) @ direction).numpy()
-                                      for _ in range(AUDIT_CHUNKS)]))
+        scores.append(
+            np.concatenate(
+                [(flat(step(which, sigma, gen, AUDIT_DRAWS), 1) @ direction).numpy() for _ in range(AUDIT_CHUNKS)]
+            )
+        )
     return epsilon_lower_bound(scores[0], scores[1], DELTA)
 
 
+@pytest.mark.slow
 def test_autoencoder_step_audit_stays_below_the_claim_and_detects_half_the_noise(autoencoder_neighbours):
     ae, loss, d, d_prime, sum_d, sum_d_prime = autoencoder_neighbours
     direction = flat(sum_d_prime) - flat(sum_d)
@@ -221,6 +260,7 @@ def test_autoencoder_step_audit_stays_below_the_claim_and_detects_half_the_noise
 
     def step(which: int, sigma: float, gen: torch.Generator, draws: int) -> dict[str, torch.Tensor]:
         return autoencoder_gradient(ae, loss, (d, d_prime)[which], AE_CLIP, sigma, 1.0, gen, draws=draws)
+
     claim = claimed_epsilon(AUDIT_SIGMA)
     assert audit(step, AUDIT_SIGMA, direction) < claim
     assert audit(step, AUDIT_SIGMA / 2, direction) > claim
@@ -242,12 +282,15 @@ def critic_neighbours():
 
     def step(which: int, sigma: float, gen: torch.Generator, draws: int | None = None) -> dict[str, torch.Tensor]:
         rows = 16 + which
-        return wgan.critic_gradient(critic, real[:rows], paired[:rows], u[:rows], fake, CRITIC_CLIP, sigma, 1.0,
-                                    10.0, gen, draws=draws)
+        return wgan.critic_gradient(
+            critic, real[:rows], paired[:rows], u[:rows], fake, CRITIC_CLIP, sigma, 1.0, 10.0, gen, draws=draws
+        )
+
     shift = flat(step(1, 0.0, torch.Generator())) - flat(step(0, 0.0, torch.Generator()))
     return step, shift
 
 
+@pytest.mark.integration
 def test_critic_step_audit_stays_below_the_claim_and_detects_half_the_noise(critic_neighbours):
     """The added row's two terms, each clipped to C/2, move the sum by ≤ C (measured 0.80·C: they are not
     aligned, among 48 candidate rows at most 0.80·C). The power check halves the noise this shift sees."""
@@ -259,16 +302,27 @@ def test_critic_step_audit_stays_below_the_claim_and_detects_half_the_noise(crit
     assert audit(step, AUDIT_SIGMA * moved / CRITIC_CLIP / 2, shift / moved) > claim
 
 
+@pytest.mark.integration
 def test_phase_two_runs_the_audited_critic_step_with_the_planned_noise_on_a_frozen_decoder(monkeypatch):
     calls = []
     original = wgan.critic_gradient
 
-    def spy(critic, real, paired_fake, u, fake, clip_norm, noise_multiplier, expected, gp_lambda, generator,
-            draws=None):
-        calls.append((clip_norm, noise_multiplier, expected, gen.generator.training,
-                      flat(dict(gen.decoder.named_parameters())).clone()))
-        return original(critic, real, paired_fake, u, fake, clip_norm, noise_multiplier, expected, gp_lambda,
-                        generator, draws)
+    def spy(
+        critic, real, paired_fake, u, fake, clip_norm, noise_multiplier, expected, gp_lambda, generator, draws=None
+    ):
+        calls.append(
+            (
+                clip_norm,
+                noise_multiplier,
+                expected,
+                gen.generator.training,
+                flat(dict(gen.decoder.named_parameters())).clone(),
+            )
+        )
+        return original(
+            critic, real, paired_fake, u, fake, clip_norm, noise_multiplier, expected, gp_lambda, generator, draws
+        )
+
     monkeypatch.setattr(wgan, "critic_gradient", spy)
     gen = DPAutoGAN(MIXED, FAST)
     gen.fit(mixed_data(40), FakeSession(), Budget(2.0, DELTA))
@@ -297,6 +351,7 @@ def test_generator_in_eval_mode_maps_each_latent_on_its_own():
 
 # -- training, sampling, persistence --------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_fit_handles_empty_poisson_batches():
     gen = fitted({"autoencoder_steps": 20, "steps": 20, "autoencoder_batch_size": 1, "batch_size": 2}, n=30)
@@ -305,8 +360,10 @@ def test_fit_handles_empty_poisson_batches():
         DPAutoGAN(MIXED, {"batch_size": 1})
 
 
+@pytest.mark.slow
 def test_private_critic_steps_draw_latents_head_uniforms_and_u_from_the_csprng(monkeypatch):
     """Phase 2's latents z of G_w, output-head uniforms and interpolation weights u come from the step's CSPRNG."""
+
     def draws(key: bytes, torch_seed: int) -> Recorded:
         seen: Recorded = {}
         gen = DPAutoGAN(MIXED, {**FAST, "autoencoder_steps": 2, "steps": 3}, "cpu")
@@ -315,6 +372,7 @@ def test_private_critic_steps_draw_latents_head_uniforms_and_u_from_the_csprng(m
         record_critic_steps(monkeypatch, seen)
         fit_keyed(monkeypatch, gen, key, torch_seed)
         return seen
+
     assert_drawn_from_the_key(draws)
 
 
@@ -325,13 +383,13 @@ def test_training_noise_is_secret_by_default_and_seeded_only_on_request():
     assert not np.array_equal(a.sample(100, 1), fitted({"noise_seed": 6}).sample(100, 1))
     assert not np.array_equal(a.sample(100, 1), a.sample(100, 2))
     # the public seed alone does not fix the DP noise or the Poisson batches (pipelines/privacy/noise.py)
-    assert not np.array_equal(fitted({"noise_seed": None}).sample(100, 1),
-                              fitted({"noise_seed": None}).sample(100, 1))
+    assert not np.array_equal(fitted({"noise_seed": None}).sample(100, 1), fitted({"noise_seed": None}).sample(100, 1))
 
 
 @pytest.mark.slow
 def test_samples_on_adult_lie_in_the_layout_and_decode_to_the_schema(adult_schema, adult_raw):
     from pipelines.data.validation import conforms
+
     enc = Encoder(adult_schema)
     gen = DPAutoGAN(enc.layout, FAST)
     gen.fit(enc.encode(adult_raw.iloc[:300]), FakeSession(), Budget(2.0, DELTA))
@@ -340,20 +398,23 @@ def test_samples_on_adult_lie_in_the_layout_and_decode_to_the_schema(adult_schem
     assert out.min() >= 0 and out.max() <= 1
     for b in enc.layout.blocks:
         if b.kind == "categorical":
-            np.testing.assert_allclose(out[:, b.start:b.stop].sum(1), 1.0, rtol=1e-5)
+            np.testing.assert_allclose(out[:, b.start : b.stop].sum(1), 1.0, rtol=1e-5)
     decoded = enc.decode(out)
     assert list(decoded.columns) == [c.name for c in adult_schema.columns]
     assert conforms(decoded, adult_schema)["success"]
     assert gen.sample(0, 4).shape == (0, enc.layout.width)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("epsilon", [2.0, math.inf])
 def test_save_load_round_trip_writes_only_the_release(tmp_path, epsilon):
     gen = fitted({"seed": 3}, epsilon=epsilon)
     gen.save(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["decoder.pt", "dp_auto_gan.json", "generator.pt"]
-    meta = json.loads((tmp_path / "dp_auto_gan.json").read_text(),
-                      parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    meta = json.loads(
+        (tmp_path / "dp_auto_gan.json").read_text(),
+        parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"),
+    )
     assert plan_from_dict(meta["privacy"]).autoencoder_steps == FAST["autoencoder_steps"]
     loaded = DPAutoGAN.load(tmp_path)
     np.testing.assert_array_equal(gen.sample(300, 9), loaded.sample(300, 9))
@@ -362,16 +423,20 @@ def test_save_load_round_trip_writes_only_the_release(tmp_path, epsilon):
 
 # -- utility on breast cancer ---------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_non_private_utility_on_breast_cancer(bc_schema, bc_raw):
     """ε = inf with longer training (300 autoencoder epochs, 200 critic epochs, n_critic 5, critic [64, 64]):
     train-on-synthetic logistic regression AUROC ≥ 0.93 (measured 0.978, 0.992, 0.981 for seeds 0-2; 1.0 on real)."""
     from pipelines.data.transform import train_holdout_split
     from pipelines.evaluation.utility import tstr_auroc
+
     train, holdout = train_holdout_split(bc_raw, 0.2, 0)
     enc = Encoder(bc_schema)
-    gen = DPAutoGAN(enc.layout, {"autoencoder_epochs": 300, "epochs": 200, "n_critic": 5, "critic_hidden": [64, 64],
-                                 "noise_seed": 0})
+    gen = DPAutoGAN(
+        enc.layout,
+        {"autoencoder_epochs": 300, "epochs": 200, "n_critic": 5, "critic_hidden": [64, 64], "noise_seed": 0},
+    )
     gen.fit(enc.encode(train), FakeSession(), Budget(math.inf, DELTA))  # one torch thread (tests/conftest.py)
     synth = enc.decode(gen.sample(len(train), 1))
     auroc = tstr_auroc(train, synth, holdout, bc_schema.columns, bc_schema.target, 0)

@@ -1,4 +1,5 @@
 """DP-SGD machinery: formula tests and an empirical privacy audit of one private step (rule 4)."""
+
 from __future__ import annotations
 
 import math
@@ -10,8 +11,15 @@ from torch import nn
 
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
-from pipelines.privacy.dpsgd import (SecureGenerator, clip_and_noise, clip_per_example, per_example_grads,
-                                    poisson_sample, standard_normal, uniform)
+from pipelines.privacy.dpsgd import (
+    SecureGenerator,
+    clip_and_noise,
+    clip_per_example,
+    per_example_grads,
+    poisson_sample,
+    standard_normal,
+    uniform,
+)
 from pipelines.privacy.events import PoissonGaussianEvent
 from pipelines.privacy.noise import secure_numpy
 
@@ -47,6 +55,7 @@ def flat(grads: dict[str, torch.Tensor], lead: int = 0) -> torch.Tensor:
 
 # -- formula tests ----------------------------------------------------------------------------
 
+
 def test_per_example_grads_match_autograd_loop_with_gradient_penalty():
     model = critic()
     x, fake, u = batch(7)
@@ -55,23 +64,26 @@ def test_per_example_grads_match_autograd_loop_with_gradient_penalty():
         model.zero_grad()
         x_hat = (u[i] * x[i] + (1 - u[i]) * fake[i]).unsqueeze(0).requires_grad_()
         (g,) = torch.autograd.grad(model(x_hat).sum(), x_hat, create_graph=True)
-        loss = -model(x[i:i + 1]).sum() + GP_LAMBDA * (g.norm() - 1) ** 2
+        loss = -model(x[i : i + 1]).sum() + GP_LAMBDA * (g.norm() - 1) ** 2
         loss.backward()
         for name, p in model.named_parameters():
             torch.testing.assert_close(got[name][i], p.grad, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.integration
 def test_per_example_grads_with_a_gradient_penalty_free_their_graph():
     """The double backward's graph must die with the call: recorded uses of the probes that formed a cycle through
     autograd nodes Python cannot collect would leak memory at every PPEM step (gigabytes on a large table). After
     warm-up calls, more calls leave no more live tensors behind."""
     import gc
+
     model = critic()
     x, fake, u = batch(7)
 
     def live_tensors() -> int:
         gc.collect()
         return sum(issubclass(type(o), torch.Tensor) for o in gc.get_objects())
+
     per_example_grads(model, wgan_gp_loss, x, fake, u).materialised()
     before = live_tensors()
     for _ in range(5):
@@ -121,9 +133,13 @@ def test_factored_norms_and_clipped_sum_equal_the_materialised_ones():
     dense = factored.materialised()
     torch.testing.assert_close(factored.sq_norms().sqrt(), joint_norms(dense))
     clip = float(joint_norms(dense).median())
-    for got, want in ((factored, dense), (clip_per_example(factored, clip / 2) + clip_per_example(factored, clip / 3),
-                                          {k: v + clip_per_example(dense, clip / 3)[k]
-                                           for k, v in clip_per_example(dense, clip / 2).items()})):
+    for got, want in (
+        (factored, dense),
+        (
+            clip_per_example(factored, clip / 2) + clip_per_example(factored, clip / 3),
+            {k: v + clip_per_example(dense, clip / 3)[k] for k, v in clip_per_example(dense, clip / 2).items()},
+        ),
+    ):
         out = clip_and_noise(got, clip, 0.0, 4.0, torch.Generator())
         ref = clip_and_noise(want, clip, 0.0, 4.0, torch.Generator())
         for k in ref:
@@ -182,11 +198,12 @@ def test_poisson_sample_batch_sizes_are_binomial():
 
 AUDIT_DELTA = 1e-5
 AUDIT_RUNS = 200_000  # per data set
-AUDIT_SIGMA = 3.0     # one Gaussian step at q = 1: claimed ε ≈ 1.27 at δ = 1e-5
+AUDIT_SIGMA = 3.0  # one Gaussian step at q = 1: claimed ε ≈ 1.27 at δ = 1e-5
 
 
-def audit_scores(per_example: dict, direction: torch.Tensor, clip: float, sigma: float, expected: float,
-                 seed: int) -> np.ndarray:
+def audit_scores(
+    per_example: dict, direction: torch.Tensor, clip: float, sigma: float, expected: float, seed: int
+) -> np.ndarray:
     """Projections on `direction` of AUDIT_RUNS independent outputs of the real clip_and_noise."""
     gen, scores = torch.Generator().manual_seed(seed), []
     for _ in range(AUDIT_RUNS // 50_000):
@@ -247,7 +264,7 @@ def test_audit_detects_broken_clipping(neighbours):
 
 # -- the subsampled step: Poisson sampling's amplification, audited through poisson_sample and clip_and_noise ------
 
-SUBSAMPLED_Q, SUBSAMPLED_SIGMA = 0.5, 1.0   # claimed ε ≈ 3.53 at δ = 1e-5
+SUBSAMPLED_Q, SUBSAMPLED_SIGMA = 0.5, 1.0  # claimed ε ≈ 3.53 at δ = 1e-5
 
 
 def subsampled_outputs(with_canary: bool, sigma: float, seed: int) -> np.ndarray:
@@ -257,19 +274,24 @@ def subsampled_outputs(with_canary: bool, sigma: float, seed: int) -> np.ndarray
     real `clip_and_noise` (secure mode), C = 1 and divisor 1. {} vs {canary} is the subsampled Gaussian's
     dominating pair, so the audit's bound approaches the claim."""
     gen = SecureGenerator(secure_numpy(bytes([seed]) * 16))
-    canary, empty = {"w": torch.full((1, 4), 10.0)}, {"w": torch.zeros(0, 4)}   # the canary's norm 20 clips to 1
+    canary, empty = {"w": torch.full((1, 4), 10.0)}, {"w": torch.zeros(0, 4)}  # the canary's norm 20 clips to 1
     kept = len(poisson_sample(AUDIT_RUNS, SUBSAMPLED_Q, gen)) if with_canary else 0
-    parts = [(clip_and_noise(rows, 1.0, sigma, 1.0, gen, draws=k)["w"].reshape(k, -1) @ torch.full((4,), 0.5))
-             for rows, k in ((canary, kept), (empty, AUDIT_RUNS - kept)) if k]
+    parts = [
+        (clip_and_noise(rows, 1.0, sigma, 1.0, gen, draws=k)["w"].reshape(k, -1) @ torch.full((4,), 0.5))
+        for rows, k in ((canary, kept), (empty, AUDIT_RUNS - kept))
+        if k
+    ]
     return torch.cat(parts).numpy()
 
 
 def subsampled_audit(sigma: float) -> float:
     seeds = (1, 2) if sigma == SUBSAMPLED_SIGMA else (3, 4)
-    return epsilon_lower_bound(subsampled_outputs(False, sigma, seeds[0]), subsampled_outputs(True, sigma, seeds[1]),
-                               AUDIT_DELTA)
+    return epsilon_lower_bound(
+        subsampled_outputs(False, sigma, seeds[0]), subsampled_outputs(True, sigma, seeds[1]), AUDIT_DELTA
+    )
 
 
+@pytest.mark.integration
 def test_subsampled_step_audit_stays_below_the_claim_and_detects_half_the_noise():
     """Lower bounds at seeds 1-4: 1.63 < claim 3.53; 4.28 at σ/2."""
     claim = epsilon_pld([PoissonGaussianEvent(SUBSAMPLED_SIGMA, SUBSAMPLED_Q, 1)], AUDIT_DELTA)
@@ -289,8 +311,17 @@ def test_coupled_term_is_clipped_and_the_noise_covers_c_plus_two_c_alpha():
     huge = {"w": torch.full((100, 50), 7.0), "b": torch.full((50,), 7.0)}
     clean = flat(clip_and_noise(zeros, clip, 0.0, expected, torch.Generator(), coupled=huge, coupled_clip=COUPLED_CLIP))
     assert float(clean.norm()) * expected == pytest.approx(COUPLED_CLIP, rel=1e-5)  # clipped to C_α
-    out = flat(clip_and_noise(zeros, clip, sigma, expected, torch.Generator().manual_seed(0),
-                              coupled={k: torch.zeros_like(v) for k, v in huge.items()}, coupled_clip=COUPLED_CLIP))
+    out = flat(
+        clip_and_noise(
+            zeros,
+            clip,
+            sigma,
+            expected,
+            torch.Generator().manual_seed(0),
+            coupled={k: torch.zeros_like(v) for k, v in huge.items()},
+            coupled_clip=COUPLED_CLIP,
+        )
+    )
     d = out.numel()
     chi2 = float((out * expected / (sigma * (clip + 2 * COUPLED_CLIP))).pow(2).sum())
     assert abs(chi2 - d) < 5 * math.sqrt(2 * d)
@@ -318,8 +349,16 @@ def coupled_audit(neighbours, noise_multiplier: float) -> float:
     for (per_example, coupled), seed in ((d, 20), (d_prime, 21)):
         gen, s = torch.Generator().manual_seed(seed), []
         for _ in range(AUDIT_RUNS // 50_000):
-            out = clip_and_noise(per_example, clip, noise_multiplier, expected, gen, draws=50_000,
-                                 coupled=coupled, coupled_clip=COUPLED_CLIP)
+            out = clip_and_noise(
+                per_example,
+                clip,
+                noise_multiplier,
+                expected,
+                gen,
+                draws=50_000,
+                coupled=coupled,
+                coupled_clip=COUPLED_CLIP,
+            )
             s.append((out["w"] @ v).numpy())
         scores.append(np.concatenate(s))
     return epsilon_lower_bound(scores[0], scores[1], AUDIT_DELTA)
@@ -375,19 +414,22 @@ def test_secure_uniforms_have_the_moments_of_u01_on_the_grid_of_their_dtype():
     u = uniform(secure(), (100_000,)).double()
     assert abs(u.mean().item() - 0.5) < 0.01 and abs(u.var().item() - 1 / 12) < 0.003
     assert u.min().item() >= 0.0 and u.max().item() < 1.0
-    assert torch.equal(u * 2 ** 24, torch.floor(u * 2 ** 24))
+    assert torch.equal(u * 2**24, torch.floor(u * 2**24))
 
 
 def test_secure_uniforms_are_rounded_down_so_the_cast_never_reaches_one():
     """The largest float64 uniform, 1 − 2^-53, rounds to 1.0 in float32; rounded down to the float32 grid it is
     1 − 2^-24 (a Gumbel draw −log(−log u) stays finite), and float64 keeps it as it is."""
+
     class Top:
         """A CSPRNG whose every uniform is the largest float64 below 1."""
+
         def random(self, shape):
-            return np.full(shape, 1 - 2.0 ** -53)
+            return np.full(shape, 1 - 2.0**-53)
+
     top = SecureGenerator(Top())
-    assert torch.equal(uniform(top, (2,), dtype=torch.float32), torch.full((2,), 1 - 2.0 ** -24))
-    assert torch.equal(uniform(top, (2,), dtype=torch.float64), torch.full((2,), 1 - 2.0 ** -53, dtype=torch.float64))
+    assert torch.equal(uniform(top, (2,), dtype=torch.float32), torch.full((2,), 1 - 2.0**-24))
+    assert torch.equal(uniform(top, (2,), dtype=torch.float64), torch.full((2,), 1 - 2.0**-53, dtype=torch.float64))
 
 
 def test_secure_normals_have_the_moments_of_n01():
@@ -401,9 +443,12 @@ def test_secure_normals_have_the_moments_of_n01():
 
 def test_a_torch_generator_draws_as_torch_does():
     """The non-private path (a public seed; sampling a trained model) is torch.randn and torch.rand, unchanged."""
+
     def seeded() -> torch.Generator:
         return torch.Generator().manual_seed(3)
+
     assert torch.equal(standard_normal(seeded(), (5, 2)), torch.randn(5, 2, generator=seeded()))
     assert torch.equal(uniform(seeded(), (5, 2)), torch.rand(5, 2, generator=seeded()))
-    assert torch.equal(uniform(seeded(), (4,), dtype=torch.float64),
-                       torch.rand(4, generator=seeded(), dtype=torch.float64))
+    assert torch.equal(
+        uniform(seeded(), (4,), dtype=torch.float64), torch.rand(4, generator=seeded(), dtype=torch.float64)
+    )

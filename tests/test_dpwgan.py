@@ -1,86 +1,32 @@
 """DP-WGAN: data-independent plan, reserve-before-read, persistence, reproducibility, utility."""
+
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from pipelines.data.layout import Block, Layout
-from pipelines.generators import wgan
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import make_generator
 from pipelines.generators.dpwgan import DPWGAN
 from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.dpsgd import SecureGenerator
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent
-from pipelines.privacy.noise import Streams, secure_numpy
 
-MIXED = Layout((
-    Block("age", "integer", 0, 1),
-    Block("income", "continuous", 1, 2),
-    Block("smoker", "binary", 2, 3),
-    Block("region", "categorical", 3, 6, protected=True),
-    Block("outcome", "binary", 6, 7, is_target=True),
-))
-FAST = {"steps": 6, "batch_size": 16, "critic_hidden": [8], "generator_hidden": [8], "latent_dim": 4, "noise_seed": 0}
-
-
-def mixed_data(n: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    region = np.eye(3)[rng.integers(0, 3, n)]
-    cols = [rng.random(n), rng.beta(2, 5, n), rng.integers(0, 2, n), *region.T, rng.integers(0, 2, n)]
-    return np.column_stack(cols).astype(np.float32)
-
-
-class FakeSession:
-    """Records the order of ledger calls and data reads."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.reserved: list = []
-        self.recorded: list = []
-
-    def reserve(self, events):
-        self.calls.append("reserve")
-        self.reserved = list(events)
-
-    def record(self, events):
-        self.calls.append("record")
-        self.recorded = list(events)
-        return [1]
-
-
-class GuardedData:
-    """Encoded matrix whose values cannot be read before the session has reserved; len() is public."""
-
-    def __init__(self, x: np.ndarray, session: FakeSession) -> None:
-        self._x, self._session = x, session
-
-    def __len__(self) -> int:
-        return len(self._x)
-
-    def __array__(self, dtype=None, copy=None):
-        if "reserve" not in self._session.calls:
-            raise AssertionError("private data read before session.reserve()")
-        self._session.calls.append("read")
-        return self._x.astype(dtype or self._x.dtype)
-
-
-def assert_fit_rejects_bad_input(gen) -> None:
-    """`gen.fit` refuses encoded values outside [0, 1] naming the column and the fix, and a matrix of another
-    width than the layout's (base.check_encoded). The row count may differ from the planned public n̂."""
-    gen.plan(50, Budget(1.0, 1e-5))
-    bad = mixed_data(50)
-    bad[3, 1] = 1.7
-    with pytest.raises(ValueError, match="column 'income'.*outside \\[0, 1\\].*Encoder"):
-        gen.fit(bad, FakeSession())
-    with pytest.raises(ValueError, match="expected \\(rows, "):
-        gen.fit(mixed_data(50)[:, :-1], FakeSession())
+from support.generators import (
+    FAST,
+    MIXED,
+    GuardedData,
+    Recorded,
+    assert_drawn_from_the_key,
+    fit_keyed,
+    mixed_data,
+    record_critic_steps,
+    record_inputs,
+)
+from support.ledger import FakeSession
 
 
 def fitted(params: dict, epsilon: float = 2.0, n: int = 64, seed: int = 0) -> DPWGAN:
@@ -106,7 +52,7 @@ def test_plan_is_data_independent_and_meets_the_target():
     again = DPWGAN(MIXED, {"epochs": 5, "batch_size": 64, "seed": 7}).plan(1000, budget)
     assert plan == again
     events = list(plan.events)
-    event, calibration = events                    # the critic's DP-SGD and the samples' calibration (share 0.2)
+    event, calibration = events  # the critic's DP-SGD and the samples' calibration (share 0.2)
     assert isinstance(event, PoissonGaussianEvent) and calibration == plan.calibration.event
     assert event.sample_rate == pytest.approx(0.064) and event.steps == math.ceil(5 / 0.064)
     eps = epsilon_pld(events, budget.delta)
@@ -120,6 +66,7 @@ def test_plan_non_private():
     assert gen.privacy.noise_multiplier == 0.0 and gen.privacy.clip_norm == math.inf
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("pre_plan", [True, False])
 def test_fit_reserves_before_reading_and_records_the_plan(pre_plan):
     session = FakeSession()
@@ -144,6 +91,7 @@ def test_fit_handles_empty_poisson_batches():
     assert np.isfinite(gen.sample(10, 0)).all()
 
 
+@pytest.mark.integration
 def test_fit_keeps_the_public_count_when_the_rows_differ():
     """The actual row count is private and may differ from the public n̂ of the plan: fit trains on the rows
     it gets at the planned q = B/n̂ and refuses only another width."""
@@ -156,6 +104,7 @@ def test_fit_keeps_the_public_count_when_the_rows_differ():
         gen.fit(mixed_data(50)[:, :-1], FakeSession())
 
 
+@pytest.mark.integration
 def test_sample_respects_layout():
     x = fitted({}).sample(200, 3)
     assert x.dtype == np.float32 and x.shape == (200, MIXED.width)
@@ -164,69 +113,23 @@ def test_sample_respects_layout():
     assert fitted({}).sample(0, 3).shape == (0, MIXED.width)
 
 
+@pytest.mark.integration
 def test_training_noise_is_secret_by_default_and_seeded_only_on_request():
     a, b = fitted({"noise_seed": 5}), fitted({"noise_seed": 5})
     np.testing.assert_array_equal(a.sample(100, 1), b.sample(100, 1))
     assert not np.array_equal(a.sample(100, 1), fitted({"noise_seed": 6}).sample(100, 1))
     assert not np.array_equal(a.sample(100, 1), a.sample(100, 2))
     # the public seed alone does not fix the DP noise or the Poisson batches (pipelines/privacy/noise.py)
-    assert not np.array_equal(fitted({"noise_seed": None}).sample(100, 1),
-                              fitted({"noise_seed": None}).sample(100, 1))
+    assert not np.array_equal(fitted({"noise_seed": None}).sample(100, 1), fitted({"noise_seed": None}).sample(100, 1))
 
 
 # -- every draw of a private training step comes from the CSPRNG -----------------------------------------------
 
-CRITIC_GRADIENT = wgan.critic_gradient
-Recorded = dict[str, list[torch.Tensor]]
 
-
-def csprng_key(flip_bit: int | None = None) -> bytes:
-    """A fixed 16-byte AES key for a training step's noise stream; `flip_bit`: with that bit (0: the lowest) flipped."""
-    key = bytearray(range(16))
-    if flip_bit is not None:
-        key[15 - flip_bit // 8] ^= 1 << (flip_bit % 8)
-    return bytes(key)
-
-
-def fit_keyed(monkeypatch: pytest.MonkeyPatch, gen: PrivateGenerator, key: bytes, torch_seed: int) -> None:
-    """A private fit of `gen` on 64 rows, every DP-SGD noise stream (`Streams.training`) the CSPRNG keyed by `key`,
-    every Poisson stream one with a fixed key (the same batches whatever `key`), after torch's global generator
-    is seeded by `torch_seed`: what no private draw may depend on."""
-    monkeypatch.setattr(Streams, "training", lambda self, context, device="cpu": (
-        SecureGenerator(secure_numpy(key), device), SecureGenerator(secure_numpy(bytes(16)))))
-    torch.manual_seed(torch_seed)
-    gen.plan(64, Budget(2.0, 1e-5))
-    gen.fit(mixed_data(64), FakeSession())
-
-
-def record_inputs(seen: Recorded, name: str, module: torch.nn.Module, position: int) -> None:
-    """Append argument `position` of every call of `module` to seen[name] (latents, head uniforms)."""
-    module.register_forward_pre_hook(lambda _, args: seen.setdefault(name, []).append(args[position].clone()))
-
-
-def record_critic_steps(monkeypatch: pytest.MonkeyPatch, seen: Recorded) -> None:
-    """Append the interpolation weights u that every critic step hands to `wgan.critic_gradient` to seen["u"]."""
-    def recorded(critic, real, paired_fake, u, *args, **kwargs):
-        seen.setdefault("u", []).append(u.clone())
-        return CRITIC_GRADIENT(critic, real, paired_fake, u, *args, **kwargs)
-    monkeypatch.setattr(wgan, "critic_gradient", recorded)
-
-
-def assert_drawn_from_the_key(draws: Callable[[bytes, int], Recorded]) -> None:
-    """Each kind of draw of `draws(key, torch_seed)` ({name: tensors in call order}, from a private fit) depends on
-    the CSPRNG key alone: the same key gives identical tensors whatever torch's global generator was seeded with,
-    a key one bit away different ones at the first call (the same networks, the same Poisson batch)."""
-    base, again, other = draws(csprng_key(), 0), draws(csprng_key(), 1), draws(csprng_key(flip_bit=0), 0)
-    assert base and base.keys() == again.keys() == other.keys()
-    for name, tensors in base.items():
-        assert len(tensors) == len(again[name]) > 0
-        assert all(torch.equal(x, y) for x, y in zip(tensors, again[name])), name
-        first, flipped = tensors[0], other[name][0]
-        assert first.numel() > 0 and first.shape == flipped.shape and not torch.equal(first, flipped), name
-
-
+@pytest.mark.integration
 def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monkeypatch):
     """DP-WGAN's latents, output-head uniforms and interpolation weights u come from the step's CSPRNG."""
+
     def draws(key: bytes, torch_seed: int) -> Recorded:
         seen: Recorded = {}
         gen = DPWGAN(MIXED, {**FAST, "steps": 3, "calibration": {"share": 0}}, "cpu")
@@ -235,6 +138,7 @@ def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monk
         record_critic_steps(monkeypatch, seen)
         fit_keyed(monkeypatch, gen, key, torch_seed)
         return seen
+
     assert_drawn_from_the_key(draws)
 
 
@@ -242,8 +146,9 @@ def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monk
 def test_save_load_round_trip(tmp_path, epsilon):
     gen = fitted({"seed": 3}, epsilon=epsilon)
     gen.save(tmp_path)
-    meta = json.loads((tmp_path / "dpwgan.json").read_text(),
-                      parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    meta = json.loads(
+        (tmp_path / "dpwgan.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}")
+    )
     assert meta["privacy"]["steps"] == FAST["steps"]
     loaded = DPWGAN.load(tmp_path)
     np.testing.assert_array_equal(gen.sample(300, 9), loaded.sample(300, 9))
@@ -252,11 +157,13 @@ def test_save_load_round_trip(tmp_path, epsilon):
 
 # -- utility on breast cancer ----------------------------------------------------------------
 
+
 def breast_cancer_split():
     """The project's own route: public schema, validation-free bundled read, seeded split, encoder."""
     from pipelines.data.readers import read_table
     from pipelines.data.schema import load_schema
     from pipelines.data.transform import Encoder, train_holdout_split
+
     schema = load_schema(Path(__file__).resolve().parents[1] / "schemas" / "breast_cancer.yaml")
     train, test = train_holdout_split(read_table("bundled:breast_cancer", schema)[0], 0.2, 0)
     return schema, Encoder(schema), train, test
@@ -267,6 +174,7 @@ def synthetic_auroc(epsilon: float, params: dict) -> tuple[float, float]:
     ε = inf every stream comes from the public `seed` (pipelines/privacy/noise.py), a private ε needs a
     `noise_seed` in `params`; one torch thread (tests/conftest.py)."""
     from pipelines.evaluation.utility import tstr_auroc
+
     schema, encoder, train, test = breast_cancer_split()
     gen = DPWGAN(encoder.layout, params, "cpu")
     gen.fit(encoder.encode(train), FakeSession(), Budget(epsilon, 1e-5))
@@ -289,7 +197,10 @@ def test_non_private_utility_on_breast_cancer():
     runs = [synthetic_auroc(math.inf, {**NON_PRIVATE_WGAN, "seed": seed}) for seed in range(5)]
     real, synthetic = runs[0][1], [tstr for tstr, _ in runs]
     private = {eps: synthetic_auroc(eps, {"noise_seed": 0})[0] for eps in (1.0, 8.0)}
-    print(f"\nbreast cancer AUROC: train-on-real {real:.3f}, DP-WGAN ε=inf seeds 0-4 "
-          + ", ".join(f"{a:.3f}" for a in synthetic) + ", "
-          + ", ".join(f"ε={eps:g} {a:.3f}" for eps, a in private.items()))
+    print(
+        f"\nbreast cancer AUROC: train-on-real {real:.3f}, DP-WGAN ε=inf seeds 0-4 "
+        + ", ".join(f"{a:.3f}" for a in synthetic)
+        + ", "
+        + ", ".join(f"ε={eps:g} {a:.3f}" for eps, a in private.items())
+    )
     assert float(np.median(synthetic)) >= real - 0.15

@@ -3,6 +3,7 @@
 Stage params come from dvc.yaml itself (tasks.common.STAGE_PARAMS), so the hashes every artefact carries
 cover exactly what DVC tracks; moving the ledger, changing the device or the orchestration must not re-run
 (and so re-charge) train@gen."""
+
 from __future__ import annotations
 
 import json
@@ -15,27 +16,45 @@ import yaml
 
 from pipelines.config import parse_params
 from tasks import common
-from test_pipeline import ledger_rows, make_root, sh
+from support.project import ledger_rows, make_root, sh
 
 PROJECT = Path(__file__).resolve().parents[1]
-SPENDING = ("prepare", "train", "weight")                     # stages that reserve ledger events
-NOT_THE_METHOD = ("privacy", "privacy.ledger", "privacy.lifetime_epsilon", "privacy.noise_key_file", "device",
-                  "orchestration")
-TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []},
-        "dpwgan": {"epsilon": 0.9, "steps": 20, "batch_size": 64},     # keyed noise: make_root's steward key;
-        # pinned below the release ε 1: the release test's pinned ε (tests/test_pipeline.py SMALL) fits beside it
-        "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
-                     "attacks": {"max_rows": 200, "n_attacks": 100}}}
+SPENDING = ("prepare", "train", "weight")  # stages that reserve ledger events
+NOT_THE_METHOD = (
+    "privacy",
+    "privacy.ledger",
+    "privacy.lifetime_epsilon",
+    "privacy.noise_key_file",
+    "device",
+    "orchestration",
+)
+TINY = {
+    "generators": ["dpwgan"],
+    "device": "cpu",
+    "weights": {"generators": []},
+    "dpwgan": {"epsilon": 0.9, "steps": 20, "batch_size": 64},  # keyed noise: make_root's steward key;
+    # pinned below the release ε 1: the release test's pinned ε (support/project.py SMALL) fits beside it
+    "evaluate": {
+        "max_rows": 300,
+        "ot_max_rows": 200,
+        "kway_subsets": 10,
+        "attacks": {"max_rows": 200, "n_attacks": 100},
+    },
+}
 
 
 def test_stage_params_are_read_from_dvc_yaml():
     stages = yaml.safe_load((PROJECT / "dvc.yaml").read_text())["stages"]
-    # budget tracks the whole params.yaml (every section shapes the allocation): absent, so hashes() takes it all
-    whole = {n for n, st in stages.items() if {"params.yaml": None} in (st.get("do", st).get("params") or [])}
+    # the stages track keys of the params stage's resolved file; budget tracks all of it (every section shapes
+    # the allocation): absent, so hashes() takes it all
+    resolved = "data/params.yaml"
+    whole = {n for n, st in stages.items() if {resolved: None} in (st.get("do", st).get("params") or [])}
     assert whole == {"budget"} and set(common.STAGE_PARAMS) == set(stages) - whole
+    assert stages["params"]["outs"] == [{resolved: {"cache": False}}] and "params.yaml" in stages["params"]["deps"]
     for name, stage in stages.items():
         if name not in whole:
-            assert list(common.STAGE_PARAMS[name]) == stage.get("do", stage).get("params", [])
+            entries = stage.get("do", stage).get("params") or [{resolved: []}]
+            assert len(entries) == 1 and list(common.STAGE_PARAMS[name]) == entries[0][resolved], name
     for name in SPENDING:
         assert not set(common.STAGE_PARAMS[name]) & set(NOT_THE_METHOD), name
     assert {"dataset", "privacy.delta", "privacy.internal_release", common.ITEM} <= set(common.STAGE_PARAMS["train"])
@@ -52,15 +71,25 @@ def test_train_hash_ignores_the_ledger_device_and_budget_but_not_the_method():
         return common.hashes(parse_params(p), "train", Schema(), "dpwgan")["params"]
 
     base = train_hash(params)
-    moved = {**params, "device": "cuda", "orchestration": {"task_runner": "dask"},
-             "privacy": {**params["privacy"], "ledger": "postgresql+psycopg://steward@db/ledger",
-                         "lifetime_epsilon": 99.0, "noise_key_file": "/secure/key"}}
+    moved = {
+        **params,
+        "device": "cuda",
+        "orchestration": {"task_runner": "dask"},
+        "privacy": {
+            **params["privacy"],
+            "ledger": "postgresql+psycopg://steward@db/ledger",
+            "lifetime_epsilon": 99.0,
+            "noise_key_file": "/secure/key",
+        },
+    }
     assert train_hash(moved) == base
     assert train_hash({**params, "privacy": {**params["privacy"], "delta": 1e-6}}) != base
     assert train_hash({**params, "dpwgan": {**params["dpwgan"], "epsilon": 2.0}}) != base
-    assert train_hash({**params, "ppem": {"epsilon": 2.0}}) == base                  # another generator's section
-    assert (common.hashes(parse_params(params), "evaluate", Schema())["params"]
-            == common.hashes(parse_params(moved), "evaluate", Schema())["params"])
+    assert train_hash({**params, "ppem": {"epsilon": 2.0}}) == base  # another generator's section
+    assert (
+        common.hashes(parse_params(params), "evaluate", Schema())["params"]
+        == common.hashes(parse_params(moved), "evaluate", Schema())["params"]
+    )
 
 
 @pytest.mark.slow
@@ -71,8 +100,9 @@ def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
     root = make_root(tmp_path, TINY, git=True)
     sh(["dvc", "repro"], root)
     rows = ledger_rows(root)
-    assert [r[1:] for r in rows if r[1] == "train@dpwgan"] == (   # DP-SGD, then the calibration's Gaussian
-        [("train@dpwgan", "planned")] * 2 + [("train@dpwgan", "spent")] * 2)
+    assert [r[1:] for r in rows if r[1] == "train@dpwgan"] == (  # DP-SGD, then the calibration's Gaussian
+        [("train@dpwgan", "planned")] * 2 + [("train@dpwgan", "spent")] * 2
+    )
     head = json.loads((root / "releases/breast_cancer/latest.json").read_text())["ledger_head"]
     assert head["seq"] == len(rows)
 
@@ -91,12 +121,12 @@ def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
     # nothing and spends nothing
     assert "Running stage 'budget'" in out and "Running stage 'train@dpwgan'" not in out, out[-3000:]
     assert "Running stage 'prepare'" not in out, out[-3000:]
-    assert ledger_rows(root) == rows                              # the old file: untouched
+    assert ledger_rows(root) == rows  # the old file: untouched
     with sqlite3.connect(moved) as con:
         assert con.execute("SELECT seq, stage, status FROM privacy_events ORDER BY seq").fetchall() == rows
     checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
     ledger_gate = next(g for g in checks["gates"] if g["name"] == "ledger")
-    assert ledger_gate["passed"] and ledger_gate["evidence"]["expected_head"] == head   # re-run for the budget
+    assert ledger_gate["passed"] and ledger_gate["evidence"]["expected_head"] == head  # re-run for the budget
     verified = json.loads(sh(["synthrelease", "ledger", "verify"], root).stdout)
     assert verified["rows"] == len(rows) and verified["expected_head_from"] == "releases/breast_cancer/latest.json"
 
@@ -106,6 +136,8 @@ def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
             (root / f).write_text((root / f).read_text() + "\n# an edit\n")
         sh(["dvc", "repro", "code"], root)
         return set(json.loads(sh(["dvc", "status", "--json"], root).stdout))
+
     assert not {"train@dpwgan", "prepare"} & changed_after_editing(
-        "pipelines/evaluation/attacks/gates.py", "pipelines/generators/ppem.py", "pipelines/generators/aim.py")
+        "pipelines/evaluation/attacks/gates.py", "pipelines/generators/ppem.py", "pipelines/generators/aim.py"
+    )
     assert "train@dpwgan" in changed_after_editing("pipelines/generators/base.py")

@@ -1,4 +1,5 @@
 """Evaluation: marginal distances, TSTR utility and the release report."""
+
 from __future__ import annotations
 
 import re
@@ -14,13 +15,14 @@ from sklearn.model_selection import train_test_split
 from pipelines.errors import InputError
 from pipelines.evaluation import utility
 from pipelines.evaluation.fidelity import marginal_distances, summarise
-from pipelines.evaluation.report import render_html, render_markdown
+from pipelines.reporting.report import render_html, render_markdown
 from pipelines.evaluation.utility import featurise, tstr_auroc
 
 
 @dataclass(frozen=True)
 class Col:
     """Stand-in for a schema column."""
+
     name: str
     kind: str
     lower: float | None = None
@@ -28,18 +30,28 @@ class Col:
     categories: tuple = ()
 
 
-MIXED = [Col("age", "integer", 0, 100), Col("income", "continuous", 0.0, 1e5),
-         Col("colour", "categorical", categories=("red", "green", "blue")),
-         Col("smoker", "binary", categories=("no", "yes"))]
+MIXED = [
+    Col("age", "integer", 0, 100),
+    Col("income", "continuous", 0.0, 1e5),
+    Col("colour", "categorical", categories=("red", "green", "blue")),
+    Col("smoker", "binary", categories=("no", "yes")),
+]
 
 
 def mixed_frame(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"age": rng.integers(0, 101, n), "income": rng.uniform(0, 1e5, n),
-                         "colour": rng.choice(["red", "green"], n), "smoker": rng.choice(["no", "yes"], n)})
+    return pd.DataFrame(
+        {
+            "age": rng.integers(0, 101, n),
+            "income": rng.uniform(0, 1e5, n),
+            "colour": rng.choice(["red", "green"], n),
+            "smoker": rng.choice(["no", "yes"], n),
+        }
+    )
 
 
 # --- fidelity -------------------------------------------------------------------------------------
+
 
 def test_identical_frames_have_zero_distance():
     df = mixed_frame(200, 0)
@@ -80,8 +92,7 @@ def test_w1_of_shifted_uniform_is_the_scaled_shift():
 
 
 def test_summarise_and_missing_column():
-    d = {"a": {"metric": "tv", "value": 0.1}, "b": {"metric": "tv", "value": 0.3},
-         "c": {"metric": "w1", "value": 0.2}}
+    d = {"a": {"metric": "tv", "value": 0.1}, "b": {"metric": "tv", "value": 0.3}, "c": {"metric": "w1", "value": 0.2}}
     assert summarise(d) == pytest.approx({"mean_tv": 0.2, "max_tv": 0.3, "mean_w1": 0.2, "max_w1": 0.2})
     assert summarise({"a": d["a"]})["mean_w1"] is None
     with pytest.raises(InputError, match="colour"):
@@ -89,6 +100,7 @@ def test_summarise_and_missing_column():
 
 
 # --- utility --------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def cancer():
@@ -118,18 +130,27 @@ def test_a_long_code_list_is_featurised_by_its_buckets():
     codes = tuple(f"D{i:04d}" for i in range(5000))
     frame = pd.DataFrame({"dx": ["D0000", "D4999", "D0000", "X", "D0078", "D0079"]})
     x = featurise(frame, [Col("dx", "categorical", categories=codes)])
-    assert x.shape == (6, 64) and x.sum(1).tolist() == [1, 1, 1, 0, 1, 1]   # unknown: zero block
+    assert x.shape == (6, 64) and x.sum(1).tolist() == [1, 1, 1, 0, 1, 1]  # unknown: zero block
     # known answers: bucket of code k = floor(64 k / 5000): D0000 -> 0, D4999 -> 63, D0078 -> 0, D0079 -> 1
     assert x[0, 0] == x[1, 63] == x[4, 0] == x[5, 1] == 1
     assert (x[0] == x[2]).all()
     assert featurise(frame, [Col("dx", "categorical", categories=codes[:99] + ("D4999",))]).shape == (6, 100)
     from pipelines.evaluation.attacks.distance import gower_features
-    g = gower_features(frame, [Col("dx", "categorical", categories=codes)])   # codes in different buckets: d = 1
+
+    g = gower_features(frame, [Col("dx", "categorical", categories=codes)])  # codes in different buckets: d = 1
     assert g.shape == (6, 64) and np.abs(g[0] - g[1]).sum() == 1.0 and np.abs(g[0] - g[2]).sum() == 0
-    from pipelines.evaluation.dimensionwise import _labels   # predicted as its bucket, 64 classes at most
-    assert _labels(frame.iloc[[0, 1, 2, 4, 5]], Col("dx", "categorical", categories=codes), "t").tolist() == [0, 63, 0, 0, 1]
+    from pipelines.evaluation.dimensionwise import _labels  # predicted as its bucket, 64 classes at most
+
+    assert _labels(frame.iloc[[0, 1, 2, 4, 5]], Col("dx", "categorical", categories=codes), "t").tolist() == [
+        0,
+        63,
+        0,
+        0,
+        1,
+    ]
 
 
+@pytest.mark.integration
 def test_real_vs_real_tstr_equals_trtr(real_vs_real):
     r = real_vs_real
     assert (r["n_train_real"], r["n_synth"], r["n_test"]) == (398, 398, 171)
@@ -139,15 +160,24 @@ def test_real_vs_real_tstr_equals_trtr(real_vs_real):
         assert m["tstr"] == m["trtr"] and m["gap"] == 0.0 and m["tstr"] > 0.95 and "note" not in m
 
 
+@pytest.mark.integration
 def test_shuffled_target_gives_chance_auroc(cancer, monkeypatch):
     # One shuffle's AUROC varies a lot (a random LR direction still projects onto the strongly
     # label-correlated features: 0.30-0.66 over 10 seeds), so average over shuffles. LR only, for speed.
     monkeypatch.setattr(utility, "MODELS", {"logistic_regression": utility.MODELS["logistic_regression"]})
     train, test, columns = cancer
     rng = np.random.default_rng(0)
-    scores = [tstr_auroc(train, train.assign(diagnosis=rng.permutation(train["diagnosis"].to_numpy())),
-                         test, columns, "diagnosis", seed=0)["models"]["logistic_regression"]["tstr"]
-              for _ in range(20)]
+    scores = [
+        tstr_auroc(
+            train,
+            train.assign(diagnosis=rng.permutation(train["diagnosis"].to_numpy())),
+            test,
+            columns,
+            "diagnosis",
+            seed=0,
+        )["models"]["logistic_regression"]["tstr"]
+        for _ in range(20)
+    ]
     assert np.mean(scores) == pytest.approx(0.5, abs=0.1)
 
 
@@ -161,8 +191,10 @@ def test_single_class_synthetic_target_scores_chance_with_note(cancer):
 def test_utility_skips_and_rejects(cancer):
     train, test, columns = cancer
     assert tstr_auroc(train, train, test, columns, None, seed=0) == {"skipped": "schema declares no target"}
-    assert "single target class" in tstr_auroc(train, train, test.assign(diagnosis="benign"), columns,
-                                               "diagnosis", seed=0)["skipped"]
+    assert (
+        "single target class"
+        in tstr_auroc(train, train, test.assign(diagnosis="benign"), columns, "diagnosis", seed=0)["skipped"]
+    )
     with pytest.raises(InputError, match="outside the schema"):
         tstr_auroc(train, train.assign(diagnosis="maybe"), test, columns, "diagnosis", seed=0)
 
@@ -170,21 +202,42 @@ def test_utility_skips_and_rejects(cancer):
 # --- report ---------------------------------------------------------------------------------------
 
 SUMMARY = {
-    "dataset": "adult", "generator": "ppem", "release_id": "2024-06-01-r7",
-    "privacy": {"epsilon_generator": 1.25, "epsilon_dataset_total": 3.5, "epsilon_dataset_total_rdp": 3.875,
-                "delta": 1e-05, "lifetime_budget": 8.25,
-                "ledger_rows": [{"row_id": 41, "stage": "train", "epsilon": 2.25},
-                                {"row_id": 42, "stage": "train@ppem", "epsilon": 1.25}]},
-    "gates": [{"name": "ledger", "passed": True, "evidence": {"epsilon_after": 3.5}},
-              {"name": "alpha_lmdp", "passed": False, "evidence": {"ksd_p_value": 0.0625, "alpha": 0.05}}],
+    "dataset": "adult",
+    "generator": "ppem",
+    "release_id": "2024-06-01-r7",
+    "privacy": {
+        "epsilon_generator": 1.25,
+        "epsilon_dataset_total": 3.5,
+        "epsilon_dataset_total_rdp": 3.875,
+        "delta": 1e-05,
+        "lifetime_budget": 8.25,
+        "ledger_rows": [
+            {"row_id": 41, "stage": "train", "epsilon": 2.25},
+            {"row_id": 42, "stage": "train@ppem", "epsilon": 1.25},
+        ],
+    },
+    "gates": [
+        {"name": "ledger", "passed": True, "evidence": {"epsilon_after": 3.5}},
+        {"name": "alpha_lmdp", "passed": False, "evidence": {"ksd_p_value": 0.0625, "alpha": 0.05}},
+    ],
     "fidelity": {"age": {"metric": "w1", "value": 0.0312}, "workclass": {"metric": "tv", "value": 0.1875}},
     "fidelity_summary": {"mean_tv": 0.1875, "max_tv": 0.1875, "mean_w1": 0.0312, "max_w1": 0.0312},
-    "utility": {"target": "income", "positive_class": ">50K", "n_train_real": 3000, "n_synth": 2500, "n_test": 1000,
-                "models": {"logistic_regression": {"tstr": 0.8125, "trtr": 0.9, "gap": 0.0875},
-                           "random_forest": {"tstr": 0.5, "trtr": 0.875, "gap": 0.375, "note": "single class"},
-                           "gradient_boosting": {"tstr": 0.7731, "trtr": 0.9062, "gap": 0.1331}}},
+    "utility": {
+        "target": "income",
+        "positive_class": ">50K",
+        "n_train_real": 3000,
+        "n_synth": 2500,
+        "n_test": 1000,
+        "models": {
+            "logistic_regression": {"tstr": 0.8125, "trtr": 0.9, "gap": 0.0875},
+            "random_forest": {"tstr": 0.5, "trtr": 0.875, "gap": 0.375, "note": "single class"},
+            "gradient_boosting": {"tstr": 0.7731, "trtr": 0.9062, "gap": 0.1331},
+        },
+    },
     "hashes": {"schema": "sha256:ab12", "params": "sha256:cd34"},
-    "rows": 2500, "guarantee": "differentially private", "audience": "public",
+    "rows": 2500,
+    "guarantee": "differentially private",
+    "audience": "public",
 }
 
 
@@ -206,9 +259,23 @@ def test_report_shows_every_number_gate_and_notice(render):
     assert len(found) == 31
     for x in found:
         assert re.search(rf"(?<![\d.]){re.escape(str(x))}(?![\d])", out), x
-    for text in ("adult", "ppem", "2024-06-01-r7", "sha256:ab12", "sha256:cd34", "alpha_lmdp", "PASS", "FAIL",
-                 "FAILED gates: alpha_lmdp", "4.75", "not covered by the DP guarantee", "train@ppem",
-                 "differentially private", "What the guarantees cover", "α-LMDP"):
+    for text in (
+        "adult",
+        "ppem",
+        "2024-06-01-r7",
+        "sha256:ab12",
+        "sha256:cd34",
+        "alpha_lmdp",
+        "PASS",
+        "FAIL",
+        "FAILED gates: alpha_lmdp",
+        "4.75",
+        "not covered by the DP guarantee",
+        "train@ppem",
+        "differentially private",
+        "What the guarantees cover",
+        "α-LMDP",
+    ):
         assert text in out, text
     assert out.count("not available") == 3  # no evaluate metrics (privacy risk, scorecard: test_report.py), no events
 
@@ -223,8 +290,12 @@ def test_report_missing_sections_read_not_available(render):
 
 def test_report_html_escapes_and_is_self_contained():
     evil = '<script>alert("x")</script>'
-    summary = {**SUMMARY, "dataset": evil, "fidelity": {evil: {"metric": "tv", "value": 0.5}},
-               "gates": [{"name": evil, "passed": True, "evidence": evil}]}
+    summary = {
+        **SUMMARY,
+        "dataset": evil,
+        "fidelity": {evil: {"metric": "tv", "value": 0.5}},
+        "gates": [{"name": evil, "passed": True, "evidence": evil}],
+    }
     out = render_html(summary)
     assert "<script" not in out and "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in out
     assert not re.search(r"\b(src|href)=|<link|@import|url\(", out)
@@ -233,6 +304,7 @@ def test_report_html_escapes_and_is_self_contained():
     assert "<script" not in render_markdown(summary)
 
 
+@pytest.mark.integration
 def test_report_lists_worst_ten_columns_from_real_outputs(real_vs_real):
     columns = [Col(f"c{i}", "continuous", 0.0, 1.0) for i in range(15)]
     real = pd.DataFrame({c.name: np.zeros(4) for c in columns})

@@ -1,5 +1,5 @@
 """The generator contract, checked for EVERY registered generator: a name added to the registry is
-tested here without touching this file (a tiny configuration in TINY keeps it fast; without one its
+tested here without touching this file (a tiny configuration in support.generators.TINY keeps it fast; without one its
 defaults are used).
 
 On breast cancer encoded by the schema's Encoder, each generator must
@@ -16,6 +16,7 @@ On breast cancer encoded by the schema's Encoder, each generator must
   - draw its noise from OS entropy, not the public seed (two private fits without noise_seed differ; the
     same noise_seed gives identical ones); an ε = ∞ fit is a function of the public seed.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,47 +36,14 @@ from pipelines.generators.persistence import finite_json
 from pipelines.generators.names import GENERATORS
 from pipelines.generators.registry import load_generator, make_generator
 from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.events import Event
 from pipelines.privacy.plan import PrivacyPlan, plan_from_dict
 
+from support.generators import TINY
+from support.ledger import FakeSession, Refused
+
 DELTA = 1e-5
-ROWS = 160            # training rows (a seeded subset of breast cancer's 569)
+ROWS = 160  # training rows (a seeded subset of breast cancer's 569)
 N_SAMPLE = 64
-TINY: dict[str, dict[str, Any]] = {
-    "dpwgan": {"steps": 4, "batch_size": 32, "critic_hidden": [8], "generator_hidden": [8], "latent_dim": 4},
-    "ppem": {"steps": 4, "energy_steps": 2, "batch_size": 32, "hidden": 8, "latent_dim": 4,
-             "protected": ["mean_radius", "mean_texture"], "gate_bootstrap": 20, "gate_permutations": 20},
-    "dp_auto_gan": {"autoencoder_steps": 4, "steps": 4, "autoencoder_batch_size": 32, "batch_size": 32,
-                    "autoencoder_hidden": [8], "latent_dim": 3, "critic_hidden": [8], "generator_hidden": [8],
-                    "noise_dim": 4},
-    "pearl": {"frequencies": 8, "steps": 4, "batch_size": 32, "hidden": [8], "latent_dim": 4},
-    "iw_mmd_gan": {"steps": 4, "batch_size": 32, "hidden": [8], "code_dim": 4, "frequencies": 8, "n_critic": 1},
-    "support_points": {"n_points": 4, "burn_in": 100, "steps": 100, "thin": 10, "support_steps": 20},
-    "mst": {"n_bins": 4, "iters": 20},
-    "aim": {"n_bins": 4, "iters": 20, "max_rounds": 2, "final_iters": 20, "three_way": False, "max_model_size": 1.0},
-}
-TINY["private_selection"] = {"candidates": ["pearl", "support_points"], "mean_trials": 2,
-                             "sections": {g: TINY[g] for g in ("pearl", "support_points")}}
-
-
-class Refused(Exception):
-    """The ledger's refusal in these tests."""
-
-
-class Session:
-    """A ledger session that records what was reserved and recorded, or refuses every reservation."""
-
-    def __init__(self, refuse: bool = False) -> None:
-        self.refuse, self.reserved, self.recorded = refuse, [], []
-
-    def reserve(self, events: list[Event]) -> None:
-        if self.refuse:
-            raise Refused("budget exceeded")
-        self.reserved = list(events)
-
-    def record(self, events: list[Event]) -> list[int]:
-        self.recorded.extend(events)
-        return list(range(len(events)))
 
 
 class CountingTable:
@@ -109,7 +77,7 @@ def build(name: str, encoder: Encoder, **params: Any):
 
 def fit(name: str, encoder: Encoder, table: np.ndarray, epsilon: float, **params: Any):
     gen = build(name, encoder, epsilon=epsilon, **params)
-    session = Session()
+    session = FakeSession()
     gen.fit(table, session, Budget(epsilon, DELTA))
     return gen, session
 
@@ -140,31 +108,35 @@ def assert_same_state(before: dict[str, Any], after: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def private_fits(encoder, table) -> dict[str, tuple[Any, Session]]:
+def private_fits(encoder, table) -> dict[str, tuple[Any, FakeSession]]:
     """One private fit per generator with a fixed noise_seed (tests only), computed on first use."""
-    cache: dict[str, tuple[Any, Session]] = {}
+    cache: dict[str, tuple[Any, FakeSession]] = {}
 
-    def get(name: str) -> tuple[Any, Session]:
+    def get(name: str) -> tuple[Any, FakeSession]:
         if name not in cache:
             cache[name] = fit(name, encoder, table, 1.0, noise_seed=0)
         return cache[name]
+
     return get
 
 
 names = pytest.mark.parametrize("name", GENERATORS)
 SLOW_FITS = {"mst", "aim", "private_selection"}  # far slower fits (MST, a selection of several trainings; AIM most)
-fitted_names = pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FITS else n
-                                                for n in GENERATORS])
+fitted_names = pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_FITS else n for n in GENERATORS]
+)
 
 
+@pytest.mark.slow
 @names
 def test_reservation_comes_before_any_read(name, encoder, table):
     data = CountingTable(table)
     with pytest.raises(Refused):
-        build(name, encoder).fit(data, Session(refuse=True), Budget(1.0, DELTA))
+        build(name, encoder).fit(data, FakeSession(refuse=True), Budget(1.0, DELTA))
     assert data.reads == 0
 
 
+@pytest.mark.integration
 @names
 @pytest.mark.parametrize("bad", [1.5, np.nan])
 def test_out_of_range_values_are_refused_naming_the_column(name, bad, encoder, table):
@@ -172,13 +144,13 @@ def test_out_of_range_values_are_refused_naming_the_column(name, bad, encoder, t
     x = table.copy()
     x[7, block.start] = bad
     with pytest.raises(ValueError, match=rf"column '{block.column}'.*outside \[0, 1\]"):
-        build(name, encoder).fit(x, Session(), Budget(1.0, DELTA))
+        build(name, encoder).fit(x, FakeSession(), Budget(1.0, DELTA))
 
 
 @names
 def test_a_matrix_of_another_width_is_refused(name, encoder, table):
     with pytest.raises(ValueError, match=rf"expected \(rows, {encoder.layout.width}\)"):
-        build(name, encoder).fit(table[:, :-1], Session(), Budget(1.0, DELTA))
+        build(name, encoder).fit(table[:, :-1], FakeSession(), Budget(1.0, DELTA))
 
 
 @names
@@ -226,6 +198,7 @@ def test_recorded_events_are_dominated_by_the_reserved_plan(name, private_fits):
     assert epsilon_pld(session.reserved, DELTA) <= 1.0 * (1 + 1e-3)
 
 
+@pytest.mark.slow
 @fitted_names
 def test_samples_have_the_layout_decode_and_conform(name, private_fits, encoder, bc_schema):
     gen, _ = private_fits(name)
@@ -236,13 +209,14 @@ def test_samples_have_the_layout_decode_and_conform(name, private_fits, encoder,
         if b.kind == "binary":
             assert set(np.unique(x[:, b.start])) <= {0.0, 1.0}, b.column
         elif b.kind == "categorical":
-            block = x[:, b.start:b.stop]
+            block = x[:, b.start : b.stop]
             assert set(np.unique(block)) <= {0.0, 1.0} and (block.sum(1) == 1).all(), b.column
     df = encoder.decode(x)
     result = conforms(df, bc_schema)
     assert result["success"], result["failed"]
 
 
+@pytest.mark.integration
 @fitted_names
 def test_save_load_gives_identical_samples(name, private_fits, tmp_path: Path):
     gen, _ = private_fits(name)
@@ -251,6 +225,7 @@ def test_save_load_gives_identical_samples(name, private_fits, tmp_path: Path):
     np.testing.assert_array_equal(loaded.sample(N_SAMPLE, 5), gen.sample(N_SAMPLE, 5))
 
 
+@pytest.mark.slow
 @fitted_names
 def test_noise_comes_from_os_entropy_not_the_public_seed(name, private_fits, encoder, table):
     seeded, _ = private_fits(name)
@@ -261,6 +236,7 @@ def test_noise_comes_from_os_entropy_not_the_public_seed(name, private_fits, enc
     assert not np.array_equal(first.sample(N_SAMPLE, 1), second.sample(N_SAMPLE, 1))
 
 
+@pytest.mark.integration
 @fitted_names
 def test_a_non_private_fit_is_a_function_of_the_public_seed(name, encoder, table):
     first, session = fit(name, encoder, table, math.inf)

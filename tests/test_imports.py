@@ -1,9 +1,17 @@
 """The import graph of pipelines/, tasks/ and flows/ (every import statement, at module level or inside a function):
 no circle anywhere, the library (pipelines/) never imports a task or a flow, and a task imports no other task, only
-the tasks' shared helpers."""
+the tasks' shared helpers. In tests/, no file imports a test module: what tests share lives in tests/support/."""
+
 from __future__ import annotations
 
+import pytest
+
+import ast
+from pathlib import Path
+
 from pipelines.fingerprint import imported_names, modules
+
+TESTS = Path(__file__).resolve().parent
 
 HELPERS = {"tasks", "tasks.common", "tasks.artifacts", "tasks.progress", "tasks.unselected"}  # not stages
 # The one stage that reads another's output through its module: evaluate reads the baseline stage's cache with
@@ -48,12 +56,14 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
                     break
             if len(component) > 1:
                 found.append(sorted(component))
+
     for v in sorted(g):
         if v not in index:
             visit(v)
     return found
 
 
+@pytest.mark.integration
 def test_no_import_circle():
     assert cycles(graph()) == []
 
@@ -64,7 +74,45 @@ def test_the_cycle_finder_finds_a_circle():
 
 def test_the_library_imports_no_task_or_flow_and_tasks_import_no_other_task():
     g = graph()
-    assert {(m, d) for m, ds in g.items() if m.startswith("pipelines") for d in ds
-            if d.startswith(("tasks", "flows"))} == set()
-    assert {(m, d) for m, ds in g.items() if m.startswith("tasks.") and m not in HELPERS for d in ds
-            if d.startswith("tasks") and d not in HELPERS} == READS_ANOTHER_STAGE
+    assert {
+        (m, d) for m, ds in g.items() if m.startswith("pipelines") for d in ds if d.startswith(("tasks", "flows"))
+    } == set()
+    assert {
+        (m, d)
+        for m, ds in g.items()
+        if m.startswith("tasks.") and m not in HELPERS
+        for d in ds
+        if d.startswith("tasks") and d not in HELPERS
+    } == READS_ANOTHER_STAGE
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module an import statement of `path` names (at module level or inside a function)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module)
+    return out
+
+
+def test_no_test_file_imports_a_test_module_and_support_defines_no_tests():
+    """What tests share lives in tests/support/, not in a test module: a test module that another imports ties
+    their edits together, and under pytest's importlib import mode it cannot be imported by name at all. The
+    support modules define no test_ name that a reader would take for a test."""
+    importing = {
+        str(path.relative_to(TESTS)): sorted(
+            m for m in imported_modules(path) if any(p.startswith("test_") for p in m.split("."))
+        )
+        for path in sorted(TESTS.rglob("*.py"))
+    }
+    assert {path: names for path, names in importing.items() if names} == {}
+    assert "test_imports.py" in importing and "support/project.py" in importing
+    defined = {
+        (str(path.relative_to(TESTS)), node.name)
+        for path in sorted((TESTS / "support").glob("*.py"))
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name.lower().startswith("test")
+    }
+    assert defined == set()

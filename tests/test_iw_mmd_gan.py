@@ -2,18 +2,18 @@
 the public weight functions, the private weighted-embedding release (sensitivity formula, worst case; its
 empirical audit on fit's own release is in tests/audit_cases_release.py), the plan's refusals, the generator
 contract, and class rebalancing."""
+
 from __future__ import annotations
 
 import itertools
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from test_dpwgan import MIXED, FakeSession, GuardedData, assert_fit_rejects_bad_input, mixed_data
+from support.generators import MIXED, GuardedData, assert_fit_rejects_bad_input, mixed_data
+from support.ledger import FakeSession
 
 from pipelines.data.transform import Encoder, train_holdout_split
 from pipelines.generators.base import Budget, PrivateGenerator
@@ -22,19 +22,31 @@ from pipelines.generators.iw_weights import weight_function
 from pipelines.generators.iw_estimators import duplicate_indices, estimator_mmd2, mmd2_miw, weighted_mean
 from pipelines.generators.iw_mmd_gan import IWMMDGAN, IWMMDGANPlan
 from pipelines.privacy.accountant import epsilon_pld
-from pipelines.privacy.embeddings import cf_features
+from pipelines.generators.mechanisms.embeddings import cf_features
 from pipelines.privacy.events import GaussianEvent, NonPrivateEvent
-from pipelines.privacy.weighted_embedding import (mean_embedding, random_frequencies, release_weighted_embedding,
-                                                  weighted_embedding_event, weighted_embedding_sensitivity,
-                                                  weighted_embedding_sums)
+from pipelines.generators.mechanisms.weighted_embedding import (
+    mean_embedding,
+    random_frequencies,
+    release_weighted_embedding,
+    weighted_embedding_event,
+    weighted_embedding_sensitivity,
+    weighted_embedding_sums,
+)
 from pipelines.stats.mmd import gaussian_kernel, mmd2_iw, mmd2_sniw
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from knn_divergence import kl_divergence_knn  # noqa: E402  (benchmarks/: Table 3.2's KL estimator)
+from benchmarks.knn_divergence import kl_divergence_knn  # Table 3.2's KL estimator
 
 DELTA = 1e-5
-FAST = {"steps": 20, "batch_size": 32, "hidden": [16, 16], "code_dim": 8, "frequencies": 16, "n_critic": 2,
-        "noise_seed": 0, "calibration": {"share": 0.0}}   # the method alone; its calibration: tests/test_calibration.py
+FAST = {
+    "steps": 20,
+    "batch_size": 32,
+    "hidden": [16, 16],
+    "code_dim": 8,
+    "frequencies": 16,
+    "n_critic": 2,
+    "noise_seed": 0,
+    "calibration": {"share": 0.0},
+}  # the method alone; its calibration: tests/test_calibration.py
 REBALANCE = {"rebalance": {"column": "outcome", "observed": [0.5, 0.5], "target": [0.2, 0.8]}}
 
 
@@ -48,6 +60,7 @@ def gram(seed: int, n: int = 7, m: int = 5) -> tuple[torch.Tensor, ...]:
 
 # -- Table 3.1 estimators ----------------------------------------------------------------------------------
 
+
 def test_iw_and_sniw_match_their_defining_sums():
     """Eq. 3.2, 3.3 and 3.5 written as explicit loops over i ≠ j."""
     kxx, kyy, kxy, w = gram(0)
@@ -55,10 +68,16 @@ def test_iw_and_sniw_match_their_defining_sums():
     pairs_x = [(i, j) for i, j in itertools.permutations(range(n), 2)]
     pairs_y = [(i, j) for i, j in itertools.permutations(range(m), 2)]
     yy = sum(kyy[i, j] for i, j in pairs_y) / (m * (m - 1))
-    iw = (sum(w[i] * w[j] * kxx[i, j] for i, j in pairs_x) / (n * (n - 1)) + yy
-          - 2 * sum(w[i] * kxy[i, j] for i in range(n) for j in range(m)) / (n * m))
-    sniw = (sum(w[i] * w[j] * kxx[i, j] for i, j in pairs_x) / sum(w[i] * w[j] for i, j in pairs_x) + yy
-            - 2 * sum(w[i] * kxy[i, j] for i in range(n) for j in range(m)) / (m * w.sum()))
+    iw = (
+        sum(w[i] * w[j] * kxx[i, j] for i, j in pairs_x) / (n * (n - 1))
+        + yy
+        - 2 * sum(w[i] * kxy[i, j] for i in range(n) for j in range(m)) / (n * m)
+    )
+    sniw = (
+        sum(w[i] * w[j] * kxx[i, j] for i, j in pairs_x) / sum(w[i] * w[j] for i, j in pairs_x)
+        + yy
+        - 2 * sum(w[i] * kxy[i, j] for i in range(n) for j in range(m)) / (m * w.sum())
+    )
     plain = sum(kxx[i, j] for i, j in pairs_x) / (n * (n - 1)) + yy - 2 * kxy.sum() / (n * m)
     assert mmd2_iw(kxx, kyy, kxy, w).item() == pytest.approx(iw.item(), rel=1e-12)
     assert mmd2_sniw(kxx, kyy, kxy, w).item() == pytest.approx(sniw.item(), rel=1e-12)
@@ -75,8 +94,8 @@ def test_median_of_means_is_the_median_of_group_estimates(groups):
     got = mmd2_miw(kxx, kyy, kxy, w, groups, torch.Generator().manual_seed(5))
     g = torch.Generator().manual_seed(5)
     a, b = 12 // groups, 9 // groups
-    px = torch.randperm(12, generator=g)[:a * groups].view(groups, a)
-    py = torch.randperm(9, generator=g)[:b * groups].view(groups, b)
+    px = torch.randperm(12, generator=g)[: a * groups].view(groups, a)
+    py = torch.randperm(9, generator=g)[: b * groups].view(groups, b)
     values = [mmd2_iw(kxx[i][:, i], kyy[j][:, j], kxy[i][:, j], w[i]).item() for i, j in zip(px, py)]
     assert got.item() == pytest.approx(float(np.median(values)), rel=1e-12)
     with pytest.raises(ValueError, match="at least 2 real and 2 generated rows per group.*groups"):
@@ -92,6 +111,7 @@ def test_duplication_and_weighted_means():
     assert weighted_mean("uniform", v, w).item() == pytest.approx(2.0)
 
 
+@pytest.mark.integration
 def test_importance_weighting_removes_the_bias_of_the_modified_sample():
     """x ~ M·P (class 0 with prob. 0.8) vs y ~ P (0.5/0.5), classes N(0, 1) and N(3, 1): MMD²(P, P) = 0, so IW
     (unbiased, Thm. 1) and MIW with 2 groups (the median of two is their mean) average to 0 within 4 standard
@@ -115,21 +135,27 @@ def test_importance_weighting_removes_the_bias_of_the_modified_sample():
 
 # -- public weight functions ---------------------------------------------------------------------------------
 
+
 def test_rebalance_weights_and_their_bound(tmp_path):
     data = mixed_data(10)
     wf = weight_function(REBALANCE, MIXED)
     np.testing.assert_allclose(wf(data), np.where(data[:, 6] >= 0.5, 1.6, 0.4))
     assert wf.bound == pytest.approx(1.6) and wf.kind == "rebalance"
-    cat = weight_function({"rebalance": {"column": "region", "observed": [0.5, 0.25, 0.25],
-                                         "target": [0.25, 0.25, 0.5]}}, MIXED)
+    cat = weight_function(
+        {"rebalance": {"column": "region", "observed": [0.5, 0.25, 0.25], "target": [0.25, 0.25, 0.5]}}, MIXED
+    )
     np.testing.assert_allclose(cat(data), np.array([0.5, 1.0, 2.0])[data[:, 3:6].argmax(1)])
     assert weight_function(None, MIXED)(data).tolist() == [1.0] * 10
-    for spec, msg in [({"rebalance": {"column": "nope", "observed": [1], "target": [1]}}, "'nope' is not a column"),
-                      ({"rebalance": {"column": "income", "observed": [1], "target": [1]}}, "is continuous"),
-                      ({"rebalance": {"column": "outcome", "observed": [0.5, 0.6], "target": [0.5, 0.5]}},
-                       "observed must list 2 positive proportions summing to 1"),
-                      ({"bogus": {}}, "must be null"),
-                      ({"regressor": {"file": str(tmp_path / "missing.csv")}}, "does not exist")]:
+    for spec, msg in [
+        ({"rebalance": {"column": "nope", "observed": [1], "target": [1]}}, "'nope' is not a column"),
+        ({"rebalance": {"column": "income", "observed": [1], "target": [1]}}, "is continuous"),
+        (
+            {"rebalance": {"column": "outcome", "observed": [0.5, 0.6], "target": [0.5, 0.5]}},
+            "observed must list 2 positive proportions summing to 1",
+        ),
+        ({"bogus": {}}, "must be null"),
+        ({"regressor": {"file": str(tmp_path / "missing.csv")}}, "does not exist"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             weight_function(spec, MIXED)
 
@@ -137,6 +163,7 @@ def test_rebalance_weights_and_their_bound(tmp_path):
 def test_regressor_weights_are_fitted_on_the_public_file_and_clipped(tmp_path):
     """§3.3.3: 200 labelled public rows with weight 1 + 4·age; predictions follow it and stay in [0, max label]."""
     import pandas as pd
+
     x = mixed_data(200, seed=3)
     frame = pd.DataFrame(x, columns=[f"c{i}" for i in range(x.shape[1])]).assign(weight=1 + 4 * x[:, 0])
     frame.to_csv(tmp_path / "labelled.csv", index=False)
@@ -152,6 +179,7 @@ def test_regressor_weights_are_fitted_on_the_public_file_and_clipped(tmp_path):
 
 
 # -- the private release -----------------------------------------------------------------------------------------
+
 
 def test_random_features_estimate_the_gaussian_mixture_kernel():
     g = torch.Generator().manual_seed(0)
@@ -198,7 +226,7 @@ def test_release_sensitivity_is_attained_by_a_maximal_weight_record(estimator):
     claimed = epsilon_pld([event], DELTA)
     assert claimed == pytest.approx(1.0, rel=0.02)
     data = mixed_data(301, seed=3)
-    data[-1, 6] = 1.0                                   # the extra record is in the up-weighted class: w = w_max
+    data[-1, 6] = 1.0  # the extra record is in the up-weighted class: w = w_max
     x, w = torch.as_tensor(data).double(), torch.as_tensor(gen.weight_fn(data))
     f = gen.target.freqs.double()
     s_d = weighted_embedding_sums(x[:300], w[:300], f, estimator == "sniw")
@@ -208,6 +236,8 @@ def test_release_sensitivity_is_attained_by_a_maximal_weight_record(estimator):
 
 # -- the plan ----------------------------------------------------------------------------------------------------
 
+
+@pytest.mark.integration
 def test_plan_private_and_non_private():
     gen = IWMMDGAN(MIXED, {**FAST, "weights": REBALANCE})
     (event,) = gen.plan(400, Budget(2.0, DELTA)).events
@@ -226,28 +256,34 @@ def test_plan_private_and_non_private():
         assert not plan.private and plan.noise_multiplier == 0.0 and plan.kernel == "adversarial"
 
 
-@pytest.mark.parametrize("params, msg", [
-    ({"estimator": "miw"}, "'miw' needs the training rows at every step.*uniform.*epsilon: inf"),
-    ({"estimator": "id"}, "'id' needs the training rows.*'sniw' with weights ⌈w⌉"),
-    ({"kernel": "adversarial"}, "'adversarial' trains the MMD-GAN encoder on the rows"),
-])
+@pytest.mark.parametrize(
+    "params, msg",
+    [
+        ({"estimator": "miw"}, "'miw' needs the training rows at every step.*uniform.*epsilon: inf"),
+        ({"estimator": "id"}, "'id' needs the training rows.*'sniw' with weights ⌈w⌉"),
+        ({"kernel": "adversarial"}, "'adversarial' trains the MMD-GAN encoder on the rows"),
+    ],
+)
 def test_plan_refuses_combinations_that_cannot_be_private(params, msg):
     with pytest.raises(ValueError, match=msg):
         IWMMDGAN(MIXED, {**FAST, **params}).plan(100, Budget(1.0, DELTA))
 
 
 def test_bad_parameters_are_refused():
-    for params, msg in [({"estimator": "bogus"}, "estimator must be one of"),
-                        ({"estimator": "miw", "groups": 1}, "groups must be an integer >= 2"),
-                        ({"estimator": "uniform", "weights": REBALANCE}, "'uniform' ignores iw_mmd_gan.weights"),
-                        ({"kernel": "rbf"}, "kernel must be auto, adversarial or fixed"),
-                        ({"w_max": -1}, "w_max must be a positive finite number or null"),
-                        ({"unknown": 1}, "unknown iw_mmd_gan parameters")]:
+    for params, msg in [
+        ({"estimator": "bogus"}, "estimator must be one of"),
+        ({"estimator": "miw", "groups": 1}, "groups must be an integer >= 2"),
+        ({"estimator": "uniform", "weights": REBALANCE}, "'uniform' ignores iw_mmd_gan.weights"),
+        ({"kernel": "rbf"}, "kernel must be one of 'auto', 'adversarial' or 'fixed'"),
+        ({"w_max": -1}, "w_max must be a positive finite number or null"),
+        ({"unknown": 1}, "unknown iw_mmd_gan parameters"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             IWMMDGAN(MIXED, {**FAST, **params})
 
 
 # -- the generator contract --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("epsilon, kernel", [(1.0, "auto"), (math.inf, "auto"), (math.inf, "fixed")])
 def test_fit_reserves_before_reading_and_records(epsilon, kernel):
@@ -268,6 +304,7 @@ def test_noise_is_secret_by_default_and_seeded_only_on_request():
         gen = IWMMDGAN(MIXED, {**FAST, "steps": 0, "noise_seed": noise_seed})
         gen.fit(mixed_data(100), FakeSession(), Budget(1.0, DELTA))
         return gen.target.embedding.clone()
+
     assert not torch.equal(release(None), release(None))
     assert torch.equal(release(3), release(3))
 
@@ -277,8 +314,10 @@ def test_save_load_round_trip_and_non_private_label(tmp_path, epsilon):
     gen = IWMMDGAN(MIXED, {**FAST, "weights": REBALANCE})
     gen.fit(mixed_data(64), FakeSession(), Budget(epsilon, DELTA))
     gen.save(tmp_path)
-    meta = json.loads((tmp_path / "iw_mmd_gan.json").read_text(),
-                      parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    meta = json.loads(
+        (tmp_path / "iw_mmd_gan.json").read_text(),
+        parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"),
+    )
     assert meta["generator"] == "iw_mmd_gan"
     loaded = IWMMDGAN.load(tmp_path)
     assert loaded.privacy == gen.privacy and loaded.params == gen.params and isinstance(loaded.privacy, IWMMDGANPlan)
@@ -294,13 +333,26 @@ def test_save_load_round_trip_and_non_private_label(tmp_path, epsilon):
 
 # -- class rebalancing -------------------------------------------------------------------------------------------
 
+
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator, rate", [("iw", 0.8), ("sniw", 0.8), ("miw", 0.8), ("id", 2 / 3), ("uniform", 0.5)])
 def test_non_private_fixed_kernel_rebalances_the_target(estimator, rate):
     """ε = inf, fixed kernel, MIXED data (outcome 50/50) reweighted to 20/80 (w = 0.4, 1.6): the generated outcome
     rate is within 0.07 of 0.8; importance duplication keeps ⌈0.4⌉ = 1 and ⌈1.6⌉ = 2 copies, so its target is
     2/3 (§3.2.5's discretisation error); the unweighted generator stays at 0.5."""
-    gen = IWMMDGAN(MIXED, {**FAST, "estimator": estimator, "weights": None if estimator == "uniform" else REBALANCE,
-                           "kernel": "fixed", "steps": 250, "batch_size": 64, "hidden": [32, 32], "lr": 3e-3})
+    gen = IWMMDGAN(
+        MIXED,
+        {
+            **FAST,
+            "estimator": estimator,
+            "weights": None if estimator == "uniform" else REBALANCE,
+            "kernel": "fixed",
+            "steps": 250,
+            "batch_size": 64,
+            "hidden": [32, 32],
+            "lr": 3e-3,
+        },
+    )
     gen.fit(mixed_data(600), FakeSession(), Budget(math.inf, DELTA))
     assert gen.sample(3000, 1)[:, 6].mean() == pytest.approx(rate, abs=0.07)
 
@@ -333,13 +385,14 @@ def test_private_rebalancing_on_breast_cancer(bc_schema, bc_raw):
 
 # -- the KL estimator of Table 3.2 ---------------------------------------------------------------------------------
 
+
 def test_knn_kl_estimator_matches_the_gaussian_closed_form():
     """KL(N(0, I_2) ‖ N(μ, s² I_2)) = Σ_d [log s + (1 + μ_d²)/(2s²) − 1/2] (= 0.391 here); 0 for equal laws."""
     rng = np.random.default_rng(0)
     p = rng.normal(size=(4000, 2))
     mu, s = np.array([1.0, 0.5]), 1.5
     q = mu + s * rng.normal(size=(4000, 2))
-    exact = float(np.sum(np.log(s) + (1 + mu ** 2) / (2 * s * s) - 0.5))
+    exact = float(np.sum(np.log(s) + (1 + mu**2) / (2 * s * s) - 0.5))
     assert kl_divergence_knn(p, q) == pytest.approx(exact, abs=0.06)
     assert abs(kl_divergence_knn(p, rng.normal(size=(4000, 2)))) < 0.06
     with pytest.raises(ValueError, match="duplicate points"):

@@ -1,4 +1,5 @@
 """KSD statistics: closed forms against autograd, Stein's identity, and the paper's section 5.1."""
+
 from __future__ import annotations
 
 import math
@@ -9,10 +10,19 @@ import torch
 from scipy.stats import chi2, kstest, norm
 from torch import Tensor, nn
 
-from pipelines.stats.ksd import (KSDTest, ksd_bootstrap_test, ksd_u_statistic, linear_ksd,
-                                   linear_terms, linear_test_pvalue, median_bandwidth,
-                                   normalized_linear_ksd, normalized_linear_pvalue, stein_kernel,
-                                   stein_kernel_matrix)
+from pipelines.stats.ksd import (
+    KSDTest,
+    ksd_bootstrap_test,
+    ksd_u_statistic,
+    linear_ksd,
+    linear_terms,
+    linear_test_pvalue,
+    median_bandwidth,
+    normalized_linear_ksd,
+    normalized_linear_pvalue,
+    stein_kernel,
+    stein_kernel_matrix,
+)
 
 # Appendix C.1: the 1-D GMM of section 5.1 (weights 0.2 each; the last column is σ², not σ).
 GMM_MEANS = torch.tensor([6.9734, 7.1579, 2.4358, 9.2579, 3.0420], dtype=torch.float64)
@@ -22,7 +32,7 @@ Z_CRIT = norm.ppf(0.95)
 
 
 def rbf(x: Tensor, y: Tensor, ell: float) -> Tensor:
-    return torch.exp(-(x - y).pow(2).sum(-1) / (2 * ell ** 2))
+    return torch.exp(-(x - y).pow(2).sum(-1) / (2 * ell**2))
 
 
 def stein_kernel_by_autograd(x: Tensor, y: Tensor, sx: Tensor, sy: Tensor, ell: float) -> Tensor:
@@ -32,8 +42,7 @@ def stein_kernel_by_autograd(x: Tensor, y: Tensor, sx: Tensor, sy: Tensor, ell: 
         xi, yi = xi.clone().requires_grad_(), yi.clone().requires_grad_()
         k = rbf(xi, yi, ell)
         grad_x, grad_y = torch.autograd.grad(k, (xi, yi), create_graph=True)
-        trace = sum(torch.autograd.grad(grad_y[a], xi, retain_graph=True)[0][a]
-                    for a in range(len(xi)))
+        trace = sum(torch.autograd.grad(grad_y[a], xi, retain_graph=True)[0][a] for a in range(len(xi)))
         out.append(k * si @ ti + si @ grad_y + grad_x @ ti + trace)
     return torch.stack(out).detach()
 
@@ -60,17 +69,18 @@ def test_matrix_agrees_with_row_pairs_and_dtype() -> None:
 
 
 def test_median_bandwidth_hand_examples() -> None:
-    odd = torch.tensor([[0.0], [1.0], [3.0]])                  # distances 1, 3, 2
-    even = torch.tensor([[0.0], [1.0], [3.0], [7.0]])          # 1, 3, 7, 2, 6, 4
+    odd = torch.tensor([[0.0], [1.0], [3.0]])  # distances 1, 3, 2
+    even = torch.tensor([[0.0], [1.0], [3.0], [7.0]])  # 1, 3, 7, 2, 6, 4
     plane = torch.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 4.0]])  # 5, 4, 3
     assert median_bandwidth(odd).item() == 2.0
     assert median_bandwidth(even).item() == 3.5
     assert median_bandwidth(plane).item() == 4.0
-    assert median_bandwidth(torch.zeros(5, 2)).item() == 1.0   # zero-median guard
+    assert median_bandwidth(torch.zeros(5, 2)).item() == 1.0  # zero-median guard
     batched = median_bandwidth(torch.stack([plane, 2 * plane]))
     torch.testing.assert_close(batched, torch.tensor([4.0, 8.0]))
 
 
+@pytest.mark.integration
 def test_stein_identity_u_statistic() -> None:
     """Exact score: U ≈ 0 within its standard error; score of N(μ, I): U ≈ ‖μ‖²(1 + 2/ℓ²)^(−d/2).
 
@@ -86,7 +96,7 @@ def test_stein_identity_u_statistic() -> None:
     print(f"\nU exact score {null.item():.2e} (se {se:.1e}); wrong score {wrong.item():.4f} vs 2/3")
     assert null.item() == pytest.approx(u.sum().item() / (n * (n - 1)))
     assert abs(null.item()) < 3 * se
-    assert wrong.item() == pytest.approx(d * (1 + 2 / ell ** 2) ** (-d / 2), abs=0.1)
+    assert wrong.item() == pytest.approx(d * (1 + 2 / ell**2) ** (-d / 2), abs=0.1)
     assert wrong.item() > 100 * se
 
 
@@ -95,7 +105,7 @@ def test_normalized_linear_ksd_hand_vector() -> None:
     # m = 4, Σh = 5, Σh² = 15: 3·25/(4·15); t = √4·mean/sd and Ŝ_l,n = t²/(1 + t²/(m − 1)).
     t = 2 * h.mean() / h.std()
     assert normalized_linear_ksd(h).item() == pytest.approx(1.25, rel=1e-14)
-    assert (t ** 2 / (1 + t ** 2 / 3)).item() == pytest.approx(1.25, rel=1e-12)
+    assert (t**2 / (1 + t**2 / 3)).item() == pytest.approx(1.25, rel=1e-12)
     assert linear_ksd(h).item() == 1.25
     assert linear_test_pvalue(h) == pytest.approx(norm.sf(t.item()), rel=1e-12)
     assert linear_test_pvalue(h) == pytest.approx(0.07161, abs=1e-4)
@@ -119,19 +129,19 @@ def test_penalty_gradients_flow_to_the_score() -> None:
     x = torch.randn(32, 2, generator=g, dtype=torch.float64)
     ell = median_bandwidth(x)
     theta = torch.tensor([0.3, -0.2], dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(
-        lambda th: normalized_linear_ksd(linear_terms(x, -(x - th), ell)), (theta,))
+    assert torch.autograd.gradcheck(lambda th: normalized_linear_ksd(linear_terms(x, -(x - th), ell)), (theta,))
 
     torch.manual_seed(0)
     energy = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1)).double()
     xr = x.clone().requires_grad_()
     score = -torch.autograd.grad(energy(xr).sum(), xr, create_graph=True)[0]
     normalized_linear_ksd(linear_terms(x, score)).backward()
-    first = energy[0].weight.grad               # the output bias does not enter the score
+    first = energy[0].weight.grad  # the output bias does not enter the score
     assert torch.isfinite(first).all() and first.abs().sum() > 0
 
 
 # --- Paper section 5.1 / Figure 2: Ŝ_l,n vs Ŝ_l on the C.1 GMM, vectorised over sets ----------
+
 
 def gmm_sample(means: Tensor, variances: Tensor, n: int, g: torch.Generator) -> Tensor:
     """n draws per set from equally weighted 1-D GMMs, parameters (sets, K) -> (sets, n, 1)."""
@@ -142,14 +152,15 @@ def gmm_sample(means: Tensor, variances: Tensor, n: int, g: torch.Generator) -> 
 
 def gmm_score(x: Tensor) -> Tensor:
     """Exact score of the C.1 GMM: Σ_k r_k(x)·(μ_k − x)/σ²_k, responsibilities by softmax."""
-    log_comp = -(x - GMM_MEANS) ** 2 / (2 * GMM_VARS) - 0.5 * torch.log(GMM_VARS)
+    log_comp = -((x - GMM_MEANS) ** 2) / (2 * GMM_VARS) - 0.5 * torch.log(GMM_VARS)
     return (torch.softmax(log_comp, -1) * (GMM_MEANS - x) / GMM_VARS).sum(-1, keepdim=True)
 
 
 def test_gmm_score_is_the_gradient_of_the_log_density() -> None:
     x = torch.linspace(0.0, 11.0, 50, dtype=torch.float64)[:, None].requires_grad_()
-    log_density = torch.logsumexp(math.log(0.2) - (x - GMM_MEANS) ** 2 / (2 * GMM_VARS)
-                                  - 0.5 * torch.log(2 * math.pi * GMM_VARS), dim=-1)
+    log_density = torch.logsumexp(
+        math.log(0.2) - (x - GMM_MEANS) ** 2 / (2 * GMM_VARS) - 0.5 * torch.log(2 * math.pi * GMM_VARS), dim=-1
+    )
     grad = torch.autograd.grad(log_density.sum(), x)[0]
     torch.testing.assert_close(gmm_score(x.detach()), grad, rtol=1e-12, atol=1e-12)
 
@@ -162,7 +173,7 @@ def set_statistics(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def simulate(n_sets: int, n: int, null: bool, g: torch.Generator) -> tuple[Tensor, Tensor]:
     """Statistics over n_sets sets of n draws: from the C.1 GMM (null) or a fresh random GMM each."""
-    per_chunk = max(1, (1 << 24) // n ** 2)   # bounds the (sets, n, n) distance tensor
+    per_chunk = max(1, (1 << 24) // n**2)  # bounds the (sets, n, n) distance tensor
     out = []
     for start in range(0, n_sets, per_chunk):
         size = min(per_chunk, n_sets - start)
@@ -181,8 +192,10 @@ def test_section_5_1_null_distribution(n_sets: int) -> None:
     mean, q95 = s_ln.mean().item(), s_ln.quantile(0.95).item()
     type1 = (s_ln > CHI2_CRIT).double().mean().item()
     type1_linear = (t > Z_CRIT).double().mean().item()
-    print(f"\nnull, {n_sets} sets of 128: Ŝ_l,n mean {mean:.3f}, 95th pct {q95:.3f}, "
-          f"type-I {type1:.4f} (linear test {type1_linear:.4f}), min {s_ln.min().item():.2e}")
+    print(
+        f"\nnull, {n_sets} sets of 128: Ŝ_l,n mean {mean:.3f}, 95th pct {q95:.3f}, "
+        f"type-I {type1:.4f} (linear test {type1_linear:.4f}), min {s_ln.min().item():.2e}"
+    )
     assert (s_ln >= 0).all()
     assert 0.85 <= mean <= 1.15
     assert 3.0 <= q95 <= 4.2
@@ -214,14 +227,16 @@ def test_section_5_1_power_rises_with_n(n_sets: int) -> None:
 
 # --- Bootstrap test of Liu et al. (2016) -------------------------------------------------------
 
+
 def test_bootstrap_null_calibration() -> None:
     rng = np.random.default_rng(0)
-    p = np.array([ksd_bootstrap_test(x, -x, n_bootstrap=200, seed=r).p_value
-                  for r, x in enumerate(rng.normal(size=(200, 100)))])
+    p = np.array(
+        [ksd_bootstrap_test(x, -x, n_bootstrap=200, seed=r).p_value for r, x in enumerate(rng.normal(size=(200, 100)))]
+    )
     rate = float(np.mean(p <= 0.05))
     uniform = kstest(p, "uniform").pvalue
     print(f"\nbootstrap null: rejection rate {rate:.3f}, KS vs uniform p {uniform:.3f}")
-    assert 0.01 <= rate <= 0.10            # Binomial(200, 0.05): mean 10, sd 3.1
+    assert 0.01 <= rate <= 0.10  # Binomial(200, 0.05): mean 10, sd 3.1
     assert uniform > 0.01
 
 
@@ -238,9 +253,13 @@ def test_bootstrap_power_statistic_and_determinism() -> None:
     assert result == ksd_bootstrap_test(sets[0], -sets[0], n_bootstrap=300, seed=7)
     assert result.statistic == pytest.approx(ksd_u_statistic(x, -x).item(), rel=1e-12)
     assert result.bandwidth == pytest.approx(median_bandwidth(x).item())
-    assert result.to_dict() == {"statistic": result.statistic, "n": 100,
-                                "bandwidth": result.bandwidth, "p_value": result.p_value,
-                                "n_bootstrap": 300}
+    assert result.to_dict() == {
+        "statistic": result.statistic,
+        "n": 100,
+        "bandwidth": result.bandwidth,
+        "p_value": result.p_value,
+        "n_bootstrap": 300,
+    }
 
 
 def test_bootstrap_rejects_the_gmm_alternative() -> None:

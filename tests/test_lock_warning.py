@@ -1,5 +1,6 @@
 """`synthrelease run` / `stage release` warn when dvc.lock, which records the md5 and size of the validated table and
 the other private artefacts, is tracked by git in a repository with a git remote that is not steward-internal."""
+
 from __future__ import annotations
 
 import subprocess
@@ -15,8 +16,9 @@ LOCK = "schema: '2.0'\nstages:\n  prepare:\n    outs:\n    - path: data/prepared
 
 
 def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True, capture_output=True
+    )
 
 
 def repository(tmp_path: Path, remotes: dict[str, str], commit_lock: bool = True) -> Path:
@@ -38,19 +40,22 @@ def test_a_tracked_lock_with_a_shared_remote_warns_what_leaks_and_the_fix(tmp_pa
     root = repository(tmp_path, {"origin": SHARED})
     warning = lock_leak_warning(root)
     assert warning is not None and warning.startswith("warning: dvc.lock is tracked by git")
-    assert "(origin)" in warning and SHARED not in warning   # the remote's name: its URL may carry a credential
+    assert "(origin)" in warning and SHARED not in warning  # the remote's name: its URL may carry a credential
     assert "md5 and byte size of the validated table" in warning and "Only releases/ may leave" in warning
     assert f"list their URLs in {INTERNAL_REMOTES}" in warning and "git remote remove" in warning
-    monkeypatch.setenv(INTERNAL_REMOTES, INTERNAL)               # another remote is internal, not this one
+    monkeypatch.setenv(INTERNAL_REMOTES, INTERNAL)  # another remote is internal, not this one
     assert lock_leak_warning(root) is not None
 
 
-@pytest.mark.parametrize("remotes, listed, commit_lock", [
-    ({}, "", True),                                            # no remote: nothing leaves the machine
-    ({"vault": INTERNAL}, INTERNAL, True),                     # the steward-internal remote
-    ({"vault": INTERNAL, "backup": SHARED}, f"{INTERNAL}, {SHARED}/", True),   # both listed (a trailing / alike)
-    ({"origin": SHARED}, "", False),                           # dvc.lock untracked
-])
+@pytest.mark.parametrize(
+    "remotes, listed, commit_lock",
+    [
+        ({}, "", True),  # no remote: nothing leaves the machine
+        ({"vault": INTERNAL}, INTERNAL, True),  # the steward-internal remote
+        ({"vault": INTERNAL, "backup": SHARED}, f"{INTERNAL}, {SHARED}/", True),  # both listed (a trailing / alike)
+        ({"origin": SHARED}, "", False),  # dvc.lock untracked
+    ],
+)
 def test_no_warning_without_a_tracked_lock_and_a_shared_remote(tmp_path, monkeypatch, remotes, listed, commit_lock):
     monkeypatch.setenv(INTERNAL_REMOTES, listed)
     assert lock_leak_warning(repository(tmp_path, remotes, commit_lock)) is None
@@ -65,9 +70,8 @@ def test_outside_a_git_repository_there_is_no_warning(tmp_path, monkeypatch):
 def test_stage_release_and_run_warn_once_other_commands_not(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(INTERNAL_REMOTES, raising=False)
     monkeypatch.chdir(repository(tmp_path, {"origin": SHARED}))
-    for argv, warned in ((["stage", "release"], 1), (["run"], 1), (["stage", "validate"], 0),
-                         (["ledger", "show"], 0)):
-        assert main(["--params", "missing.yaml", *argv]) == 2   # the configuration error after the warning
+    for argv, warned in ((["stage", "release"], 1), (["run"], 1), (["stage", "validate"], 0), (["ledger", "show"], 0)):
+        assert main(["--params", "missing.yaml", *argv]) == 2  # the configuration error after the warning
         err = capsys.readouterr().err
         assert err.count("warning: dvc.lock is tracked by git") == warned, (argv, err)
         assert "missing.yaml: the release configuration is missing" in err

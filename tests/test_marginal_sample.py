@@ -1,7 +1,10 @@
 """Rows from a Private-PGM model (pipelines/marginal/sample.py): the rounding's known counts, the stratified
 conditional draw, the model's clique marginals reproduced, and the same rows in every process whatever its string
 hashing (mbi's own sampler gave a different table per process)."""
+
 from __future__ import annotations
+
+import pytest
 
 import hashlib
 import os
@@ -24,13 +27,14 @@ def toy_model(seed: int = 0):
     mbi = est._mbi()
     import jax.numpy as jnp
     from mbi import marginal_oracles
+
     rng = np.random.default_rng(seed)
     dom = mbi.Domain(NAMES, SHAPE)
-    tables = {cl: mbi.Factor(dom.project(cl), jnp.asarray(rng.normal(0, 1.0, dom.project(cl).shape)))
-              for cl in CLIQUES}
+    tables = {cl: mbi.Factor(dom.project(cl), jnp.asarray(rng.normal(0, 1.0, dom.project(cl).shape))) for cl in CLIQUES}
     pots = mbi.CliqueVector(dom, CLIQUES, tables)
-    return mbi.MarkovRandomField(potentials=pots, marginals=marginal_oracles.message_passing_stable(pots, 1000.0),
-                                 total=1000.0)
+    return mbi.MarkovRandomField(
+        potentials=pots, marginals=marginal_oracles.message_passing_stable(pots, 1000.0), total=1000.0
+    )
 
 
 def test_rounding_gives_the_floors_and_the_remainder_to_distinct_values():
@@ -54,6 +58,7 @@ def test_the_conditional_draw_is_stratified_within_each_parent_configuration():
     assert (out[parent == 2] == 2).all()
 
 
+@pytest.mark.integration
 def test_samples_reproduce_the_models_clique_marginals():
     model, n = toy_model(), 20_000
     codes = sample_codes(model, n, 3, NAMES)
@@ -62,8 +67,12 @@ def test_samples_reproduce_the_models_clique_marginals():
         idx = [NAMES.index(c) for c in cl]
         shape = [SHAPE[i] for i in idx]
         expected = np.array(model.project(cl).datavector(flatten=False), float)
-        observed = np.bincount(np.ravel_multi_index(tuple(codes[:, i] for i in idx), shape),
-                               minlength=int(np.prod(shape))).reshape(shape) / n
+        observed = (
+            np.bincount(
+                np.ravel_multi_index(tuple(codes[:, i] for i in idx), shape), minlength=int(np.prod(shape))
+            ).reshape(shape)
+            / n
+        )
         # stratified draws: TV ≈ 0.003 here; a parent order mixed up (a column drawn from another's
         # conditional) or i.i.d. rounding of the wrong axis moves it by 0.1 or more
         assert 0.5 * np.abs(observed - expected / expected.sum()).sum() < 0.02
@@ -71,14 +80,25 @@ def test_samples_reproduce_the_models_clique_marginals():
     assert not np.array_equal(codes, sample_codes(model, n, 4, NAMES))
 
 
+@pytest.mark.slow
 def test_the_same_model_and_seed_give_the_same_rows_in_every_process(tmp_path):
     est.save_model(toy_model(), tmp_path / "model.npz")
-    script = ("import hashlib, sys\nfrom pathlib import Path\nfrom pipelines.marginal import estimate as est\n"
-              "from pipelines.marginal.sample import sample_codes\n"
-              f"codes = sample_codes(est.load_model(Path(sys.argv[1])), 5000, 11, {NAMES!r})\n"
-              "print(hashlib.sha256(codes.tobytes()).hexdigest())\n")
-    digests = {subprocess.run([sys.executable, "-c", script, str(tmp_path / "model.npz")], cwd=PROJECT,
-                              env={**os.environ, "PYTHONHASHSEED": h, "PYTHONPATH": str(PROJECT)},
-                              capture_output=True, text=True, check=True).stdout.split()[-1] for h in ("1", "2")}
+    script = (
+        "import hashlib, sys\nfrom pathlib import Path\nfrom pipelines.marginal import estimate as est\n"
+        "from pipelines.marginal.sample import sample_codes\n"
+        f"codes = sample_codes(est.load_model(Path(sys.argv[1])), 5000, 11, {NAMES!r})\n"
+        "print(hashlib.sha256(codes.tobytes()).hexdigest())\n"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "model.npz")],
+            cwd=PROJECT,
+            env={**os.environ, "PYTHONHASHSEED": h, "PYTHONPATH": str(PROJECT)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()[-1]
+        for h in ("1", "2")
+    }
     here = hashlib.sha256(sample_codes(est.load_model(tmp_path / "model.npz"), 5000, 11, NAMES).tobytes()).hexdigest()
     assert digests == {here}

@@ -5,6 +5,7 @@ contribution, N independent runs on each (vectorised: N copies of the query answ
 noise), a Clopper-Pearson lower bound on ε from thresholding the outputs. The bound must stay below
 the ε the accountant claims, and must exceed it once the noise is halved (the audit has power).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,16 +16,22 @@ from pipelines.marginal.measure import measurement_event
 from pipelines.privacy.accountant import discrete_gaussian_sigma, epsilon_pld, gaussian_sigma, laplace_scale
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import GaussianEvent, LaplaceEvent, PureEpsilonEvent
-from pipelines.privacy.mechanisms import (discrete_gaussian_mechanism, discrete_laplace_mechanism,
-                                          exponential_mechanism, gaussian_mechanism, laplace_mechanism)
+from pipelines.privacy.mechanisms import (
+    discrete_gaussian_mechanism,
+    discrete_laplace_mechanism,
+    exponential_mechanism,
+    gaussian_mechanism,
+    laplace_mechanism,
+)
 from pipelines.privacy.row_count import count_event
 
-P_MIN = 1e-3          # goodness-of-fit tests must not reject at this level (fixed seeds: deterministic)
+P_MIN = 1e-3  # goodness-of-fit tests must not reject at this level (fixed seeds: deterministic)
 N_AUDIT = 200_000
 DELTA = 1e-5
 
 
 # -- formulas ----------------------------------------------------------------------------------------
+
 
 def test_gaussian_noise_has_the_stated_variance_and_shape():
     rng = np.random.default_rng(1)
@@ -34,7 +41,7 @@ def test_gaussian_noise_has_the_stated_variance_and_shape():
     assert noisy.shape == value.shape
     noise = (noisy - value).ravel()
     n = noise.size
-    chi2 = (n - 1) * noise.var(ddof=1) / 3.0 ** 2          # ~ χ²(n−1) under the claimed σ
+    chi2 = (n - 1) * noise.var(ddof=1) / 3.0**2  # ~ χ²(n−1) under the claimed σ
     p_var = 2 * min(stats.chi2.cdf(chi2, n - 1), stats.chi2.sf(chi2, n - 1))
     assert p_var > P_MIN
     assert stats.kstest(noise, stats.norm(0, 3.0).cdf).pvalue > P_MIN
@@ -52,6 +59,7 @@ def test_laplace_noise_has_the_stated_scale():
     assert abs(np.abs(noise).mean() - 0.7) < 5 * 0.7 / np.sqrt(noise.size)
 
 
+@pytest.mark.integration
 def test_exponential_mechanism_selection_frequencies_match_closed_form():
     rng = np.random.default_rng(3)
     scores, sensitivity, epsilon = np.array([0.0, 1.0, 2.0, 5.0, -3.0]), 1.5, 1.2
@@ -65,9 +73,10 @@ def test_exponential_mechanism_selection_frequencies_match_closed_form():
     assert event == PureEpsilonEvent(epsilon=1.2, mechanism="exponential")
 
 
+@pytest.mark.integration
 def test_exponential_mechanism_is_stable_for_huge_scores():
     rng = np.random.default_rng(4)
-    scores = np.array([1e6, 1e6 - 1.0, 1e6 - 2.0])       # exp(ε·1e6/2) would overflow
+    scores = np.array([1e6, 1e6 - 1.0, 1e6 - 2.0])  # exp(ε·1e6/2) would overflow
     n = 10_000
     picks = np.array([exponential_mechanism(scores, 1.0, 2.0, rng)[0] for _ in range(n)])
     weights = np.exp(scores - scores.max())
@@ -89,6 +98,7 @@ def test_mechanisms_reject_invalid_parameters():
 
 
 # -- empirical audits --------------------------------------------------------------------------------
+
 
 def _audit_sum_query(mechanism, sensitivity: float, noise: float, seed: int) -> float:
     """Lower bound on ε for a sum of values in [0, sensitivity]: D sums to 37·Δ, D' adds one record at Δ."""
@@ -114,6 +124,7 @@ def test_laplace_mechanism_audit():
     assert _audit_sum_query(laplace_mechanism, sensitivity, scale / 2, seed=21) > claimed
 
 
+@pytest.mark.integration
 def test_discrete_laplace_row_count_audit():
     """The noisy row count's exact discrete Laplace (count_event at ε = 1, Δ₁ = 1, attained by one added row)."""
     event = count_event(1.0)
@@ -123,6 +134,7 @@ def test_discrete_laplace_row_count_audit():
     assert _audit_sum_query(discrete_laplace_mechanism, 1, event.scale / 2, seed=41) > claimed
 
 
+@pytest.mark.integration
 def test_discrete_gaussian_measurement_audit():
     """A marginal cell's exact discrete Gaussian (`measure`'s mechanism, shift 1 attained) at the σ meeting ε = 1."""
     sigma = discrete_gaussian_sigma(1.0, DELTA, 1)
@@ -152,4 +164,4 @@ def test_exponential_mechanism_audit():
 
     assert epsilon_pld([PureEpsilonEvent(claimed)], DELTA) <= claimed
     assert lower_bound(claimed, seed=30) < claimed
-    assert lower_bound(2 * claimed, seed=31) > claimed          # sampling with 2ε while claiming ε
+    assert lower_bound(2 * claimed, seed=31) > claimed  # sampling with 2ε while claiming ε

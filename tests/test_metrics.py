@@ -1,5 +1,6 @@
 """DP-auto-GAN's evaluation metrics (§4): dimension-wise probability and prediction, k-way marginal TV,
 PCA marginal, Wasserstein score, target accuracy, and their plots, against hand-computed answers."""
+
 from __future__ import annotations
 
 import io
@@ -17,37 +18,31 @@ from scipy.spatial.distance import pdist
 
 from pipelines.data.schema import Column
 from pipelines.errors import InputError
-from pipelines.evaluation import plots
-from pipelines.evaluation.dimensionwise import (column_score, dimension_wise_prediction, dimension_wise_probability,
-                                                target_accuracy)
-from pipelines.evaluation.marginals import (cell_codes, column_subsets, kway_marginal_tv, max_distance, pca_marginal,
-                                            total_variation, wasserstein2, wasserstein_score)
+from pipelines.reporting import plots
+from pipelines.evaluation.dimensionwise import (
+    column_score,
+    dimension_wise_prediction,
+    dimension_wise_probability,
+    target_accuracy,
+)
+from pipelines.evaluation.marginals import (
+    cell_codes,
+    column_subsets,
+    kway_marginal_tv,
+    max_distance,
+    pca_marginal,
+    total_variation,
+    wasserstein2,
+    wasserstein_score,
+)
 from pipelines.evaluation.utility import featurise
 from pipelines.evaluation.unsupervised import PLOTS, paper_metrics
-from pipelines.config import EVALUATE_DEFAULTS, section
+from pipelines.config import Metrics, section
 from tasks.evaluate import PLOTS as EVALUATE_PLOTS
 
+from support.evaluation import DEPENDENT, dependent, shuffled
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-DEPENDENT = [Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),
-             Column("b", "binary", categories=("no", "yes")),
-             Column("c", "categorical", categories=("low", "mid", "high"))]
-
-
-def dependent(n: int, seed: int) -> pd.DataFrame:
-    """Every column a noisy function of one latent z ~ U(0, 1): strong dependence between all four."""
-    rng = np.random.default_rng(seed)
-    z = rng.random(n)
-    flip = rng.random(n) < 0.05
-    return pd.DataFrame({"x1": np.clip(z + rng.normal(0, 0.05, n), 0, 1),
-                         "x2": np.clip(1 - z + rng.normal(0, 0.05, n), 0, 1),
-                         "b": np.where((z > 0.5) ^ flip, "yes", "no"),
-                         "c": np.array(["low", "mid", "high"])[np.minimum((z * 3).astype(int), 2)]})
-
-
-def shuffled(df: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """Each column permuted independently: the same 1-way marginals, no dependence at all."""
-    rng = np.random.default_rng(seed)
-    return pd.DataFrame({c: rng.permutation(df[c].to_numpy()) for c in df.columns})
 
 
 def assert_png(data: bytes) -> None:
@@ -58,6 +53,7 @@ def assert_png(data: bytes) -> None:
 
 
 # --- identical data: every metric at its perfect value ----------------------------------------------
+
 
 def test_identical_real_and_synthetic_score_perfectly():
     df = dependent(300, 0)
@@ -78,8 +74,11 @@ def test_identical_real_and_synthetic_score_perfectly():
 
 # --- k-way marginal total variation ------------------------------------------------------------------
 
-TV_COLUMNS = [Column("a", "binary", categories=("n", "y")), Column("b", "categorical", categories=("x", "y", "z")),
-              Column("c", "continuous", 0.0, 1.0)]
+TV_COLUMNS = [
+    Column("a", "binary", categories=("n", "y")),
+    Column("b", "categorical", categories=("x", "y", "z")),
+    Column("c", "continuous", 0.0, 1.0),
+]
 
 
 def test_three_way_tv_hand_computed():
@@ -104,6 +103,7 @@ def test_joint_tv_counts_the_same_histograms_over_the_domain_and_over_occupied_c
     from collections import Counter
 
     from pipelines.evaluation import marginals
+
     rng = np.random.default_rng(3)
     dims = [4, 3, 5]
     real = [rng.integers(0, d, 500) for d in dims]
@@ -113,7 +113,8 @@ def test_joint_tv_counts_the_same_histograms_over_the_domain_and_over_occupied_c
     dense = marginals._joint_tv(real, synth, dims)
     monkeypatch.setattr(marginals, "MAX_DENSE_CELLS", 1)
     assert dense == pytest.approx(expected, abs=1e-12) and marginals._joint_tv(real, synth, dims) == pytest.approx(
-        expected, abs=1e-12)
+        expected, abs=1e-12
+    )
 
 
 def test_cells_come_from_the_schema():
@@ -128,8 +129,9 @@ def test_cells_come_from_the_schema():
 
 
 def test_kway_skipped_and_column_subsets():
-    assert "skipped" in kway_marginal_tv(pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), TV_COLUMNS[:2],
-                                         k=3, n_subsets=5, bins=2, seed=0)
+    assert "skipped" in kway_marginal_tv(
+        pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), TV_COLUMNS[:2], k=3, n_subsets=5, bins=2, seed=0
+    )
     subsets = column_subsets(10, 3, 50, np.random.default_rng(0))
     assert len(subsets) == len(set(subsets)) == 50 and all(len(set(s)) == 3 for s in subsets)
     assert subsets == column_subsets(10, 3, 50, np.random.default_rng(0))
@@ -137,6 +139,7 @@ def test_kway_skipped_and_column_subsets():
 
 
 # --- Wasserstein distance and scores -----------------------------------------------------------------
+
 
 def test_w2_closed_forms():
     rng = np.random.default_rng(0)
@@ -149,22 +152,30 @@ def test_w2_closed_forms():
     assert wasserstein2(a, b) == pytest.approx(math.sqrt(np.mean((np.sort(a[:, 0]) - np.sort(b[:, 0])) ** 2)))
 
 
-MIXED = [Column("u", "continuous", 0.0, 10.0), Column("v", "integer", 0, 100),
-         Column("s", "binary", categories=("no", "yes")), Column("k", "categorical", categories=("r", "g", "b"))]
+MIXED = [
+    Column("u", "continuous", 0.0, 10.0),
+    Column("v", "integer", 0, 100),
+    Column("s", "binary", categories=("no", "yes")),
+    Column("k", "categorical", categories=("r", "g", "b")),
+]
 
 
 def test_max_distance_from_schema(adult_schema, bc_schema):
     assert max_distance(MIXED) == pytest.approx(math.sqrt(5))  # 2 numeric + 1 binary + 2 x 1 categorical
     # brute force over every extreme row of the universe: numeric at a bound, every category
-    corners = pd.DataFrame(list(itertools.product([0.0, 10.0], [0, 100], ["no", "yes"], ["r", "g", "b"])),
-                           columns=["u", "v", "s", "k"])
+    corners = pd.DataFrame(
+        list(itertools.product([0.0, 10.0], [0, 100], ["no", "yes"], ["r", "g", "b"])), columns=["u", "v", "s", "k"]
+    )
     assert pdist(featurise(corners, MIXED)).max() == pytest.approx(math.sqrt(5))
     assert max_distance(adult_schema.columns) == pytest.approx(math.sqrt(5 + 2 + 2 * 7))  # education_num: derived
     assert max_distance(bc_schema.columns) == pytest.approx(math.sqrt(31))
 
 
-GRID = [Column("g1", "continuous", 0.0, 1.0), Column("g2", "continuous", 0.0, 1.0),
-        Column("g3", "continuous", 0.0, 1.0)]
+GRID = [
+    Column("g1", "continuous", 0.0, 1.0),
+    Column("g2", "continuous", 0.0, 1.0),
+    Column("g3", "continuous", 0.0, 1.0),
+]
 
 
 def grid() -> pd.DataFrame:
@@ -177,7 +188,7 @@ def test_wasserstein_scores_of_a_shifted_grid_hand_computed():
     real = grid()
     # variances (population): g1 0.6/9, g2 0.02/3, g3 0.0025 -> v = (var1 + var2) / (var1 + var2 + var3)
     v = (0.6 / 9 + 0.02 / 3) / (0.6 / 9 + 0.02 / 3 + 0.0025)
-    shifted = real.assign(g1=real["g1"] + 0.05)          # along PC 1: W2 = 0.05 whole and projected
+    shifted = real.assign(g1=real["g1"] + 0.05)  # along PC 1: W2 = 0.05 whole and projected
     ws = wasserstein_score(real, shifted, real, GRID, max_rows=None, seed=0)
     assert ws["w2"] == pytest.approx(0.05) and ws["score"] == pytest.approx(1 - 0.05 / math.sqrt(3))
     pca, _ = pca_marginal(real, shifted, real, GRID, max_rows=None, seed=0)
@@ -206,6 +217,7 @@ def test_pca_on_constant_rows_is_skipped():
 
 # --- dimension-wise probability and prediction ---------------------------------------------------------
 
+
 def test_dimension_wise_probability_hand_computed():
     real = pd.DataFrame({"s": ["yes", "no", "no", "no"], "u": [1.0] * 4})
     synth = pd.DataFrame({"s": ["yes", "yes", "no", "yes", "no"], "u": [1.0] * 5})
@@ -219,13 +231,17 @@ def test_dimension_wise_probability_hand_computed():
         dimension_wise_probability(real, synth.assign(s="maybe"), cols)
 
 
+@pytest.mark.integration
 def test_dimension_wise_prediction_collapses_on_independent_columns():
     train, holdout = dependent(2000, 0), dependent(1000, 1)
     result = dimension_wise_prediction(train, shuffled(train, 2), holdout, DEPENDENT, seed=0)
     cols = result["columns"]
     assert {c: (e["model"], e["score"]) for c, e in cols.items()} == {
-        "x1": ("lasso", "r2"), "x2": ("lasso", "r2"), "b": ("logistic_regression", "auroc"),
-        "c": ("random_forest", "f1")}
+        "x1": ("lasso", "r2"),
+        "x2": ("lasso", "r2"),
+        "b": ("logistic_regression", "auroc"),
+        "c": ("random_forest", "f1"),
+    }
     # fitted on real rows every column is well predicted from the others ...
     assert cols["x1"]["real"] > 0.9 and cols["x2"]["real"] > 0.9
     assert cols["b"]["real"] > 0.9 and cols["c"]["real"] > 0.85  # b has 5 % label noise
@@ -236,6 +252,7 @@ def test_dimension_wise_prediction_collapses_on_independent_columns():
     assert set(result["by_score"]) == {"auroc", "f1", "r2"}
 
 
+@pytest.mark.integration
 def test_auroc_of_a_classifier_fitted_on_independent_columns_is_chance_on_average():
     # AUROC ignores the scale of the fitted direction, so a single fit on independent columns lands
     # anywhere (its sign is a coin flip); over independent shuffles it averages to 0.5. Eight pure-noise
@@ -246,14 +263,21 @@ def test_auroc_of_a_classifier_fitted_on_independent_columns_is_chance_on_averag
     def data(n, seed):
         rng = np.random.default_rng(seed)
         x = rng.random(n)
-        return pd.DataFrame({"x": x, "b": np.where(x + rng.normal(0, 0.1, n) > 0.5, "yes", "no"),
-                             **{c.name: rng.random(n) for c in noise}})
+        return pd.DataFrame(
+            {
+                "x": x,
+                "b": np.where(x + rng.normal(0, 0.1, n) > 0.5, "yes", "no"),
+                **{c.name: rng.random(n) for c in noise},
+            }
+        )
+
     train, holdout = data(1000, 0), data(1000, 1)
     assert column_score(cols[1], train, holdout, cols, seed=0) > 0.95
     scores = [column_score(cols[1], shuffled(train, s), holdout, cols, seed=0) for s in range(20)]
     assert abs(np.mean(scores) - 0.5) < 0.1
 
 
+@pytest.mark.integration
 def test_constant_synthetic_column_is_dropped_with_a_reason():
     train, holdout = dependent(400, 0), dependent(200, 1)
     synth = shuffled(train, 2).assign(b="no")
@@ -269,6 +293,8 @@ def test_constant_synthetic_column_is_dropped_with_a_reason():
 
 # --- target accuracy (Table 2) ---------------------------------------------------------------------------
 
+
+@pytest.mark.integration
 def test_target_accuracy():
     train, holdout = dependent(1000, 0), dependent(500, 1)
     acc = target_accuracy(train, shuffled(train, 2), holdout, DEPENDENT, "b", seed=0)
@@ -283,6 +309,8 @@ def test_target_accuracy():
 
 # --- the evaluate stage's wiring and plots -----------------------------------------------------------------
 
+
+@pytest.mark.integration
 def test_paper_metrics_and_plots_are_valid_pngs():
     train, holdout = dependent(300, 0), dependent(150, 1)
     schema = SimpleNamespace(columns=tuple(DEPENDENT), target="b")
@@ -300,12 +328,19 @@ def test_paper_metrics_and_plots_are_valid_pngs():
 
 def knobs(raw: dict) -> dict:
     """The DP-auto-GAN metrics' knobs of an `evaluate:` section, as the baseline stage passes them."""
-    return section("evaluate", raw).model_dump(include=set(EVALUATE_DEFAULTS))
+    return section("evaluate", raw).model_dump(include=set(Metrics.model_fields))
 
 
 def test_knobs_validation():
-    assert knobs({}) == {"read_max_rows": 1_000_000, "max_rows": 10000, "utility_max_rows": 50000,
-                         "ot_max_rows": 2000, "kway": 3, "kway_subsets": 100, "kway_bins": 10}
+    assert knobs({}) == {
+        "read_max_rows": 1_000_000,
+        "max_rows": 10000,
+        "utility_max_rows": 50000,
+        "ot_max_rows": 2000,
+        "kway": 3,
+        "kway_subsets": 100,
+        "kway_bins": 10,
+    }
     assert knobs({"read_max_rows": None})["read_max_rows"] is None
     with pytest.raises(InputError, match=r"'evaluate\.read_max_rows': must be a positive integer or null"):
         knobs({"read_max_rows": 0})

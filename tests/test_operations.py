@@ -1,12 +1,12 @@
 """Operating releases: steward-keyed DP noise, privacy accounting under faults and concurrency
 (SQLite here; PostgreSQL and the scheduled flow in test_scheduling.py), task-runner and schedule config."""
+
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import hmac
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,32 +19,45 @@ from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import GaussianEvent, event_from_dict
 from pipelines.privacy.ledger import Ledger
 from sections import configured
-from test_pipeline import make_root, run_stages
+from support.project import make_root, run_stages
+from support.operations import fits, race
 
 KEY = "ab" * 32
 DELTA = 1e-5
 # no steward key (OS-entropy noise, plain ledger chain): these tests open the ledger without one
-FAST = {"generators": ["dpwgan"], "dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64}, "weights": {"generators": []},
-        "privacy": {"noise_key_file": None}}
+FAST = {
+    "generators": ["dpwgan"],
+    "dpwgan": {"epsilon": 3.0, "steps": 40, "batch_size": 64},
+    "weights": {"generators": []},
+    "privacy": {"noise_key_file": None},
+}
 
 
 # -- steward-keyed noise ---------------------------------------------------------------------------
 
-def _material(key: bytes | None, data: str = "d" * 64, stage: str = "bc/train@g", params: str = "p" * 64,
-              context: str = "g:noise") -> bytes:
+
+def _material(
+    key: bytes | None, data: str = "d" * 64, stage: str = "bc/train@g", params: str = "p" * 64, context: str = "g:noise"
+) -> bytes:
     return noise.NoiseSource.keyed(key, lambda: data, stage, params).material(context)
 
 
 def test_keyed_noise_key_is_the_hmac_of_data_stage_params_and_context():
     key = bytes.fromhex(KEY)
-    message = noise.canonical_json({"stage": "bc/train@g", "inputs": {"data": "d" * 64}, "facts": {"params": "p" * 64},
-                                    "context": "g:noise"})
+    message = noise.canonical_json(
+        {"stage": "bc/train@g", "inputs": {"data": "d" * 64}, "facts": {"params": "p" * 64}, "context": "g:noise"}
+    )
     expected = hmac.new(key, noise.DOMAIN + b"\x1f" + message.encode(), hashlib.sha256).digest()
     assert _material(key) == _material(key) == expected
-    others = {_material(bytes.fromhex("cd" * 32)), _material(key, data="e" * 64), _material(key, stage="bc/train@h"),
-              _material(key, params="q" * 64), _material(key, context="g:poisson")}
-    assert expected not in others and len(others) == 5        # every input changes the noise
-    assert _material(None) != _material(None)                  # no key: fresh OS entropy each time
+    others = {
+        _material(bytes.fromhex("cd" * 32)),
+        _material(key, data="e" * 64),
+        _material(key, stage="bc/train@h"),
+        _material(key, params="q" * 64),
+        _material(key, context="g:poisson"),
+    }
+    assert expected not in others and len(others) == 5  # every input changes the noise
+    assert _material(None) != _material(None)  # no key: fresh OS entropy each time
     assert noise.NoiseSource().material("g:noise") != noise.NoiseSource().material("g:noise")
 
 
@@ -65,11 +78,12 @@ def test_noise_key_sources_and_refusals(tmp_path, monkeypatch):
     monkeypatch.setenv(noise.KEY_ENV, "abcd")
     with pytest.raises(InputError, match=r"at least 64 hex digits.*token_hex"):
         noise.load_noise_key(None, repo)
-    monkeypatch.setenv(noise.KEY_ENV, "cd" * 32)                 # the environment wins over the file
+    monkeypatch.setenv(noise.KEY_ENV, "cd" * 32)  # the environment wins over the file
     assert noise.load_noise_key(str(outside), repo) == bytes.fromhex("cd" * 32)
 
 
 # -- faults ----------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory) -> Path:
@@ -84,12 +98,14 @@ def _fresh(prepared: Path, tmp_path: Path, overrides: dict | None = None) -> tup
     return prepared, parse_params(merged(merged(read_params(prepared / "params.yaml"), ledger), overrides or {}))
 
 
+@pytest.mark.slow
 def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, monkeypatch):
     """A fault injected at training step 5 (the data has been read): the reservation stays, no spent rows,
     the data set is charged the plan, no model is written and the chain verifies."""
     import pipelines.progress as progress
     from pipelines.data.encoded import EncodedTable
     from tasks.train import train
+
     root, params = _fresh(prepared, tmp_path)
     reads = []
     real_array = EncodedTable.__array__
@@ -98,6 +114,7 @@ def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, mon
     def crash(phase: str, step: int, total: int) -> None:
         if step == 5:
             raise RuntimeError(f"injected fault in {phase} at step {step}")
+
     monkeypatch.setattr(progress, "report", crash)
     model_dir = root / "models" / "breast_cancer" / "dpwgan"
     before = model_dir.exists() and sorted(model_dir.iterdir())
@@ -106,12 +123,14 @@ def test_crash_after_reading_data_keeps_the_plan_charged(prepared, tmp_path, mon
     assert reads == [1]
     led = Ledger(params.privacy.ledger)
     rows = led.rows("breast_cancer")
-    assert [(r["stage"], r["status"]) for r in rows] == [("train@dpwgan", "planned")] * 2   # DP-SGD + calibration
+    assert [(r["stage"], r["status"]) for r in rows] == [("train@dpwgan", "planned")] * 2  # DP-SGD + calibration
     planned = [event_from_dict(json.loads(r["event_json"])) for r in rows]
-    assert led.spent("breast_cancer", DELTA) == pytest.approx(epsilon_pld(planned, DELTA)) and \
-        2.9 <= led.spent("breast_cancer", DELTA) <= 3.0
+    assert (
+        led.spent("breast_cancer", DELTA) == pytest.approx(epsilon_pld(planned, DELTA))
+        and 2.9 <= led.spent("breast_cancer", DELTA) <= 3.0
+    )
     assert led.verify()["rows"] == 2
-    assert (model_dir.exists() and sorted(model_dir.iterdir())) == before   # no partial model
+    assert (model_dir.exists() and sorted(model_dir.iterdir())) == before  # no partial model
 
 
 @pytest.mark.slow
@@ -119,14 +138,21 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
     """Pre-flight: a run whose plan does not fit fails before training with spent / planned / remaining."""
     from tasks.budget import budget
     from pipelines.data.encoded import EncodedTable
-    root, params = _fresh(prepared, tmp_path, {"privacy": {"lifetime_epsilon": 3.2, "release_epsilon": 4.0},
-                                               "weights": {"generators": ["dpwgan"]}})  # dpwgan pinned at 3
+
+    root, params = _fresh(
+        prepared,
+        tmp_path,
+        {"privacy": {"lifetime_epsilon": 3.2, "release_epsilon": 4.0}, "weights": {"generators": ["dpwgan"]}},
+    )  # dpwgan pinned at 3
     led = Ledger(params.privacy.ledger)
     led.reserve("breast_cancer", "earlier", "train@x", [GaussianEvent(2.0, 1.0)], DELTA, 3.2)
     monkeypatch.setattr(EncodedTable, "__array__", lambda *a, **k: pytest.fail("private rows were read"))
     spent = led.spent("breast_cancer", DELTA)
-    with pytest.raises(BudgetExceededError, match=rf"spent ε={spent:.4g}, this stage plans ε=[234].*remaining ε="
-                                                  rf"{3.2 - spent:.4g}"):
+    with pytest.raises(
+        BudgetExceededError,
+        match=rf"spent ε={spent:.4g}, this stage plans ε=[234].*remaining ε="
+        rf"{3.2 - spent:.4g}",
+    ):
         budget(params, root)
     assert len(led.rows()) == 1 and led.verify()["rows"] == 1
     params = dataclasses.replace(params, privacy=params.privacy.model_copy(update={"lifetime_epsilon": 10.0}))
@@ -135,43 +161,17 @@ def test_refused_run_plans_nothing_reads_nothing(prepared, tmp_path, monkeypatch
     assert summary["release_epsilon"] == 4.0 and 0.999 * 4.0 <= summary["epsilon_release"] <= 4.0
     assert [(r["part"], r["stages"], r["pinned"]) for r in summary["parts"]] == [
         ("prepare", "prepare", True),  # the row-loss test (and row count), pinned at their own ε
-        ("dpwgan", "train@dpwgan", True), ("weights", "weight@dpwgan", False),
-        ("release_test", "check@dpwgan", True)]  # pinned at release.test_epsilon
+        ("dpwgan", "train@dpwgan", True),
+        ("weights", "weight@dpwgan", False),
+        ("release_test", "check@dpwgan", True),
+    ]  # pinned at release.test_epsilon
     assert len(led.rows()) == 1  # wrote nothing
 
 
 # -- concurrency -----------------------------------------------------------------------------------
 
-def race(url: str, writers: int, event: GaussianEvent, budget: float) -> tuple[int, Ledger]:
-    """`writers` threads, each with its own connection, reserve `event` at the same moment."""
-    Ledger(url)                                              # the table exists before the race
-    barrier, granted, refused = threading.Barrier(writers), [], []
 
-    def one(i: int) -> None:
-        ledger = Ledger(url)
-        barrier.wait()
-        try:
-            ledger.reserve("shared", f"run-{i}", "train@g", [event], DELTA, budget)
-            granted.append(i)
-        except BudgetExceededError:
-            refused.append(i)
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert len(granted) + len(refused) == writers
-    return len(granted), Ledger(url)
-
-
-def fits(event: GaussianEvent, budget: float) -> int:
-    """How many copies of `event` compose (PLD) to at most `budget`."""
-    k = 0
-    while epsilon_pld([event] * (k + 1), DELTA) <= budget:
-        k += 1
-    return k
-
-
+@pytest.mark.integration
 def test_simultaneous_reservations_never_exceed_the_budget_sqlite(tmp_path):
     event, budget = GaussianEvent(2.0, 1.0), 6.0
     k = fits(event, budget)
@@ -184,22 +184,29 @@ def test_simultaneous_reservations_never_exceed_the_budget_sqlite(tmp_path):
 
 # -- configuration ---------------------------------------------------------------------------------
 
+
 def test_task_runner_from_params():
     from prefect.task_runners import ThreadPoolTaskRunner
     from prefect_dask import DaskTaskRunner
 
     from flows.runners import task_runner
+
     assert isinstance(task_runner(configured({})), ThreadPoolTaskRunner)
     local = task_runner(configured({"orchestration": {"task_runner": "dask", "dask_workers": 3}, "device": "cuda"}))
     assert isinstance(local, DaskTaskRunner) and local.cluster_kwargs["n_workers"] == 3
     assert local.cluster_kwargs["resources"] == {"GPU": 1}
-    remote = {"orchestration": {"task_runner": "dask", "dask_address": "tcp://10.0.0.5:8786"},
-              "privacy": {"ledger": "postgresql+psycopg://steward@db/ledger"}}
+    remote = {
+        "orchestration": {"task_runner": "dask", "dask_address": "tcp://10.0.0.5:8786"},
+        "privacy": {"ledger": "postgresql+psycopg://steward@db/ledger"},
+    }
     assert task_runner(configured(remote)).address == "tcp://10.0.0.5:8786"
     with pytest.raises(InputError, match=r"cannot share the SQLite ledger 'ledger/privacy.sqlite'.*PostgreSQL URL"):
         task_runner(configured({**remote, "privacy": {"ledger": "ledger/privacy.sqlite"}}))
-    with pytest.raises(InputError, match=r"'orchestration\.task_runner': input should be 'threads' or 'dask', "
-                                         r"got 'spark'.*Fix:"):
+    with pytest.raises(
+        InputError,
+        match=r"'orchestration\.task_runner': input should be 'threads' or 'dask', "
+        r"got 'spark'.*Fix:",
+    ):
         configured({"orchestration": {"task_runner": "spark"}})
     with pytest.raises(InputError, match=r"'orchestration\.worker': unknown orchestration keys \['worker'\].*Fix:"):
         configured({"orchestration": {"worker": 2}})
@@ -207,15 +214,31 @@ def test_task_runner_from_params():
 
 def test_schedules_one_deployment_per_dataset(tmp_path):
     from flows.deploy import deployments
+
     root = make_root(tmp_path, FAST)
     path = root / "schedules.yaml"
-    path.write_text(yaml.safe_dump({"deployments": [{"name": "nightly", "params": "params.yaml",
-                                                     "cron": "0 2 * * *", "timezone": "Europe/Zurich"}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "deployments": [
+                    {"name": "nightly", "params": "params.yaml", "cron": "0 2 * * *", "timezone": "Europe/Zurich"}
+                ]
+            }
+        )
+    )
     [d] = deployments(path, root)
     assert d.name == "nightly" and d.concurrency_limit == 1 and d.parameters["root"] == str(root.resolve())
     assert d.schedules[0].schedule.cron == "0 2 * * *" and d.schedules[0].schedule.timezone == "Europe/Zurich"
-    path.write_text(yaml.safe_dump({"deployments": [{"name": "a", "params": "params.yaml", "interval": 60},
-                                                    {"name": "b", "params": "params.yaml", "cron": "0 * * * *"}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "deployments": [
+                    {"name": "a", "params": "params.yaml", "interval": 60},
+                    {"name": "b", "params": "params.yaml", "cron": "0 * * * *"},
+                ]
+            }
+        )
+    )
     with pytest.raises(InputError, match=r"data set 'breast_cancer' of deployment 'a'.*one deployment per data set"):
         deployments(path, root)
     path.write_text(yaml.safe_dump({"deployments": [{"name": "a", "params": "params.yaml"}]}))
@@ -227,6 +250,7 @@ def test_work_pool_entrypoint_picks_the_task_runner_from_params(tmp_path, monkey
     """prefect.yaml's entrypoint loads as a worker would load it, on the runner SYNTHRELEASE_PARAMS asks for."""
     from prefect.flows import load_flow_from_entrypoint
     from prefect_dask import DaskTaskRunner
+
     project = Path(__file__).resolve().parents[1]
     [deployment] = yaml.safe_load((project / "prefect.yaml").read_text())["deployments"]
     root = make_root(tmp_path, {**FAST, "orchestration": {"task_runner": "dask"}})

@@ -1,5 +1,6 @@
 """Operating releases end to end (slow): the ledger on a real PostgreSQL server, scheduled deployments on
 a real Prefect server, the Dask task runner, and bit-for-bit `dvc repro` with DVC remote archiving."""
+
 from __future__ import annotations
 
 import glob
@@ -7,17 +8,12 @@ import json
 import os
 import pwd
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
-import httpx
 import pytest
 
 from pipelines.config import load_params
@@ -25,44 +21,16 @@ from pipelines.io import sha256_file, sha256_tree
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import GaussianEvent
 from pipelines.privacy.ledger import Ledger
-from test_operations import fits, race
-from test_pipeline import SMALL, env, make_root, run_stages, sh
+from support.operations import fits, race
+from support.project import env, make_root, run_stages, sh
+from support.operations import TINY, api_post, free_port, prefect_server, stop
 
 pytestmark = pytest.mark.slow
 DELTA = 1e-5
-# One fast generator, a cheap evaluation, no weight stage: a flow run takes well under a minute on 1 core.
-# No steward key: fresh OS-entropy noise in every run (a test that needs the same noise twice gives a key).
-TINY = {"generators": ["dpwgan"], "device": "cpu", "weights": {"generators": []},
-        "privacy": {"noise_key_file": None},
-        "dpwgan": {"epsilon": 0.9, "steps": 40, "batch_size": 64},  # pinned: the release test's ε fits beside it
-        "utility_gate": {"inverted": "label"},   # fresh noise: a 40-step DP-WGAN may invert; label it, never refuse
-        # the row-reading gates as findings (release.non_dp_gates: advise, the default), not refusals: these tests
-        # need published tables, and fresh or re-keyed noise (every code change) draws other tables (at 100 attacks
-        # the inference-risk bound of a 40-step DP-WGAN can pass 0.1 on a single keyed or fresh draw; the refusals
-        # themselves: tests/test_privacy_risk.py, test_utility_verdict.py)
-        "release": {**SMALL["release"], "non_dp_gates": "advise"},   # (a section replaces SMALL's whole)
-        "evaluate": {"max_rows": 300, "ot_max_rows": 200, "kway_subsets": 10,
-                     "attacks": {"max_rows": 200, "n_attacks": 100}}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the process group we started (the server or `serve` and their children)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 # -- PostgreSQL ------------------------------------------------------------------------------------
+
 
 def postgres_binary(name: str) -> str | None:
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
@@ -75,8 +43,9 @@ def postgres_url():
     initdb, pg_ctl = postgres_binary("initdb"), postgres_binary("pg_ctl")
     if not (initdb and pg_ctl):
         if os.environ.get("CI"):
-            pytest.fail("PostgreSQL server binaries (initdb, pg_ctl) are missing; .ci/run installs Debian's "
-                        "postgresql package")
+            pytest.fail(
+                "PostgreSQL server binaries (initdb, pg_ctl) are missing; .ci/run installs Debian's postgresql package"
+            )
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not installed: apt-get install postgresql")
     base = Path(tempfile.mkdtemp(prefix="synthrelease-pg-"))
     prefix: list[str] = []
@@ -88,8 +57,19 @@ def postgres_url():
     run = lambda *cmd: subprocess.run(prefix + list(cmd), check=True, capture_output=True, text=True, timeout=120)
     try:
         run(initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-        run(pg_ctl, "-D", str(data), "-l", str(base / "server.log"), "-w", "-t", "60", "start", "-o",
-            f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={base} -c fsync=off")
+        run(
+            pg_ctl,
+            "-D",
+            str(data),
+            "-l",
+            str(base / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+            "-o",
+            f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={base} -c fsync=off",
+        )
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
     finally:
         subprocess.run(prefix + [pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], capture_output=True)
@@ -110,35 +90,6 @@ def test_simultaneous_reservations_never_exceed_the_budget_postgres(postgres_url
 
 # -- a real Prefect server -------------------------------------------------------------------------
 
-@contextmanager
-def prefect_server(home: Path, ui: bool = False) -> Iterator[dict]:
-    """`prefect server start` on a free loopback port with its own PREFECT_HOME (SQLite); with `ui`, the web UI
-    at its root (PREFECT_UI_ENABLED, the default of a real server), its API URL pointed at this port."""
-    port = free_port()
-    base, api = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}/api"
-    extra = {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-             "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5", "PREFECT_UI_ENABLED": str(ui).lower(),
-             "PREFECT_UI_API_URL": api}
-    log = open(home / "server.log", "w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env={**env(), **extra}, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{api}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"prefect server did not start:\n{(home / 'server.log').read_text()[-3000:]}")
-            time.sleep(1)
-        yield {"url": api, "base": base, "env": {**extra, "PREFECT_API_URL": api}}
-    finally:
-        stop(proc)
-        log.close()
-
 
 @pytest.fixture(scope="module")
 def prefect_api(tmp_path_factory):
@@ -147,15 +98,12 @@ def prefect_api(tmp_path_factory):
         yield server
 
 
-def api_post(api: str, path: str, body: dict) -> list[dict]:
-    r = httpx.post(f"{api}{path}", json=body, timeout=30)
-    r.raise_for_status()
-    return r.json()
-
-
 def flow_runs(api: str, deployment_id: str) -> list[dict]:
-    return api_post(api, "/flow_runs/filter", {"flow_runs": {"deployment_id": {"any_": [deployment_id]}},
-                                                "sort": "EXPECTED_START_TIME_ASC", "limit": 50})
+    return api_post(
+        api,
+        "/flow_runs/filter",
+        {"flow_runs": {"deployment_id": {"any_": [deployment_id]}}, "sort": "EXPECTED_START_TIME_ASC", "limit": 50},
+    )
 
 
 def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, tmp_path):
@@ -164,18 +112,28 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     root = make_root(tmp_path, TINY)
     run_stages(root, "prepare")
     from tasks.budget import allocation
+
     parts = allocation(load_params(root / "params.yaml"), root)[0].parts  # prepare's test was paid once, above
     plan = [e for name, part in parts.items() if name != "prepare" for e in part.events]  # each run's (dpwgan's)
     two, three = epsilon_pld(plan * 2, DELTA), epsilon_pld(plan * 3, DELTA)
-    params_text = (root / "params.yaml").read_text().replace("lifetime_epsilon: 10.0",
-                                                             f"lifetime_epsilon: {(two + three) / 2:.6f}")
+    params_text = (
+        (root / "params.yaml")
+        .read_text()
+        .replace("lifetime_epsilon: 10.0", f"lifetime_epsilon: {(two + three) / 2:.6f}")
+    )
     (root / "params.yaml").write_text(params_text)
     (root / "schedules.yaml").write_text("deployments:\n  - {name: bc-every-20s, params: params.yaml, interval: 20}\n")
     api = prefect_api["url"]
     serve_env = {**env(), **prefect_api["env"], "PYTHONPATH": str(root)}
     log = open(tmp_path / "serve.log", "w")
-    serve = subprocess.Popen([sys.executable, "-m", "flows.cli", "serve", "--schedules", "schedules.yaml"], cwd=root,
-                             env=serve_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "serve", "--schedules", "schedules.yaml"],
+        cwd=root,
+        env=serve_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline, runs = time.monotonic() + 420, []
         while time.monotonic() < deadline:
@@ -189,11 +147,14 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     finally:
         stop(serve)
         log.close()
-    finished = sorted((r for r in runs if r["state_type"] in ("COMPLETED", "FAILED", "CRASHED")),
-                      key=lambda r: r["start_time"])
+    finished = sorted(
+        (r for r in runs if r["state_type"] in ("COMPLETED", "FAILED", "CRASHED")), key=lambda r: r["start_time"]
+    )
     states = [r["state_type"] for r in finished]
-    assert states[:2] == ["COMPLETED", "COMPLETED"] and set(states[2:]) == {"FAILED"}, \
-        (states, (tmp_path / "serve.log").read_text()[-3000:])
+    assert states[:2] == ["COMPLETED", "COMPLETED"] and set(states[2:]) == {"FAILED"}, (
+        states,
+        (tmp_path / "serve.log").read_text()[-3000:],
+    )
     done, failed = finished[:2], finished[2]
 
     release_ids = []
@@ -207,10 +168,11 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
         manifest = json.loads((root / "releases/breast_cancer" / table["release_id"] / "manifest.json").read_text())
         assert manifest["privacy"]["run_id"] == f"prefect-{run['id']}"
         release_ids.append(table["release_id"])
-        logs = api_post(api, "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}}, "limit": 200,
-                                             "sort": "TIMESTAMP_ASC"})
+        logs = api_post(
+            api, "/logs/filter", {"logs": {"flow_run_id": {"any_": [run["id"]]}}, "limit": 200, "sort": "TIMESTAMP_ASC"}
+        )
         assert any("train@dpwgan: dpwgan step 1/40" in entry["message"] for entry in logs)
-    assert len(set(release_ids)) == 2          # fresh OS-entropy noise: each run its own model and release
+    assert len(set(release_ids)) == 2  # fresh OS-entropy noise: each run its own model and release
 
     message = failed["state"]["message"]
     assert "privacy budget refused" in message and "spent ε=" in message and "remaining ε=" in message
@@ -218,38 +180,53 @@ def test_scheduled_deployment_runs_twice_then_fails_on_the_budget(prefect_api, t
     rows = ledger.rows("breast_cancer")
     trained = [r for r in rows if r["stage"] != "prepare"]  # prepare's row-loss test: paid once, reused by the runs
     assert sorted({r["run_id"] for r in trained}) == sorted(f"prefect-{r['id']}" for r in done)  # the 3rd: no rows
-    per_run = len(plan)                        # dpwgan's DP-SGD, its calibration's and its release test's events
+    per_run = len(plan)  # dpwgan's DP-SGD, its calibration's and its release test's events
     assert [r["status"] for r in trained].count("spent") == 2 * per_run and len(rows) - len(trained) == 2
     assert ledger.verify()["rows"] == 4 * per_run + 2
     assert sorted(p.name for p in (root / "releases/breast_cancer").iterdir()) == sorted(
-        release_ids + ["latest.json", "runs"])  # runs/<run-id>/: each release run's public comparison page
+        release_ids + ["latest.json", "runs"]
+    )  # runs/<run-id>/: each release run's public comparison page
 
 
 # -- Dask ------------------------------------------------------------------------------------------
 
+
 def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_api, tmp_path):
     """Two generators on a local Dask cluster of 2 workers: their train tasks overlap in time, and with
     the same seeds and steward key the ledger events and released synthetic tables equal the threaded run's."""
-    key = tmp_path / "steward.key"          # one steward key for both runs: the same keyed noise
+    key = tmp_path / "steward.key"  # one steward key for both runs: the same keyed noise
     key.write_text("3a" * 32 + "\n")
-    gens = {"generators": ["dpwgan", "pearl"], "dpwgan": {"steps": 300},  # the release ε, shared
-            "pearl": {"frequencies": 16, "steps": 1000, "batch_size": 64}, "privacy": {"noise_key_file": str(key)}}
-    script = ("import json\nfrom flows.release import configured_flow\n"
-              "print(json.dumps(configured_flow('params.yaml')(params_path='params.yaml')))\n")
+    gens = {
+        "generators": ["dpwgan", "pearl"],
+        "dpwgan": {"steps": 300},  # the release ε, shared
+        "pearl": {"frequencies": 16, "steps": 1000, "batch_size": 64},
+        "privacy": {"noise_key_file": str(key)},
+    }
+    script = (
+        "import json\nfrom flows.release import configured_flow\n"
+        "print(json.dumps(configured_flow('params.yaml')(params_path='params.yaml')))\n"
+    )
     api, out = prefect_api["url"], {}
     for runner in ("dask", "threads"):
-        root = make_root(tmp_path / runner, {**TINY, **gens, "orchestration": {"task_runner": runner, "dask_workers": 2}})
+        root = make_root(
+            tmp_path / runner, {**TINY, **gens, "orchestration": {"task_runner": runner, "dask_workers": 2}}
+        )
         (root / "ledger").mkdir()  # one split salt for both roots: the same train/holdout split (tasks/prepare.py)
         (root / "ledger" / "breast_cancer.split-salt").write_text("5a" * 32 + "\n")
         # one torch thread in both runs, as Dask's nanny gives its workers (OMP_NUM_THREADS=1): float sums
         # split over a different number of threads differ in the last bits (docs/operations.md)
-        r = sh([sys.executable, "-c", script], root,
-               extra_env={**prefect_api["env"], "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"})
+        r = sh(
+            [sys.executable, "-c", script],
+            root,
+            extra_env={**prefect_api["env"], "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"},
+        )
         index = json.loads(r.stdout.strip().splitlines()[-1])
         bundles = [root / x["path"] for x in index["released"]]
-        out[runner] = {"rows": Ledger(str(root / "ledger/privacy.sqlite")).rows("breast_cancer"),
-                       "run_id": json.loads((bundles[0] / "manifest.json").read_text())["privacy"]["run_id"],
-                       "synthetic": [sha256_file(b / "synthetic.parquet") for b in bundles]}
+        out[runner] = {
+            "rows": Ledger(str(root / "ledger/privacy.sqlite")).rows("breast_cancer"),
+            "run_id": json.loads((bundles[0] / "manifest.json").read_text())["privacy"]["run_id"],
+            "synthetic": [sha256_file(b / "synthetic.parquet") for b in bundles],
+        }
     dask, threads = out["dask"], out["threads"]
     events = lambda rows: sorted((r["stage"], r["status"], r["event_json"]) for r in rows)
     # planned and spent: prepare's row-loss test, dpwgan's DP-SGD + calibration, PEARL's two measurements +
@@ -260,10 +237,11 @@ def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_a
     tasks = api_post(api, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run_id]}}, "limit": 50})
     spans = {t["name"]: (t["start_time"], t["end_time"]) for t in tasks if t["name"].startswith("train@")}
     assert set(spans) == {"train@dpwgan", "train@pearl"}
-    assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values()), spans   # they overlapped
+    assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values()), spans  # they overlapped
 
 
 # -- reproducibility and archiving ----------------------------------------------------------------
+
 
 def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_path, monkeypatch):
     """With a steward key outside the repo, `dvc repro` of the release's commit in a fresh clone retrains
@@ -271,8 +249,8 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     bundle leaves none behind and the ledger verifies."""
     key = tmp_path / "steward.key"
     key.write_text("5e" * 32 + "\n")
-    root = make_root(tmp_path, {**TINY, "privacy": {"noise_key_file": str(key)}}, git=True)   # TINY: gates advise
-    shutil.copy(Path(__file__).resolve().parents[1] / ".gitignore", root / ".gitignore")   # as in the project
+    root = make_root(tmp_path, {**TINY, "privacy": {"noise_key_file": str(key)}}, git=True)  # TINY: gates advise
+    shutil.copy(Path(__file__).resolve().parents[1] / ".gitignore", root / ".gitignore")  # as in the project
     sh(["dvc", "repro"], root)
     synthetic = root / "data/synthetic/breast_cancer/dpwgan.parquet"
     original = sha256_file(synthetic)
@@ -299,10 +277,10 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     sh(["git", "clone", "-q", str(root), str(clone)], tmp_path)
     sh(["dvc", "pull", "code", "prepare", "budget", "baseline"], clone)
     assert not (clone / "models").exists()
-    sh(["dvc", "repro", "-f", "--downstream", "train@dpwgan"], clone)   # train, check, evaluate, release
+    sh(["dvc", "repro", "-f", "--downstream", "train@dpwgan"], clone)  # train, check, evaluate, release
     assert sha256_file(clone / "data/synthetic/breast_cancer/dpwgan.parquet") == original
     model, retrained = root / "models/breast_cancer/dpwgan", clone / "models/breast_cancer/dpwgan"
-    for f in model.iterdir():                   # identical networks; privacy.json differs only in its run id
+    for f in model.iterdir():  # identical networks; privacy.json differs only in its run id
         if f.name != "privacy.json":
             assert sha256_file(retrained / f.name) == sha256_file(f), f.name
     events = lambda d: json.loads((d / "privacy.json").read_text())["events"]
@@ -310,11 +288,14 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
 
     # a crash while writing a bundle: nothing half-written, the chain verifies
     import tasks.release as release_module
+    from tasks.common import StageContext
+
     shutil.rmtree(bundle_dir)
-    monkeypatch.setattr(release_module, "render_markdown", lambda summary: (_ for _ in ()).throw(
-        OSError("injected fault: disk full")))
+    monkeypatch.setattr(
+        release_module, "render_markdown", lambda summary: (_ for _ in ()).throw(OSError("injected fault: disk full"))
+    )
     with pytest.raises(OSError, match="disk full"):
-        release_module.bundle(load_params(root / "params.yaml"), "dpwgan", root)
+        release_module.bundle(StageContext(load_params(root / "params.yaml"), root), "dpwgan")
     assert not bundle_dir.exists()
     assert [p.name for p in bundle_dir.parent.iterdir() if p.name.startswith(".")] == []
     verified = sh(["synthrelease", "ledger", "verify"], root)

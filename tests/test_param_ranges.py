@@ -2,6 +2,7 @@
 configuration is refused where it is parsed exactly when a value lies outside it: `load_params` with one
 InputError naming the file, the key, the range, the value and the fix, and `synthrelease stage validate` with
 exit code 2 before any stage writes anything (no ledger row)."""
+
 from __future__ import annotations
 
 import copy
@@ -18,30 +19,47 @@ from flows.cli import main
 from pipelines.config import generator_model, load_params, parse_params, section_models
 from pipelines.errors import InputError, ParamError
 from pipelines.generators.names import GENERATORS
-from pipelines.generators.params.calibration import CALIBRATION_RANGES
-from pipelines.ranges import MAX_STEPS, Range, check_ranges, ints, reals
-from test_config import ledger_rows, root_with
-from test_pipeline import env
+from pipelines.parameters import Calibration, parsed
+from pipelines.ranges import MAX_STEPS, Range, ints, reals
+from support.config import ledger_count, root_with
+from support.project import env
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((ROOT / "params.yaml").read_text())
 # (key path, a value of the right type outside its range) that only load_params' range checks stop: with
 # batch_size 0 unchecked, prepare would spend the row count's ε, then budget would die dividing by it
-SEVEN = [("dpwgan.batch_size", 0, "an integer in [1, 1000000]"),
-         ("dpwgan.clip_norm", -5, "a positive finite number"),
-         ("dpwgan.lr_critic", -1, "a positive finite number"),
-         ("dpwgan.latent_dim", 0, "an integer in [1, 8192]"),
-         ("aim.max_model_size", -1, "a number in (0, 10000]"),
-         ("aim.iters", 0, "an integer in [1, 1000000]"),
-         ("mst.iters", -3, "an integer in [1, 1000000]")]
+SEVEN = [
+    ("dpwgan.batch_size", 0, "an integer in [1, 1000000]"),
+    ("dpwgan.clip_norm", -5, "a positive finite number"),
+    ("dpwgan.lr_critic", -1, "a positive finite number"),
+    ("dpwgan.latent_dim", 0, "an integer in [1, 8192]"),
+    ("aim.max_model_size", -1, "a number in (0, 10000]"),
+    ("aim.iters", 0, "an integer in [1, 1000000]"),
+    ("mst.iters", -3, "an integer in [1, 1000000]"),
+]
 # keys without a default, or with a null one, whose value is not a number (a name, a file, columns, a mapping)
-NOT_NUMBERS = {"dataset.name", "dataset.source", "privacy.ledger", "privacy.noise_key_file",
-               "orchestration.dask_address", "evaluate.attacks.secret", "evaluate.attacks.known",
-               "evaluate.attacks.linkability_columns", "weights.calibration", "ppem.protected", "iw_mmd_gan.weights",
-               "aim.target", "private_selection.candidates"}
+NOT_NUMBERS = {
+    "dataset.name",
+    "dataset.source",
+    "privacy.ledger",
+    "privacy.noise_key_file",
+    "orchestration.dask_address",
+    "evaluate.attacks.secret",
+    "evaluate.attacks.known",
+    "evaluate.attacks.linkability_columns",
+    "weights.calibration",
+    "ppem.protected",
+    "iw_mmd_gan.weights",
+    "aim.target",
+    "private_selection.candidates",
+}
 # the smallest file every key is tried in: one generator, an internal release (so a fixed noise seed is allowed)
-MINIMAL = {"dataset": BASE["dataset"], "privacy": {**BASE["privacy"], "internal_release": True},
-           "generators": ["dpwgan"], "dpwgan": {}}
+MINIMAL = {
+    "dataset": BASE["dataset"],
+    "privacy": {**BASE["privacy"], "internal_release": True},
+    "generators": ["dpwgan"],
+    "dpwgan": {},
+}
 
 
 def with_value(params: dict, path: str, value: Any) -> dict:
@@ -72,7 +90,8 @@ def models() -> dict[str, Any]:
 
 def declared() -> dict[str, tuple[Range, Any]]:
     """Every declared Range by key path, with the key's default: read from the models (and, for the nested
-    `calibration:` mapping each generator takes, from CALIBRATION_RANGES), not listed by hand."""
+    `calibration:` mapping each generator takes, from `Calibration` over the generator's default), not listed by
+    hand."""
     out = {}
     for path, model in models().items():
         for key, field in model.model_fields.items():
@@ -80,7 +99,13 @@ def declared() -> dict[str, tuple[Range, Any]]:
                 out[f"{path}.{key}"] = range_of(field), default_of(field)
         if path in GENERATORS and "calibration" in model.model_fields:
             defaults = default_of(model.model_fields["calibration"])
-            out.update({f"{path}.calibration.{k}": (r, defaults[k]) for k, r in CALIBRATION_RANGES.items()})
+            out.update(
+                {
+                    f"{path}.calibration.{k}": (range_of(f), getattr(defaults, k))
+                    for k, f in Calibration.model_fields.items()
+                    if range_of(f) is not None
+                }
+            )
     return out
 
 
@@ -98,6 +123,7 @@ def tried(path: str, default: Any, v: Any) -> Any:
 
 # -- (a) the seven keys only the range checks stop -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path,value,allowed", SEVEN, ids=[s[0] for s in SEVEN])
 def test_the_seven_keys_are_refused_naming_the_key_the_range_and_the_fix(tmp_path, path, value, allowed):
     file = tmp_path / "params.yaml"
@@ -112,8 +138,9 @@ def test_the_seven_keys_are_refused_naming_the_key_the_range_and_the_fix(tmp_pat
 
 
 @pytest.mark.parametrize("path,value,allowed", SEVEN, ids=[s[0] for s in SEVEN])
-def test_the_validate_stage_refuses_them_with_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, path, value,
-                                                                     allowed):
+def test_the_validate_stage_refuses_them_with_exit_2_and_writes_nothing(
+    tmp_path, capsys, monkeypatch, path, value, allowed
+):
     section, key = path.split(".")
     root = root_with(tmp_path, {section: {key: value}})
     monkeypatch.chdir(root)
@@ -121,7 +148,7 @@ def test_the_validate_stage_refuses_them_with_exit_2_and_writes_nothing(tmp_path
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: file {root / 'params.yaml'}: '{path}': must be {allowed}")
     assert f", got {value}. Fix: correct '{path}' to {allowed}" in err and err.count("\n") == 0
-    assert ledger_rows(root) == 0 and not (root / "ledger").exists() and not (root / "data").exists()
+    assert ledger_count(root) == 0 and not (root / "ledger").exists() and not (root / "data").exists()
     assert not (root / "reports").exists()
 
 
@@ -130,16 +157,24 @@ def test_the_synthrelease_command_exits_2_on_a_zero_batch_size(tmp_path):
     one-line error, no ledger and no data written (before, prepare spent the row count's ε and budget raised
     ZeroDivisionError)."""
     root = root_with(tmp_path, {"dpwgan": {"batch_size": 0}})
-    done = subprocess.run([str(Path(sys.executable).parent / "synthrelease"), "--params", "params.yaml", "stage",
-                           "validate"], cwd=root, env=env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "synthrelease"), "--params", "params.yaml", "stage", "validate"],
+        cwd=root,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().splitlines()[-1] == (
         "error: file params.yaml: 'dpwgan.batch_size': must be an integer in [1, 1000000], got 0. "
-        "Fix: correct 'dpwgan.batch_size' to an integer in [1, 1000000] (its default: 128).")
+        "Fix: correct 'dpwgan.batch_size' to an integer in [1, 1000000] (its default: 128)."
+    )
     assert not (root / "ledger").exists() and not (root / "data").exists() and not (root / "reports").exists()
 
 
 # -- (b) every numeric key: declared, and refused exactly outside its range ------------------------------------------
+
 
 def test_every_numeric_key_of_every_section_and_generator_has_a_declared_range():
     """A key whose default is a number, a list of numbers, null or absent (bar NOT_NUMBERS) without a Range fails
@@ -154,19 +189,20 @@ def test_every_numeric_key_of_every_section_and_generator_has_a_declared_range()
                 missing.append(f"{path}.{key}")
         if path in GENERATORS and "calibration" in model.model_fields:
             defaults = default_of(model.model_fields["calibration"])
-            missing += [f"{path}.calibration.{k}" for k, v in defaults.items()
-                        if (is_number(v) or v is None) and k not in CALIBRATION_RANGES]
+            missing += [
+                f"{path}.calibration.{k}"
+                for k, f in Calibration.model_fields.items()
+                if (is_number(getattr(defaults, k)) or getattr(defaults, k) is None) and range_of(f) is None
+            ]
     assert missing == []
-    for g in GENERATORS:
-        module = __import__(f"pipelines.generators.params.{g}", fromlist=["RANGES", "DEFAULTS"])
-        assert set(module.RANGES) <= set(module.DEFAULTS), g
     for path, (allowed, default) in DECLARED.items():
         values = default if isinstance(default, list) else [default]
         assert not (allowed.integer and any(isinstance(v, float) for v in values)), path
-        assert default is None or allowed.admits(default), path   # no default lies outside its own range
+        assert default is None or allowed.admits(default), path  # no default lies outside its own range
     assert len(DECLARED) > 200 and set(p for p, _, _ in SEVEN) <= set(DECLARED)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("path", sorted(DECLARED))
 def test_a_value_is_refused_exactly_when_it_lies_outside_the_declared_range(path):
     allowed, default = DECLARED[path]
@@ -176,7 +212,7 @@ def test_a_value_is_refused_exactly_when_it_lies_outside_the_declared_range(path
         params = with_value(MINIMAL, path, value)
         section = path.split(".")[0]
         if path.endswith(".share") and isinstance(params.get(section), dict):
-            params[section].pop("epsilon", None)   # a pinned ε takes no share (check_pinned_or_share)
+            params[section].pop("epsilon", None)  # a pinned ε takes no share (check_pinned_or_share)
         if allowed.admits(value):
             parse_params(params)
         else:
@@ -189,10 +225,18 @@ def test_a_value_is_refused_exactly_when_it_lies_outside_the_declared_range(path
 
 # -- the Range itself ------------------------------------------------------------------------------------------------
 
+
 def test_a_range_admits_its_interval_and_says_it_in_words():
     counts, share, cap = ints(1, MAX_STEPS), reals(gt=0, lt=1), ints(1, nullable=True)
     assert [counts.admits(v) for v in (0, 1, MAX_STEPS, MAX_STEPS + 1, 2.0, True, None)] == [
-        False, True, True, False, False, False, False]
+        False,
+        True,
+        True,
+        False,
+        False,
+        False,
+        False,
+    ]
     assert [share.admits(v) for v in (0, 1e-9, 0.5, 1, math.nan, "0.5")] == [False, True, True, False, False, False]
     assert [cap.admits(v) for v in (None, 1, 10**12, 0)] == [True, True, True, False]
     assert reals(gt=0).admits(math.inf) is False and reals(gt=0, infinite=True).admits(math.inf) is True
@@ -207,12 +251,14 @@ def test_a_range_admits_its_interval_and_says_it_in_words():
 
 
 def test_a_generator_built_directly_checks_the_same_ranges():
-    """`check_params` (what a generator's constructor calls) refuses by the module's RANGES, naming the key; a
-    null (a phase's epochs when its steps are given) is left to the types there."""
+    """The generator's `Params` (what its constructor validates) refuses by the same declarations, naming the key;
+    given steps void the default epochs."""
     from pipelines.generators.params import dpwgan
+
     with pytest.raises(ParamError, match=r"^dpwgan\.batch_size must be an integer in \[1, 1000000\], got 0$") as e:
-        dpwgan.check_params({**dpwgan.DEFAULTS, "batch_size": 0})
+        parsed(dpwgan.Params, {"batch_size": 0}, "dpwgan")
     assert e.value.fix == "correct 'dpwgan.batch_size' to an integer in [1, 1000000] (its default: 128)."
-    dpwgan.check_params({**dpwgan.DEFAULTS, "steps": 20, "epochs": None})
-    with pytest.raises(ParamError, match=r"^s\.k must be a positive finite number, got None$"):
-        check_ranges("s", {"k": None}, {"k": reals(gt=0)}, {})
+    p = parsed(dpwgan.Params, {"steps": 20}, "dpwgan")
+    assert (p.steps, p.epochs) == (20, None)
+    with pytest.raises(ParamError, match=r"^dpwgan\.epochs given together with 'steps'"):
+        parsed(dpwgan.Params, {"steps": 20, "epochs": 3}, "dpwgan")

@@ -1,5 +1,6 @@
 """The ledger's populations: one lifetime budget per population, whatever tables it is released through; a
 table's population and privacy unit are fixed by its first rows; rows carry both inside their hash."""
+
 from __future__ import annotations
 
 import hashlib
@@ -86,11 +87,11 @@ def test_record_rechecks_the_total_of_the_population(path):
     led = _declared(path, A=("clinic", UNIT), B=("clinic", UNIT))
     led.reserve("A", "run-1", "train", [A_EVENT], DELTA, BUDGET)
     plan_b = led.reserve("B", "run-1", "train", [B_SMALL], DELTA, BUDGET)
-    with pytest.raises(BudgetOverspentError) as info:          # B's actuals (0.8) push A + B to 1.3
+    with pytest.raises(BudgetOverspentError) as info:  # B's actuals (0.8) push A + B to 1.3
         led.record(plan_b, [B_LARGE])
     assert info.value.spent == pytest.approx(EPS_A, abs=1e-3)
     assert info.value.after == pytest.approx(EPS_A + EPS_B_LARGE, abs=1e-3)
-    assert [r["status"] for r in led.rows("B")] == ["planned", "spent"]   # written all the same
+    assert [r["status"] for r in led.rows("B")] == ["planned", "spent"]  # written all the same
     assert led.spent("A", DELTA) == pytest.approx(EPS_A + EPS_B_LARGE, abs=1e-3)
     # A reservation is named by its seq within its own table: B's seq on table A is unknown.
     with pytest.raises(ValueError, match="no reservation with seq 2 for data set 'A'"):
@@ -107,7 +108,7 @@ def test_undeclared_tables_keep_separate_budgets_and_their_hashes(path):
     rows = led.rows()
     assert {(r["dataset"], r["population"], r["unit"]) for r in rows} == {("A", "A", "row"), ("B", "B", "row")}
     prev = GENESIS_HASH
-    for row in rows:                                  # the defaults are not hashed: the hash of before the columns
+    for row in rows:  # the defaults are not hashed: the hash of before the columns
         assert row["row_hash"] == _sha(prev, {k: row[k] for k in HASHED_FIELDS})
         prev = row["row_hash"]
     assert led.verify()["rows"] == 4
@@ -116,22 +117,30 @@ def test_undeclared_tables_keep_separate_budgets_and_their_hashes(path):
 def test_a_declared_row_hashes_its_population_and_unit(path):
     led = _declared(path, A=("clinic", UNIT), B=("B", "row"))
     led.reserve("A", "run-1", "train", [A_EVENT], DELTA, BUDGET)
-    led.reserve("B", "run-1", "train", [A_EVENT], DELTA, BUDGET)    # declared as the defaults: hashed without
+    led.reserve("B", "run-1", "train", [A_EVENT], DELTA, BUDGET)  # declared as the defaults: hashed without
     first, second = led.rows()
-    assert first["row_hash"] == _sha(GENESIS_HASH, {**{k: first[k] for k in HASHED_FIELDS},
-                                                    "population": "clinic", "unit": UNIT})
+    assert first["row_hash"] == _sha(
+        GENESIS_HASH, {**{k: first[k] for k in HASHED_FIELDS}, "population": "clinic", "unit": UNIT}
+    )
     assert first["row_hash"] != _sha(GENESIS_HASH, {k: first[k] for k in HASHED_FIELDS})
     assert second["row_hash"] == _sha(first["row_hash"], {k: second[k] for k in HASHED_FIELDS})
     head = led.verify()["head"]
-    _raw(path, "UPDATE privacy_events SET population = NULL WHERE seq = 2")   # reads the same: still valid
+    _raw(path, "UPDATE privacy_events SET population = NULL WHERE seq = 2")  # reads the same: still valid
     assert led.verify()["head"] == head
-    for seq, edit in ((1, "unit = 'row'"), (1, "population = NULL"), (2, "population = 'clinic'"),
-                      (2, "unit = 'subject_id<=2'")):
+    for seq, edit in (
+        (1, "unit = 'row'"),
+        (1, "population = NULL"),
+        (2, "population = 'clinic'"),
+        (2, "unit = 'subject_id<=2'"),
+    ):
         _raw(path, f"UPDATE privacy_events SET {edit} WHERE seq = {seq}")
         with pytest.raises(LedgerIntegrityError, match=rf"seq {seq}: row_hash does not recompute"):
             led.verify()
-        _raw(path, "UPDATE privacy_events SET population = ?, unit = ? WHERE seq = ?",
-             *(("clinic", UNIT, 1) if seq == 1 else ("B", "row", 2)))
+        _raw(
+            path,
+            "UPDATE privacy_events SET population = ?, unit = ? WHERE seq = ?",
+            *(("clinic", UNIT, 1) if seq == 1 else ("B", "row", 2)),
+        )
         assert led.verify()["head"] == head
 
 
@@ -141,17 +150,19 @@ def test_a_tables_population_or_unit_cannot_change(path):
     before = led.verify()
     for population, unit in (("hospital", UNIT), ("clinic", "subject_id<=3"), ("clinic", "row")):
         other = _declared(path, A=(population, unit))
-        for attempt in (lambda: other.reserve("A", "run-2", "train", [B_SMALL], DELTA, BUDGET),
-                        lambda: other.check_budget("A", [B_SMALL], DELTA, BUDGET),
-                        lambda: other.record(plan, [A_EVENT])):
+        for attempt in (
+            lambda: other.reserve("A", "run-2", "train", [B_SMALL], DELTA, BUDGET),
+            lambda: other.check_budget("A", [B_SMALL], DELTA, BUDGET),
+            lambda: other.record(plan, [A_EVENT]),
+        ):
             with pytest.raises(InputError) as info:
                 attempt()
             message = str(info.value)
             assert "data set 'A'" in message
-            assert f"population 'clinic', privacy unit '{UNIT}'" in message            # the earlier
-            assert f"population '{population}', privacy unit '{unit}'" in message       # the new
+            assert f"population 'clinic', privacy unit '{UNIT}'" in message  # the earlier
+            assert f"population '{population}', privacy unit '{unit}'" in message  # the new
             assert "same privacy_unit and population" in message and "new data set name" in message
-        assert led.verify() == before                                              # nothing written
+        assert led.verify() == before  # nothing written
     # An undeclared handle writes under the defaults ('A', "row"): refused the same way.
     with pytest.raises(InputError, match="population 'A', privacy unit 'row'"):
         Ledger(str(path)).reserve("A", "run-2", "train", [B_SMALL], DELTA, BUDGET)
@@ -168,10 +179,15 @@ def test_tables_of_one_population_all_declare_a_unit_or_none(path):
     led = _declared(path, A=("clinic", UNIT), B=("clinic", "row"))
     led.reserve("A", "run-1", "train", [A_EVENT], DELTA, BUDGET)
     before = led.verify()
-    for attempt in (lambda: led.reserve("B", "run-1", "train", [B_SMALL], DELTA, BUDGET),
-                    lambda: led.check_budget("B", [B_SMALL], DELTA, BUDGET)):
-        with pytest.raises(InputError, match=r"population 'clinic' already has tables 'A' \(privacy unit "
-                                             r"'subject_id<=5'\).*must all declare a privacy unit, or none"):
+    for attempt in (
+        lambda: led.reserve("B", "run-1", "train", [B_SMALL], DELTA, BUDGET),
+        lambda: led.check_budget("B", [B_SMALL], DELTA, BUDGET),
+    ):
+        with pytest.raises(
+            InputError,
+            match=r"population 'clinic' already has tables 'A' \(privacy unit "
+            r"'subject_id<=5'\).*must all declare a privacy unit, or none",
+        ):
             attempt()
     assert led.verify() == before
     # another declared unit (its own column and max_rows) protects the same person: it shares the budget
@@ -189,12 +205,12 @@ def test_rows_from_before_the_columns_verify_and_are_their_own_population(path):
     old.record(old.reserve("A", "run-1", "train", [A_EVENT], DELTA, BUDGET), [A_EVENT])
     old.reserve("B", "run-1", "train", [B_SMALL], DELTA, BUDGET)
     head = old.verify()["head"]
-    for column in ("population", "unit"):                            # a ledger from before the columns
+    for column in ("population", "unit"):  # a ledger from before the columns
         _raw(path, f"ALTER TABLE privacy_events DROP COLUMN {column}")
-    led = _declared(path, N=("A", "row"))                              # opening migrates it
+    led = _declared(path, N=("A", "row"))  # opening migrates it
     assert {(r["population"], r["unit"]) for r in led.rows()} == {(None, None)}
     assert led.verify() == {"rows": 3, "head": head, "chain": PLAIN, "hmac_from_seq": None}
-    assert led.spent("A", DELTA) == pytest.approx(EPS_A, abs=1e-3)              # NULL: its own population
+    assert led.spent("A", DELTA) == pytest.approx(EPS_A, abs=1e-3)  # NULL: its own population
     assert led.spent("B", DELTA) == pytest.approx(EPS_B_SMALL, abs=1e-3)
     assert led.population_tables("A") == ["A"]
     # Old rows read as (their data set, "row"): an undeclared writer continues them, a changed declaration is
@@ -202,7 +218,7 @@ def test_rows_from_before_the_columns_verify_and_are_their_own_population(path):
     old.reserve("A", "run-2", "train", [TINY], DELTA, BUDGET)
     with pytest.raises(InputError, match="population 'A', privacy unit 'row'"):
         _declared(path, A=("A", UNIT)).reserve("A", "run-3", "train", [B_SMALL], DELTA, BUDGET)
-    with pytest.raises(BudgetExceededError):                          # 0.5 + 0.1 + 0.8 > 1
+    with pytest.raises(BudgetExceededError):  # 0.5 + 0.1 + 0.8 > 1
         led.reserve("N", "run-3", "train", [B_LARGE], DELTA, BUDGET)
     led.reserve("N", "run-3", "train", [B_SMALL], DELTA, BUDGET)
     assert led.spent("N", DELTA) == pytest.approx(EPS_A + EPS_TINY + EPS_B_SMALL, abs=1e-3)
@@ -218,12 +234,15 @@ def test_hmac_chain_covers_the_population_and_unit(path):
     assert led.verify()["hmac_from_seq"] == 1 and led.verify()["chain"] == HMAC
     first = led.rows()[0]
     mac_key = hmac.new(KEY, b"ledger-chain", hashlib.sha256).digest()
-    payload = GENESIS_HASH + json.dumps({**{k: first[k] for k in HASHED_FIELDS}, "population": "clinic",
-                                         "unit": UNIT, "chain": HMAC}, sort_keys=True, separators=(",", ":"))
+    payload = GENESIS_HASH + json.dumps(
+        {**{k: first[k] for k in HASHED_FIELDS}, "population": "clinic", "unit": UNIT, "chain": HMAC},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
     assert first["row_hash"] == hmac.new(mac_key, payload.encode(), hashlib.sha256).hexdigest()
     with pytest.raises(InputError, match="needs that key"):
         Ledger(str(path)).verify()
-    _raw(path, "UPDATE privacy_events SET population = 'elsewhere' WHERE seq = 3")   # move B's plan out
+    _raw(path, "UPDATE privacy_events SET population = 'elsewhere' WHERE seq = 3")  # move B's plan out
     with pytest.raises(LedgerIntegrityError, match="seq 3: row_hash does not recompute"):
         led.verify()
 
@@ -235,7 +254,7 @@ def test_population_tables_lists_tables_in_the_order_of_their_first_row(path):
         led.reserve(dataset, "run-1", "train", [B_SMALL], DELTA, BUDGET)
     assert led.population_tables("clinic") == ["Z", "A"]
     assert led.population_tables("other") == ["M"]
-    assert led.population_tables("Z") == []            # a declared table's name is not its population
+    assert led.population_tables("Z") == []  # a declared table's name is not its population
 
 
 def test_declare_needs_non_empty_names(path):

@@ -1,5 +1,6 @@
 """PPEM: the privacy plan, the KSD penalty (Eq. 18), the private marginal step and its audit,
 training → sampling → persistence, and the α-LMDP gate (including that it can fail)."""
+
 from __future__ import annotations
 
 import math
@@ -17,24 +18,22 @@ from pipelines.generators.ppem import PPEM, Energy, ksd_penalty, marginal_energy
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import NonPrivateEvent, PoissonGaussianEvent
-from pipelines.gates.release import alpha_lmdp_gate
+from pipelines.gates.ppem import alpha_lmdp_gate
 from pipelines.stats.ksd import linear_terms, normalized_linear_ksd
 
-SMALL = {"hidden": 16, "latent_dim": 8, "steps": 12, "batch_size": 64, "gate_bootstrap": 200,
-         "gate_permutations": 200, "protected": ["mean_radius", "mean_texture"], "noise_seed": 0,
-         "calibration": {"share": 0.0}}   # the method alone (calibration: tests/test_calibration.py)
+from support.ledger import FakeSession
 
-
-class Session:
-    def __init__(self) -> None:
-        self.reserved, self.recorded = None, None
-
-    def reserve(self, events):
-        self.reserved = events
-
-    def record(self, events):
-        self.recorded = events
-        return [1]
+SMALL = {
+    "hidden": 16,
+    "latent_dim": 8,
+    "steps": 12,
+    "batch_size": 64,
+    "gate_bootstrap": 200,
+    "gate_permutations": 200,
+    "protected": ["mean_radius", "mean_texture"],
+    "noise_seed": 0,
+    "calibration": {"share": 0.0},
+}  # the method alone (calibration: tests/test_calibration.py)
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +42,16 @@ def cancer(bc_schema, bc_raw):
     return enc, np.asarray(enc.encode(bc_raw), dtype=np.float32)
 
 
+@pytest.mark.integration
 def test_plan_composes_the_releases_of_one_batch_and_meets_the_budget(cancer):
     enc, X = cancer
     gen = PPEM(enc.layout, {**SMALL, "steps": 50, "energy_steps": 5})
     events = list(gen.plan(len(X), Budget(1.0, 1e-5)).events)
     sigma, q = gen.privacy.noise_multiplier, 64 / len(X)
-    assert events == [PoissonGaussianEvent(sigma / math.sqrt(2), q, 40), PoissonGaussianEvent(sigma / math.sqrt(3), q, 10)]
+    assert events == [
+        PoissonGaussianEvent(sigma / math.sqrt(2), q, 40),
+        PoissonGaussianEvent(sigma / math.sqrt(3), q, 10),
+    ]
     assert (gen.privacy.sample_rate, gen.privacy.steps, gen.privacy.generator_steps) == (q, 50, 10)
     assert 0.97 < epsilon_pld(events, 1e-5) <= 1.0
     assert gen.plan(len(X), Budget(math.inf, 1e-5)).events == (NonPrivateEvent("epsilon: inf"),)
@@ -93,9 +96,29 @@ def marginal_outputs(real: torch.Tensor, sigma: float, seed: int, draws: int | N
     torch.manual_seed(0)
     energy = Energy(2, 0, 16)
     g = torch.Generator().manual_seed(1)
-    paired, u, fake = torch.rand(len(real), 2, generator=g), torch.rand(len(real), 1, generator=g), torch.rand(32, 2, generator=g)
-    grads, _ = marginal_energy_gradient(energy, real, paired, u, fake, 1.0, KSD_CLIP, sigma, 16.0, 10.0, 1.0, 1.0,
-                                        0.05, 10.0, torch.Generator().manual_seed(seed), draws=draws)
+    paired, u, fake = (
+        torch.rand(len(real), 2, generator=g),
+        torch.rand(len(real), 1, generator=g),
+        torch.rand(32, 2, generator=g),
+    )
+    grads, _ = marginal_energy_gradient(
+        energy,
+        real,
+        paired,
+        u,
+        fake,
+        1.0,
+        KSD_CLIP,
+        sigma,
+        16.0,
+        10.0,
+        1.0,
+        1.0,
+        0.05,
+        10.0,
+        torch.Generator().manual_seed(seed),
+        draws=draws,
+    )
     return torch.cat([v.flatten(1 if draws else 0) for v in grads.values()], dim=-1)
 
 
@@ -113,28 +136,36 @@ def test_marginal_step_sensitivity_is_at_most_c_plus_two_c_alpha(marginal_neighb
     assert 0.3 < float(shift.norm()) <= 1.0 + 2 * KSD_CLIP + 1e-5
 
 
+@pytest.mark.integration
 def test_marginal_step_audit_stays_below_the_claim(marginal_neighbours):
     real, real_prime, shift = marginal_neighbours
     direction = shift / shift.norm()
-    s0 = np.concatenate([(marginal_outputs(real, AUDIT_SIGMA, 10 + i, 50_000) @ direction).numpy()
-                         for i in range(AUDIT_RUNS // 50_000)])
-    s1 = np.concatenate([(marginal_outputs(real_prime, AUDIT_SIGMA, 20 + i, 50_000) @ direction).numpy()
-                         for i in range(AUDIT_RUNS // 50_000)])
+    s0 = np.concatenate(
+        [(marginal_outputs(real, AUDIT_SIGMA, 10 + i, 50_000) @ direction).numpy() for i in range(AUDIT_RUNS // 50_000)]
+    )
+    s1 = np.concatenate(
+        [
+            (marginal_outputs(real_prime, AUDIT_SIGMA, 20 + i, 50_000) @ direction).numpy()
+            for i in range(AUDIT_RUNS // 50_000)
+        ]
+    )
     claim = epsilon_pld([PoissonGaussianEvent(AUDIT_SIGMA, 1.0, 1)], AUDIT_DELTA)
     assert epsilon_lower_bound(s0, s1, AUDIT_DELTA) < claim
 
 
 # -- training, sampling, persistence ------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def trained(cancer):
     enc, X = cancer
     gen = PPEM(enc.layout, SMALL)
-    session = Session()
+    session = FakeSession()
     gen.fit(X, session, Budget(1.0, 1e-5))
     return gen, session
 
 
+@pytest.mark.integration
 def test_fit_reserves_then_records_the_plan_and_uses_private_networks(trained):
     gen, session = trained
     assert session.reserved == session.recorded == list(gen.plan(gen.privacy.n_rows, Budget(1.0, 1e-5)).events)
@@ -145,6 +176,7 @@ def test_fit_reserves_then_records_the_plan_and_uses_private_networks(trained):
     assert any(isinstance(m, torch.nn.LayerNorm) for m in gen.gen_m.modules())
 
 
+@pytest.mark.integration
 def test_samples_decode_and_survive_save_and_load(trained, cancer, tmp_path):
     gen, _ = trained
     enc, _ = cancer
@@ -159,6 +191,7 @@ def test_samples_decode_and_survive_save_and_load(trained, cancer, tmp_path):
 
 
 # -- the α-LMDP gate ------------------------------------------------------------------------------
+
 
 def test_gate_passes_for_the_trained_model(trained, cancer):
     gen, _ = trained
@@ -185,7 +218,8 @@ def test_gate_needs_both_tests_to_reject():
     density_is_real = gate(exact, shifted)  # E_ξ is the data's density: KSD cannot reject
     assert not density_is_real.passed and density_is_real.evidence["ksd"]["p_value"] > 0.05
     assert [r.split(" (")[0] for r in density_is_real.evidence["refused_because"]] == [
-        "the KSD test cannot reject that the real protected marginal fits the energy model"]
+        "the KSD test cannot reject that the real protected marginal fits the energy model"
+    ]
     samples_are_real = gate(wrong, like_real)  # G_ω reproduces the marginal: MMD cannot reject
     assert not samples_are_real.passed and samples_are_real.evidence["mmd"]["p_value"] > 0.05
     assert samples_are_real.evidence["rejects_h0_real_marginal_fits_model"]
@@ -209,10 +243,26 @@ def test_gate_refuses_a_trained_ppem_without_the_penalty_that_fits_the_marginal(
     b = (rng.random(200) < a).astype(np.float32)
     X = np.column_stack([a, 1 - b, b]).astype(np.float32)
     layout = Layout((Block("a", "continuous", 0, 1), Block("b", "binary", 1, 3)))
-    gen = PPEM(layout, {"epsilon": "inf", "alpha_lambda": 0.0, "protected": ["a"], "hidden": 64, "latent_dim": 16, "noise_seed": 1,
-                        "seed": 4, "batch_size": 64, "steps": 2000, "lipschitz": 10.0, "gp_lambda": 0.01, "lr_generator": 1e-4,
-                        "gate_bootstrap": 500, "gate_permutations": 500})
-    gen.fit(X, Session(), Budget(math.inf, 1e-5))
+    gen = PPEM(
+        layout,
+        {
+            "epsilon": "inf",
+            "alpha_lambda": 0.0,
+            "protected": ["a"],
+            "hidden": 64,
+            "latent_dim": 16,
+            "noise_seed": 1,
+            "seed": 4,
+            "batch_size": 64,
+            "steps": 2000,
+            "lipschitz": 10.0,
+            "gp_lambda": 0.01,
+            "lr_generator": 1e-4,
+            "gate_bootstrap": 500,
+            "gate_permutations": 500,
+        },
+    )
+    gen.fit(X, FakeSession(), Budget(math.inf, 1e-5))
     fake = gen.sample(2000, 1)[:, 0]
     assert abs(fake.mean() - a.mean()) < 0.03 and abs(fake.std() - a.std()) < 0.03
     result = gen.alpha_lmdp_gate(X)
@@ -234,25 +284,38 @@ def test_non_private_ppem_keeps_the_prediction_task(bc_schema, bc_raw):
     and the α-LMDP gate passes (the KSD test rejects the real protected marginal)."""
     from pipelines.data.transform import train_holdout_split
     from pipelines.evaluation.utility import tstr_auroc
+
     train, holdout = train_holdout_split(bc_raw, 0.2, 0)
     enc = Encoder(bc_schema)
     gen = PPEM(enc.layout, {"epsilon": "inf", "protected": ["mean_radius", "mean_texture"], "noise_seed": 0})
-    gen.fit(enc.encode(train), Session(), Budget(math.inf, 1e-5))
+    gen.fit(enc.encode(train), FakeSession(), Budget(math.inf, 1e-5))
     synth = enc.decode(gen.sample(len(train), 0))
     auroc = tstr_auroc(train, synth, holdout, bc_schema.columns, bc_schema.target, 0)
     assert auroc["models"]["logistic_regression"]["tstr"] >= 0.9
     assert gen.alpha_lmdp_gate(enc.encode(train)).passed
 
 
+@pytest.mark.integration
 def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monkeypatch):
     """G_ω's and G_υ's latents, G_υ's output-head uniforms (G_ω's numeric x′ heads draw none), in the energy and the
     generator steps, and the interpolation weights u come from the step's CSPRNG."""
-    from test_dpwgan import MIXED, Recorded, assert_drawn_from_the_key, fit_keyed, record_inputs
+    from support.generators import MIXED, Recorded, assert_drawn_from_the_key, fit_keyed, record_inputs
 
     def draws(key: bytes, torch_seed: int) -> Recorded:
         seen: Recorded = {}
-        gen = PPEM(MIXED, {"epsilon": 2.0, "steps": 3, "energy_steps": 2, "batch_size": 16, "hidden": 8,
-                           "latent_dim": 4, "protected": ["age", "income"], "calibration": {"share": 0.0}})
+        gen = PPEM(
+            MIXED,
+            {
+                "epsilon": 2.0,
+                "steps": 3,
+                "energy_steps": 2,
+                "batch_size": 16,
+                "hidden": 8,
+                "latent_dim": 4,
+                "protected": ["age", "income"],
+                "calibration": {"share": 0.0},
+            },
+        )
         record_inputs(seen, "G_ω latents", gen.gen_m.first, 0)
         record_inputs(seen, "G_υ latents", gen.gen_c.first, 0)
         record_inputs(seen, "G_υ head uniforms", gen.gen_c.heads, 1)
@@ -260,9 +323,11 @@ def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monk
         def recorded(energy, real, paired_fake, u, *args, **kwargs):
             seen.setdefault("u", []).append(u.clone())
             return marginal_energy_gradient(energy, real, paired_fake, u, *args, **kwargs)
+
         monkeypatch.setattr(ppem, "marginal_energy_gradient", recorded)
         fit_keyed(monkeypatch, gen, key, torch_seed)
         return seen
+
     assert_drawn_from_the_key(draws)
 
 
@@ -270,17 +335,31 @@ def test_private_training_draws_latents_head_uniforms_and_u_from_the_csprng(monk
 def test_networks_follow_the_plan_built_in_fit_not_in_plan(tmp_path):
     """Constructed for ε = inf (the paper's BatchNorm generators), planned private: plan() builds nothing,
     fit() rebuilds LayerNorm generators before training, and load() rebuilds the saved kind."""
-    from test_dpwgan import MIXED, mixed_data
+    from support.generators import MIXED, mixed_data
 
     def norms(gen: PPEM) -> set[type]:
-        return {type(m) for net in (gen.gen_m, gen.gen_c) for m in net.modules()} & {torch.nn.BatchNorm1d,
-                                                                                      torch.nn.LayerNorm}
-    gen = PPEM(MIXED, {"epsilon": "inf", "steps": 2, "energy_steps": 2, "batch_size": 16, "hidden": 8,
-                       "latent_dim": 4, "protected": ["age", "income"], "noise_seed": 0})
+        return {type(m) for net in (gen.gen_m, gen.gen_c) for m in net.modules()} & {
+            torch.nn.BatchNorm1d,
+            torch.nn.LayerNorm,
+        }
+
+    gen = PPEM(
+        MIXED,
+        {
+            "epsilon": "inf",
+            "steps": 2,
+            "energy_steps": 2,
+            "batch_size": 16,
+            "hidden": 8,
+            "latent_dim": 4,
+            "protected": ["age", "income"],
+            "noise_seed": 0,
+        },
+    )
     networks = gen.networks
     gen.plan(40, Budget(1.0, 1e-5))
     assert gen.networks == networks and norms(gen) == {torch.nn.BatchNorm1d}
-    gen.fit(mixed_data(40), Session())
+    gen.fit(mixed_data(40), FakeSession())
     assert norms(gen) == {torch.nn.LayerNorm}
     gen.save(tmp_path)
     again = PPEM.load(tmp_path)

@@ -1,5 +1,6 @@
 """Privacy-risk attacks: hand-computed cases for every statistic, and the planted leak (a "generator" that
 returns its training rows) failing every risk gate while a fresh real sample passes them all."""
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,8 @@ from pipelines.errors import InputError
 from pipelines.evaluation.attacks import anonymeter
 from pipelines.evaluation.attacks.disclosure import copies, impute, presence_at_precision
 from pipelines.evaluation.attacks.distance import gower_features, nearest
-from pipelines.evaluation.attacks.gates import family_z, risk_gates
+from pipelines.evaluation.attacks.gates import family_z
+from pipelines.gates.risk import risk_gates
 from pipelines.evaluation.attacks.membership import attack_roc, auc, kde_log_density, split_targets
 from pipelines.evaluation.attacks.suite import privacy_risk
 from pipelines.evaluation.queries import query_arrays
@@ -26,6 +28,7 @@ BIN = Column("b", "binary", categories=("no", "yes"))
 
 # --- hand-computed statistics ------------------------------------------------------------------------
 
+
 def test_gower_distance_hand_computed():
     a = pd.DataFrame({"x": [2.0], "c": ["a"], "b": ["no"]})
     b = pd.DataFrame({"x": [7.0], "c": ["b"], "b": ["no"]})
@@ -36,7 +39,7 @@ def test_gower_distance_hand_computed():
 def test_auc_and_low_fpr_tpr_hand_computed():
     assert auc(np.array([3.0, 4.0]), np.array([1.0, 2.0])) == 1.0
     assert auc(np.array([1.0, 3.0]), np.array([2.0, 4.0])) == 0.25  # one of four pairs ranked right
-    assert auc(np.array([1.0]), np.array([1.0])) == 0.5              # a tie counts one half
+    assert auc(np.array([1.0]), np.array([1.0])) == 0.5  # a tie counts one half
     out = attack_roc(np.array([5.0, 4.0, 1.0]), np.array([3.0, 2.0, 0.0]), 50, np.random.default_rng(0))
     assert out["auc"] == pytest.approx(7 / 9) and out["tpr_at_1pct_fpr"] == pytest.approx(2 / 3)
     assert out["auc_ci95"][0] <= out["auc"] <= out["auc_ci95"][1]
@@ -45,7 +48,7 @@ def test_auc_and_low_fpr_tpr_hand_computed():
 def test_kde_log_density_is_the_gaussian_at_one_point():
     sample = np.array([[0.0, 0.0], [1.0, 1.0]])
     h = 0.5 * 2 ** (-1 / 6)  # Scott: mean std 0.5, n = 2, d = 2
-    expected = np.log(0.5 * (1 + math.exp(-1 / h ** 2)) / (2 * math.pi * h ** 2))
+    expected = np.log(0.5 * (1 + math.exp(-1 / h**2)) / (2 * math.pi * h**2))
     assert kde_log_density(sample, np.zeros((1, 2)))[0] == pytest.approx(expected)
 
 
@@ -56,13 +59,15 @@ def test_kde_log_density_is_scikit_learns_kernel_density():
     from scipy.spatial.distance import cdist
     from scipy.special import logsumexp
     from sklearn.neighbors import KernelDensity
+
     rng = np.random.default_rng(0)
     sample = np.hstack([rng.random((700, 3)), np.eye(5)[rng.integers(5, size=700)]])
     points = np.hstack([rng.random((600, 3)), np.eye(5)[rng.integers(5, size=600)]])
     n, d = sample.shape
     h = float(sample.std(axis=0).mean()) * n ** (-1 / (d + 4))
     assert kde_log_density(sample, points) == pytest.approx(
-        KernelDensity(bandwidth=h).fit(sample).score_samples(points), rel=1e-9, abs=1e-9)
+        KernelDensity(bandwidth=h).fit(sample).score_samples(points), rel=1e-9, abs=1e-9
+    )
     far = np.full((1, d), 40.0)
     exact = logsumexp(-cdist(far, sample, "sqeuclidean") / (2 * h * h)) - np.log(n) - d / 2 * np.log(2 * np.pi * h * h)
     assert kde_log_density(sample, far)[0] == pytest.approx(exact, rel=1e-12) and exact < -1e5
@@ -85,7 +90,7 @@ def test_singling_out_counts_matches_by_category_code_as_by_value():
 
 def test_wilson_interval_and_risk_formula():
     rate, err = anonymeter.wilson(5, 10)
-    z2 = 1.96 ** 2
+    z2 = 1.96**2
     assert rate == pytest.approx(0.5) and err == pytest.approx(1.96 / (10 + z2) * math.sqrt(2.5 + z2 / 4))
     r = anonymeter.privacy_risk((90, 100), (40, 100), (5, 100))
     (rm, em), (rc, ec) = anonymeter.wilson(90, 100), anonymeter.wilson(40, 100)
@@ -97,15 +102,16 @@ def test_wilson_interval_and_risk_formula():
 def test_exchangeable_control_is_the_hypergeometric_expectation():
     # n = 3 training and m = 1 control rows. t = 2 matches: P(a = 1) = C(3,1)·C(1,1)/C(4,2) = 1/2;
     # t = 1: P = 3/4; t = 0: 0; t = 4: every row matches, a = 3.
-    assert anonymeter.exchangeable_successes(np.array([1, 1, 0, 3]), np.array([1, 0, 0, 1]), 3, 1) == \
-        pytest.approx(0.5 + 0.75)
+    assert anonymeter.exchangeable_successes(np.array([1, 1, 0, 3]), np.array([1, 0, 0, 1]), 3, 1) == pytest.approx(
+        0.5 + 0.75
+    )
 
 
 def test_exchangeable_control_matches_the_main_attack_when_membership_is_irrelevant():
     """Rows split at random into 'training' and 'control': the expected singling-out success equals the
     observed one on average, whatever the control set's size."""
     rng = np.random.default_rng(0)
-    w = rng.uniform(0, 0.01, 3000)                        # each query's match probability
+    w = rng.uniform(0, 0.01, 3000)  # each query's match probability
     n, m = 800, 100
     matches = rng.random((3000, n + m)) < w[:, None]
     a, b = matches[:, :n].sum(1), matches[:, n:].sum(1)
@@ -156,16 +162,26 @@ def test_settings_and_thresholds_refuse_bad_values(bc_schema):
 
 # --- the family-wise risk bound ---------------------------------------------------------------------
 
+
 def _release(rng: np.random.Generator, auc_shift: float, p_control: float, risk: float, n: int) -> dict:
     """privacy_risk-shaped results of one release whose true risk sits at given values: two membership
     attacks with Gaussian scores (AUC = Φ(shift/√2)) and four anonymeter attacks with R = `risk`."""
     p_main = p_control + risk * (1 - p_control)
     member = {a: attack_roc(rng.normal(auc_shift, 1, n), rng.normal(0, 1, n), 50, rng) for a in ("domias", "dcr")}
-    attacks = {a: anonymeter.privacy_risk((rng.binomial(n, p_main), n), (rng.binomial(n, p_control), n), (0, n))
-               for a in ("singling_out_univariate", "singling_out_multivariate", "linkability", "inference")}
-    return {"outside_dp": "real rows", "membership": member, "anonymeter": attacks,
-            "copies": {"exact_match_rate": 0.0, "holdout_exact_match_rate": 0.0,
-                       "exact_match_counts": {"synthetic": [0, n], "holdout": [0, n]}}}
+    attacks = {
+        a: anonymeter.privacy_risk((rng.binomial(n, p_main), n), (rng.binomial(n, p_control), n), (0, n))
+        for a in ("singling_out_univariate", "singling_out_multivariate", "linkability", "inference")
+    }
+    return {
+        "outside_dp": "real rows",
+        "membership": member,
+        "anonymeter": attacks,
+        "copies": {
+            "exact_match_rate": 0.0,
+            "holdout_exact_match_rate": 0.0,
+            "exact_match_counts": {"synthetic": [0, n], "holdout": [0, n]},
+        },
+    }
 
 
 def test_family_wise_bound_hand_computed():
@@ -204,6 +220,7 @@ def test_family_wise_refusal_rate_at_the_thresholds():
 
 # --- the planted leak -----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def leak_and_fresh(bc_raw, bc_schema):
     """Breast cancer split three ways: training rows, holdout rows, and a disjoint fresh real sample that
@@ -213,35 +230,45 @@ def leak_and_fresh(bc_raw, bc_schema):
     # The secret is a measurement no other column predicts: the diagnosis (the default) is guessed right for
     # 64 of 70 control rows from their nearest neighbour, which leaves a copy too little excess to show.
     s = settings({"n_attacks": 200, "bootstrap": 100, "secret": "mean_texture"}, bc_schema)
-    return {name: privacy_risk(train, synth, holdout, bc_schema, s, 0)
-            for name, synth in (("leak", train.reset_index(drop=True)), ("fresh", fresh))}
+    return {
+        name: privacy_risk(train, synth, holdout, bc_schema, s, 0)
+        for name, synth in (("leak", train.reset_index(drop=True)), ("fresh", fresh))
+    }
 
 
+@pytest.mark.integration
 def test_the_row_caps_bound_what_the_attacks_search_and_the_copy_count_reads_every_row(bc_raw, bc_schema):
     """`max_rows` caps the disclosure sets and the targets, `pool_max_rows` the synthetic rows the attacks search and
     the training rows the copies' DCR searches; the exact-copy count still reads every synthetic row."""
     rows = bc_raw.sample(frac=1.0, random_state=0).reset_index(drop=True)
     train, holdout = rows.iloc[:280], rows.iloc[280:420]
-    s = settings({"n_attacks": 50, "bootstrap": 20, "max_rows": 30, "pool_max_rows": 100,
-                  "disclosure_fraction": 0.5}, bc_schema)
-    out = privacy_risk(train, train.reset_index(drop=True), holdout, bc_schema, s, 0)   # S copies every row
+    s = settings(
+        {"n_attacks": 50, "bootstrap": 20, "max_rows": 30, "pool_max_rows": 100, "disclosure_fraction": 0.5}, bc_schema
+    )
+    out = privacy_risk(train, train.reset_index(drop=True), holdout, bc_schema, s, 0)  # S copies every row
     assert out["disclosure"]["set_size"] == 30 and out["membership"]["n_members"] == 30  # not 140 or 70
     assert out["copies"]["exact_match_counts"]["synthetic"] == [280, 280]
     # 30 copies' DCR to a 100-row sample of the 280 training rows: 0 for about 100/280 of them, not for all
     assert 0.1 < out["copies"]["near_duplicate_rate"] < 0.7
     whole, capped = (split_targets(train, holdout, 30, np.random.default_rng(0), cap) for cap in (None, 100))
-    assert len(whole.reference) == 110 and len(capped.reference) == 100      # 140 holdout rows less 30 non-members
+    assert len(whole.reference) == 110 and len(capped.reference) == 100  # 140 holdout rows less 30 non-members
     assert whole.members.equals(capped.members) and whole.non_members.equals(capped.non_members)
     assert set(capped.reference.index) < set(whole.reference.index)
     with pytest.raises(InputError, match=r"evaluate\.attacks\.pool_max_rows.*Fix:"):
         settings({"pool_max_rows": 0}, bc_schema)
 
 
+@pytest.mark.integration
 def test_planted_leak_fails_every_risk_gate(leak_and_fresh):
     leak = leak_and_fresh["leak"]
     gates = {g.name: g for g in risk_gates(leak, thresholds(None))}
-    assert set(gates) == {"membership_inference", "exact_copies", "singling_out_risk", "linkability_risk",
-                          "inference_risk"}
+    assert set(gates) == {
+        "membership_inference",
+        "exact_copies",
+        "singling_out_risk",
+        "linkability_risk",
+        "inference_risk",
+    }
     assert not any(g.passed for g in gates.values()), {n: g.evidence for n, g in gates.items()}
     assert leak["membership"]["dcr"]["auc"] == 1.0 and leak["membership"]["dcr"]["tpr_at_1pct_fpr"] == 1.0
     assert leak["copies"]["exact_match_rate"] == 1.0 and leak["copies"]["near_duplicate_rate"] == 1.0
@@ -250,6 +277,7 @@ def test_planted_leak_fails_every_risk_gate(leak_and_fresh):
     assert all("real" in g.evidence["outside_dp"] for g in gates.values())
 
 
+@pytest.mark.integration
 def test_fresh_real_sample_passes_every_risk_gate(leak_and_fresh):
     fresh, leak = leak_and_fresh["fresh"], leak_and_fresh["leak"]
     gates = risk_gates(fresh, thresholds(None))
@@ -260,7 +288,7 @@ def test_fresh_real_sample_passes_every_risk_gate(leak_and_fresh):
     assert fresh["copies"]["exact_match_rate"] == 0.0
     for name, result in fresh["anonymeter"].items():
         assert result["risk_ci95"][0] <= 0.1 < leak["anonymeter"][name]["risk_ci95"][0], name
-    assert (fresh["attribute_inference"]["advantage"] < leak["attribute_inference"]["advantage"])
+    assert fresh["attribute_inference"]["advantage"] < leak["attribute_inference"]["advantage"]
 
 
 @pytest.mark.slow
@@ -268,7 +296,7 @@ def test_memorising_non_private_generator_is_refused_and_its_private_counterpart
     """Exact support points with n = N/2 and a narrow KDE sit on the training rows (docs/privacy-risk.md,
     evidence): the membership gate refuses them, and their DCR AUC interval lies above that of the same
     generator at ε = 1, which passes every gate."""
-    from test_dpwgan import FakeSession
+    from support.ledger import FakeSession
 
     from pipelines.data.transform import Encoder, train_holdout_split
     from pipelines.generators.base import Budget
@@ -278,9 +306,12 @@ def test_memorising_non_private_generator_is_refused_and_its_private_counterpart
     encoder = Encoder(bc_schema)
     risks = {}
     for eps in (1.0, math.inf):
-        gen = make_generator("support_points", encoder.layout, {"n_points": len(train) // 2, "bandwidth": 0.01,
-                                                                 "seed": 0, "noise_seed": 0,
-                                                                 "calibration": {"share": 0}}, "cpu")  # method alone
+        gen = make_generator(
+            "support_points",
+            encoder.layout,
+            {"n_points": len(train) // 2, "bandwidth": 0.01, "seed": 0, "noise_seed": 0, "calibration": {"share": 0}},
+            "cpu",
+        )  # method alone
         gen.fit(encoder.encode(train), FakeSession(), Budget(eps, 1e-5))
         synth = encoder.decode(gen.sample(len(train), 0))
         risks[eps] = privacy_risk(train, synth, holdout, bc_schema, settings(None, bc_schema), 0)
@@ -293,8 +324,10 @@ def test_memorising_non_private_generator_is_refused_and_its_private_counterpart
 
 # --- the attacks on the keyed split of a table whose rows repeat -----------------------------------------
 
-FEW_CELLS = [Column(f"c{i}", "categorical", categories=tuple(str(j) for j in range(len(p))))
-             for i, p in enumerate(([5, 3, 1, 1], [6, 2, 1], [3, 1]))]
+FEW_CELLS = [
+    Column(f"c{i}", "categorical", categories=tuple(str(j) for j in range(len(p))))
+    for i, p in enumerate(([5, 3, 1, 1], [6, 2, 1], [3, 1]))
+]
 FEW_CELLS_P = [np.array(p) / sum(p) for p in ([5, 3, 1, 1], [6, 2, 1], [3, 1])]
 
 
@@ -306,6 +339,7 @@ def _repeated_rows_risk(seed: int, split: str) -> list:
     from types import SimpleNamespace
 
     from pipelines.data.transform import train_holdout_split
+
     rng = np.random.default_rng(seed)
     table = pd.DataFrame({c.name: rng.choice(c.categories, 600, p=p) for c, p in zip(FEW_CELLS, FEW_CELLS_P)})
     names = [c.name for c in FEW_CELLS]

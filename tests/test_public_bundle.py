@@ -6,6 +6,7 @@ float64/float32 bytes. The steward report, which may show real-row statistics, l
 labelled INTERNAL at its head and foot. A unit test feeds the public renderer a summary full of real-data
 metrics and checks that none of them reaches the page.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,9 +18,9 @@ import pandas as pd
 import pytest
 
 from pipelines.config import load_params
-from pipelines.evaluation.report import INTERNAL, public_html, public_markdown, render_html
+from pipelines.reporting.report import INTERNAL, public_html, public_markdown, render_html
 from tasks import common
-from test_pipeline import make_root, run_stages
+from support.project import make_root, run_stages
 
 CANARY_COLUMN, CANARY_ROW, CANARY = "mean_radius", 7, 12.345678  # inside the schema bounds [5, 30]
 NEEDLES = [b"12.345678", b"12.34568", b"12.3457", struct.pack("<d", CANARY), struct.pack("<f", CANARY)]
@@ -32,27 +33,63 @@ TSTR = 0.987654321  # a distinctive real-data metric
 
 
 def test_public_report_drops_every_real_data_metric():
-    summary = {"dataset": "toy", "generator": "dpwgan", "release_id": "dpwgan-0123456789ab", "rows": 10,
-               "privacy": {"epsilon_generator": 1.25, "delta": 1e-5, "secret_real_count": 424242,
-                           "ledger_rows": [{"seq": 1, "stage": "train@dpwgan", "real_mean": 31.4159}]},
-               "gates": [{"name": "membership_inference", "passed": True,
-                          "evidence": {"auc_lower": 0.7777777}, "data_dependent": True},
-                         {"name": "ledger", "passed": True, "evidence": {"epsilon_total_pld": 1.25},
-                          "data_dependent": False}],
-               "utility": {"models": {"logistic_regression": {"tstr": TSTR, "trtr": 0.8765432}}},
-               "fidelity": {"x": {"metric": "w1", "value": 0.5555555}},
-               "metrics": {"privacy_risk": {"membership": {"domias": {"auc": 0.6666666}}}},
-               "validation": {"rows_in": 571, "rows_dropped": 2},
-               "weights": {"khat": 0.4321, "ess": 87.5, "analysis": {"w1_holdout": 0.1234567}},
-               "synthetic_summary": {"rows": 10, "numeric": {"x": {"mean": 0.25}}, "categorical": {}},
-               "hashes": {"schema": "sha256:ab", "params": "sha256:cd"},
-               "plots": {"pca_2way": b"\x89PNG real rows", "synthetic_marginals": b"\x89PNG synthetic"}}
+    summary = {
+        "dataset": "toy",
+        "generator": "dpwgan",
+        "release_id": "dpwgan-0123456789ab",
+        "rows": 10,
+        "privacy": {
+            "epsilon_generator": 1.25,
+            "delta": 1e-5,
+            "secret_real_count": 424242,
+            "ledger_rows": [{"seq": 1, "stage": "train@dpwgan", "real_mean": 31.4159}],
+        },
+        "gates": [
+            {
+                "name": "membership_inference",
+                "passed": True,
+                "evidence": {"auc_lower": 0.7777777},
+                "data_dependent": True,
+            },
+            {"name": "ledger", "passed": True, "evidence": {"epsilon_total_pld": 1.25}, "data_dependent": False},
+        ],
+        "utility": {"models": {"logistic_regression": {"tstr": TSTR, "trtr": 0.8765432}}},
+        "fidelity": {"x": {"metric": "w1", "value": 0.5555555}},
+        "metrics": {"privacy_risk": {"membership": {"domias": {"auc": 0.6666666}}}},
+        "validation": {"rows_in": 571, "rows_dropped": 2},
+        "weights": {"khat": 0.4321, "ess": 87.5, "analysis": {"w1_holdout": 0.1234567}},
+        "synthetic_summary": {"rows": 10, "numeric": {"x": {"mean": 0.25}}, "categorical": {}},
+        "hashes": {"schema": "sha256:ab", "params": "sha256:cd"},
+        "plots": {"pca_2way": b"\x89PNG real rows", "synthetic_marginals": b"\x89PNG synthetic"},
+    }
     for page in (public_html(summary), public_markdown(summary)):
-        for leaked in ("0.9877", "0.8765", "0.7778", "0.5556", "0.6667", "424242", "31.42", "571", "0.1235",
-                       "Privacy risk", "TSTR", "Share this report only", INTERNAL):
+        for leaked in (
+            "0.9877",
+            "0.8765",
+            "0.7778",
+            "0.5556",
+            "0.6667",
+            "424242",
+            "31.42",
+            "571",
+            "0.1235",
+            "Privacy risk",
+            "TSTR",
+            "Share this report only",
+            INTERNAL,
+        ):
             assert leaked not in page, leaked
-        for shown in ("1.25", "1e-05", "0.4321", "87.5", "membership_inference", "PASS", "yes: pass/fail bit only",
-                      "sha256:ab", "train@dpwgan"):
+        for shown in (
+            "1.25",
+            "1e-05",
+            "0.4321",
+            "87.5",
+            "membership_inference",
+            "PASS",
+            "yes: pass/fail bit only",
+            "sha256:ab",
+            "train@dpwgan",
+        ):
             assert shown in page, shown
     html = public_html(summary)
     images = [base64.b64decode(i) for i in re.findall(r'src="data:image/png;base64,([^"]+)"', html)]
@@ -68,11 +105,18 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     from tasks.release import release
     from tasks.train import train
     from tasks.weight import weight
-    root = make_root(tmp_path, {"dataset": {"source": "raw.csv"}, "generators": ["dpwgan"],
-                                "dpwgan": {"steps": 20}, "weights": {"generators": ["dpwgan"]},
-                                "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"},
-                                "evaluate": {"kway_subsets": 10, "ot_max_rows": 200,
-                                             "attacks": {"n_attacks": 100}}})
+
+    root = make_root(
+        tmp_path,
+        {
+            "dataset": {"source": "raw.csv"},
+            "generators": ["dpwgan"],
+            "dpwgan": {"steps": 20},
+            "weights": {"generators": ["dpwgan"]},
+            "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"},
+            "evaluate": {"kway_subsets": 10, "ot_max_rows": 200, "attacks": {"n_attacks": 100}},
+        },
+    )
     raw = bc_raw.copy()
     raw.loc[raw.index[CANARY_ROW], CANARY_COLUMN] = CANARY
     raw.to_csv(root / "raw.csv", index=False)
@@ -112,7 +156,10 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     # every public bit DP (release.non_dp_gates: advise): the ledger gate, the DP release test and the DP weights' k̂;
     # no row-reading gate, no verdict word, nothing outside the guarantee
     assert [(g["name"], g["data_dependent"]) for g in manifest["gates"]] == [
-        ("ledger", False), ("release_test", False), ("importance_weights", False)]
+        ("ledger", False),
+        ("release_test", False),
+        ("importance_weights", False),
+    ]
     assert manifest["utility_verdict"] is None and manifest["computed_from_real_data_outside_dp_guarantee"] == []
     assert manifest["every_public_value_private"] and "DP release test" in manifest["statement"]
     checks = json.loads((root / "reports/breast_cancer/dpwgan/checks.json").read_text())
@@ -136,23 +183,38 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     assert tstr in html and tstr in md  # the real-data evaluation is the steward's
     assert not any(p.name.startswith("steward") for p in (root / "releases").rglob("*"))
     compared = root / index["comparison"]["steward"]
-    assert compared.parts[len(root.parts)] == "reports" and INTERNAL in (compared / "steward_comparison.html").read_text()
-    assert "TSTR" not in (run / "comparison.html").read_text() and "TSTR" in (compared / "steward_comparison.md").read_text()
+    assert (
+        compared.parts[len(root.parts)] == "reports" and INTERNAL in (compared / "steward_comparison.html").read_text()
+    )
+    assert (
+        "TSTR" not in (run / "comparison.html").read_text()
+        and "TSTR" in (compared / "steward_comparison.md").read_text()
+    )
 
     # a second release of the same run writes nothing new: the same files, byte for byte
-    written = {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
-               if f.is_file()}
+    written = {
+        f: f.read_bytes()
+        for d in ("releases", "reports/breast_cancer/steward")
+        for f in (root / d).rglob("*")
+        if f.is_file()
+    }
     assert release(params, root) == index
-    assert {f: f.read_bytes() for d in ("releases", "reports/breast_cancer/steward") for f in (root / d).rglob("*")
-            if f.is_file()} == written
+    assert {
+        f: f.read_bytes()
+        for d in ("releases", "reports/breast_cancer/steward")
+        for f in (root / d).rglob("*")
+        if f.is_file()
+    } == written
 
     assert_non_dp_gates_publish_nothing(params, root)
 
     # check@dpwgan again on the same table and rows: the bit already paid for, no new ledger row
     seqs = [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")]
     again = {g["name"]: g for g in check(params, "dpwgan", root)["gates"]}["release_test"]
-    assert again["evidence"]["reused"] and again["passed"] == {g["name"]: g for g in checks["gates"]}[
-        "release_test"]["passed"]
+    assert (
+        again["evidence"]["reused"]
+        and again["passed"] == {g["name"]: g for g in checks["gates"]}["release_test"]["passed"]
+    )
     assert [r["seq"] for r in common.ledger(params, root).rows("breast_cancer")] == seqs
 
 
@@ -167,6 +229,7 @@ def assert_non_dp_gates_publish_nothing(params, root) -> None:
     decide nothing and reach only the steward report."""
     import shutil
     from tasks.release import release
+
     path = root / "reports/breast_cancer/dpwgan/checks.json"
     original = json.loads(path.read_text())
     non_dp = [g["name"] for g in original["gates"] if g["name"] not in ("ledger", "release_test")]
@@ -189,7 +252,8 @@ def assert_non_dp_gates_publish_nothing(params, root) -> None:
             trees.append(releases_tree(root))
             if refused:
                 assert index["released"] == [] and index["refused"] == [
-                    {"generator": "dpwgan", "failed_gates": ["release_test"], "reasons": []}]
+                    {"generator": "dpwgan", "failed_gates": ["release_test"], "reasons": []}
+                ]
             else:
                 assert index["refused"] == [] and len(index["released"]) == 1
         assert all(t == trees[0] for t in trees[1:]), refused

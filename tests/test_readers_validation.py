@@ -1,4 +1,5 @@
 """Readers (bundled sets, CSV, Parquet, structural errors) and validation (GX suite, policies, report)."""
+
 from __future__ import annotations
 
 import json
@@ -57,16 +58,21 @@ def test_bundled_breast_cancer(bc_schema: Schema, bc_raw: pd.DataFrame) -> None:
 
 def test_bundled_adult(adult_schema: Schema, adult_raw: pd.DataFrame) -> None:
     assert adult_raw.shape == (48_842, 15) and list(adult_raw.columns) == adult_schema.declared_names
-    assert {c: int((adult_raw[c] == "?").sum()) for c in ("workclass", "occupation", "native_country")} == \
-        {"workclass": 2799, "occupation": 2809, "native_country": 857}
+    assert {c: int((adult_raw[c] == "?").sum()) for c in ("workclass", "occupation", "native_country")} == {
+        "workclass": 2799,
+        "occupation": 2809,
+        "native_country": 857,
+    }
     assert adult_raw["income"].value_counts().to_dict() == {"<=50K": 37_155, ">50K": 11_687}
     assert adult_raw.iloc[0].tolist()[:4] == [39, "State-gov", 77516.0, "Bachelors"]
-    assert {c.name: str(adult_raw[c.name].dtype) for c in adult_schema.columns} == \
-        {c.name: c.dtype for c in adult_schema.columns}
+    assert {c.name: str(adult_raw[c.name].dtype) for c in adult_schema.columns} == {
+        c.name: c.dtype for c in adult_schema.columns
+    }
 
 
-def test_csv_and_parquet_read_like_the_bundled_frame(tmp_path: Path, adult_schema: Schema,
-                                                     adult_raw: pd.DataFrame) -> None:
+def test_csv_and_parquet_read_like_the_bundled_frame(
+    tmp_path: Path, adult_schema: Schema, adult_raw: pd.DataFrame
+) -> None:
     head = adult_raw.head(300)
     head.to_csv(tmp_path / "a.csv", index=False)
     head.to_parquet(tmp_path / "a.parquet", index=False)
@@ -78,8 +84,10 @@ def test_csv_and_parquet_read_like_the_bundled_frame(tmp_path: Path, adult_schem
 
 def test_categories_are_normalised(tmp_path: Path) -> None:
     """Categorical values read as numbers are cast to the categories' type; strings are stripped."""
-    (tmp_path / "s.yaml").write_text("name: s\ncolumns:\n  code: {kind: categorical, categories: ['1', '2', '3']}\n"
-                                     "  flag: {kind: binary, categories: [0, 1]}\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: s\ncolumns:\n  code: {kind: categorical, categories: ['1', '2', '3']}\n"
+        "  flag: {kind: binary, categories: [0, 1]}\n"
+    )
     schema = load_schema(tmp_path / "s.yaml")
     pd.DataFrame({"code": [1, 3, 2], "flag": ["1", " 0", "1.0"]}).to_parquet(tmp_path / "s.parquet")
     frame, _ = read_table(str(tmp_path / "s.parquet"), schema)
@@ -89,9 +97,21 @@ def test_categories_are_normalised(tmp_path: Path) -> None:
     assert frame["code"].tolist() == ["2", "3"] and frame["flag"].tolist() == [1, "yes"]  # 'yes': unknown later
 
 
-@pytest.mark.parametrize("case", ["missing_file", "extension", "empty_header_only", "empty_file",
-                                  "empty_parquet", "missing_columns", "extra_columns", "not_numbers",
-                                  "bad_parquet", "unknown_bundled"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing_file",
+        "extension",
+        "empty_header_only",
+        "empty_file",
+        "empty_parquet",
+        "missing_columns",
+        "extra_columns",
+        "not_numbers",
+        "bad_parquet",
+        "unknown_bundled",
+    ],
+)
 def test_structural_errors_name_file_column_and_fix(tmp_path: Path, toy: Schema, case: str) -> None:
     column, expect = None, []
     if case == "missing_file":
@@ -132,20 +152,33 @@ def test_structural_errors_name_file_column_and_fix(tmp_path: Path, toy: Schema,
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
-def test_schema_columns_mode_reads_only_the_schema_columns(tmp_path: Path, toy: Schema, fmt: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_schema_columns_mode_reads_only_the_schema_columns(
+    tmp_path: Path, toy: Schema, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """dataset.columns: schema: the extra columns are named (file order), never returned, and the file reader
     is asked for the schema's columns only; a missing schema column is still an error."""
     import pipelines.data.readers as readers
-    wide = pd.DataFrame({"ssn": ["123-45-6789", "987-65-4321"], "n": ["1", "2"], "v": ["0.5", "0.25"],
-                         "c": ["a", "b"], "note": ["secret", "text"], "y": ["0", "1"]})
+
+    wide = pd.DataFrame(
+        {
+            "ssn": ["123-45-6789", "987-65-4321"],
+            "n": ["1", "2"],
+            "v": ["0.5", "0.25"],
+            "c": ["a", "b"],
+            "note": ["secret", "text"],
+            "y": ["0", "1"],
+        }
+    )
     source = str(tmp_path / f"wide.{fmt}")
     wide.to_csv(source, index=False) if fmt == "csv" else wide.to_parquet(source)
     asked: list = []
     for fn in ("read_csv", "read_parquet"):
         real = getattr(pd, fn)
-        monkeypatch.setattr(readers.pd, fn, lambda path, *a, _real=real, **k: asked.append(
-            k.get("usecols", k.get("columns"))) or _real(path, *a, **k))
+        monkeypatch.setattr(
+            readers.pd,
+            fn,
+            lambda path, *a, _real=real, **k: asked.append(k.get("usecols", k.get("columns"))) or _real(path, *a, **k),
+        )
     table = readers.read_source(source, toy, "schema")
     assert table.ignored == ("ssn", "note") and table.label == source
     assert asked == [toy.names]
@@ -158,6 +191,7 @@ def test_schema_columns_mode_reads_only_the_schema_columns(tmp_path: Path, toy: 
         readers.read_source(narrow, toy, "schema")
 
 
+@pytest.mark.integration
 def test_policies_clip_drop_and_report(tmp_path: Path, toy: Schema) -> None:
     raw, label = read_table(toy_table(tmp_path), toy)
     clean, report = validate_table(raw, toy, label)
@@ -166,12 +200,35 @@ def test_policies_clip_drop_and_report(tmp_path: Path, toy: Schema) -> None:
     assert (report["rows_in"], report["rows_out"], report["rows_dropped"], report["rows_clipped"]) == (8, 3, 5, 3)
     assert report["source"] == label and report["schema_hash"] == toy.hash()
     cols = report["columns"]
-    assert cols["n"] == {"policy": "clip", "out_of_domain": 5, "nulls": 1, "below": 1, "above": 2,
-                         "non_integer": 2, "action": "clip; drop nulls", "observed_min": -5, "observed_max": 100}
-    assert cols["v"] == {"policy": "drop", "out_of_domain": 1, "nulls": 1, "below": 0, "above": 1,
-                         "action": "drop; drop nulls", "observed_min": 1.5, "observed_max": 1.5}
-    assert cols["c"] == {"policy": "drop", "out_of_domain": 1, "nulls": 0, "unknown": 1, "action": "drop",
-                         "unknown_values": [{"value": "zzz_secret", "count": 1}]}
+    assert cols["n"] == {
+        "policy": "clip",
+        "out_of_domain": 5,
+        "nulls": 1,
+        "below": 1,
+        "above": 2,
+        "non_integer": 2,
+        "action": "clip; drop nulls",
+        "observed_min": -5,
+        "observed_max": 100,
+    }
+    assert cols["v"] == {
+        "policy": "drop",
+        "out_of_domain": 1,
+        "nulls": 1,
+        "below": 0,
+        "above": 1,
+        "action": "drop; drop nulls",
+        "observed_min": 1.5,
+        "observed_max": 1.5,
+    }
+    assert cols["c"] == {
+        "policy": "drop",
+        "out_of_domain": 1,
+        "nulls": 0,
+        "unknown": 1,
+        "action": "drop",
+        "unknown_values": [{"value": "zzz_secret", "count": 1}],
+    }
     assert cols["y"]["unknown"] == 1 and cols["y"]["action"] == "drop"
     gx = report["gx"]
     assert gx["success"] is False and gx["statistics"]["unsuccessful_expectations"] == len(gx["failed"])
@@ -190,6 +247,7 @@ def test_policies_clip_drop_and_report(tmp_path: Path, toy: Schema) -> None:
     assert conforms(clean, toy) == {"success": True, "failed": []}
 
 
+@pytest.mark.integration
 def test_the_steward_sentence_names_every_count_by_column(tmp_path: Path, toy: Schema) -> None:
     raw, label = read_table(toy_table(tmp_path), toy)
     _, report = validate_table(raw, toy, label)
@@ -200,15 +258,17 @@ def test_the_steward_sentence_names_every_count_by_column(tmp_path: Path, toy: S
     assert row_loss_summary({**report, "rows_dropped": 0, "rows_clipped": 0}) is None
 
 
+@pytest.mark.integration
 def test_validate_writes_and_prepare_stops_when_nulls_would_drop_a_group(tmp_path: Path, bc_raw: pd.DataFrame) -> None:
     """A column null exactly for one target class (structural missingness: 212 malignant of 569) would leave a
     table of one class. Validate writes the rows and tells the steward the counts; prepare's DP row-loss test
     (at ε = 1 here: margin 9.2 rows, so q = 212 − 12 stops unless the noise is below −190) stops before anything
     is prepared, and goes on once the steward accepts the loss."""
-    from test_pipeline import make_root
+    from support.project import make_root
     from pipelines.config import load_params, merged, parse_params, read_params
     from tasks.prepare import prepare
     from tasks.validate import validate
+
     source = tmp_path / "cohort.csv"
     bc_raw.assign(mean_radius=bc_raw["mean_radius"].where(bc_raw["target"] == 1)).to_csv(source, index=False)
     root = make_root(tmp_path, {"dataset": {"source": str(source)}, "privacy": {"row_loss_epsilon": 1.0}})
@@ -224,11 +284,21 @@ def test_validate_writes_and_prepare_stops_when_nulls_would_drop_a_group(tmp_pat
     assert summary["rows_train"] + summary["rows_holdout"] == 357
 
 
+@pytest.mark.integration
 def test_fatal_policy_raises_with_counts_and_examples(tmp_path: Path) -> None:
     (tmp_path / "f.yaml").write_text(TOY.replace("on_invalid: drop", "on_invalid: fatal"))
     schema = load_schema(tmp_path / "f.yaml")
-    raw, label = read_table(toy_table(tmp_path, TOY_CSV.replace("-5,", "5,").replace("100,", "10,")
-                                      .replace("12,", "1,").replace("4.6", "4").replace("2.4", "2")), schema)
+    raw, label = read_table(
+        toy_table(
+            tmp_path,
+            TOY_CSV.replace("-5,", "5,")
+            .replace("100,", "10,")
+            .replace("12,", "1,")
+            .replace("4.6", "4")
+            .replace("2.4", "2"),
+        ),
+        schema,
+    )
     with pytest.raises(InputError) as err:
         validate_table(raw, schema, label)
     msg = str(err.value)
@@ -237,27 +307,35 @@ def test_fatal_policy_raises_with_counts_and_examples(tmp_path: Path) -> None:
     assert "row 2: 1.5" in msg and "row 4: nan" in msg
 
 
+@pytest.mark.integration
 def test_conforms_reports_failures(toy: Schema) -> None:
     frame = pd.DataFrame({"n": [1, 11], "v": [0.5, 0.5], "c": pd.Series(["a", "d"], dtype="str"), "y": [0, 1]})
     result = conforms(frame, toy)
     assert result["success"] is False
     assert {(f["expectation"], f["column"]) for f in result["failed"]} == {
-        ("expect_column_values_to_be_between", "n"), ("expect_column_values_to_be_in_set", "c")}
+        ("expect_column_values_to_be_between", "n"),
+        ("expect_column_values_to_be_in_set", "c"),
+    }
     wrong = conforms(frame.drop(columns="y").assign(extra=1), toy)
     assert ("expect_table_columns_to_match_set", None) in {(f["expectation"], f["column"]) for f in wrong["failed"]}
 
 
+@pytest.mark.integration
 def test_suite_is_built_from_the_schema_only(adult_schema: Schema) -> None:
     suite = build_suite(adult_schema)
     types = [e.expectation_type for e in suite.expectations]
-    assert types.count("expect_column_values_to_not_be_null") == 14     # the modelled columns (not education_num)
+    assert types.count("expect_column_values_to_not_be_null") == 14  # the modelled columns (not education_num)
     assert types.count("expect_column_values_to_be_between") == 5
     assert types.count("expect_column_values_to_be_in_set") == 9
-    between = {e.column: (e.min_value, e.max_value) for e in suite.expectations
-               if e.expectation_type == "expect_column_values_to_be_between"}
+    between = {
+        e.column: (e.min_value, e.max_value)
+        for e in suite.expectations
+        if e.expectation_type == "expect_column_values_to_be_between"
+    }
     assert between["age"] == (17, 90) and between["fnlwgt"] == (1.0, 1_500_000.0)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name,broken", [("adult", [0, 1, 3]), ("breast_cancer", [])])
 def test_bundled_sets_validate_cleanly(request: pytest.FixtureRequest, name: str, broken: list[int]) -> None:
     schema = request.getfixturevalue("adult_schema" if name == "adult" else "bc_schema")

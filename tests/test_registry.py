@@ -1,4 +1,5 @@
 """The generator registry: names map to classes, and importing it imports no generator."""
+
 from __future__ import annotations
 
 import json
@@ -14,19 +15,23 @@ from pipelines.generators.registry import generator_class
 
 def loaded_modules(statement: str) -> list[str]:
     """The generator, torch, jax, pandas and dp_accounting modules a fresh interpreter holds after `statement`."""
-    code = (f"import sys; {statement}; "
-            "print(__import__('json').dumps(sorted(m for m in sys.modules if m.startswith(('pipelines.generators.', "
-            "'torch', 'jax', 'mbi', 'pandas', 'dp_accounting')))))")
-    return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                     check=True).stdout)
+    code = (
+        f"import sys; {statement}; "
+        "print(__import__('json').dumps(sorted(m for m in sys.modules if m.startswith(('pipelines.generators.', "
+        "'torch', 'jax', 'mbi', 'pandas', 'dp_accounting')))))"
+    )
+    return json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
+@pytest.mark.integration
 def test_importing_the_registry_imports_no_generator_and_no_torch():
     loaded = loaded_modules("import pipelines.generators.registry")
     assert [m for m in loaded if m.startswith("pipelines.")] == [
-        "pipelines.generators.base", "pipelines.generators.names", "pipelines.generators.params",
-        "pipelines.generators.params.calibration", "pipelines.generators.persistence",
-        "pipelines.generators.registry"]   # params modules import no torch
+        "pipelines.generators.base",
+        "pipelines.generators.names",
+        "pipelines.generators.persistence",
+        "pipelines.generators.registry",
+    ]
     assert not [m for m in loaded if m.startswith(("torch", "jax", "mbi"))]
 
 
@@ -51,7 +56,13 @@ def test_an_unknown_name_lists_the_implemented_ones():
 
 
 def test_sub_layout_reindexes_the_blocks_from_zero():
-    layout = Layout((Block("a", "continuous", 0, 1), Block("b", "categorical", 1, 4, protected=True),
-                     Block("c", "binary", 4, 5, is_target=True)))
-    assert sub_layout([layout.blocks[1], layout.blocks[2]]) == Layout((
-        Block("b", "categorical", 0, 3, protected=True), Block("c", "binary", 3, 4, is_target=True)))
+    layout = Layout(
+        (
+            Block("a", "continuous", 0, 1),
+            Block("b", "categorical", 1, 4, protected=True),
+            Block("c", "binary", 4, 5, is_target=True),
+        )
+    )
+    assert sub_layout([layout.blocks[1], layout.blocks[2]]) == Layout(
+        (Block("b", "categorical", 0, 3, protected=True), Block("c", "binary", 3, 4, is_target=True))
+    )

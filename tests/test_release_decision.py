@@ -2,6 +2,7 @@
 the real rows. Here the real-side evaluation cannot run (the holdout holds one target class, so no AUROC is
 defined), and the table the DP gates passed is published all the same; the steward report says why the evaluation
 did not run."""
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,17 @@ def test_a_single_class_holdout_does_not_stop_a_release(tmp_path, bc_raw):
     from tasks.release import release
     from tasks.train import train
     from tasks.validate import validate
-    from test_pipeline import make_root
-    root = make_root(tmp_path, {"dataset": {"source": "raw.csv"}, "generators": ["aim"],
-                                "weights": {"generators": []},
-                                "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"}})
+    from support.project import make_root
+
+    root = make_root(
+        tmp_path,
+        {
+            "dataset": {"source": "raw.csv"},
+            "generators": ["aim"],
+            "weights": {"generators": []},
+            "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"},
+        },
+    )
     params = load_params(root / "params.yaml")
     raw = bc_raw.assign(target=1)
     raw.to_csv(root / "raw.csv", index=False)
@@ -36,8 +44,11 @@ def test_a_single_class_holdout_does_not_stop_a_release(tmp_path, bc_raw):
     rows = pd.read_parquet(root / "data/raw/breast_cancer/validated.parquet")
     key, _ = split_key(params, root)
     # the one malignant row: the first whose keyed side, with its target set to 0, is the training side
-    lone = next(i for i in range(len(rows))
-                if split_uniforms(rows.iloc[[i]].assign(target=0), list(rows.columns), key)[0] >= 0.2)
+    lone = next(
+        i
+        for i in range(len(rows))
+        if split_uniforms(rows.iloc[[i]].assign(target=0), list(rows.columns), key)[0] >= 0.2
+    )
     raw.loc[raw.index[lone], "target"] = 0
     raw.to_csv(root / "raw.csv", index=False)
     validate(params, root)
@@ -46,8 +57,10 @@ def test_a_single_class_holdout_does_not_stop_a_release(tmp_path, bc_raw):
     assert holdout["target"].nunique() == 1 and len(holdout) > 50
     budget(params, root)
     baseline(params, root)
-    assert "single target class" in json.loads((root / "data/baseline/breast_cancer/real_side.json").read_text())[
-        UNAVAILABLE]
+    assert (
+        "single target class"
+        in json.loads((root / "data/baseline/breast_cancer/real_side.json").read_text())[UNAVAILABLE]
+    )
     train(params, "aim", "single-class", root)
     metrics = evaluate(params, "aim", root)
     assert "single target class" in metrics[UNAVAILABLE] and metrics["n_synthetic"] == 455
@@ -80,11 +93,18 @@ def test_an_empty_side_of_the_split_does_not_stop_a_release(tmp_path, bc_raw, si
     from tasks.train import train
     from tasks.validate import validate
     from tasks.weight import weight
-    from test_pipeline import make_root
+    from support.project import make_root
+
     fraction = 0.05 if side == "holdout" else 0.95
-    root = make_root(tmp_path, {"dataset": {"source": "raw.csv", "holdout_fraction": fraction},
-                                "generators": ["aim"], "weights": {"generators": ["aim"], "epochs": 1},
-                                "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"}})
+    root = make_root(
+        tmp_path,
+        {
+            "dataset": {"source": "raw.csv", "holdout_fraction": fraction},
+            "generators": ["aim"],
+            "weights": {"generators": ["aim"], "epochs": 1},
+            "release": {"select": "all", "test_epsilon": 0.1, "non_dp_gates": "advise"},
+        },
+    )
     params = load_params(root / "params.yaml")
     bc_raw.to_csv(root / "raw.csv", index=False)
     validate(params, root)

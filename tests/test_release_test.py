@@ -1,4 +1,5 @@
 """The DP release test (pipelines/privacy/release_test.py): its weights, threshold, sensitivity, power and audit."""
+
 from __future__ import annotations
 
 import math
@@ -15,16 +16,19 @@ from pipelines.privacy.noise import NoiseSource
 from pipelines.evaluation.attacks.distance import Near, gower_features, nearest, within
 from pipelines.privacy.release_test import near_counts, planned_event, release_test, split_weights, threshold
 
-COLUMNS = [*(Column(name=f"x{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(4)),
-           Column(name="y", kind="categorical", categories=("a", "b", "c"))]
+COLUMNS = [
+    *(Column(name=f"x{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(4)),
+    Column(name="y", kind="categorical", categories=("a", "b", "c")),
+]
 RADIUS = 0.01
 SETTINGS = Release().model_dump()
 
 
 def table(n: int, seed: int) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({**{f"x{j}": rng.uniform(0, 1, n).round(4) for j in range(4)},
-                         "y": rng.choice(["a", "b", "c"], n)})
+    return pd.DataFrame(
+        {**{f"x{j}": rng.uniform(0, 1, n).round(4) for j in range(4)}, "y": rng.choice(["a", "b", "c"], n)}
+    )
 
 
 def rng_of(i: int) -> np.random.Generator:
@@ -81,8 +85,11 @@ def test_one_record_moves_the_statistic_by_at_most_the_sensitivity():
     base, moves = z(train, holdout), []
     for i in (0, 5, 39, 40, 199):  # rows copied into S (i < 40) and rows that are not
         row = train.iloc[[i]]
-        moves += [z(train.drop(train.index[i]), holdout), z(pd.concat([train, row]), holdout),
-                  z(train, pd.concat([holdout, row]))]
+        moves += [
+            z(train.drop(train.index[i]), holdout),
+            z(pd.concat([train, row]), holdout),
+            z(train, pd.concat([holdout, row])),
+        ]
     for i in (0, 49):
         moves.append(z(train, holdout.drop(holdout.index[i])))
     assert max(abs(m - base) for m in moves) == 4
@@ -91,18 +98,23 @@ def test_one_record_moves_the_statistic_by_at_most_the_sensitivity():
 WIDE = [Column(name=f"z{j}", kind="continuous", lower=0.0, upper=1.0) for j in range(40)]
 
 
-@pytest.mark.parametrize("columns, radius", [
-    (COLUMNS, RADIUS),                                                   # one pattern coordinate + a KD-tree
-    ([*COLUMNS, *WIDE[:20]], 1 / 25),                                    # a mismatch (1/25) at the radius
-    ([*COLUMNS, *WIDE], 0.01)])                                          # 45 features: every pair
+@pytest.mark.parametrize(
+    "columns, radius",
+    [
+        (COLUMNS, RADIUS),  # one pattern coordinate + a KD-tree
+        ([*COLUMNS, *WIDE[:20]], 1 / 25),  # a mismatch (1/25) at the radius
+        ([*COLUMNS, *WIDE], 0.01),
+    ],
+)  # 45 features: every pair
 def test_within_answers_as_every_pair_does(columns, radius):
     """`within` (the release test's count) against the all-pairs nearest distance it replaces, on rows at the radius
     exactly, just inside and just outside it, copies, and rows that differ only in the category."""
     rng = np.random.default_rng(3)
     names = [c.name for c in columns]
     pool = pd.DataFrame({n: rng.uniform(0, 1, 300).round(3) for n in names if n != "y"}).assign(
-        y=rng.choice(["a", "b", "c"], 300))[names]
-    step = radius * len(columns)                       # a numeric difference of `step` is a Gower distance `radius`
+        y=rng.choice(["a", "b", "c"], 300)
+    )[names]
+    step = radius * len(columns)  # a numeric difference of `step` is a Gower distance `radius`
     near = pool.iloc[:60].copy()
     near.loc[near.index[:20], "x0"] = (near["x0"].iloc[:20] + step * np.array([1.0, 0.999, 1.001, 0.5] * 5)).clip(0, 1)
     near.loc[near.index[20:40], "y"] = near["y"].iloc[20:40].map({"a": "b", "b": "c", "c": "a"})
@@ -112,9 +124,9 @@ def test_within_answers_as_every_pair_does(columns, radius):
     expected = nearest(t, s_)[0][:, 0] <= radius + 1e-12
     assert 20 < expected.sum() < len(targets) - 20
     np.testing.assert_array_equal(within(t, s_, radius + 1e-12, columns), expected)
-    in_parts = Near((s_[:100], s_[100:250], s_[250:]), radius + 1e-12, columns)    # the pool given in parts
+    in_parts = Near((s_[:100], s_[100:250], s_[250:]), radius + 1e-12, columns)  # the pool given in parts
     np.testing.assert_array_equal(np.concatenate([in_parts.within(t[:50]), in_parts.within(t[50:])]), expected)
-    if 1 / len(columns) > radius:                        # by pattern: a target whose pattern the pool lacks
+    if 1 / len(columns) > radius:  # by pattern: a target whose pattern the pool lacks
         no_c = Near([s_[pool["y"].to_numpy() != "c"]], radius + 1e-12, columns)
         c_rows = targets["y"].to_numpy() == "c"
         assert c_rows.any() and not no_c.within(t[c_rows]).any()
@@ -148,6 +160,7 @@ def test_audit_release_test_on_its_code_path():
 
     at_claim = epsilon_lower_bound(scores(settings, counts[0], 0, 1000), scores(settings, counts[1], 10**6, 1000), 0.0)
     half = {**settings, "test_epsilon": 2.0}
-    at_half = epsilon_lower_bound(scores(half, counts[0], 2 * 10**6, 2000), scores(half, counts[1], 3 * 10**6, 2000),
-                                  0.0)
+    at_half = epsilon_lower_bound(
+        scores(half, counts[0], 2 * 10**6, 2000), scores(half, counts[1], 3 * 10**6, 2000), 0.0
+    )
     assert at_claim < 1.0 < at_half, (at_claim, at_half)

@@ -1,97 +1,61 @@
 """The two release reports: the steward's (internal) report with every section filled from real evaluation
 outputs (tables, embedded plots, the guarantee notes, the INTERNAL label), the public report with only DP or
 public values; and (slow) that a real headless Chromium renders each with every image decoded."""
+
 from __future__ import annotations
 
 import base64
-import os
 import re
-import shutil
 import subprocess
-from types import SimpleNamespace
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from pipelines.data.schema import Column
-from pipelines.evaluation import plots
-from pipelines.config import SCORECARD_DEFAULTS as DEFAULTS
-from pipelines.evaluation.attacks.gates import risk_gates
-from pipelines.evaluation.attacks.suite import privacy_risk
-from pipelines.evaluation.report import (INTERNAL, PLOT_CAPTIONS, PUBLIC_PLOTS, public_html, public_markdown,
-                                         render_html, render_markdown)
-from pipelines.evaluation.scorecard import scorecard
-from pipelines.evaluation.synthetic_summary import summarise_synthetic
-from sections import attack_settings as settings, thresholds
+from pipelines.reporting.report import (
+    INTERNAL,
+    PLOT_CAPTIONS,
+    PUBLIC_PLOTS,
+    public_html,
+    public_markdown,
+    render_html,
+    render_markdown,
+)
 
-COLUMNS = (Column("x1", "continuous", 0.0, 1.0), Column("x2", "continuous", 0.0, 1.0),
-           Column("b", "binary", categories=("no", "yes")), Column("c", "categorical", categories=("low", "mid", "high")))
-PNG = b"\x89PNG\r\n\x1a\n"
+from support.report import CHROMIUM_FLAGS, PNG, chromium_binary, steward
+from support.report import summary  # noqa: F401  (the fixture: a real, small evaluation)
 
 
-def table(n: int, seed: int) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    z = rng.random(n)
-    return pd.DataFrame({"x1": np.clip(z + rng.normal(0, 0.1, n), 0, 1), "x2": rng.random(n),
-                         "b": np.where(z + rng.normal(0, 0.2, n) > 0.5, "yes", "no"),
-                         "c": np.array(["low", "mid", "high"])[np.minimum((z * 3).astype(int), 2)]})
-
-
-@pytest.fixture(scope="module")
-def summary() -> dict:
-    """A complete release summary: the keys tasks/release.py passes, from a real (small) evaluation."""
-    train, holdout, synth = table(150, 0), table(80, 1), table(150, 2)
-    schema = SimpleNamespace(columns=COLUMNS, target="b")
-    k = {**DEFAULTS, "mmd_permutations": 50, "range_queries": 100, "ot_max_rows": 200, "kway_bins": 10,
-         "classifier_max_rows": 200}
-    risk = privacy_risk(train, synth, holdout, schema, settings({"n_attacks": 100, "bootstrap": 50}, schema), 0)
-    metrics = {"scorecard": scorecard(train, synth, holdout, schema, 0, k), "privacy_risk": risk,
-               "kway_marginal": {"mean_tv": 0.25, "holdout_reference_mean_tv": 0.2},
-               "wasserstein_score": {"score": 0.8, "holdout_reference_score": 0.85},
-               "pca_marginal": {"score": 0.9, "holdout_reference_score": 0.95}}
-    gates = [{"name": "ledger", "passed": True, "evidence": {"epsilon_total_pld": 3.0}}] + [
-        g.to_dict() for g in risk_gates(risk, thresholds(None))]
-    return {"dataset": "toy", "generator": "dpwgan", "release_id": "dpwgan-0123456789ab", "rows": 150,
-            "guarantee": "differentially private", "audience": "public",
-            "privacy": {"epsilon_generator": 1.0, "epsilon_dataset_total": 2.0, "epsilon_dataset_total_rdp": 2.2,
-                        "delta": 1e-5, "lifetime_budget": 10.0, "release_epsilon": 1.0,
-                        "epsilon_allocated": {"dpwgan": 0.7, "weights": 0.5}, "epsilon_lifetime_spent": 2.0,
-                        "epsilon_lifetime_remaining": 8.0,
-                        "events": [{"kind": "poisson_gaussian", "noise_multiplier": 1.1, "sample_rate": 0.1, "steps": 40}],
-                        "ledger_rows": [{"seq": 1, "stage": "train@dpwgan"}]},
-            "gates": gates, "fidelity": {"x1": {"metric": "w1", "value": 0.01}},
-            "fidelity_summary": {"mean_tv": 0.02, "max_tv": 0.03, "mean_w1": 0.01, "max_w1": 0.01},
-            "utility": {"target": "b", "positive_class": "yes", "n_train_real": 200, "n_synth": 200, "n_test": 120,
-                        "models": {"logistic_regression": {"tstr": 0.8, "trtr": 0.85, "gap": 0.05}}},
-            "hashes": {"schema": "s", "params": "p"}, "metrics": metrics,
-            "libraries": {"torch": "2.0"}, "synthetic_summary": summarise_synthetic(synth, COLUMNS),
-            "weights": {"estimator": "priv_mlp", "epsilon": 1.0, "khat": 0.3, "ess": 120.5, "label": "DP"},
-            "plots": {"marginals_1way": plots.marginal_histograms(train, synth, COLUMNS),
-                      "membership_roc": plots.roc_curves({"DOMIAS": risk["membership"]["domias"],
-                                                          "DCR": risk["membership"]["dcr"]}, "Membership"),
-                      "synthetic_marginals": plots.marginal_histograms(None, synth, COLUMNS)}}
-
-
-def steward(summary: dict) -> dict:
-    """The steward's summary: its plots draw real rows (the public figure is the public report's)."""
-    return {**summary, "plots": {k: v for k, v in summary["plots"].items() if k not in PUBLIC_PLOTS}}
-
-
+@pytest.mark.slow
 def test_full_report_has_every_section_and_embeds_the_plots(summary):
     summary = steward(summary)
     page = render_html(summary)
     assert page.count(INTERNAL) == 3 and render_markdown(summary).count(INTERNAL) == 2  # head, foot (and print)
     assert "not available" not in page
-    for heading in ("Verdict", "What was released", "Privacy budget", "Method and guarantee: DP-WGAN", "Release gates",
-                    "Privacy risk: attacks on the released table",
-                    "Fidelity and utility scorecard", "Plots", "What the guarantees cover"):
+    for heading in (
+        "Verdict",
+        "What was released",
+        "Privacy budget",
+        "Method and guarantee: DP-WGAN",
+        "Release gates",
+        "Privacy risk: attacks on the released table",
+        "Fidelity and utility scorecard",
+        "Plots",
+        "What the guarantees cover",
+    ):
         assert f"<h2>{heading}</h2>" in page, heading
     risk = summary["metrics"]["privacy_risk"]
     assert f"{risk['membership']['domias']['auc']:.3g}" in page
     assert f"{risk['anonymeter']['linkability']['risk']:.3g}" in page
-    for name in ("membership_inference", "exact_copies", "singling_out_risk", "linkability_risk", "inference_risk",
-                 "bernoulli_nb", "mlp", "α-LMDP", "outside the DP mechanism"):
+    for name in (
+        "membership_inference",
+        "exact_copies",
+        "singling_out_risk",
+        "linkability_risk",
+        "inference_risk",
+        "bernoulli_nb",
+        "mlp",
+        "α-LMDP",
+        "outside the DP mechanism",
+    ):
         assert name in page, name
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert [base64.b64decode(i) for i in images] == list(summary["plots"].values())
@@ -100,10 +64,21 @@ def test_full_report_has_every_section_and_embeds_the_plots(summary):
     assert md.count("\n| ") > 40 and "not available" not in md
 
 
+@pytest.mark.integration
 def test_public_report_shows_only_dp_and_public_values(summary):
     page, md = public_html(summary), public_markdown(summary)
-    for heading in ("Verdict", "What was released", "Privacy budget", "Mechanisms", "Release gates", "Importance weights",
-                    "The synthetic table", "Plots", "What the guarantees cover", "Provenance"):
+    for heading in (
+        "Verdict",
+        "What was released",
+        "Privacy budget",
+        "Mechanisms",
+        "Release gates",
+        "Importance weights",
+        "The synthetic table",
+        "Plots",
+        "What the guarantees cover",
+        "Provenance",
+    ):
         assert f"<h2>{heading}</h2>" in page and f"## {heading}" in md, heading
     for absent in ("Privacy risk", "scorecard", "TSTR", "Holdout", INTERNAL, "Share this report only"):
         assert absent not in page and absent not in md, absent
@@ -118,58 +93,75 @@ def test_public_report_shows_only_dp_and_public_values(summary):
 
 # After `load`: images decoded, tables, and the layout check: cells whose content overflows them, and tables, figures
 # or SVGs wider than the page's column (the body's content box) or the window.
-HARNESS = ("<script>window.addEventListener('load',()=>{const im=[...document.images];"
-           "document.body.dataset.images=im.length;"
-           "document.body.dataset.decoded=im.filter(i=>i.complete&&i.naturalWidth>0).length;"
-           "document.body.dataset.tables=document.querySelectorAll('table').length;"
-           "const b=document.body,cs=getComputedStyle(b),"
-           "right=b.getBoundingClientRect().right-parseFloat(cs.paddingRight)+1;"
-           "document.body.dataset.overflowing=[...document.querySelectorAll('td,th')]"
-           ".filter(c=>c.scrollWidth>c.clientWidth+1).length+[...document.querySelectorAll('table,figure,svg')]"
-           ".filter(t=>t.getBoundingClientRect().right>right).length"
-           "+(document.documentElement.scrollWidth>window.innerWidth?1:0);});</script>")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--virtual-time-budget=5000"]
-
-
-def chromium_binary() -> str:
-    """Debian's chromium; the test is skipped with the reason where it is missing, failed under .ci/run."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        if os.environ.get("SYNTHRELEASE_REQUIRE_BROWSER") == "1":
-            pytest.fail("Chromium is not installed: run .ci/run (it installs Debian's chromium) or "
-                        "`apt-get install -y chromium`.")
-        pytest.skip("Chromium is not installed (CI installs it via .ci/run)")
-    return chromium
+HARNESS = (
+    "<script>window.addEventListener('load',()=>{const im=[...document.images];"
+    "document.body.dataset.images=im.length;"
+    "document.body.dataset.decoded=im.filter(i=>i.complete&&i.naturalWidth>0).length;"
+    "document.body.dataset.tables=document.querySelectorAll('table').length;"
+    "const b=document.body,cs=getComputedStyle(b),"
+    "right=b.getBoundingClientRect().right-parseFloat(cs.paddingRight)+1;"
+    "document.body.dataset.overflowing=[...document.querySelectorAll('td,th')]"
+    ".filter(c=>c.scrollWidth>c.clientWidth+1).length+[...document.querySelectorAll('table,figure,svg')]"
+    ".filter(t=>t.getBoundingClientRect().right>right).length"
+    "+(document.documentElement.scrollWidth>window.innerWidth?1:0);});</script>"
+)
 
 
 def comparison_entries(summary: dict) -> list[dict]:
     """The run of the fixture: its generator released, a PPEM refused by the α-LMDP gate (comparison.py's entries)."""
-    manifest = {**{k: summary[k] for k in ("release_id", "privacy", "weights")}, "gates": [
-        {"name": g["name"], "passed": g["passed"], "data_dependent": g["name"] != "ledger"} for g in summary["gates"]],
-        "utility_verdict": {"verdict": "fit", "action": "none"}}
-    lmdp = {"name": "alpha_lmdp", "passed": False, "evidence": {"alpha": 0.05, "ksd": {"p_value": 0.01},
-                                                                 "mmd": {"p_value": 0.5}}}
-    refused = {**manifest, "release_id": "ppem-0123456789ab", "gates": manifest["gates"][:1] + [
-        {"name": "alpha_lmdp", "passed": False, "data_dependent": True}], "weights": None}
-    return [{"generator": summary["generator"], "released": True, "manifest": manifest, "report": "a/report.html",
-             "metrics": summary["metrics"] | {"utility": summary["utility"],
-                                              "fidelity_summary": summary["fidelity_summary"]},
-             "checks": summary["gates"]},
-            {"generator": "ppem", "released": False, "manifest": refused, "report": "b/steward_report.html",
-             "metrics": {"utility": {"skipped": "no target"}}, "checks": [summary["gates"][0], lmdp]}]
+    manifest = {
+        **{k: summary[k] for k in ("release_id", "privacy", "weights")},
+        "gates": [
+            {"name": g["name"], "passed": g["passed"], "data_dependent": g["name"] != "ledger"}
+            for g in summary["gates"]
+        ],
+        "utility_verdict": {"verdict": "fit", "action": "none"},
+    }
+    lmdp = {
+        "name": "alpha_lmdp",
+        "passed": False,
+        "evidence": {"alpha": 0.05, "ksd": {"p_value": 0.01}, "mmd": {"p_value": 0.5}},
+    }
+    refused = {
+        **manifest,
+        "release_id": "ppem-0123456789ab",
+        "gates": manifest["gates"][:1] + [{"name": "alpha_lmdp", "passed": False, "data_dependent": True}],
+        "weights": None,
+    }
+    return [
+        {
+            "generator": summary["generator"],
+            "released": True,
+            "manifest": manifest,
+            "report": "a/report.html",
+            "metrics": summary["metrics"]
+            | {"utility": summary["utility"], "fidelity_summary": summary["fidelity_summary"]},
+            "checks": summary["gates"],
+        },
+        {
+            "generator": "ppem",
+            "released": False,
+            "manifest": refused,
+            "report": "b/steward_report.html",
+            "metrics": {"utility": {"skipped": "no target"}},
+            "checks": [summary["gates"][0], lmdp],
+        },
+    ]
 
 
 def page_of(summary: dict, audience: str) -> tuple[str, int]:
     """The page of one audience (report or the run's comparison) and how many images it embeds."""
-    from pipelines.evaluation import comparison
-    from pipelines.evaluation.report import comparison_html
+    from pipelines.reporting import comparison
+    from pipelines.reporting.report import comparison_html
+
     if audience.startswith("comparison"):
         build = comparison.steward_context if audience.endswith("steward") else comparison.public_context
         return comparison_html(build("toy", "run-0123456789ab", comparison_entries(summary))), 0
-    summary = steward(summary) if audience == "steward" else {**summary, "plots": {
-        k: v for k, v in summary["plots"].items() if k in PUBLIC_PLOTS}}
+    summary = (
+        steward(summary)
+        if audience == "steward"
+        else {**summary, "plots": {k: v for k, v in summary["plots"].items() if k in PUBLIC_PLOTS}}
+    )
     return (render_html if audience == "steward" else public_html)(summary), len(summary["plots"])
 
 
@@ -183,17 +175,27 @@ def test_report_renders_in_headless_chromium(summary, tmp_path, audience):
     page, images = page_of(summary, audience)
     (tmp_path / "report.html").write_text(page)
     (tmp_path / "harness.html").write_text(page.replace("</body>", HARNESS + "</body>"))
-    (tmp_path / "broken.html").write_text(page.replace("</body>", f"<table><tr><td>{'x' * 400}</td></tr></table>"
-                                                                  + HARNESS + "</body>"))
+    (tmp_path / "broken.html").write_text(
+        page.replace("</body>", f"<table><tr><td>{'x' * 400}</td></tr></table>" + HARNESS + "</body>")
+    )
 
     def run(*args: str) -> subprocess.CompletedProcess:
         profile = tmp_path / f"profile-{len(list(tmp_path.iterdir()))}"
-        return subprocess.run([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1280,2000",
-                               *args], capture_output=True, text=True, timeout=120, check=True)
+        return subprocess.run(
+            [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--window-size=1280,2000", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
 
     def layout(name: str) -> dict[str, str]:
-        return dict(re.findall(r'data-(images|decoded|tables|overflowing)="(\d+)"',
-                               run("--dump-dom", (tmp_path / name).as_uri()).stdout))
+        return dict(
+            re.findall(
+                r'data-(images|decoded|tables|overflowing)="(\d+)"',
+                run("--dump-dom", (tmp_path / name).as_uri()).stdout,
+            )
+        )
 
     found = layout("harness.html")
     assert found["images"] == found["decoded"] == str(images), found
@@ -206,7 +208,8 @@ def test_report_renders_in_headless_chromium(summary, tmp_path, audience):
 
 
 def test_evaluation_artefacts_carry_the_same_tables(summary):
-    from pipelines.evaluation.report import evaluation_markdown, key_figures
+    from pipelines.reporting.report import evaluation_markdown, key_figures
+
     md = evaluation_markdown("dpwgan", summary["metrics"])
     assert "Privacy risk: attacks on the released table" in md and "Fidelity and utility scorecard" in md
     rows = key_figures(summary["metrics"])

@@ -1,5 +1,6 @@
 """pipelines/runtime.py: each process's torch threads are its share of the cores it is given, and
 `beside` runs a part in a second process only when it has a second core for it."""
+
 from __future__ import annotations
 
 import operator
@@ -59,6 +60,7 @@ def two_cores(monkeypatch):
     monkeypatch.setattr(runtime, "BESIDE_MIN_ROWS", 0)
 
 
+@pytest.mark.integration
 def test_beside_runs_a_large_part_in_a_second_process_with_two_cores(two_cores):
     with runtime.beside(os.getpid, rows=1) as pid:
         assert pid() != os.getpid()
@@ -68,13 +70,19 @@ def _frames_back(*frames: pd.DataFrame) -> tuple:
     return frames
 
 
+@pytest.mark.slow
 def test_beside_sends_frames_a_column_at_a_time_and_they_arrive_equal(two_cores):
     rng = np.random.default_rng(0)
-    mixed = pd.DataFrame({"n": rng.integers(0, 9, 500), "x": rng.random(500),
-                          "s": pd.Series(rng.choice(["a", "b"], 500), dtype="str"),
-                          "c": pd.Categorical(rng.choice(["u", "v"], 500)),
-                          "i": pd.array(np.where(rng.random(500) < 0.2, pd.NA, 3), dtype="Int64")},
-                         index=pd.Index(rng.permutation(500) + 7, name="row"))
+    mixed = pd.DataFrame(
+        {
+            "n": rng.integers(0, 9, 500),
+            "x": rng.random(500),
+            "s": pd.Series(rng.choice(["a", "b"], 500), dtype="str"),
+            "c": pd.Categorical(rng.choice(["u", "v"], 500)),
+            "i": pd.array(np.where(rng.random(500) < 0.2, pd.NA, 3), dtype="Int64"),
+        },
+        index=pd.Index(rng.permutation(500) + 7, name="row"),
+    )
     frames = (mixed, mixed.iloc[:0], pd.DataFrame(index=range(3)), mixed.rename(columns={"x": "n"}))
     with runtime.beside(_frames_back, *frames, rows=1) as back:
         received = back()
@@ -83,13 +91,13 @@ def test_beside_sends_frames_a_column_at_a_time_and_they_arrive_equal(two_cores)
 
 
 def test_beside_runs_here_when_small_shared_or_daemonic(two_cores, monkeypatch):
-    with runtime.beside(os.getpid, rows=-1) as pid:      # under BESIDE_MIN_ROWS
+    with runtime.beside(os.getpid, rows=-1) as pid:  # under BESIDE_MIN_ROWS
         assert pid() == os.getpid()
-    monkeypatch.setattr(runtime, "_concurrent", 2)       # the flow's threads share the 2 cores
+    monkeypatch.setattr(runtime, "_concurrent", 2)  # the flow's threads share the 2 cores
     with runtime.beside(os.getpid, rows=1) as pid:
         assert pid() == os.getpid()
     monkeypatch.setattr(runtime, "_concurrent", 1)
-    monkeypatch.setattr(runtime.multiprocessing.current_process(), "daemon", True)   # a Dask worker's process
+    monkeypatch.setattr(runtime.multiprocessing.current_process(), "daemon", True)  # a Dask worker's process
     with runtime.beside(os.getpid, rows=1) as pid:
         assert pid() == os.getpid()
 
@@ -107,17 +115,27 @@ def _exit_unless_in(pid: int) -> str:
     return "here"
 
 
+@pytest.mark.slow
 def test_a_second_process_that_ends_without_an_answer_is_computed_here(two_cores, caplog):
     with runtime.beside(_exit_unless_in, os.getpid(), rows=1) as answer:
         assert answer() == "here"
     assert "ended without an answer (exit code 3)" in caplog.text
 
 
+@pytest.mark.integration
 def test_a_script_read_from_standard_input_still_gets_its_answer():
     """Spawn cannot re-import such a `__main__` (its second process dies at start): the part runs in the script."""
-    script = ("import os\nfrom pipelines import runtime\n"
-              "runtime.available_cores = lambda: 2\nruntime.BESIDE_MIN_ROWS = 0\n"
-              "with runtime.beside(os.getpid, rows=1) as pid:\n    print(pid() == os.getpid())\n")
-    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120,
-                          cwd=Path(__file__).resolve().parents[1])
+    script = (
+        "import os\nfrom pipelines import runtime\n"
+        "runtime.available_cores = lambda: 2\nruntime.BESIDE_MIN_ROWS = 0\n"
+        "with runtime.beside(os.getpid, rows=1) as pid:\n    print(pid() == os.getpid())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-"],
+        input=script,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]

@@ -4,6 +4,7 @@ also run on a plausible WRONG sampler, e.g. a rounded float normal, which it mus
 outputs on the integers / the lattice, randomness drawn only by `rng.integers`, and the accountant's figures for
 DiscreteGaussianEvent / DiscreteLaplaceEvent against privacy profiles summed directly over the lattice.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,15 +17,32 @@ from randomgen import AESCounter
 from scipy import special, stats
 
 from pipelines.privacy import samplers
-from pipelines.privacy.accountant import (discrete_gaussian_sigma, discrete_gaussian_tail, epsilon_pld, epsilon_rdp,
-                                          gaussian_sigma)
-from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, GaussianEvent, PureEpsilonEvent,
-                                      event_from_dict, event_to_dict, validate_event)
-from pipelines.privacy.mechanisms import (discrete_gaussian_mechanism, discrete_laplace_mechanism,
-                                          exponential_mechanism, lattice_gaussian_mechanism, lattice_laplace_mechanism,
-                                          lattice_unit)
+from pipelines.privacy.accountant import (
+    discrete_gaussian_sigma,
+    discrete_gaussian_tail,
+    epsilon_pld,
+    epsilon_rdp,
+    gaussian_sigma,
+)
+from pipelines.privacy.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    PureEpsilonEvent,
+    event_from_dict,
+    event_to_dict,
+    validate_event,
+)
+from pipelines.privacy.mechanisms import (
+    discrete_gaussian_mechanism,
+    discrete_laplace_mechanism,
+    exponential_mechanism,
+    lattice_gaussian_mechanism,
+    lattice_laplace_mechanism,
+    lattice_unit,
+)
 
-P_MIN = 1e-3        # goodness of fit: the right sampler's p-value at its fixed seed must exceed this
+P_MIN = 1e-3  # goodness of fit: the right sampler's p-value at its fixed seed must exceed this
 N = 200_000
 
 
@@ -63,16 +81,26 @@ def dlap_pmf(scale: float):
 
 def dgauss_pmf(sigma: float):
     y = np.arange(-int(40 * sigma) - 2, int(40 * sigma) + 3)
-    z = np.exp(-y.astype(float) ** 2 / (2 * sigma * sigma)).sum()
-    return lambda k: np.exp(-np.asarray(k, float) ** 2 / (2 * sigma * sigma)) / z
+    z = np.exp(-(y.astype(float) ** 2) / (2 * sigma * sigma)).sum()
+    return lambda k: np.exp(-(np.asarray(k, float) ** 2) / (2 * sigma * sigma)) / z
 
 
 # -- Bernoulli(e^-γ): the one transcendental primitive ----------------------------------------------------------
 
+
 def test_exp_neg_bracket_contains_e_to_the_minus_gamma():
     getcontext().prec = 120
-    for gamma in [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(7, 2), Fraction(2469, 20), Fraction(3, 10 ** 9),
-                  Fraction(0.1), Fraction(50), Fraction(1000)]:
+    for gamma in [
+        Fraction(0),
+        Fraction(1, 3),
+        Fraction(1),
+        Fraction(7, 2),
+        Fraction(2469, 20),
+        Fraction(3, 10**9),
+        Fraction(0.1),
+        Fraction(50),
+        Fraction(1000),
+    ]:
         for precision in (64, 200):
             lo, hi = samplers._exp_neg_bracket(gamma, precision)
             true = (-(Decimal(gamma.numerator) / Decimal(gamma.denominator))).exp() * Decimal(2) ** precision
@@ -88,7 +116,7 @@ def test_bernoulli_exp_has_probability_e_to_the_minus_gamma_on_both_paths():
     n = 4000
     slow = samplers.bernoulli_exp(rng, np.full(n, 0.7), np.full(n, np.inf), lambda i: Fraction(7, 10))
     assert stats.binomtest(int(slow.sum()), n, math.exp(-0.7)).pvalue > P_MIN
-    assert stats.binomtest(int(slow.sum()), n, math.exp(-0.8)).pvalue < P_MIN     # power: a 10 % error in γ
+    assert stats.binomtest(int(slow.sum()), n, math.exp(-0.8)).pvalue < P_MIN  # power: a 10 % error in γ
 
 
 def test_kept_indices_keeps_each_index_with_exactly_the_rate():
@@ -100,10 +128,10 @@ def test_kept_indices_keeps_each_index_with_exactly_the_rate():
 
     def exhaustive(k: int) -> np.ndarray:  # the first call serves every first byte, the next the ties' second
         served.append(k)
-        return (i >> 8).astype(np.uint8) if len(served) == 1 else (i[32_768:32_768 + k] & 255).astype(np.uint8)
+        return (i >> 8).astype(np.uint8) if len(served) == 1 else (i[32_768 : 32_768 + k] & 255).astype(np.uint8)
 
-    kept = samplers.kept_indices(exhaustive, 65_536, 0.5 + 2.0 ** -15)
-    assert len(kept) == 65_536 * (0.5 + 2.0 ** -15) == 32_770 and served == [65_536, 256]
+    kept = samplers.kept_indices(exhaustive, 65_536, 0.5 + 2.0**-15)
+    assert len(kept) == 65_536 * (0.5 + 2.0**-15) == 32_770 and served == [65_536, 256]
     assert np.array_equal(kept, np.r_[np.arange(32_768), 32_768, 32_769])
     served.clear()
     assert np.array_equal(samplers.kept_indices(exhaustive, 65_536, 0.5), np.arange(32_768)) and served == [65_536]
@@ -112,6 +140,7 @@ def test_kept_indices_keeps_each_index_with_exactly_the_rate():
         samplers.kept_indices(exhaustive, 7, 0.0)
 
 
+@pytest.mark.integration
 def test_kept_indices_batch_sizes_are_binomial_on_the_csprng():
     """Batch sizes over 4,000 draws at q = 64 / 160,000 (every first byte ties or exceeds q's, which is 0), and the
     indices uniform over range(n): a sampler keeping each index at 256·q (a rate read as a whole byte) or at 0 fails."""
@@ -128,32 +157,35 @@ def test_kept_indices_batch_sizes_are_binomial_on_the_csprng():
 
 # -- discrete Laplace and discrete Gaussian against their closed forms -----------------------------------------
 
+
+@pytest.mark.integration
 @pytest.mark.parametrize("scale", [0.5, 1.0, 7 / 3, 20.000000000000004])
 def test_discrete_laplace_matches_its_pmf(scale):
     draws = samplers.discrete_laplace(np.random.default_rng(21), scale, N)
     assert draws.dtype == np.int64
     assert chi2_pvalue(draws, dlap_pmf(scale)) > P_MIN
-    if scale < 3:       # a rounded float Laplace differs from Lap_ℤ(t) where the lattice is coarse
+    if scale < 3:  # a rounded float Laplace differs from Lap_ℤ(t) where the lattice is coarse
         wrong = np.round(np.random.default_rng(22).laplace(0, scale, N)).astype(np.int64)
         assert chi2_pvalue(wrong, dlap_pmf(scale)) < P_MIN
     off = samplers.discrete_laplace(np.random.default_rng(23), scale * 1.03, N)
-    assert chi2_pvalue(off, dlap_pmf(scale)) < P_MIN                    # power: 3 % in the scale
+    assert chi2_pvalue(off, dlap_pmf(scale)) < P_MIN  # power: 3 % in the scale
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sigma", [0.5, 0.8, 1.0, 3.7, 50.0])
 def test_discrete_gaussian_matches_its_pmf(sigma):
     draws = samplers.discrete_gaussian(np.random.default_rng(31), sigma, N)
     assert draws.dtype == np.int64
     assert chi2_pvalue(draws, dgauss_pmf(sigma)) > P_MIN
-    if sigma < 1.5:     # the rounded float normal differs from N_ℤ(0, σ²) where the lattice is coarse
+    if sigma < 1.5:  # the rounded float normal differs from N_ℤ(0, σ²) where the lattice is coarse
         wrong = np.round(np.random.default_rng(32).normal(0, sigma, N)).astype(np.int64)
         assert chi2_pvalue(wrong, dgauss_pmf(sigma)) < P_MIN
     slightly_off = samplers.discrete_gaussian(np.random.default_rng(33), sigma * 1.03, N)
-    assert chi2_pvalue(slightly_off, dgauss_pmf(sigma)) < P_MIN          # power: 3 % in σ
+    assert chi2_pvalue(slightly_off, dgauss_pmf(sigma)) < P_MIN  # power: 3 % in σ
 
 
 def test_samplers_draw_only_uniform_integers_and_run_on_the_csprng():
-    rng = IntegersOnly(np.random.Generator(AESCounter(key=2 ** 100 + 12345)))
+    rng = IntegersOnly(np.random.Generator(AESCounter(key=2**100 + 12345)))
     samplers.discrete_gaussian(rng, 2.5, 1000)
     samplers.discrete_laplace(rng, 3.0, 1000)
     samplers.exponential_index(rng, np.array([0.0, 1.0, 5.0]), 1.0, 1.0)
@@ -163,6 +195,8 @@ def test_samplers_draw_only_uniform_integers_and_run_on_the_csprng():
 
 # -- the exponential mechanism ------------------------------------------------------------------------------
 
+
+@pytest.mark.integration
 def test_exponential_index_has_the_exponential_mechanisms_probabilities():
     rng = np.random.default_rng(41)
     scores, sensitivity, epsilon = np.array([0.0, 1.0, 2.0, 5.0, -3.0, 4.5]), 1.5, 1.2
@@ -172,7 +206,7 @@ def test_exponential_index_has_the_exponential_mechanisms_probabilities():
     p /= p.sum()
     observed = np.bincount(picks, minlength=scores.size)
     assert stats.chisquare(observed, n * p).pvalue > P_MIN
-    q = np.exp(1.1 * epsilon * scores / (2 * sensitivity))              # power: 10 % off in ε
+    q = np.exp(1.1 * epsilon * scores / (2 * sensitivity))  # power: 10 % off in ε
     assert stats.chisquare(observed, n * q / q.sum()).pvalue < P_MIN
     # 1,000 candidates of which one dominates: still exact, and the expected R/Σe^-γ proposals stay one batch
     big = np.r_[np.zeros(999), 40.0]
@@ -181,6 +215,7 @@ def test_exponential_index_has_the_exponential_mechanisms_probabilities():
 
 # -- exact lattice rounding ---------------------------------------------------------------------------------
 
+
 def test_lattice_round_is_exact_monotone_and_shift_equivariant():
     rng = np.random.default_rng(51)
     unit = Fraction(0.1)
@@ -188,7 +223,7 @@ def test_lattice_round_is_exact_monotone_and_shift_equivariant():
     got = samplers.lattice_round(values, unit)
     want = [math.floor(Fraction(float(v)) / unit + Fraction(1, 2)) for v in values]
     assert got.dtype == np.int64 and got.tolist() == want
-    ties = np.array([float(Fraction(2 * k + 1, 2) * unit) for k in range(-50, 50)])   # near-ties (0.1 is inexact)
+    ties = np.array([float(Fraction(2 * k + 1, 2) * unit) for k in range(-50, 50)])  # near-ties (0.1 is inexact)
     want = [math.floor(Fraction(t) / unit + Fraction(1, 2)) for t in ties]
     assert samplers.lattice_round(ties, unit).tolist() == want
     # |v − v'| ≤ k·unit ⇒ |round(v) − round(v')| ≤ k: the integer sensitivity the lattice mechanisms use
@@ -200,6 +235,7 @@ def test_lattice_round_is_exact_monotone_and_shift_equivariant():
 
 
 # -- mechanisms and their events ----------------------------------------------------------------------------
+
 
 def test_mechanisms_release_integers_or_lattice_points_with_their_events():
     rng = np.random.default_rng(61)
@@ -215,9 +251,13 @@ def test_mechanisms_release_integers_or_lattice_points_with_their_events():
     out = lattice_laplace_mechanism(rng.normal(size=1000), unit, DiscreteLaplaceEvent(5.0, 1, 1000), rng)
     assert np.allclose(out / 0.2, np.round(out / 0.2), rtol=0, atol=1e-9)
     picks = {exponential_mechanism(np.array([1e6, 1e6 - 1.0, 1e6 - 40.0]), 1.0, 2.0, rng)[0] for _ in range(300)}
-    assert picks == {0, 1}                                               # huge scores: no overflow, exact
-    for bad in (DiscreteGaussianEvent(0.0), DiscreteGaussianEvent(1.0, 0), DiscreteLaplaceEvent(1.0, 1, 1, 0),
-                DiscreteLaplaceEvent(math.inf)):
+    assert picks == {0, 1}  # huge scores: no overflow, exact
+    for bad in (
+        DiscreteGaussianEvent(0.0),
+        DiscreteGaussianEvent(1.0, 0),
+        DiscreteLaplaceEvent(1.0, 1, 1, 0),
+        DiscreteLaplaceEvent(math.inf),
+    ):
         with pytest.raises(ValueError):
             validate_event(bad)
     for e in (DiscreteGaussianEvent(2.5, 3, 7, "q"), DiscreteLaplaceEvent(4.0, 2, 3, 5, "q")):
@@ -226,16 +266,19 @@ def test_mechanisms_release_integers_or_lattice_points_with_their_events():
 
 # -- accounting: exact for the mechanism sampled ------------------------------------------------------------
 
+
 def lattice_delta(pmf_p: np.ndarray, pmf_q: np.ndarray, epsilon: float) -> float:
     """max of the two hockey-stick divergences H_{e^ε}(P‖Q), H_{e^ε}(Q‖P), summed over the lattice."""
-    return max(float(np.maximum(pmf_p - math.exp(epsilon) * pmf_q, 0).sum()),
-               float(np.maximum(pmf_q - math.exp(epsilon) * pmf_p, 0).sum()))
+    return max(
+        float(np.maximum(pmf_p - math.exp(epsilon) * pmf_q, 0).sum()),
+        float(np.maximum(pmf_q - math.exp(epsilon) * pmf_p, 0).sum()),
+    )
 
 
 def dgauss_pair(sigma: float, shift: int) -> tuple[np.ndarray, np.ndarray]:
     y = np.arange(-int(45 * sigma) - shift - 2, int(45 * sigma) + shift + 3).astype(float)
-    log_p = -y ** 2 / (2 * sigma ** 2)
-    log_q = -(y - shift) ** 2 / (2 * sigma ** 2)
+    log_p = -(y**2) / (2 * sigma**2)
+    log_q = -((y - shift) ** 2) / (2 * sigma**2)
     return np.exp(log_p - special.logsumexp(log_p)), np.exp(log_q - special.logsumexp(log_q))
 
 
@@ -258,7 +301,7 @@ def test_discrete_gaussians_are_not_merged_as_continuous_ones():
     multiplier)."""
     p, q = dgauss_pair(1.0, 1)
     grid = np.linspace(0.0, 3.0, 301)
-    continuous = special.ndtr(0.5 - grid) - np.exp(grid + special.log_ndtr(-0.5 - grid))   # Balle & Wang, Thm. 8
+    continuous = special.ndtr(0.5 - grid) - np.exp(grid + special.log_ndtr(-0.5 - grid))  # Balle & Wang, Thm. 8
     discrete = np.array([lattice_delta(p, q, e) for e in grid])
     assert (discrete - continuous).max() > 0.01 and (discrete / continuous).max() > 1.2
     composed = epsilon_pld([DiscreteGaussianEvent(3.0, 1, 20)], 1e-5)
@@ -266,16 +309,17 @@ def test_discrete_gaussians_are_not_merged_as_continuous_ones():
     assert composed == pytest.approx(epsilon_pld([GaussianEvent(3.0 / math.sqrt(20), 1.0)], 1e-5), rel=1e-3)
     # RDP: count·αΔ²/2σ², the continuous Gaussian's curve (CKS20, Prop. 5)
     assert epsilon_rdp([DiscreteGaussianEvent(3.0, 2, 5)], 1e-5) == pytest.approx(
-        epsilon_rdp([GaussianEvent(3.0 / (2 * math.sqrt(5)), 1.0)], 1e-5), rel=1e-9)
+        epsilon_rdp([GaussianEvent(3.0 / (2 * math.sqrt(5)), 1.0)], 1e-5), rel=1e-9
+    )
 
 
 def test_the_truncation_slack_is_negligible_and_bounds_the_tail():
     for sigma in (0.3, 1.0, 10.0, 1e4):
         t = math.ceil(11.6 * sigma)
         y = np.arange(0, int(60 * sigma) + 60, dtype=float)
-        w = np.exp(-y ** 2 / (2 * sigma ** 2))
+        w = np.exp(-(y**2) / (2 * sigma**2))
         z = w[0] + 2 * w[1:].sum()
-        exact = 2 * w[t + 1:].sum() / z
+        exact = 2 * w[t + 1 :].sum() / z
         assert exact <= discrete_gaussian_tail(sigma) < 1e-25
 
 
@@ -288,10 +332,11 @@ def test_discrete_laplace_epsilon_is_exact():
         eps = epsilon_pld([event], 1e-6)
         y = np.arange(-2000, 2001).astype(float)
         p, q = dlap_pmf(scale)(y), dlap_pmf(scale)(y - shift)
-        assert lattice_delta(p, q, eps) <= 1e-6 * (1 + 1e-9) and eps <= shift / scale + 1e-4   # + the PLD grid
+        assert lattice_delta(p, q, eps) <= 1e-6 * (1 + 1e-9) and eps <= shift / scale + 1e-4  # + the PLD grid
     assert epsilon_pld([DiscreteLaplaceEvent(2.0, 3, 1, 4)], 1e-6) == pytest.approx(
-        epsilon_pld([PureEpsilonEvent(1.5)], 1e-6), rel=1e-12)
-    assert epsilon_pld([DiscreteLaplaceEvent(20.0, 1, 10)], 1e-6) < 10 / 20   # 10 compositions: below the pure sum
+        epsilon_pld([PureEpsilonEvent(1.5)], 1e-6), rel=1e-12
+    )
+    assert epsilon_pld([DiscreteLaplaceEvent(20.0, 1, 10)], 1e-6) < 10 / 20  # 10 compositions: below the pure sum
 
 
 def test_discrete_gaussian_sigma_meets_the_target_and_is_near_the_continuous_one():

@@ -1,6 +1,7 @@
 """`synthrelease score`: a published synthetic table (declared columns: real nulls, surrogate identifiers, a weight
 column) scored against the steward's real rows gets the fidelity and utility figures evaluate@gen's metrics.json
 holds for that table (pipelines/evaluation/score.py)."""
+
 from __future__ import annotations
 
 import json
@@ -17,11 +18,11 @@ from pipelines.data.declared import to_published
 from pipelines.data.schema import NULL_TEXT, load_schema
 from pipelines.errors import InputError
 from pipelines.evaluation import score
-from pipelines.evaluation.report_words import fmt
+from pipelines.reporting.report_words import fmt
 from pipelines.io import write_parquet
-from test_pipeline import make_root, run_stages
+from support.project import make_root, run_stages
 
-FIGURES = ("fidelity", "fidelity_summary", "utility", "utility_verdict")   # metrics.json's keys the score holds
+FIGURES = ("fidelity", "fidelity_summary", "utility", "utility_verdict")  # metrics.json's keys the score holds
 CLINIC = "  clinic: {kind: categorical, categories: [north, south, east], missing: allowed}\n"
 
 
@@ -41,16 +42,20 @@ def with_clinic(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_the_published_columns_are_checked_and_mapped_back(tmp_path: Path, bc_raw: pd.DataFrame) -> None:
-    (tmp_path / "c.yaml").write_text(cohort_schema((Path(__file__).parents[1] / "schemas/breast_cancer.yaml")
-                                                   .read_text()))
+    (tmp_path / "c.yaml").write_text(
+        cohort_schema((Path(__file__).parents[1] / "schemas/breast_cancer.yaml").read_text())
+    )
     sch = load_schema(tmp_path / "c.yaml")
     modelled = with_clinic(bc_raw).drop(columns="mrn").fillna({"clinic": NULL_TEXT})
     published = to_published(modelled.assign(weight=0.5), sch)
     assert published["mrn"].str.startswith("synthetic-").all() and published["clinic"].isna().sum() == 114
     back = score.modelled_table(published, sch, "s.parquet")
-    pd.testing.assert_frame_equal(back, modelled[sch.names], check_dtype=False)   # no id, no weight, the null category
-    with pytest.raises(InputError, match=r"file s\.parquet, column 'clinic': the published table has no such "
-                                         r"column.*Fix: score the release's synthetic\.parquet unmodified"):
+    pd.testing.assert_frame_equal(back, modelled[sch.names], check_dtype=False)  # no id, no weight, the null category
+    with pytest.raises(
+        InputError,
+        match=r"file s\.parquet, column 'clinic': the published table has no such "
+        r"column.*Fix: score the release's synthetic\.parquet unmodified",
+    ):
         score.modelled_table(published.drop(columns="clinic"), sch, "s.parquet")
     with pytest.raises(InputError, match=r"column 'ward': .*does not declare.*Fix: drop the column"):
         score.modelled_table(published.assign(ward=1), sch, "s.parquet")
@@ -64,8 +69,11 @@ def test_a_bundle_of_another_data_set_or_schema_is_refused(tmp_path: Path, bc_ra
     manifest = {"dataset": "breast_cancer", "hashes": {"schema": bc_schema.hash()}}
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     assert score.published_file(bundle, bc_schema, "breast_cancer") == bundle / "synthetic.parquet"
-    with pytest.raises(InputError, match=r"released for data set 'breast_cancer', not 'adult'.*Fix: pass the params "
-                                         r"file of data set 'breast_cancer'"):
+    with pytest.raises(
+        InputError,
+        match=r"released for data set 'breast_cancer', not 'adult'.*Fix: pass the params "
+        r"file of data set 'breast_cancer'",
+    ):
         score.published_file(bundle, bc_schema, "adult")
     (bundle / "manifest.json").write_text(json.dumps({**manifest, "hashes": {"schema": "sha256:other"}}))
     with pytest.raises(InputError, match=r"released under another schema \(sha256:other"):
@@ -78,16 +86,25 @@ def test_a_bundle_of_another_data_set_or_schema_is_refused(tmp_path: Path, bc_ra
 
 
 @pytest.mark.slow
-def test_scoring_a_release_bundle_gives_evaluates_figures(tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch,
-                                                          capsys) -> None:
+def test_scoring_a_release_bundle_gives_evaluates_figures(
+    tmp_path: Path, bc_raw: pd.DataFrame, monkeypatch, capsys
+) -> None:
     from tasks.baseline import baseline
     from tasks.check import check
     from tasks.evaluate import evaluate
     from tasks.release import published_table, release
     from tasks.train import train
-    root = make_root(tmp_path, {"dataset": {"source": "raw.csv"}, "generators": ["mst"],
-                                "weights": {"generators": []}, "release": {"select": "all", "non_dp_gates": "advise"},
-                                "evaluate": {"kway_subsets": 10, "attacks": {"n_attacks": 100}}})
+
+    root = make_root(
+        tmp_path,
+        {
+            "dataset": {"source": "raw.csv"},
+            "generators": ["mst"],
+            "weights": {"generators": []},
+            "release": {"select": "all", "non_dp_gates": "advise"},
+            "evaluate": {"kway_subsets": 10, "attacks": {"n_attacks": 100}},
+        },
+    )
     schema_file = root / "schemas" / "breast_cancer.yaml"
     schema_file.write_text(cohort_schema(schema_file.read_text()))
     with_clinic(bc_raw).to_csv(root / "raw.csv", index=False)
@@ -103,16 +120,16 @@ def test_scoring_a_release_bundle_gives_evaluates_figures(tmp_path: Path, bc_raw
     assert published["mrn"].str.startswith("synthetic-").all() and 0 < published["clinic"].isna().sum()
     monkeypatch.chdir(root)
 
-    assert main(["score", "--synthetic", str(bundle), "--json", "score.json"]) == 0    # the bundle's directory
+    assert main(["score", "--synthetic", str(bundle), "--json", "score.json"]) == 0  # the bundle's directory
     out, err = capsys.readouterr()
     scored = json.loads((root / "score.json").read_text())
     recorded = json.loads((root / "reports/breast_cancer/mst/metrics.json").read_text())
-    for key in FIGURES:   # the known answer: what evaluate measured on the table before it was published
+    for key in FIGURES:  # the known answer: what evaluate measured on the table before it was published
         assert scored[key] == recorded[key], key
     assert scored["n_synthetic"] == scored["n_measured"] == len(published) == recorded["n_synthetic"]
     assert scored["fidelity"]["clinic"]["metric"] == "tv" and "mrn" not in scored["fidelity"]
     header, *rows = out.splitlines()
-    shown = dict(re.split(r"\s{2,}", row, maxsplit=1) for row in rows)   # figure, two spaces or more, value
+    shown = dict(re.split(r"\s{2,}", row, maxsplit=1) for row in rows)  # figure, two spaces or more, value
     assert header.split() == ["figure", "value"] and shown["utility verdict"] == recorded["utility_verdict"]["verdict"]
     assert shown["fidelity: max W1, numeric columns (schema-scaled)"] == fmt(recorded["fidelity_summary"]["max_w1"])
     assert shown["utility: random_forest TSTR AUROC"] == fmt(recorded["utility"]["models"]["random_forest"]["tstr"])
@@ -120,8 +137,12 @@ def test_scoring_a_release_bundle_gives_evaluates_figures(tmp_path: Path, bc_raw
 
     # the same rows with a weight column, outside any bundle, and nothing written without --json
     weighted = tmp_path / "weighted.parquet"
-    published_table(weighted, root / "data/synthetic/breast_cancer/mst.parquet", load_schema(schema_file),
-                    np.linspace(0.5, 1.5, len(published)))
+    published_table(
+        weighted,
+        root / "data/synthetic/breast_cancer/mst.parquet",
+        load_schema(schema_file),
+        np.linspace(0.5, 1.5, len(published)),
+    )
     before = sorted(p for p in root.rglob("*") if p.is_file())
     assert main(["score", "--synthetic", str(weighted)]) == 0
     assert sorted(p for p in root.rglob("*") if p.is_file()) == before

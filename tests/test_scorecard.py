@@ -1,6 +1,7 @@
 """Release scorecard: association (Pearson, Cramér's V, η), MMD, W1, detection AUC, range queries and the
 2-way marginals, against hand-computed answers; independently shuffled columns break the joint metrics
 and leave the marginals perfect."""
+
 from __future__ import annotations
 
 import math
@@ -15,10 +16,10 @@ from pipelines.evaluation.association import association_matrix, correlation_rat
 from pipelines.evaluation.fidelity import marginal_distances, summarise
 from pipelines.evaluation.joint import FOREST, detection_auc, mmd_test, table_wasserstein1
 from pipelines.evaluation.queries import query_arrays, random_range_queries, range_query_answer, range_query_error
-from pipelines.config import SCORECARD_DEFAULTS as DEFAULTS
+from pipelines.config import Scorecard
 from pipelines.evaluation.scorecard import scorecard
 from pipelines.evaluation.utility import MODELS
-from test_metrics import DEPENDENT, dependent, shuffled
+from support.evaluation import DEPENDENT, dependent, shuffled
 
 X = Column("x", "continuous", 0.0, 1.0)
 
@@ -26,6 +27,7 @@ X = Column("x", "continuous", 0.0, 1.0)
 def test_cramers_v_of_two_by_two_tables():
     def table(a, b, c, d):  # counts of (0,0), (0,1), (1,0), (1,1)
         return (np.repeat([0, 0, 1, 1], [a, b, c, d]), np.repeat([0, 1, 0, 1], [a, b, c, d]))
+
     # 2×2: V = |ad − bc| / √((a+b)(c+d)(a+c)(b+d)) = (400 − 100) / 900
     assert cramers_v(*table(20, 10, 10, 20)) == pytest.approx(1 / 3)
     assert cramers_v(*table(10, 0, 0, 10)) == pytest.approx(1.0)
@@ -40,11 +42,17 @@ def test_correlation_ratio_hand_computed():
 
 
 def test_association_matrix_uses_the_measure_of_each_pair():
-    df = pd.DataFrame({"x1": [0.1, 0.2, 0.3, 0.4], "x2": [0.9, 0.7, 0.5, 0.3], "b": ["no", "no", "yes", "yes"],
-                       "c": ["low", "low", "high", "high"]})
+    df = pd.DataFrame(
+        {
+            "x1": [0.1, 0.2, 0.3, 0.4],
+            "x2": [0.9, 0.7, 0.5, 0.3],
+            "b": ["no", "no", "yes", "yes"],
+            "c": ["low", "low", "high", "high"],
+        }
+    )
     m = association_matrix(df, DEPENDENT)
-    assert m[0, 1] == pytest.approx(-1.0)            # Pearson, x2 = 1.1 − 2·x1
-    assert m[2, 3] == pytest.approx(1.0)             # Cramér's V, b determines c
+    assert m[0, 1] == pytest.approx(-1.0)  # Pearson, x2 = 1.1 − 2·x1
+    assert m[2, 3] == pytest.approx(1.0)  # Cramér's V, b determines c
     assert m[0, 2] == pytest.approx(math.sqrt(0.04 / 0.05))  # η: 2·0.1² + 2·0.1² between, 0.05 total
     assert np.allclose(m, m.T) and np.allclose(np.diag(m), 1)
 
@@ -62,15 +70,24 @@ def test_table_wasserstein1_of_a_shift_is_the_shift():
     assert out["w1"] == pytest.approx(0.3) and out["holdout_reference"] == pytest.approx(0.0, abs=1e-12)
 
 
-@pytest.mark.parametrize("classifier", [FOREST, ("gradient boosting", MODELS["gradient_boosting"])],
-                         ids=["forest", "gradient_boosting"])
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "classifier", [FOREST, ("gradient boosting", MODELS["gradient_boosting"])], ids=["forest", "gradient_boosting"]
+)
 def test_detection_auc_is_chance_for_one_distribution_and_one_for_disjoint_supports(classifier):
     rng = np.random.default_rng(0)
-    same = detection_auc(pd.DataFrame({"x": rng.random(300)}), pd.DataFrame({"x": rng.random(400)}), [X], 200, 0,
-                         classifier=classifier)
+    same = detection_auc(
+        pd.DataFrame({"x": rng.random(300)}), pd.DataFrame({"x": rng.random(400)}), [X], 200, 0, classifier=classifier
+    )
     assert abs(same["auc"] - 0.5) < 0.1 and same["rows_per_class"] == 200
-    apart = detection_auc(pd.DataFrame({"x": rng.random(100) / 2}), pd.DataFrame({"x": 0.5 + rng.random(100) / 2}),
-                          [X], None, 0, classifier=classifier)
+    apart = detection_auc(
+        pd.DataFrame({"x": rng.random(100) / 2}),
+        pd.DataFrame({"x": 0.5 + rng.random(100) / 2}),
+        [X],
+        None,
+        0,
+        classifier=classifier,
+    )
     assert apart["auc"] > 0.99 and apart["rows_per_class"] == 100
     assert apart["classifier"] == f"{classifier[0]}, out-of-fold scores"
 
@@ -80,9 +97,9 @@ def test_range_query_answers_and_errors_hand_computed():
     synth = pd.DataFrame({"x": [0.1, 0.9, 0.9, 0.9], "b": ["yes", "yes", "yes", "yes"]})
     cols = [X, DEPENDENT[2]]
     query = [(X, (0.0, 0.5)), (DEPENDENT[2], ("yes",))]
-    assert range_query_answer(query_arrays(real, cols), query) == 0.5    # 0.2 and 0.3
+    assert range_query_answer(query_arrays(real, cols), query) == 0.5  # 0.2 and 0.3
     assert range_query_answer(query_arrays(synth, cols), query) == 0.25  # 0.1
-    outside = pd.DataFrame({"x": [0.1, 0.1], "b": ["maybe", "yes"]})     # a value outside the schema's list: code −1
+    outside = pd.DataFrame({"x": [0.1, 0.1], "b": ["maybe", "yes"]})  # a value outside the schema's list: code −1
     assert range_query_answer(query_arrays(outside, cols), query) == 0.5
     assert range_query_answer(query_arrays(outside, cols), [(DEPENDENT[2], ("no",))]) == 0.0
     out = range_query_error(real, real, synth, cols, 50, 2, 0)
@@ -109,10 +126,20 @@ def test_shuffled_columns_break_joint_metrics_and_keep_marginals_perfect():
     train, holdout, fresh = dependent(240, 10), dependent(120, 1), dependent(240, 40)
     broken = shuffled(train, 3)
     assert summarise(marginal_distances(train, broken, DEPENDENT)) == {
-        "mean_tv": 0.0, "max_tv": 0.0, "mean_w1": 0.0, "max_w1": 0.0}
+        "mean_tv": 0.0,
+        "max_tv": 0.0,
+        "mean_w1": 0.0,
+        "max_w1": 0.0,
+    }
     schema = SimpleNamespace(columns=tuple(DEPENDENT), target="b")
-    k = {**DEFAULTS, "mmd_permutations": 100, "range_queries": 300, "ot_max_rows": 300, "kway_bins": 10,
-         "detection_max_rows": 150}
+    k = {
+        **Scorecard().model_dump(),
+        "mmd_permutations": 100,
+        "range_queries": 300,
+        "ot_max_rows": 300,
+        "kway_bins": 10,
+        "detection_max_rows": 150,
+    }
     good, bad = (scorecard(train, s, holdout, schema, 0, k) for s in (fresh, broken))
     assert bad["marginal_2way"]["mean_tv"] > good["marginal_2way"]["mean_tv"] + 0.2
     assert bad["marginal_2way"]["pearl_mean_l1"] == pytest.approx(2 * bad["marginal_2way"]["mean_tv"])

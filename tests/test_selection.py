@@ -1,5 +1,6 @@
 """release.select: the public rule, the budget stage's selection, and a release that trains and publishes one
 table while the other candidates' stages spend and publish nothing."""
+
 from __future__ import annotations
 
 import json
@@ -9,21 +10,28 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipelines.config import RELEASE_DEFAULTS, load_params, merged, parse_params, read_params
+from pipelines.config import Release, load_params, merged, parse_params, read_params
 from pipelines.errors import InputError
 from pipelines.evaluation.outside_dp import MCMC_HEURISTIC
 from pipelines.generators.names import GENERATORS
-from pipelines.selection import PREFERENCE, select
-from test_pipeline import PROJECT, ledger_rows, make_root, run_stages
+from pipelines.selection import PREFERENCE
+from tasks.common import select
+from support.project import PROJECT, ledger_rows, make_root, run_stages
 
 
 def test_the_rule_ranks_every_registered_generator():
     assert sorted(PREFERENCE) == sorted(GENERATORS)
 
 
-@pytest.mark.parametrize("candidates, chosen", [
-    (["dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points", "mst", "aim"], "aim"),
-    (["dpwgan", "mst"], "mst"), (["support_points", "dpwgan", "pearl"], "pearl"), (["ppem"], "ppem")])
+@pytest.mark.parametrize(
+    "candidates, chosen",
+    [
+        (["dpwgan", "ppem", "dp_auto_gan", "pearl", "iw_mmd_gan", "support_points", "mst", "aim"], "aim"),
+        (["dpwgan", "mst"], "mst"),
+        (["support_points", "dpwgan", "pearl"], "pearl"),
+        (["ppem"], "ppem"),
+    ],
+)
 def test_auto_selects_one_generator_by_the_public_rule(candidates, chosen):
     params = {**read_params(PROJECT / "params.yaml"), "generators": candidates}  # release.select: auto, the default
     s = select(parse_params(params), 455)
@@ -37,9 +45,12 @@ def test_auto_and_private_never_pick_support_points_unless_its_heuristic_guarant
     its release is a finite MCMC chain's last state) unless support_points.accept_heuristic is true; all keeps it
     (the ledger gate labels it heuristic)."""
     base = merged(read_params(PROJECT / "params.yaml"), {"generators": ["support_points"]})
-    with pytest.raises(InputError, match=rf"'release\.select': auto would choose support_points, whose guarantee is "
-                                         rf"{re.escape(MCMC_HEURISTIC)}.*Fix: list a generator before support_points.*"
-                                         r"support_points: \{accept_heuristic: true\}"):
+    with pytest.raises(
+        InputError,
+        match=rf"'release\.select': auto would choose support_points, whose guarantee is "
+        rf"{re.escape(MCMC_HEURISTIC)}.*Fix: list a generator before support_points.*"
+        r"support_points: \{accept_heuristic: true\}",
+    ):
         select(parse_params(base), 455)
     accepted = merged(base, {"support_points": {"accept_heuristic": True}})
     chosen = select(parse_params(accepted), 455)
@@ -47,15 +58,21 @@ def test_auto_and_private_never_pick_support_points_unless_its_heuristic_guarant
     assert select(parse_params(merged(base, {"generators": ["support_points", "pearl"]})), 455).selected == ("pearl",)
     assert select(parse_params(merged(base, {"release": {"select": "all"}})), 455).selected == ("support_points",)
 
-    private = merged(base, {"generators": ["aim", "support_points", "private_selection"],
-                            "release": {"select": "private"}})
-    with pytest.raises(InputError, match=r"private would consider support_points.*Fix: leave support_points out of "
-                                         r"the private selection's candidates"):
+    private = merged(
+        base, {"generators": ["aim", "support_points", "private_selection"], "release": {"select": "private"}}
+    )
+    with pytest.raises(
+        InputError,
+        match=r"private would consider support_points.*Fix: leave support_points out of "
+        r"the private selection's candidates",
+    ):
         select(parse_params(private), 455)
     assert select(parse_params(merged(private, {"private_selection": {"candidates": ["aim"]}})), 455).selected == (
-        "private_selection",)   # named candidates without it: nothing heuristic is considered
+        "private_selection",
+    )  # named candidates without it: nothing heuristic is considered
     assert select(parse_params(merged(private, {"support_points": {"accept_heuristic": True}})), 455).selected == (
-        "private_selection",)
+        "private_selection",
+    )
 
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(merged(base, {"support_points": {"accept_heuristic": 1}})))
     with pytest.raises(InputError, match=r"'support_points\.accept_heuristic'.*Fix:"):
@@ -71,21 +88,30 @@ def test_an_unknown_select_mode_is_refused_with_its_key(tmp_path):
 
 
 def test_the_bundled_configurations_select_as_documented():
-    assert load_params(PROJECT / "params.yaml").release.model_dump() == RELEASE_DEFAULTS == {
-        "select": "auto", "test_epsilon": 0.1, "test_excess_max": 0.05, "test_confidence": 0.99,
-        "non_dp_gates": "advise"}
+    assert (
+        load_params(PROJECT / "params.yaml").release.model_dump()
+        == Release().model_dump()
+        == {
+            "select": "auto",
+            "test_epsilon": 0.1,
+            "test_excess_max": 0.05,
+            "test_confidence": 0.99,
+            "non_dp_gates": "advise",
+        }
+    )
     compare = load_params(PROJECT / "params" / "compare.yaml")
-    assert compare.release.model_dump() == {**RELEASE_DEFAULTS, "select": "all", "test_epsilon": 0.02}
+    assert compare.release.model_dump() == {**Release().model_dump(), "select": "all", "test_epsilon": 0.02}
     # the default lists what auto publishes, AIM; compare lists every generator but the private selection
     assert load_params(PROJECT / "params.yaml").generators == ("aim",)
     assert sorted(compare.generators) == sorted(set(GENERATORS) - {"private_selection"})
 
 
-@pytest.mark.parametrize("key,value", [("test_epsilon", 0), ("test_excess_max", 1.5), ("test_confidence", 1.0),
-                                       ("non_dp_gates", "ignore")])
+@pytest.mark.parametrize(
+    "key,value", [("test_epsilon", 0), ("test_excess_max", 1.5), ("test_confidence", 1.0), ("non_dp_gates", "ignore")]
+)
 def test_a_bad_release_test_setting_is_refused_with_its_key(tmp_path, key, value):
     params = yaml.safe_load((PROJECT / "params.yaml").read_text())
-    params["release"][key] = value
+    params.setdefault("release", {})[key] = value
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     with pytest.raises(InputError, match=rf"'release\.{key}'.*Fix:"):
         load_params(tmp_path / "params.yaml")
@@ -99,8 +125,11 @@ def test_auto_release_trains_weights_and_publishes_only_the_selected_table(tmp_p
     from tasks.release import release
     from tasks.train import train
     from tasks.weight import weight
-    root = make_root(tmp_path, {"generators": ["dpwgan", "aim"], "release": {"select": "auto"},
-                                "weights": {"generators": "selected"}})
+
+    root = make_root(
+        tmp_path,
+        {"generators": ["dpwgan", "aim"], "release": {"select": "auto"}, "weights": {"generators": "selected"}},
+    )
     run_stages(root, "budget")
     params = load_params(root / "params.yaml")
     alloc = root / "data/allocation/breast_cancer"
@@ -145,9 +174,16 @@ def test_an_accepted_support_points_release_is_labelled_heuristic_in_its_manifes
     from tasks.evaluate import evaluate
     from tasks.release import release
     from tasks.train import train
-    root = make_root(tmp_path, {"generators": ["support_points"], "weights": {"generators": []},
-                                "release": {"select": "auto", "non_dp_gates": "advise"},
-                                "support_points": {"accept_heuristic": True}})
+
+    root = make_root(
+        tmp_path,
+        {
+            "generators": ["support_points"],
+            "weights": {"generators": []},
+            "release": {"select": "auto", "non_dp_gates": "advise"},
+            "support_points": {"accept_heuristic": True},
+        },
+    )
     run_stages(root, "budget")
     params = load_params(root / "params.yaml")
     train(params, "support_points", "run", root)
@@ -158,7 +194,8 @@ def test_an_accepted_support_points_release_is_labelled_heuristic_in_its_manifes
     evaluate(params, "support_points", root)
     checks = check(params, "support_points", root)
     assert checks["deciding_gates"] == ["ledger", "release_test"] and "mh_convergence" in [
-        g["name"] for g in checks["gates"]]
+        g["name"] for g in checks["gates"]
+    ]
     index = release(params, root)
     (released,) = index["released"]
     bundle = root / released["path"]

@@ -3,6 +3,7 @@ brute force, random neighbouring pairs), the incremental energy, the MH sampler 
 density, the exact mechanism's looseness on the audited pair (the audits of every release through the generator's
 own code are in tests/audit_cases_release.py), the bandwidth range bound, the
 counterexample to Algorithm 1's score, and the generator contract (plan, reserve before read, gate, sampling)."""
+
 from __future__ import annotations
 
 import itertools
@@ -13,29 +14,50 @@ from dataclasses import astuple
 import numpy as np
 import pytest
 from scipy import stats
-from test_dpwgan import MIXED, FakeSession, GuardedData, mixed_data
+from support.generators import MIXED, GuardedData, mixed_data
+from support.ledger import FakeSession
 
 from pipelines.data.layout import Block, Layout, project_to_layout
 from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.registry import load_generator, make_generator
 from pipelines.generators.support_points import SupportPoints, support_points
-from pipelines.privacy.bandwidth import (BANDWIDTH_LATTICE_STEPS, bandwidth_grid, kde_log_likelihoods,
-                                         likelihood_range, mle_bandwidth)
+from pipelines.generators.mechanisms.bandwidth import (
+    BANDWIDTH_LATTICE_STEPS,
+    bandwidth_grid,
+    kde_log_likelihoods,
+    likelihood_range,
+    mle_bandwidth,
+)
 from pipelines.stats.energy import EnergyChains, energy_distance, energy_sensitivity
-from pipelines.privacy.energy_sampler import reflect, sample_energy_mechanism
+from pipelines.generators.mechanisms.energy_sampler import reflect, sample_energy_mechanism
 from pipelines.evaluation.outside_dp import MCMC_HEURISTIC, sampler_facts
-from pipelines.evaluation.report import public_markdown, render_markdown
-from pipelines.gates.release import ledger_gate
-from pipelines.privacy.events import (MCMC_EXPONENTIAL, DiscreteLaplaceEvent, GaussianEvent, NonPrivateEvent,
-                                      PureEpsilonEvent, RepeatAndSelectEvent, event_from_dict, exactly_sampled)
+from pipelines.reporting.report import public_markdown, render_markdown
+from pipelines.gates.ledger import ledger_gate
+from pipelines.privacy.events import (
+    MCMC_EXPONENTIAL,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    NonPrivateEvent,
+    PureEpsilonEvent,
+    RepeatAndSelectEvent,
+    event_from_dict,
+    exactly_sampled,
+)
 from pipelines.privacy.ledger import Ledger
 
 DELTA = 1e-5
-FAST = {"n_points": 4, "burn_in": 300, "steps": 400, "thin": 10, "noise_seed": 0,
-        "calibration": {"share": 0.0}}   # the method alone (calibration: tests/test_calibration.py)
+FAST = {
+    "n_points": 4,
+    "burn_in": 300,
+    "steps": 400,
+    "thin": 10,
+    "noise_seed": 0,
+    "calibration": {"share": 0.0},
+}  # the method alone (calibration: tests/test_calibration.py)
 
 
 # -- energy distance and sensitivity (eq. 5.5, 5.10) ---------------------------------------------------
+
 
 def test_energy_distance_worked_example_values():
     """Eq. 5.12-5.13: e(X', Y) = 2 and e(X, Y) = 3/2 − 3/8 = 9/8."""
@@ -45,8 +67,9 @@ def test_energy_distance_worked_example_values():
 
 
 def _max_change(sets_x, pairs_of, ys, p):
-    return max(abs(energy_distance(a, y, p) - energy_distance(b, y, p))
-               for x in sets_x for a, b in pairs_of(x) for y in ys)
+    return max(
+        abs(energy_distance(a, y, p) - energy_distance(b, y, p)) for x in sets_x for a, b in pairs_of(x) for y in ys
+    )
 
 
 def test_worked_example_sensitivity_is_seven_eighths_by_brute_force():
@@ -84,7 +107,7 @@ def test_sensitivity_bounds_random_neighbouring_pairs(p):
         swapped = abs(energy_distance(np.vstack([x[1:], x0]), y, p) - energy_distance(x, y, p))
         worst = max(worst, added / energy_sensitivity(m + 1, d, p), swapped / energy_sensitivity(m, d, p))
     assert worst <= 1.0 + 1e-12
-    assert worst > 0.7            # the random search gets near the bound: it is not vacuous
+    assert worst > 0.7  # the random search gets near the bound: it is not vacuous
 
 
 def test_norm_outside_negative_type_range_is_refused():
@@ -112,11 +135,14 @@ def test_incremental_energy_matches_recomputation(p):
 
 # -- the sampler --------------------------------------------------------------------------------------
 
+
 def test_reflected_proposal_is_symmetric_and_stays_in_the_cube():
     """q(b|a) = Σ_images φ_s: the folded Gaussian density is the same both ways."""
+
     def q(b, a, s):
         k = np.arange(-20, 21)
         return (stats.norm.pdf(b - a + 2 * k, scale=s) + stats.norm.pdf(-b - a + 2 * k, scale=s)).sum()
+
     for a, b, s in [(0.05, 0.9, 0.7), (0.0, 0.3, 2.0), (0.99, 0.98, 0.01), (0.2, 0.6, 0.4)]:
         assert q(b, a, s) == pytest.approx(q(a, b, s), rel=1e-12)
     t = np.random.default_rng(0).normal(0, 5, 10_000)
@@ -132,19 +158,30 @@ def exact_density(x: np.ndarray, beta: float, grid: np.ndarray) -> np.ndarray:
     return dens / np.trapezoid(dens, grid)
 
 
+@pytest.mark.integration
 def test_sampler_final_states_follow_the_exponential_mechanism_density():
     """Many independent chains: their final states are draws from π_X (KS test against the quadrature CDF),
     including the mass near the faces that clipping would distort."""
     x = np.array([[0.0], [0.1], [0.9]])
     eps, sens = 3.0, energy_sensitivity(3, 1, 1.0)
-    res = sample_energy_mechanism(x, 1, eps, sens, 1.0, np.random.default_rng(5), chains=20_000, burn_in=200,
-                                  steps=200, thin=200)
+    res = sample_energy_mechanism(
+        x, 1, eps, sens, 1.0, np.random.default_rng(5), chains=20_000, burn_in=200, steps=200, thin=200
+    )
     grid = np.linspace(0, 1, 4001)
-    cdf = np.concatenate([[0], np.cumsum((exact_density(x, eps / (2 * sens), grid)[1:] +
-                                          exact_density(x, eps / (2 * sens), grid)[:-1]) / 2 * np.diff(grid))])
+    cdf = np.concatenate(
+        [
+            [0],
+            np.cumsum(
+                (exact_density(x, eps / (2 * sens), grid)[1:] + exact_density(x, eps / (2 * sens), grid)[:-1])
+                / 2
+                * np.diff(grid)
+            ),
+        ]
+    )
     assert stats.kstest(res.finals[:, 0, 0], lambda v: np.interp(v, grid, cdf)).pvalue > 1e-3
 
 
+@pytest.mark.integration
 def test_exact_mechanism_is_loose_on_the_audited_pair():
     """The pair of the contract audit (tests/audit_cases_release.py, which runs the MH sampler on it): D = {1},
     D' = {1, 0}, n = 1, d = 1, p = 1, each with eq. 5.10's Δ for its own row count. The exact privacy loss
@@ -161,6 +198,7 @@ def test_exact_mechanism_is_loose_on_the_audited_pair():
 
 
 # -- Algorithm 1's score: the counterexample ------------------------------------------------------------
+
 
 def test_score_against_support_points_exceeds_eq_5_10():
     """n = 1, d = 1, p = 1: Y* is the median. Replacing one record of X = {0, 0, 1} by 1 moves Y* from 0 to 1,
@@ -180,6 +218,7 @@ def test_support_points_of_the_uniform_distribution():
 
 
 # -- bandwidths (§5.6.1) -------------------------------------------------------------------------------
+
 
 def test_kde_log_likelihood_closed_form_and_mle():
     x = np.array([[0.2, 0.4], [0.9, 0.1]])
@@ -204,10 +243,11 @@ def test_likelihood_range_bounds_every_record():
         v = kde_log_likelihoods(x0, centres, grid)[:, 0]
         worst = max(worst, v.max() - v.min())
     assert worst <= r
-    assert worst > 0.95 * r       # attained at opposite corners: the bound is tight
+    assert worst > 0.95 * r  # attained at opposite corners: the bound is tight
 
 
 # -- the generator -------------------------------------------------------------------------------------
+
 
 def fitted(params: dict, epsilon: float = 1.0, n: int = 120) -> SupportPoints:
     gen = SupportPoints(MIXED, {**FAST, **params})
@@ -218,12 +258,18 @@ def fitted(params: dict, epsilon: float = 1.0, n: int = 120) -> SupportPoints:
     return gen
 
 
-@pytest.mark.parametrize("expansion, events", [
-    ("kde_public", [PureEpsilonEvent(2.0)]),
-    ("kde_laplace", [PureEpsilonEvent(1.8), DiscreteLaplaceEvent(BANDWIDTH_LATTICE_STEPS / 0.2,
-                                                                  BANDWIDTH_LATTICE_STEPS)]),
-    ("kde_exponential", [PureEpsilonEvent(1.8), PureEpsilonEvent(0.2)]),
-    ("repeat", [PureEpsilonEvent(2.0 / 3)] * 3)])
+@pytest.mark.parametrize(
+    "expansion, events",
+    [
+        ("kde_public", [PureEpsilonEvent(2.0)]),
+        (
+            "kde_laplace",
+            [PureEpsilonEvent(1.8), DiscreteLaplaceEvent(BANDWIDTH_LATTICE_STEPS / 0.2, BANDWIDTH_LATTICE_STEPS)],
+        ),
+        ("kde_exponential", [PureEpsilonEvent(1.8), PureEpsilonEvent(0.2)]),
+        ("repeat", [PureEpsilonEvent(2.0 / 3)] * 3),
+    ],
+)
 def test_plan_splits_the_budget_and_fit_records_it(expansion, events):
     gen = fitted({"expansion": expansion, "repeats": 3}, epsilon=2.0)
     got = list(gen.privacy.events)
@@ -235,10 +281,11 @@ def test_plan_splits_the_budget_and_fit_records_it(expansion, events):
             assert e.epsilon == pytest.approx(want.epsilon)
     # the sets are a finite chain's last states (a heuristic ε); the bandwidth's grid draw is exact
     assert [e.mechanism for e in got if isinstance(e, PureEpsilonEvent)] == [MCMC_EXPONENTIAL] * gen.repeats + (
-        ["exponential"] if expansion == "kde_exponential" else [])
+        ["exponential"] if expansion == "kde_exponential" else []
+    )
     assert gen.privacy.sensitivity == pytest.approx(energy_sensitivity(120, MIXED.width, 2.0))
     assert len(gen.points) == 4 * (3 if expansion == "repeat" else 1)
-    lo, hi = gen.params["bandwidth_bounds"]
+    lo, hi = gen.params.bandwidth_bounds
     assert lo <= gen.bandwidth <= hi or expansion in ("kde_public", "repeat")
 
 
@@ -248,7 +295,7 @@ def test_sample_is_in_the_encoded_domain_and_survives_save_load(tmp_path):
     rows = gen.sample(500, 3)
     assert rows.shape == (500, MIXED.width) and rows.dtype == np.float32
     assert rows.min() >= 0 and rows.max() <= 1
-    np.testing.assert_array_equal(rows[:, 3:6].sum(1), 1)                    # one-hot block exact
+    np.testing.assert_array_equal(rows[:, 3:6].sum(1), 1)  # one-hot block exact
     assert set(np.unique(rows[:, [2, 6]])) <= {0.0, 1.0}
     gen.save(tmp_path)
     again = load_generator("support_points", tmp_path)
@@ -274,15 +321,21 @@ def test_rhat_gate_passes_converged_chains_and_refuses_disagreeing_ones():
     assert not refusal.passed and refusal.evidence["rhat"] > 1.05 and refusal.evidence["refused_because"]
 
 
+@pytest.mark.integration
 def test_private_sets_approach_the_support_points_as_epsilon_grows():
     """Figure 5.2's behaviour on 2-D clustered data: e(X, Ỹ) falls towards e(X, Y*) as ε grows."""
     rng = np.random.default_rng(0)
     x = np.clip(rng.choice([0.25, 0.75], (150, 2)) + 0.04 * rng.standard_normal((150, 2)), 0, 1)
     y_star = support_points(x, 5, 2.0, 300, 0.01, 0)
     sens = energy_sensitivity(150, 2, 2.0)
-    energies = [energy_distance(x, sample_energy_mechanism(x, 5, eps, sens, 2.0, np.random.default_rng(1),
-                                                           burn_in=1500, steps=1000).finals[0], 2.0)
-                for eps in (1.0, 100.0, 1e4)]
+    energies = [
+        energy_distance(
+            x,
+            sample_energy_mechanism(x, 5, eps, sens, 2.0, np.random.default_rng(1), burn_in=1500, steps=1000).finals[0],
+            2.0,
+        )
+        for eps in (1.0, 100.0, 1e4)
+    ]
     assert energies[0] > energies[1] > energies[2]
     assert energies[2] < 3 * energy_distance(x, y_star, 2.0) < energies[0]
 
@@ -297,10 +350,14 @@ def test_non_private_mode_releases_the_support_points():
 
 def test_registry_and_bad_parameters():
     assert isinstance(make_generator("support_points", MIXED, FAST, "cpu"), SupportPoints)
-    for bad, match in [({"chains": 2}, r"chains must be an integer in \[4, 256\]"),
-                       ({"expansion": "kde"}, "expansion must be one of"),
-                       ({"bandwidth_bounds": [0.2, 0.1]}, "bandwidth_bounds"), ({"stepz": 1}, "unknown"),
-                       ({"steps": 20, "thin": 10}, "4·thin"), ({"accept_heuristic": "yes"}, "true or false")]:
+    for bad, match in [
+        ({"chains": 2}, r"chains must be an integer in \[4, 256\]"),
+        ({"expansion": "kde"}, "expansion must be one of"),
+        ({"bandwidth_bounds": [0.2, 0.1]}, "bandwidth_bounds"),
+        ({"stepz": 1}, "unknown"),
+        ({"steps": 20, "thin": 10}, "4·thin"),
+        ({"accept_heuristic": "yes"}, "accept_heuristic input should be a valid boolean"),
+    ]:
         with pytest.raises(ValueError, match=match):
             SupportPoints(MIXED, bad)
 
@@ -318,17 +375,27 @@ def test_the_release_is_labelled_heuristic_from_its_ledger_rows_to_both_reports(
     assert sampler_facts(spent[1:]) == {"exact_sampler": True}
     gate = ledger_gate(led, "toy", DELTA, 10.0, [*session.reservation.row_ids, *session.row_ids])
     assert gate.passed and gate.evidence["label"] == MCMC_HEURISTIC and gate.evidence["exact_sampler"] is False
-    assert gate.evidence["epsilon_total_pld"] == pytest.approx(2.0, abs=1e-3)   # ε accounted as the mechanism's
-    assert MCMC_HEURISTIC == ("heuristic: the exponential mechanism's ε holds only for an exact sample; this release "
-                              "is the last state of a finite MCMC chain with no proven mixing bound")
-    summary = {"dataset": "toy", "generator": "support_points", "release_id": "support_points-0123456789ab",
-               "rows": 120, "guarantee": gate.evidence["label"], "audience": "public",
-               "gates": [{**gate.to_dict(), "data_dependent": False}],
-               "privacy": {"epsilon_generator": 2.0, "events": [{"kind": "pure_epsilon", "epsilon": 1.8,
-                                                                  "mechanism": MCMC_EXPONENTIAL}]}}
+    assert gate.evidence["epsilon_total_pld"] == pytest.approx(2.0, abs=1e-3)  # ε accounted as the mechanism's
+    assert MCMC_HEURISTIC == (
+        "heuristic: the exponential mechanism's ε holds only for an exact sample; this release "
+        "is the last state of a finite MCMC chain with no proven mixing bound"
+    )
+    summary = {
+        "dataset": "toy",
+        "generator": "support_points",
+        "release_id": "support_points-0123456789ab",
+        "rows": 120,
+        "guarantee": gate.evidence["label"],
+        "audience": "public",
+        "gates": [{**gate.to_dict(), "data_dependent": False}],
+        "privacy": {
+            "epsilon_generator": 2.0,
+            "events": [{"kind": "pure_epsilon", "epsilon": 1.8, "mechanism": MCMC_EXPONENTIAL}],
+        },
+    }
     for page in (public_markdown(summary), render_markdown(summary)):
-        assert f"Guarantee | {MCMC_HEURISTIC} |" in page      # the release table's row, from the manifest
-        assert f"Its guarantee is {MCMC_HEURISTIC}" in page    # the method's paragraph
+        assert f"Guarantee | {MCMC_HEURISTIC} |" in page  # the release table's row, from the manifest
+        assert f"Its guarantee is {MCMC_HEURISTIC}" in page  # the method's paragraph
 
 
 def test_a_selection_with_a_heuristic_candidate_is_heuristic():

@@ -1,4 +1,5 @@
 """Schema-only encoder: layout, exact round trip, clipping, no dependence on data, keyed split."""
+
 from __future__ import annotations
 
 import pickle
@@ -14,24 +15,49 @@ from pipelines.data.validation import conforms
 
 def adult_probe() -> pd.DataFrame:
     """Three hand-written adult rows (bounds, midpoints and first/last categories)."""
-    return pd.DataFrame({
-        "age": [17, 90, 53], "workclass": ["Private", "?", "State-gov"], "fnlwgt": [1.0, 1_500_000.0, 750_000.5],
-        "education": ["Bachelors", "Preschool", "HS-grad"], "education_num": [1, 16, 9],
-        "marital_status": ["Divorced", "Widowed", "Married-AF-spouse"], "occupation": ["?", "Sales", "Tech-support"],
-        "relationship": ["Wife", "Husband", "Unmarried"], "race": ["White", "Black", "Other"],
-        "sex": ["Female", "Male", "Male"], "capital_gain": [0, 99_999, 50_000], "capital_loss": [0, 0, 99_999],
-        "hours_per_week": [1, 99, 50], "native_country": ["United-States", "?", "Holand-Netherlands"],
-        "income": ["<=50K", ">50K", ">50K"],
-    }).astype({c: "str" for c in ("workclass", "education", "marital_status", "occupation", "relationship",
-                                  "race", "sex", "native_country", "income")})
+    return pd.DataFrame(
+        {
+            "age": [17, 90, 53],
+            "workclass": ["Private", "?", "State-gov"],
+            "fnlwgt": [1.0, 1_500_000.0, 750_000.5],
+            "education": ["Bachelors", "Preschool", "HS-grad"],
+            "education_num": [1, 16, 9],
+            "marital_status": ["Divorced", "Widowed", "Married-AF-spouse"],
+            "occupation": ["?", "Sales", "Tech-support"],
+            "relationship": ["Wife", "Husband", "Unmarried"],
+            "race": ["White", "Black", "Other"],
+            "sex": ["Female", "Male", "Male"],
+            "capital_gain": [0, 99_999, 50_000],
+            "capital_loss": [0, 0, 99_999],
+            "hours_per_week": [1, 99, 50],
+            "native_country": ["United-States", "?", "Holand-Netherlands"],
+            "income": ["<=50K", ">50K", ">50K"],
+        }
+    ).astype(
+        {
+            c: "str"
+            for c in (
+                "workclass",
+                "education",
+                "marital_status",
+                "occupation",
+                "relationship",
+                "race",
+                "sex",
+                "native_country",
+                "income",
+            )
+        }
+    )
 
 
 def test_adult_layout(adult_schema: Schema) -> None:
     layout = Encoder(adult_schema).layout
     widths = {b.column: b.width for b in layout.blocks}
-    expected = sum(len(c.categories) for c in adult_schema.columns if c.kind == "categorical") \
-        + sum(1 for c in adult_schema.columns if c.kind != "categorical")
-    assert layout.width == expected == 107          # education_num is derived: not modelled
+    expected = sum(len(c.categories) for c in adult_schema.columns if c.kind == "categorical") + sum(
+        1 for c in adult_schema.columns if c.kind != "categorical"
+    )
+    assert layout.width == expected == 107  # education_num is derived: not modelled
     assert [b.column for b in layout.blocks] == adult_schema.names
     assert widths["native_country"] == 42 and widths["workclass"] == 9 and widths["sex"] == widths["age"] == 1
     assert [b.column for b in layout.blocks if b.protected] == ["race", "sex"]
@@ -48,13 +74,13 @@ def test_probe_encoding_is_the_schema_formula(adult_schema: Schema) -> None:
     assert X[:, col["age"].start].tolist() == [0.0, 1.0, pytest.approx(36 / 73)]
     assert X[:, col["sex"].start].tolist() == [0.0, 1.0, 1.0]
     assert X[:, col["income"].start].tolist() == [0.0, 1.0, 1.0]
-    wc = X[:, col["workclass"].start:col["workclass"].stop]
+    wc = X[:, col["workclass"].start : col["workclass"].stop]
     assert wc.sum(axis=1).tolist() == [1, 1, 1] and wc.argmax(axis=1).tolist() == [0, 8, 5]
 
 
 def test_round_trip_adult(adult_schema: Schema, adult_raw: pd.DataFrame) -> None:
     enc = Encoder(adult_schema)
-    rows = adult_raw[adult_schema.names]            # the modelled columns (education_num is derived)
+    rows = adult_raw[adult_schema.names]  # the modelled columns (education_num is derived)
     back = enc.decode(enc.encode(rows))
     assert list(back.dtypes) == list(rows.dtypes)
     pd.testing.assert_frame_equal(back.drop(columns="fnlwgt"), rows.drop(columns="fnlwgt"))
@@ -74,14 +100,14 @@ def test_round_trip_breast_cancer(bc_schema: Schema, bc_raw: pd.DataFrame) -> No
 def test_same_schema_same_transform_whatever_the_data(adult_schema: Schema, adult_raw: pd.DataFrame) -> None:
     """THE privacy property: the map depends on the schema only. No fit, no state, no other rows."""
     probe = adult_probe()
-    table_a = adult_raw.iloc[:1000]                               # young/old, small/large weights ...
-    table_b = adult_raw[adult_raw["age"] > 60].iloc[:1000]        # ... and a very different table
+    table_a = adult_raw.iloc[:1000]  # young/old, small/large weights ...
+    table_b = adult_raw[adult_raw["age"] > 60].iloc[:1000]  # ... and a very different table
     enc = Encoder(adult_schema)
     state = pickle.dumps(enc)
     before = enc.encode(probe)
     enc.encode(table_a)
     enc.encode(table_b)
-    assert pickle.dumps(enc) == state                             # encoding changed nothing inside it
+    assert pickle.dumps(enc) == state  # encoding changed nothing inside it
     assert np.array_equal(enc.encode(probe), before)
     built_next_to_a = Encoder(adult_schema)
     built_next_to_a.encode(table_a)
@@ -117,6 +143,7 @@ def test_encode_rejects_unvalidated_frames(adult_schema: Schema) -> None:
         enc.encode(adult_probe().drop(columns="income"))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["adult", "bc"])
 def test_decode_any_matrix_gives_conforming_rows(request: pytest.FixtureRequest, name: str) -> None:
     schema = request.getfixturevalue(f"{name}_schema")
@@ -143,10 +170,10 @@ def test_decode_rounds_thresholds_and_argmaxes(adult_schema: Schema) -> None:
     enc = Encoder(adult_schema)
     X = enc.encode(adult_probe()).astype(np.float64)
     age, sex, wc = (enc.layout.block(c) for c in ("age", "sex", "workclass"))
-    X[0, age.start] = 0.5 / 73 - 1e-9     # 17.4999 -> 17
-    X[1, age.start] = 0.5 / 73 + 1e-9     # 17.5001 -> 18
+    X[0, age.start] = 0.5 / 73 - 1e-9  # 17.4999 -> 17
+    X[1, age.start] = 0.5 / 73 + 1e-9  # 17.5001 -> 18
     X[0, sex.start], X[1, sex.start] = 0.49, 0.5
-    X[2, wc.start:wc.stop] = np.linspace(0.1, 0.2, wc.width)  # argmax = last = '?'
+    X[2, wc.start : wc.stop] = np.linspace(0.1, 0.2, wc.width)  # argmax = last = '?'
     back = enc.decode(X)
     assert back["age"].tolist()[:2] == [17, 18]
     assert back["sex"].tolist()[:2] == ["Female", "Male"]

@@ -1,4 +1,5 @@
 """MMD permutation test: hand-computed statistic, exact small-case p-value, level and power."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,10 @@ from pipelines.stats.two_sample import MMDTest, mmd_permutation_test
 
 def mmd2_by_loops(x: np.ndarray, y: np.ndarray, ell: float) -> float:
     """Unbiased MMD²_u (Gretton et al. 2012, eq. 3) written out term by term."""
+
     def k(a: np.ndarray, b: np.ndarray) -> float:
-        return math.exp(-float(np.sum((a - b) ** 2)) / (2 * ell ** 2))
+        return math.exp(-float(np.sum((a - b) ** 2)) / (2 * ell**2))
+
     n, m = len(x), len(y)
     xx = sum(k(x[i], x[j]) for i in range(n) for j in range(n) if i != j) / (n * (n - 1))
     yy = sum(k(y[i], y[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
@@ -30,10 +33,9 @@ def test_two_by_two_hand_value_and_exact_permutation_p() -> None:
     """
     e = math.exp
     expected = e(-0.5) + e(-2) - 0.5 * (e(-2) + e(-8) + e(-0.5) + e(-4.5))
-    result = mmd_permutation_test(np.array([0.0, 1.0]), np.array([2.0, 4.0]), n_permutations=4000,
-                                  bandwidth=1.0)
+    result = mmd_permutation_test(np.array([0.0, 1.0]), np.array([2.0, 4.0]), n_permutations=4000, bandwidth=1.0)
     assert result.statistic == pytest.approx(expected, rel=1e-12)
-    assert result.p_value == pytest.approx(1 / 3, abs=0.03)   # binomial sd 0.0075
+    assert result.p_value == pytest.approx(1 / 3, abs=0.03)  # binomial sd 0.0075
 
 
 def test_statistic_and_median_bandwidth_match_direct_formulas() -> None:
@@ -44,18 +46,27 @@ def test_statistic_and_median_bandwidth_match_direct_formulas() -> None:
     assert result.bandwidth == pytest.approx(ell, rel=1e-12)
     assert result.statistic == pytest.approx(mmd2_by_loops(x, y, ell), rel=1e-10)
     assert isinstance(result, MMDTest)
-    assert result.to_dict() == {"statistic": result.statistic, "n_x": 9, "n_y": 6,
-                                "bandwidth": result.bandwidth, "p_value": result.p_value,
-                                "n_permutations": 10}
+    assert result.to_dict() == {
+        "statistic": result.statistic,
+        "n_x": 9,
+        "n_y": 6,
+        "bandwidth": result.bandwidth,
+        "p_value": result.p_value,
+        "n_permutations": 10,
+    }
 
 
 def test_level_under_the_null() -> None:
     rng = np.random.default_rng(1)
-    p = np.array([mmd_permutation_test(rng.normal(size=(30, 2)), rng.normal(size=(25, 2)),
-                                       n_permutations=200, seed=r).p_value for r in range(200)])
+    p = np.array(
+        [
+            mmd_permutation_test(rng.normal(size=(30, 2)), rng.normal(size=(25, 2)), n_permutations=200, seed=r).p_value
+            for r in range(200)
+        ]
+    )
     rate = float(np.mean(p <= 0.05))
     print(f"\nMMD null rejection rate at 0.05 over 200 replications: {rate:.3f}")
-    assert 0.01 <= rate <= 0.10            # Binomial(200, 0.05): mean 10, sd 3.1
+    assert 0.01 <= rate <= 0.10  # Binomial(200, 0.05): mean 10, sd 3.1
 
 
 def test_detects_a_mean_shift_and_is_deterministic() -> None:

@@ -2,6 +2,7 @@
 at a unit (the mixture-of-Gaussians PLD) against the Gaussian it must equal at q = 1, the subsampled Gaussian at
 k = 1 and the generic group-privacy bound, the row-level plan search, and one empirical audit of a DP-SGD step on
 the real sampling and noise code with neighbours that differ by one unit of 3 rows."""
+
 from __future__ import annotations
 
 import json
@@ -17,21 +18,41 @@ from pipelines.privacy import accountant
 from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp, gaussian_sigma, rdp_curve, unit_dpsgd_pld
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.dpsgd import SecureGenerator, clip_and_noise, poisson_sample
-from pipelines.privacy.events import (BOUNDED_RANGE, DiscreteGaussianEvent, DiscreteLaplaceEvent, GaussianEvent,
-                                      LaplaceEvent, NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent,
-                                      RepeatAndSelectEvent, ZCDPEvent, event_from_dict, event_to_dict,
-                                      validate_event)
+from pipelines.privacy.events import (
+    BOUNDED_RANGE,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonGaussianEvent,
+    PureEpsilonEvent,
+    RepeatAndSelectEvent,
+    ZCDPEvent,
+    event_from_dict,
+    event_to_dict,
+    validate_event,
+)
 from pipelines.privacy.noise import secure_numpy
 from pipelines.privacy.unit import unit_epsilon, unit_events, unit_plan
 
 DELTA = 1e-5
 COARSE = 10 * accountant.VALUE_DISCRETIZATION
-ROW_EVENTS = [GaussianEvent(2.0, 1.5, "a mean"), LaplaceEvent(4.0, 1.0), DiscreteLaplaceEvent(3.0, 1, 5, 2),
-              DiscreteGaussianEvent(5.0, 1, 4), PureEpsilonEvent(0.2, BOUNDED_RANGE), PureEpsilonEvent(0.3),
-              ZCDPEvent(0.01, "aim"), PoissonGaussianEvent(1.1, 0.01, 100), NonPrivateEvent("x", internal=True)]
+ROW_EVENTS = [
+    GaussianEvent(2.0, 1.5, "a mean"),
+    LaplaceEvent(4.0, 1.0),
+    DiscreteLaplaceEvent(3.0, 1, 5, 2),
+    DiscreteGaussianEvent(5.0, 1, 4),
+    PureEpsilonEvent(0.2, BOUNDED_RANGE),
+    PureEpsilonEvent(0.3),
+    ZCDPEvent(0.01, "aim"),
+    PoissonGaussianEvent(1.1, 0.01, 100),
+    NonPrivateEvent("x", internal=True),
+]
 
 
 # -- the conversions -----------------------------------------------------------------------------------------------
+
 
 def test_one_row_is_the_identity():
     out = unit_events(ROW_EVENTS, 1)
@@ -45,7 +66,7 @@ def test_each_conversion_is_its_closed_form_at_three_rows():
     assert out[0] == GaussianEvent(2.0, 4.5, "a mean")
     assert out[1] == LaplaceEvent(4.0, 3.0) and out[1].epsilon == pytest.approx(0.75, rel=1e-15)
     assert out[2] == DiscreteLaplaceEvent(3.0, 3, 5, 2)
-    assert isinstance(out[3], ZCDPEvent) and out[3].rho == pytest.approx(0.72, rel=1e-15)   # m k²Δ²/2σ²
+    assert isinstance(out[3], ZCDPEvent) and out[3].rho == pytest.approx(0.72, rel=1e-15)  # m k²Δ²/2σ²
     assert isinstance(out[4], PureEpsilonEvent) and out[4].bounded_range
     assert out[4].epsilon == pytest.approx(0.6, rel=1e-15)
     assert out[5].epsilon == pytest.approx(0.9, rel=1e-15) and out[5].mechanism == "exponential"
@@ -84,10 +105,10 @@ def test_zcdp_is_k_squared_rho_and_a_gaussian_budget_matches_the_gaussian_at_sig
     """ρ-zCDP at k rows is k²ρ-zCDP. A Gaussian of multiplier σ is 1/2σ²-zCDP, so 4 × (1/2σ²) is the RDP curve
     α/2(σ/2)² of the Gaussian at σ/2: the two RDP figures coincide."""
     sigma, k = 3.0, 2
-    (z,) = unit_events([ZCDPEvent(1 / (2 * sigma ** 2))], k)
-    assert z.rho == pytest.approx(k * k / (2 * sigma ** 2), rel=1e-15)
+    (z,) = unit_events([ZCDPEvent(1 / (2 * sigma**2))], k)
+    assert z.rho == pytest.approx(k * k / (2 * sigma**2), rel=1e-15)
     assert epsilon_rdp([z], DELTA) == pytest.approx(epsilon_rdp([GaussianEvent(sigma / k, 1.0)], DELTA), rel=1e-9)
-    assert epsilon_rdp([z], DELTA) > k * epsilon_rdp([ZCDPEvent(1 / (2 * sigma ** 2))], DELTA)
+    assert epsilon_rdp([z], DELTA) > k * epsilon_rdp([ZCDPEvent(1 / (2 * sigma**2))], DELTA)
 
 
 def test_discrete_gaussian_at_k_rows_is_the_zcdp_budget_of_its_largest_shift():
@@ -101,14 +122,19 @@ def test_discrete_gaussian_at_k_rows_is_the_zcdp_budget_of_its_largest_shift():
 
 # -- DP-SGD at a unit ----------------------------------------------------------------------------------------------
 
+
 def test_group_field_round_trips_and_is_validated():
     grouped = PoissonGaussianEvent(1.1, 0.01, 100, group=4)
     d = event_to_dict(grouped)
     assert d == {"kind": "poisson_gaussian", "noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 100, "group": 4}
     assert event_from_dict(json.loads(json.dumps(d))) == grouped
     row = PoissonGaussianEvent(1.1, 0.01, 100)
-    assert event_to_dict(row) == {"kind": "poisson_gaussian", "noise_multiplier": 1.1, "sample_rate": 0.01,
-                                  "steps": 100}                     # row-level events serialise as before
+    assert event_to_dict(row) == {
+        "kind": "poisson_gaussian",
+        "noise_multiplier": 1.1,
+        "sample_rate": 0.01,
+        "steps": 100,
+    }  # row-level events serialise as before
     assert event_from_dict(event_to_dict(row)) == row and event_from_dict(event_to_dict(row)).group == 1
     converted = unit_events(ROW_EVENTS, 3)
     assert [event_from_dict(json.loads(json.dumps(event_to_dict(e)))) for e in converted] == converted
@@ -117,23 +143,27 @@ def test_group_field_round_trips_and_is_validated():
             validate_event(PoissonGaussianEvent(1.1, 0.01, 100, group=bad))
 
 
+@pytest.mark.integration
 def test_one_row_dpsgd_is_bit_identical_and_the_mixture_at_one_row_is_the_subsampled_gaussian():
     """group = 1 is composed exactly as before (from_gaussian_mechanism with sampling_prob q); the mixture of
     Gaussians {0: 1 − q, 1: q} agrees with it to 1e-9 relative (dp_accounting's two constructions)."""
     z, q, t = 2.0, 0.05, 100
-    base = pld_lib.from_gaussian_mechanism(z, sampling_prob=q, pessimistic_estimate=True,
-                                           value_discretization_interval=accountant.VALUE_DISCRETIZATION)
+    base = pld_lib.from_gaussian_mechanism(
+        z, sampling_prob=q, pessimistic_estimate=True, value_discretization_interval=accountant.VALUE_DISCRETIZATION
+    )
     assert epsilon_pld([PoissonGaussianEvent(z, q, t)], DELTA) == base.self_compose(t).get_epsilon_for_delta(DELTA)
-    assert epsilon_pld([PoissonGaussianEvent(z, q, t, group=1)], DELTA) == epsilon_pld([PoissonGaussianEvent(z, q, t)],
-                                                                                        DELTA)
+    assert epsilon_pld([PoissonGaussianEvent(z, q, t, group=1)], DELTA) == epsilon_pld(
+        [PoissonGaussianEvent(z, q, t)], DELTA
+    )
     mixture = unit_dpsgd_pld(z, q, 1, COARSE).self_compose(t).get_epsilon_for_delta(DELTA)
-    subsampled = pld_lib.from_gaussian_mechanism(z, sampling_prob=q, pessimistic_estimate=True,
-                                                 value_discretization_interval=COARSE)
+    subsampled = pld_lib.from_gaussian_mechanism(
+        z, sampling_prob=q, pessimistic_estimate=True, value_discretization_interval=COARSE
+    )
     assert mixture == pytest.approx(subsampled.self_compose(t).get_epsilon_for_delta(DELTA), rel=1e-9)
     assert mixture == pytest.approx(1.0973, abs=1e-3)
 
 
-Q1_UNIT = PoissonGaussianEvent(6.0, 1.0, 1, group=2)      # every row in the batch: the Gaussian at z/k = 3
+Q1_UNIT = PoissonGaussianEvent(6.0, 1.0, 1, group=2)  # every row in the batch: the Gaussian at z/k = 3
 
 
 @pytest.mark.slow
@@ -162,8 +192,9 @@ def group_privacy_bound(z: float, q: float, k: int, delta: float) -> float:
     D_0, ..., D_k, an (ε, δ_r)-DP step is (kε, δ_r Σ_{i<k} e^{iε})-DP for k rows (P_0(S) ≤ e^ε P_1(S) + δ_r ≤ ...),
     so the smallest ε with ε_r(δ / Σ_{i<k} e^{iε}) ≤ ε gives kε at δ (fixed point iteration from ε_r(δ), which
     increases to the smallest one)."""
-    pld = pld_lib.from_gaussian_mechanism(z, sampling_prob=q, pessimistic_estimate=True,
-                                          value_discretization_interval=accountant.VALUE_DISCRETIZATION)
+    pld = pld_lib.from_gaussian_mechanism(
+        z, sampling_prob=q, pessimistic_estimate=True, value_discretization_interval=accountant.VALUE_DISCRETIZATION
+    )
     eps = pld.get_epsilon_for_delta(delta)
     for _ in range(200):
         nxt = pld.get_epsilon_for_delta(delta / sum(math.exp(i * eps) for i in range(k)))
@@ -192,8 +223,9 @@ def test_dpsgd_at_a_unit_grows_with_k_and_stays_far_below_generic_group_privacy(
 
 def test_a_selection_with_a_dpsgd_candidate_at_a_unit_is_refused():
     """Private selection is accounted from each candidate's RDP curve, which DP-SGD at k > 1 rows does not have."""
-    selection = RepeatAndSelectEvent(((PoissonGaussianEvent(1.1, 0.01, 100), GaussianEvent(5.0, 1.0)),
-                                      (PureEpsilonEvent(0.1),)), mean=3.0, shape=0.0)
+    selection = RepeatAndSelectEvent(
+        ((PoissonGaussianEvent(1.1, 0.01, 100), GaussianEvent(5.0, 1.0)), (PureEpsilonEvent(0.1),)), mean=3.0, shape=0.0
+    )
     assert math.isfinite(epsilon_pld(unit_events([selection], 1), DELTA))
     with pytest.raises(ValueError, match="RDP curve is not available"):
         unit_events([selection], 2)
@@ -201,7 +233,7 @@ def test_a_selection_with_a_dpsgd_candidate_at_a_unit_is_refused():
     for compose in (epsilon_pld, epsilon_rdp):
         with pytest.raises(ValueError, match="RDP curve is not available"):
             compose([grouped], DELTA)
-    with pytest.raises(ValueError, match="RDP curve is not available"):      # nested selections too
+    with pytest.raises(ValueError, match="RDP curve is not available"):  # nested selections too
         validate_event(RepeatAndSelectEvent(((grouped,),), mean=2.0, shape=0.0))
     # a selection over candidates without DP-SGD converts: every candidate at the unit
     plain = RepeatAndSelectEvent(((GaussianEvent(5.0, 1.0),), (PureEpsilonEvent(0.1),)), mean=3.0, shape=0.0)
@@ -212,12 +244,14 @@ def test_a_selection_with_a_dpsgd_candidate_at_a_unit_is_refused():
 
 # -- planning at the row level for a unit --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ToyPlan:
     epsilon: float
     events: tuple
 
 
+@pytest.mark.integration
 def test_unit_plan_of_a_gaussian_scales_sigma_by_k():
     """A plan of one Gaussian release: at a unit of k rows the release needs k times the noise of a row-level one
     at the same ε (item 1), so the plan found has σ ≈ k·σ_row and spends ε at the unit, in few plan calls."""
@@ -228,12 +262,13 @@ def test_unit_plan_of_a_gaussian_scales_sigma_by_k():
         if math.isinf(eps):
             return ToyPlan(eps, (NonPrivateEvent("epsilon: inf"),))
         return ToyPlan(eps, (GaussianEvent(gaussian_sigma(eps, DELTA, 1.0), 1.0),))
+
     k, target = 3, 1.0
     plan = unit_plan(plan_at, target, DELTA, k)
     sigma_row = gaussian_sigma(target, DELTA, 1.0)
     assert plan.events[0].sigma == pytest.approx(k * sigma_row, rel=5e-3)
     assert 0.995 * target <= unit_epsilon(plan.events, DELTA, k) <= target
-    assert plan.epsilon < target / k                              # the row-level ε' the plan was made at
+    assert plan.epsilon < target / k  # the row-level ε' the plan was made at
     assert len(calls) <= 25
     calls.clear()
     assert unit_plan(plan_at, target, DELTA, 1) == plan_at(target) and calls == [target, target]
@@ -243,6 +278,7 @@ def test_unit_plan_of_a_gaussian_scales_sigma_by_k():
 def test_unit_plan_of_pure_steps_finds_epsilon_over_k():
     def plan_at(eps: float) -> ToyPlan:
         return ToyPlan(eps, (PureEpsilonEvent(eps / 2), PureEpsilonEvent(eps / 2)))
+
     plan = unit_plan(plan_at, 1.2, DELTA, 4)
     assert unit_epsilon(plan.events, DELTA, 4) <= 1.2
     assert 0.3 * (1 - 2e-3) <= plan.epsilon <= 0.3 * (1 + 2e-3)
@@ -251,7 +287,7 @@ def test_unit_plan_of_pure_steps_finds_epsilon_over_k():
 def test_unit_plan_returns_the_plan_itself_when_it_already_meets_the_target_and_refuses_the_unreachable():
     empty = unit_plan(lambda eps: ToyPlan(eps, ()), 1.0, DELTA, 5)
     assert empty == ToyPlan(1.0, ())
-    fixed = ToyPlan(1.0, (PureEpsilonEvent(0.5),))                    # spends 0.5 whatever ε: 2.5 at k = 5
+    fixed = ToyPlan(1.0, (PureEpsilonEvent(0.5),))  # spends 0.5 whatever ε: 2.5 at k = 5
     with pytest.raises(ValueError, match="unreachable"):
         unit_plan(lambda eps: ToyPlan(eps, (PureEpsilonEvent(eps), *fixed.events)), 1.0, DELTA, 5)
     with pytest.raises(ValueError, match="max_rows"):
@@ -261,8 +297,8 @@ def test_unit_plan_returns_the_plan_itself_when_it_already_meets_the_target_and_
 # -- an empirical audit of one DP-SGD step at a unit of 3 rows (privacy rule 4) ------------------------------------
 
 AUDIT_DELTA = 1e-3
-AUDIT_RUNS = 200_000      # per data set
-UNIT_ROWS, UNIT_Q, UNIT_Z = 3, 0.5, 3.0     # claimed unit ε ≈ 1.69 at δ = 1e-3; the row-level claim ≈ 0.445
+AUDIT_RUNS = 200_000  # per data set
+UNIT_ROWS, UNIT_Q, UNIT_Z = 3, 0.5, 3.0  # claimed unit ε ≈ 1.69 at δ = 1e-3; the row-level claim ≈ 0.445
 
 
 def unit_outputs(with_unit: bool, sigma: float, seed: int) -> np.ndarray:
@@ -272,7 +308,7 @@ def unit_outputs(with_unit: bool, sigma: float, seed: int) -> np.ndarray:
     rows and the noise by the real `clip_and_noise` (secure mode), C = 1 and divisor 1. This pair attains the
     mixture of Gaussians Σ_j Bin(j; 3, q) N(j, z²) against N(0, z²), so the audit's bound approaches the claim."""
     gen = SecureGenerator(secure_numpy(bytes([seed]) * 16))
-    row = torch.full((1, 4), 10.0)                                   # norm 20: clipped to 1
+    row = torch.full((1, 4), 10.0)  # norm 20: clipped to 1
     if with_unit:
         kept = poisson_sample(AUDIT_RUNS * UNIT_ROWS, UNIT_Q, gen).numpy()
         in_batch = np.bincount(kept // UNIT_ROWS, minlength=AUDIT_RUNS)

@@ -20,6 +20,7 @@ Claims and lower bounds (95 % confidence; runs per data set at 1× / at the powe
   private selection quality score    1.262  0.421      1,000 / 2,000  0.938   2.151 (×0.5)
   support_points exponential (MH)    1.511  0.504      1,000 / 2,000  0.024   2.167 (×0.1)
 """
+
 from __future__ import annotations
 
 import math
@@ -38,11 +39,22 @@ CASES = cases_unit.CASES
 def test_each_claim_is_the_unit_event_the_ledger_records():
     """The claim is the ε of the event the owner reserves and records, and that event is the unit conversion of the
     row-level one (pipelines/privacy/unit.py), at the δ the case states; the unit costs more than the row."""
-    assert {c.audit.owner for c in CASES} >= {"prepare:row_count", "prepare:row_loss", "check:release_test", "mst",
-                                              "aim", "calibration", "private_selection", "pearl",
-                                              "weights:output_lapl", "support_points"}
+    assert {c.audit.owner for c in CASES} >= {
+        "prepare:row_count",
+        "prepare:row_loss",
+        "check:release_test",
+        "mst",
+        "aim",
+        "calibration",
+        "private_selection",
+        "pearl",
+        "weights:output_lapl",
+        "support_points",
+    }
     assert {(c.audit.owner, c.audit.event_index) for c in CASES if c.audit.owner == "support_points"} == {
-        ("support_points", 0), ("support_points", 1)}
+        ("support_points", 0),
+        ("support_points", 1),
+    }
     for c in CASES:
         ledger, row = c.ledger(), c.row_event()
         assert ledger == unit_event(row, cases_unit.K), c.audit.id
@@ -58,11 +70,14 @@ def test_unit_audit_lower_bound_below_the_unit_claim_and_detects_less_noise(case
     audit, (runs, power_runs) = case.audit, case.runs
     power = audit.power_noise_scale
     at_plan = epsilon_lower_bound(audit.scores(False, 1.0, runs), audit.scores(True, 1.0, runs), audit.delta)
-    at_power = epsilon_lower_bound(audit.scores(False, power, power_runs), audit.scores(True, power, power_runs),
-                                   audit.delta)
+    at_power = epsilon_lower_bound(
+        audit.scores(False, power, power_runs), audit.scores(True, power, power_runs), audit.delta
+    )
     row_claim = cases_unit.claimed(case.row_event())
-    print(f"UNIT AUDIT {audit.id}: claimed {audit.claimed_epsilon:.3f} (row-level {row_claim:.3f}), lower bound "
-          f"{at_plan:.3f}, at noise ×{power:.3g} {at_power:.3f}")
+    print(
+        f"UNIT AUDIT {audit.id}: claimed {audit.claimed_epsilon:.3f} (row-level {row_claim:.3f}), lower bound "
+        f"{at_plan:.3f}, at noise ×{power:.3g} {at_power:.3f}"
+    )
     assert at_plan < audit.claimed_epsilon
     assert at_power > audit.claimed_epsilon
     if case.tight:

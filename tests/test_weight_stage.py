@@ -1,4 +1,5 @@
 """Stage weight@gen: budget reserved before private rows are read, outputs, the gate, and the release join."""
+
 from __future__ import annotations
 
 import shutil
@@ -11,8 +12,8 @@ from pipelines.config import Paths, load_params, merged, parse_params, read_para
 from pipelines.data.transform import Encoder
 from pipelines.errors import BudgetExceededError, InputError
 from pipelines.io import read_json, write_json, write_parquet
-from pipelines.weights.release import weight_gate
-from test_pipeline import ledger_rows, make_root, run_stages
+from pipelines.gates.weights import weight_gate
+from support.project import ledger_rows, make_root, run_stages
 
 FAST = {"epsilon": 1.0, "epochs": 1, "analysis_max_rows": 200}  # pinned: no budget stage needed; keyed noise
 
@@ -21,11 +22,14 @@ FAST = {"epsilon": 1.0, "epochs": 1, "analysis_max_rows": 200}  # pinned: no bud
 def prepared(tmp_path_factory):
     """validate + prepare once, and a synthetic table decoded from uniform encoded rows (no training)."""
     # no steward key (OS-entropy noise): keyed weight noise is bound to the trained model, which this root lacks
-    root = make_root(tmp_path_factory.mktemp("weights"), {"generators": ["dpwgan"], "weights": FAST,
-                                                          "privacy": {"noise_key_file": None}})
+    root = make_root(
+        tmp_path_factory.mktemp("weights"),
+        {"generators": ["dpwgan"], "weights": FAST, "privacy": {"noise_key_file": None}},
+    )
     run_stages(root, "prepare")
     params = load_params(root / "params.yaml")
     from tasks import common
+
     encoder = Encoder(common.schema(params, root))
     rows = np.random.default_rng(0).uniform(size=(300, encoder.layout.width))
     write_parquet(common.paths(params, root).synthetic("dpwgan"), encoder.decode(rows))
@@ -47,10 +51,12 @@ def prepared_root(prepared, tmp_path, weights: dict, privacy: dict | None = None
 @pytest.mark.slow
 def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path):
     from tasks.weight import weight
+
     root, params = prepared_root(prepared, tmp_path, {})
     report = weight(params, "dpwgan", "test", root)
     assert weight_rows(root) == [(3, "weight@dpwgan", "planned"), (4, "weight@dpwgan", "spent")]
     from tasks import common
+
     p = common.paths(params, root)
     w = pd.read_parquet(p.weights("dpwgan"))["weight"]
     assert len(w) == 300 and w.mean() == pytest.approx(1.0) and (w > 0).all()
@@ -62,26 +68,32 @@ def test_weight_stage_reserves_then_writes_weights_and_report(prepared, tmp_path
     assert report["estimator"] == "priv_mlp"
 
 
+@pytest.mark.integration
 def test_weight_budget_refused_before_any_private_row_is_read(prepared, tmp_path, monkeypatch):
     from pipelines.data.encoded import EncodedTable
     from tasks.weight import weight
-    root, params = prepared_root(prepared, tmp_path, {"estimator": "beta_noised", "epsilon": 2.0},
-                                 {"lifetime_epsilon": 1.0})
+
+    root, params = prepared_root(
+        prepared, tmp_path, {"estimator": "beta_noised", "epsilon": 2.0}, {"lifetime_epsilon": 1.0}
+    )
 
     def forbidden(*a, **k):
         raise AssertionError("private rows were read before the budget check")
+
     monkeypatch.setattr(EncodedTable, "__array__", forbidden)
     monkeypatch.setattr(EncodedTable, "to_file", forbidden)
     with pytest.raises(BudgetExceededError, match="plans ε=2"):
         weight(params, "dpwgan", "test", root)
     assert weight_rows(root) == []
     assert not (root / "data" / "weights").exists()
-    assert not list((root / "data" / "prepared").glob(".weight-*"))          # its scratch files are gone too
+    assert not list((root / "data" / "prepared").glob(".weight-*"))  # its scratch files are gone too
 
 
+@pytest.mark.integration
 def test_non_private_estimator_is_refused_outside_internal_releases(prepared, tmp_path, monkeypatch):
     from pipelines.data.encoded import EncodedTable
     from tasks.weight import weight
+
     root, params = prepared_root(prepared, tmp_path, {"estimator": "logreg"})
     monkeypatch.setattr(EncodedTable, "__array__", lambda *a, **k: pytest.fail("rows read"))
     with pytest.raises(BudgetExceededError, match="internal release"):
@@ -92,6 +104,7 @@ def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tm
     """Breast cancer (31 columns, 455 + 300 rows, λ = 0.1): the add/remove Δ_w = R²/(nλ) = 32/(755·0.1) ≈ 0.42,
     so one weight needs a Laplace scale Δ_w/ε ≈ 0.85 > ρ_max = 0.5 at ε = 0.5."""
     from tasks.weight import weight
+
     root, params = prepared_root(prepared, tmp_path, {"estimator": "output_lapl", "epsilon": 0.5})
     with pytest.raises(InputError, match="weights.estimator: output_lapl cannot release even one weight.*Fix"):
         weight(params, "dpwgan", "test", root)
@@ -100,7 +113,8 @@ def test_output_noise_that_cannot_release_a_weight_is_a_clear_error(prepared, tm
 
 def test_bad_settings_name_the_key_and_the_fix():
     from pipelines.config import section
-    with pytest.raises(InputError, match=r"'weights\.estimator': 'kde' is not implemented.*Fix: use one of"):
+
+    with pytest.raises(InputError, match=r"'weights\.estimator': .*'logreg'.*got 'kde'.*Fix: .*one of"):
         section("weights", {"estimator": "kde"}, ["dpwgan"])
     with pytest.raises(InputError, match=r"'weights\.epsilom': unknown weights keys \['epsilom'\].*Fix:"):
         section("weights", {"epsilom": 1}, ["dpwgan"])
@@ -118,6 +132,7 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
     from tasks.release import release
     from tasks.train import train
     from tasks.weight import weight
+
     root = make_root(tmp_path, {"generators": ["dpwgan"], "weights": FAST, "privacy": {"release_epsilon": 2.0}})
     run_stages(root, "budget")  # dpwgan's share of the release ε beside the weights' pinned 1.0
     params = load_params(root / "params.yaml")
@@ -138,8 +153,8 @@ def test_release_joins_weights_and_refuses_a_failed_weight_gate(tmp_path):
 
     strict = merged(read_params(root / "params.yaml"), {"weights": {"khat_bound": -10.0}})
     with pytest.raises(InputError, match=r"'weights\.khat_bound': must be a positive finite number"):
-        parse_params(strict)                         # out of range: no stage gets a configuration to run
-    p = Paths("breast_cancer", root)                 # weights whose k̂ exceeds the bound: the gate fails
+        parse_params(strict)  # out of range: no stage gets a configuration to run
+    p = Paths("breast_cancer", root)  # weights whose k̂ exceeds the bound: the gate fails
     failed = weight_gate(report["khat"] + 1.0, report["khat"] + 0.5, report["estimator"], True, False)
     write_json(p.weights_report("dpwgan"), {**read_json(p.weights_report("dpwgan")), "gate": failed.to_dict()})
     index = release(params, root)  # the weights are refused, the table (whose own gates pass) is not

@@ -1,4 +1,5 @@
 """Weighted analyses (pipelines/evaluation/weighted.py) against closed forms and the paper's §4.3 example."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,6 +27,7 @@ def test_weighted_mmd_with_uniform_weights_is_the_unbiased_mmd():
     assert weighted.weighted_mmd2(x, np.full(40, 7.0), z) == pytest.approx(reference, rel=1e-9)
 
 
+@pytest.mark.integration
 def test_true_weights_remove_the_shift():
     """p_G = N(0, 1), p_D = N(1, 1): w = p_D/p_G; weighted distances fall to the noise floor."""
     rng = np.random.default_rng(1)
@@ -42,8 +44,9 @@ def test_integer_weights_equal_duplicated_rows_for_logistic_regression():
     w = rng.integers(1, 4, 60).astype(float)
     lr = {"logistic_regression": weighted.WEIGHTED_CLASSIFIERS["logistic_regression"]}
     with_weights = weighted.weighted_auroc(x, y, w, x_test, y_test, classifiers=lr)
-    dup = weighted.weighted_auroc(np.repeat(x, w.astype(int), 0), np.repeat(y, w.astype(int)), None, x_test,
-                                  y_test, classifiers=lr)
+    dup = weighted.weighted_auroc(
+        np.repeat(x, w.astype(int), 0), np.repeat(y, w.astype(int)), None, x_test, y_test, classifiers=lr
+    )
     # mean-one scaling keeps the regularisation per unit of weight: weights w/mean(w) on 60 rows equal
     # the duplicated table (Σw rows) only up to C; AUROC of the near-identical fits agrees closely
     assert with_weights["logistic_regression"] == pytest.approx(dup["logistic_regression"], abs=0.02)
@@ -82,6 +85,7 @@ def section_4_3(gamma: float, n: int, seed: int) -> tuple[float, float]:
     def lik(x, y, th):
         p = 1 / (1 + np.exp(-(x @ th)))
         return np.where(y == 1, p, 1 - p)
+
     p_d = d.pdf(x_syn[:, 1:]) * lik(x_syn, y_syn, th_d)
     p_syn = gamma * g.pdf(x_syn[:, 1:]) * lik(x_syn, y_syn, th_g) + (1 - gamma) * p_d
     real = weighted.iw_bayes_logistic(x_real, y_real, None, 10.0)

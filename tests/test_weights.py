@@ -2,6 +2,7 @@
 unbiasedness results (Corollaries 1-2) and bias (Proposition 1) by Monte Carlo, Proposition 2 against the
 accountant, empirical privacy audits of output_lapl, output_norm and one relaxed DP-SGD step, and the
 post-processing (PSIS k̂, ESS, beta calibration) against known answers."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,6 +28,8 @@ def numeric_layout(d: int) -> Layout:
 
 # -- sensitivities and plans (closed forms) ---------------------------------------------------------------
 
+
+@pytest.mark.slow
 def test_plans_follow_the_closed_forms():
     layout = numeric_layout(3)  # R = √(3 + 1) = 2
     assert logistic.feature_norm_bound(layout) == 2.0
@@ -35,7 +38,7 @@ def test_plans_follow_the_closed_forms():
     assert logistic.coefficient_sensitivity(2.0, 200, 0.1) == pytest.approx(0.1)
     assert logistic.log_weight_sensitivity(2.0, 200, 0.1) == pytest.approx(0.2)
     lapl = estimators.plan("output_lapl", {"rho_max": 0.45}, layout, 100, 100, 2.0, DELTA)
-    assert lapl.n_released == 4                       # floor(0.45 · 2 / 0.2)
+    assert lapl.n_released == 4  # floor(0.45 · 2 / 0.2)
     # 4 log-weights on the lattice Δ_w/64, Δ_w = 0.2, shift ≤ 64 points each: t = 64ρ/Δ_w = 64·0.4/0.2 = 64·N_S/ε
     [event] = lapl.events
     assert isinstance(event, DiscreteLaplaceEvent) and (event.sensitivity, event.count, event.dims) == (64, 4, 1)
@@ -45,7 +48,7 @@ def test_plans_follow_the_closed_forms():
     # Δ_β = 0.1, d' = 4: lattice 2^-11 (the largest power of 2 ≤ 0.1/(64·⌈√4⌉)), L1 bound ⌈√4·0.1·2^11⌉ + 4 = 414
     # points, t = 414/ε; the noise in the coefficients' units, 207·2^-11, is b = √4·0.1/ε = 0.1 plus 1.1 %
     [event] = beta.events
-    assert beta.details["lattice_unit"] == 2.0 ** -11 and (event.sensitivity, event.count, event.dims) == (414, 1, 4)
+    assert beta.details["lattice_unit"] == 2.0**-11 and (event.sensitivity, event.count, event.dims) == (414, 1, 4)
     assert event.scale == pytest.approx(207.0) and event.epsilon == pytest.approx(2.0)
     assert 0.1 <= beta.details["laplace_scale"] <= 0.1 * (1 + 2 / logistic.LATTICE_STEPS)
     norm = estimators.plan("output_norm", {"gamma_max": 1.0}, layout, 100, 100, 2.0, DELTA)
@@ -78,9 +81,9 @@ def test_logistic_coefficients_and_log_weights_stay_within_their_sensitivity():
     rng = np.random.default_rng(0)
     d, n_hat, n_syn, l2 = 4, 60, 60, 0.5
     r = logistic.feature_norm_bound(numeric_layout(d))
-    n = n_hat + n_syn                                   # the public divisor
+    n = n_hat + n_syn  # the public divisor
     syn = rng.uniform(size=(n_syn, d))
-    for n_read in (n_hat - 10, n_hat, n_hat + 10):      # the rows actually read may differ from n̂
+    for n_read in (n_hat - 10, n_hat, n_hat + 10):  # the rows actually read may differ from n̂
         real = rng.uniform(size=(n_read, d)) ** 2
         beta = logistic.fit_coefficients(real, syn, l2, n)
         for record in (np.zeros(d), np.ones(d), np.eye(d)[0]):
@@ -92,8 +95,9 @@ def test_logistic_coefficients_and_log_weights_stay_within_their_sensitivity():
     # 1-D worst case: one real row at 0, synthetic 1 × a = 1 and 10 × a = 0, λ = 3, the canary a = 1 (‖x̃‖ = R)
     real, syn, canary = np.zeros((1, 1)), np.r_[[1.0], np.zeros(10)][:, None], np.ones((1, 1))
     n, l2, r = 12, 3.0, math.sqrt(2)
-    moved = np.linalg.norm(logistic.fit_coefficients(np.vstack([real, canary]), syn, l2, n)
-                           - logistic.fit_coefficients(real, syn, l2, n))
+    moved = np.linalg.norm(
+        logistic.fit_coefficients(np.vstack([real, canary]), syn, l2, n) - logistic.fit_coefficients(real, syn, l2, n)
+    )
     assert 0.45 < moved / logistic.coefficient_sensitivity(r, n, l2) <= 1.0
 
 
@@ -116,6 +120,7 @@ def test_logistic_estimators_divide_by_the_public_row_count(monkeypatch):
 
 # -- Corollaries 1-2 (unbiased) and Proposition 1 (biased), by Monte Carlo ---------------------------------
 
+
 @pytest.mark.slow
 def test_output_noise_is_unbiased_on_the_weight_scale():
     """Corollaries 1-2 on a lattice: with the discrete noise's own mean shift E[e^ζ] = 1, on a fine lattice (the
@@ -125,18 +130,18 @@ def test_output_noise_is_unbiased_on_the_weight_scale():
     for rho in (0.2, 0.4):
         unit = 0.01
         m = np.exp(logistic.laplace_log_weights(zeros, DiscreteLaplaceEvent(rho / unit, 1, zeros.size), unit, rng))
-        sd = math.sqrt((1 - rho ** 2) ** 2 * (1 / (1 - 4 * rho ** 2) - 1 / (1 - rho ** 2) ** 2))  # eq. (8)
+        sd = math.sqrt((1 - rho**2) ** 2 * (1 / (1 - 4 * rho**2) - 1 / (1 - rho**2) ** 2))  # eq. (8)
         assert abs(m.mean() - 1) < 5 * sd / math.sqrt(m.size)
         if rho < 0.25:  # the sample sd converges only with a finite 4th moment (4ρ < 1)
             assert m.std() == pytest.approx(sd, rel=0.05)
-    coarse = DiscreteLaplaceEvent(1.0, 1, zeros.size)                        # ρ = 0.4 on the lattice 0.4ℤ
+    coarse = DiscreteLaplaceEvent(1.0, 1, zeros.size)  # ρ = 0.4 on the lattice 0.4ℤ
     m = np.exp(logistic.laplace_log_weights(zeros, coarse, 0.4, rng))
-    shift_gap = abs(-logistic.discrete_laplace_log_mgf(1.0, 0.4) - math.log(1 - 0.4 ** 2))   # 0.0127
+    shift_gap = abs(-logistic.discrete_laplace_log_mgf(1.0, 0.4) - math.log(1 - 0.4**2))  # 0.0127
     assert abs(m.mean() - 1) < 5 * m.std() / math.sqrt(m.size) < shift_gap
-    for gamma, points in ((0.3, 100.0), (0.8, 100.0), (0.8, 1.5)):          # σ = γ/unit lattice points
+    for gamma, points in ((0.3, 100.0), (0.8, 100.0), (0.8, 1.5)):  # σ = γ/unit lattice points
         unit = gamma / points
         m = np.exp(logistic.gaussian_log_weights(zeros, DiscreteGaussianEvent(points, 1, zeros.size), unit, rng))
-        sd = math.sqrt(math.exp(gamma ** 2) - 1)      # log-normal variance
+        sd = math.sqrt(math.exp(gamma**2) - 1)  # log-normal variance
         assert abs(m.mean() - 1) < 5 * sd / math.sqrt(m.size)
         assert m.std() == pytest.approx(sd, rel=0.05)
     # Without the mean shift (plain Laplace), E[e^ζ] = 1/(1 − ρ²) ≠ 1: the shift is what makes it unbiased.
@@ -148,12 +153,12 @@ def test_beta_noised_weights_are_biased_as_proposition_1_says():
     """E_ζ[exp(ζᵀx̃)] = Π_j 1/(1 − b² x̃_j²) > 1 for Laplace(b) coefficients (b|x̃_j| < 1); on the lattice γℤ the
     exact factor is the discrete Laplace's E[e^{γx̃_j Y}], within 0.1 % of it at γ = 2^-10."""
     rng = np.random.default_rng(2)
-    x, b, unit = np.array([0.9, 0.5, 1.0]), 0.3, 2.0 ** -10
+    x, b, unit = np.array([0.9, 0.5, 1.0]), 0.3, 2.0**-10
     event = DiscreteLaplaceEvent(b / unit, 1, 1, 3)
     draws = np.array([logistic.noised_coefficients(np.zeros(3), event, unit, rng)[0] for _ in range(100_000)])
-    assert np.all(draws / unit == np.round(draws / unit))                        # lattice points
+    assert np.all(draws / unit == np.round(draws / unit))  # lattice points
     ratio = np.exp(draws @ x)
-    closed = np.prod(1 / (1 - b ** 2 * x ** 2))
+    closed = np.prod(1 / (1 - b**2 * x**2))
     lattice = math.exp(sum(logistic.discrete_laplace_log_mgf(b / unit, unit * xj) for xj in x))
     assert closed > 1.15 and lattice == pytest.approx(closed, rel=1e-3)
     assert ratio.mean() == pytest.approx(lattice, rel=0.02)
@@ -161,19 +166,24 @@ def test_beta_noised_weights_are_biased_as_proposition_1_says():
 
 # -- audits (privacy rule 4, docs/architecture.md) -----------------------------------------------------------------
 
+
 def audit_output(noisy_fn, event, shift: float, halve: bool) -> float:
     """N_AUDIT runs of one released log-weight on D (value 0) and D' (value Δ_w: the sensitivity attained), on the
     lattice (Δ_w/64)ℤ the estimators use."""
     rng = np.random.default_rng(3)
     if halve:
-        event = dataclasses.replace(event, scale=event.scale / 2) if isinstance(event, DiscreteLaplaceEvent) \
+        event = (
+            dataclasses.replace(event, scale=event.scale / 2)
+            if isinstance(event, DiscreteLaplaceEvent)
             else dataclasses.replace(event, sigma=event.sigma / 2)
+        )
     unit = logistic.log_weight_unit(shift)
     s0 = noisy_fn(np.zeros(N_AUDIT), event, unit, rng)
     s1 = noisy_fn(np.full(N_AUDIT, shift), event, unit, rng)
     return epsilon_lower_bound(s0, s1, DELTA)
 
 
+@pytest.mark.integration
 def test_output_lapl_audit():
     delta_w = 0.1
     n_s, rho, event = logistic.output_laplace_plan(1.0, delta_w, 1, 0.5)
@@ -183,6 +193,7 @@ def test_output_lapl_audit():
     assert audit_output(logistic.laplace_log_weights, event, delta_w, halve=True) > claim
 
 
+@pytest.mark.integration
 def test_output_norm_audit():
     delta_w = 0.1
     n_s, gamma, event = logistic.output_gaussian_plan(1.0, DELTA, delta_w, 1, 10.0)
@@ -216,6 +227,7 @@ def relaxed_neighbours():
     def norm(x):  # the canary's unclipped gradient norm
         grads = per_example_grads(model, relaxed_dpsgd._lot_loss, x, x.new_ones(len(x))).materialised()
         return float(sum(g.square().sum() for g in grads.values()))
+
     canary = max((torch.full((1, 3), s * 1e3) for s in (1.0, -1.0)), key=norm)
     assert norm(canary) > 1e4  # far above C = 1: only clipping keeps the step private
     return model, real, torch.cat([real, canary]), synthetic
@@ -223,14 +235,17 @@ def relaxed_neighbours():
 
 def relaxed_audit(neighbours, sigma: float) -> float:
     model, d, d_prime, syn = neighbours
-    clip, expected = 1.0, float(len(d) + len(syn))   # q = 1: the public constant N_D + N_G
+    clip, expected = 1.0, float(len(d) + len(syn))  # q = 1: the public constant N_D + N_G
     outs = []
     for rows, seed in ((d, 10), (d_prime, 11)):
-        g = relaxed_dpsgd.relaxed_dpsgd_gradient(model, rows, syn, clip, sigma, expected,
-                                                 torch.Generator().manual_seed(seed), draws=N_AUDIT)
+        g = relaxed_dpsgd.relaxed_dpsgd_gradient(
+            model, rows, syn, clip, sigma, expected, torch.Generator().manual_seed(seed), draws=N_AUDIT
+        )
         outs.append(torch.cat([v.reshape(N_AUDIT, -1) for v in g.values()], 1))
-    clean = [relaxed_dpsgd.relaxed_dpsgd_gradient(model, rows, syn, clip, 0.0, expected, torch.Generator())
-             for rows in (d, d_prime)]
+    clean = [
+        relaxed_dpsgd.relaxed_dpsgd_gradient(model, rows, syn, clip, 0.0, expected, torch.Generator())
+        for rows in (d, d_prime)
+    ]
     direction = torch.cat([(clean[1][k] - clean[0][k]).reshape(-1) for k in clean[0]])
     assert float(direction.norm()) * expected == pytest.approx(clip, rel=1e-4)  # one clipped private term
     direction = direction / direction.norm()
@@ -248,11 +263,12 @@ def test_relaxed_dpsgd_step_audit(relaxed_neighbours):
 
 # -- post-processing against known answers ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("k", [0.3, 0.9])
 def test_psis_khat_recovers_the_pareto_shape(k):
     """Weights from a generalised Pareto with shape k: k̂ ≈ k (Vehtari et al.'s estimator via arviz)."""
     u = np.random.default_rng(4).uniform(size=20_000)
-    w = (u ** -k - 1) / k + 1e-3
+    w = (u**-k - 1) / k + 1e-3
     smoothed, khat = postprocess.psis(np.log(w))
     assert khat == pytest.approx(k, abs=0.12)
     assert np.exp(smoothed).sum() == pytest.approx(1.0)
@@ -267,7 +283,7 @@ def test_ess_tempering_and_mean_one():
     assert postprocess.effective_sample_size(np.ones(50)) == pytest.approx(50)
     assert postprocess.effective_sample_size(np.r_[1.0, np.zeros(49)]) == pytest.approx(1)
     w = postprocess.mean_one(postprocess.temper(np.log([1.0, 4.0]), 0.5))
-    assert w == pytest.approx([2 / 3, 4 / 3])                      # √1 : √4, mean one
+    assert w == pytest.approx([2 / 3, 4 / 3])  # √1 : √4, mean one
     assert postprocess.mean_one(postprocess.temper(np.log([1.0, 4.0]), 0.0)) == pytest.approx([1, 1])
 
 

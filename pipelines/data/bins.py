@@ -23,6 +23,7 @@ Users: `Discretizer` (encoded rows <-> integer codes; MST and AIM) and `BinnedEn
 one-hot over its bins plus an offset, a long code list as a one-hot over its buckets plus the code's place: the deep
 generators' `numeric_encoding: bins` and `code_lists: buckets`).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,6 +42,7 @@ class NumericBins:
     """One numeric column's bins. kind 'unit': `edges` in encoded units (no public facts); 'continuous':
     `edges` in schema units, after one zero-width bin per value of `atoms` (schema units); 'integer': bin k holds
     the integers lo[k]..hi[k] (schema units)."""
+
     kind: str
     edges: tuple[float, ...] = ()
     lo: tuple[int, ...] = ()
@@ -88,8 +90,11 @@ class NumericBins:
         else:
             e, k = np.asarray(self.edges), len(self.atoms)
             regular = np.maximum(codes - k, 0)
-            v = np.where(codes < k, np.asarray((*self.atoms, 0.0))[np.minimum(codes, k)],
-                         e[regular] + o * (e[regular + 1] - e[regular]))
+            v = np.where(
+                codes < k,
+                np.asarray((*self.atoms, 0.0))[np.minimum(codes, k)],
+                e[regular] + o * (e[regular + 1] - e[regular]),
+            )
         if self.kind == "unit":
             return np.clip(v, 0.0, 1.0)
         return np.clip((v - self.lower) / (self.upper - self.lower), 0.0, 1.0)
@@ -108,9 +113,15 @@ class NumericBins:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "NumericBins":
-        return cls(d["kind"], tuple(float(e) for e in d.get("edges", ())), tuple(int(v) for v in d.get("lo", ())),
-                   tuple(int(v) for v in d.get("hi", ())), float(d.get("lower", 0.0)), float(d.get("upper", 1.0)),
-                   tuple(float(a) for a in d.get("atoms", ())))
+        return cls(
+            d["kind"],
+            tuple(float(e) for e in d.get("edges", ())),
+            tuple(int(v) for v in d.get("lo", ())),
+            tuple(int(v) for v in d.get("hi", ())),
+            float(d.get("lower", 0.0)),
+            float(d.get("upper", 1.0)),
+            tuple(float(a) for a in d.get("atoms", ())),
+        )
 
 
 def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None) -> NumericBins:
@@ -118,8 +129,10 @@ def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None
     overriding the block's own public `bins`, else `n_bins` equal-width bins."""
     if block.lower is None or block.upper is None:
         if edges is not None:
-            raise ValueError(f"column '{block.column}': public bin edges need the column's public bounds, which this "
-                             f"layout lacks. Fix: build the layout with the schema's Encoder (pipelines.data.transform)")
+            raise ValueError(
+                f"column '{block.column}': public bin edges need the column's public bounds, which this "
+                f"layout lacks. Fix: build the layout with the schema's Encoder (pipelines.data.transform)"
+            )
         return NumericBins("unit", tuple(np.linspace(0.0, 1.0, n_bins + 1).tolist()))
     lower, upper = float(block.lower), float(block.upper)
     public = block.bins if edges is None else tuple(float(e) for e in edges)
@@ -136,8 +149,9 @@ def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None
     else:
         isolated = {int(a) for a in atoms} | {int(a) + 1 for a in atoms}
         starts = [s for s in sorted({int(math.ceil(e)) for e in cuts[:-1]} | {lo_i} | isolated) if lo_i <= s <= hi_i]
-    return NumericBins("integer", lo=tuple(starts), hi=tuple([s - 1 for s in starts[1:]] + [hi_i]),
-                       lower=lower, upper=upper)
+    return NumericBins(
+        "integer", lo=tuple(starts), hi=tuple([s - 1 for s in starts[1:]] + [hi_i]), lower=lower, upper=upper
+    )
 
 
 def equal_width_columns(layout: Layout, bins: dict[str, Iterable[float]] | None = None) -> int:
@@ -170,19 +184,27 @@ class Discretizer:
     rounds, and the rounds at small n̂·ε go to that rule and to the indicators' pairs instead of the target
     (docs/aim-mst.md "A numeric null is a cell of its column"). Public: a function of the layout alone."""
 
-    def __init__(self, layout: Layout, n_bins: int = 32, bins: dict[str, Iterable[float]] | None = None,
-                 fold_missing: bool = False) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        n_bins: int = 32,
+        bins: dict[str, Iterable[float]] | None = None,
+        fold_missing: bool = False,
+    ) -> None:
         self.layout, self.n_bins, bins = layout, _check_n_bins(n_bins), dict(bins or {})
         self.fold_missing = bool(fold_missing)
         numeric = {b.column: b for b in layout.blocks if b.kind in NUMERIC_KINDS}
         unknown = sorted(set(bins) - set(numeric))
         if unknown:
-            raise ValueError(f"bins given for {unknown}, which are not numeric columns of the layout; numeric "
-                             f"columns: {sorted(numeric)}")
+            raise ValueError(
+                f"bins given for {unknown}, which are not numeric columns of the layout; numeric "
+                f"columns: {sorted(numeric)}"
+            )
         self.bins: dict[str, NumericBins] = {c: numeric_bins(b, self.n_bins, bins.get(c)) for c, b in numeric.items()}
-        by_name = {b.column: b for b in layout.blocks}   # the schema reserves `<name>__missing` for the indicator
-        self.folded: dict[str, Block] = {c: by_name[indicator(c)] for c in numeric
-                                         if self.fold_missing and indicator(c) in by_name}
+        by_name = {b.column: b for b in layout.blocks}  # the schema reserves `<name>__missing` for the indicator
+        self.folded: dict[str, Block] = {
+            c: by_name[indicator(c)] for c in numeric if self.fold_missing and indicator(c) in by_name
+        }
         folded = {b.column for b in self.folded.values()}
         self.blocks: tuple[Block, ...] = tuple(b for b in layout.blocks if b.column not in folded)
 
@@ -207,12 +229,12 @@ class Discretizer:
         out = np.empty((X.shape[0], len(self.blocks)), dtype=np.int64)
         for j, b in enumerate(self.blocks):
             if b.kind == "categorical":
-                out[:, j] = X[:, b.start:b.stop].argmax(1)
+                out[:, j] = X[:, b.start : b.stop].argmax(1)
             elif b.kind == "binary":
                 out[:, j] = (X[:, b.start] >= 0.5).astype(np.int64)
             else:
                 out[:, j] = self.bins[b.column].codes(X[:, b.start])
-                if b.column in self.folded:   # the null cell, after the bins
+                if b.column in self.folded:  # the null cell, after the bins
                     out[X[:, self.folded[b.column].start] >= 0.5, j] = self.bins[b.column].size
         return out
 
@@ -221,7 +243,7 @@ class Discretizer:
         numeric ones (`NumericBins.values` at a uniform offset: a uniform integer of the bin for integer bins); a
         folded null cell as the lower bound (0) with its indicator set."""
         codes = np.asarray(codes, dtype=np.int64)
-        out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float32)   # values rounded as astype would
+        out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float32)  # values rounded as astype would
         for j, b in enumerate(self.blocks):
             c = codes[:, j]
             if b.kind == "categorical":
@@ -252,14 +274,15 @@ class Discretizer:
 
 
 BIN_SUFFIX, OFFSET_SUFFIX = ".bin", ".offset"
-BUCKET_SUFFIX, CODE_SUFFIX = ".bucket", ".code"   # a long code list's blocks in the model layout
+BUCKET_SUFFIX, CODE_SUFFIX = ".bucket", ".code"  # a long code list's blocks in the model layout
 
 
 def long_lists(layout: Layout) -> list[Block]:
     """The layout's long code lists a model may see as buckets: categorical blocks of more than
     `code_lists.LONG_LIST_ABOVE` categories, neither the target nor protected (those keep every code)."""
-    return [b for b in layout.blocks if b.kind == "categorical" and is_long(b.width) and not b.is_target
-            and not b.protected]
+    return [
+        b for b in layout.blocks if b.kind == "categorical" and is_long(b.width) and not b.is_target and not b.protected
+    ]
 
 
 class BinnedEncoding:
@@ -291,20 +314,29 @@ class BinnedEncoding:
         self.binned = {c: nb for c, nb in self.discretizer.bins.items() if c not in scaled}
         self.listed = {b.column: CodeBuckets(b.width) for b in long_lists(layout)} if code_lists else {}
         blocks, start = [], 0
-        self._pairs: list[tuple[Block, list[Block]]] = []   # each table block with its model blocks
+        self._pairs: list[tuple[Block, list[Block]]] = []  # each table block with its model blocks
         for b in layout.blocks:
             if b.column in self.listed:
                 nb = self.listed[b.column].count
-                pieces = [Block(b.column + BUCKET_SUFFIX, "categorical", start, start + nb),
-                          Block(b.column + CODE_SUFFIX, "continuous", start + nb, start + nb + 1)]
+                pieces = [
+                    Block(b.column + BUCKET_SUFFIX, "categorical", start, start + nb),
+                    Block(b.column + CODE_SUFFIX, "continuous", start + nb, start + nb + 1),
+                ]
             elif b.column not in self.binned:
                 pieces = [replace(b, start=start, stop=start + b.width)]
             else:
                 nb, facts = self.binned[b.column], {"protected": b.protected, "is_target": b.is_target}
                 pieces = [Block(b.column + BIN_SUFFIX, "categorical", start, start + nb.size, **facts)]
                 if not nb.point_masses:
-                    pieces.append(Block(b.column + OFFSET_SUFFIX, "continuous", start + nb.size,
-                                        start + nb.size + 1, protected=b.protected))
+                    pieces.append(
+                        Block(
+                            b.column + OFFSET_SUFFIX,
+                            "continuous",
+                            start + nb.size,
+                            start + nb.size + 1,
+                            protected=b.protected,
+                        )
+                    )
             self._pairs.append((b, pieces))
             blocks += pieces
             start = pieces[-1].stop
@@ -316,12 +348,12 @@ class BinnedEncoding:
         out = np.zeros((len(X), self.layout.width), dtype=np.float64)
         for b, group in self._pairs:
             if b.column in self.listed:
-                cb, codes = self.listed[b.column], X[:, b.start:b.stop].argmax(1)
+                cb, codes = self.listed[b.column], X[:, b.start : b.stop].argmax(1)
                 out[np.arange(len(X)), group[0].start + cb.bucket[codes]] = 1.0
                 out[:, group[1].start] = cb.offsets(codes)
                 continue
             if b.column not in self.binned:
-                out[:, group[0].start:group[0].stop] = X[:, b.start:b.stop]
+                out[:, group[0].start : group[0].stop] = X[:, b.start : b.stop]
                 continue
             nb, u = self.binned[b.column], X[:, b.start]
             codes = nb.codes(u)
@@ -334,17 +366,17 @@ class BinnedEncoding:
         """Rows of the model layout (exact rows: `project_to_layout`) as float32 rows of the table layout: each
         bin block's argmax, the value at its offset inside that bin; other blocks copied."""
         X = self._matrix(X, self.layout, "decode")
-        out = np.zeros((len(X), self.table_layout.width), dtype=np.float32)   # values rounded as astype would
+        out = np.zeros((len(X), self.table_layout.width), dtype=np.float32)  # values rounded as astype would
         for b, group in self._pairs:
             if b.column in self.listed:
-                buckets = X[:, group[0].start:group[0].stop].argmax(1)
+                buckets = X[:, group[0].start : group[0].stop].argmax(1)
                 codes = self.listed[b.column].codes_at(buckets, X[:, group[1].start])
                 out[np.arange(len(X)), b.start + codes] = 1.0
                 continue
             if b.column not in self.binned:
-                out[:, b.start:b.stop] = X[:, group[0].start:group[0].stop]
+                out[:, b.start : b.stop] = X[:, group[0].start : group[0].stop]
                 continue
-            codes = X[:, group[0].start:group[0].stop].argmax(1)
+            codes = X[:, group[0].start : group[0].stop].argmax(1)
             offsets = X[:, group[1].start] if len(group) > 1 else np.full(len(X), 0.5)
             out[:, b.start] = self.binned[b.column].values(codes, offsets)
         return out

@@ -11,6 +11,7 @@ plus the code's place inside the bucket) and the evaluation's features (`pipelin
 thousands of one-hot columns make a classifier's fit far too slow). MST and AIM keep every code and compress the
 domain by their own noisy counts instead (`pipelines.marginal.compress`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ from functools import cached_property
 
 import numpy as np
 
-LONG_LIST_ABOVE = 100   # a categorical column of more categories is a long code list
-BUCKETS = 64            # buckets of a long code list
+LONG_LIST_ABOVE = 100  # a categorical column of more categories is a long code list
+BUCKETS = 64  # buckets of a long code list
 
 
 def is_long(n_categories: int) -> bool:
@@ -30,6 +31,7 @@ def is_long(n_categories: int) -> bool:
 @dataclass(frozen=True)
 class CodeBuckets:
     """The buckets of a list of `size` codes (module docstring)."""
+
     size: int
 
     @property

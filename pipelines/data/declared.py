@@ -1,7 +1,8 @@
 """The declared columns (the source's and the published table's) and the modelled ones every stage in between
 sees: missing values as data, dates as numbers, identifiers never read.
 
-A column the schema declares `missing: allowed` keeps its null rows. A null there is public structure like a bound (a cause of death only for those who died, a joint income only for
+A column the schema declares `missing: allowed` keeps its null rows. A null there is public structure like a bound (a
+cause of death only for those who died, a joint income only for
 joint applications), so it is modelled, not dropped. Every stage after reading sees the *modelled* columns
 (`Schema.columns`), where a null is an ordinary value, so every generator, the calibration, the evaluation and the
 attacks handle it with no code of their own:
@@ -12,7 +13,8 @@ attacks handle it with no code of their own:
   AIM's public binning), so the value column's distribution over the present rows is untouched.
 The schema makes the modelled columns (`schema.expand`); here, `to_modelled` maps a table with nulls (read from
 the source, or a published synthetic table) to the modelled columns; `to_published` maps the modelled
-synthetic rows back to the declared columns with real nulls, which is what a release bundle holds. Both are functions of the public schema alone.
+synthetic rows back to the declared columns with real nulls, which is what a release bundle holds. Both are functions
+of the public schema alone.
 
 A `date` (`datetime`) column is modelled as its days (seconds) since 1970-01-01 UTC, an integer (continuous)
 column on public calendar bins (`schema.calendar_edges`); one declared `after: <start>` as its gap to the start,
@@ -28,12 +30,21 @@ An identifier column (`kind: id`) is never read or modelled: the published table
 (`surrogate_keys`: "synthetic-1", "synthetic-2", ...), a reserved form that is no real identifier, in the
 declared position.
 """
+
 from __future__ import annotations
 
 import pandas as pd
 
-from pipelines.data.schema import (DATE_KINDS, EPOCH, ID_KIND, INDICATOR_CATEGORIES, Column, Schema, indicator,
-                                   null_category)
+from pipelines.data.schema import (
+    DATE_KINDS,
+    EPOCH,
+    ID_KIND,
+    INDICATOR_CATEGORIES,
+    Column,
+    Schema,
+    indicator,
+    null_category,
+)
 
 SURROGATE_PREFIX = "synthetic-"
 
@@ -83,9 +94,11 @@ def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         elif col.is_numeric or col.kind in DATE_KINDS:
             null = s.isna()
             out[col.name] = s.astype("float64").mask(null, col.lower)
-            out[indicator(col.name)] = pd.Series(null.map({False: INDICATOR_CATEGORIES[0],
-                                                           True: INDICATOR_CATEGORIES[1]}).to_numpy(object),
-                                                 index=s.index, dtype="str")
+            out[indicator(col.name)] = pd.Series(
+                null.map({False: INDICATOR_CATEGORIES[0], True: INDICATOR_CATEGORIES[1]}).to_numpy(object),
+                index=s.index,
+                dtype="str",
+            )
         else:
             token = null_category(col)
             filled = s.astype(object).where(s.notna(), token)

@@ -4,6 +4,7 @@ It is the contract between the prepare stage (which writes `train_encoded.parque
 with the public row count) and every private fit: its length is the public n̂, and the private rows are read only
 when a fit converts it to an array, after the ledger granted the fit's reservation.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -32,15 +33,18 @@ class EncodedTable:
         layout = self.path.parent / "layout.json"
         summary = read_json(layout) if layout.exists() else {}
         if not isinstance(summary.get("rows_public"), int) or summary["rows_public"] < 1:
-            raise InputError("the prepared data has no public row count 'rows_public'.", file=str(layout),
-                             fix="re-run the prepare stage (`dvc repro -f prepare`), which writes it.")
+            raise InputError(
+                "the prepared data has no public row count 'rows_public'.",
+                file=str(layout),
+                fix="re-run the prepare stage (`dvc repro -f prepare`), which writes it.",
+            )
         self.n_rows = summary["rows_public"]
         self.n_rows_source = str(summary.get("rows_public_source", ""))
         footer = pq.read_metadata(self.path)
         self.n_actual = footer.num_rows  # private: never in a public artefact
         self.width = footer.num_columns  # the encoded layout's width (public)
         self.reads = 0
-        self.client: Any = None   # a Dask client: `RowChunks.map` reads the row groups on its workers
+        self.client: Any = None  # a Dask client: `RowChunks.map` reads the row groups on its workers
 
     def __len__(self) -> int:
         """n̂, the public training row count (not the file's row count)."""
@@ -70,8 +74,7 @@ class EncodedTable:
             yield batch.to_pandas().to_numpy(dtype=np.float32, copy=True)
 
 
-def _mapped_group(path: Path, group: int, check: Callable[[np.ndarray], None],
-                  fn: Callable[[np.ndarray], Any]) -> Any:
+def _mapped_group(path: Path, group: int, check: Callable[[np.ndarray], None], fn: Callable[[np.ndarray], Any]) -> Any:
     """`fn` of row group `group` of the encoded table at `path` (float32 rows), checked first (`RowChunks.map`, on
     a worker)."""
     rows = pq.ParquetFile(path).read_row_group(group).to_pandas().to_numpy(dtype=np.float32, copy=True)
@@ -100,17 +103,19 @@ class RowChunks:
         from dask import delayed
 
         from pipelines.data.out_of_core import in_order
+
         self.X.reads += 1
         groups = pq.ParquetFile(self.X.path).num_row_groups
-        yield from in_order(client, [delayed(_mapped_group, pure=False)(self.X.path, g, self.check, fn)
-                                     for g in range(groups)])
+        yield from in_order(
+            client, [delayed(_mapped_group, pure=False)(self.X.path, g, self.check, fn) for g in range(groups)]
+        )
 
     def __iter__(self) -> Iterator[np.ndarray]:
         if isinstance(self.X, EncodedTable):
             chunks = self.X.chunks(self.rows)
         else:
             whole = np.asarray(self.X, dtype=np.float32)
-            chunks = (whole[i:i + self.rows] for i in range(0, max(len(whole), 1), self.rows))
+            chunks = (whole[i : i + self.rows] for i in range(0, max(len(whole), 1), self.rows))
         for chunk in chunks:
             self.check(chunk)
             yield chunk

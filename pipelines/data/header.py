@@ -5,6 +5,7 @@ after it are never decoded or parsed. Parquet: the schema in the file's footer m
 (``pyarrow.parquet.read_schema``); no data page is read. ``synthrelease init`` writes a schema from this,
 and ``readers.read_source`` checks the table's columns against the schema with it before reading cells.
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,13 +29,19 @@ def parquet_parts(path: Path) -> list[Path]:
     columns into the files instead)."""
     subdirs = sorted(p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     if subdirs:
-        raise InputError(f"the partitioned table has subdirectories ({', '.join(subdirs[:3])}).", file=str(path),
-                         fix="write every part as a .parquet file directly in the directory, each with all the "
-                             "table's columns (no Hive partitioning by directory name).")
+        raise InputError(
+            f"the partitioned table has subdirectories ({', '.join(subdirs[:3])}).",
+            file=str(path),
+            fix="write every part as a .parquet file directly in the directory, each with all the "
+            "table's columns (no Hive partitioning by directory name).",
+        )
     files = sorted(p for p in path.iterdir() if p.is_file() and p.name.lower().endswith(PARQUET_SUFFIXES))
     if not files:
-        raise InputError("the directory holds no .parquet file.", file=str(path),
-                         fix="point the source at a .csv or .parquet file, or a directory of .parquet parts.")
+        raise InputError(
+            "the directory holds no .parquet file.",
+            file=str(path),
+            fix="point the source at a .csv or .parquet file, or a directory of .parquet parts.",
+        )
     return files
 
 
@@ -48,20 +55,29 @@ def read_header(path: str | Path) -> list[str]:
         names = _parquet_header(first)
         for part in rest:
             if _parquet_header(part) != names:
-                raise InputError(f"this part's columns {_parquet_header(part)} differ from the first part's "
-                                 f"{names}.", file=str(part), fix="write every part with the same columns.")
+                raise InputError(
+                    f"this part's columns {_parquet_header(part)} differ from the first part's {names}.",
+                    file=str(part),
+                    fix="write every part with the same columns.",
+                )
         return _checked_names(names, path)
     if not path.is_file():
-        raise InputError("file not found.", file=str(path),
-                         fix="check the path (relative paths start at the project root), or use bundled:<name>.")
+        raise InputError(
+            "file not found.",
+            file=str(path),
+            fix="check the path (relative paths start at the project root), or use bundled:<name>.",
+        )
     name = path.name.lower()
     if name.endswith(CSV_SUFFIXES):
         names = _csv_header(path)
     elif name.endswith(PARQUET_SUFFIXES):
         names = _parquet_header(path)
     else:
-        raise InputError(f"unsupported file type '{path.suffix}'.", file=str(path),
-                         fix="provide a .csv, .csv.gz or .parquet file, or a directory of .parquet parts.")
+        raise InputError(
+            f"unsupported file type '{path.suffix}'.",
+            file=str(path),
+            fix="provide a .csv, .csv.gz or .parquet file, or a directory of .parquet parts.",
+        )
     return _checked_names(names, path)
 
 
@@ -69,12 +85,19 @@ def _checked_names(names: list[str], path: Path) -> list[str]:
     """`names`, or an InputError for an empty or duplicated column name."""
     empty = [i + 1 for i, n in enumerate(names) if not n.strip()]
     if empty:
-        raise InputError(f"header field {empty[0]} is an empty column name.", file=str(path),
-                         fix="give every column a name in the header row.")
+        raise InputError(
+            f"header field {empty[0]} is an empty column name.",
+            file=str(path),
+            fix="give every column a name in the header row.",
+        )
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise InputError(f"the header names columns {dupes} more than once.", file=str(path), column=dupes[0],
-                         fix="give every column a distinct name in the header row.")
+        raise InputError(
+            f"the header names columns {dupes} more than once.",
+            file=str(path),
+            column=dupes[0],
+            fix="give every column a distinct name in the header row.",
+        )
     return names
 
 
@@ -85,17 +108,25 @@ def _csv_header(path: Path) -> list[str]:
             first = f.readline()
         line = first.decode("utf-8-sig")
     except (OSError, EOFError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the header row ({type(e).__name__}: {e}).", file=str(path),
-                         fix="write a UTF-8, comma-separated file whose first line is the header row.") from e
+        raise InputError(
+            f"cannot read the header row ({type(e).__name__}: {e}).",
+            file=str(path),
+            fix="write a UTF-8, comma-separated file whose first line is the header row.",
+        ) from e
     if not line.strip():
-        raise InputError("the table is empty (no header row).", file=str(path),
-                         fix="write a comma-separated file whose first line names the columns.")
+        raise InputError(
+            "the table is empty (no header row).",
+            file=str(path),
+            fix="write a comma-separated file whose first line names the columns.",
+        )
     try:
         rows = list(csv.reader([line]))
     except csv.Error as e:
-        raise InputError(f"the header row is not valid CSV ({e}).", file=str(path),
-                         fix="write the header on one line, column names separated by commas (quote a name "
-                             "that contains a comma).") from e
+        raise InputError(
+            f"the header row is not valid CSV ({e}).",
+            file=str(path),
+            fix="write the header on one line, column names separated by commas (quote a name that contains a comma).",
+        ) from e
     return rows[0]
 
 
@@ -105,8 +136,11 @@ def _parquet_header(path: Path) -> list[str]:
     try:
         schema = pq.read_schema(path)
     except Exception as e:  # pyarrow raises several unrelated types for a corrupt footer
-        raise InputError(f"not a readable Parquet file ({type(e).__name__}: {e}).", file=str(path),
-                         fix="re-export the table as Parquet, or as CSV with a header row.") from e
+        raise InputError(
+            f"not a readable Parquet file ({type(e).__name__}: {e}).",
+            file=str(path),
+            fix="re-export the table as Parquet, or as CSV with a header row.",
+        ) from e
     meta = schema.pandas_metadata or {}
     index = {c for c in meta.get("index_columns", []) if isinstance(c, str)}  # a pandas index, not a column
     return [n for n in schema.names if n not in index]

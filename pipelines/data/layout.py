@@ -1,4 +1,5 @@
 """Column layout of an encoded table: which slice of the matrix holds which schema column."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
@@ -19,6 +20,7 @@ class Block:
     value is (v - lower)/(upper - lower)), its optional public bin edges and exact values, so the public binning
     (`pipelines.data.bins`) is a function of the layout alone; None in a layout built without a schema.
     """
+
     column: str
     kind: str
     start: int
@@ -31,7 +33,7 @@ class Block:
     atoms: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        for key in ("bins", "atoms"):   # JSON gives a list: keep the block hashable and equal to the original
+        for key in ("bins", "atoms"):  # JSON gives a list: keep the block hashable and equal to the original
             if getattr(self, key) is not None:
                 object.__setattr__(self, key, tuple(float(e) for e in getattr(self, key)))
 
@@ -49,6 +51,7 @@ class Block:
 class Layout:
     """The blocks in column order, the schema's public `related` column pairs (pipelines.data.schema) and its
     public `rules` on category positions (`rules.indexed`)."""
+
     blocks: tuple[Block, ...]
     related: tuple[tuple[str, str], ...] = ()
     rules: tuple[Rule, ...] = ()
@@ -70,8 +73,11 @@ class Layout:
         codes = {}
         for column in dict.fromkeys(c for r in self.rules for c in r.columns):
             b = self.block(column)
-            codes[column] = (rows[:, b.start:b.stop].argmax(1) if b.kind == "categorical"
-                             else (rows[:, b.start] >= 0.5).astype(np.int64))
+            codes[column] = (
+                rows[:, b.start : b.stop].argmax(1)
+                if b.kind == "categorical"
+                else (rows[:, b.start] >= 0.5).astype(np.int64)
+            )
         return broken_rows(pd.DataFrame(codes), self.rules).to_numpy()
 
     def to_dict(self) -> dict:
@@ -85,9 +91,14 @@ class Layout:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Layout":
-        rules = tuple(Rule(tuple((c, tuple(v)) for c, v in r["if"].items()),
-                           tuple((c, tuple(v)) for c, v in r["then"].items()), r["on_invalid"])
-                      for r in d.get("rules", ()))
+        rules = tuple(
+            Rule(
+                tuple((c, tuple(v)) for c, v in r["if"].items()),
+                tuple((c, tuple(v)) for c, v in r["then"].items()),
+                r["on_invalid"],
+            )
+            for r in d.get("rules", ())
+        )
         return cls(tuple(Block(**b) for b in d["blocks"]), tuple(tuple(p) for p in d.get("related", ())), rules)
 
 
@@ -102,7 +113,8 @@ def sub_layout(blocks: list[Block]) -> Layout:
 
 def project_to_layout(x: np.ndarray, layout: Layout) -> np.ndarray:
     """Rows in the encoded domain: numerics clipped into [0, 1], binaries thresholded at 0.5, one-hot blocks
-    set to their argmax (the decoder's rule, `Encoder.decode`), float32: the one discretiser of every generator's samples
+    set to their argmax (the decoder's rule, `Encoder.decode`), float32: the one discretiser of every generator's
+    samples
     (`PrivateGenerator.sample`), so a sample is an exact row of the layout."""
     out = np.clip(np.asarray(x, dtype=np.float64), 0.0, 1.0)
     for b in layout.blocks:
@@ -110,6 +122,6 @@ def project_to_layout(x: np.ndarray, layout: Layout) -> np.ndarray:
             out[:, b.start] = out[:, b.start] >= 0.5
         elif b.kind == "categorical":
             block = np.zeros((len(out), b.width))
-            block[np.arange(len(out)), out[:, b.start:b.stop].argmax(1)] = 1.0
-            out[:, b.start:b.stop] = block
+            block[np.arange(len(out)), out[:, b.start : b.stop].argmax(1)] = 1.0
+            out[:, b.start : b.stop] = block
     return out.astype(np.float32)

@@ -5,6 +5,7 @@ that do not parse); out-of-domain values are left for ``validation.validate_tabl
 handle by policy. A file's columns are checked against the schema from its header alone
 (``header.read_header``) before any cell is read, and only the schema's columns are read.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ _EXAMPLES = 5
 class SourceTable:
     """A raw table read into the schema's columns, the label naming its file, and the names of the table's
     columns outside the schema that were left unread (``columns="schema"``; empty under "strict")."""
+
     frame: pd.DataFrame
     label: str
     ignored: tuple[str, ...]
@@ -75,14 +77,22 @@ def check_columns(header: list[str], schema: Schema, label: str, columns: Column
     names = schema.declared_names
     missing = [c for c in names if c not in header]
     if missing:
-        raise InputError(f"missing columns {missing} required by schema '{schema.name}'.", file=label,
-                         column=missing[0], fix="add the columns to the table, or remove them from the schema.")
+        raise InputError(
+            f"missing columns {missing} required by schema '{schema.name}'.",
+            file=label,
+            column=missing[0],
+            fix="add the columns to the table, or remove them from the schema.",
+        )
     extra = [c for c in header if c not in names]
     if extra and columns == "strict":
-        raise InputError(f"extra columns {extra} not in schema '{schema.name}'.", file=label, column=extra[0],
-                         fix="drop them from the table, or add them to the schema, or set 'columns: schema' "
-                             "under 'dataset:' in the params file to read only the schema's columns (the "
-                             "others are then named in the validation report; their values are not kept).")
+        raise InputError(
+            f"extra columns {extra} not in schema '{schema.name}'.",
+            file=label,
+            column=extra[0],
+            fix="drop them from the table, or add them to the schema, or set 'columns: schema' "
+            "under 'dataset:' in the params file to read only the schema's columns (the "
+            "others are then named in the validation report; their values are not kept).",
+        )
     return extra
 
 
@@ -103,8 +113,11 @@ def _bundled(name: str) -> tuple[pd.DataFrame, str]:
         return frame, "bundled:breast_cancer (sklearn.datasets.load_breast_cancer)"
     if name in ("adult", "flights"):
         return _read_csv(BUNDLED_DIR / f"{name}.csv.gz"), f"bundled:{name} (pipelines/data/bundled/{name}.csv.gz)"
-    raise InputError(f"unknown bundled data set '{name}'.", file=f"bundled:{name}",
-                     fix=f"use one of {', '.join('bundled:' + b for b in BUNDLED)}, or a .csv/.parquet path.")
+    raise InputError(
+        f"unknown bundled data set '{name}'.",
+        file=f"bundled:{name}",
+        fix=f"use one of {', '.join('bundled:' + b for b in BUNDLED)}, or a .csv/.parquet path.",
+    )
 
 
 def _read_file(path: Path, names: list[str]) -> pd.DataFrame:
@@ -116,8 +129,11 @@ def _read_file(path: Path, names: list[str]) -> pd.DataFrame:
         try:
             return pd.read_parquet(path, columns=names)
         except Exception as e:  # pyarrow raises several unrelated types for a corrupt file
-            raise InputError(f"not a readable Parquet file ({type(e).__name__}: {e}).", file=str(path),
-                             fix="re-export the table as Parquet, or as CSV with a header row.") from e
+            raise InputError(
+                f"not a readable Parquet file ({type(e).__name__}: {e}).",
+                file=str(path),
+                fix="re-export the table as Parquet, or as CSV with a header row.",
+            ) from e
     return _read_csv(path, names)
 
 
@@ -127,14 +143,20 @@ def _read_csv(path: Path, names: list[str] | None = None) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise InputError(f"not a readable CSV file ({e}).", file=str(path),
-                         fix="write a UTF-8, comma-separated file with one header row.") from e
+        raise InputError(
+            f"not a readable CSV file ({e}).",
+            file=str(path),
+            fix="write a UTF-8, comma-separated file with one header row.",
+        ) from e
 
 
 def _conform(raw: pd.DataFrame, schema: Schema, label: str) -> pd.DataFrame:
     if raw.shape[0] == 0:
-        raise InputError("the table is empty (no data rows).", file=label,
-                         fix="point the source at a table with a header row and at least one row.")
+        raise InputError(
+            "the table is empty (no data rows).",
+            file=label,
+            fix="point the source at a table with a header row and at least one row.",
+        )
     return conform_part(raw.reset_index(drop=True), schema, label)
 
 
@@ -164,18 +186,28 @@ def _convert(s: pd.Series, col: Column, label: str) -> pd.Series:
 def _parse_numbers(s: pd.Series, col: Column, label: str) -> pd.Series:
     if pd.api.types.is_numeric_dtype(s) and not pd.api.types.is_bool_dtype(s):
         return s.astype("float64")
-    return _parsed(s, lambda t: pd.to_numeric(t, errors="coerce").astype("float64"), col, label, "numbers",
-                   "correct or empty those cells (empty cells are nulls), or declare the column categorical in the "
-                   "schema.")
+    return _parsed(
+        s,
+        lambda t: pd.to_numeric(t, errors="coerce").astype("float64"),
+        col,
+        label,
+        "numbers",
+        "correct or empty those cells (empty cells are nulls), or declare the column categorical in the schema.",
+    )
 
 
 def _parse_dates(s: pd.Series, col: Column, label: str) -> pd.Series:
     """ISO dates / datetimes (or a datetime column of a Parquet file) as datetime64[s]; empty cells null."""
     if pd.api.types.is_datetime64_any_dtype(s):
         return s.dt.tz_convert(None) if s.dt.tz is not None else s.astype("datetime64[s]")
-    values = _parsed(s, lambda t: pd.to_datetime(t, errors="coerce", format="ISO8601", utc=True).dt.tz_convert(None),
-                     col, label, f"ISO {col.kind}s",
-                     "write them as 2001-05-17 (or 2001-05-17T08:30:00), or empty those cells (nulls).")
+    values = _parsed(
+        s,
+        lambda t: pd.to_datetime(t, errors="coerce", format="ISO8601", utc=True).dt.tz_convert(None),
+        col,
+        label,
+        f"ISO {col.kind}s",
+        "write them as 2001-05-17 (or 2001-05-17T08:30:00), or empty those cells (nulls).",
+    )
     return values.astype("datetime64[s]")
 
 
@@ -189,8 +221,12 @@ def _parsed(s: pd.Series, parse, col: Column, label: str, what: str, fix: str) -
     if bad.any():
         rows = np.flatnonzero(bad.to_numpy())
         examples = ", ".join(f"row {int(text.index[r]) + 1}: {text.iloc[r]!r}" for r in rows[:_EXAMPLES])
-        raise InputError(f"{len(rows)} values of this {col.kind} column are not {what} ({examples}; data rows "
-                         "count from 1).", file=label, column=col.name, fix=fix)
+        raise InputError(
+            f"{len(rows)} values of this {col.kind} column are not {what} ({examples}; data rows count from 1).",
+            file=label,
+            column=col.name,
+            fix=fix,
+        )
     return values
 
 

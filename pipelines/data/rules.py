@@ -17,6 +17,7 @@ column holds one of its listed values. Rules name categorical or binary columns 
   by further draws of the same generator that keep them (rejection), i.e. the rows are a sample of the generator's
   distribution conditioned on the rules. Post-processing of the trained model, so no budget is spent.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,17 +30,18 @@ import pandas as pd
 from pipelines.errors import SchemaError
 
 EXAMPLE = "rules: [{if: {relationship: [Husband]}, then: {sex: [Male]}}]"
-MIN_KEPT = 0.01     # `draw_within` stops when fewer than this share of the drawn rows keep the rules ...
-MIN_JUDGED = 1000   # ... once at least this many rows (and n) are drawn
-MIN_DRAW = 64       # the fewest rows a further draw asks for
+MIN_KEPT = 0.01  # `draw_within` stops when fewer than this share of the drawn rows keep the rules ...
+MIN_JUDGED = 1000  # ... once at least this many rows (and n) are drawn
+MIN_DRAW = 64  # the fewest rows a further draw asks for
 _KEYS = {"if", "then", "on_invalid"}
 
-Condition = tuple[tuple[str, tuple[Any, ...]], ...]   # (column, its allowed values), in the file's order
+Condition = tuple[tuple[str, tuple[Any, ...]], ...]  # (column, its allowed values), in the file's order
 
 
 @dataclass(frozen=True)
 class Rule:
     """One public rule: rows whose `when` columns hold their listed values have `then` columns in theirs."""
+
     when: Condition
     then: Condition
     on_invalid: str = "drop"
@@ -58,8 +60,11 @@ class Rule:
         return applies & ~_holds(df, self.then)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"if": {c: list(v) for c, v in self.when}, "then": {c: list(v) for c, v in self.then},
-                "on_invalid": self.on_invalid}
+        return {
+            "if": {c: list(v) for c, v in self.when},
+            "then": {c: list(v) for c, v in self.then},
+            "on_invalid": self.on_invalid,
+        }
 
 
 def _text(cond: Condition) -> str:
@@ -84,8 +89,10 @@ def broken_rows(df: pd.DataFrame, rules: Sequence[Rule]) -> pd.Series:
 def indexed(rule: Rule, categories: Mapping[str, Sequence[Any]]) -> Rule:
     """`rule` on category positions (the encoded table's codes: a one-hot block's index, a binary's 0/1), as the
     layout carries it (`Layout.rules`) for the generators' own use (the calibration's targets and draws)."""
+
     def index(cond: Condition) -> Condition:
         return tuple((c, tuple(list(categories[c]).index(v) for v in values)) for c, values in cond)
+
     return Rule(index(rule.when), index(rule.then), rule.on_invalid)
 
 
@@ -103,9 +110,11 @@ def draw_within(draw: Callable[[int], pd.DataFrame], n: int, rules: Sequence[Rul
     have = len(kept[0])
     while have < n:
         if drawn >= max(n, MIN_JUDGED) and have < MIN_KEPT * drawn:
-            raise RuntimeError(f"only {have} of {drawn} drawn rows keep the schema's rules "
-                               f"({'; '.join(r.describe() for r in rules)}): the generator does not describe "
-                               "this table. Check the rules against the documentation; nothing was written.")
+            raise RuntimeError(
+                f"only {have} of {drawn} drawn rows keep the schema's rules "
+                f"({'; '.join(r.describe() for r in rules)}): the generator does not describe "
+                "this table. Check the rules against the documentation; nothing was written."
+            )
         ask = math.ceil(1.25 * (n - have) * drawn / max(have, 1))
         more = draw(min(max(MIN_DRAW, ask), 4 * n + MIN_DRAW))
         kept.append(more[~broken_rows(more, rules)])
@@ -119,58 +128,92 @@ def parse_rules(raw: Any, categories: Mapping[str, Sequence[Any]], default_polic
     if raw is None:
         return ()
     if not isinstance(raw, list) or not raw:
-        raise SchemaError(f"rules is {raw!r}, not a non-empty list of rules.", file=file, column="rules",
-                          fix=f"write {EXAMPLE}, or remove 'rules'.")
+        raise SchemaError(
+            f"rules is {raw!r}, not a non-empty list of rules.",
+            file=file,
+            column="rules",
+            fix=f"write {EXAMPLE}, or remove 'rules'.",
+        )
     rules = tuple(_parse_rule(i, entry, categories, default_policy, file) for i, entry in enumerate(raw, 1))
-    seen = [(r.when, r.then) for r in rules]      # the report counts each rule under `describe()`
-    dupes = [i for i, r in enumerate(seen, 1) if r in seen[:i - 1]]
+    seen = [(r.when, r.then) for r in rules]  # the report counts each rule under `describe()`
+    dupes = [i for i, r in enumerate(seen, 1) if r in seen[: i - 1]]
     if dupes:
-        raise SchemaError(f"rule {dupes[0]} repeats an earlier rule.", file=file, column=f"rules[{dupes[0]}]",
-                          fix="list each rule once.")
+        raise SchemaError(
+            f"rule {dupes[0]} repeats an earlier rule.",
+            file=file,
+            column=f"rules[{dupes[0]}]",
+            fix="list each rule once.",
+        )
     return rules
 
 
-def _parse_rule(i: int, entry: Any, categories: Mapping[str, Sequence[Any]], default_policy: str,
-                file: str) -> Rule:
+def _parse_rule(i: int, entry: Any, categories: Mapping[str, Sequence[Any]], default_policy: str, file: str) -> Rule:
     where = f"rules[{i}]"
     if not isinstance(entry, dict) or not {"if", "then"} <= set(entry) or set(entry) - _KEYS:
-        raise SchemaError(f"rule {i} is {entry!r}, not a mapping with 'if' and 'then' (and optionally "
-                          "'on_invalid').", file=file, column=where, fix=f"write each rule as in {EXAMPLE}.")
+        raise SchemaError(
+            f"rule {i} is {entry!r}, not a mapping with 'if' and 'then' (and optionally 'on_invalid').",
+            file=file,
+            column=where,
+            fix=f"write each rule as in {EXAMPLE}.",
+        )
     policy = entry.get("on_invalid", "drop" if default_policy == "clip" else default_policy)
     if policy not in ("drop", "fatal"):
-        raise SchemaError(f"rule {i} has on_invalid {policy!r}: a broken rule has no value to clip to.", file=file,
-                          column=where, fix="set on_invalid to drop or fatal for this rule.")
+        raise SchemaError(
+            f"rule {i} has on_invalid {policy!r}: a broken rule has no value to clip to.",
+            file=file,
+            column=where,
+            fix="set on_invalid to drop or fatal for this rule.",
+        )
     when, then = (_condition(i, key, entry[key], categories, file) for key in ("if", "then"))
     shared = sorted({c for c, _ in when} & {c for c, _ in then})
     if shared:
-        raise SchemaError(f"rule {i} names {shared} in both 'if' and 'then'.", file=file, column=where,
-                          fix="name each column on one side of the rule only.")
+        raise SchemaError(
+            f"rule {i} names {shared} in both 'if' and 'then'.",
+            file=file,
+            column=where,
+            fix="name each column on one side of the rule only.",
+        )
     for column, values in then:
         if set(values) == set(categories[column]):
-            raise SchemaError(f"rule {i}'s 'then' lists every category of '{column}', so it rules nothing out.",
-                              file=file, column=where, fix="list only the values the documentation allows there.")
+            raise SchemaError(
+                f"rule {i}'s 'then' lists every category of '{column}', so it rules nothing out.",
+                file=file,
+                column=where,
+                fix="list only the values the documentation allows there.",
+            )
     return Rule(when, then, policy)
 
 
 def _condition(i: int, key: str, raw: Any, categories: Mapping[str, Sequence[Any]], file: str) -> Condition:
     where = f"rules[{i}].{key}"
     if not isinstance(raw, dict) or not raw:
-        raise SchemaError(f"rule {i}'s '{key}' is {raw!r}, not a mapping of columns to their values.", file=file,
-                          column=where, fix=f"write it as in {EXAMPLE}.")
+        raise SchemaError(
+            f"rule {i}'s '{key}' is {raw!r}, not a mapping of columns to their values.",
+            file=file,
+            column=where,
+            fix=f"write it as in {EXAMPLE}.",
+        )
     out = []
     for column, values in raw.items():
         if column not in categories:
-            raise SchemaError(f"rule {i} names {column!r}, which is not a modelled categorical or binary column "
-                              "(rules compare categories: not a numeric, date, id, derived or 'missing: allowed' "
-                              "column).", file=file, column=where,
-                              fix=f"name only these columns: {list(categories)}.")
+            raise SchemaError(
+                f"rule {i} names {column!r}, which is not a modelled categorical or binary column "
+                "(rules compare categories: not a numeric, date, id, derived or 'missing: allowed' "
+                "column).",
+                file=file,
+                column=where,
+                fix=f"name only these columns: {list(categories)}.",
+            )
         values = values if isinstance(values, list) else [values]
         unknown = [v for v in values if v not in categories[column]]
         if not values or unknown or len(set(values)) != len(values):
-            raise SchemaError(f"rule {i} lists {values!r} for '{column}': "
-                              + (f"{unknown} are not its categories." if unknown else "empty or repeated values."),
-                              file=file, column=where,
-                              fix=f"list distinct categories of '{column}': {list(categories[column])} (quote values "
-                                  "YAML reads as booleans or numbers, e.g. \"no\").")
+            raise SchemaError(
+                f"rule {i} lists {values!r} for '{column}': "
+                + (f"{unknown} are not its categories." if unknown else "empty or repeated values."),
+                file=file,
+                column=where,
+                fix=f"list distinct categories of '{column}': {list(categories[column])} (quote values "
+                'YAML reads as booleans or numbers, e.g. "no").',
+            )
         out.append((column, tuple(values)))
     return tuple(out)

@@ -10,6 +10,7 @@ comments, except the ``dataset:`` section (this table, ``columns: schema``) and 
 sections name columns of the bundled table (``COLUMN_CHOICES``): they are left out until the steward
 chooses those columns.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,6 +37,7 @@ _TOP_KEY = re.compile(r"([A-Za-z_]\w*):")
 @dataclass(frozen=True)
 class Scaffold:
     """The two files `init` writes (paths relative to the project root) and their text."""
+
     schema_path: Path
     schema_text: str
     params_path: Path
@@ -46,17 +48,27 @@ def scaffold(data: str | Path, name: str, root: Path, template: Path) -> Scaffol
     """Build (not write) the schema and params file for table `data` as data set `name`; `template` is the
     params file whose sections are copied (the project's params.yaml)."""
     if not _NAME.fullmatch(name):
-        raise InputError(f"data set name {name!r} is not usable in file names.", file=str(data),
-                         fix="pick a --name of letters, digits, '_' and '-', starting with a letter or digit.")
+        raise InputError(
+            f"data set name {name!r} is not usable in file names.",
+            file=str(data),
+            fix="pick a --name of letters, digits, '_' and '-', starting with a letter or digit.",
+        )
     columns = read_header(data)
     source = _source(Path(data), root)
     try:
         template_text = template.read_text(encoding="utf-8")
     except OSError as e:
-        raise InputError(f"cannot read the params template ({e.strerror}).", file=str(template),
-                         fix="run from the project root, or pass --params PATH of a release configuration.") from e
-    return Scaffold(Path("schemas") / f"{name}.yaml", schema_text(name, columns, source),
-                    Path("params") / f"{name}.yaml", params_text(template_text, name, source, str(template)))
+        raise InputError(
+            f"cannot read the params template ({e.strerror}).",
+            file=str(template),
+            fix="run from the project root, or pass --params PATH of a release configuration.",
+        ) from e
+    return Scaffold(
+        Path("schemas") / f"{name}.yaml",
+        schema_text(name, columns, source),
+        Path("params") / f"{name}.yaml",
+        params_text(template_text, name, source, str(template)),
+    )
 
 
 def write(files: Scaffold, root: Path, force: bool = False) -> list[Path]:
@@ -66,8 +78,11 @@ def write(files: Scaffold, root: Path, force: bool = False) -> list[Path]:
     if not force:
         for path, _ in targets:
             if path.exists():
-                raise InputError("exists already; init does not overwrite it.", file=str(path),
-                                 fix="pass --force to overwrite it (and its partner file), or pick another --name.")
+                raise InputError(
+                    "exists already; init does not overwrite it.",
+                    file=str(path),
+                    fix="pass --force to overwrite it (and its partner file), or pick another --name.",
+                )
     written: list[Path] = []
     try:
         for path, text in targets:
@@ -84,8 +99,10 @@ def write(files: Scaffold, root: Path, force: bool = False) -> list[Path]:
 
 def schema_text(name: str, columns: list[str], source: str) -> str:
     """The schema of `columns` with every documented fact a PLACEHOLDER, and comments saying what goes where."""
-    entries = "".join(f"  {_key(c)}: {{kind: {PLACEHOLDER}, lower: {PLACEHOLDER}, upper: {PLACEHOLDER}, "
-                      f"categories: {PLACEHOLDER}}}\n" for c in columns)
+    entries = "".join(
+        f"  {_key(c)}: {{kind: {PLACEHOLDER}, lower: {PLACEHOLDER}, upper: {PLACEHOLDER}, categories: {PLACEHOLDER}}}\n"
+        for c in columns
+    )
     return f"""\
 # Public schema of '{name}', written by `synthrelease init` from the header of {source} (no cell was read).
 #
@@ -93,7 +110,7 @@ def schema_text(name: str, columns: list[str], source: str) -> str:
 # a published paper), never from the rows: a bound or category list computed from the data is itself a
 # release of the data, outside any privacy guarantee. Until every {PLACEHOLDER} is gone, the pipeline stops at
 # its first stage with an error naming the column.
-#   kind: one of {', '.join(KINDS)}.
+#   kind: one of {", ".join(KINDS)}.
 #     continuous / integer: keep lower and upper (the documented range), delete categories.
 #     categorical / binary: keep categories (every documented value; binary: exactly two), delete lower and upper.
 #   A column that must not be released (a direct identifier, a record id, free text): delete its entry.
@@ -127,29 +144,39 @@ def params_text(template: str, name: str, source: str, template_label: str) -> s
     try:
         parsed = yaml.safe_load(template) or {}
         if EXTENDS in parsed:
-            raise InputError(f"an override file ('{EXTENDS}: {parsed[EXTENDS]}') is not a template: init copies a "
-                             "whole configuration, section by section.", file=template_label,
-                             fix="pass --params params.yaml, or write the whole file first with `synthrelease "
-                             f"--params {template_label} resolve --out whole.yaml`.")
+            raise InputError(
+                f"an override file ('{EXTENDS}: {parsed[EXTENDS]}') is not a template: init copies a "
+                "whole configuration, section by section.",
+                file=template_label,
+                fix="pass --params params.yaml, or write the whole file first with `synthrelease "
+                f"--params {template_label} resolve --out whole.yaml`.",
+            )
         holdout = parsed["dataset"]["holdout_fraction"]
         dropped = parsed["dataset"].get("max_dropped_fraction")
         generators = [g for g in parsed["generators"] if g not in COLUMN_CHOICES]
     except (yaml.YAMLError, KeyError, TypeError) as e:
-        raise InputError(f"not a release configuration with dataset.holdout_fraction and generators ({e}).",
-                         file=template_label, fix="pass --params PATH of a release configuration "
-                         "(the project's params.yaml).") from e
+        raise InputError(
+            f"not a release configuration with dataset.holdout_fraction and generators ({e}).",
+            file=template_label,
+            fix="pass --params PATH of a release configuration (the project's params.yaml).",
+        ) from e
     left_out = [g for g in parsed["generators"] if g in COLUMN_CHOICES]
-    out = [f"# Release configuration of '{name}', written by `synthrelease init` from {template_label}: every\n"
-           "# section as there but dataset and generators. Check the schema against the table, then release:\n"
-           f"#   synthrelease --params params/{name}.yaml stage validate\n"
-           f"#   synthrelease --params params/{name}.yaml run\n"
-           f"#   (or: cp params/{name}.yaml params.yaml && dvc repro)\n"]
+    out = [
+        f"# Release configuration of '{name}', written by `synthrelease init` from {template_label}: every\n"
+        "# section as there but dataset and generators. Check the schema against the table, then release:\n"
+        f"#   synthrelease --params params/{name}.yaml stage validate\n"
+        f"#   synthrelease --params params/{name}.yaml run\n"
+        f"#   (or: cp params/{name}.yaml params.yaml && dvc repro)\n"
+    ]
     for key, text in blocks:
         if key == "dataset":
             out.append(_dataset_block(name, source, holdout, dropped) + _trailing_blank(text))
         elif key == "generators":
-            note = "".join(f"# {g} is left out: it needs {COLUMN_CHOICES[g]};\n#   add it, with its "
-                           f"'{g}:' section from {template_label}, once chosen.\n" for g in left_out)
+            note = "".join(
+                f"# {g} is left out: it needs {COLUMN_CHOICES[g]};\n#   add it, with its "
+                f"'{g}:' section from {template_label}, once chosen.\n"
+                for g in left_out
+            )
             out.append(f"{note}generators: [{', '.join(generators)}]\n" + _trailing_blank(text))
         elif key not in COLUMN_CHOICES:
             out.append(text)
@@ -159,17 +186,24 @@ def params_text(template: str, name: str, source: str, template_label: str) -> s
 def _dataset_block(name: str, source: str, holdout: object, dropped: object = None) -> str:
     """The dataset section: this table's name and source, the template's holdout fraction and (when it has one)
     its max_dropped_fraction, shown so that a steward sees the row-loss limit prepare's DP test enforces."""
-    limit = "" if dropped is None else (
-        f"  max_dropped_fraction: {dropped}        # prepare's DP row-loss test stops when policies drop or clip "
-        f"more of the rows read\n")
-    return (f"dataset:\n"
-            f"  name: {name}{' ' * max(1, 28 - len(name))}# schemas/{name}.yaml is the public schema\n"
-            f"  source: {_scalar(source)}\n"
-            f"  holdout_fraction: {holdout}             # each row's side: HMAC(secret split key, row) < this\n"
-            f"{limit}"
-            f"  columns: schema                   # read only the schema's columns; the table's others are named\n"
-            f"                                    # in reports/{name}/validation.json, never their values (strict: "
-            f"refuse them)\n")
+    limit = (
+        ""
+        if dropped is None
+        else (
+            f"  max_dropped_fraction: {dropped}        # prepare's DP row-loss test stops when policies drop or clip "
+            f"more of the rows read\n"
+        )
+    )
+    return (
+        f"dataset:\n"
+        f"  name: {name}{' ' * max(1, 28 - len(name))}# schemas/{name}.yaml is the public schema\n"
+        f"  source: {_scalar(source)}\n"
+        f"  holdout_fraction: {holdout}             # each row's side: HMAC(secret split key, row) < this\n"
+        f"{limit}"
+        f"  columns: schema                   # read only the schema's columns; the table's others are named\n"
+        f"                                    # in reports/{name}/validation.json, never their values (strict: "
+        f"refuse them)\n"
+    )
 
 
 def _top_level_blocks(text: str) -> list[tuple[str, str]]:

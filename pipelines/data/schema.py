@@ -4,6 +4,7 @@ A schema is a YAML file ``schemas/<name>.yaml``; ``load_schema`` parses and chec
 ``SchemaError`` (naming the file, the column and the fix) for anything malformed, first for any
 ``PLACEHOLDER`` value that ``synthrelease init`` wrote and the steward has not yet filled.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -22,38 +23,62 @@ from pipelines.data.rules import Rule, parse_rules
 from pipelines.errors import SchemaError
 
 NUMERIC_KINDS = ("continuous", "integer")
-ATOM_TOLERANCE = 1e-6   # of (upper − lower): a value this close to an atom is the atom (float32 encoding rounds
-                        # a value by less than 1e-7 of the range)
+ATOM_TOLERANCE = 1e-6  # of (upper − lower): a value this close to an atom is the atom (float32 encoding rounds
+# a value by less than 1e-7 of the range)
 CATEGORICAL_KINDS = ("categorical", "binary")
-ID_KIND = "id"          # a record identifier: never read, released as fresh surrogate keys (pipelines/data/declared.py)
-DATE_KINDS = ("date", "datetime")   # modelled as days (date) or seconds (datetime) since 1970-01-01 UTC
+ID_KIND = "id"  # a record identifier: never read, released as fresh surrogate keys (pipelines/data/declared.py)
+DATE_KINDS = ("date", "datetime")  # modelled as days (date) or seconds (datetime) since 1970-01-01 UTC
 KINDS = NUMERIC_KINDS + CATEGORICAL_KINDS + DATE_KINDS + (ID_KIND,)
 EPOCH = datetime.datetime(1970, 1, 1)
 DAY_SECONDS = 86_400
-CALENDAR_BINS = 32      # the finest calendar unit (month, quarter, year) giving at most this many bins
+CALENDAR_BINS = 32  # the finest calendar unit (month, quarter, year) giving at most this many bins
 POLICIES = ("clip", "drop", "fatal")
 # The value `synthrelease init` (pipelines/data/scaffold.py) writes where the steward must write a fact taken
 # from the table's public documentation; load_schema refuses a schema that still has one.
 PLACEHOLDER = "FILL_IN"
 _PLACEHOLDER_FIX = {
     "kind": f"set kind to one of {list(KINDS)} as the table's public documentation describes the column "
-            "(id: a record identifier, never read, released as fresh surrogate keys).",
+    "(id: a record identifier, never read, released as fresh surrogate keys).",
     "lower": "write the smallest possible value from the public documentation (never the minimum of the rows), "
-             "or delete the line if the column is categorical or binary.",
+    "or delete the line if the column is categorical or binary.",
     "upper": "write the largest possible value from the public documentation (never the maximum of the rows), "
-             "or delete the line if the column is categorical or binary.",
+    "or delete the line if the column is categorical or binary.",
     "categories": "list every possible value from the public documentation (never the values seen in the rows), "
-                  "or delete the line if the column is continuous or integer.",
+    "or delete the line if the column is continuous or integer.",
     "documentation": "cite where the bounds and categories come from (a URL or document), e.g. "
-                     "documentation: \"UCI adult.names, https://archive.ics.uci.edu/dataset/2/adult\".",
+    'documentation: "UCI adult.names, https://archive.ics.uci.edu/dataset/2/adult".',
 }
-_SCHEMA_KEYS = {"name", "description", "source", "target", "protected", "on_invalid", "columns", "rows", "related",
-                "rules", "privacy_unit", "population"}
+_SCHEMA_KEYS = {
+    "name",
+    "description",
+    "source",
+    "target",
+    "protected",
+    "on_invalid",
+    "columns",
+    "rows",
+    "related",
+    "rules",
+    "privacy_unit",
+    "population",
+}
 _UNIT_KEYS = {"column", "max_rows"}
-MAX_UNIT_ROWS = 1000     # the largest contribution bound a unit may declare
+MAX_UNIT_ROWS = 1000  # the largest contribution bound a unit may declare
 _ROWS_KEYS = {"count", "source"}
-_COLUMN_KEYS = {"kind", "lower", "upper", "categories", "categories_file", "on_invalid", "bins", "atoms", "missing",
-                "after", "max_gap_days", "derived"}
+_COLUMN_KEYS = {
+    "kind",
+    "lower",
+    "upper",
+    "categories",
+    "categories_file",
+    "on_invalid",
+    "bins",
+    "atoms",
+    "missing",
+    "after",
+    "max_gap_days",
+    "derived",
+}
 _DERIVED_EXAMPLE = "derived: {from: education, values: {Preschool: 1, 1st-4th: 2, ...}}"
 
 
@@ -65,16 +90,17 @@ class Column:
     drop (drop the row) or fatal (raise). A column without its own takes the schema's, except that a
     schema-level clip leaves categorical and binary columns at drop.
     """
+
     name: str
     kind: str
     lower: float | None = None
     upper: float | None = None
     categories: tuple[str, ...] | tuple[int, ...] | None = None
     on_invalid: str = "drop"
-    bins: tuple[float, ...] | None = None   # optional public bin edges (numeric only; MST/AIM discretisation)
+    bins: tuple[float, ...] | None = None  # optional public bin edges (numeric only; MST/AIM discretisation)
     atoms: tuple[float, ...] | None = None  # optional documented values that occur exactly (numeric only: a
-                                            # zero cost, no coinsurance): each its own bin, decoded exactly
-    missing: bool = False   # `missing: allowed`: nulls are data, modelled (pipelines/data/declared.py)
+    # zero cost, no coinsurance): each its own bin, decoded exactly
+    missing: bool = False  # `missing: allowed`: nulls are data, modelled (pipelines/data/declared.py)
     after: str | None = None  # a date column's public ordering: never before this date column (modelled as the gap)
     max_gap_days: float | None = None  # with `after`: the documented longest gap (a flight lands within a day)
     derived_from: str | None = None  # `derived`: a documented function of this categorical column (never modelled)
@@ -127,6 +153,7 @@ class PublicRows:
     """A public row count of the whole table (train + holdout) and where it is documented (schema key
     ``rows``). With it the training row count used by every plan and divisor is
     round(count·(1 − holdout_fraction)), a function of public facts only, and no budget is spent on it."""
+
     count: int
     source: str
 
@@ -142,8 +169,11 @@ def epoch_value(value: Any, kind: str) -> float:
     if isinstance(value, str):
         value = datetime.datetime.fromisoformat(value.strip())
     if isinstance(value, datetime.datetime):
-        moment = value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(
-            datetime.timezone.utc).replace(tzinfo=None)
+        moment = (
+            value.replace(tzinfo=None)
+            if value.tzinfo is None
+            else value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        )
     elif isinstance(value, datetime.date):
         moment = datetime.datetime(value.year, value.month, value.day)
     else:
@@ -170,6 +200,7 @@ def calendar_edges(kind: str, lower: float, upper: float) -> tuple[float, ...]:
     inside (lower, upper), the finest giving at most CALENDAR_BINS bins (in the column's epoch units)."""
     unit = day_units(kind)
     first, last = EPOCH + datetime.timedelta(days=lower / unit), EPOCH + datetime.timedelta(days=upper / unit)
+
     def starts(months: int) -> tuple[float, ...]:
         edges, year, month = [], first.year, 1
         while datetime.datetime(year, month, 1) <= last:
@@ -179,6 +210,7 @@ def calendar_edges(kind: str, lower: float, upper: float) -> tuple[float, ...]:
             month += months
             year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
         return tuple(edges)
+
     return next((e for e in map(starts, (1, 3)) if len(e) + 1 <= CALENDAR_BINS), None) or starts(12)
 
 
@@ -199,8 +231,8 @@ def gap_column(col: Column, start: Column) -> Column:
 
 
 # -- missing values as data (`missing: allowed`; the frames' transforms: pipelines/data/declared.py) ---------------
-NULL_TEXT = "(missing)"           # the null category of a column with string categories
-INDICATOR_SUFFIX = "__missing"    # a numeric column's missingness indicator: <name>__missing
+NULL_TEXT = "(missing)"  # the null category of a column with string categories
+INDICATOR_SUFFIX = "__missing"  # a numeric column's missingness indicator: <name>__missing
 INDICATOR_CATEGORIES = ("present", "missing")
 
 
@@ -224,23 +256,36 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
         if col.kind == ID_KIND or col.derived_from is not None:  # never modelled
             continue
         if col.kind in DATE_KINDS:  # a number since EPOCH on calendar bins, or the gap to its start (`after`)
-            col = gap_column(col, by_name[col.after]) if col.after else replace(
-                col, kind=date_number_kind(col), bins=calendar_edges(col.kind, col.lower, col.upper))
+            col = (
+                gap_column(col, by_name[col.after])
+                if col.after
+                else replace(col, kind=date_number_kind(col), bins=calendar_edges(col.kind, col.lower, col.upper))
+            )
         if not col.missing:
             out.append(col)
         elif col.is_numeric:
             name = indicator(col.name)
             if name in names:
-                raise SchemaError(f"its missingness indicator '{name}' is the name of another column.", file=file,
-                                  column=col.name, fix=f"rename the column '{name}'.")
+                raise SchemaError(
+                    f"its missingness indicator '{name}' is the name of another column.",
+                    file=file,
+                    column=col.name,
+                    fix=f"rename the column '{name}'.",
+                )
             atoms = tuple(sorted({col.lower, *(col.atoms or ())}))
-            out += [replace(col, atoms=atoms, missing=False),
-                    Column(name, "binary", categories=INDICATOR_CATEGORIES, on_invalid="drop")]
+            out += [
+                replace(col, atoms=atoms, missing=False),
+                Column(name, "binary", categories=INDICATOR_CATEGORIES, on_invalid="drop"),
+            ]
         else:
             token = null_category(col)
             if token in col.categories:
-                raise SchemaError(f"the category {token!r} stands for a null, and is also a documented category.",
-                                  file=file, column=col.name, fix=f"rename the category {token!r}.")
+                raise SchemaError(
+                    f"the category {token!r} stands for a null, and is also a documented category.",
+                    file=file,
+                    column=col.name,
+                    fix=f"rename the category {token!r}.",
+                )
             out.append(replace(col, kind="categorical", categories=(*col.categories, token), missing=False))
     return tuple(out)
 
@@ -249,6 +294,7 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
 class PrivacyUnit:
     """The declared privacy unit: the `kind: id` column whose value names a person (or customer, ...), and the
     public bound `max_rows` on the rows of one unit that enter any mechanism (pipelines/data/units.py)."""
+
     column: str
     max_rows: int
 
@@ -260,7 +306,7 @@ class PrivacyUnit:
         return {"column": self.column, "max_rows": self.max_rows}
 
 
-ROW_UNIT_NAME = "row"   # the ledger's and the manifest's name of the default unit: one row
+ROW_UNIT_NAME = "row"  # the ledger's and the manifest's name of the default unit: one row
 
 
 @dataclass(frozen=True)
@@ -269,6 +315,7 @@ class Schema:
     the source table and of a published synthetic table); ``columns``: the modelled columns (`expand`: no
     identifiers, dates as numbers, a null category or an indicator column for a column that allows nulls;
     pipelines/data/declared.py), in the order of every frame and layout between reading and publishing."""
+
     name: str
     description: str
     columns: tuple[Column, ...]
@@ -277,11 +324,11 @@ class Schema:
     on_invalid: str = "drop"
     source: dict[str, Any] = field(default_factory=dict)
     rows: PublicRows | None = None
-    related: tuple[tuple[str, str], ...] = ()   # column pairs the documentation ties together (`_parse_related`)
-    declared: tuple[Column, ...] = ()           # empty: the modelled columns (a schema without missing values)
-    rules: tuple[Rule, ...] = ()                # public rules between categorical columns (pipelines/data/rules.py)
-    unit: PrivacyUnit | None = None             # the declared privacy unit; None: one row
-    population: str | None = None               # the population whose lifetime budget the table shares
+    related: tuple[tuple[str, str], ...] = ()  # column pairs the documentation ties together (`_parse_related`)
+    declared: tuple[Column, ...] = ()  # empty: the modelled columns (a schema without missing values)
+    rules: tuple[Rule, ...] = ()  # public rules between categorical columns (pipelines/data/rules.py)
+    unit: PrivacyUnit | None = None  # the declared privacy unit; None: one row
+    population: str | None = None  # the population whose lifetime budget the table shares
 
     def __post_init__(self) -> None:
         if not self.declared:
@@ -334,9 +381,15 @@ class Schema:
         raise KeyError(f"schema '{self.name}' has no column '{name}'")
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"name": self.name, "description": self.description, "source": self.source,
-             "target": self.target, "protected": list(self.protected), "on_invalid": self.on_invalid,
-             "columns": {c.name: c.to_dict() for c in self.declared}}
+        d = {
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "target": self.target,
+            "protected": list(self.protected),
+            "on_invalid": self.on_invalid,
+            "columns": {c.name: c.to_dict() for c in self.declared},
+        }
         if self.rows is not None:
             d["rows"] = {"count": self.rows.count, "source": self.rows.source}
         if self.related:
@@ -363,9 +416,12 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise SchemaError(f"duplicate key '{key}' (line {key_node.start_mark.line + 1}).",
-                                  file=self.name, column=str(key),
-                                  fix="keep one entry per key; YAML would silently drop the others.")
+                raise SchemaError(
+                    f"duplicate key '{key}' (line {key_node.start_mark.line + 1}).",
+                    file=self.name,
+                    column=str(key),
+                    fix="keep one entry per key; YAML would silently drop the others.",
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -378,8 +434,13 @@ def _placeholders(raw: dict) -> list[tuple[str, str]]:
         if value == PLACEHOLDER:
             found.append((key, key))
         elif key == "columns" and isinstance(value, dict):
-            found += [(str(name), k) for name, spec in value.items() if isinstance(spec, dict)
-                      for k, v in spec.items() if v == PLACEHOLDER]
+            found += [
+                (str(name), k)
+                for name, spec in value.items()
+                if isinstance(spec, dict)
+                for k, v in spec.items()
+                if v == PLACEHOLDER
+            ]
         elif isinstance(value, dict):
             found += [(f"{key}.{k}", k) for k, v in value.items() if v == PLACEHOLDER]
     return found
@@ -393,53 +454,83 @@ def _refuse_placeholders(raw: dict, file: str) -> None:
     where, key = left[0]
     others = len(left) - 1
     rest = f" {others} more placeholder{'s' * (others != 1)} remain in this schema." if others else ""
-    raise SchemaError(f"'{key}' is still the placeholder {PLACEHOLDER} written by `synthrelease init`.{rest}",
-                      file=file, column=where,
-                      fix=_PLACEHOLDER_FIX.get(key, f"replace {PLACEHOLDER} with the documented value.")
-                      + f" Then look for every remaining {PLACEHOLDER} in the file.")
+    raise SchemaError(
+        f"'{key}' is still the placeholder {PLACEHOLDER} written by `synthrelease init`.{rest}",
+        file=file,
+        column=where,
+        fix=_PLACEHOLDER_FIX.get(key, f"replace {PLACEHOLDER} with the documented value.")
+        + f" Then look for every remaining {PLACEHOLDER} in the file.",
+    )
 
 
 def _number(value: Any, what: str, file: str, column: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise SchemaError(f"{what} is {value!r}, not a finite number.", file=file, column=column,
-                          fix=f"write {what} as a plain number, e.g. {what}: 1500000 (not 1.5e6, not quoted).")
+        raise SchemaError(
+            f"{what} is {value!r}, not a finite number.",
+            file=file,
+            column=column,
+            fix=f"write {what} as a plain number, e.g. {what}: 1500000 (not 1.5e6, not quoted).",
+        )
     return float(value)
 
 
 def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Column:
     if not isinstance(name, str) or not name:
-        raise SchemaError(f"column name {name!r} is not a non-empty string.", file=file, column=str(name),
-                          fix="quote the column name.")
+        raise SchemaError(
+            f"column name {name!r} is not a non-empty string.",
+            file=file,
+            column=str(name),
+            fix="quote the column name.",
+        )
     if not isinstance(spec, dict):
-        raise SchemaError(f"column spec is {spec!r}, not a mapping.", file=file, column=name,
-                          fix="write it as {kind: ..., lower: ..., upper: ...} or {kind: ..., categories: [...]}.")
+        raise SchemaError(
+            f"column spec is {spec!r}, not a mapping.",
+            file=file,
+            column=name,
+            fix="write it as {kind: ..., lower: ..., upper: ...} or {kind: ..., categories: [...]}.",
+        )
     unknown = sorted(set(spec) - _COLUMN_KEYS)
     if unknown:
-        raise SchemaError(f"unknown keys {unknown}.", file=file, column=name,
-                          fix=f"use only {sorted(_COLUMN_KEYS)}.")
+        raise SchemaError(f"unknown keys {unknown}.", file=file, column=name, fix=f"use only {sorted(_COLUMN_KEYS)}.")
     kind = spec.get("kind")
     if kind not in KINDS:
         raise SchemaError(f"unknown kind {kind!r}.", file=file, column=name, fix=f"set kind to one of {list(KINDS)}.")
     if kind == ID_KIND:
         if set(spec) != {"kind"}:
-            raise SchemaError(f"an id column takes no other key ({sorted(set(spec) - {'kind'})}).", file=file,
-                              column=name, fix="write it as {kind: id}: its values are never read.")
+            raise SchemaError(
+                f"an id column takes no other key ({sorted(set(spec) - {'kind'})}).",
+                file=file,
+                column=name,
+                fix="write it as {kind: id}: its values are never read.",
+            )
         return Column(name, ID_KIND, on_invalid="drop")
     policy = spec.get("on_invalid", default_policy)
     if (kind in CATEGORICAL_KINDS or "derived" in spec) and "on_invalid" not in spec and default_policy == "clip":
         policy = "drop"  # the schema-level clip applies to the numeric columns; a category (or a derived value, its
-                         # source's mapping) has no bound to clip to
+        # source's mapping) has no bound to clip to
     if policy not in POLICIES:
-        raise SchemaError(f"unknown on_invalid policy {policy!r}.", file=file, column=name,
-                          fix=f"set on_invalid to one of {list(POLICIES)}.")
+        raise SchemaError(
+            f"unknown on_invalid policy {policy!r}.",
+            file=file,
+            column=name,
+            fix=f"set on_invalid to one of {list(POLICIES)}.",
+        )
     if "after" in spec and kind not in DATE_KINDS:
-        raise SchemaError(f"a {kind} column cannot have after (a date column's order).", file=file, column=name,
-                          fix="remove 'after', or make the column a date or datetime.")
+        raise SchemaError(
+            f"a {kind} column cannot have after (a date column's order).",
+            file=file,
+            column=name,
+            fix="remove 'after', or make the column a date or datetime.",
+        )
     missing = spec.get("missing")
     if missing not in (None, "allowed"):
-        raise SchemaError(f"missing is {missing!r}.", file=file, column=name,
-                          fix="write 'missing: allowed' when the documentation says the column may be empty (its "
-                              "nulls are then modelled and released as nulls), or remove the key.")
+        raise SchemaError(
+            f"missing is {missing!r}.",
+            file=file,
+            column=name,
+            fix="write 'missing: allowed' when the documentation says the column may be empty (its "
+            "nulls are then modelled and released as nulls), or remove the key.",
+        )
     derived = spec.get("derived")
     spec = {k: v for k, v in spec.items() if k != "derived"}
     parse = _parse_date if kind in DATE_KINDS else _parse_numeric if kind in NUMERIC_KINDS else _parse_categorical
@@ -453,17 +544,30 @@ def _derived_column(col: Column, raw: Any, file: str) -> Column:
     every row is the documented function of its source's category (a code and its label, a level and its number),
     so no generator models it and no budget is spent on it; `_check_derived` checks the pairs against the
     source's categories and this column's domain once every column is parsed."""
-    if not (isinstance(raw, dict) and set(raw) == {"from", "values"} and isinstance(raw["from"], str)
-            and isinstance(raw["values"], dict) and raw["values"]):
-        raise SchemaError(f"derived is {raw!r}, not a source column and its value per category.", file=file,
-                          column=col.name, fix=f"write {_DERIVED_EXAMPLE}, one entry per category of the source.")
+    if not (
+        isinstance(raw, dict)
+        and set(raw) == {"from", "values"}
+        and isinstance(raw["from"], str)
+        and isinstance(raw["values"], dict)
+        and raw["values"]
+    ):
+        raise SchemaError(
+            f"derived is {raw!r}, not a source column and its value per category.",
+            file=file,
+            column=col.name,
+            fix=f"write {_DERIVED_EXAMPLE}, one entry per category of the source.",
+        )
     if col.kind in DATE_KINDS or col.missing or col.on_invalid == "clip":
-        what = ("a date column" if col.kind in DATE_KINDS else "'missing: allowed'" if col.missing
-                else "on_invalid: clip")
-        raise SchemaError(f"a derived column cannot have {what}: its value, and its null, are its source's "
-                          "mapping.", file=file, column=col.name,
-                          fix="remove it (a derived column is null where its source is, and on_invalid: drop or "
-                              "fatal says what happens to a row that breaks the mapping).")
+        what = (
+            "a date column" if col.kind in DATE_KINDS else "'missing: allowed'" if col.missing else "on_invalid: clip"
+        )
+        raise SchemaError(
+            f"a derived column cannot have {what}: its value, and its null, are its source's mapping.",
+            file=file,
+            column=col.name,
+            fix="remove it (a derived column is null where its source is, and on_invalid: drop or "
+            "fatal says what happens to a row that breaks the mapping).",
+        )
     return replace(col, derived_from=raw["from"], derived=tuple(raw["values"].items()))
 
 
@@ -476,46 +580,77 @@ def _check_derived(declared: tuple[Column, ...], file: str) -> None:
             continue
         source = by_name.get(c.derived_from)
         if source is None or source is c or source.kind not in CATEGORICAL_KINDS or source.derived_from:
-            raise SchemaError(f"derived from {c.derived_from!r}, which is not another categorical or binary column "
-                              "of the schema that is itself modelled.", file=file, column=c.name,
-                              fix="name the categorical column this one is a documented function of (derive every "
-                                  "column of a chain from its first column).")
+            raise SchemaError(
+                f"derived from {c.derived_from!r}, which is not another categorical or binary column "
+                "of the schema that is itself modelled.",
+                file=file,
+                column=c.name,
+                fix="name the categorical column this one is a documented function of (derive every "
+                "column of a chain from its first column).",
+            )
         keys = [k for k, _ in c.derived]
-        if set(keys) != set(source.categories):     # each key once: the schema's YAML refuses duplicate keys
+        if set(keys) != set(source.categories):  # each key once: the schema's YAML refuses duplicate keys
             missing = [k for k in source.categories if k not in keys]
             extra = [k for k in keys if k not in source.categories]
-            raise SchemaError(f"derived values do not list each category of '{source.name}' once (missing "
-                              f"{missing}, not its categories {extra}).", file=file, column=c.name,
-                              fix=f"give one value per category of '{source.name}': {list(source.categories)}.")
+            raise SchemaError(
+                f"derived values do not list each category of '{source.name}' once (missing "
+                f"{missing}, not its categories {extra}).",
+                file=file,
+                column=c.name,
+                fix=f"give one value per category of '{source.name}': {list(source.categories)}.",
+            )
         for k, v in c.derived:
             if c.is_numeric:
-                ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and c.lower <= v <= c.upper
-                      and (c.kind != "integer" or float(v).is_integer()))
+                ok = (
+                    isinstance(v, (int, float))
+                    and not isinstance(v, bool)
+                    and c.lower <= v <= c.upper
+                    and (c.kind != "integer" or float(v).is_integer())
+                )
             else:
                 ok = v in c.categories
             if not ok:
                 domain = f"[{c.lower:g}, {c.upper:g}]" if c.is_numeric else list(c.categories)
-                raise SchemaError(f"derived value {v!r} (of {k!r}) is outside the column's domain {domain}.",
-                                  file=file, column=c.name, fix="give each category a value of this column's "
-                                                                "documented domain.")
+                raise SchemaError(
+                    f"derived value {v!r} (of {k!r}) is outside the column's domain {domain}.",
+                    file=file,
+                    column=c.name,
+                    fix="give each category a value of this column's documented domain.",
+                )
 
 
 def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
     if "categories" in spec:
-        raise SchemaError(f"a {kind} column cannot have categories.", file=file, column=name,
-                          fix="remove categories, or make the column categorical.")
+        raise SchemaError(
+            f"a {kind} column cannot have categories.",
+            file=file,
+            column=name,
+            fix="remove categories, or make the column categorical.",
+        )
     missing = [k for k in ("lower", "upper") if k not in spec]
     if missing:
-        raise SchemaError(f"{kind} column is missing its {' and '.join(missing)} bound.", file=file, column=name,
-                          fix="add lower and upper bounds taken from public documentation (never from the data).")
+        raise SchemaError(
+            f"{kind} column is missing its {' and '.join(missing)} bound.",
+            file=file,
+            column=name,
+            fix="add lower and upper bounds taken from public documentation (never from the data).",
+        )
     lower = _number(spec["lower"], "lower", file, name)
     upper = _number(spec["upper"], "upper", file, name)
     if lower >= upper:
-        raise SchemaError(f"lower bound {lower:g} is not below upper bound {upper:g}.", file=file, column=name,
-                          fix="set lower < upper.")
+        raise SchemaError(
+            f"lower bound {lower:g} is not below upper bound {upper:g}.",
+            file=file,
+            column=name,
+            fix="set lower < upper.",
+        )
     if kind == "integer" and not (lower.is_integer() and upper.is_integer()):
-        raise SchemaError(f"integer column has non-integer bounds {lower:g}..{upper:g}.", file=file, column=name,
-                          fix="use whole-number bounds, or make the column continuous.")
+        raise SchemaError(
+            f"integer column has non-integer bounds {lower:g}..{upper:g}.",
+            file=file,
+            column=name,
+            fix="use whole-number bounds, or make the column continuous.",
+        )
     bins, atoms = (_values(spec, key, kind, lower, upper, file, name) for key in ("bins", "atoms"))
     return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms)
 
@@ -525,30 +660,57 @@ def _parse_date(name: str, kind: str, spec: dict, policy: str, file: str) -> Col
     `missing: allowed` (set by the caller)."""
     extra = sorted(set(spec) - {"kind", "lower", "upper", "on_invalid", "missing", "after", "max_gap_days"})
     if extra:
-        raise SchemaError(f"a {kind} column cannot have {extra}.", file=file, column=name,
-                          fix=f"remove them: a {kind} column's public bins are calendar months, quarters or years.")
+        raise SchemaError(
+            f"a {kind} column cannot have {extra}.",
+            file=file,
+            column=name,
+            fix=f"remove them: a {kind} column's public bins are calendar months, quarters or years.",
+        )
     bounds = []
     for key in ("lower", "upper"):
         try:
             bounds.append(epoch_value(spec[key], kind))
         except (KeyError, ValueError, TypeError):
             example = "2003-12-31" if kind == "date" else "2003-12-31T23:59:59"
-            raise SchemaError(f"{key} is {spec.get(key)!r}, not an ISO {kind}.", file=file, column=name,
-                              fix=f"write {key}: {example} from the documentation (the study's period).") from None
+            raise SchemaError(
+                f"{key} is {spec.get(key)!r}, not an ISO {kind}.",
+                file=file,
+                column=name,
+                fix=f"write {key}: {example} from the documentation (the study's period).",
+            ) from None
     if bounds[0] >= bounds[1]:
-        raise SchemaError(f"lower bound {spec['lower']} is not before upper bound {spec['upper']}.", file=file,
-                          column=name, fix="set lower < upper.")
+        raise SchemaError(
+            f"lower bound {spec['lower']} is not before upper bound {spec['upper']}.",
+            file=file,
+            column=name,
+            fix="set lower < upper.",
+        )
     after = spec.get("after")
     if after is not None and not isinstance(after, str):
-        raise SchemaError(f"after is {after!r}, not a column name.", file=file, column=name,
-                          fix="write after: <the date column this one never precedes>.")
+        raise SchemaError(
+            f"after is {after!r}, not a column name.",
+            file=file,
+            column=name,
+            fix="write after: <the date column this one never precedes>.",
+        )
     gap = spec.get("max_gap_days")
     if gap is not None and (after is None or isinstance(gap, bool) or not isinstance(gap, (int, float)) or not gap > 0):
-        raise SchemaError(f"max_gap_days is {gap!r}{'' if after else ' without after'}.", file=file, column=name,
-                          fix="give a positive number of days together with 'after: <column>' (the documented "
-                              "longest time between the two dates), or remove it.")
-    return Column(name, kind, lower=bounds[0], upper=bounds[1], on_invalid=policy, after=after,
-                  max_gap_days=None if gap is None else float(gap))
+        raise SchemaError(
+            f"max_gap_days is {gap!r}{'' if after else ' without after'}.",
+            file=file,
+            column=name,
+            fix="give a positive number of days together with 'after: <column>' (the documented "
+            "longest time between the two dates), or remove it.",
+        )
+    return Column(
+        name,
+        kind,
+        lower=bounds[0],
+        upper=bounds[1],
+        on_invalid=policy,
+        after=after,
+        max_gap_days=None if gap is None else float(gap),
+    )
 
 
 def _check_after(declared: tuple[Column, ...], file: str) -> None:
@@ -559,15 +721,25 @@ def _check_after(declared: tuple[Column, ...], file: str) -> None:
             continue
         start = kinds.get(c.after)
         if start is None or start.kind != c.kind or declared.index(start) > declared.index(c):
-            raise SchemaError(f"after: {c.after!r} is not an earlier {c.kind} column.", file=file, column=c.name,
-                              fix=f"name a {c.kind} column declared before '{c.name}'.")
+            raise SchemaError(
+                f"after: {c.after!r} is not an earlier {c.kind} column.",
+                file=file,
+                column=c.name,
+                fix=f"name a {c.kind} column declared before '{c.name}'.",
+            )
         if c.missing or start.missing:
-            raise SchemaError("a column in an 'after' pair allows nulls, so the order has no value to hold on.",
-                              file=file, column=c.name, fix="remove 'missing: allowed' from both, or 'after'.")
+            raise SchemaError(
+                "a column in an 'after' pair allows nulls, so the order has no value to hold on.",
+                file=file,
+                column=c.name,
+                fix="remove 'missing: allowed' from both, or 'after'.",
+            )
 
 
-_VALUES_FIX = {"bins": "public edges in the column's units (docs/aim-mst.md)",
-               "atoms": "documented values the column takes exactly, e.g. atoms: [0] for 'no cost' (docs/aim-mst.md)"}
+_VALUES_FIX = {
+    "bins": "public edges in the column's units (docs/aim-mst.md)",
+    "atoms": "documented values the column takes exactly, e.g. atoms: [0] for 'no cost' (docs/aim-mst.md)",
+}
 
 
 def _values(spec: dict, key: str, kind: str, lower: float, upper: float, file: str, name: str) -> tuple | None:
@@ -577,15 +749,27 @@ def _values(spec: dict, key: str, kind: str, lower: float, upper: float, file: s
     if raw is None:
         return None
     if not isinstance(raw, list) or not raw:
-        raise SchemaError(f"{key} is {raw!r}, not a list of numbers.", file=file, column=name,
-                          fix=f"write {key}: [v1, v2, ...], {_VALUES_FIX[key]}.")
+        raise SchemaError(
+            f"{key} is {raw!r}, not a list of numbers.",
+            file=file,
+            column=name,
+            fix=f"write {key}: [v1, v2, ...], {_VALUES_FIX[key]}.",
+        )
     values = tuple(_number(e, key, file, name) for e in raw)
     if list(values) != sorted(set(values)) or not all(lower <= e <= upper for e in values):
-        raise SchemaError(f"{key} {list(values)} are not strictly increasing within [{lower:g}, {upper:g}].",
-                          file=file, column=name, fix=f"list increasing {key} between the bounds.")
+        raise SchemaError(
+            f"{key} {list(values)} are not strictly increasing within [{lower:g}, {upper:g}].",
+            file=file,
+            column=name,
+            fix=f"list increasing {key} between the bounds.",
+        )
     if key == "atoms" and kind == "integer" and not all(e.is_integer() for e in values):
-        raise SchemaError(f"atoms {list(values)} of an integer column are not whole numbers.", file=file,
-                          column=name, fix="list whole numbers, or make the column continuous.")
+        raise SchemaError(
+            f"atoms {list(values)} of an integer column are not whole numbers.",
+            file=file,
+            column=name,
+            fix="list whole numbers, or make the column continuous.",
+        )
     return values
 
 
@@ -594,19 +778,31 @@ def _categories_file(spec: dict, file: str, name: str) -> list[str]:
     (stripped; codes keep their leading zeros), UTF-8, in a file inside the schema's folder (a path relative to
     it), so that the stage reading the schema folder (dvc.yaml's validate) re-runs when the list changes."""
     if "categories" in spec:
-        raise SchemaError("both categories and categories_file.", file=file, column=name,
-                          fix="keep one: the list in the schema, or the file holding it.")
+        raise SchemaError(
+            "both categories and categories_file.",
+            file=file,
+            column=name,
+            fix="keep one: the list in the schema, or the file holding it.",
+        )
     given, folder = spec["categories_file"], Path(file).parent.resolve()
     path = (folder / given).resolve() if isinstance(given, str) and given else None
     if path is None or not path.is_relative_to(folder):
-        raise SchemaError(f"categories_file {given!r} is not a path inside the schema's folder {folder}.", file=file,
-                          column=name, fix="put the code list next to the schema (e.g. schemas/codes/icd9.txt) and "
-                                           "give its path relative to the schema (codes/icd9.txt).")
+        raise SchemaError(
+            f"categories_file {given!r} is not a path inside the schema's folder {folder}.",
+            file=file,
+            column=name,
+            fix="put the code list next to the schema (e.g. schemas/codes/icd9.txt) and "
+            "give its path relative to the schema (codes/icd9.txt).",
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise SchemaError(f"categories_file {given!r} cannot be read as UTF-8 text ({e}).", file=file, column=name,
-                          fix=f"create {path} with one documented category per line.") from None
+        raise SchemaError(
+            f"categories_file {given!r} cannot be read as UTF-8 text ({e}).",
+            file=file,
+            column=name,
+            fix=f"create {path} with one documented category per line.",
+        ) from None
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -614,32 +810,60 @@ def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str)
     numeric_only = [k for k in ("lower", "upper", "bins", "atoms") if k in spec]
     if numeric_only:
         keys = "/".join(numeric_only)
-        raise SchemaError(f"a {kind} column cannot have {keys} (numeric columns' keys).", file=file, column=name,
-                          fix=f"remove {keys}, or make the column continuous or integer.")
+        raise SchemaError(
+            f"a {kind} column cannot have {keys} (numeric columns' keys).",
+            file=file,
+            column=name,
+            fix=f"remove {keys}, or make the column continuous or integer.",
+        )
     if policy == "clip":
-        raise SchemaError(f"on_invalid: clip is undefined for a {kind} column.", file=file, column=name,
-                          fix="set on_invalid: drop or fatal on this column.")
+        raise SchemaError(
+            f"on_invalid: clip is undefined for a {kind} column.",
+            file=file,
+            column=name,
+            fix="set on_invalid: drop or fatal on this column.",
+        )
     cats = _categories_file(spec, file, name) if "categories_file" in spec else spec.get("categories")
     if not isinstance(cats, list) or not cats:
-        raise SchemaError(f"{kind} column has no category list.", file=file, column=name,
-                          fix="add categories: [...] listing every public category.")
+        raise SchemaError(
+            f"{kind} column has no category list.",
+            file=file,
+            column=name,
+            fix="add categories: [...] listing every public category.",
+        )
     all_str = all(isinstance(c, str) for c in cats)
     all_int = all(isinstance(c, int) and not isinstance(c, bool) for c in cats)
     if not (all_str or all_int):
-        raise SchemaError(f"categories {cats!r} mix types or contain booleans/floats.", file=file, column=name,
-                          fix="make every category a string (quote them, e.g. \"yes\", \"?\") or every one an integer.")
+        raise SchemaError(
+            f"categories {cats!r} mix types or contain booleans/floats.",
+            file=file,
+            column=name,
+            fix='make every category a string (quote them, e.g. "yes", "?") or every one an integer.',
+        )
     dupes = sorted(str(c) for c, n in Counter(cats).items() if n > 1)
     if dupes:
         raise SchemaError(f"duplicate categories {dupes}.", file=file, column=name, fix="list each category once.")
     if all_str and any(c != c.strip() or not c for c in cats):
-        raise SchemaError("a category is empty or has leading/trailing whitespace.", file=file, column=name,
-                          fix="strip the categories (values are compared after stripping whitespace).")
+        raise SchemaError(
+            "a category is empty or has leading/trailing whitespace.",
+            file=file,
+            column=name,
+            fix="strip the categories (values are compared after stripping whitespace).",
+        )
     if kind == "binary" and len(cats) != 2:
-        raise SchemaError(f"binary column has {len(cats)} categories, not 2.", file=file, column=name,
-                          fix="list exactly two categories, or make the column categorical.")
+        raise SchemaError(
+            f"binary column has {len(cats)} categories, not 2.",
+            file=file,
+            column=name,
+            fix="list exactly two categories, or make the column categorical.",
+        )
     if kind == "categorical" and len(cats) < 2:
-        raise SchemaError("categorical column has fewer than 2 categories.", file=file, column=name,
-                          fix="list at least two categories, or drop the constant column.")
+        raise SchemaError(
+            "categorical column has fewer than 2 categories.",
+            file=file,
+            column=name,
+            fix="list at least two categories, or drop the constant column.",
+        )
     return Column(name, kind, categories=tuple(cats), on_invalid=policy)
 
 
@@ -649,23 +873,38 @@ def _parse_rows(raw: Any, file: str) -> PublicRows | None:
         return None
     example = 'rows: {count: 569, source: "scikit-learn load_breast_cancer documentation: 569 instances"}'
     if not isinstance(raw, dict):
-        raise SchemaError(f"rows is {raw!r}, not a mapping.", file=file, column="rows",
-                          fix=f"write {example}, or remove 'rows' (the count is then released with noise).")
+        raise SchemaError(
+            f"rows is {raw!r}, not a mapping.",
+            file=file,
+            column="rows",
+            fix=f"write {example}, or remove 'rows' (the count is then released with noise).",
+        )
     unknown = sorted(set(raw) - _ROWS_KEYS)
     if unknown:
-        raise SchemaError(f"unknown keys {unknown} under rows.", file=file, column="rows",
-                          fix=f"use only {sorted(_ROWS_KEYS)}, e.g. {example}.")
+        raise SchemaError(
+            f"unknown keys {unknown} under rows.",
+            file=file,
+            column="rows",
+            fix=f"use only {sorted(_ROWS_KEYS)}, e.g. {example}.",
+        )
     count = raw.get("count")
     if isinstance(count, bool) or not isinstance(count, int) or count < 2:
-        raise SchemaError(f"rows.count is {count!r}, not a whole number of rows >= 2.", file=file,
-                          column="rows.count", fix="write the documented number of rows of the whole table as a "
-                          "plain integer, e.g. count: 48842 (not quoted, not 4.8e4).")
+        raise SchemaError(
+            f"rows.count is {count!r}, not a whole number of rows >= 2.",
+            file=file,
+            column="rows.count",
+            fix="write the documented number of rows of the whole table as a "
+            "plain integer, e.g. count: 48842 (not quoted, not 4.8e4).",
+        )
     source = raw.get("source")
     if not isinstance(source, str) or not source.strip():
-        raise SchemaError("rows.source is missing or empty: a public row count needs its documented source.",
-                          file=file, column="rows.source",
-                          fix="cite where the count is published, e.g. source: \"UCI adult.names: 48842 "
-                          "instances\"; a count read from the rows themselves is not public (remove 'rows').")
+        raise SchemaError(
+            "rows.source is missing or empty: a public row count needs its documented source.",
+            file=file,
+            column="rows.source",
+            fix='cite where the count is published, e.g. source: "UCI adult.names: 48842 '
+            "instances\"; a count read from the rows themselves is not public (remove 'rows').",
+        )
     return PublicRows(count=count, source=source.strip())
 
 
@@ -678,21 +917,37 @@ def _parse_related(raw: Any, names: list[str], derived: list[str], file: str) ->
         return ()
     example = "related: [[relationship, marital_status]]"
     if not isinstance(raw, list):
-        raise SchemaError(f"related is {raw!r}, not a list of column pairs.", file=file, column="related",
-                          fix=f"write {example}, or remove 'related'.")
+        raise SchemaError(
+            f"related is {raw!r}, not a list of column pairs.",
+            file=file,
+            column="related",
+            fix=f"write {example}, or remove 'related'.",
+        )
     pairs: list[tuple[str, str]] = []
     for pair in raw:
         if not (isinstance(pair, list) and len(pair) == 2 and pair[0] != pair[1]):
-            raise SchemaError(f"related entry {pair!r} is not a pair of two distinct columns.", file=file,
-                              column="related", fix=f"write each entry as [a, b], e.g. {example}.")
+            raise SchemaError(
+                f"related entry {pair!r} is not a pair of two distinct columns.",
+                file=file,
+                column="related",
+                fix=f"write each entry as [a, b], e.g. {example}.",
+            )
         for c in pair:
             if c in derived:
-                raise SchemaError(f"related column {c!r} is derived: its every value is its source's mapping, so "
-                                  "there is no pair to measure.", file=file, column=str(c),
-                                  fix="remove the pair (the release reproduces a derived column exactly).")
+                raise SchemaError(
+                    f"related column {c!r} is derived: its every value is its source's mapping, so "
+                    "there is no pair to measure.",
+                    file=file,
+                    column=str(c),
+                    fix="remove the pair (the release reproduces a derived column exactly).",
+                )
             if c not in names:
-                raise SchemaError(f"related column {c!r} is not a column of the schema.", file=file, column=str(c),
-                                  fix=f"name only columns of the schema: {names}.")
+                raise SchemaError(
+                    f"related column {c!r} is not a column of the schema.",
+                    file=file,
+                    column=str(c),
+                    fix=f"name only columns of the schema: {names}.",
+                )
         pairs.append((pair[0], pair[1]))
     return tuple(pairs)
 
@@ -703,21 +958,30 @@ def _parse_unit(spec: Any, declared: tuple[Column, ...], file: str) -> PrivacyUn
         return None
     example = "privacy_unit: {column: subject_id, max_rows: 5}"
     if not isinstance(spec, dict) or set(spec) != _UNIT_KEYS:
-        raise SchemaError(f"privacy_unit is {spec!r}; it needs exactly the keys {sorted(_UNIT_KEYS)}.", file=file,
-                          fix=f"write {example} (a kind: id column naming the person, and the most rows of one "
-                              "person the release may use, from the documentation or your policy).")
+        raise SchemaError(
+            f"privacy_unit is {spec!r}; it needs exactly the keys {sorted(_UNIT_KEYS)}.",
+            file=file,
+            fix=f"write {example} (a kind: id column naming the person, and the most rows of one "
+            "person the release may use, from the documentation or your policy).",
+        )
     ids = [c.name for c in declared if c.kind == ID_KIND]
     column, max_rows = spec["column"], spec["max_rows"]
     if column not in ids:
-        raise SchemaError(f"privacy_unit.column {column!r} is not a kind: id column of the schema.", file=file,
-                          column=str(column), fix=f"name one of the id columns {ids}, or declare the column "
-                                                  "as {kind: id}.")
+        raise SchemaError(
+            f"privacy_unit.column {column!r} is not a kind: id column of the schema.",
+            file=file,
+            column=str(column),
+            fix=f"name one of the id columns {ids}, or declare the column as {{kind: id}}.",
+        )
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or not 1 <= max_rows <= MAX_UNIT_ROWS:
-        raise SchemaError(f"privacy_unit.max_rows is {max_rows!r}; it must be an integer in [1, {MAX_UNIT_ROWS}].",
-                          file=file, column=str(column),
-                          fix="write the most rows of one unit the release may use, a public number (e.g. the "
-                              "99th percentile the documentation gives, or your policy): rows beyond it are set "
-                              "aside by a keyed rule and every mechanism's noise grows with it.")
+        raise SchemaError(
+            f"privacy_unit.max_rows is {max_rows!r}; it must be an integer in [1, {MAX_UNIT_ROWS}].",
+            file=file,
+            column=str(column),
+            fix="write the most rows of one unit the release may use, a public number (e.g. the "
+            "99th percentile the documentation gives, or your policy): rows beyond it are set "
+            "aside by a keyed rule and every mechanism's noise grows with it.",
+        )
     return PrivacyUnit(str(column), int(max_rows))
 
 
@@ -726,8 +990,11 @@ def _parse_population(spec: Any, file: str) -> str | None:
     if spec is None:
         return None
     if not isinstance(spec, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", spec):
-        raise SchemaError(f"population is {spec!r}, not a name of letters, digits, '.', '_' or '-'.", file=file,
-                          fix="write e.g. population: clinic-patients, the same in every table about these people.")
+        raise SchemaError(
+            f"population is {spec!r}, not a name of letters, digits, '.', '_' or '-'.",
+            file=file,
+            fix="write e.g. population: clinic-patients, the same in every table about these people.",
+        )
     return spec
 
 
@@ -737,8 +1004,11 @@ def load_schema(path: str | Path) -> Schema:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
-        raise SchemaError(f"cannot read the schema ({e.strerror}).", file=file,
-                          fix="pass the path of an existing schemas/<name>.yaml.") from e
+        raise SchemaError(
+            f"cannot read the schema ({e.strerror}).",
+            file=file,
+            fix="pass the path of an existing schemas/<name>.yaml.",
+        ) from e
     try:
         loader = _UniqueKeyLoader(text)
         loader.name = file
@@ -747,8 +1017,9 @@ def load_schema(path: str | Path) -> Schema:
         finally:
             loader.dispose()
     except (yaml.YAMLError, ValueError) as e:  # ValueError: an unquoted value YAML reads as an impossible date
-        raise SchemaError(f"invalid YAML: {e}", file=file,
-                          fix="fix the YAML syntax (quote values such as \"?\" or \"yes\").") from e
+        raise SchemaError(
+            f"invalid YAML: {e}", file=file, fix='fix the YAML syntax (quote values such as "?" or "yes").'
+        ) from e
     if not isinstance(raw, dict):
         raise SchemaError("the schema is not a YAML mapping.", file=file, fix="start from schemas/adult.yaml.")
     _refuse_placeholders(raw, file)
@@ -760,57 +1031,99 @@ def load_schema(path: str | Path) -> Schema:
         raise SchemaError("missing 'name'.", file=file, fix="add name: <data set name>.")
     default_policy = raw.get("on_invalid", "drop")
     if default_policy not in POLICIES:
-        raise SchemaError(f"unknown default on_invalid policy {default_policy!r}.", file=file,
-                          fix=f"set on_invalid to one of {list(POLICIES)}.")
+        raise SchemaError(
+            f"unknown default on_invalid policy {default_policy!r}.",
+            file=file,
+            fix=f"set on_invalid to one of {list(POLICIES)}.",
+        )
     cols = raw.get("columns")
     if not isinstance(cols, dict) or not cols:
-        raise SchemaError("missing or empty 'columns' mapping.", file=file,
-                          fix="add columns: {<name>: {kind: ..., ...}, ...}.")
+        raise SchemaError(
+            "missing or empty 'columns' mapping.", file=file, fix="add columns: {<name>: {kind: ..., ...}, ...}."
+        )
     declared = tuple(_parse_column(n, spec, default_policy, file) for n, spec in cols.items())
     _check_after(declared, file)
     _check_derived(declared, file)
     names = [c.name for c in declared]
     target = raw.get("target")
     if target is not None and target not in names:
-        raise SchemaError(f"target {target!r} is not a column of the schema.", file=file, column=str(target),
-                          fix=f"set target to one of {names} or remove it.")
+        raise SchemaError(
+            f"target {target!r} is not a column of the schema.",
+            file=file,
+            column=str(target),
+            fix=f"set target to one of {names} or remove it.",
+        )
     protected = raw.get("protected") or []
     if not isinstance(protected, list):
-        raise SchemaError(f"protected is {protected!r}, not a list.", file=file,
-                          fix="write protected: [col, ...].")
+        raise SchemaError(f"protected is {protected!r}, not a list.", file=file, fix="write protected: [col, ...].")
     for p in protected:
         if p not in names:
-            raise SchemaError(f"protected column {p!r} is not a column of the schema.", file=file, column=str(p),
-                              fix=f"name only columns of the schema: {names}.")
+            raise SchemaError(
+                f"protected column {p!r} is not a column of the schema.",
+                file=file,
+                column=str(p),
+                fix=f"name only columns of the schema: {names}.",
+            )
     if len(set(protected)) != len(protected):
         raise SchemaError(f"protected {protected} lists a column twice.", file=file, fix="list each column once.")
     for c in declared:
         if c.kind == ID_KIND and c.name in (target, *protected):
-            raise SchemaError("an id column is never read, so it cannot be the target or a protected column.",
-                              file=file, column=c.name, fix="choose another column, or give this one a kind "
-                                                            "whose values the release may model.")
+            raise SchemaError(
+                "an id column is never read, so it cannot be the target or a protected column.",
+                file=file,
+                column=c.name,
+                fix="choose another column, or give this one a kind whose values the release may model.",
+            )
         if c.derived_from is not None and c.name in (target, *protected):
-            raise SchemaError("a derived column is never modelled, so it cannot be the target or a protected "
-                              "column.", file=file, column=c.name,
-                              fix=f"name its source '{c.derived_from}' there instead.")
+            raise SchemaError(
+                "a derived column is never modelled, so it cannot be the target or a protected column.",
+                file=file,
+                column=c.name,
+                fix=f"name its source '{c.derived_from}' there instead.",
+            )
         if c.missing and c.name in (target, *protected):
             role = "the target" if c.name == target else "a protected column"
-            raise SchemaError(f"'missing: allowed' on {role}: the utility classifiers (target) and PPEM's fairness "
-                              "groups (protected) need a value in every row.", file=file, column=c.name,
-                              fix="remove 'missing: allowed' (rows with a null are then dropped by on_invalid, "
-                                  "within dataset.max_dropped_fraction), or choose another target/protected column.")
+            raise SchemaError(
+                f"'missing: allowed' on {role}: the utility classifiers (target) and PPEM's fairness "
+                "groups (protected) need a value in every row.",
+                file=file,
+                column=c.name,
+                fix="remove 'missing: allowed' (rows with a null are then dropped by on_invalid, "
+                "within dataset.max_dropped_fraction), or choose another target/protected column.",
+            )
     source = raw.get("source") or {}
     if not isinstance(source, dict):
-        raise SchemaError(f"source is {source!r}, not a mapping.", file=file,
-                          fix="write source: {bundled: <name>, documentation: \"...\"}.")
-    return Schema(name=name, description=str(raw.get("description") or ""), columns=expand(declared, file),
-                  unit=_parse_unit(raw.get("privacy_unit"), declared, file),
-                  population=_parse_population(raw.get("population"), file),
-                  declared=declared, target=target,
-                  protected=tuple(protected), on_invalid=default_policy, source=source,
-                  rows=_parse_rows(raw.get("rows"), file),
-                  related=_parse_related(raw.get("related"), [c.name for c in declared if c.kind != ID_KIND],
-                                         [c.name for c in declared if c.derived_from is not None], file),
-                  rules=parse_rules(raw.get("rules"), {c.name: c.categories for c in declared
-                                                       if c.kind in CATEGORICAL_KINDS and not c.missing
-                                                       and c.derived_from is None}, default_policy, file))
+        raise SchemaError(
+            f"source is {source!r}, not a mapping.",
+            file=file,
+            fix='write source: {bundled: <name>, documentation: "..."}.',
+        )
+    return Schema(
+        name=name,
+        description=str(raw.get("description") or ""),
+        columns=expand(declared, file),
+        unit=_parse_unit(raw.get("privacy_unit"), declared, file),
+        population=_parse_population(raw.get("population"), file),
+        declared=declared,
+        target=target,
+        protected=tuple(protected),
+        on_invalid=default_policy,
+        source=source,
+        rows=_parse_rows(raw.get("rows"), file),
+        related=_parse_related(
+            raw.get("related"),
+            [c.name for c in declared if c.kind != ID_KIND],
+            [c.name for c in declared if c.derived_from is not None],
+            file,
+        ),
+        rules=parse_rules(
+            raw.get("rules"),
+            {
+                c.name: c.categories
+                for c in declared
+                if c.kind in CATEGORICAL_KINDS and not c.missing and c.derived_from is None
+            },
+            default_policy,
+            file,
+        ),
+    )

@@ -3,6 +3,7 @@
 There is no ``fit``: the transform is a function of the public schema only (privacy rule 1), so two
 different tables with the same schema are encoded by the identical map.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,11 +29,23 @@ class Encoder:
         for c in schema.columns:
             width = len(c.categories) if c.kind == "categorical" else 1
             facts = {"lower": c.lower, "upper": c.upper, "bins": c.bins, "atoms": c.atoms} if c.is_numeric else {}
-            blocks.append(Block(column=c.name, kind=c.kind, start=start, stop=start + width,
-                                protected=c.name in schema.protected, is_target=c.name == schema.target, **facts))
+            blocks.append(
+                Block(
+                    column=c.name,
+                    kind=c.kind,
+                    start=start,
+                    stop=start + width,
+                    protected=c.name in schema.protected,
+                    is_target=c.name == schema.target,
+                    **facts,
+                )
+            )
             start += width
-        self._layout = Layout(tuple(blocks), schema.related,
-                              tuple(indexed(r, {c.name: c.categories for c in schema.columns}) for r in schema.rules))
+        self._layout = Layout(
+            tuple(blocks),
+            schema.related,
+            tuple(indexed(r, {c.name: c.categories for c in schema.columns}) for r in schema.rules),
+        )
 
     @property
     def layout(self) -> Layout:
@@ -66,8 +79,10 @@ class Encoder:
                 continue
             codes = pd.Categorical(s, categories=list(c.categories)).codes
             if (codes < 0).any():
-                raise ValueError(f"cannot encode column '{c.name}': values outside the schema's categories, "
-                                 f"e.g. {s[codes < 0].iloc[0]!r} (validate the table first)")
+                raise ValueError(
+                    f"cannot encode column '{c.name}': values outside the schema's categories, "
+                    f"e.g. {s[codes < 0].iloc[0]!r} (validate the table first)"
+                )
             if c.kind == "binary":
                 X[:, b.start] = codes
             else:
@@ -81,8 +96,10 @@ class Encoder:
         missing set to the lower bound (what a published null is modelled as)."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self._layout.width:
-            raise ValueError(f"cannot decode: expected a 2-d matrix with {self._layout.width} columns "
-                             f"(schema '{self.schema.name}'), got shape {X.shape}")
+            raise ValueError(
+                f"cannot decode: expected a 2-d matrix with {self._layout.width} columns "
+                f"(schema '{self.schema.name}'), got shape {X.shape}"
+            )
         if not np.isfinite(X).all():
             raise ValueError("cannot decode: the matrix contains NaN or infinite values")
         out = {}
@@ -90,14 +107,14 @@ class Encoder:
             if c.is_numeric:
                 v = c.lower + np.clip(X[:, b.start], 0.0, 1.0) * (c.upper - c.lower)
                 values = np.clip(np.rint(v) if c.kind == "integer" else v, c.lower, c.upper)
-                for a in c.atoms or ():   # the float32 encoding moved an atom by < 1e-7 of the range: snap it back
+                for a in c.atoms or ():  # the float32 encoding moved an atom by < 1e-7 of the range: snap it back
                     values[np.abs(values - a) <= ATOM_TOLERANCE * (c.upper - c.lower)] = a
             else:
-                idx = (X[:, b.start] >= 0.5).astype(int) if c.kind == "binary" else X[:, b.start:b.stop].argmax(1)
+                idx = (X[:, b.start] >= 0.5).astype(int) if c.kind == "binary" else X[:, b.start : b.stop].argmax(1)
                 values = np.asarray(c.categories, dtype=object)[idx]
             out[c.name] = pd.Series(values, dtype=c.dtype)
-        for c in self.schema.columns:   # a numeric value on a row its indicator marks missing: the lower bound, as
-            flag = out.get(indicator(c.name))   # `declared.to_modelled` codes a null, so metrics see what is published
+        for c in self.schema.columns:  # a numeric value on a row its indicator marks missing: the lower bound, as
+            flag = out.get(indicator(c.name))  # `declared.to_modelled` codes a null, so metrics see what is published
             if c.is_numeric and flag is not None:
                 out[c.name] = out[c.name].mask(flag == INDICATOR_CATEGORIES[1], c.lower).astype(c.dtype)
         return pd.DataFrame(out)
@@ -155,11 +172,12 @@ def keyed_uniforms(key: bytes, messages: list[bytes]) -> np.ndarray:
     if len(key) < 16:
         raise ValueError(f"the split key must have at least 128 bits, got {8 * len(key)}")
     digests = (hmac.new(key, m, hashlib.sha256).digest()[:8] for m in messages)
-    return np.fromiter((int.from_bytes(d, "big") for d in digests), dtype=np.float64, count=len(messages)) / 2.0 ** 64
+    return np.fromiter((int.from_bytes(d, "big") for d in digests), dtype=np.float64, count=len(messages)) / 2.0**64
 
 
-def train_holdout_split(df: pd.DataFrame, holdout_fraction: float, key: bytes | int,
-                        columns: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def train_holdout_split(
+    df: pd.DataFrame, holdout_fraction: float, key: bytes | int, columns: list[str] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split into (train, holdout), each keeping the original row order, index reset.
 
     Row i goes to the holdout iff u_i < holdout_fraction, u_i = HMAC-SHA256(key, row_i's canonical bytes and

@@ -23,6 +23,7 @@ Split (`unit_holdout`). A unit goes to the holdout iff HMAC-SHA256(key, pseudony
 all of a unit's rows land on one side, so neighbouring tables give training sets (and holdouts) that differ by
 at most k rows, as the accounting assumes.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -34,7 +35,7 @@ import pandas as pd
 from pipelines.data.schema import PrivacyUnit
 from pipelines.data.transform import keyed_uniforms, occurrence_bytes, row_bytes
 
-UNIT_COLUMN = "__unit__"                              # the validated table's pseudonym column
+UNIT_COLUMN = "__unit__"  # the validated table's pseudonym column
 BOUND_CONTEXT = b"synthrelease/privacy-unit/bound/v1"
 PSEUDONYM_CONTEXT = b"synthrelease/privacy-unit/pseudonym/v1"
 SPLIT_CONTEXT = b"synthrelease/privacy-unit/split/v1"
@@ -58,22 +59,23 @@ def pseudonyms(values: pd.Series, rows: list[bytes], key: bytes) -> np.ndarray:
     return np.asarray(out, dtype=object)
 
 
-def bound(frame: pd.DataFrame, unit: PrivacyUnit, columns: list[str],
-          key: bytes) -> tuple[pd.DataFrame, np.ndarray, dict[str, int]]:
+def bound(
+    frame: pd.DataFrame, unit: PrivacyUnit, columns: list[str], key: bytes
+) -> tuple[pd.DataFrame, np.ndarray, dict[str, int]]:
     """(the rows of `frame` each unit keeps, without the unit column and in table order; their pseudonyms; the
     steward-only counts {rows_read, units, rows_set_aside}): at most `unit.max_rows` rows per unit, chosen by the
     keyed rank of the module docstring over the row's values in `columns`."""
     rows = row_bytes(frame, columns)
     names = pseudonyms(frame[unit.column], rows, key)
-    ranks = keyed_uniforms(_subkey(key, BOUND_CONTEXT),
-                           occurrence_bytes([n.encode() + b"\x1f" + r for n, r in zip(names, rows)]))
-    order = np.lexsort((ranks, names))                 # by unit, then by keyed rank within the unit
+    ranks = keyed_uniforms(
+        _subkey(key, BOUND_CONTEXT), occurrence_bytes([n.encode() + b"\x1f" + r for n, r in zip(names, rows)])
+    )
+    order = np.lexsort((ranks, names))  # by unit, then by keyed rank within the unit
     position = pd.Series(names[order]).groupby(names[order], sort=False).cumcount().to_numpy()
     keep = np.zeros(len(frame), dtype=bool)
     keep[order[position < unit.max_rows]] = True
     kept = frame.drop(columns=[unit.column])[keep]
-    counts = {"rows_read": int(len(frame)), "units": int(len(np.unique(names))),
-              "rows_set_aside": int((~keep).sum())}
+    counts = {"rows_read": int(len(frame)), "units": int(len(np.unique(names))), "rows_set_aside": int((~keep).sum())}
     return kept, names[keep], counts
 
 

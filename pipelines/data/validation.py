@@ -4,11 +4,12 @@
 ``on_invalid`` policy; ``conforms`` checks any frame (e.g. decoded synthetic rows) against the same
 suite. Reports describe the private table and are not covered by any DP guarantee (privacy rule 6): they are
 the steward's (reports/<ds>/validation.json, the steward report), never copied into a release, and the public
-report's whitelist (`evaluation.report.public_view`) drops them. They carry counts, and, so that a steward can
+report's whitelist (`reporting.report.public_view`) drops them. They carry counts, and, so that a steward can
 correct the schema from the documentation without opening the table, a column's offending values in summary:
 the most frequent values outside a categorical column's categories (`unknown_values`) and the smallest and
 largest value outside a numeric column's domain (`observed_min`, `observed_max`). No row number reaches them.
 """
+
 from __future__ import annotations
 
 import gc
@@ -28,12 +29,17 @@ if TYPE_CHECKING:
     from great_expectations.core import ExpectationSuite, ExpectationSuiteValidationResult
 
 _EXAMPLES = 5
-UNKNOWN_REPORTED = 20   # unknown values a report lists per column, most frequent first
-_UNKNOWN_KEPT = 1000    # unknown values a part's counts keep per column (`_offending`, `merge_parts`)
-_SHOWN_CHARS = 40       # a value longer than this is cut in a sentence (`unknown_text`), never in the report
-_REASONS = {"below": "below the lower bound", "above": "above the upper bound", "non_integer": "not whole numbers",
-            "unknown": "not in the category list", "nulls": "null",
-            "mismatched": "not the documented value of their source's category"}
+UNKNOWN_REPORTED = 20  # unknown values a report lists per column, most frequent first
+_UNKNOWN_KEPT = 1000  # unknown values a part's counts keep per column (`_offending`, `merge_parts`)
+_SHOWN_CHARS = 40  # a value longer than this is cut in a sentence (`unknown_text`), never in the report
+_REASONS = {
+    "below": "below the lower bound",
+    "above": "above the upper bound",
+    "non_integer": "not whole numbers",
+    "unknown": "not in the category list",
+    "nulls": "null",
+    "mismatched": "not the documented value of their source's category",
+}
 
 
 def _gx() -> ModuleType:
@@ -69,10 +75,17 @@ def _run(df: pd.DataFrame, suite: ExpectationSuite) -> dict[str, Any]:
     collected here, so a table checked a part at a time holds one part (evaluate@gen's synthetic table at 8,000,000
     rows in 2¹⁸-row parts: about 700 MB less)."""
     gx = _gx()
-    from great_expectations.data_context.types.base import (DataContextConfig, InMemoryStoreBackendDefaults,
-                                                            ProgressBarsConfig)
-    config = DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(), analytics_enabled=False,
-                               progress_bars=ProgressBarsConfig(globally=False))
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    config = DataContextConfig(
+        store_backend_defaults=InMemoryStoreBackendDefaults(),
+        analytics_enabled=False,
+        progress_bars=ProgressBarsConfig(globally=False),
+    )
     ctx = gx.get_context(mode="ephemeral", project_config=config)
     batch_def = ctx.data_sources.add_pandas("p").add_dataframe_asset("t").add_batch_definition_whole_dataframe("b")
     summary = _summary(batch_def.get_batch(batch_parameters={"dataframe": df}).validate(suite))
@@ -88,11 +101,15 @@ def _summary(result: ExpectationSuiteValidationResult) -> dict[str, Any]:
         if r.success:
             continue
         res = r.result or {}
-        failed.append({"expectation": r.expectation_config.type,
-                       "column": r.expectation_config.kwargs.get("column"),
-                       "unexpected_count": res.get("unexpected_count"),
-                       "observed": res.get("observed_value") if "unexpected_count" not in res else None,
-                       "error": bool(r.exception_info and r.exception_info.get("raised_exception"))})
+        failed.append(
+            {
+                "expectation": r.expectation_config.type,
+                "column": r.expectation_config.kwargs.get("column"),
+                "unexpected_count": res.get("unexpected_count"),
+                "observed": res.get("observed_value") if "unexpected_count" not in res else None,
+                "error": bool(r.exception_info and r.exception_info.get("raised_exception")),
+            }
+        )
     stats = {k: (float(v) if isinstance(v, float) else v) for k, v in result.statistics.items()}
     return {"success": bool(result.success), "statistics": stats, "failed": failed}
 
@@ -138,8 +155,7 @@ def _broken(df: pd.DataFrame, rule: Rule, columns: dict[str, Column]) -> pd.Seri
 def _rule_examples(df: pd.DataFrame, rule: Rule, mask: pd.Series) -> list[str]:
     """Up to _EXAMPLES rows that break `rule`, as "row N: col=value, ..." (N as in `_examples`)."""
     rows = np.flatnonzero(mask.to_numpy())[:_EXAMPLES]
-    return [f"row {int(df.index[r]) + 1}: " + ", ".join(f"{c}={df[c].iloc[r]!r}" for c in rule.columns)
-            for r in rows]
+    return [f"row {int(df.index[r]) + 1}: " + ", ".join(f"{c}={df[c].iloc[r]!r}" for c in rule.columns) for r in rows]
 
 
 def _text(value: Any) -> str:
@@ -158,10 +174,9 @@ def _offending(s: pd.Series, col: Column, bad: pd.Series) -> dict[str, Any]:
     numeric one the smallest and largest (`observed_min`, `observed_max`; None where there is none)."""
     if col.is_numeric:
         v = s[bad].astype("float64")
-        return {"observed_min": float(v.min()) if len(v) else None,
-                "observed_max": float(v.max()) if len(v) else None}
+        return {"observed_min": float(v.min()) if len(v) else None, "observed_max": float(v.max()) if len(v) else None}
     counts: dict[str, int] = {}
-    for value, n in s[bad].value_counts(sort=False).items():   # two cells with one text (2 and "2") add up
+    for value, n in s[bad].value_counts(sort=False).items():  # two cells with one text (2 and "2") add up
         counts[_text(value)] = counts.get(_text(value), 0) + int(n)
     return {"unknown_values": _ranked(counts.items(), _UNKNOWN_KEPT)}
 
@@ -173,8 +188,9 @@ def _examples(s: pd.Series, mask: pd.Series) -> list[str]:
     return [f"row {int(s.index[r]) + 1}: {getattr(v, 'item', lambda: v)()!r}" for r, v in zip(rows, s.iloc[rows])]
 
 
-def validate_table(df: pd.DataFrame, schema: Schema, label: str,
-                   carry: dict[str, np.ndarray] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+def validate_table(
+    df: pd.DataFrame, schema: Schema, label: str, carry: dict[str, np.ndarray] | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Validate a raw frame (the schema's declared columns) against the schema and apply each column's
     on_invalid policy.
 
@@ -193,8 +209,9 @@ def validate_table(df: pd.DataFrame, schema: Schema, label: str,
     return clean, finish(merge_parts([part], schema), schema, label)
 
 
-def validate_part(df: pd.DataFrame, schema: Schema,
-                  carry: dict[str, np.ndarray] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+def validate_part(
+    df: pd.DataFrame, schema: Schema, carry: dict[str, np.ndarray] | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The rows of `df` (a table, or consecutive rows of one, indexed by their positions in it) that the policies
     keep, clipped and in schema dtypes, and their counts: `finish` turns `merge_parts` of the parts' counts into
     `validate_table`'s report (or its InputError). Per column, up to _EXAMPLES flagged cells (`examples`) for the
@@ -217,22 +234,32 @@ def validate_part(df: pd.DataFrame, schema: Schema,
         elif col.on_invalid == "clip":
             clipped |= bad
         drop |= nulls
-        columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": int(nulls.sum()),
-                             **{k: int(m.sum()) for k, m in masks.items()}, **_offending(s, col, bad),
-                             "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else []}
-    for col in schema.derived:   # checked on the declared columns: never modelled
+        columns[col.name] = {
+            "out_of_domain": int(bad.sum()),
+            "nulls": int(nulls.sum()),
+            **{k: int(m.sum()) for k, m in masks.items()},
+            **_offending(s, col, bad),
+            "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else [],
+        }
+    for col in schema.derived:  # checked on the declared columns: never modelled
         bad = _mismatched(declared, col, sources[col.derived_from])
         if col.on_invalid == "drop":
             drop |= bad
-        columns[col.name] = {"out_of_domain": int(bad.sum()), "nulls": 0, "mismatched": int(bad.sum()),
-                             "examples": _examples(declared[col.name], bad) if col.on_invalid == "fatal" else []}
+        columns[col.name] = {
+            "out_of_domain": int(bad.sum()),
+            "nulls": 0,
+            "mismatched": int(bad.sum()),
+            "examples": _examples(declared[col.name], bad) if col.on_invalid == "fatal" else [],
+        }
     rules: dict[str, Any] = {}
-    for rule in schema.rules:   # checked on the declared columns, like the derived ones
+    for rule in schema.rules:  # checked on the declared columns, like the derived ones
         bad = _broken(declared, rule, sources)
         if rule.on_invalid == "drop":
             drop |= bad
-        rules[rule.describe()] = {"broken": int(bad.sum()), "examples": _rule_examples(declared, rule, bad)
-                                  if rule.on_invalid == "fatal" else []}
+        rules[rule.describe()] = {
+            "broken": int(bad.sum()),
+            "examples": _rule_examples(declared, rule, bad) if rule.on_invalid == "fatal" else [],
+        }
     clipped &= ~drop
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
@@ -242,9 +269,16 @@ def validate_part(df: pd.DataFrame, schema: Schema,
         clean[col.name] = clean[col.name].astype(col.dtype)
     for name, values in (carry or {}).items():
         clean[name] = np.asarray(values)[~drop.to_numpy()]
-    return clean, {"rows_in": len(df), "rows_out": len(clean), "rows_dropped": int(drop.sum()),
-                   "rows_clipped": int(clipped.sum()), "columns": columns, "rules": rules,
-                   "modelled_nulls": modelled_nulls, "gx": gx_summary}
+    return clean, {
+        "rows_in": len(df),
+        "rows_out": len(clean),
+        "rows_dropped": int(drop.sum()),
+        "rows_clipped": int(clipped.sum()),
+        "columns": columns,
+        "rules": rules,
+        "modelled_nulls": modelled_nulls,
+        "gx": gx_summary,
+    }
 
 
 def _merged(key: str, values: list[Any]) -> Any:
@@ -275,14 +309,24 @@ def merge_parts(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
     (bounded memory), so past that a value's count can leave out the parts where it was rarer. Such a column
     is no list of misspelt categories, and the top of the list still shows what it holds."""
     first = parts[0]
-    columns = {c: {k: _merged(k, [p["columns"][c][k] for p in parts]) for k in counts}
-               for c, counts in first["columns"].items()}
-    rules = {r: {"broken": sum(p["rules"][r]["broken"] for p in parts),
-                 "examples": [e for p in parts for e in p["rules"][r]["examples"]][:_EXAMPLES]} for r in first["rules"]}
-    return {**{k: sum(p[k] for p in parts) for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
-            "columns": columns, "rules": rules, "modelled_nulls": {c: sum(p["modelled_nulls"][c] for p in parts)
-                                                   for c in first["modelled_nulls"]},
-            "gx": parts[0]["gx"] if len(parts) == 1 else _merge_gx([p["gx"] for p in parts], schema)}
+    columns = {
+        c: {k: _merged(k, [p["columns"][c][k] for p in parts]) for k in counts}
+        for c, counts in first["columns"].items()
+    }
+    rules = {
+        r: {
+            "broken": sum(p["rules"][r]["broken"] for p in parts),
+            "examples": [e for p in parts for e in p["rules"][r]["examples"]][:_EXAMPLES],
+        }
+        for r in first["rules"]
+    }
+    return {
+        **{k: sum(p[k] for p in parts) for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
+        "columns": columns,
+        "rules": rules,
+        "modelled_nulls": {c: sum(p["modelled_nulls"][c] for p in parts) for c in first["modelled_nulls"]},
+        "gx": parts[0]["gx"] if len(parts) == 1 else _merge_gx([p["gx"] for p in parts], schema),
+    }
 
 
 def _merge_gx(summaries: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
@@ -303,13 +347,24 @@ def _merge_gx(summaries: list[dict[str, Any]], schema: Schema) -> dict[str, Any]
                 seen["observed"] = f["observed"]
     stats = dict(summaries[0]["statistics"])
     evaluated = stats.get("evaluated_expectations", 0)
-    stats.update(successful_expectations=evaluated - len(failed), unsuccessful_expectations=len(failed),
-                 success_percent=(evaluated - len(failed)) / evaluated * 100 if evaluated else None)
-    rank = {"expect_column_values_to_not_be_null": 0, "expect_column_values_to_be_between": 1,
-            "expect_column_values_to_be_in_set": 1, "expect_column_values_to_be_of_type": 2}
+    stats.update(
+        successful_expectations=evaluated - len(failed),
+        unsuccessful_expectations=len(failed),
+        success_percent=(evaluated - len(failed)) / evaluated * 100 if evaluated else None,
+    )
+    rank = {
+        "expect_column_values_to_not_be_null": 0,
+        "expect_column_values_to_be_between": 1,
+        "expect_column_values_to_be_in_set": 1,
+        "expect_column_values_to_be_of_type": 2,
+    }
     column = {name: i for i, name in enumerate(schema.names)}
-    order = sorted(failed.values(), key=lambda f: (-1, 0) if f["column"] is None else
-                   (column.get(f["column"], len(column)), rank.get(f["expectation"], 3)))
+    order = sorted(
+        failed.values(),
+        key=lambda f: (
+            (-1, 0) if f["column"] is None else (column.get(f["column"], len(column)), rank.get(f["expectation"], 3))
+        ),
+    )
     return {"success": not failed, "statistics": stats, "failed": order}
 
 
@@ -319,7 +374,7 @@ def _value(x: float, col: Column | None) -> int | float | str:
     if col is not None and col.kind in DATE_KINDS and col.after is None:
         try:
             return iso(x, col.kind)
-        except (OverflowError, ValueError):   # past Python's year 9999: the number since 1970 instead
+        except (OverflowError, ValueError):  # past Python's year 9999: the number since 1970 instead
             pass
     return int(x) if float(x).is_integer() else x
 
@@ -332,8 +387,10 @@ def _summary_of_offending(c: dict[str, Any], declared: Column | None) -> dict[st
     if "unknown_values" in c:
         return {"unknown_values": [{"value": v, "count": n} for v, n in c["unknown_values"][:UNKNOWN_REPORTED]]}
     if c.get("observed_min") is not None:
-        return {"observed_min": _value(c["observed_min"], declared),
-                "observed_max": _value(c["observed_max"], declared)}
+        return {
+            "observed_min": _value(c["observed_min"], declared),
+            "observed_max": _value(c["observed_max"], declared),
+        }
     return {}
 
 
@@ -351,16 +408,26 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
             raise InputError(
                 f"{n_bad + n_null} values outside the public domain ({detail}; e.g. {', '.join(c['examples'])}; "
                 "data rows count from 1) and on_invalid is fatal.",
-                file=label, column=col.name,
+                file=label,
+                column=col.name,
                 fix="correct those rows in the source table, or set on_invalid: drop "
-                    + ("for this column in the schema (or correct its derived values)." if col.derived_from else
-                       "(or clip for a numeric column) for this column in the schema."))
+                + (
+                    "for this column in the schema (or correct its derived values)."
+                    if col.derived_from
+                    else "(or clip for a numeric column) for this column in the schema."
+                ),
+            )
         action = [col.on_invalid] if n_bad else []
         if n_null:
             action.append("drop nulls")
-        columns[col.name] = {"policy": col.on_invalid, "out_of_domain": n_bad, "nulls": n_null,
-                             **{k: c[k] for k in _violation_keys(col)}, "action": "; ".join(action) or "none",
-                             **_summary_of_offending(c, declared.get(col.name))}
+        columns[col.name] = {
+            "policy": col.on_invalid,
+            "out_of_domain": n_bad,
+            "nulls": n_null,
+            **{k: c[k] for k in _violation_keys(col)},
+            "action": "; ".join(action) or "none",
+            **_summary_of_offending(c, declared.get(col.name)),
+        }
     rules: dict[str, Any] = {}
     for rule in schema.rules:
         n = counts["rules"][rule.describe()]["broken"]
@@ -368,15 +435,24 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
             raise InputError(
                 f"{n} rows break the schema's rule '{rule.describe()}' (e.g. "
                 f"{', '.join(counts['rules'][rule.describe()]['examples'])}; data rows count from 1) and its "
-                "on_invalid is fatal.", file=label, column=", ".join(rule.columns),
-                fix="correct those rows in the source table, or set on_invalid: drop on this rule in the schema.")
+                "on_invalid is fatal.",
+                file=label,
+                column=", ".join(rule.columns),
+                fix="correct those rows in the source table, or set on_invalid: drop on this rule in the schema.",
+            )
         rules[rule.describe()] = {"policy": rule.on_invalid, "broken": n, "action": rule.on_invalid if n else "none"}
     modelled = counts["modelled_nulls"]
-    return {"schema": schema.name, "schema_hash": schema.hash(), "source": label,
-            "computed_from_private_data": True,
-            **{k: counts[k] for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")}, "columns": columns,
-            **({"rules": rules} if rules else {}),
-            **({"modelled_nulls": modelled} if modelled else {}), "gx": counts["gx"]}
+    return {
+        "schema": schema.name,
+        "schema_hash": schema.hash(),
+        "source": label,
+        "computed_from_private_data": True,
+        **{k: counts[k] for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
+        "columns": columns,
+        **({"rules": rules} if rules else {}),
+        **({"modelled_nulls": modelled} if modelled else {}),
+        "gx": counts["gx"],
+    }
 
 
 def _violation_keys(col: Column) -> tuple[str, ...]:
@@ -395,26 +471,37 @@ def unknown_text(values: list[dict[str, Any]], total: int, shown: int = _EXAMPLE
     head = values[:shown]
     rest = total - sum(v["count"] for v in head)
     cut = [v["value"] if len(v["value"]) <= _SHOWN_CHARS else v["value"][:_SHOWN_CHARS] + "…" for v in head]
-    return ", ".join([f"{c!r} ×{v['count']}" for c, v in zip(cut, head)]
-                     + ([f"other values ×{rest}"] if rest else []))
+    return ", ".join([f"{c!r} ×{v['count']}" for c, v in zip(cut, head)] + ([f"other values ×{rest}"] if rest else []))
 
 
 def _column_sentence(name: str, r: dict[str, Any]) -> str:
     """One column of `row_loss_summary`: its counts by reason and its action, then what the counts point to in
     the schema (the unknown values, the offending numbers' range, the nulls)."""
-    counts = ", ".join([f"{r[k]} {_REASONS[k]}" for k in _REASONS if k != "nulls" and r.get(k)]
-                       + ([f"{r['nulls']} null"] if r["nulls"] else []))
+    counts = ", ".join(
+        [f"{r[k]} {_REASONS[k]}" for k in _REASONS if k != "nulls" and r.get(k)]
+        + ([f"{r['nulls']} null"] if r["nulls"] else [])
+    )
     hints = []
     if r.get("unknown_values"):
-        hints.append(f"unknown values {unknown_text(r['unknown_values'], r['unknown'])} (documented spellings belong "
-                     "in the schema's categories, other values are corrected in the source table)")
+        hints.append(
+            f"unknown values {unknown_text(r['unknown_values'], r['unknown'])} (documented spellings belong "
+            "in the schema's categories, other values are corrected in the source table)"
+        )
     if r.get("observed_min") is not None:
         lo, hi = r["observed_min"], r["observed_max"]
-        fixes = (["documented bounds belong in the schema's lower and upper"] if r.get("below") or r.get("above")
-                 else []) + (["documented fractions in kind: continuous"] if r.get("non_integer") else [])
-        hints.append((f"offending values from {lo} to {hi}" if lo != hi else
-                      f"offending value {lo}" if r["out_of_domain"] == 1 else f"offending values all {lo}")
-                     + (f" ({', '.join(fixes)})" if fixes else ""))
+        fixes = (
+            ["documented bounds belong in the schema's lower and upper"] if r.get("below") or r.get("above") else []
+        ) + (["documented fractions in kind: continuous"] if r.get("non_integer") else [])
+        hints.append(
+            (
+                f"offending values from {lo} to {hi}"
+                if lo != hi
+                else f"offending value {lo}"
+                if r["out_of_domain"] == 1
+                else f"offending values all {lo}"
+            )
+            + (f" ({', '.join(fixes)})" if fixes else "")
+        )
     if r["nulls"]:
         hints.append("the nulls call for `missing: allowed` if the documentation says the column may be empty")
     return f"'{name}' {counts} ({r['action']})" + (": " + ", and ".join(hints) if hints else "")
@@ -428,10 +515,16 @@ def row_loss_summary(report: dict[str, Any]) -> str | None:
     rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report["rows_clipped"]
     if not dropped + clipped:
         return None
-    causes = "; ".join([_column_sentence(c, r) for c, r in report["columns"].items()
-                        if r["out_of_domain"] or r["nulls"]]
-                       + [f"rule '{rule}' {r['broken']} broken ({r['action']})"
-                          for rule, r in report.get("rules", {}).items() if r["broken"]])
+    causes = "; ".join(
+        [_column_sentence(c, r) for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"]]
+        + [
+            f"rule '{rule}' {r['broken']} broken ({r['action']})"
+            for rule, r in report.get("rules", {}).items()
+            if r["broken"]
+        ]
+    )
     share = (dropped + clipped) / rows_in if rows_in else 1.0
-    return (f"validation dropped {dropped} and clipped {clipped} of the {rows_in} rows read ({share:.1%}) "
-            f"(by column: {causes})")
+    return (
+        f"validation dropped {dropped} and clipped {clipped} of the {rows_in} rows read ({share:.1%}) "
+        f"(by column: {causes})"
+    )

@@ -4,6 +4,7 @@ Pearson r between numeric columns, Cramér's V between categorical/binary column
 one "outside the schema" category) and the correlation ratio η between a numeric and a categorical column.
 These read real rows, so they are not covered by the DP guarantee.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -70,8 +71,9 @@ def association_matrix(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarra
     categorical/binary columns (schema categories, anything else one extra category) and the correlation
     ratio η between a numeric and a categorical column. Diagonal 1. Each categorical column is coded once."""
     numeric = {c.name: c.kind in NUMERIC_KINDS for c in columns}
-    values = {c.name: numeric_values(frame, c) if numeric[c.name] else _compact(cell_codes(frame, c, 1)[0])
-              for c in columns}
+    values = {
+        c.name: numeric_values(frame, c) if numeric[c.name] else _compact(cell_codes(frame, c, 1)[0]) for c in columns
+    }
     m = np.eye(len(columns))
     for i, a in enumerate(columns):
         for j in range(i + 1, len(columns)):
@@ -95,12 +97,20 @@ def real_associations(train: pd.DataFrame, holdout: pd.DataFrame, columns: Seque
         return None
     real = association_matrix(train, columns)
     iu = np.triu_indices(len(columns), 1)
-    return {"matrix": real.tolist(),
-            "holdout_reference": float(np.abs(real - association_matrix(holdout, columns))[iu].mean())}
+    return {
+        "matrix": real.tolist(),
+        "holdout_reference": float(np.abs(real - association_matrix(holdout, columns))[iu].mean()),
+    }
 
 
-def correlation_difference(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame,
-                           columns: Sequence[Any], n_worst: int = 5, real: dict | None = None) -> dict:
+def correlation_difference(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    n_worst: int = 5,
+    real: dict | None = None,
+) -> dict:
     """|A(R) − A(S)| over the column pairs of the association matrices (``association_matrix``) of the real
     training rows R and the synthetic rows S: mean, max and the `n_worst` pairs; the same mean for the real
     holdout T against R is the sampling-noise floor. 0 = every pairwise association reproduced. `real`:
@@ -113,8 +123,18 @@ def correlation_difference(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd
     diff = np.abs(real - association_matrix(synth, columns))
     iu = np.triu_indices(len(columns), 1)
     order = np.argsort(-diff[iu])[:n_worst]
-    return {"pairs": len(iu[0]), "mean_abs_diff": float(diff[iu].mean()), "max_abs_diff": float(diff[iu].max()),
-            "holdout_reference_mean_abs_diff": cached["holdout_reference"],
-            "measures": "Pearson r (numeric pairs), Cramér's V (categorical pairs), correlation ratio η (mixed)",
-            "worst": [{"columns": [columns[iu[0][k]].name, columns[iu[1][k]].name], "real": float(real[iu][k]),
-                       "abs_diff": float(diff[iu][k])} for k in order]}
+    return {
+        "pairs": len(iu[0]),
+        "mean_abs_diff": float(diff[iu].mean()),
+        "max_abs_diff": float(diff[iu].max()),
+        "holdout_reference_mean_abs_diff": cached["holdout_reference"],
+        "measures": "Pearson r (numeric pairs), Cramér's V (categorical pairs), correlation ratio η (mixed)",
+        "worst": [
+            {
+                "columns": [columns[iu[0][k]].name, columns[iu[1][k]].name],
+                "real": float(real[iu][k]),
+                "abs_diff": float(diff[iu][k]),
+            }
+            for k in order
+        ],
+    }

@@ -10,6 +10,7 @@ and how the paper's train-on-real row (e.g. LR ROC 0.788 on Adult) is reproduced
 
 These metrics read real rows, so they are not covered by the DP guarantee.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -52,8 +53,14 @@ def _scores(model: ClassifierMixin, x: np.ndarray) -> np.ndarray:
     return model.predict_proba(x)[:, 1] if hasattr(model, "predict_proba") else model.decision_function(x)
 
 
-def _evaluate(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarray, y: np.ndarray,
-              x_test: np.ndarray, y_test: np.ndarray) -> dict[str, float] | str:
+def _evaluate(
+    make_model: Callable[[int], ClassifierMixin],
+    seed: int,
+    x: np.ndarray,
+    y: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+) -> dict[str, float] | str:
     """The four areas on the test set of a model fitted on (x, y), or why none could be fitted (a single
     class; a degenerate table, e.g. constant features, that the classifier rejects).
     One BLAS/OpenMP thread (see `utility._test_scores`)."""
@@ -65,51 +72,85 @@ def _evaluate(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.nda
         except (ValueError, IndexError, np.linalg.LinAlgError) as exc:
             return f"fitting failed ({type(exc).__name__}: {exc})"
         score, label = _scores(model, x_test), model.predict(x_test)
-    return {"roc": float(roc_auc_score(y_test, score)), "prc": float(average_precision_score(y_test, score)),
-            "roc_label": float(roc_auc_score(y_test, label)),
-            "prc_label": float(average_precision_score(y_test, label))}
+    return {
+        "roc": float(roc_auc_score(y_test, score)),
+        "prc": float(average_precision_score(y_test, score)),
+        "roc_label": float(roc_auc_score(y_test, label)),
+        "prc_label": float(average_precision_score(y_test, label)),
+    }
 
 
-def _test_set(test_real: pd.DataFrame, columns: Sequence[Any], target: str,
-              classifiers: Sequence[str] | None) -> tuple[Any, list[str], np.ndarray, np.ndarray]:
+def _test_set(
+    test_real: pd.DataFrame, columns: Sequence[Any], target: str, classifiers: Sequence[str] | None
+) -> tuple[Any, list[str], np.ndarray, np.ndarray]:
     """(target column, classifier names, y_test, x_test), every argument checked."""
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in CATEGORICAL_KINDS:
-        raise InputError("the target must be a categorical or binary column of the schema.", column=target,
-                         fix="declare a categorical or binary target in the public schema.")
+        raise InputError(
+            "the target must be a categorical or binary column of the schema.",
+            column=target,
+            fix="declare a categorical or binary target in the public schema.",
+        )
     names = list(classifiers or CLASSIFIERS)
     unknown = sorted(set(names) - set(CLASSIFIERS))
     if unknown:
         raise ValueError(f"unknown classifiers {unknown}; known: {sorted(CLASSIFIERS)}")
     y_test = _labels(test_real, col, "real test")
     if np.unique(y_test).size < 2:
-        raise InputError("the real test table has a single target class, so ROC and PRC are undefined.",
-                         column=target, fix="use a larger holdout.")
+        raise InputError(
+            "the real test table has a single target class, so ROC and PRC are undefined.",
+            column=target,
+            fix="use a larger holdout.",
+        )
     return col, names, y_test, featurise(test_real, columns, target)
 
 
-def _fitted(table: pd.DataFrame, label: str, test_real: pd.DataFrame, columns: Sequence[Any], target: str, seed: int,
-            max_train_rows: int | None, classifiers: Sequence[str] | None) -> dict[str, Any]:
+def _fitted(
+    table: pd.DataFrame,
+    label: str,
+    test_real: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str,
+    seed: int,
+    max_train_rows: int | None,
+    classifiers: Sequence[str] | None,
+) -> dict[str, Any]:
     """{"rows": training rows, "results": {classifier: `_evaluate`'s areas or why none}} of each classifier fitted
     on a seeded subset of at most `max_train_rows` rows of `table`."""
     col, names, y_test, x_test = _test_set(test_real, columns, target, classifiers)
     rows = capped(table, max_train_rows, seed)
     x, y = featurise(rows, columns, target), _labels(rows, col, label)
-    return {"rows": len(rows), "results": {name: _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test)
-                                             for name in names}}
+    return {
+        "rows": len(rows),
+        "results": {name: _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test) for name in names},
+    }
 
 
-def trtr_results(train_real: pd.DataFrame, test_real: pd.DataFrame, columns: Sequence[Any], target: str,
-                 seed: int = 0, max_train_rows: int | None = None,
-                 classifiers: Sequence[str] | None = None) -> dict[str, Any]:
+def trtr_results(
+    train_real: pd.DataFrame,
+    test_real: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str,
+    seed: int = 0,
+    max_train_rows: int | None = None,
+    classifiers: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """The train-on-real half of ``tstr_classifiers`` (JSON): the same for every generator, so the baseline
     stage computes it once per data set and ``tstr_classifiers(trtr=...)`` takes it."""
     return _fitted(train_real, "real training", test_real, columns, target, seed, max_train_rows, classifiers)
 
 
-def tstr_classifiers(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: pd.DataFrame, columns: Sequence[Any],
-                     target: str, seed: int = 0, max_train_rows: int | None = None,
-                     classifiers: Sequence[str] | None = None, trtr: dict[str, Any] | None = None) -> dict:
+def tstr_classifiers(
+    train_real: pd.DataFrame,
+    synth: pd.DataFrame,
+    test_real: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str,
+    seed: int = 0,
+    max_train_rows: int | None = None,
+    classifiers: Sequence[str] | None = None,
+    trtr: dict[str, Any] | None = None,
+) -> dict:
     """Each classifier's `METRICS` on `test_real` when fitted on `synth` (tstr) and on `train_real` (trtr),
     and their averages over the classifiers.
 
@@ -120,8 +161,10 @@ def tstr_classifiers(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: p
     "n_train_real", "n_synth", "n_test"}. `trtr`: ``trtr_results`` of the same arguments, computed earlier.
     """
     col, names, y_test, _ = _test_set(test_real, columns, target, classifiers)
-    fits = {"tstr": _fitted(synth, "synthetic", test_real, columns, target, seed, max_train_rows, classifiers),
-            "trtr": trtr or trtr_results(train_real, test_real, columns, target, seed, max_train_rows, classifiers)}
+    fits = {
+        "tstr": _fitted(synth, "synthetic", test_real, columns, target, seed, max_train_rows, classifiers),
+        "trtr": trtr or trtr_results(train_real, test_real, columns, target, seed, max_train_rows, classifiers),
+    }
     labels = {"tstr": "synthetic", "trtr": "real training"}
     chance = {"roc": 0.5, "prc": float(y_test.mean()), "roc_label": 0.5, "prc_label": float(y_test.mean())}
     models: dict[str, dict] = {}
@@ -130,11 +173,20 @@ def tstr_classifiers(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: p
         for key, fitted in fits.items():
             result = fitted["results"][name]
             if isinstance(result, str):
-                models[name]["note"] = (models[name].get("note", "") +
-                                        f"{key} on the {labels[key]} table: {result}; scored as chance. ")
+                models[name]["note"] = (
+                    models[name].get("note", "") + f"{key} on the {labels[key]} table: {result}; scored as chance. "
+                )
                 result = dict(chance)
             models[name][key] = result
-    average = {key: {m: float(np.mean([models[name][key][m] for name in names])) for m in METRICS}
-               for key in ("tstr", "trtr")}
-    return {"target": target, "positive_class": col.categories[1], "models": models, "average": average,
-            "n_train_real": fits["trtr"]["rows"], "n_synth": fits["tstr"]["rows"], "n_test": len(test_real)}
+    average = {
+        key: {m: float(np.mean([models[name][key][m] for name in names])) for m in METRICS} for key in ("tstr", "trtr")
+    }
+    return {
+        "target": target,
+        "positive_class": col.categories[1],
+        "models": models,
+        "average": average,
+        "n_train_real": fits["trtr"]["rows"],
+        "n_synth": fits["tstr"]["rows"],
+        "n_test": len(test_real),
+    }

@@ -8,6 +8,7 @@ Nothing is learnt from the data: categories and scales come from the schema only
 
 These metrics read real rows, so they are not covered by the DP guarantee.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -34,15 +35,17 @@ def _category_distribution(values: pd.Series, categories: Sequence[Any]) -> np.n
 def scale_by_bounds(x: np.ndarray, lower: float, upper: float, column: str) -> np.ndarray:
     """(x - lower) / (upper - lower) clipped to [0, 1]: the schema bounds, never the data's range."""
     if not upper > lower:
-        raise InputError(f"numeric bounds must satisfy lower < upper, got [{lower}, {upper}].",
-                         column=column, fix="correct the bounds in the public schema.")
+        raise InputError(
+            f"numeric bounds must satisfy lower < upper, got [{lower}, {upper}].",
+            column=column,
+            fix="correct the bounds in the public schema.",
+        )
     return np.clip((x - lower) / (upper - lower), 0.0, 1.0)
 
 
 def _scaled_numeric(values: pd.Series, lower: float, upper: float, column: str) -> np.ndarray:
     """Non-missing values mapped to [0, 1] by the schema bounds (clipped)."""
-    return scale_by_bounds(pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float),
-                           lower, upper, column)
+    return scale_by_bounds(pd.to_numeric(values, errors="coerce").dropna().to_numpy(dtype=float), lower, upper, column)
 
 
 def marginal_distances(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any]) -> dict[str, dict]:
@@ -54,8 +57,11 @@ def marginal_distances(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequenc
     for col in columns:
         for frame, label in ((real, "real"), (synth, "synthetic")):
             if col.name not in frame.columns:
-                raise InputError(f"the {label} table has no such column.", column=col.name,
-                                 fix="decode the table with the same public schema.")
+                raise InputError(
+                    f"the {label} table has no such column.",
+                    column=col.name,
+                    fix="decode the table with the same public schema.",
+                )
         if col.kind in CATEGORICAL_KINDS:
             p = _category_distribution(real[col.name], col.categories)
             q = _category_distribution(synth[col.name], col.categories)
@@ -64,13 +70,18 @@ def marginal_distances(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequenc
             a = _scaled_numeric(real[col.name], col.lower, col.upper, col.name)
             b = _scaled_numeric(synth[col.name], col.lower, col.upper, col.name)
             if a.size == 0 or b.size == 0:
-                raise InputError("the column has no numeric values in the "
-                                 f"{'real' if a.size == 0 else 'synthetic'} table.", column=col.name,
-                                 fix="check the generator's decoded output and the holdout split.")
+                raise InputError(
+                    f"the column has no numeric values in the {'real' if a.size == 0 else 'synthetic'} table.",
+                    column=col.name,
+                    fix="check the generator's decoded output and the holdout split.",
+                )
             out[col.name] = {"metric": "w1", "value": float(wasserstein_distance(a, b))}
         else:
-            raise InputError(f"unknown column kind '{col.kind}'.", column=col.name,
-                             fix="use one of continuous, integer, categorical, binary.")
+            raise InputError(
+                f"unknown column kind '{col.kind}'.",
+                column=col.name,
+                fix="use one of continuous, integer, categorical, binary.",
+            )
     return out
 
 

@@ -1,5 +1,6 @@
 """A figure as PNG bytes, and the figure that says why a declared plot has nothing to draw (matplotlib only: the
-light modules that write placeholder plots import this, not the plotting of pipelines/evaluation/plots.py)."""
+light modules that write placeholder plots import this, not the plotting of pipelines/reporting/plots.py)."""
+
 from __future__ import annotations
 
 import io

@@ -9,6 +9,7 @@ categories), so the data universe X is fixed by the schema alone.
 
 Everything here reads real rows (and the PCA basis is fitted on them): not covered by the DP guarantee.
 """
+
 from __future__ import annotations
 
 import math
@@ -45,8 +46,11 @@ def numeric_values(frame: pd.DataFrame, col: Any) -> np.ndarray:
     """A numeric column as floats; missing or non-numeric values are an error (validate first)."""
     x = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=float)
     if np.isnan(x).any():
-        raise InputError("missing or non-numeric values.", column=col.name,
-                         fix="validate the table against the public schema before evaluation.")
+        raise InputError(
+            "missing or non-numeric values.",
+            column=col.name,
+            fix="validate the table against the public schema before evaluation.",
+        )
     return x
 
 
@@ -58,16 +62,20 @@ def cell_codes(frame: pd.DataFrame, col: Any, bins: int) -> tuple[np.ndarray, in
     extra "outside the schema" cell (as in ``fidelity``), so a generator emitting such values is penalised.
     """
     if col.name not in frame.columns:
-        raise InputError("the table has no such column.", column=col.name,
-                         fix="decode the table with the same public schema.")
+        raise InputError(
+            "the table has no such column.", column=col.name, fix="decode the table with the same public schema."
+        )
     if col.kind in NUMERIC_KINDS:
         scaled = scale_by_bounds(numeric_values(frame, col), col.lower, col.upper, col.name)
         return np.minimum((scaled * bins).astype(int), bins - 1), bins
     if col.kind in CATEGORICAL_KINDS:
         codes = pd.Categorical(frame[col.name], categories=list(col.categories)).codes.astype(int)
         return np.where(codes < 0, len(col.categories), codes), len(col.categories) + 1
-    raise InputError(f"unknown column kind '{col.kind}'.", column=col.name,
-                     fix="use one of continuous, integer, categorical, binary.")
+    raise InputError(
+        f"unknown column kind '{col.kind}'.",
+        column=col.name,
+        fix="use one of continuous, integer, categorical, binary.",
+    )
 
 
 def _cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple[list[np.ndarray], list[int]]:
@@ -93,7 +101,7 @@ def _joint_tv(real_cells: Sequence[np.ndarray], synth_cells: Sequence[np.ndarray
     size = math.prod(dims)
     if size > MAX_DENSE_CELLS:
         _, both = np.unique(np.concatenate(joint), return_inverse=True)
-        joint, size = [both[:len(joint[0])], both[len(joint[0]):]], int(both.max()) + 1
+        joint, size = [both[: len(joint[0])], both[len(joint[0]) :]], int(both.max()) + 1
     p, q = (np.bincount(index, minlength=size) / len(index) for index in joint)
     return float(min(0.5 * np.abs(p - q).sum(), 1.0))  # min: rounding can exceed 1 by an ulp
 
@@ -115,8 +123,9 @@ def column_subsets(n_columns: int, k: int, count: int, rng: np.random.Generator)
     return list(chosen)
 
 
-def kway_reference(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any], k: int, n_subsets: int,
-                   bins: int, seed: int) -> float | None:
+def kway_reference(
+    train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any], k: int, n_subsets: int, bins: int, seed: int
+) -> float | None:
     """``kway_marginal_tv``'s `holdout_reference_mean_tv` (T against R over the same subsets), from real rows
     alone; None when the schema has fewer than k columns."""
     columns = list(columns)
@@ -127,9 +136,18 @@ def kway_reference(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence
     return float(np.mean([_joint_tv([r[i] for i in c], [h[i] for i in c], [dims[i] for i in c]) for c in subsets]))
 
 
-def kway_marginal_tv(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                     k: int, n_subsets: int, bins: int, seed: int, n_worst: int = 5,
-                     reference: float | None = None) -> dict:
+def kway_marginal_tv(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    k: int,
+    n_subsets: int,
+    bins: int,
+    seed: int,
+    n_worst: int = 5,
+    reference: float | None = None,
+) -> dict:
     """k-way marginal score of NIST's 2018 challenge (DP-auto-GAN Table 1): mean TV between the k-way
     joint histograms of R and S over random column k-subsets (numeric columns binned by schema bounds).
 
@@ -146,9 +164,15 @@ def kway_marginal_tv(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataF
     if reference is None:
         reference = kway_reference(train, holdout, columns, k, n_subsets, bins, seed)
     worst = sorted(zip(tvs, subsets), key=lambda t: -t[0])[:n_worst]
-    return {"k": k, "n_subsets": len(subsets), "bins": bins, "mean_tv": float(np.mean(tvs)),
-            "max_tv": float(np.max(tvs)), "holdout_reference_mean_tv": reference,
-            "worst": [{"columns": [columns[i].name for i in s], "tv": tv} for tv, s in worst]}
+    return {
+        "k": k,
+        "n_subsets": len(subsets),
+        "bins": bins,
+        "mean_tv": float(np.mean(tvs)),
+        "max_tv": float(np.max(tvs)),
+        "holdout_reference_mean_tv": reference,
+        "worst": [{"columns": [columns[i].name for i in s], "tv": tv} for tv, s in worst],
+    }
 
 
 def max_distance(columns: Sequence[Any]) -> float:
@@ -166,8 +190,11 @@ def max_distance(columns: Sequence[Any]) -> float:
         elif col.kind in CATEGORICAL_KINDS:
             squared += 2 if len(col.categories) >= 2 else 0
         else:
-            raise InputError(f"unknown column kind '{col.kind}'.", column=col.name,
-                             fix="use one of continuous, integer, categorical, binary.")
+            raise InputError(
+                f"unknown column kind '{col.kind}'.",
+                column=col.name,
+                fix="use one of continuous, integer, categorical, binary.",
+            )
     return math.sqrt(squared)
 
 
@@ -177,8 +204,9 @@ def _optimal_transport_cost(x: np.ndarray, y: np.ndarray, metric: str) -> float:
     `pipelines.config` must not pay for POT's import)."""
     ot = pot()
     cost = ot.dist(np.asarray(x, dtype=float), np.asarray(y, dtype=float), metric=metric)
-    value, log = ot.emd2(np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y)), cost,
-                         numItermax=100 * cost.size, log=True)
+    value, log = ot.emd2(
+        np.full(len(x), 1 / len(x)), np.full(len(y), 1 / len(y)), cost, numItermax=100 * cost.size, log=True
+    )
     if log.get("warning"):
         raise RuntimeError(f"exact optimal transport did not converge: {log['warning']}")
     return max(float(value), 0.0)
@@ -194,15 +222,23 @@ def wasserstein1(x: np.ndarray, y: np.ndarray) -> float:
     return _optimal_transport_cost(x, y, "euclidean")
 
 
-def wasserstein_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, columns: Sequence[Any],
-                          max_rows: int | None, seed: int) -> float:
+def wasserstein_reference(
+    train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, columns: Sequence[Any], max_rows: int | None, seed: int
+) -> float:
     """W2(R, T) of ``wasserstein_score`` (the holdout reference) for a synthetic table of `n_synth` rows."""
     rows = capped_rows([len(train), n_synth, len(holdout)], max_rows, seed)
     return wasserstein2(featurise(train.iloc[rows[0]], columns), featurise(holdout.iloc[rows[2]], columns))
 
 
-def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                      max_rows: int | None, seed: int, reference: float | None = None) -> dict:
+def wasserstein_score(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    max_rows: int | None,
+    seed: int,
+    reference: float | None = None,
+) -> dict:
     """Wscore(R, S) = 1 − W2(R, S) / max_{x,y∈X} ‖x − y‖₂ (§4, "Distributional distance") on the whole
     featurised rows, W2 on seeded subsamples of at most `max_rows` rows per side. 1 = identical.
     `reference`: ``wasserstein_reference`` of the same arguments, computed earlier."""
@@ -210,19 +246,26 @@ def wasserstein_score(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.Data
     r, s = featurise(train.iloc[rows[0]], columns), featurise(synth.iloc[rows[1]], columns)
     diameter = max_distance(columns)
     w2 = wasserstein2(r, s)
-    w2_ref = (wasserstein_reference(train, holdout, len(synth), columns, max_rows, seed) if reference is None
-              else reference)
-    return {"w2": w2, "max_distance": diameter, "score": 1 - w2 / diameter,
-            "holdout_reference_score": 1 - w2_ref / diameter, "rows": {"real": len(r), "synthetic": len(s)}}
+    w2_ref = (
+        wasserstein_reference(train, holdout, len(synth), columns, max_rows, seed) if reference is None else reference
+    )
+    return {
+        "w2": w2,
+        "max_distance": diameter,
+        "score": 1 - w2 / diameter,
+        "holdout_reference_score": 1 - w2_ref / diameter,
+        "rows": {"real": len(r), "synthetic": len(s)},
+    }
 
 
-PCA_BLOCK_ROWS = 65_536   # training rows featurised at a time for the PCA's covariance: memory p², not rows × p
+PCA_BLOCK_ROWS = 65_536  # training rows featurised at a time for the PCA's covariance: memory p², not rows × p
 
 
 @dataclass(frozen=True)
 class Principal:
     """The first principal directions of featurised rows (as sklearn's PCA with `svd_solver="covariance_eigh"`:
     `components_`, `explained_variance_ratio_`, `transform`)."""
+
     mean_: np.ndarray
     components_: np.ndarray
     explained_variance_ratio_: np.ndarray
@@ -238,12 +281,14 @@ def _pca(train: pd.DataFrame, columns: Sequence[Any], n_components: int) -> Prin
     the p × p product and the sign rule of sklearn's `covariance_eigh` solver, without the rows × p matrix."""
     n, width = len(train), featurise(train.iloc[:0], columns).shape[1]
     if width < n_components or n <= n_components:
-        return (f"PCA needs more than {n_components} rows and at least {n_components} featurised "
-                f"dimensions; got {n} rows, {width} dimensions")
+        return (
+            f"PCA needs more than {n_components} rows and at least {n_components} featurised "
+            f"dimensions; got {n} rows, {width} dimensions"
+        )
     total, gram = np.zeros(width), np.zeros((width, width))
     low, high = np.full(width, np.inf), np.full(width, -np.inf)
     for start in range(0, n, PCA_BLOCK_ROWS):
-        x = featurise(train.iloc[start:start + PCA_BLOCK_ROWS], columns)
+        x = featurise(train.iloc[start : start + PCA_BLOCK_ROWS], columns)
         total, gram = total + x.sum(axis=0), gram + x.T @ x
         low, high = np.minimum(low, x.min(axis=0)), np.maximum(high, x.max(axis=0))
     if not (high - low).any():
@@ -256,21 +301,36 @@ def _pca(train: pd.DataFrame, columns: Sequence[Any], n_components: int) -> Prin
     return Principal(mean, components, values[:n_components] / values.sum())
 
 
-def pca_reference(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, columns: Sequence[Any],
-                  max_rows: int | None, seed: int, n_components: int = 2) -> float | None:
+def pca_reference(
+    train: pd.DataFrame,
+    holdout: pd.DataFrame,
+    n_synth: int,
+    columns: Sequence[Any],
+    max_rows: int | None,
+    seed: int,
+    n_components: int = 2,
+) -> float | None:
     """W2(R·P, T·P) of ``pca_marginal`` (the holdout reference) for a synthetic table of `n_synth` rows; None
     where the PCA is undefined."""
     pca = _pca(train, columns, n_components)
     if isinstance(pca, str):
         return None
     rows = capped_rows([len(train), n_synth, len(holdout)], max_rows, seed)
-    return wasserstein2(*(pca.transform(featurise(frame.iloc[r], columns)) for frame, r in ((train, rows[0]),
-                                                                                          (holdout, rows[2]))))
+    return wasserstein2(
+        *(pca.transform(featurise(frame.iloc[r], columns)) for frame, r in ((train, rows[0]), (holdout, rows[2])))
+    )
 
 
-def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                 max_rows: int | None, seed: int, n_components: int = 2, reference: float | None = None
-                 ) -> tuple[dict, dict[str, np.ndarray]]:
+def pca_marginal(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    max_rows: int | None,
+    seed: int,
+    n_components: int = 2,
+    reference: float | None = None,
+) -> tuple[dict, dict[str, np.ndarray]]:
     """2-way PCA marginal (§4): P = the first `n_components` (2) principal directions of the featurised
     real training rows; W2 between R·P and S·P, and
     Wscore(R, S, P) = 1 − W2(RP, SP) / (√v · max ‖x − y‖₂), v = the fraction of the real training variance
@@ -284,14 +344,24 @@ def pca_marginal(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame
         return {"skipped": pca}, {}
     v = float(pca.explained_variance_ratio_.sum())
     rows = capped_rows([len(train), len(synth), len(holdout)], max_rows, seed)
-    proj = {label: pca.transform(featurise(frame.iloc[r], columns))
-            for label, frame, r in (("real", train, rows[0]), ("synthetic", synth, rows[1]))}
+    proj = {
+        label: pca.transform(featurise(frame.iloc[r], columns))
+        for label, frame, r in (("real", train, rows[0]), ("synthetic", synth, rows[1]))
+    }
     denominator = math.sqrt(v) * max_distance(columns)
     w2 = wasserstein2(proj["real"], proj["synthetic"])
-    w2_ref = (pca_reference(train, holdout, len(synth), columns, max_rows, seed, n_components) if reference is None
-              else reference)
-    metrics = {"n_components": n_components, "explained_variance_ratio": v, "w2": w2,
-               "score": 1 - w2 / denominator, "holdout_reference_score": 1 - w2_ref / denominator,
-               "rows": {"real": len(proj["real"]), "synthetic": len(proj["synthetic"])},
-               "fitted_on": "real training rows (outside the DP guarantee)"}
+    w2_ref = (
+        pca_reference(train, holdout, len(synth), columns, max_rows, seed, n_components)
+        if reference is None
+        else reference
+    )
+    metrics = {
+        "n_components": n_components,
+        "explained_variance_ratio": v,
+        "w2": w2,
+        "score": 1 - w2 / denominator,
+        "holdout_reference_score": 1 - w2_ref / denominator,
+        "rows": {"real": len(proj["real"]), "synthetic": len(proj["synthetic"])},
+        "fitted_on": "real training rows (outside the DP guarantee)",
+    }
     return metrics, {"real": proj["real"], "synthetic": proj["synthetic"]}

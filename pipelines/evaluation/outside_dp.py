@@ -15,6 +15,7 @@ points' exponential mechanism, run as a finite Metropolis-Hastings chain), which
 the manifest's `guarantee` and both reports, and the generator's privacy.json state (`sampler_facts`).
 Only these statements live here; the numbers stay with the code that computes them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,22 +23,30 @@ from typing import Any
 
 from pipelines.privacy.events import Event, exactly_sampled
 
-EVALUATION_METRICS = ("every metric here uses the real train and/or holdout rows (marginal distances, "
-                      "TSTR/TRTR AUROC, dimension-wise probability and prediction, k-way marginal TV, "
-                      "PCA fitted on real training rows, Wasserstein scores, target accuracy, the "
-                      "scorecard, the utility verdict and its independent-marginals baseline, and every "
-                      "privacy-risk attack) and so do the plots; none is covered by "
-                      "the DP guarantee.")
-PRIVACY_RISK_ATTACKS = ("privacy-risk attacks (membership inference, attribute inference, singling out, linkability, "
-                        "inference, presence/attribute disclosure, exact-match and near-duplicate rates) computed on "
-                        "real training and holdout rows")
+EVALUATION_METRICS = (
+    "every metric here uses the real train and/or holdout rows (marginal distances, "
+    "TSTR/TRTR AUROC, dimension-wise probability and prediction, k-way marginal TV, "
+    "PCA fitted on real training rows, Wasserstein scores, target accuracy, the "
+    "scorecard, the utility verdict and its independent-marginals baseline, and every "
+    "privacy-risk attack) and so do the plots; none is covered by "
+    "the DP guarantee."
+)
+PRIVACY_RISK_ATTACKS = (
+    "privacy-risk attacks (membership inference, attribute inference, singling out, linkability, "
+    "inference, presence/attribute disclosure, exact-match and near-duplicate rates) computed on "
+    "real training and holdout rows"
+)
 ALPHA_LMDP_GATE = "α-LMDP gate: KSD and MMD tests computed on real training rows of the protected columns"
-WEIGHTED_ANALYSES = ("weighted analyses in weights.json (weighted Wasserstein-1 and MMD against the real holdout, "
-                     "AUROC on the real holdout of classifiers fitted with the weights, Bayesian logistic-regression "
-                     "posterior distance to the real training rows' posterior) computed on real rows")
+WEIGHTED_ANALYSES = (
+    "weighted analyses in weights.json (weighted Wasserstein-1 and MMD against the real holdout, "
+    "AUROC on the real holdout of classifiers fitted with the weights, Bayesian logistic-regression "
+    "posterior distance to the real training rows' posterior) computed on real rows"
+)
 
-MCMC_HEURISTIC = ("heuristic: the exponential mechanism's ε holds only for an exact sample; this release is the last "
-                  "state of a finite MCMC chain with no proven mixing bound")
+MCMC_HEURISTIC = (
+    "heuristic: the exponential mechanism's ε holds only for an exact sample; this release is the last "
+    "state of a finite MCMC chain with no proven mixing bound"
+)
 
 
 def sampler_facts(events: Sequence[Event]) -> dict[str, Any]:
@@ -59,11 +68,14 @@ def unavailable_reason(error: Exception) -> str:
 
 PUBLIC_GATES = {"ledger"}  # gates that read only the privacy ledger (public metadata), never a row
 DP_GATES = {"release_test"}  # gates whose bit is the output of a DP mechanism charged to the ledger
-RELEASE_BIT = ("whether this table was released at all: the conjunction of the data-dependent gates' pass/fail bits "
-               "listed here")
-DP_STATEMENT = ("Every value in this bundle is public metadata or the output of a differentially private mechanism "
-                "recorded in the ledger: whether it was released is the DP release test's bit and the ledger gate's; "
-                "the gates and the utility verdict computed from real rows are in the steward report only.")
+RELEASE_BIT = (
+    "whether this table was released at all: the conjunction of the data-dependent gates' pass/fail bits listed here"
+)
+DP_STATEMENT = (
+    "Every value in this bundle is public metadata or the output of a differentially private mechanism "
+    "recorded in the ledger: whether it was released is the DP release test's bit and the ledger gate's; "
+    "the gates and the utility verdict computed from real rows are in the steward report only."
+)
 
 
 def public_gates(gates: list[dict], weight_gate: dict[str, Any] | None, policy: str) -> list[dict[str, Any]]:
@@ -73,11 +85,19 @@ def public_gates(gates: list[dict], weight_gate: dict[str, Any] | None, policy: 
     steward report). The importance-weights gate (`weight_gate`, None when weights are not configured) reads only
     the DP weights (k̂ is post-processing) unless the estimator is non-private. No evidence is kept."""
     private = PUBLIC_GATES | DP_GATES
-    out = [{"name": g["name"], "passed": bool(g["passed"]), "data_dependent": g["name"] not in private}
-           for g in gates if policy == "refuse" or g["name"] in private]
+    out = [
+        {"name": g["name"], "passed": bool(g["passed"]), "data_dependent": g["name"] not in private}
+        for g in gates
+        if policy == "refuse" or g["name"] in private
+    ]
     if weight_gate is not None:
-        out.append({"name": weight_gate["name"], "passed": bool(weight_gate["passed"]),
-                    "data_dependent": not weight_gate["evidence"].get("private", False)})
+        out.append(
+            {
+                "name": weight_gate["name"],
+                "passed": bool(weight_gate["passed"]),
+                "data_dependent": not weight_gate["evidence"].get("private", False),
+            }
+        )
     return out
 
 
@@ -98,7 +118,19 @@ def release_statements(gates: list[dict[str, Any]], verdict: dict[str, Any] | No
     nothing when neither is there (every public bit DP)."""
     if verdict is None and not any(g["data_dependent"] for g in gates):
         return []
-    return [f"the pass/fail bit of the '{g['name']}' gate, which reads real rows (its evidence is internal)"
-            for g in gates if g["data_dependent"]] + ([
-        f"the utility verdict '{verdict['verdict']}' (fit / weak / inverted), which reads real rows: a data-dependent "
-        "outcome published like a gate's pass/fail bit, its evidence internal"] if verdict else []) + [RELEASE_BIT]
+    return (
+        [
+            f"the pass/fail bit of the '{g['name']}' gate, which reads real rows (its evidence is internal)"
+            for g in gates
+            if g["data_dependent"]
+        ]
+        + (
+            [
+                f"the utility verdict '{verdict['verdict']}' (fit / weak / inverted), which reads real rows: a "
+                "data-dependent outcome published like a gate's pass/fail bit, its evidence internal"
+            ]
+            if verdict
+            else []
+        )
+        + [RELEASE_BIT]
+    )

@@ -6,6 +6,7 @@ schema bounds, for a categorical/binary column a non-empty random subset of the 
 kept with probability ½). Its answer on a table is the share of rows inside every range; the error is
 |answer(R) − answer(S)|. The queries come from the schema alone. These read real rows: not covered by DP.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -55,20 +56,26 @@ def range_query_answer(table: dict[str, np.ndarray], query: Query) -> float:
 
 def column_arrays(frame: pd.DataFrame, columns: Sequence[Any]) -> dict[str, np.ndarray]:
     """Each schema column of `frame` as one array (numeric as floats), read once for many queries."""
-    return {c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS else frame[c.name].to_numpy(dtype=object)
-            for c in columns}
+    return {
+        c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS else frame[c.name].to_numpy(dtype=object)
+        for c in columns
+    }
 
 
 def query_arrays(frame: pd.DataFrame, columns: Sequence[Any]) -> dict[str, np.ndarray]:
     """``column_arrays`` for range queries: a categorical column as its category's index in the schema's list (−1
     outside it), so a query compares integers, not objects (far faster on large tables)."""
-    return {c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS
-            else pd.Categorical(frame[c.name], categories=list(c.categories)).codes.astype(np.int64)
-            for c in columns}
+    return {
+        c.name: numeric_values(frame, c)
+        if c.kind in NUMERIC_KINDS
+        else pd.Categorical(frame[c.name], categories=list(c.categories)).codes.astype(np.int64)
+        for c in columns
+    }
 
 
-def real_answers(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any], n_queries: int, k: int,
-                 seed: int) -> dict | None:
+def real_answers(
+    train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any], n_queries: int, k: int, seed: int
+) -> dict | None:
     """The real side of ``range_query_error`` (JSON): the queries' answers on R, and the mean |answer(R) −
     answer(T)|; None with fewer than k columns."""
     if len(list(columns)) < k:
@@ -76,12 +83,22 @@ def real_answers(train: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[A
     queries = random_range_queries(columns, n_queries, k, np.random.default_rng(seed))
     r, t = (query_arrays(f, columns) for f in (train, holdout))
     real = np.array([range_query_answer(r, q) for q in queries])
-    return {"answers": real.tolist(),
-            "holdout_reference": float(np.abs(real - [range_query_answer(t, q) for q in queries]).mean())}
+    return {
+        "answers": real.tolist(),
+        "holdout_reference": float(np.abs(real - [range_query_answer(t, q) for q in queries]).mean()),
+    }
 
 
-def range_query_error(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                      n_queries: int, k: int, seed: int, real: dict | None = None) -> dict:
+def range_query_error(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    n_queries: int,
+    k: int,
+    seed: int,
+    real: dict | None = None,
+) -> dict:
     """Mean and max |answer(R) − answer(S)| over `n_queries` random k-attribute range queries (PEARL I.1: 1,000
     queries, k = 3); the same mean for the real holdout T is the sampling-noise floor. `real`: ``real_answers``
     of the same R, T and arguments, computed earlier."""
@@ -91,5 +108,10 @@ def range_query_error(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.Data
     queries = random_range_queries(columns, n_queries, k, np.random.default_rng(seed))
     s = query_arrays(synth, columns)
     errors = np.abs(np.asarray(cached["answers"], dtype=float) - [range_query_answer(s, q) for q in queries])
-    return {"n_queries": n_queries, "k": k, "mean_error": float(errors.mean()), "max_error": float(errors.max()),
-            "holdout_reference_mean_error": cached["holdout_reference"]}
+    return {
+        "n_queries": n_queries,
+        "k": k,
+        "mean_error": float(errors.mean()),
+        "max_error": float(errors.max()),
+        "holdout_reference_mean_error": cached["holdout_reference"],
+    }

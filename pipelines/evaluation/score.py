@@ -14,6 +14,7 @@ result, tests/test_real_side.py); the synthetic rows measured are evaluate's see
 
 Everything returned reads real rows: steward-only output, outside the DP guarantee, never for a release.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,15 +28,17 @@ from pipelines.data.schema import ID_KIND, Schema
 from pipelines.errors import InputError
 from pipelines.evaluation import verdict
 from pipelines.evaluation.fidelity import marginal_distances, summarise
-from pipelines.evaluation.report_words import fmt
+from pipelines.reporting.report_words import fmt
 from pipelines.evaluation.utility import auroc_table, target_scores
 from pipelines.io import ParquetColumns, parquet_rows, read_parquet_rows
 
-BUNDLE_TABLE = "synthetic.parquet"   # a release bundle's table (releases/<ds>/<id>/)
-WEIGHT_COLUMN = "weight"             # the DP importance weights a bundle may carry (pipelines/weights/release.py)
-STEWARD_ONLY = ("steward-only, outside the DP guarantee, never for publication: every figure reads real rows (marginal "
-                "distances against the real holdout rows; TSTR/TRTR AUROC of classifiers fitted on the synthetic and "
-                f"the real training rows and tested on real holdout rows; the {verdict.OUTSIDE_DP})")
+BUNDLE_TABLE = "synthetic.parquet"  # a release bundle's table (releases/<ds>/<id>/)
+WEIGHT_COLUMN = "weight"  # the DP importance weights a bundle may carry (pipelines/weights/release.py)
+STEWARD_ONLY = (
+    "steward-only, outside the DP guarantee, never for publication: every figure reads real rows (marginal "
+    "distances against the real holdout rows; TSTR/TRTR AUROC of classifiers fitted on the synthetic and "
+    f"the real training rows and tested on real holdout rows; the {verdict.OUTSIDE_DP})"
+)
 
 
 def synthetic_file(path: Path) -> Path:
@@ -43,9 +46,12 @@ def synthetic_file(path: Path) -> Path:
     path = Path(path)
     table = path / BUNDLE_TABLE if path.is_dir() else path
     if not table.is_file():
-        raise InputError("no such synthetic table.", file=str(table),
-                         fix=f"pass a published {BUNDLE_TABLE} or its release bundle's directory "
-                             "(releases/<dataset>/<release id>/).")
+        raise InputError(
+            "no such synthetic table.",
+            file=str(table),
+            fix=f"pass a published {BUNDLE_TABLE} or its release bundle's directory "
+            "(releases/<dataset>/<release id>/).",
+        )
     return table
 
 
@@ -57,15 +63,20 @@ def check_bundle(table: Path, sch: Schema, dataset: str) -> None:
         return
     manifest = json.loads(manifest_file.read_text())
     if manifest.get("dataset") != dataset:
-        raise InputError(f"the bundle was released for data set '{manifest.get('dataset')}', not '{dataset}'.",
-                         file=str(table), fix=f"pass the params file of data set '{manifest.get('dataset')}' "
-                                              "(--params params/<name>.yaml).")
+        raise InputError(
+            f"the bundle was released for data set '{manifest.get('dataset')}', not '{dataset}'.",
+            file=str(table),
+            fix=f"pass the params file of data set '{manifest.get('dataset')}' (--params params/<name>.yaml).",
+        )
     released = (manifest.get("hashes") or {}).get("schema")
     if released is not None and released != sch.hash():
-        raise InputError(f"the bundle was released under another schema ({released}; schemas/{dataset}.yaml is "
-                         f"now {sch.hash()}), so its columns do not mean what they meant.", file=str(table),
-                         fix="restore the schema the release used (its manifest.json's hashes.schema) or score a "
-                             "table released under the current one.")
+        raise InputError(
+            f"the bundle was released under another schema ({released}; schemas/{dataset}.yaml is "
+            f"now {sch.hash()}), so its columns do not mean what they meant.",
+            file=str(table),
+            fix="restore the schema the release used (its manifest.json's hashes.schema) or score a "
+            "table released under the current one.",
+        )
 
 
 def check_columns(columns: list[str], sch: Schema, file: str) -> None:
@@ -76,15 +87,23 @@ def check_columns(columns: list[str], sch: Schema, file: str) -> None:
     declared = sch.declared_names
     for name in declared:
         if name not in columns and name not in optional:
-            raise InputError("the published table has no such column, which the schema declares.", file=file,
-                             column=name, fix=f"score the release's {BUNDLE_TABLE} unmodified, or a table with "
-                                              f"every declared column of schemas/{sch.name}.yaml "
-                                              f"({', '.join(declared)}) and real nulls where it allows them.")
+            raise InputError(
+                "the published table has no such column, which the schema declares.",
+                file=file,
+                column=name,
+                fix=f"score the release's {BUNDLE_TABLE} unmodified, or a table with "
+                f"every declared column of schemas/{sch.name}.yaml "
+                f"({', '.join(declared)}) and real nulls where it allows them.",
+            )
     for name in columns:
         if name not in declared and name != WEIGHT_COLUMN:
-            raise InputError("the published table has this column, which the schema does not declare.", file=file,
-                             column=name, fix=f"drop the column, or pass the params file of the data set whose "
-                                              f"schema declares it (the declared columns: {', '.join(declared)}).")
+            raise InputError(
+                "the published table has this column, which the schema does not declare.",
+                file=file,
+                column=name,
+                fix=f"drop the column, or pass the params file of the data set whose "
+                f"schema declares it (the declared columns: {', '.join(declared)}).",
+            )
 
 
 def published_file(path: Path, sch: Schema, dataset: str) -> Path:
@@ -94,10 +113,12 @@ def published_file(path: Path, sch: Schema, dataset: str) -> Path:
     check_bundle(table, sch, dataset)
     try:
         columns = ParquetColumns(table).columns
-    except (OSError, ValueError) as e:   # pyarrow's ArrowInvalid is a ValueError
-        raise InputError(f"not a readable Parquet table ({e}).", file=str(table),
-                         fix=f"pass a release bundle's {BUNDLE_TABLE} (or a Parquet table of the declared columns)."
-                         ) from e
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(
+            f"not a readable Parquet table ({e}).",
+            file=str(table),
+            fix=f"pass a release bundle's {BUNDLE_TABLE} (or a Parquet table of the declared columns).",
+        ) from e
     check_columns(columns, sch, str(table))
     return table
 
@@ -110,28 +131,31 @@ def modelled_table(df: pd.DataFrame, sch: Schema, file: str) -> pd.DataFrame:
     return to_modelled(df[read], sch).reset_index(drop=True)
 
 
-PREPARED = ("train", "holdout", "train_encoded")   # data/prepared/<ds>/<name>.parquet: what evaluate reads
+PREPARED = ("train", "holdout", "train_encoded")  # data/prepared/<ds>/<name>.parquet: what evaluate reads
 
 
 def check_prepared(prepared: Path) -> None:
     """The prepared real rows evaluate reads (`PREPARED`) must be under `prepared`."""
     for name in PREPARED:
         if not (prepared / f"{name}.parquet").is_file():
-            raise InputError("the prepared real rows the table is scored against are not there.",
-                             file=str(prepared / f"{name}.parquet"),
-                             fix="run `synthrelease stage validate` and `synthrelease stage prepare` (or `dvc repro "
-                                 "prepare`) with the same params file first.")
+            raise InputError(
+                "the prepared real rows the table is scored against are not there.",
+                file=str(prepared / f"{name}.parquet"),
+                fix="run `synthrelease stage validate` and `synthrelease stage prepare` (or `dvc repro "
+                "prepare`) with the same params file first.",
+            )
 
 
 class EvaluationInputs(Protocol):
     """What evaluate@gen reads besides its synthetic table (tasks/baseline.py `Inputs`, built by `inputs`)."""
+
     train: pd.DataFrame
     holdout: pd.DataFrame
     sch: Schema
-    n: int                                  # synthetic rows measured
+    n: int  # synthetic rows measured
     seed: int
-    knobs: dict[str, int | None]            # evaluate's knobs: read_max_rows, utility_max_rows, kway_bins, ...
-    verdict: dict[str, Any]                 # utility_gate
+    knobs: dict[str, int | None]  # evaluate's knobs: read_max_rows, utility_max_rows, kway_bins, ...
+    verdict: dict[str, Any]  # utility_gate
 
 
 def measured_rows(table: Path, max_rows: int | None) -> dict[str, int]:
@@ -157,11 +181,19 @@ def score_published(table: Path, i: EvaluationInputs, real: dict[str, Any], stre
     baselines = verdict.baseline_tables(i.train, i.n, seed, s["baseline_draws"], cap)
     tables = {"tstr": synth} if real else {"tstr": synth, "trtr": i.train, **baselines}
     scored = target_scores(tables, i.holdout, sch.columns, sch.target, seed, real.get("utility"), cap)
-    return {"synthetic": str(table), "n_synthetic": parquet_rows(table), "n_measured": len(synth), "seed": seed,
-            "fidelity": distances, "fidelity_summary": summarise(distances), "utility": auroc_table(scored),
-            "utility_verdict": verdict.utility_verdict(scored, synth, baselines, i.holdout, sch.columns,
-                                                       k["kway_bins"], s, seed, cap),
-            "computed_on_real_data": STEWARD_ONLY}
+    return {
+        "synthetic": str(table),
+        "n_synthetic": parquet_rows(table),
+        "n_measured": len(synth),
+        "seed": seed,
+        "fidelity": distances,
+        "fidelity_summary": summarise(distances),
+        "utility": auroc_table(scored),
+        "utility_verdict": verdict.utility_verdict(
+            scored, synth, baselines, i.holdout, sch.columns, k["kway_bins"], s, seed, cap
+        ),
+        "computed_on_real_data": STEWARD_ONLY,
+    }
 
 
 def figures(score: dict[str, Any]) -> list[tuple[str, str]]:
@@ -169,10 +201,15 @@ def figures(score: dict[str, Any]) -> list[tuple[str, str]]:
     model's TSTR and TRTR AUROC, and the utility verdict with its 2-way comparison."""
     summary, distances = score["fidelity_summary"], score["fidelity"]
     rows = [("synthetic rows (measured)", f"{score['n_synthetic']} ({score['n_measured']})")]
-    rows += [(f"fidelity: {label}", fmt(summary[key])) for key, label in
-             (("mean_tv", "mean TV, categorical columns"), ("max_tv", "max TV, categorical columns"),
-              ("mean_w1", "mean W1, numeric columns (schema-scaled)"),
-              ("max_w1", "max W1, numeric columns (schema-scaled)"))]
+    rows += [
+        (f"fidelity: {label}", fmt(summary[key]))
+        for key, label in (
+            ("mean_tv", "mean TV, categorical columns"),
+            ("max_tv", "max TV, categorical columns"),
+            ("mean_w1", "mean W1, numeric columns (schema-scaled)"),
+            ("max_w1", "max W1, numeric columns (schema-scaled)"),
+        )
+    ]
     if distances:
         name, worst = max(distances.items(), key=lambda kv: kv[1]["value"])
         rows.append((f"fidelity: most distant column ({worst['metric'].upper()})", f"{name} {fmt(worst['value'])}"))
@@ -185,6 +222,8 @@ def figures(score: dict[str, Any]) -> list[tuple[str, str]]:
     two_way = v.get("two_way") or {}
     rows.append(("utility verdict", fmt(v["verdict"])))
     if "skipped" not in two_way:
-        rows += [("utility verdict: mean 2-way TV, this table", fmt(two_way.get("mean_tv"))),
-                 ("utility verdict: mean 2-way TV, baseline", fmt(two_way.get("baseline_mean_tv")))]
+        rows += [
+            ("utility verdict: mean 2-way TV, this table", fmt(two_way.get("mean_tv"))),
+            ("utility verdict: mean 2-way TV, baseline", fmt(two_way.get("baseline_mean_tv"))),
+        ]
     return rows

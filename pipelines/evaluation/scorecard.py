@@ -9,6 +9,7 @@
 
 Every number reads real rows (outside the DP guarantee).
 """
+
 from __future__ import annotations
 
 import math
@@ -25,21 +26,26 @@ from pipelines.evaluation.utility import capped
 from pipelines.progress import Steps
 
 
-
-def real_side(train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any, seed: int,
-              k: dict[str, int | None]) -> dict[str, Any]:
+def real_side(
+    train: pd.DataFrame, holdout: pd.DataFrame, n_synth: int, sch: Any, seed: int, k: dict[str, int | None]
+) -> dict[str, Any]:
     """What ``scorecard`` computes from real rows alone (the 10 train-on-real classifiers, the holdout references,
     A(R) and the range queries' answers on R) for a synthetic table of `n_synth` rows, the same for every
     generator: the baseline stage computes it once per data set and ``scorecard(real=...)`` takes it."""
     columns = list(sch.columns)
-    return {"marginal_2way_reference": kway_reference(train, holdout, columns, 2, math.comb(len(columns), 2),
-                                                      k["kway_bins"], seed),
-            "correlation": real_associations(train, holdout, columns),
-            "wasserstein1_reference": wasserstein1_reference(train, holdout, n_synth, columns, k["ot_max_rows"], seed),
-            "range_queries": real_answers(train, holdout, columns, k["range_queries"], k["range_query_attributes"],
-                                          seed),
-            "classifiers_trtr": trtr_results(train, _classifier_test_rows(holdout, k, seed), columns, sch.target, seed,
-                                             k["classifier_max_rows"]) if sch.target else None}
+    return {
+        "marginal_2way_reference": kway_reference(
+            train, holdout, columns, 2, math.comb(len(columns), 2), k["kway_bins"], seed
+        ),
+        "correlation": real_associations(train, holdout, columns),
+        "wasserstein1_reference": wasserstein1_reference(train, holdout, n_synth, columns, k["ot_max_rows"], seed),
+        "range_queries": real_answers(train, holdout, columns, k["range_queries"], k["range_query_attributes"], seed),
+        "classifiers_trtr": trtr_results(
+            train, _classifier_test_rows(holdout, k, seed), columns, sch.target, seed, k["classifier_max_rows"]
+        )
+        if sch.target
+        else None,
+    }
 
 
 def _classifier_test_rows(holdout: pd.DataFrame, k: dict[str, int | None], seed: int) -> pd.DataFrame:
@@ -48,29 +54,68 @@ def _classifier_test_rows(holdout: pd.DataFrame, k: dict[str, int | None], seed:
     return capped(holdout, k.get("utility_max_rows"), seed)
 
 
-def scorecard(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, sch: Any, seed: int,
-              k: dict[str, int | None], real: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The scorecard (module docstring); `k` holds SCORECARD_DEFAULTS' keys (pipelines/config.py), `ot_max_rows`,
+def scorecard(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    sch: Any,
+    seed: int,
+    k: dict[str, int | None],
+    real: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The scorecard (module docstring); `k` holds the keys of pipelines/config.py's `Scorecard`, `ot_max_rows`,
     `kway_bins` and, in a stage, `utility_max_rows`; `real`: ``real_side`` of the same rows, seed and knobs."""
-    real = real or dict.fromkeys(("marginal_2way_reference", "correlation", "wasserstein1_reference", "range_queries",
-                                  "classifiers_trtr"))
+    real = real or dict.fromkeys(
+        ("marginal_2way_reference", "correlation", "wasserstein1_reference", "range_queries", "classifiers_trtr")
+    )
     columns, step = list(sch.columns), Steps("scorecard", 7)
-    pairs = step.done(kway_marginal_tv(train, synth, holdout, columns, 2, math.comb(len(columns), 2), k["kway_bins"],
-                                       seed, reference=real["marginal_2way_reference"]))
+    pairs = step.done(
+        kway_marginal_tv(
+            train,
+            synth,
+            holdout,
+            columns,
+            2,
+            math.comb(len(columns), 2),
+            k["kway_bins"],
+            seed,
+            reference=real["marginal_2way_reference"],
+        )
+    )
     if "skipped" not in pairs:
         pairs["pearl_mean_l1"] = 2 * pairs["mean_tv"]
     return {
         "marginal_2way": pairs,
-        "correlation": step.done(correlation_difference(train, synth, holdout, columns,
-                                                         real=real["correlation"])),
+        "correlation": step.done(correlation_difference(train, synth, holdout, columns, real=real["correlation"])),
         "mmd": step.done(mmd_test(train, synth, columns, k["mmd_permutations"], k["mmd_max_rows"], seed)),
-        "wasserstein1": step.done(table_wasserstein1(train, synth, holdout, columns, k["ot_max_rows"], seed,
-                                                     real["wasserstein1_reference"])),
+        "wasserstein1": step.done(
+            table_wasserstein1(train, synth, holdout, columns, k["ot_max_rows"], seed, real["wasserstein1_reference"])
+        ),
         "detection": step.done(detection_auc(train, synth, columns, k["detection_max_rows"], seed)),
-        "range_queries": step.done(range_query_error(train, synth, holdout, columns, k["range_queries"],
-                                                     k["range_query_attributes"], seed, real["range_queries"])),
-        "classifiers": step.done(tstr_classifiers(train, synth, _classifier_test_rows(holdout, k, seed),
-                                                  columns, sch.target, seed, k["classifier_max_rows"],
-                                                  trtr=real["classifiers_trtr"])
-                                 if sch.target else {"skipped": "schema declares no target"}),
+        "range_queries": step.done(
+            range_query_error(
+                train,
+                synth,
+                holdout,
+                columns,
+                k["range_queries"],
+                k["range_query_attributes"],
+                seed,
+                real["range_queries"],
+            )
+        ),
+        "classifiers": step.done(
+            tstr_classifiers(
+                train,
+                synth,
+                _classifier_test_rows(holdout, k, seed),
+                columns,
+                sch.target,
+                seed,
+                k["classifier_max_rows"],
+                trtr=real["classifiers_trtr"],
+            )
+            if sch.target
+            else {"skipped": "schema declares no target"}
+        ),
     }

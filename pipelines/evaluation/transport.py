@@ -4,6 +4,7 @@ POT registers a backend for every array library it can import: PyTorch and JAX a
 of a stage's start, and the evaluation passes NumPy arrays only. `pot()` imports it with the JAX,
 TensorFlow and CuPy backends switched off (POT's documented `POT_BACKEND_DISABLE_*` variables, set only where the
 caller's environment leaves them unset); PyTorch's stays, since the stages that import POT have imported torch."""
+
 from __future__ import annotations
 
 import os
@@ -17,4 +18,5 @@ def pot() -> ModuleType:
     for name in _UNUSED_BACKENDS:
         os.environ.setdefault(name, "1")
     import ot
+
     return ot

@@ -7,6 +7,7 @@ category order: the positive class is the second category (one-vs-rest when the 
 
 These metrics read real rows (training and test), so they are not covered by the DP guarantee.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -72,27 +73,34 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
         if col.name == target:
             continue
         if col.name not in frame.columns:
-            raise InputError("the table has no such column.", column=col.name,
-                             fix="decode the table with the same public schema.")
+            raise InputError(
+                "the table has no such column.", column=col.name, fix="decode the table with the same public schema."
+            )
         values = frame[col.name]
         if col.kind in NUMERIC_KINDS:
             x = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
             if np.isnan(x).any():
-                raise InputError("missing or non-numeric values.", column=col.name,
-                                 fix="validate the table against the public schema before evaluation.")
+                raise InputError(
+                    "missing or non-numeric values.",
+                    column=col.name,
+                    fix="validate the table against the public schema before evaluation.",
+                )
             blocks.append(scale_by_bounds(x, col.lower, col.upper, col.name)[:, None])
         elif col.kind == "binary":
             blocks.append((values == col.categories[1]).to_numpy(dtype=float)[:, None])
         elif col.kind in CATEGORICAL_KINDS:  # one-hot over the schema's list (or its code list's buckets)
-            code = pd.Categorical(values, categories=list(col.categories)).codes   # unknown: -1, an all-zero row
+            code = pd.Categorical(values, categories=list(col.categories)).codes  # unknown: -1, an all-zero row
             buckets = list_buckets(col)
             known = np.flatnonzero(code >= 0)
             block = np.zeros((len(frame), len(col.categories) if buckets is None else buckets.count))
             block[known, code[known] if buckets is None else buckets.bucket[code[known]]] = 1.0
             blocks.append(block)
         else:
-            raise InputError(f"unknown column kind '{col.kind}'.", column=col.name,
-                             fix="use one of continuous, integer, categorical, binary.")
+            raise InputError(
+                f"unknown column kind '{col.kind}'.",
+                column=col.name,
+                fix="use one of continuous, integer, categorical, binary.",
+            )
     return np.hstack(blocks) if blocks else np.empty((len(frame), 0))
 
 
@@ -108,14 +116,18 @@ def _labels(frame: pd.DataFrame, col: Any, label: str) -> np.ndarray:
     values = frame[col.name]
     outside = ~values.isin(list(col.categories))
     if outside.any():
-        raise InputError(f"the {label} table has {int(outside.sum())} target value(s) outside the schema's "
-                         f"categories {list(col.categories)}.", column=col.name,
-                         fix="validate the table against the public schema before evaluation.")
+        raise InputError(
+            f"the {label} table has {int(outside.sum())} target value(s) outside the schema's "
+            f"categories {list(col.categories)}.",
+            column=col.name,
+            fix="validate the table against the public schema before evaluation.",
+        )
     return (values == col.categories[1]).to_numpy(dtype=int)
 
 
-def _test_scores(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarray, y: np.ndarray,
-                 x_test: np.ndarray) -> np.ndarray | None:
+def _test_scores(
+    make_model: Callable[[int], ClassifierMixin], seed: int, x: np.ndarray, y: np.ndarray, x_test: np.ndarray
+) -> np.ndarray | None:
     """P(positive) on `x_test` of a model fitted on (x, y); None when y has fewer than two classes.
 
     One BLAS/OpenMP thread: these fits are small, and generators are evaluated concurrently, where
@@ -130,8 +142,15 @@ def _test_scores(make_model: Callable[[int], ClassifierMixin], seed: int, x: np.
 SETS = {"tstr": "synthetic", "trtr": "real training", "baseline": "independent-marginals baseline"}  # readable names
 
 
-def target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any],
-                  target: str | None, seed: int, real: dict | None = None, max_rows: int | None = None) -> dict:
+def target_scores(
+    train_sets: dict[str, pd.DataFrame],
+    test_real: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str | None,
+    seed: int,
+    real: dict | None = None,
+    max_rows: int | None = None,
+) -> dict:
     """Each model of MODELS fitted on each table of `train_sets` ({name: table}), scored on `test_real`; each
     of them first cut to `capped(·, max_rows, seed)` (`evaluate.utility_max_rows`: the cost stops growing with
     the rows; the AUROCs' DeLong errors are those of the capped test set, so the verdict's bounds account for it).
@@ -145,17 +164,27 @@ def target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, 
     baseline tables, computed once per data set by the baseline stage), merged after `train_sets` exactly as
     if they had been listed there (each fit is seeded by `seed` alone, so the order of fits changes nothing).
     """
-    scored = _target_scores({k: capped(t, max_rows, seed) for k, t in train_sets.items()},
-                            capped(test_real, max_rows, seed), columns, target, seed)
+    scored = _target_scores(
+        {k: capped(t, max_rows, seed) for k, t in train_sets.items()},
+        capped(test_real, max_rows, seed),
+        columns,
+        target,
+        seed,
+    )
     if real is None or "skipped" in scored and "rows" not in scored:
         return scored
     rows = {**{k: v for k, v in scored["rows"].items() if k != "test"}, **real["rows"]}
     if "skipped" in scored:
         return {**scored, "rows": rows}
-    return {**scored, "rows": rows,
-            "scores": {m: {**by_set, **{k: np.asarray(v, dtype=float) for k, v in real["scores"][m].items()}}
-                       for m, by_set in scored["scores"].items()},
-            "notes": {m: notes + real["notes"][m] for m, notes in scored["notes"].items()}}
+    return {
+        **scored,
+        "rows": rows,
+        "scores": {
+            m: {**by_set, **{k: np.asarray(v, dtype=float) for k, v in real["scores"][m].items()}}
+            for m, by_set in scored["scores"].items()
+        },
+        "notes": {m: notes + real["notes"][m] for m, notes in scored["notes"].items()},
+    }
 
 
 def scores_json(scored: dict) -> dict:
@@ -163,20 +192,26 @@ def scores_json(scored: dict) -> dict:
     `y_test` (recomputed from the test set): what `target_scores(real=...)` takes."""
     out = {k: v for k, v in scored.items() if k != "y_test"}
     if "scores" in out:
-        out["scores"] = {m: {k: np.asarray(v, dtype=float).tolist() for k, v in by_set.items()}
-                         for m, by_set in out["scores"].items()}
+        out["scores"] = {
+            m: {k: np.asarray(v, dtype=float).tolist() for k, v in by_set.items()}
+            for m, by_set in out["scores"].items()
+        }
     return out
 
 
-def _target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any],
-                   target: str | None, seed: int) -> dict:
+def _target_scores(
+    train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any], target: str | None, seed: int
+) -> dict:
     """`target_scores` of `train_sets` alone."""
     if target is None:
         return {"skipped": "schema declares no target"}
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in CATEGORICAL_KINDS:
-        raise InputError("the target must be a categorical or binary column of the schema.", column=target,
-                         fix="declare a categorical or binary target in the public schema, or none.")
+        raise InputError(
+            "the target must be a categorical or binary column of the schema.",
+            column=target,
+            fix="declare a categorical or binary target in the public schema, or none.",
+        )
     rows = {**{name: len(t) for name, t in train_sets.items()}, "test": len(test_real)}
     y_test = _labels(test_real, col, "real test")
     if np.unique(y_test).size < 2:
@@ -192,20 +227,30 @@ def _target_scores(train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame,
         for name, (x, y) in train.items():
             s = fits.done(_test_scores(make_model, seed, x, y, x_test))
             if s is None:
-                notes[model].append(f"{name}: the {labels[name]} target has a single class ({len(y)} rows), so no "
-                                    f"classifier can be fitted; AUROC set to 0.5 (chance)")
+                notes[model].append(
+                    f"{name}: the {labels[name]} target has a single class ({len(y)} rows), so no "
+                    f"classifier can be fitted; AUROC set to 0.5 (chance)"
+                )
                 s = np.full(len(y_test), 0.5)
             scores[model][name] = s
-    return {"target": target, "positive_class": col.categories[1], "y_test": y_test, "scores": scores,
-            "notes": notes, "rows": rows}
+    return {
+        "target": target,
+        "positive_class": col.categories[1],
+        "y_test": y_test,
+        "scores": scores,
+        "notes": notes,
+        "rows": rows,
+    }
 
 
 def auroc_table(scored: dict) -> dict:
     """`tstr_auroc`'s result from `target_scores` of {"tstr": synthetic, "trtr": real training} tables."""
     if "skipped" in scored:
         rows = scored.get("rows")
-        return {"skipped": scored["skipped"], **({} if rows is None else {
-            "n_train_real": rows["trtr"], "n_synth": rows["tstr"], "n_test": rows["test"]})}
+        return {
+            "skipped": scored["skipped"],
+            **({} if rows is None else {"n_train_real": rows["trtr"], "n_synth": rows["tstr"], "n_test": rows["test"]}),
+        }
     models = {}
     for model, by_set in scored["scores"].items():
         auc = {key: float(roc_auc_score(scored["y_test"], by_set[key])) for key in ("tstr", "trtr")}
@@ -213,12 +258,24 @@ def auroc_table(scored: dict) -> dict:
         if scored["notes"][model]:
             models[model]["note"] = "; ".join(scored["notes"][model])
     rows = scored["rows"]
-    return {"target": scored["target"], "positive_class": scored["positive_class"], "models": models,
-            "n_train_real": rows["trtr"], "n_synth": rows["tstr"], "n_test": rows["test"]}
+    return {
+        "target": scored["target"],
+        "positive_class": scored["positive_class"],
+        "models": models,
+        "n_train_real": rows["trtr"],
+        "n_synth": rows["tstr"],
+        "n_test": rows["test"],
+    }
 
 
-def tstr_auroc(train_real: pd.DataFrame, synth: pd.DataFrame, test_real: pd.DataFrame,
-               columns: Sequence[Any], target: str | None, seed: int) -> dict:
+def tstr_auroc(
+    train_real: pd.DataFrame,
+    synth: pd.DataFrame,
+    test_real: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str | None,
+    seed: int,
+) -> dict:
     """AUROC on `test_real` of each model fitted on `synth` (tstr) and on `train_real` (trtr).
 
     Returns {"target", "positive_class", "models": {name: {"tstr", "trtr", "gap" (= trtr - tstr),

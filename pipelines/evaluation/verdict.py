@@ -1,5 +1,6 @@
-"""The utility verdict of one synthetic table: *fit*, *weak* or *inverted* for the schema's task, and the
-`utility` release gate that applies params.yaml `utility_gate`'s policy to it (docs/privacy-risk.md).
+"""The utility verdict of one synthetic table: *fit*, *weak* or *inverted* for the schema's task, and what each word
+means to the `utility` release gate (`REASONS`; pipelines/gates/utility.py applies params.yaml `utility_gate`'s policy
+to it, docs/privacy-risk.md).
 
 Two references a steward can read without statistics:
 - **chance**: a classifier whose test AUROC is 0.5 has learnt nothing about the target;
@@ -38,6 +39,7 @@ The verdict, on the real holdout rows:
 Everything here reads real rows (training marginals, holdout): steward evidence; a public manifest shows the
 verdict word alone, declared data-dependent, and only under `release.non_dp_gates: refuse`.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,19 +54,23 @@ from scipy.stats import t as student_t
 
 from pipelines.evaluation.marginals import cell_codes
 from pipelines.evaluation.utility import _labels, capped, featurise
-from pipelines.gates.release import GateResult
 
 SECTION = "utility_gate"
-BASELINE = ("every column drawn independently from the exact 1-way marginals of the real training rows "
-            "(resampled training values): right marginals, no relationship between columns")
-OUTSIDE_DP = ("utility verdict: TSTR AUROC on real holdout rows, 2-way TV and the features' correlations with the "
-              "target against real holdout rows, and a baseline drawn from the real training rows' exact marginals")
-REASONS = {"inverted": "models fitted on this table predict the opposite of the truth on real rows (AUROC clearly "
-                       "below 0.5)",
-           "weak": "this table is not measurably better than independent columns drawn from the real 1-way "
-                   "marginals (on the target task, on the features' associations with the target or on 2-way "
-                   "fidelity), or a model fitted on it is not measurably better than chance on real rows, or it "
-                   "distorts a feature's association with the target beyond what independent columns would"}
+BASELINE = (
+    "every column drawn independently from the exact 1-way marginals of the real training rows "
+    "(resampled training values): right marginals, no relationship between columns"
+)
+OUTSIDE_DP = (
+    "utility verdict: TSTR AUROC on real holdout rows, 2-way TV and the features' correlations with the "
+    "target against real holdout rows, and a baseline drawn from the real training rows' exact marginals"
+)
+REASONS = {
+    "inverted": "models fitted on this table predict the opposite of the truth on real rows (AUROC clearly below 0.5)",
+    "weak": "this table is not measurably better than independent columns drawn from the real 1-way "
+    "marginals (on the target task, on the features' associations with the target or on 2-way "
+    "fidelity), or a model fitted on it is not measurably better than chance on real rows, or it "
+    "distorts a feature's association with the target beyond what independent columns would",
+}
 
 
 def independent_marginals(train: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
@@ -74,8 +80,9 @@ def independent_marginals(train: pd.DataFrame, n: int, seed: int) -> pd.DataFram
     return pd.DataFrame({c: train[c].to_numpy()[rng.integers(0, len(train), n)] for c in train.columns})
 
 
-def baseline_tables(train: pd.DataFrame, n: int, seed: int, draws: int,
-                    max_rows: int | None = None) -> dict[str, pd.DataFrame]:
+def baseline_tables(
+    train: pd.DataFrame, n: int, seed: int, draws: int, max_rows: int | None = None
+) -> dict[str, pd.DataFrame]:
     """`draws` independent-marginals tables of `n` rows (at most `max_rows`: the utility's row cap, which would
     cut them to that many anyway), {"baseline_<r>": table}, seeded by (seed, r)."""
     n = n if max_rows is None else min(n, max_rows)
@@ -122,15 +129,25 @@ def task_comparison(scored: dict, z_inverted: float, beats_level: float) -> dict
         t = float(student_t.ppf(beats_level, draws - 1))
         mean, spread = float(auc[1:].mean()), float(auc[1:].std(ddof=1))
         excess = float(auc[0]) - mean
-        models[model] = {"auroc": float(auc[0]), "auroc_se": se, "auroc_upper_bound": float(auc[0]) + z_inverted * se,
-                         "auroc_lower_bound": float(auc[0]) - z_inverted * se,
-                         "baseline_auroc": mean, "baseline_auroc_sd": spread, "baseline_draws": draws,
-                         "excess": excess,
-                         "excess_lower_bound": excess - t * math.sqrt(spread ** 2 * (1 + 1 / draws) + se ** 2)}
-    return {"target": scored["target"], "models": models, "reference": "real holdout rows",
-            "inverted": all(m["auroc_upper_bound"] < 0.5 for m in models.values()),
-            "beats_chance": all(m["auroc_lower_bound"] > 0.5 for m in models.values()),
-            "beats_baseline": any(m["excess_lower_bound"] > 0 for m in models.values())}
+        models[model] = {
+            "auroc": float(auc[0]),
+            "auroc_se": se,
+            "auroc_upper_bound": float(auc[0]) + z_inverted * se,
+            "auroc_lower_bound": float(auc[0]) - z_inverted * se,
+            "baseline_auroc": mean,
+            "baseline_auroc_sd": spread,
+            "baseline_draws": draws,
+            "excess": excess,
+            "excess_lower_bound": excess - t * math.sqrt(spread**2 * (1 + 1 / draws) + se**2),
+        }
+    return {
+        "target": scored["target"],
+        "models": models,
+        "reference": "real holdout rows",
+        "inverted": all(m["auroc_upper_bound"] < 0.5 for m in models.values()),
+        "beats_chance": all(m["auroc_lower_bound"] > 0.5 for m in models.values()),
+        "beats_baseline": any(m["excess_lower_bound"] > 0 for m in models.values()),
+    }
 
 
 def _pair_cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple[sparse.csr_matrix, np.ndarray]:
@@ -140,8 +157,7 @@ def _pair_cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple
     pairs = list(combinations(range(len(columns)), 2))
     sizes = np.array([coded[i][1] * coded[j][1] for i, j in pairs])
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    cells = np.column_stack([start + coded[i][0] * coded[j][1] + coded[j][0]
-                             for start, (i, j) in zip(starts, pairs)])
+    cells = np.column_stack([start + coded[i][0] * coded[j][1] + coded[j][0] for start, (i, j) in zip(starts, pairs)])
     rows = np.repeat(np.arange(len(frame)), len(pairs))
     return sparse.csr_matrix((np.ones(cells.size), (rows, cells.ravel())), shape=(len(frame), int(sizes.sum()))), starts
 
@@ -151,8 +167,17 @@ def _mean_tv(p: np.ndarray, q: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return 0.5 * np.add.reduceat(np.abs(p - q), starts, axis=1).mean(axis=1)
 
 
-def two_way_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                       bins: int, resamples: int, z: float, seed: int, chunk: int = 25) -> dict:
+def two_way_comparison(
+    synth: pd.DataFrame,
+    baseline: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    bins: int,
+    resamples: int,
+    z: float,
+    seed: int,
+    chunk: int = 25,
+) -> dict:
     """Mean 2-way marginal TV (all column pairs, numeric columns in `bins` schema-bound bins) of the table and
     of the baseline against the holdout, their difference d = TV_baseline − TV_table, its bootstrap standard
     error (every resample redraws the rows of all three tables) and the lower bound d − z·SE."""
@@ -172,15 +197,27 @@ def two_way_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout: pd.
     diffs = []
     for done in range(0, resamples, chunk):
         k = min(chunk, resamples - done)
-        w = {name: np.stack([np.bincount(rng.integers(0, a.shape[0], a.shape[0]), minlength=a.shape[0])
-                             for _ in range(k)]).astype(float) for name, a in (("h", h), ("s", s), ("b", b))}
+        w = {
+            name: np.stack(
+                [np.bincount(rng.integers(0, a.shape[0], a.shape[0]), minlength=a.shape[0]) for _ in range(k)]
+            ).astype(float)
+            for name, a in (("h", h), ("s", s), ("b", b))
+        }
         ph = hist(h, w["h"])
         diffs.append(_mean_tv(hist(b, w["b"]), ph, starts) - _mean_tv(hist(s, w["s"]), ph, starts))
     se = float(np.std(np.concatenate(diffs), ddof=1))
     improvement = float(base - table)
-    return {"pairs": len(starts), "bins": bins, "reference": "real holdout rows", "mean_tv": float(table),
-            "baseline_mean_tv": float(base), "improvement": improvement, "improvement_se": se,
-            "improvement_lower_bound": improvement - z * se, "beats_baseline": improvement - z * se > 0}
+    return {
+        "pairs": len(starts),
+        "bins": bins,
+        "reference": "real holdout rows",
+        "mean_tv": float(table),
+        "baseline_mean_tv": float(base),
+        "improvement": improvement,
+        "improvement_se": se,
+        "improvement_lower_bound": improvement - z * se,
+        "beats_baseline": improvement - z * se > 0,
+    }
 
 
 def _associations(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -190,13 +227,22 @@ def _associations(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     total = w.sum(axis=1, keepdims=True)
     mean_x, mean_y = (w @ x) / total, (w @ y)[:, None] / total
     cov = (w @ (x * y[:, None])) / total - mean_x * mean_y
-    var = np.clip((w @ (x * x)) / total - mean_x ** 2, 0.0, None) * np.clip(mean_y * (1 - mean_y), 0.0, None)
+    var = np.clip((w @ (x * x)) / total - mean_x**2, 0.0, None) * np.clip(mean_y * (1 - mean_y), 0.0, None)
     return np.divide(cov, np.sqrt(var), out=np.zeros_like(cov), where=var > 1e-18)
 
 
-def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-                           target: str | None, resamples: int, level: float, seed: int, tolerance: float,
-                           chunk: int = 25) -> dict:
+def association_comparison(
+    synth: pd.DataFrame,
+    baseline: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str | None,
+    resamples: int,
+    level: float,
+    seed: int,
+    tolerance: float,
+    chunk: int = 25,
+) -> dict:
     """Which features' associations with the target the table reproduces, against the baseline.
 
     For a table T, c_T,j is the signed correlation of feature j (``utility.featurise``: each numeric column scaled
@@ -241,9 +287,16 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     draws = []
     for done in range(0, resamples, chunk):
         k = min(chunk, resamples - done)
-        draws.append(improvement({name: np.stack([np.bincount(rng.integers(0, len(y), len(y)), minlength=len(y))
-                                                  for _ in range(k)]).astype(float)
-                                  for name, (_, y) in data.items()}))
+        draws.append(
+            improvement(
+                {
+                    name: np.stack(
+                        [np.bincount(rng.integers(0, len(y), len(y)), minlength=len(y)) for _ in range(k)]
+                    ).astype(float)
+                    for name, (_, y) in data.items()
+                }
+            )
+        )
     se = np.std(np.concatenate(draws), axis=0, ddof=1)
     p = len(d)
     z = float(norm.ppf(1 - (1 - level) / p))
@@ -251,19 +304,37 @@ def association_comparison(synth: pd.DataFrame, baseline: pd.DataFrame, holdout:
     h = _associations(*data["h"], point["h"])[0]
     rms = {k: float(np.sqrt(np.mean((_associations(*data[k], point[k])[0] - h) ** 2))) for k in ("s", "b")}
     best, worst = int(np.argmax(bounds)), int(np.argmin(d + z * se))
-    return {"features": p, "reference": "real holdout rows", "z": z, "distance": rms["s"],
-            "baseline_distance": rms["b"], "features_beating_baseline": int((bounds > 0).sum()),
-            "features_worse_than_baseline": int(((d + z * se < 0) & (d < -tolerance)).sum()),
-            "tolerance": tolerance,
-            "worst_feature": worst, "worst_upper_bound": float(d[worst] + z * se[worst]),
-            "worst_improvement": float(d[worst]),
-            "best_feature": best, "best_improvement": float(d[best]), "best_improvement_se": float(se[best]),
-            "improvement_lower_bound": float(bounds[best]), "beats_baseline": bool(bounds[best] > 0)}
+    return {
+        "features": p,
+        "reference": "real holdout rows",
+        "z": z,
+        "distance": rms["s"],
+        "baseline_distance": rms["b"],
+        "features_beating_baseline": int((bounds > 0).sum()),
+        "features_worse_than_baseline": int(((d + z * se < 0) & (d < -tolerance)).sum()),
+        "tolerance": tolerance,
+        "worst_feature": worst,
+        "worst_upper_bound": float(d[worst] + z * se[worst]),
+        "worst_improvement": float(d[worst]),
+        "best_feature": best,
+        "best_improvement": float(d[best]),
+        "best_improvement_se": float(se[best]),
+        "improvement_lower_bound": float(bounds[best]),
+        "beats_baseline": bool(bounds[best] > 0),
+    }
 
 
-def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.DataFrame], holdout: pd.DataFrame,
-                    columns: Sequence[Any], bins: int, s: dict[str, Any], seed: int,
-                    max_rows: int | None = None) -> dict:
+def utility_verdict(
+    scored: dict,
+    synth: pd.DataFrame,
+    baselines: dict[str, pd.DataFrame],
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    bins: int,
+    s: dict[str, Any],
+    seed: int,
+    max_rows: int | None = None,
+) -> dict:
     """The verdict (module docstring) from `scored` (``utility.target_scores`` of {"tstr": synth, "trtr": ...,
     **baselines}, `baselines` from ``baseline_tables``, both at the row cap `max_rows`) and the 2-way and
     association comparisons against the first baseline table, on the same seeded samples of at most `max_rows`
@@ -278,25 +349,32 @@ def utility_verdict(scored: dict, synth: pd.DataFrame, baselines: dict[str, pd.D
     synth, holdout = capped(synth, max_rows, seed), capped(holdout, max_rows, seed)
     first = capped(next(iter(baselines.values())), max_rows, seed)
     pairs = two_way_comparison(synth, first, holdout, columns, bins, s["bootstrap"], z_beats, seed)
-    associations = (association_comparison(synth, first, holdout, columns, target, s["bootstrap"], level, seed,
-                                           s["association_tolerance"])
-                    if target is not None else {"skipped": scored["skipped"]})
+    associations = (
+        association_comparison(
+            synth, first, holdout, columns, target, s["bootstrap"], level, seed, s["association_tolerance"]
+        )
+        if target is not None
+        else {"skipped": scored["skipped"]}
+    )
     assessed = [c for c in (task, pairs, associations) if "skipped" not in c]
     sound = task.get("beats_chance", True) and not associations.get("features_worse_than_baseline", 0)
-    verdict = ("not_assessed" if not assessed else "inverted" if task.get("inverted")
-               else "fit" if sound and any(c["beats_baseline"] for c in assessed) else "weak")
-    return {"verdict": verdict, "confidence": s["confidence"], "family_claims": claims, "z_fit": z_beats,
-            "baseline": BASELINE, "task": task, "two_way": pairs, "associations": associations,
-            "outside_dp": OUTSIDE_DP}
-
-
-def utility_gate(verdict: dict[str, Any], s: dict[str, Any]) -> GateResult:
-    """The `utility` gate: fails when `s` (`Config.utility_gate`, pipelines/config.py) says to refuse tables with this
-    verdict; a labelled verdict passes and travels to the manifest and both reports. The evidence keeps the numbers."""
-    word = verdict["verdict"]
-    action = s.get(word) if word in REASONS else None
-    evidence = {"verdict": word, "policy": {k: s[k] for k in REASONS}, "action": action or "none",
-                "task": verdict["task"], "two_way": verdict["two_way"], "outside_dp": verdict["outside_dp"]}
-    if action is not None:
-        evidence["reason"] = f"utility verdict '{word}' ({SECTION}.{word}: {action}): {REASONS[word]}"
-    return GateResult("utility", action != "refuse", evidence)
+    verdict = (
+        "not_assessed"
+        if not assessed
+        else "inverted"
+        if task.get("inverted")
+        else "fit"
+        if sound and any(c["beats_baseline"] for c in assessed)
+        else "weak"
+    )
+    return {
+        "verdict": verdict,
+        "confidence": s["confidence"],
+        "family_claims": claims,
+        "z_fit": z_beats,
+        "baseline": BASELINE,
+        "task": task,
+        "two_way": pairs,
+        "associations": associations,
+        "outside_dp": OUTSIDE_DP,
+    }

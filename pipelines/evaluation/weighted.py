@@ -9,6 +9,7 @@
 Weights are normalised inside each analysis (self-normalised importance sampling), so only their ratios
 matter. Every function that takes real rows computes something outside the DP guarantee.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,8 +57,9 @@ def _cap(x: np.ndarray, a: np.ndarray, max_rows: int | None, rng: np.random.Gene
     return x[keep], a[keep] / a[keep].sum()
 
 
-def weighted_wasserstein1(synthetic: np.ndarray, weights: np.ndarray | None, real: np.ndarray,
-                          max_rows: int | None = 2000, seed: int = 0) -> float:
+def weighted_wasserstein1(
+    synthetic: np.ndarray, weights: np.ndarray | None, real: np.ndarray, max_rows: int | None = 2000, seed: int = 0
+) -> float:
     """W₁ between Σ a_i δ_{x_i} (a ∝ w) and the uniform empirical measure of `real`: the optimal-transport
     problem with the Euclidean cost matrix and the weights as the source marginal (appendix B.1),
     solved exactly by POT's network simplex. At most `max_rows` rows per side (seeded subsets)."""
@@ -68,8 +70,7 @@ def weighted_wasserstein1(synthetic: np.ndarray, weights: np.ndarray | None, rea
     return float(ot.emd2(a, b, ot.dist(x, z, metric="euclidean"), numItermax=10_000_000))
 
 
-def weighted_mmd2(synthetic: np.ndarray, weights: np.ndarray | None, real: np.ndarray,
-                  bandwidth: float = 1.0) -> float:
+def weighted_mmd2(synthetic: np.ndarray, weights: np.ndarray | None, real: np.ndarray, bandwidth: float = 1.0) -> float:
     """Weighted MMD² with the Gaussian kernel ("standard normal kernel": bandwidth 1), appendix B.1.
 
     With a ∝ w normalised to Σ a = 1: Σ_{i≠j} a_i a_j k(x_i, x_j) / (1 − Σ a_i²)
@@ -83,11 +84,19 @@ def weighted_mmd2(synthetic: np.ndarray, weights: np.ndarray | None, real: np.nd
 
     def k(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         return gaussian_kernel(p, q, (bandwidth,), exact=True)
+
     return float(mmd2_sniw(k(x, x), k(z, z), k(x, z), a))
 
 
-def weighted_auroc(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None, x_test: np.ndarray,
-                   y_test: np.ndarray, seed: int = 0, classifiers: dict | None = None) -> dict[str, float | None]:
+def weighted_auroc(
+    x: np.ndarray,
+    y: np.ndarray,
+    weights: np.ndarray | None,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    seed: int = 0,
+    classifiers: dict | None = None,
+) -> dict[str, float | None]:
     """AUROC on (x_test, y_test) of each classifier fitted on (x, y) with `sample_weight` ∝ weights
     (scaled to mean 1, so regularisation strength is as without weights). None where y has one class."""
     w = _normalised(weights, len(x)) * len(x)
@@ -98,8 +107,11 @@ def weighted_auroc(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None, x_t
             continue
         with threadpool_limits(limits=1):
             model = make(seed).fit(x, y, sample_weight=w)
-            score = model.predict_proba(x_test)[:, 1] if hasattr(model, "predict_proba") \
+            score = (
+                model.predict_proba(x_test)[:, 1]
+                if hasattr(model, "predict_proba")
                 else model.decision_function(x_test)
+            )
         out[name] = float(roc_auc_score(y_test, score))
     return out
 
@@ -107,6 +119,7 @@ def weighted_auroc(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None, x_t
 @dataclass(frozen=True)
 class LaplacePosterior:
     """N(mean, cov): the Laplace approximation of a (weighted) Bayesian logistic-regression posterior."""
+
     mean: np.ndarray
     cov: np.ndarray
 
@@ -114,8 +127,9 @@ class LaplacePosterior:
         return rng.multivariate_normal(self.mean, self.cov, size=n)
 
 
-def iw_bayes_logistic(x: np.ndarray, y: np.ndarray, weights: np.ndarray | None, prior_var: float,
-                      iterations: int = 100) -> LaplacePosterior:
+def iw_bayes_logistic(
+    x: np.ndarray, y: np.ndarray, weights: np.ndarray | None, prior_var: float, iterations: int = 100
+) -> LaplacePosterior:
     """π_IW(θ | x) ∝ π(θ) exp(Σ_i w_i log f(y_i | x_i, θ)) (eq. 3), π = N(0, prior_var·I), f the logistic
     likelihood with y ∈ {0, 1}; weights scaled to mean 1 (Σ w = N, the paper's w = p_D/p_G has mean 1
     under p_G). Newton's method to the MAP θ̂, covariance the inverse Hessian of −log π_IW at θ̂."""
@@ -143,9 +157,17 @@ def mahalanobis(mean: np.ndarray, reference: LaplacePosterior) -> float:
     return float(np.sqrt(d @ np.linalg.solve(reference.cov, d)))
 
 
-def analyses(sch: Schema, synth: Callable[[np.ndarray], pd.DataFrame], w: np.ndarray, train: pd.DataFrame,
-             holdout: pd.DataFrame, max_rows: int, prior_variance: float, seed: int,
-             real_max_rows: int | None = None) -> dict[str, Any]:
+def analyses(
+    sch: Schema,
+    synth: Callable[[np.ndarray], pd.DataFrame],
+    w: np.ndarray,
+    train: pd.DataFrame,
+    holdout: pd.DataFrame,
+    max_rows: int,
+    prior_variance: float,
+    seed: int,
+    real_max_rows: int | None = None,
+) -> dict[str, Any]:
     """The paper's Table 1 columns and §4.3's posterior distance for the released rows with weights `w` (rows
     0..len(w)−1 of the synthetic table; `synth(rows)` returns those rows, ascending indices, as a frame), weighted
     and unweighted (outside DP: they read the real rows `train` and `holdout`).
@@ -158,14 +180,16 @@ def analyses(sch: Schema, synth: Callable[[np.ndarray], pd.DataFrame], w: np.nda
     rng = np.random.default_rng(seed)
     enc = Encoder(sch)
     keep = np.sort(rng.choice(len(w), min(max_rows, len(w)), replace=False))
-    rows = synth(keep)                                                     # only the rows measured are read
+    rows = synth(keep)  # only the rows measured are read
     xs, xh = enc.encode(rows).astype(float), enc.encode(holdout).astype(float)
     hold = np.sort(rng.choice(len(xh), min(max_rows, len(xh)), replace=False))
     out: dict[str, Any] = {}
     for label, ww in (("weighted", w), ("unweighted", None)):
         sub = None if ww is None else ww[keep]
-        out[label] = {"wasserstein1": weighted_wasserstein1(xs, sub, xh, max_rows, seed),
-                      "mmd2": weighted_mmd2(xs, sub, xh[hold])}
+        out[label] = {
+            "wasserstein1": weighted_wasserstein1(xs, sub, xh, max_rows, seed),
+            "mmd2": weighted_mmd2(xs, sub, xh[hold]),
+        }
     if sch.target is not None:
         col = next(c for c in sch.columns if c.name == sch.target)
         x, y = featurise(rows, sch.columns, sch.target), _labels(rows, col, "synthetic")
@@ -179,7 +203,13 @@ def analyses(sch: Schema, synth: Callable[[np.ndarray], pd.DataFrame], w: np.nda
                 out[label]["auroc"] = weighted_auroc(x, y, ww, x_test, y_test, seed)
             post = iw_bayes_logistic(design(x), y, ww, prior_variance)
             out[label]["posterior_mahalanobis"] = mahalanobis(post.mean, real_post)
-    return {**out, "rows": {"synthetic": len(keep), "holdout": len(xh),
-                            "classifier_holdout": min(len(holdout), real_max_rows or len(holdout)),
-                            "posterior_training": min(len(train), real_max_rows or len(train))},
-            "outside_dp": WEIGHTED_ANALYSES}
+    return {
+        **out,
+        "rows": {
+            "synthetic": len(keep),
+            "holdout": len(xh),
+            "classifier_holdout": min(len(holdout), real_max_rows or len(holdout)),
+            "posterior_training": min(len(train), real_max_rows or len(train)),
+        },
+        "outside_dp": WEIGHTED_ANALYSES,
+    }

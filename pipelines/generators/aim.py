@@ -1,15 +1,21 @@
 """AIM generator (McKenna et al. 2022) on Private-PGM (`mbi`): the mechanism, its plan and its zCDP-filtered rounds are
-`pipelines.marginal.aim`; discretisation, sampling and persistence are MST's (`pipelines.generators.mst`).
+`pipelines.marginal.aim`; the discretisation, the fitted model, sampling and its <name>.npz are the generator's
+`MarginalModel` (`pipelines.generators.marginal_model`, shared with MST).
 Design, accounting, departures and evidence: docs/aim-mst.md.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from pipelines.data.encoded import RowChunks
-from pipelines.generators.base import Budget
-from pipelines.generators.mst import MST
+from pipelines.generators.base import Budget, PrivateGenerator
+from pipelines.generators.marginal_model import MarginalModel, delegated
 from pipelines.generators.params.aim import public_settings
 from pipelines.marginal.aim import AIMPlan, plan_aim, run_aim, workload
 from pipelines.privacy.events import Event
@@ -17,40 +23,90 @@ from pipelines.privacy.noise import Streams
 from pipelines.progress import report
 
 
-class AIM(MST):
+class AIM(PrivateGenerator):
     """AIM generator (see module docstring). `params`: the params.yaml section over
-    `pipelines.generators.params.aim.DEFAULTS` (MST's and the rounds'). `n_bins` and `max_rounds` left null are
-    set by `public_settings` from n̂ and ε when the generator plans (before any row is read)."""
+    `pipelines.generators.params.aim.Params` (MST's and the rounds'). `n_bins` and `max_rounds` left null are
+    set by `public_settings` from n̂ and ε when the generator plans (before any row is read). `marginals`: the
+    `MarginalModel`; `structure`: the rounds' log and what they spent of the zCDP filter."""
 
     name = "aim"
+    reads_in_chunks = True  # counts its marginals a row chunk at a time (`run_aim`'s two passes)
+    input_note = " (AIM discretises encoded values by the layout's public bins, which cover [0, 1])"
+    discretizer = delegated("discretizer")
+    model = delegated("model")
+    compression = delegated("compression")
+    names = delegated("names")
+
+    def build(self) -> None:
+        self.marginals = MarginalModel(self.name, self.layout, self.params, self.device)
+        self.structure: dict[str, Any] = {}  # the rounds' log (public: DP outputs)
 
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
-        """`public_settings` (n̂, ε: public), then `plan_aim` for the layout's columns, K rounds and the section's
-        1-way share."""
-        self._plan_bins(n_rows, budget)   # public: the layout, n̂ and ε
-        rounds = public_settings(self.params, n_rows, budget.epsilon, self._cut_columns())[1]
-        return plan_aim(len(self.names), rounds, budget.epsilon, budget.delta, n_rows=n_rows,
-                        one_way_share=self.params["one_way_share"])
+        """The bins (`MarginalModel.plan_bins`), K from `public_settings` (n̂, ε: public), then `plan_aim` for the
+        layout's columns, K rounds and the section's 1-way share."""
+        self.marginals.plan_bins(n_rows, budget.epsilon)
+        rounds = public_settings(self.params, n_rows, budget.epsilon, self.marginals.cut_columns())[1]
+        return plan_aim(
+            len(self.names),
+            rounds,
+            budget.epsilon,
+            budget.delta,
+            n_rows=n_rows,
+            one_way_share=self.params.one_way_share,
+        )
 
     def _target(self) -> str | None:
-        if self.params["target"] is not None:
-            return str(self.params["target"])
+        if self.params.target is not None:
+            return str(self.params.target)
         return next((b.column for b in self.layout.blocks if b.is_target), None)
 
     def _fit(self, data: RowChunks, streams: Streams) -> Sequence[Event]:
         """Discretise the rows, run AIM's rounds with their noise from `streams`; the actual events (the plan's:
         d one-way Gaussians and the rounds' zCDP filter budget, `pipelines.marginal.aim`)."""
-        p, plan = self.params, self.privacy
-        codes = self._code_passes(data)
-        work = workload(self.names, self._target(), bool(p["three_way"]))
+        p, plan, m = self.params, self.privacy, self.marginals
+        codes = m.code_passes(data)
+        work = workload(m.names, self._target(), bool(p.three_way))
         report(self.name, 0, plan.rounds)
-        self.model, events, log, self.compression = run_aim(
-            codes, self.discretizer.shape, self.names, plan, streams.numpy(f"{self.name}:mechanism"), work,
-            float(p["max_model_size"]), int(p["iters"]), int(p["final_iters"]), self._jax_device(),
-            progress=lambda t, k: report(self.name, t, k), compress_above=p["compress_above"])
+        m.model, events, log, m.compression = run_aim(
+            codes,
+            m.discretizer.shape,
+            m.names,
+            plan,
+            streams.numpy(f"{self.name}:mechanism"),
+            work,
+            float(p.max_model_size),
+            int(p.iters),
+            int(p.final_iters),
+            m.jax_device,
+            progress=lambda t, k: report(self.name, t, k),
+            compress_above=p.compress_above,
+        )
         self.structure = {"rounds": log}
-        if plan.private:   # the zCDP filter's budget (the ledger's ZCDPEvent) and what the rounds spent of it
+        if plan.private:  # the zCDP filter's budget (the ledger's ZCDPEvent) and what the rounds spent of it
             spent = math.fsum(entry["rho"] for entry in log)
             assert spent <= plan.rho_rounds, f"AIM rounds spent ρ = {spent} above the filter's {plan.rho_rounds}"
             self.structure.update(rho_rounds_budget=plan.rho_rounds, rho_rounds_spent=spent)
         return events
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.marginals.sample(n, rng)
+
+    def _state(self) -> dict[str, Any]:
+        """The `MarginalModel`'s (discretiser, compression) and the rounds' log."""
+        return {**self.marginals.state(), "structure": self.structure}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.marginals.restore(state)
+        self.structure = state["structure"]
+
+    def save(self, directory: Path) -> None:
+        """<name>.json (`PrivateGenerator.save`) and the fitted model as <name>.npz."""
+        super().save(directory)
+        self.marginals.save(directory)
+
+    @classmethod
+    def load(cls, directory: Path, device: str = "cpu") -> "AIM":
+        """`PrivateGenerator.load`, then the model from <name>.npz when one was saved."""
+        out = super().load(directory, device)
+        out.marginals.load(directory)
+        return out

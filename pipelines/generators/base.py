@@ -1,10 +1,11 @@
 """The generator contract (docs/architecture.md, contracts): the abstract base class `PrivateGenerator` that owns every
 generator's lifecycle, and what it needs: the budget, the ledger session a generator sees, input checks,
-merging params, the device.
+the device.
 
 The registry of implemented generators is `pipelines.generators.registry`; persistence is
 `pipelines.generators.persistence`; typed plans are `pipelines.privacy.plan`. This module imports no generator.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -23,7 +24,7 @@ from pipelines.data.encoded import RowChunks
 from pipelines.io import ROW_GROUP_ROWS
 from pipelines.data.layout import Layout, project_to_layout
 from pipelines.data.schema import NUMERIC_KINDS
-from pipelines.generators.params.calibration import calibration_params
+from pipelines.parameters import Encoded, GeneratorParams, parsed
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
 from pipelines.marginal.calibration import Calibration
 from pipelines.privacy.events import Event
@@ -37,6 +38,7 @@ from pipelines.privacy.unit import unit_events, unit_plan
 class Budget:
     """The privacy budget one generator may spend: target (ε, δ) for one privacy unit of at most `unit_rows` rows
     (1: one row). ε = inf means non-private."""
+
     epsilon: float
     delta: float
     unit_rows: int = 1
@@ -74,36 +76,17 @@ def check_encoded(name: str, layout: Layout, data: Any, why: str = "") -> None:
     if bad.any():
         col = int(np.flatnonzero(bad)[0])
         block = next(b for b in layout.blocks if b.start <= col < b.stop)
-        raise ValueError(f"{name}: column '{block.column}' has encoded values outside [0, 1] (or NaN){why}. Fix: "
-                         f"train on the output of the schema's Encoder (pipelines.data.transform), which scales "
-                         f"numerics by the schema bounds and one-hot encodes categories")
-
-
-def merge_params(name: str, defaults: dict[str, Any], params: dict | None,
-                 phases: tuple[str, ...] = ("",)) -> dict[str, Any]:
-    """A generator's params.yaml section over its DEFAULTS: unknown keys refused, `steps` or `epochs`
-    (not both; steps wins over the default epochs) for each training phase (`<phase>steps`,
-    `<phase>epochs`), epsilon as a float ("inf" allowed), a `calibration` mapping over its own defaults."""
-    params = params or {}
-    unknown = set(params) - set(defaults)
-    if unknown:
-        raise ValueError(f"unknown {name} parameters {sorted(unknown)}; known: {sorted(defaults)}")
-    merged = {**defaults, **params}
-    for phase in phases:
-        steps, epochs = f"{phase}steps", f"{phase}epochs"
-        if params.get(epochs) is not None and params.get(steps) is not None:
-            raise ValueError(f"give {name} '{steps}' or '{epochs}', not both")
-        if merged[steps] is not None:
-            merged[epochs] = None
-    merged["epsilon"] = float(merged["epsilon"])
-    if "calibration" in defaults:
-        merged["calibration"] = calibration_params(name, defaults["calibration"], params.get("calibration"))
-    return merged
+        raise ValueError(
+            f"{name}: column '{block.column}' has encoded values outside [0, 1] (or NaN){why}. Fix: "
+            f"train on the output of the schema's Encoder (pipelines.data.transform), which scales "
+            f"numerics by the schema bounds and one-hot encodes categories"
+        )
 
 
 def resolve_device(device: str) -> str:
     """'auto' picks CUDA when present; nothing requires a GPU."""
     import torch
+
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda"):
@@ -119,6 +102,7 @@ def runtime_facts(device: str, session: Any = None) -> dict[str, Any]:
     deterministic reductions (CUDA) also the ledger reservation (seq, run, stage), which no other spend shares,
     so that a re-run there never reuses noise for a result that may differ."""
     import torch
+
     facts: dict[str, Any] = {"device": str(device), "threads": torch.get_num_threads()}
     reservation = getattr(session, "reservation", None)
     if not str(device).startswith("cpu") and reservation is not None:
@@ -133,7 +117,7 @@ class PrivateGenerator(ABC):
     Lifecycle, owned here; a subclass implements only its method (`_plan`, `_fit`, `_sample`, and `build`
     and `networks` when it has networks, `_state` / `_restore` when it keeps more than networks):
 
-      gen = Cls(layout, params, device)        # params over `defaults` (merge_params), then build(); with
+      gen = Cls(layout, params, device)        # params checked by Cls.Params, then build(); with
                                                # numeric_encoding: bins or a long code list the method sees
                                                # the model layout (`self.layout`, BinnedEncoding); the
                                                # table's is `self.table_layout`
@@ -162,34 +146,37 @@ class PrivateGenerator(ABC):
     """
 
     name: ClassVar[str]
-    defaults: ClassVar[dict[str, Any]]        # set from the params module (`__init_subclass__`)
-    phases: ClassVar[tuple[str, ...]] = ("",)  # training phases with their own steps / epochs (merge_params)
-    input_note: ClassVar[str] = ""              # why encoded values must lie in [0, 1] (check_encoded's message)
-    reads_in_chunks: ClassVar[bool] = False     # `_fit` gets `RowChunks` (passes over row groups), not one matrix
-    chunk_rows: int = ROW_GROUP_ROWS            # rows per chunk when it does (an instance may read smaller chunks)
+    Params: ClassVar[type[GeneratorParams]]  # its parameters module's class (`__init_subclass__`)
+    input_note: ClassVar[str] = ""  # why encoded values must lie in [0, 1] (check_encoded's message)
+    reads_in_chunks: ClassVar[bool] = False  # `_fit` gets `RowChunks` (passes over row groups), not one matrix
+    chunk_rows: int = ROW_GROUP_ROWS  # rows per chunk when it does (an instance may read smaller chunks)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """A method class names itself (`name`); its DEFAULTS and `check_params` are those of its parameters module
+        """A method class names itself (`name`); its parameters are the `Params` class of its parameters module
         `pipelines.generators.params.<name>` (which `pipelines.config` reads too, without importing the method)."""
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
-            module = importlib.import_module(f"pipelines.generators.params.{cls.name}")
-            cls.defaults = module.DEFAULTS
-            cls.check_params = staticmethod(getattr(module, "check_params", PrivateGenerator.check_params))
+            cls.Params = importlib.import_module(f"pipelines.generators.params.{cls.name}").Params
 
-    def __init__(self, layout: Layout, params: dict | None = None, device: str = "cpu") -> None:
-        self.table_layout = self.layout = layout   # the table's layout; `layout`: the one the method trains on
+    def __init__(
+        self, layout: Layout, params: GeneratorParams | dict[str, Any] | None = None, device: str = "cpu"
+    ) -> None:
+        self.table_layout = self.layout = layout  # the table's layout; `layout`: the one the method trains on
         self.device = device
-        self.params = merge_params(self.name, self.defaults, params, self.phases)
-        self.check_params(self.params)
+        self.params = parsed(self.Params, params, self.name)  # ParamError naming `<name>.key`
         self.encoding = self._model_encoding()
         if self.encoding is not None:
             self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
-        self.unit_rows = 1                          # the privacy unit's rows the plan was made for (`plan`)
-        self.calibration = Calibration(layout, self.params.get("calibration"), self.name,
-                                       self.params.get("numeric_bins"), self.uncalibrated_columns(),
-                                       self.calibration_weights)
+        self.unit_rows = 1  # the privacy unit's rows the plan was made for (`plan`)
+        self.calibration = Calibration(
+            layout,
+            self.params.calibration,
+            self.name,
+            self.params.numeric_bins if isinstance(self.params, Encoded) else None,
+            self.uncalibrated_columns(),
+            self.calibration_weights,
+        )
         self.build()
 
     def calibration_weights(self) -> tuple[Callable[[np.ndarray], np.ndarray], float] | None:
@@ -198,11 +185,6 @@ class PrivateGenerator(ABC):
         params, never by rows: the plan's σ is scaled by w_max, `calibrate.plan_calibration`); None (the default):
         plain counts."""
         return None
-
-    @staticmethod
-    def check_params(params: dict[str, Any]) -> None:
-        """The rules of the params beyond their types (ParamError naming the key): a generator's is its
-        `pipelines.generators.params.<name>.check_params` where it has one (`__init_subclass__`)."""
 
     @property
     def drawn_by(self) -> str:
@@ -232,8 +214,9 @@ class PrivateGenerator(ABC):
             raise ValueError(f"n_rows must be >= 1, got {n_rows}")
 
         def row_plan(epsilon: float) -> PrivacyPlan:  # the method and its calibration at row level
-            return self.calibration.plan(lambda eps: self._plan(int(n_rows), Budget(eps, budget.delta)),
-                                         int(n_rows), epsilon, budget.delta)
+            return self.calibration.plan(
+                lambda eps: self._plan(int(n_rows), Budget(eps, budget.delta)), int(n_rows), epsilon, budget.delta
+            )
 
         # under a unit of k rows: the row-level plan whose events, converted to the unit, meet (ε, δ)
         self.privacy = unit_plan(row_plan, budget.epsilon, budget.delta, budget.unit_rows)
@@ -252,20 +235,24 @@ class PrivateGenerator(ABC):
         """The method's plan: its mechanism parameters calibrated to `budget` for n̂ = `n_rows`."""
 
     # -- training ----------------------------------------------------------------------------
-    def fit(self, X: Any, session: BudgetSession, budget: Budget | None = None,
-            noise: NoiseSource | None = None) -> "PrivateGenerator":
+    def fit(
+        self, X: Any, session: BudgetSession, budget: Budget | None = None, noise: NoiseSource | None = None
+    ) -> "PrivateGenerator":
         """Plan (from `budget` and len(X) = n̂, else an earlier plan(), else params' epsilon at STANDALONE_DELTA),
         reserve the plan in the ledger before X is read, read and check X, train, record the events actually spent."""
         p = self.params
         if budget is not None or self.privacy is None:
-            self.plan(len(X), budget or Budget(p["epsilon"], STANDALONE_DELTA))
+            self.plan(len(X), budget or Budget(p.epsilon, STANDALONE_DELTA))
         plan = self.privacy
         session.reserve(self.planned_events())
         data = RowChunks(X, self._check(), self.chunk_rows) if self.reads_in_chunks else self._read(X)
-        source = (noise or NoiseSource()).overridden(p["noise_seed"]).bound(
-            plan=plan.to_dict(), **runtime_facts(self.device, session))
-        streams = source.streams(plan.private, int(p["seed"]))
-        self.privacy = plan.method_plan()       # the method trains under its own part of the plan
+        source = (
+            (noise or NoiseSource())
+            .overridden(p.noise_seed)
+            .bound(plan=plan.to_dict(), **runtime_facts(self.device, session))
+        )
+        streams = source.streams(plan.private, p.seed)
+        self.privacy = plan.method_plan()  # the method trains under its own part of the plan
         try:
             spent = list(self._fit(self.model_rows(data), streams))
         finally:
@@ -288,16 +275,18 @@ class PrivateGenerator(ABC):
 
     def _model_encoding(self) -> BinnedEncoding | None:
         """The public map from the table's layout to the layout the method trains on (`BinnedEncoding`, no budget:
-        the plan, networks and sensitivities are all for that layout) under the encoding params (params/encoding.py):
+        the plan, networks and sensitivities are all for that layout) under the encoding params (`Encoded`):
         `numeric_encoding: bins` bins the numeric columns, `code_lists: buckets` buckets the long code lists; None
         when neither applies (scaled numerics, no long list, or a generator without the parameters)."""
-        bins = self.params.get("numeric_encoding", "scaled") == "bins"
-        lists = self.params.get("code_lists") == "buckets" and bool(long_lists(self.table_layout))
+        p = self.params
+        if not isinstance(p, Encoded):
+            return None
+        bins, lists = p.numeric_encoding == "bins", p.code_lists == "buckets" and bool(long_lists(self.table_layout))
         if not (bins or lists):
             return None
         numeric = {b.column for b in self.table_layout.blocks if b.kind in NUMERIC_KINDS}
         scaled = self._scaled_columns() if bins else numeric
-        return BinnedEncoding(self.table_layout, int(self.params["numeric_bins"]), scaled, code_lists=lists)
+        return BinnedEncoding(self.table_layout, self.params.numeric_bins, scaled, code_lists=lists)
 
     def uncalibrated_columns(self) -> set[str]:
         """Columns whose marginals the calibration must not measure nor match (none by default): a method that
@@ -349,10 +338,19 @@ class PrivateGenerator(ABC):
 
     def save(self, directory: Path) -> None:
         """Write <name>.json (generator, params, layout, privacy plan, `_state()`) and <network>.pt."""
-        save_networks(directory, self.name, self.networks, {
-            "generator": self.name, "params": self.params, "layout": self.table_layout.to_dict(),
-            "privacy": None if self.privacy is None else self.privacy.to_dict(), "state": self._state(),
-            "calibration": self.calibration.to_dict()})
+        save_networks(
+            directory,
+            self.name,
+            self.networks,
+            {
+                "generator": self.name,
+                "params": self.params.model_dump(),
+                "layout": self.table_layout.to_dict(),
+                "privacy": None if self.privacy is None else self.privacy.to_dict(),
+                "state": self._state(),
+                "calibration": self.calibration.to_dict(),
+            },
+        )
 
     @classmethod
     def load(cls, directory: Path, device: str = "cpu") -> "PrivateGenerator":
@@ -363,6 +361,10 @@ class PrivateGenerator(ABC):
         model._restore(meta["state"])
         load_networks(directory, model.networks, device)
         model.privacy = None if meta["privacy"] is None else plan_from_dict(meta["privacy"])
-        model.calibration.restore(meta.get("calibration"), model.privacy, f"{directory}/{cls.name}.json",
-                                  f"re-run the train stage (dvc repro -f train@{cls.name})")
+        model.calibration.restore(
+            meta.get("calibration"),
+            model.privacy,
+            f"{directory}/{cls.name}.json",
+            f"re-run the train stage (dvc repro -f train@{cls.name})",
+        )
         return model

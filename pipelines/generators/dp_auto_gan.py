@@ -44,6 +44,7 @@ spends s·ε and (1 − s)·ε at δ; composing at one δ costs less than the su
 then scaled by one factor k, the smallest with PLD ε(PG(kσ1°, q1, T1) + PG(kσ2°, q2, T2); δ) ≤ ε.
 ε = inf: no clipping, no noise, a NonPrivateEvent per phase.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,8 +64,14 @@ from pipelines.generators.networks import initialise, leaky, mlp
 from pipelines.generators.sampling import sample_rows
 from pipelines.generators.wgan import Critic, train_wgan
 from pipelines.privacy.accountant import calibrate_noise_multiplier, calibrate_noise_scale
-from pipelines.privacy.dpsgd import (Rng, clip_and_noise, example_grads, poisson_sample, sampling_schedule,
-                                     standard_normal)
+from pipelines.privacy.dpsgd import (
+    Rng,
+    clip_and_noise,
+    example_grads,
+    poisson_sample,
+    sampling_schedule,
+    standard_normal,
+)
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import DPSGDPlan
@@ -75,6 +82,7 @@ class DPAutoGANPlan(DPSGDPlan):
     """Both phases' DP-SGD parameters: the critic phase's (σ2, q2, T2, C) are DPSGDPlan's fields, the
     autoencoder phase's (σ1, q1, T1, C1) the `autoencoder_` ones; `events` holds one event per phase,
     autoencoder first (∞ clipping and σ = 0 when ε = ∞)."""
+
     autoencoder_noise_multiplier: float
     autoencoder_sample_rate: float
     autoencoder_steps: int
@@ -103,8 +111,10 @@ class LatentGenerator(nn.Module):
     def __init__(self, noise_dim: int, hidden: list[int], latent_dim: int) -> None:
         super().__init__()
         sizes = [noise_dim, *hidden, latent_dim]
-        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(a, b, bias=False), nn.BatchNorm1d(b), nn.LeakyReLU(0.2))
-                                    for a, b in zip(sizes[:-1], sizes[1:]))
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Linear(a, b, bias=False), nn.BatchNorm1d(b), nn.LeakyReLU(0.2))
+            for a, b in zip(sizes[:-1], sizes[1:])
+        )
         self.noise_dim = noise_dim
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
@@ -118,46 +128,63 @@ class LatentGenerator(nn.Module):
 def reconstruction_loss(layout: Layout, device: str = "cpu") -> Any:
     """Σ over the rows given of dist(De_θ(En_φ(x)), x) (Eq. 1, block by block as in the module docstring), for
     `per_example_grads`: `forward` maps rows to the decoder's logits."""
-    cols = torch.tensor([c for b in layout.blocks if b.kind != "categorical" for c in range(b.start, b.stop)],
-                        dtype=torch.long, device=device)
+    cols = torch.tensor(
+        [c for b in layout.blocks if b.kind != "categorical" for c in range(b.start, b.stop)],
+        dtype=torch.long,
+        device=device,
+    )
     blocks = [(b.start, b.stop) for b in layout.blocks if b.kind == "categorical"]
 
     def loss(forward: Forward, x: torch.Tensor) -> torch.Tensor:
         logits = forward(x)
         total = nn.functional.binary_cross_entropy_with_logits(
-            logits.index_select(1, cols), x.index_select(1, cols), reduction="sum")
+            logits.index_select(1, cols), x.index_select(1, cols), reduction="sum"
+        )
         for start, stop in blocks:
             total = total - (x[:, start:stop] * torch.log_softmax(logits[:, start:stop], dim=1)).sum()
         return total
+
     return loss
 
 
-def autoencoder_gradient(autoencoder: nn.Module, loss: Any, batch: torch.Tensor, clip_norm: float,
-                         noise_multiplier: float, expected_batch_size: float, generator: Rng,
-                         draws: int | None = None) -> dict[str, torch.Tensor]:
+def autoencoder_gradient(
+    autoencoder: nn.Module,
+    loss: Any,
+    batch: torch.Tensor,
+    clip_norm: float,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    generator: Rng,
+    draws: int | None = None,
+) -> dict[str, torch.Tensor]:
     """One phase-1 gradient (Algorithm 2 with joint clipping, module docstring), over ALL parameters φ, θ:
     (Σ_{i∈B} clip_C1(∇_{φ,θ} dist_i) + N(0, σ1²C1² I)) / (q1·n); sensitivity Δ = C1.
     `draws` repeats the noise draw (audits), adding a leading dimension."""
-    return clip_and_noise(example_grads(autoencoder, loss, clip_norm, batch), clip_norm, noise_multiplier,
-                          expected_batch_size, generator, draws=draws)
+    return clip_and_noise(
+        example_grads(autoencoder, loss, clip_norm, batch),
+        clip_norm,
+        noise_multiplier,
+        expected_batch_size,
+        generator,
+        draws=draws,
+    )
 
 
 class DPAutoGAN(PrivateGenerator):
     """DP-auto-GAN generator (module docstring). `params`: the params.yaml section over
-    `pipelines.generators.params.dp_auto_gan.DEFAULTS`."""
+    `pipelines.generators.params.dp_auto_gan.Params`."""
 
     name = "dp_auto_gan"
-    phases = ("autoencoder_", "")
 
     def build(self) -> None:
         """(En_φ, De_θ), G_w and the critic, initialised from the public seed, seed + 1, seed + 2."""
-        p, seed = self.params, int(self.params["seed"])
-        self.autoencoder = Autoencoder(self.layout.width, list(p["autoencoder_hidden"]), int(p["latent_dim"]))
-        self.generator = LatentGenerator(int(p["noise_dim"]), list(p["generator_hidden"]), int(p["latent_dim"]))
-        self.critic = Critic(self.layout.width, list(p["critic_hidden"]))
+        p, seed = self.params, int(self.params.seed)
+        self.autoencoder = Autoencoder(self.layout.width, list(p.autoencoder_hidden), int(p.latent_dim))
+        self.generator = LatentGenerator(int(p.noise_dim), list(p.generator_hidden), int(p.latent_dim))
+        self.critic = Critic(self.layout.width, list(p.critic_hidden))
         for i, net in enumerate((self.autoencoder, self.generator, self.critic)):
             initialise(net, seed + i).to(self.device)
-        self.heads = OutputHeads(self.layout, float(p["gumbel_tau"])).to(self.device)
+        self.heads = OutputHeads(self.layout, float(p.gumbel_tau)).to(self.device)
 
     @property
     def decoder(self) -> nn.Module:
@@ -178,26 +205,41 @@ class DPAutoGAN(PrivateGenerator):
         q2, T2 likewise for the critic; σ1, σ2 by the split rule (module docstring).
         """
         p = self.params
-        (q1, t1), (q2, t2) = (sampling_schedule(p[f"{phase}batch_size"], n_rows, p[f"{phase}steps"],
-                                                p[f"{phase}epochs"], p[f"{phase}max_steps"]) for phase in self.phases)
+        (q1, t1), (q2, t2) = (
+            sampling_schedule(
+                p.autoencoder_batch_size, n_rows, p.autoencoder_steps, p.autoencoder_epochs, p.autoencoder_max_steps
+            ),
+            sampling_schedule(p.batch_size, n_rows, p.steps, p.epochs, p.max_steps),
+        )
         if budget.private:
-            s = float(p["autoencoder_share"])
+            s = float(p.autoencoder_share)
             base1 = calibrate_noise_multiplier(s * budget.epsilon, budget.delta, q1, t1)
             base2 = calibrate_noise_multiplier((1 - s) * budget.epsilon, budget.delta, q2, t2)
 
             def events(k: float) -> list[Event]:
                 return [PoissonGaussianEvent(k * base1, q1, t1), PoissonGaussianEvent(k * base2, q2, t2)]
+
             planned: list[Event] = events(calibrate_noise_scale(budget.epsilon, budget.delta, events))
             sigma1, sigma2 = planned[0].noise_multiplier, planned[1].noise_multiplier
-            clip1, clip2 = float(p["autoencoder_clip_norm"]), float(p["clip_norm"])
+            clip1, clip2 = float(p.autoencoder_clip_norm), float(p.clip_norm)
         else:
             sigma1 = sigma2 = 0.0
             clip1 = clip2 = math.inf
             planned = [NonPrivateEvent("epsilon: inf (autoencoder)"), NonPrivateEvent("epsilon: inf (critic)")]
-        return DPAutoGANPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=tuple(planned),
-                             autoencoder_noise_multiplier=sigma1, autoencoder_sample_rate=q1, autoencoder_steps=t1,
-                             autoencoder_clip_norm=clip1, noise_multiplier=sigma2, sample_rate=q2, steps=t2,
-                             clip_norm=clip2)
+        return DPAutoGANPlan(
+            n_rows=n_rows,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            events=tuple(planned),
+            autoencoder_noise_multiplier=sigma1,
+            autoencoder_sample_rate=q1,
+            autoencoder_steps=t1,
+            autoencoder_clip_norm=clip1,
+            noise_multiplier=sigma2,
+            sample_rate=q2,
+            steps=t2,
+            clip_norm=clip2,
+        )
 
     # -- training ----------------------------------------------------------------------------
     def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
@@ -206,9 +248,20 @@ class DPAutoGAN(PrivateGenerator):
         plan, rows = self.privacy, torch.as_tensor(data, device=self.device)
         self._train_autoencoder(rows, *streams.training(f"{self.name}:autoencoder", self.device))
         self.autoencoder.eval()  # phase 2: the decoder is frozen (the generator step updates w only)
-        train_wgan(self.name, self.critic, self.generator, self._fake, rows, plan.sample_rate, plan.steps,
-                   plan.noise_multiplier, plan.clip_norm, self.params,
-                   *streams.training(f"{self.name}:wgan", self.device), n_rows=plan.n_rows)
+        train_wgan(
+            self.name,
+            self.critic,
+            self.generator,
+            self._fake,
+            rows,
+            plan.sample_rate,
+            plan.steps,
+            plan.noise_multiplier,
+            plan.clip_norm,
+            self.params,
+            *streams.training(f"{self.name}:wgan", self.device),
+            n_rows=plan.n_rows,
+        )
         return plan.events
 
     def _train_autoencoder(self, data: torch.Tensor, rng: Rng, sample_rng: Rng) -> None:
@@ -216,7 +269,7 @@ class DPAutoGAN(PrivateGenerator):
         p, plan, n = self.params, self.privacy, data.shape[0]
         q, clip, sigma = plan.autoencoder_sample_rate, plan.autoencoder_clip_norm, plan.autoencoder_noise_multiplier
         loss = reconstruction_loss(self.layout, self.device)
-        opt = torch.optim.Adam(self.autoencoder.parameters(), lr=p["autoencoder_lr"], betas=(0.9, 0.999))
+        opt = torch.optim.Adam(self.autoencoder.parameters(), lr=p.autoencoder_lr, betas=(0.9, 0.999))
         params, steps = dict(self.autoencoder.named_parameters()), plan.autoencoder_steps
         log = progress.TrainingLog(f"{self.name}:autoencoder", steps, f"{self.name} autoencoder")
         self.autoencoder.train()

@@ -5,6 +5,7 @@ clipped to C/2 without noise, and why) and the training loop are in `pipelines.g
 shared with DP-auto-GAN's phase 2. T critic steps spend exactly PoissonGaussianEvent(σ, q, T);
 σ is calibrated with the PLD accountant.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,17 +43,16 @@ class Generator(nn.Module):
 
 class DPWGAN(PrivateGenerator):
     """DP-WGAN generator (see module docstring). `params`: the params.yaml section over
-    `pipelines.generators.params.dpwgan.DEFAULTS`."""
+    `pipelines.generators.params.dpwgan.Params`."""
 
     name = "dpwgan"
 
     def build(self) -> None:
         p = self.params
-        self.generator = Generator(self.layout, int(p["latent_dim"]), list(p["generator_hidden"]),
-                                   float(p["gumbel_tau"]))
-        self.critic = Critic(self.layout.width, list(p["critic_hidden"]))
-        initialise(self.generator, p["seed"]).to(self.device)
-        initialise(self.critic, int(p["seed"]) + 1).to(self.device)
+        self.generator = Generator(self.layout, int(p.latent_dim), list(p.generator_hidden), float(p.gumbel_tau))
+        self.critic = Critic(self.layout.width, list(p.critic_hidden))
+        initialise(self.generator, p.seed).to(self.device)
+        initialise(self.critic, int(p.seed) + 1).to(self.device)
 
     @property
     def networks(self) -> dict[str, nn.Module]:
@@ -63,22 +63,42 @@ class DPWGAN(PrivateGenerator):
         min(ceil(epochs/q), max_steps), σ = smallest noise multiplier with PLD ε(σ, q, T; δ) ≤ budget.ε. ε = inf: no
         clipping, no noise, a NonPrivateEvent."""
         p = self.params
-        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"], p["max_steps"])
+        q, steps = sampling_schedule(p.batch_size, n_rows, p.steps, p.epochs, p.max_steps)
         if budget.private:
-            sigma, clip = calibrate_noise_multiplier(budget.epsilon, budget.delta, q, steps), float(p["clip_norm"])
+            sigma, clip = calibrate_noise_multiplier(budget.epsilon, budget.delta, q, steps), float(p.clip_norm)
             events: tuple[Event, ...] = (PoissonGaussianEvent(sigma, q, steps),)
         else:
             sigma, clip, events = 0.0, math.inf, (NonPrivateEvent("epsilon: inf"),)
-        return DPSGDPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=events,
-                         noise_multiplier=sigma, sample_rate=q, steps=steps, clip_norm=clip)
+        return DPSGDPlan(
+            n_rows=n_rows,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            events=events,
+            noise_multiplier=sigma,
+            sample_rate=q,
+            steps=steps,
+            clip_norm=clip,
+        )
 
     def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
         """T private critic steps (`train_wgan`) on the rows read; the plan's events are exactly spent."""
         plan = self.privacy
         rng, sample_rng = streams.training(self.name, self.device)
-        train_wgan(self.name, self.critic, self.generator, self._fake, torch.as_tensor(data, device=self.device),
-                   plan.sample_rate, plan.steps, plan.noise_multiplier, plan.clip_norm, self.params, rng,
-                   sample_rng, n_rows=plan.n_rows)
+        train_wgan(
+            self.name,
+            self.critic,
+            self.generator,
+            self._fake,
+            torch.as_tensor(data, device=self.device),
+            plan.sample_rate,
+            plan.steps,
+            plan.noise_multiplier,
+            plan.clip_norm,
+            self.params,
+            rng,
+            sample_rng,
+            n_rows=plan.n_rows,
+        )
         return plan.events
 
     def _fake(self, n: int, rng: Rng) -> torch.Tensor:

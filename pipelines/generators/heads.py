@@ -10,6 +10,7 @@ The uniforms u are an explicit input (drawn by `uniforms` from the caller's gene
 training run, a torch.Generator on the public seed otherwise), so outputs are reproducible and the heads run
 under `torch.func.vmap` (no random ops inside).
 """
+
 from __future__ import annotations
 
 import torch

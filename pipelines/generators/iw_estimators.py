@@ -14,6 +14,7 @@ Sample averages of other losses (the MMD-GAN's reconstruction term) are weighted
 (Table 3.1, last row): `weighted_mean`. The kernel and eqs. 3.2/3.3/3.5 are the project's one kernel and MMD²
 (pipelines/stats/mmd.py); this module adds the median of means and the dispatch by estimator.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,13 +32,15 @@ def mmd2_miw(k_xx: Tensor, k_yy: Tensor, k_xy: Tensor, w: Tensor, groups: int, g
     n, m = k_xy.shape
     a, b = n // groups, m // groups
     if a < 2 or b < 2:
-        raise ValueError(f"the median-of-means estimator needs at least 2 real and 2 generated rows per group; "
-                         f"got {n} real and {m} generated rows for {groups} groups: lower iw_mmd_gan.groups or "
-                         f"raise batch_size")
-    px = torch.randperm(n, generator=generator, device=generator.device)[:a * groups].view(groups, a).to(k_xy.device)
-    py = torch.randperm(m, generator=generator, device=generator.device)[:b * groups].view(groups, b).to(k_xy.device)
+        raise ValueError(
+            f"the median-of-means estimator needs at least 2 real and 2 generated rows per group; "
+            f"got {n} real and {m} generated rows for {groups} groups: lower iw_mmd_gan.groups or "
+            f"raise batch_size"
+        )
+    px = torch.randperm(n, generator=generator, device=generator.device)[: a * groups].view(groups, a).to(k_xy.device)
+    py = torch.randperm(m, generator=generator, device=generator.device)[: b * groups].view(groups, b).to(k_xy.device)
     values = torch.stack([mmd2_iw(k_xx[i][:, i], k_yy[j][:, j], k_xy[i][:, j], w[i]) for i, j in zip(px, py)])
-    return torch.quantile(values, 0.5)   # the midpoint of the two middle values for even `groups` (torch.median: lower)
+    return torch.quantile(values, 0.5)  # the midpoint of the two middle values for even `groups` (torch.median: lower)
 
 
 def duplicate_indices(w: np.ndarray) -> np.ndarray:
@@ -47,12 +50,22 @@ def duplicate_indices(w: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(w)), np.ceil(w - 1e-12).clip(0).astype(int))
 
 
-def estimator_mmd2(estimator: str, x: Tensor, y: Tensor, w: Tensor | None, bandwidths: list[float],
-                  groups: int = 1, generator: torch.Generator | None = None) -> Tensor:
+def estimator_mmd2(
+    estimator: str,
+    x: Tensor,
+    y: Tensor,
+    w: Tensor | None,
+    bandwidths: list[float],
+    groups: int = 1,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """The estimator's MMD² between real rows `x` (weights `w`) and generated rows `y` under `gaussian_kernel`.
     `id` batches are already drawn from the duplicated rows, so they use eq. 3.2, like `uniform`."""
-    k_xx, k_yy, k_xy = gaussian_kernel(x, x, bandwidths), gaussian_kernel(y, y, bandwidths), \
-        gaussian_kernel(x, y, bandwidths)
+    k_xx, k_yy, k_xy = (
+        gaussian_kernel(x, x, bandwidths),
+        gaussian_kernel(y, y, bandwidths),
+        gaussian_kernel(x, y, bandwidths),
+    )
     if estimator in ("uniform", "id"):
         return mmd2_iw(k_xx, k_yy, k_xy)
     if estimator == "iw":
@@ -72,4 +85,3 @@ def weighted_mean(estimator: str, values: Tensor, w: Tensor | None) -> Tensor:
     if estimator == "sniw":
         return (w * values).sum() / w.sum()
     return (w * values).mean()
-

@@ -17,12 +17,13 @@ Two modes, chosen by ε:
   - kernel `fixed`: §3.3.1's setting, a fixed Gaussian mixture kernel on the rows (no discriminator).
   Every estimator is available; the rows are read at every step.
 * ε finite (PRIVATE): the rows enter only through ONE Gaussian release of the importance-weighted random-feature
-  kernel mean embedding (`pipelines.privacy.weighted_embedding`; Δ₂ = w_max·√(2k) for sniw, w_max·√k for iw and
-  uniform), σ calibrated by the PLD accountant. The generator then minimises the random-feature MMD²
+  kernel mean embedding (`pipelines.generators.mechanisms.weighted_embedding`; Δ₂ = w_max·√(2k) for sniw, w_max·√k for
+  iw and uniform), σ calibrated by the PLD accountant. The generator then minimises the random-feature MMD²
   (1/k)‖μ̃_P − mean_j φ(G(z_j))‖² to the released μ̃_P: post-processing. Available: uniform, iw (public
   normaliser n), sniw (noisy weight total); miw and id need the rows at every step and are refused, as is the
   adversarial kernel (its encoder would be trained on the rows).
 """
+
 from __future__ import annotations
 
 import math
@@ -44,12 +45,16 @@ from pipelines.generators.networks import elu, initialise, mlp
 from pipelines.generators.params.iw_mmd_gan import PRIVATE_ESTIMATORS
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.embeddings import cf_features
+from pipelines.generators.mechanisms.embeddings import cf_features
 from pipelines.privacy.events import Event, NonPrivateEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
-from pipelines.privacy.weighted_embedding import (mean_embedding, random_frequencies, release_weighted_embedding,
-                                                  weighted_embedding_event)
+from pipelines.generators.mechanisms.weighted_embedding import (
+    mean_embedding,
+    random_frequencies,
+    release_weighted_embedding,
+    weighted_embedding_event,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +63,7 @@ class IWMMDGANPlan(PrivacyPlan):
     (random_features when private; adversarial or fixed when ε = ∞), k `frequencies`, the weights' public bound
     `w_max` and the release's noise multiplier (0 when ε = ∞); `weights` describes the public weight function
     (its kind and public parameters, saved with the model)."""
+
     estimator: str
     kernel: str
     frequencies: int
@@ -102,10 +108,24 @@ class RandomFeatureTarget(nn.Module):
         self.register_buffer("embedding", torch.zeros(2 * freqs.shape[0]))
 
 
-def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter], real: torch.Tensor,
-                       w: torch.Tensor, estimator: str, *, steps: int, batch_size: int, lr: float,
-                       bandwidths: list[float], groups: int, seed: int, autoencoder: Autoencoder | None = None,
-                       n_critic: int = 5, mmd_weight: float = 0.1, label: str = "iw_mmd_gan") -> None:
+def train_weighted_mmd(
+    sample_fake: FakeSampler,
+    parameters: list[nn.Parameter],
+    real: torch.Tensor,
+    w: torch.Tensor,
+    estimator: str,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    bandwidths: list[float],
+    groups: int,
+    seed: int,
+    autoencoder: Autoencoder | None = None,
+    n_critic: int = 5,
+    mmd_weight: float = 0.1,
+    label: str = "iw_mmd_gan",
+) -> None:
     """Non-private training with Table 3.1's `estimator` on real rows `real` (weights `w`).
 
     Fixed kernel (`autoencoder` None): each step minimises estimator_mmd2(x_batch, G(z)) under the Gaussian mixture
@@ -115,8 +135,9 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
     use `bandwidths`. Real batches are drawn without replacement, from the ⌈w⌉-duplicated rows for `id`."""
     device = real.device
     rng = torch.Generator(device=device).manual_seed(seed)
-    pool = torch.as_tensor(duplicate_indices(w.cpu().numpy()) if estimator == "id" else np.arange(len(real)),
-                           device=device)
+    pool = torch.as_tensor(
+        duplicate_indices(w.cpu().numpy()) if estimator == "id" else np.arange(len(real)), device=device
+    )
     b = min(batch_size, len(pool))
 
     def batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,8 +157,10 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
                 with torch.no_grad():
                     y = sample_fake(b, rng)
                 hx, hy = autoencoder.encoder(x), autoencoder.encoder(y)
-                recon = (weighted_mean(estimator, (autoencoder.decoder(hx) - x).pow(2).sum(1), wx)
-                         + (autoencoder.decoder(hy) - y).pow(2).sum(1).mean())
+                recon = (
+                    weighted_mean(estimator, (autoencoder.decoder(hx) - x).pow(2).sum(1), wx)
+                    + (autoencoder.decoder(hy) - y).pow(2).sum(1).mean()
+                )
                 opt_d.zero_grad(set_to_none=True)
                 (recon - mmd_weight * mmd2(hx, hy, wx)).backward()
                 opt_d.step()
@@ -153,9 +176,18 @@ def train_weighted_mmd(sample_fake: FakeSampler, parameters: list[nn.Parameter],
             log.line(step, f"  {estimator} MMD² {loss.item():.5f}")
 
 
-def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Parameter], target: torch.Tensor,
-                             freqs: torch.Tensor, *, steps: int, batch_size: int, lr: float, seed: int,
-                             label: str = "iw_mmd_gan") -> None:
+def train_embedding_matching(
+    sample_fake: FakeSampler,
+    parameters: list[nn.Parameter],
+    target: torch.Tensor,
+    freqs: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    label: str = "iw_mmd_gan",
+) -> None:
     """Private mode's post-processing: minimise the random-feature MMD² (1/k)‖μ̃_P − mean_j φ(G(z_j))‖²."""
     rng = torch.Generator(device=target.device).manual_seed(seed)
     opt = torch.optim.RMSprop(parameters, lr=lr)
@@ -172,21 +204,20 @@ def train_embedding_matching(sample_fake: FakeSampler, parameters: list[nn.Param
 
 class IWMMDGAN(PrivateGenerator):
     """Importance-weighted MMD-GAN (module docstring). `params`: the params.yaml section over
-    `pipelines.generators.params.iw_mmd_gan.DEFAULTS`."""
+    `pipelines.generators.params.iw_mmd_gan.Params`."""
 
     name = "iw_mmd_gan"
-    phases = ()
 
     def build(self) -> None:
         """The networks from the public `seed` (generator: seed, autoencoder: seed + 3; the frequencies:
         seed + 1; training batches: seed + 2), drawn without data."""
         p = self.params
         self._weight_fn: WeightFunction | None = None
-        self.generator = Generator(self.layout, int(p["latent_dim"]), list(p["hidden"]), float(p["gumbel_tau"]))
-        self.autoencoder = Autoencoder(self.layout.width, list(p["hidden"]), int(p["code_dim"]))
-        initialise(self.generator, int(p["seed"])).to(self.device)
-        initialise(self.autoencoder, int(p["seed"]) + 3).to(self.device)
-        freqs = random_frequencies(int(p["frequencies"]), self.layout.width, list(p["bandwidths"]), int(p["seed"]) + 1)
+        self.generator = Generator(self.layout, int(p.latent_dim), list(p.hidden), float(p.gumbel_tau))
+        self.autoencoder = Autoencoder(self.layout.width, list(p.hidden), int(p.code_dim))
+        initialise(self.generator, int(p.seed)).to(self.device)
+        initialise(self.autoencoder, int(p.seed) + 3).to(self.device)
+        freqs = random_frequencies(int(p.frequencies), self.layout.width, list(p.bandwidths), int(p.seed) + 1)
         self.target = RandomFeatureTarget(freqs).to(self.device)
 
     @property
@@ -194,13 +225,13 @@ class IWMMDGAN(PrivateGenerator):
         """The public weight function of rows of the table's layout (its rebalance column and regressor file are
         the table's; built on first use: a loaded model never needs it)."""
         if self._weight_fn is None:
-            self._weight_fn = weight_function(self.params["weights"], self.table_layout, int(self.params["seed"]))
+            self._weight_fn = weight_function(self.params.weights, self.table_layout, int(self.params.seed))
         return self._weight_fn
 
     @property
     def w_max(self) -> float:
         """The weights' public bound: the weight function's own, lowered to the `w_max` parameter if given."""
-        cap = self.params["w_max"]
+        cap = self.params.w_max
         return min(self.weight_fn.bound, math.inf if cap is None else float(cap))
 
     def importance_weights(self, rows: np.ndarray) -> np.ndarray:
@@ -212,7 +243,7 @@ class IWMMDGAN(PrivateGenerator):
         """With `weights` set, the calibration measures importance-weighted marginals (the same weights as
         training, of rows of the table's layout, bound `w_max`), so that the calibrated samples keep the weighted
         target w·p instead of being raked back to the real rows' own marginals; None (counts) with `weights: null`."""
-        if self.params["weights"] is None:
+        if self.params.weights is None:
             return None
         return (lambda rows: self.importance_weights(self.model_rows(rows))), self.w_max
 
@@ -224,58 +255,93 @@ class IWMMDGAN(PrivateGenerator):
     def _plan(self, n_rows: int, budget: Budget) -> IWMMDGANPlan:
         """One GaussianEvent (the weighted embedding, z from the PLD accountant) if ε is finite, else one
         NonPrivateEvent; refuses estimator/kernel combinations that cannot be private. Data-independent."""
-        p, est = self.params, self.params["estimator"]
-        k, self_normalised = int(p["frequencies"]), est == "sniw"
+        p, est = self.params, self.params.estimator
+        k, self_normalised = int(p.frequencies), est == "sniw"
         if n_rows < 2:
             raise ValueError(f"iw_mmd_gan needs at least 2 training rows, got {n_rows}")
         if budget.private:
             if est not in PRIVATE_ESTIMATORS:
-                raise ValueError(f"iw_mmd_gan.estimator '{est}' needs the training rows at every step and has no "
-                                 f"private release; with a finite epsilon use one of {PRIVATE_ESTIMATORS} (the "
-                                 f"duplicated embedding of 'id' is 'sniw' with weights ⌈w⌉), or set epsilon: inf "
-                                 f"(non-private, released only when privacy.internal_release is true)")
-            if p["kernel"] == "adversarial":
-                raise ValueError("iw_mmd_gan.kernel 'adversarial' trains the MMD-GAN encoder on the rows and has no "
-                                 "private release; with a finite epsilon use kernel: auto or fixed (random features "
-                                 "of the fixed Gaussian mixture), or set epsilon: inf")
+                raise ValueError(
+                    f"iw_mmd_gan.estimator '{est}' needs the training rows at every step and has no "
+                    f"private release; with a finite epsilon use one of {PRIVATE_ESTIMATORS} (the "
+                    f"duplicated embedding of 'id' is 'sniw' with weights ⌈w⌉), or set epsilon: inf "
+                    f"(non-private, released only when privacy.internal_release is true)"
+                )
+            if p.kernel == "adversarial":
+                raise ValueError(
+                    "iw_mmd_gan.kernel 'adversarial' trains the MMD-GAN encoder on the rows and has no "
+                    "private release; with a finite epsilon use kernel: auto or fixed (random features "
+                    "of the fixed Gaussian mixture), or set epsilon: inf"
+                )
             w_max = self.w_max if est != "uniform" else 1.0
-            z = calibrate_noise_scale(budget.epsilon, budget.delta,
-                                      lambda s: [weighted_embedding_event(k, self_normalised, n_rows, w_max, s)])
+            z = calibrate_noise_scale(
+                budget.epsilon, budget.delta, lambda s: [weighted_embedding_event(k, self_normalised, n_rows, w_max, s)]
+            )
             planned: tuple[Event, ...] = (weighted_embedding_event(k, self_normalised, n_rows, w_max, z),)
             kernel = "random_features"
         else:
-            kernel = "adversarial" if p["kernel"] == "auto" else p["kernel"]
+            kernel = "adversarial" if p.kernel == "auto" else p.kernel
             z, w_max = 0.0, self.w_max
-            planned = (NonPrivateEvent(f"epsilon: inf (iw_mmd_gan: {est} estimator, {kernel} kernel, rows read at "
-                                       f"every step)"),)
-        return IWMMDGANPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=planned, estimator=est,
-                            kernel=kernel, frequencies=k, w_max=w_max, noise_multiplier=z,
-                            weights={"kind": self.weight_fn.kind, **self.weight_fn.info})
+            planned = (
+                NonPrivateEvent(
+                    f"epsilon: inf (iw_mmd_gan: {est} estimator, {kernel} kernel, rows read at every step)"
+                ),
+            )
+        return IWMMDGANPlan(
+            n_rows=n_rows,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            events=planned,
+            estimator=est,
+            kernel=kernel,
+            frequencies=k,
+            w_max=w_max,
+            noise_multiplier=z,
+            weights={"kind": self.weight_fn.kind, **self.weight_fn.info},
+        )
 
     # -- training ----------------------------------------------------------------------------
     def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
         """Private: release the weighted embedding (the one access to the rows) and train on it
         (post-processing). Non-private: train on the rows (`train_weighted_mmd`)."""
         plan, p = self.privacy, self.params
-        w = torch.as_tensor(np.ones(len(data)) if plan.estimator == "uniform" else self.importance_weights(data),
-                            device=self.device)  # float64
+        w = torch.as_tensor(
+            np.ones(len(data)) if plan.estimator == "uniform" else self.importance_weights(data), device=self.device
+        )  # float64
         real = torch.as_tensor(data, device=self.device)
         self.generator.train()
         if plan.private:
             spent: tuple[Event, ...] = (self._release(real, w, streams),)
             del real, w
-            train_embedding_matching(self.generator, list(self.generator.parameters()), self.target.embedding,
-                                     self.target.freqs, steps=int(p["steps"]), batch_size=int(p["batch_size"]),
-                                     lr=float(p["lr"]), seed=int(p["seed"]) + 2)
+            train_embedding_matching(
+                self.generator,
+                list(self.generator.parameters()),
+                self.target.embedding,
+                self.target.freqs,
+                steps=int(p.steps),
+                batch_size=int(p.batch_size),
+                lr=float(p.lr),
+                seed=int(p.seed) + 2,
+            )
         else:
             spent = plan.events
             adversarial = plan.kernel == "adversarial"
-            train_weighted_mmd(self.generator, list(self.generator.parameters()), real, w.float(), plan.estimator,
-                               steps=int(p["steps"]), batch_size=int(p["batch_size"]), lr=float(p["lr"]),
-                               bandwidths=list(p["code_bandwidths"] if adversarial else p["bandwidths"]),
-                               groups=int(p["groups"]), seed=int(p["seed"]) + 2,
-                               autoencoder=self.autoencoder if adversarial else None, n_critic=int(p["n_critic"]),
-                               mmd_weight=float(p["mmd_weight"]))
+            train_weighted_mmd(
+                self.generator,
+                list(self.generator.parameters()),
+                real,
+                w.float(),
+                plan.estimator,
+                steps=int(p.steps),
+                batch_size=int(p.batch_size),
+                lr=float(p.lr),
+                bandwidths=list(p.code_bandwidths if adversarial else p.bandwidths),
+                groups=int(p.groups),
+                seed=int(p.seed) + 2,
+                autoencoder=self.autoencoder if adversarial else None,
+                n_critic=int(p.n_critic),
+                mmd_weight=float(p.mmd_weight),
+            )
         self.generator.eval()
         return spent
 
@@ -284,11 +350,19 @@ class IWMMDGAN(PrivateGenerator):
         post-processed into μ̃_P (`mean_embedding`: over the public n̂, or the noisy weight total for sniw)."""
         plan = self.privacy
         self_normalised = plan.estimator == "sniw"
-        sums, event = release_weighted_embedding(real.double(), w, self.target.freqs.double(), self_normalised,
-                                                 plan.w_max, plan.noise_multiplier,
-                                                 streams.numpy("iw_mmd_gan embedding"), n=plan.n_rows)
-        self.target.embedding.copy_(torch.as_tensor(mean_embedding(sums, plan.n_rows, self_normalised),
-                                                    dtype=torch.float32))
+        sums, event = release_weighted_embedding(
+            real.double(),
+            w,
+            self.target.freqs.double(),
+            self_normalised,
+            plan.w_max,
+            plan.noise_multiplier,
+            streams.numpy("iw_mmd_gan embedding"),
+            n=plan.n_rows,
+        )
+        self.target.embedding.copy_(
+            torch.as_tensor(mean_embedding(sums, plan.n_rows, self_normalised), dtype=torch.float32)
+        )
         return event
 
     # -- sampling ----------------------------------------------------------------------------

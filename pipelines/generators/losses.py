@@ -1,6 +1,7 @@
 """Per-example loss terms shared by the adversarially trained generators (for
 `pipelines.privacy.dpsgd.per_example_grads`: `forward` is the network as a function of its input, and a
 term returns the sum over the rows given of each row's loss, no row reading another)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,9 +27,11 @@ def gradient_penalty(gp_lambda: float, width: int | None = None, target: float =
     [x, c] with a conditioning part c that is the same in x and f (PPEM's conditional energy
     E_γ(x*|x′): the Lipschitz constraint is on x*); None: all columns.
     """
+
     def loss(forward: Forward, x: torch.Tensor, fake: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         x_hat = (u * x + (1 - u) * fake).detach().requires_grad_(True)
         (g,) = torch.autograd.grad(forward(x_hat).sum(), x_hat, create_graph=True)
         g = g if width is None else g[..., :width]
         return input_gradient_penalty(g, gp_lambda, target)
+
     return loss

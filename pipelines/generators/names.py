@@ -4,6 +4,7 @@ What reads a configuration (pipelines/config.py, the fingerprint, the private se
 names and the parameters modules (pipelines/generators/params/<name>.py, no torch) and not the lifecycle, which
 `pipelines.generators.registry` imports (with the privacy accounting and the ledger) to build one.
 """
+
 from __future__ import annotations
 
 CLASSES: dict[str, str] = {
@@ -21,7 +22,7 @@ GENERATORS: tuple[str, ...] = tuple(CLASSES)  # the registry's names, in release
 
 
 def params_module(name: str) -> str:
-    """The module holding generator `name`'s DEFAULTS (and check_params), not imported."""
+    """The module holding generator `name`'s `Params`, not imported."""
     if name not in CLASSES:
         raise ValueError(f"unknown generator {name!r}; implemented: {', '.join(GENERATORS)}")
     return f"pipelines.generators.params.{name}"

@@ -1,6 +1,7 @@
 """MLP builders shared by the generators' networks (Linear layers, each hidden one followed by an activation
 block; the nn.Sequential indices, the saved state dicts' keys, are those of the flat list of modules) and
 their initialisation from an explicit seed (`initialise`), never from torch's process-wide RNG."""
+
 from __future__ import annotations
 
 import math
@@ -61,6 +62,8 @@ def initialise(module: nn.Module, seed: int) -> nn.Module:
             elif isinstance(sub, (nn.LayerNorm, nn.BatchNorm1d)):
                 sub.reset_parameters()
             elif own:
-                raise TypeError(f"initialise: {type(sub).__name__} has parameters this function does not know "
-                                f"how to draw; initialise them from an explicit generator in its owner")
+                raise TypeError(
+                    f"initialise: {type(sub).__name__} has parameters this function does not know "
+                    f"how to draw; initialise them from an explicit generator in its owner"
+                )
     return module

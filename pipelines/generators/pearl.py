@@ -1,7 +1,7 @@
 """PEARL: private embeddings and adversarial reconstruction learning (Liew, Takahashi & Ueno,
 ../shared/papers/pearl-private-embeddings.txt, §3-5, appendices D, E, H; design notes: docs/pearl.md).
 
-Release: the only two accesses to data (`pipelines.privacy.embeddings`, one GaussianEvent each).
+Release: the only two accesses to data (`pipelines.generators.mechanisms.embeddings`, one GaussianEvent each).
   1. Auxiliary information (§5.1, App. D): the mean pairwise distance ℓ̂ of the records' features.
   2. The characteristic-function embedding (eq. 6) at k frequencies ω_j = u_j/ℓ̂, u_j ~ N(0, I_d)
      drawn from `seed`: the sampling distribution N(0, ℓ̂⁻² I) (the median heuristic's analogue).
@@ -32,6 +32,7 @@ Sampling: y ~ p̂, x = G(z, y) with each categorical block set to its argmax and
 larger of its two softmax outputs (App. H: the layout's one discretiser, `project_to_layout`); numerics
 (tanh + 1)/2.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,9 +49,18 @@ from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.networks import batch_norm_relu, initialise, mlp
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.embeddings import (capped_distance_sum, cf_features, class_embeddings, distance_event,
-                                          embedding_event, embedding_sums, encoded_diameter, mean_distance,
-                                          release_embedding, release_mean_distance)
+from pipelines.generators.mechanisms.embeddings import (
+    capped_distance_sum,
+    cf_features,
+    class_embeddings,
+    distance_event,
+    embedding_event,
+    embedding_sums,
+    encoded_diameter,
+    mean_distance,
+    release_embedding,
+    release_mean_distance,
+)
 from pipelines.privacy.events import Event, NonPrivateEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
@@ -63,6 +73,7 @@ class PEARLPlan(PrivacyPlan):
     """PEARL's two Gaussian releases (module docstring): k frequencies, the auxiliary release's share s of
     μ², the multipliers z/√s (mean pairwise distance, Δ₂ = (n̂ − 1)D) and z/√(1−s) (embedding sums,
     Δ₂ = √(2k) class-conditional, √k otherwise); both 0 when ε = ∞. D is the features' encoded diameter."""
+
     frequencies: int
     aux_share: float
     distance_noise_multiplier: float
@@ -86,7 +97,7 @@ def labels_of(x: torch.Tensor, block: Block) -> torch.Tensor:
     row gets exactly one class, whatever its values, so each record lands in one class's sums."""
     if block.kind == "binary":
         return (x[:, block.start] >= 0.5).long()
-    return x[:, block.start:block.stop].argmax(1)
+    return x[:, block.start : block.stop].argmax(1)
 
 
 class TabularGenerator(nn.Module):
@@ -104,7 +115,7 @@ class TabularGenerator(nn.Module):
         logits = self.body(torch.cat([z, y], dim=1))
         out = []
         for b in self.layout.blocks:
-            ell = logits[:, b.start:b.stop]
+            ell = logits[:, b.start : b.stop]
             if b.kind == "categorical":
                 out.append(torch.softmax(ell, dim=1))
             elif b.kind == "binary":
@@ -127,8 +138,8 @@ class FrequencyCritic(nn.Module):
 
     def __init__(self, base: torch.Tensor) -> None:
         super().__init__()
-        self.register_buffer("base", base)                       # u_j (k, d), drawn without data
-        self.register_buffer("length_scale", torch.ones(()))     # ℓ̂, the released mean distance
+        self.register_buffer("base", base)  # u_j (k, d), drawn without data
+        self.register_buffer("length_scale", torch.ones(()))  # ℓ̂, the released mean distance
         self.log_scale = nn.Parameter(torch.zeros(base.shape[1]))  # β
 
     def reset(self, length_scale: float) -> None:
@@ -145,8 +156,9 @@ class FrequencyCritic(nn.Module):
         """w_j = p_β(ω_j)/p₀(ω_j) / Σ_l p_β(ω_l)/p₀(ω_l) at β = `log_scale` (default: the parameter);
         `log_scale` (m, d) gives the (k, m) weights of m values of β at once."""
         beta = self.log_scale if log_scale is None else log_scale
-        w = torch.softmax(self._log_density(beta.reshape(-1, beta.shape[-1]))
-                          - self._log_density(self._proposal()[None]), dim=0)
+        w = torch.softmax(
+            self._log_density(beta.reshape(-1, beta.shape[-1])) - self._log_density(self._proposal()[None]), dim=0
+        )
         return w if beta.dim() == 2 else w[:, 0]
 
     def effective_sample_size(self, log_scale: torch.Tensor | None = None) -> torch.Tensor:
@@ -165,13 +177,13 @@ class FrequencyCritic(nn.Module):
             for _ in range(2):
                 ts = lo + width * torch.arange(1, grid + 1, dtype=step.dtype) / grid
                 ok = self.effective_sample_size(start + ts[:, None] * step) >= target
-                lo = lo + width * int(ok.cumprod(0).sum()) / grid      # largest t before the first failure
+                lo = lo + width * int(ok.cumprod(0).sum()) / grid  # largest t before the first failure
                 width /= grid
             self.log_scale.copy_(start + lo * step)
 
     def _log_density(self, beta: torch.Tensor) -> torch.Tensor:
         """log N(ω_j; 0, diag e^{2β}) up to a constant, (k, m) for m values of β (m, d)."""
-        return -(beta.sum(1) + 0.5 * self.frequencies ** 2 @ torch.exp(-2 * beta).T)
+        return -(beta.sum(1) + 0.5 * self.frequencies**2 @ torch.exp(-2 * beta).T)
 
     def _proposal(self) -> torch.Tensor:
         return -torch.log(self.length_scale).expand_as(self.log_scale)
@@ -195,10 +207,9 @@ def weighted_cfd(target: torch.Tensor, generated: torch.Tensor, proportions: tor
 
 class PEARL(PrivateGenerator):
     """PEARL generator (module docstring). `params`: the params.yaml section over
-    `pipelines.generators.params.pearl.DEFAULTS`."""
+    `pipelines.generators.params.pearl.Params`."""
 
     name = "pearl"
-    phases = ()
     input_note = " (the encoded diameter D that bounds the distance release's sensitivity assumes [0, 1])"
 
     def build(self) -> None:
@@ -210,12 +221,11 @@ class PEARL(PrivateGenerator):
         features = [b for b in self.layout.blocks if b is not self.target]
         self.feature_cols = [c for b in features for c in range(b.start, b.stop)]
         self.diameter = encoded_diameter(features)
-        k = int(p["frequencies"])
-        self.generator = TabularGenerator(sub_layout(features), int(p["latent_dim"]), self.n_classes,
-                                          list(p["hidden"]))
-        initialise(self.generator, int(p["seed"])).to(self.device)
-        base = torch.randn(k, len(self.feature_cols), generator=torch.Generator().manual_seed(int(p["seed"]) + 1))
-        self.critic = FrequencyCritic(base).to(self.device)            # u_j ~ N(0, I_d)
+        k = int(p.frequencies)
+        self.generator = TabularGenerator(sub_layout(features), int(p.latent_dim), self.n_classes, list(p.hidden))
+        initialise(self.generator, int(p.seed)).to(self.device)
+        base = torch.randn(k, len(self.feature_cols), generator=torch.Generator().manual_seed(int(p.seed) + 1))
+        self.critic = FrequencyCritic(base).to(self.device)  # u_j ~ N(0, I_d)
         self.embedding = ReleasedEmbedding(self.n_classes, k).to(self.device)
 
     @property
@@ -236,21 +246,32 @@ class PEARL(PrivateGenerator):
         """
         if n_rows < 2:
             raise ValueError(f"pearl needs at least 2 training rows (the mean pairwise distance), got {n_rows}")
-        k, s = int(self.params["frequencies"]), float(self.params["aux_share"])
+        k, s = int(self.params.frequencies), float(self.params.aux_share)
         conditional = self.target is not None
 
         def events(z: float) -> list[Event]:
-            return [distance_event(n_rows, self.diameter, z / math.sqrt(s)),
-                    embedding_event(k, conditional, n_rows, z / math.sqrt(1 - s))]
+            return [
+                distance_event(n_rows, self.diameter, z / math.sqrt(s)),
+                embedding_event(k, conditional, n_rows, z / math.sqrt(1 - s)),
+            ]
 
         if budget.private:
             z = calibrate_noise_scale(budget.epsilon, budget.delta, events)
             planned, aux_z, emb_z = tuple(events(z)), z / math.sqrt(s), z / math.sqrt(1 - s)
         else:
             planned, aux_z, emb_z = (NonPrivateEvent("epsilon: inf"),), 0.0, 0.0
-        return PEARLPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=planned, frequencies=k,
-                         aux_share=s, distance_noise_multiplier=aux_z, embedding_noise_multiplier=emb_z,
-                         diameter=self.diameter, conditional=conditional)
+        return PEARLPlan(
+            n_rows=n_rows,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            events=planned,
+            frequencies=k,
+            aux_share=s,
+            distance_noise_multiplier=aux_z,
+            embedding_noise_multiplier=emb_z,
+            diameter=self.diameter,
+            conditional=conditional,
+        )
 
     # -- release and training ----------------------------------------------------------------
     def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
@@ -274,8 +295,7 @@ class PEARL(PrivateGenerator):
         self.critic.reset(length_scale)
         freqs = self.critic.frequencies
         if plan.private:
-            sums, emb = release_embedding(x, labels, self.n_classes, freqs, plan.embedding_noise_multiplier, rng,
-                                          n=n)
+            sums, emb = release_embedding(x, labels, self.n_classes, freqs, plan.embedding_noise_multiplier, rng, n=n)
         else:
             sums = embedding_sums(x, labels, self.n_classes, freqs)
         proportions, embeddings = class_embeddings(sums, n, self.target is not None)
@@ -287,15 +307,16 @@ class PEARL(PrivateGenerator):
         """Alternating minimisation over θ and maximisation over β of CFD²_w (eq. 1, 8; Algorithm 1); the
         generated batches' latents from the public `seed` + 2 (post-processing: no DP noise)."""
         p = self.params
-        steps, classes, use_critic = int(p["steps"]), max(self.n_classes, 1), bool(p["critic"])
-        per_class = math.ceil(int(p["batch_size"]) / classes)
-        rng = torch.Generator(device=self.device).manual_seed(int(p["seed"]) + 2)
+        steps, classes, use_critic = int(p.steps), max(self.n_classes, 1), bool(p.critic)
+        per_class = math.ceil(int(p.batch_size) / classes)
+        rng = torch.Generator(device=self.device).manual_seed(int(p.seed) + 2)
         y = torch.zeros(classes * per_class, self.n_classes, device=self.device)
         if self.n_classes:
-            y = nn.functional.one_hot(torch.arange(classes, device=self.device).repeat_interleave(per_class),
-                                      classes).float()
-        opt_g = torch.optim.Adam(self.generator.parameters(), lr=float(p["lr"]))
-        opt_c = torch.optim.Adam(self.critic.parameters(), lr=float(p["lr_critic"]))
+            y = nn.functional.one_hot(
+                torch.arange(classes, device=self.device).repeat_interleave(per_class), classes
+            ).float()
+        opt_g = torch.optim.Adam(self.generator.parameters(), lr=float(p.lr))
+        opt_c = torch.optim.Adam(self.critic.parameters(), lr=float(p.lr_critic))
         target, proportions = self.embedding.embeddings, self.embedding.proportions
         k = target.shape[1] // 2
         log = progress.TrainingLog(self.name, steps)
@@ -313,10 +334,13 @@ class PEARL(PrivateGenerator):
                 opt_c.zero_grad(set_to_none=True)
                 (-(w * disc.detach()).sum()).backward()
                 opt_c.step()
-                self.critic.project(float(p["critic_min_ess"]))
+                self.critic.project(float(p.critic_min_ess))
             if log.step(step):
-                log.line(step, f"  CFD²_w {loss.item():.5f}  uniform CFD² {disc.mean().item():.5f}"
-                               f"  weights' ESS {self.critic.effective_sample_size():.0f}/{k}")
+                log.line(
+                    step,
+                    f"  CFD²_w {loss.item():.5f}  uniform CFD² {disc.mean().item():.5f}"
+                    f"  weights' ESS {self.critic.effective_sample_size():.0f}/{k}",
+                )
         self.generator.eval()
 
     # -- sampling ----------------------------------------------------------------------------
@@ -332,8 +356,11 @@ class PEARL(PrivateGenerator):
         if self.n_classes:
             codes = torch.multinomial(self.embedding.proportions, m, replacement=True, generator=rng)
             y = nn.functional.one_hot(codes, self.n_classes).float()
-            cols = (slice(self.target.start, self.target.start + 1) if self.target.kind == "binary"
-                    else slice(self.target.start, self.target.stop))
+            cols = (
+                slice(self.target.start, self.target.start + 1)
+                if self.target.kind == "binary"
+                else slice(self.target.start, self.target.stop)
+            )
             rows[:, cols] = y[:, 1:] if self.target.kind == "binary" else y
         z = torch.randn(m, self.generator.latent_dim, generator=rng, device=self.device)
         rows[:, self.feature_cols] = self.generator(z, y)

@@ -1,5 +1,6 @@
 """Saving and loading generators: one strict-JSON <name>.json (generator, params, layout, privacy plan and
 what else a generator keeps) plus one <network>.pt state dict per torch module."""
+
 from __future__ import annotations
 
 import json
@@ -25,6 +26,7 @@ def save_networks(directory: Path, name: str, networks: dict[str, Any], meta: di
     directory.mkdir(parents=True, exist_ok=True)
     if networks:
         import torch
+
         for key, net in networks.items():
             torch.save(net.state_dict(), directory / f"{key}.pt")
     (directory / f"{name}.json").write_text(json.dumps(finite_json(meta), indent=2, sort_keys=True) + "\n")
@@ -40,6 +42,7 @@ def load_networks(directory: Path, networks: dict[str, Any], device: str) -> Non
     if not networks:
         return
     import torch
+
     for key, net in networks.items():
         net.load_state_dict(torch.load(Path(directory) / f"{key}.pt", map_location=device))
         net.eval()

@@ -46,6 +46,7 @@ share them), so Δ_ξ = C + 2C_α by the triangle inequality; the noise is σ·�
 The same holds for the γ and υ releases with Δ = C: the conditional fakes G_υ(z′_i|x′_i) are per record.
 A planned event with zero steps (every step updates the generators: energy_steps = 1) is left out.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,10 +67,21 @@ from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.generators.networks import initialise
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
-from pipelines.privacy.dpsgd import (Rng, clip_and_noise, clip_per_example, example_grads, per_example_grads,
-                                     poisson_sample, sampling_schedule, standard_normal, summed, uniform)
+from pipelines.privacy.dpsgd import (
+    Rng,
+    clip_and_noise,
+    clip_per_example,
+    example_grads,
+    per_example_grads,
+    poisson_sample,
+    sampling_schedule,
+    standard_normal,
+    summed,
+    uniform,
+)
 from pipelines.privacy.events import Event, NonPrivateEvent, PoissonGaussianEvent
-from pipelines.gates.release import GateResult, alpha_lmdp_gate
+from pipelines.gates.ppem import alpha_lmdp_gate
+from pipelines.gates.release import GateResult
 from pipelines.stats.ksd import linear_terms, normalized_linear_ksd
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import DPSGDPlan
@@ -82,6 +94,7 @@ class PPEMPlan(DPSGDPlan):
     """PPEM's schedule: T = `steps` energy steps at Poisson rate q, of which T_G = `generator_steps` also update
     the generators; `noise_multiplier` is σ of EACH release (ξ, γ, υ; the events carry σ/√2 and σ/√3), `clip_norm`
     C and `ksd_clip` C_α (∞, σ = 0 when ε = ∞)."""
+
     generator_steps: int
     ksd_clip: float
     kind: ClassVar[str] = "ppem"
@@ -98,12 +111,16 @@ def split_columns(layout: Layout, protected: list[str] | None) -> tuple[list[int
         raise ValueError(f"ppem.protected names unknown columns {unknown}; columns: {sorted(known)}")
     discrete = [n for n in names if known[n].kind not in NUMERIC]
     if discrete:
-        raise ValueError(f"ppem.protected columns {discrete} are not numeric: the KSD test of α-LMDP needs a "
-                         f"density on x′; choose continuous or integer columns")
+        raise ValueError(
+            f"ppem.protected columns {discrete} are not numeric: the KSD test of α-LMDP needs a "
+            f"density on x′; choose continuous or integer columns"
+        )
     nullable = [n for n in names if indicator(n) in known]
     if nullable:
-        raise ValueError(f"ppem.protected columns {nullable} allow nulls (missing: allowed in the schema): the "
-                         f"α-LMDP test needs a value in every row; protect columns without nulls")
+        raise ValueError(
+            f"ppem.protected columns {nullable} allow nulls (missing: allowed in the schema): the "
+            f"α-LMDP test needs a value in every row; protect columns without nulls"
+        )
     if len(set(names)) == len(layout.blocks):
         raise ValueError("ppem needs at least one column outside ppem.protected for the conditional model")
     x_prime = [b.start for b in layout.blocks if b.column in names]
@@ -127,9 +144,9 @@ class Energy(nn.Module):
         self.body = nn.Sequential(nn.LeakyReLU(0.2), nn.Linear(width, hidden), nn.LeakyReLU(0.2), nn.Linear(hidden, 1))
 
     def forward(self, inp: torch.Tensor) -> torch.Tensor:
-        h = self.first(inp[:, :self.dim])
+        h = self.first(inp[:, : self.dim])
         if self.first_cond is not None:
-            h = torch.cat([h, self.first_cond(inp[:, self.dim:])], dim=1)
+            h = torch.cat([h, self.first_cond(inp[:, self.dim :])], dim=1)
         return nn.functional.softplus(self.body(h)).squeeze(-1)
 
 
@@ -169,8 +186,10 @@ def _energy(forward: Forward, x: torch.Tensor) -> torch.Tensor:
 
 def _margin(m: float) -> Any:
     """[m − E(f_j)]₊ of one fake (Eq. 6)."""
+
     def loss(forward: Forward, fake: torch.Tensor) -> torch.Tensor:
         return torch.relu(m - forward(fake)).sum()
+
     return loss
 
 
@@ -180,10 +199,13 @@ def _conditional_energy_loss(m: float, gp_lambda: float, width: int, lipschitz: 
 
     def loss(forward: Forward, real: torch.Tensor, fake: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         return forward(real).sum() + torch.relu(m - forward(fake)).sum() + penalty(forward, real, fake, u)
+
     return loss
 
 
-def ksd_penalty(energy: nn.Module, x: torch.Tensor, alpha: float, alpha_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+def ksd_penalty(
+    energy: nn.Module, x: torch.Tensor, alpha: float, alpha_lambda: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """P_α = λ_α[F⁻¹_χ²₁(1−α) − Ŝ_l,n(x, p_E)]₊ of Eq. 18 with score −∇ₓE (differentiable in E's
     parameters), and Ŝ_l,n itself (detached)."""
     x = x.detach().requires_grad_(True)
@@ -192,8 +214,9 @@ def ksd_penalty(energy: nn.Module, x: torch.Tensor, alpha: float, alpha_lambda: 
     return alpha_lambda * torch.relu(chi2.ppf(1 - alpha, 1) - s), s.detach()
 
 
-def ksd_penalty_gradient(energy: nn.Module, x: torch.Tensor, alpha: float,
-                         alpha_lambda: float) -> tuple[dict[str, torch.Tensor], float]:
+def ksd_penalty_gradient(
+    energy: nn.Module, x: torch.Tensor, alpha: float, alpha_lambda: float
+) -> tuple[dict[str, torch.Tensor], float]:
     """∇ P_α(B) of Eq. 18 w.r.t. the energy's parameters, as one batch-level vector, and the batch's
     Ŝ_l,n (nan when not computed). Zero when λ_α = 0, when the batch has < 4 rows (Ŝ_l,n needs
     ⌊n/2⌋ ≥ 2 pairs), or when the penalty is inactive (Ŝ_l,n above the critical value)."""
@@ -206,11 +229,24 @@ def ksd_penalty_gradient(energy: nn.Module, x: torch.Tensor, alpha: float,
     return {k: (g if g is not None else zero[k]) for k, g in zip(params, grads)}, s.item()
 
 
-def marginal_energy_gradient(energy: nn.Module, real: torch.Tensor, paired_fake: torch.Tensor, u: torch.Tensor,
-                             fake: torch.Tensor, clip_norm: float, ksd_clip: float, noise_multiplier: float,
-                             expected_batch_size: float, margin: float, gp_lambda: float, lipschitz: float, alpha: float,
-                             alpha_lambda: float, generator: Rng,
-                             draws: int | None = None) -> tuple[dict[str, torch.Tensor], float]:
+def marginal_energy_gradient(
+    energy: nn.Module,
+    real: torch.Tensor,
+    paired_fake: torch.Tensor,
+    u: torch.Tensor,
+    fake: torch.Tensor,
+    clip_norm: float,
+    ksd_clip: float,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    margin: float,
+    gp_lambda: float,
+    lipschitz: float,
+    alpha: float,
+    alpha_lambda: float,
+    generator: Rng,
+    draws: int | None = None,
+) -> tuple[dict[str, torch.Tensor], float]:
     """One step's gradient of L_ξ (Eq. 6 + §3.7 + Eq. 18) for the marginal energy (module docstring).
 
     Private part, on the real batch (B, d′) with paired fakes and weights u (B, 1):
@@ -220,24 +256,34 @@ def marginal_energy_gradient(energy: nn.Module, real: torch.Tensor, paired_fake:
     """
     half = clip_norm / 2
     real_term = clip_per_example(example_grads(energy, _energy, half, real), half)
-    gp = clip_per_example(example_grads(energy, gradient_penalty(gp_lambda, None, lipschitz), half, real, paired_fake, u), half)
+    gp = clip_per_example(
+        example_grads(energy, gradient_penalty(gp_lambda, None, lipschitz), half, real, paired_fake, u), half
+    )
     coupled, s = ksd_penalty_gradient(energy, real, alpha, alpha_lambda)
-    private = clip_and_noise(real_term + gp, clip_norm, noise_multiplier, expected_batch_size, generator, draws=draws,
-                             coupled=coupled, coupled_clip=ksd_clip)
+    private = clip_and_noise(
+        real_term + gp,
+        clip_norm,
+        noise_multiplier,
+        expected_batch_size,
+        generator,
+        draws=draws,
+        coupled=coupled,
+        coupled_clip=ksd_clip,
+    )
     fake_term = summed(clip_per_example(example_grads(energy, _margin(margin), half, fake), half))
     return {k: private[k] + fake_term[k] / fake.shape[0] for k in private}, s
 
 
 class PPEM(PrivateGenerator):
     """PPEM generator (module docstring). `params`: the params.yaml section over
-    `pipelines.generators.params.ppem.DEFAULTS`."""
+    `pipelines.generators.params.ppem.Params`."""
 
     name = "ppem"
 
     def _scaled_columns(self) -> set[str]:
         """x′ stays one scaled value under `numeric_encoding: bins` (the KSD test of α-LMDP needs a density on it):
         `protected`, else the schema's protected columns."""
-        names = self.params["protected"]
+        names = self.params.protected
         return set(names) if names is not None else super()._scaled_columns()
 
     def uncalibrated_columns(self) -> set[str]:
@@ -248,14 +294,14 @@ class PPEM(PrivateGenerator):
     def build(self) -> None:
         """The networks of the run the params describe (LayerNorm generators when params' ε < ∞); `_fit` rebuilds
         them for the plan's privacy if it differs, before training, and `_restore` for the saved kind."""
-        self.x_prime, self.x_star = split_columns(self.layout, self.params["protected"])
-        self._build(math.isfinite(self.params["epsilon"]))
+        self.x_prime, self.x_star = split_columns(self.layout, self.params.protected)
+        self._build(math.isfinite(self.params.epsilon))
 
     def _build(self, private: bool) -> None:
         """Fresh networks from the public seed (energies seed, seed+1; G_ω, G_υ seed+2, seed+3); `private`: no
         cross-record normalisation in the generators (LayerNorm, module docstring), else the paper's BatchNorm."""
         p, d1, d2 = self.params, len(self.x_prime), len(self.x_star)
-        hidden, latent, seed = int(p["hidden"]), int(p["latent_dim"]), int(p["seed"])
+        hidden, latent, seed = int(p.hidden), int(p.latent_dim), int(p.seed)
         self.private_networks = private
         marginal = sub_layout([b for b in self.layout.blocks if b.start in set(self.x_prime)])
         rest = sub_layout([b for b in self.layout.blocks if b.start in set(self.x_star)])
@@ -263,14 +309,18 @@ class PPEM(PrivateGenerator):
         self.energy_m = Energy(d1, 0, hidden)
         self.energy_c = Energy(d2, d1, hidden)
         self.gen_m = ResidualGenerator(latent, 0, hidden, OutputHeads(marginal, 1.0), d1, norm)
-        self.gen_c = ResidualGenerator(latent, d1, hidden, OutputHeads(rest, float(p["gumbel_tau"])), d2, norm)
+        self.gen_c = ResidualGenerator(latent, d1, hidden, OutputHeads(rest, float(p.gumbel_tau)), d2, norm)
         for i, net in enumerate(self.networks.values()):
             initialise(net, seed + i).to(self.device)
 
     @property
     def networks(self) -> dict[str, nn.Module]:
-        return {"energy_marginal": self.energy_m, "energy_conditional": self.energy_c,
-                "generator_marginal": self.gen_m, "generator_conditional": self.gen_c}
+        return {
+            "energy_marginal": self.energy_m,
+            "energy_conditional": self.energy_c,
+            "generator_marginal": self.gen_m,
+            "generator_conditional": self.gen_c,
+        }
 
     # -- privacy plan ------------------------------------------------------------------------
     def _plan(self, n_rows: int, budget: Budget) -> PPEMPlan:
@@ -282,8 +332,8 @@ class PPEM(PrivateGenerator):
         ≤ ε (module docstring). ε = inf: no clipping, no noise, a NonPrivateEvent.
         """
         p = self.params
-        q, steps = sampling_schedule(p["batch_size"], n_rows, p["steps"], p["epochs"], p["max_steps"])
-        gen_steps = steps // int(p["energy_steps"])
+        q, steps = sampling_schedule(p.batch_size, n_rows, p.steps, p.epochs, p.max_steps)
+        gen_steps = steps // int(p.energy_steps)
 
         def events(sigma: float) -> list[Event]:
             counts = ((math.sqrt(2), steps - gen_steps), (math.sqrt(3), gen_steps))
@@ -291,12 +341,21 @@ class PPEM(PrivateGenerator):
 
         if budget.private:
             sigma = calibrate_noise_scale(budget.epsilon, budget.delta, events)
-            clip, ksd_clip, planned = float(p["clip_norm"]), float(p["ksd_clip"]), events(sigma)
+            clip, ksd_clip, planned = float(p.clip_norm), float(p.ksd_clip), events(sigma)
         else:
             sigma, clip, ksd_clip, planned = 0.0, math.inf, math.inf, [NonPrivateEvent("epsilon: inf")]
-        return PPEMPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=tuple(planned),
-                        noise_multiplier=sigma, sample_rate=q, steps=steps, clip_norm=clip,
-                        generator_steps=gen_steps, ksd_clip=ksd_clip)
+        return PPEMPlan(
+            n_rows=n_rows,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            events=tuple(planned),
+            noise_multiplier=sigma,
+            sample_rate=q,
+            steps=steps,
+            clip_norm=clip,
+            generator_steps=gen_steps,
+            ksd_clip=ksd_clip,
+        )
 
     # -- training ----------------------------------------------------------------------------
     def _fit(self, data: np.ndarray, streams: Streams) -> tuple[Event, ...]:
@@ -316,11 +375,13 @@ class PPEM(PrivateGenerator):
         n, q, steps = xp_all.shape[0], plan.sample_rate, plan.steps
         sigma, clip, ksd_clip = plan.noise_multiplier, plan.clip_norm, plan.ksd_clip
         # Poisson batches over the n actual rows; the divisor q·n̂ uses the public row count n̂ (plan()).
-        expected, n_fake, m, private = q * plan.n_rows, int(p["batch_size"]), float(p["margin"]), sigma > 0
+        expected, n_fake, m, private = q * plan.n_rows, int(p.batch_size), float(p.margin), sigma > 0
         adam = {"betas": (0.5, 0.9)}
-        opts = [torch.optim.Adam(net.parameters(), lr=p["lr_energy"] if "energy" in k else p["lr_generator"], **adam)
-                for k, net in self.networks.items()]
-        cond_loss = _conditional_energy_loss(m, float(p["gp_lambda"]), len(self.x_star), float(p["lipschitz"]))
+        opts = [
+            torch.optim.Adam(net.parameters(), lr=p.lr_energy if "energy" in k else p.lr_generator, **adam)
+            for k, net in self.networks.items()
+        ]
+        cond_loss = _conditional_energy_loss(m, float(p.gp_lambda), len(self.x_star), float(p.lipschitz))
         progress_log, log = progress.TrainingLog(self.name, steps), {}
         for net in self.networks.values():
             net.train()
@@ -334,17 +395,32 @@ class PPEM(PrivateGenerator):
             u = uniform(rng, (b, 1), self.device)
 
             g_m, log["ksd"] = marginal_energy_gradient(
-                self.energy_m, xp, fake_m[:b], u, fake_m[b:], clip, ksd_clip, sigma, expected, m,
-                float(p["gp_lambda"]), float(p["lipschitz"]), float(p["alpha"]), float(p["alpha_lambda"]), rng)
+                self.energy_m,
+                xp,
+                fake_m[:b],
+                u,
+                fake_m[b:],
+                clip,
+                ksd_clip,
+                sigma,
+                expected,
+                m,
+                float(p.gp_lambda),
+                float(p.lipschitz),
+                float(p.alpha),
+                float(p.alpha_lambda),
+                rng,
+            )
             self._step(opts[0], self.energy_m, g_m)
 
             # conditional energy: every term uses the real x′_i, all clipped together to C
             real_c, fake_c = torch.cat([xs, xp], 1), torch.cat([fake_c, xp], 1)
-            g_c = clip_and_noise(example_grads(self.energy_c, cond_loss, clip, real_c, fake_c, u),
-                                 clip, sigma, expected, rng)
+            g_c = clip_and_noise(
+                example_grads(self.energy_c, cond_loss, clip, real_c, fake_c, u), clip, sigma, expected, rng
+            )
             self._step(opts[1], self.energy_c, g_c)
 
-            if step % int(p["energy_steps"]) == 0:
+            if step % int(p.energy_steps) == 0:
                 opts[2].zero_grad(set_to_none=True)
                 loss_m = self.energy_m(self._marginal(n_fake, rng)).mean()
                 loss_m.backward(inputs=list(self.gen_m.parameters()))
@@ -358,8 +434,9 @@ class PPEM(PrivateGenerator):
         for net in self.networks.values():
             net.eval()
 
-    def _conditional_generator_gradient(self, xp: torch.Tensor, rng: Rng, clip: float, sigma: float,
-                                        expected: float) -> dict[str, torch.Tensor]:
+    def _conditional_generator_gradient(
+        self, xp: torch.Tensor, rng: Rng, clip: float, sigma: float, expected: float
+    ) -> dict[str, torch.Tensor]:
         """∇_υ Σ_i E_γ(G_υ(z′_i|x′_i)|x′_i) over the real batch, clipped per record and noised (DP mode)."""
         inp = self._conditional_input(xp, rng)
         if not self.private_networks:  # BatchNorm: a plain batch gradient of the sum / q·n
@@ -367,10 +444,11 @@ class PPEM(PrivateGenerator):
             params = dict(self.gen_c.named_parameters())
             return dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
         d1 = len(self.x_prime)
-        latent = int(self.params["latent_dim"])
+        latent = int(self.params.latent_dim)
 
         def loss(forward: Forward, row: torch.Tensor) -> torch.Tensor:
-            return self.energy_c(torch.cat([forward(row), row[:, latent:latent + d1]], 1)).sum()
+            return self.energy_c(torch.cat([forward(row), row[:, latent : latent + d1]], 1)).sum()
+
         return clip_and_noise(per_example_grads(self.gen_c, loss, inp), clip, sigma, expected, rng)
 
     @staticmethod
@@ -419,11 +497,19 @@ class PPEM(PrivateGenerator):
         """The α-LMDP gate (§5.2.1) on the real encoded training rows: passes iff, at level α, the quadratic
         KSD test rejects H₀: real x′ ~ p_ξ AND the MMD test rejects H₀: G_ω's x′ ~ real x′ (`gates.alpha_lmdp_gate`)."""
         p = self.params
-        seed = int(p["seed"]) if seed is None else seed
+        seed = int(p.seed) if seed is None else seed
         real = self.model_rows(np.asarray(real_encoded, dtype=np.float32))[:, self.x_prime]
-        generated = self.model_rows(self.sample(min(len(real), int(p["gate_max_rows"])), seed))[:, self.x_prime]
-        return alpha_lmdp_gate(self.score, real, generated, float(p["alpha"]), int(p["gate_bootstrap"]),
-                               int(p["gate_permutations"]), int(p["gate_max_rows"]), seed)
+        generated = self.model_rows(self.sample(min(len(real), int(p.gate_max_rows)), seed))[:, self.x_prime]
+        return alpha_lmdp_gate(
+            self.score,
+            real,
+            generated,
+            float(p.alpha),
+            int(p.gate_bootstrap),
+            int(p.gate_permutations),
+            int(p.gate_max_rows),
+            seed,
+        )
 
     def _state(self) -> dict[str, Any]:
         """The kind of networks trained (LayerNorm when the plan was private), which `load` rebuilds."""

@@ -4,7 +4,7 @@ Liu & Talwar 2019 ("Private selection from private candidates", STOC) and Papern
 ("Hyperparameter tuning with Rényi differential privacy", ICLR), Algorithm 1 with the truncated negative binomial
 of shape η = 0 (the logarithmic law, whose Theorem 2 cost is the smallest of the family at a given mean):
 
-    T ~ Logarithmic(γ), E[T] = μ, on {1, 2, ...}            (drawn exactly and secretly: privacy/repeat_select.py)
+    T ~ Logarithmic(γ), E[T] = μ, on {1, 2, ...}            (drawn exactly and secretly: mechanisms/repeat_select.py)
     for t = 1..T:  k_t ~ w                                   (exactly; w public: `candidate_weights`)
                    G_t = candidate k_t trained on D at ε_g   (its own plan and mechanisms)
                    s_t = q(D; S_t) + Lap_ℤ(Δ/ε_s)            (S_t: n̂ rows of G_t, pipelines/marginal/score.py:
@@ -42,6 +42,7 @@ This is scikit-learn's meta-estimator shape (GridSearchCV's `best_estimator_`): 
 whose fitted state is the winning candidate (`winner`), which it samples from, saves under `selected/` and whose
 own release gates it runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -61,23 +62,24 @@ from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp, smallest_sati
 from pipelines.privacy.events import LOGARITHMIC_SHAPE, Event, NonPrivateEvent, RepeatAndSelectEvent
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
-from pipelines.privacy.repeat_select import best_of_each, best_of_trials, trial_law
+from pipelines.generators.mechanisms.repeat_select import best_of_each, best_of_trials, trial_law
 from pipelines.selection import rule_choice
 
-WINNER_DIR = "selected"   # the winning candidate's own saved model, inside the selection's directory
-TRIAL_RTOL = 1e-3         # the per-trial ε is within 0.1 % below the largest the budget allows
+WINNER_DIR = "selected"  # the winning candidate's own saved model, inside the selection's directory
+TRIAL_RTOL = 1e-3  # the per-trial ε is within 0.1 % below the largest the budget allows
 
 
 @dataclass(frozen=True, kw_only=True)
 class SelectionPlan(PrivacyPlan):
     """The selection's plan: its one RepeatAndSelectEvent, the per-trial ε (`trial_epsilon` x: candidates train at
     (1 − score_share)·x, the score is released at score_share·x) and the candidates in event order."""
+
     trial_epsilon: float
     candidates: tuple[str, ...]
     kind: ClassVar[str] = "private_selection"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "candidates", tuple(self.candidates))   # a JSON list read back (plan_from_dict)
+        object.__setattr__(self, "candidates", tuple(self.candidates))  # a JSON list read back (plan_from_dict)
 
 
 class _Trial:
@@ -99,42 +101,44 @@ def candidate_weights(candidates: Sequence[str], favour_rule: bool) -> tuple[int
     """The trials' public candidate weights (module docstring): K − 1 for the public rule's choice and 1 for each
     other (half the trials to the rule's choice) with `favour_rule`, else 1 each."""
     chosen = rule_choice(candidates)
-    return tuple(len(candidates) - 1 if favour_rule and c == chosen and len(candidates) > 1 else 1
-                 for c in candidates)
+    return tuple(len(candidates) - 1 if favour_rule and c == chosen and len(candidates) > 1 else 1 for c in candidates)
 
 
 class PrivateSelection(PrivateGenerator):
     name = "private_selection"
-    phases = ()
 
     def build(self) -> None:
         p = self.params
-        if not p["candidates"]:
-            raise ValueError("private_selection: no candidates (the pipeline fills them from `generators:`; "
-                             "a direct use names them in `candidates`)")
-        self.candidates: tuple[str, ...] = tuple(p["candidates"])
-        self.weights = candidate_weights(self.candidates, bool(p["favour_rule"]))
-        self.gamma, self.accounted_mean = trial_law(float(p["mean_trials"]))   # the sampler's law, its event's mean
-        self.score = QualityScore.of(self.table_layout, int(p["score_bins"]))
+        if not p.candidates:
+            raise ValueError(
+                "private_selection: no candidates (the pipeline fills them from `generators:`; "
+                "a direct use names them in `candidates`)"
+            )
+        self.candidates: tuple[str, ...] = tuple(p.candidates)
+        self.weights = candidate_weights(self.candidates, bool(p.favour_rule))
+        self.gamma, self.accounted_mean = trial_law(float(p.mean_trials))  # the sampler's law, its event's mean
+        self.score = QualityScore.of(self.table_layout, int(p.score_bins))
         self.winner: PrivateGenerator | None = None
         self.winner_name: str | None = None
-        for name in self.candidates:   # each candidate's section checked against the layout now, before any budget
+        for name in self.candidates:  # each candidate's section checked against the layout now, before any budget
             self._candidate(name, 1.0, 0)
 
     def _candidate(self, name: str, epsilon: float, trial: int) -> PrivateGenerator:
         """Candidate `name` built from its own section at ε = `epsilon` (a pinned ε there is the selection's to
         set); under a test `noise_seed`, each trial gets its own (else trials of one candidate would repeat)."""
-        section = allocated_section(dict((self.params["sections"] or {}).get(name) or {}), epsilon)
-        seed = self.params["noise_seed"]
+        section = allocated_section(dict((self.params.sections or {}).get(name) or {}), epsilon)
+        seed = self.params.noise_seed
         section["noise_seed"] = None if seed is None else int(seed) * 1009 + trial
         return make_generator(name, self.table_layout, section, self.device)
 
     def _trial_events(self, n_rows: int, x: float, delta: float) -> tuple[tuple[Event, ...], ...]:
         """Each candidate's planned events at per-trial ε x, then its score's event."""
-        share = float(self.params["score_share"])
+        share = float(self.params.score_share)
         score = self.score.event(share * x)
-        return tuple((*self._candidate(c, (1 - share) * x, 0).plan(n_rows, Budget((1 - share) * x, delta)).events,
-                      score) for c in self.candidates)
+        return tuple(
+            (*self._candidate(c, (1 - share) * x, 0).plan(n_rows, Budget((1 - share) * x, delta)).events, score)
+            for c in self.candidates
+        )
 
     def _plan(self, n_rows: int, budget: Budget) -> PrivacyPlan:
         """The largest per-trial ε x (to TRIAL_RTOL) whose selection event costs at most the budget's ε at its δ
@@ -142,29 +146,53 @@ class PrivateSelection(PrivateGenerator):
         accountant's false-position search on s = ε/x, the selection's cost decreasing in s. With `trials: each`,
         the largest x whose composition of every candidate's trial events costs at most the budget by the
         ledger's own PLD, and those events are the plan's."""
-        if not budget.private:   # ε = ∞ (internal releases, tests): exact scores, every trial non-private
-            return SelectionPlan(n_rows=n_rows, epsilon=math.inf, delta=budget.delta, trial_epsilon=math.inf,
-                                 events=(NonPrivateEvent("private_selection at epsilon = inf"),),
-                                 candidates=self.candidates)
-        if self.params["trials"] == "each":   # every candidate once: the composition, by the ledger's own PLD
+        if not budget.private:  # ε = ∞ (internal releases, tests): exact scores, every trial non-private
+            return SelectionPlan(
+                n_rows=n_rows,
+                epsilon=math.inf,
+                delta=budget.delta,
+                trial_epsilon=math.inf,
+                events=(NonPrivateEvent("private_selection at epsilon = inf"),),
+                candidates=self.candidates,
+            )
+        if self.params.trials == "each":  # every candidate once: the composition, by the ledger's own PLD
+
             def composed(x: float) -> list[Event]:
                 return [e for trial in self._trial_events(n_rows, x, budget.delta) for e in trial]
 
-            s = smallest_satisfying(lambda s: epsilon_pld(composed(budget.epsilon / s), budget.delta),
-                                    budget.epsilon, TRIAL_RTOL, start=math.sqrt(len(self.candidates)))
+            s = smallest_satisfying(
+                lambda s: epsilon_pld(composed(budget.epsilon / s), budget.delta),
+                budget.epsilon,
+                TRIAL_RTOL,
+                start=math.sqrt(len(self.candidates)),
+            )
             x = budget.epsilon / s
-            return SelectionPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=tuple(composed(x)),
-                                 trial_epsilon=x, candidates=self.candidates)
+            return SelectionPlan(
+                n_rows=n_rows,
+                epsilon=budget.epsilon,
+                delta=budget.delta,
+                events=tuple(composed(x)),
+                trial_epsilon=x,
+                candidates=self.candidates,
+            )
 
         def event(x: float) -> RepeatAndSelectEvent:
-            return RepeatAndSelectEvent(self._trial_events(n_rows, x, budget.delta), self.accounted_mean,
-                                        LOGARITHMIC_SHAPE)
+            return RepeatAndSelectEvent(
+                self._trial_events(n_rows, x, budget.delta), self.accounted_mean, LOGARITHMIC_SHAPE
+            )
 
-        s = smallest_satisfying(lambda s: epsilon_rdp([event(budget.epsilon / s)], budget.delta), budget.epsilon,
-                                TRIAL_RTOL, start=2.0)
+        s = smallest_satisfying(
+            lambda s: epsilon_rdp([event(budget.epsilon / s)], budget.delta), budget.epsilon, TRIAL_RTOL, start=2.0
+        )
         x = budget.epsilon / s
-        return SelectionPlan(n_rows=n_rows, epsilon=budget.epsilon, delta=budget.delta, events=(event(x),),
-                             trial_epsilon=x, candidates=self.candidates)
+        return SelectionPlan(
+            n_rows=n_rows,
+            epsilon=budget.epsilon,
+            delta=budget.delta,
+            events=(event(x),),
+            trial_epsilon=x,
+            candidates=self.candidates,
+        )
 
     def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
         """Algorithm 1 (module docstring; `repeat_select.best_of_trials`): each trial a candidate drawn by its weight
@@ -172,7 +200,7 @@ class PrivateSelection(PrivateGenerator):
         trial per candidate, `best_of_each`). T, the candidates and the score noise come from the `selection`
         stream (CSPRNG); each trial's training noise from the source bound to the trial's index."""
         plan: SelectionPlan = self.privacy
-        share, rng = float(self.params["score_share"]), streams.numpy("selection")
+        share, rng = float(self.params.score_share), streams.numpy("selection")
         eps_g, eps_s = (1 - share) * plan.trial_epsilon, share * plan.trial_epsilon
 
         def trial(t: int, k: int) -> tuple[int, PrivateGenerator]:
@@ -180,17 +208,17 @@ class PrivateSelection(PrivateGenerator):
             model = self._candidate(name, eps_g, t)
             model.plan(plan.n_rows, Budget(eps_g, plan.delta))
             model.fit(data, _Trial(), None, streams.source.bound(trial=t, candidate=name))
-            synthetic = model.sample(plan.n_rows, int(self.params["seed"]) + t)
+            synthetic = model.sample(plan.n_rows, int(self.params.seed) + t)
             if not plan.private:
                 return self.score.value(data, synthetic), model
             return self.score.noisy(data, synthetic, eps_s, rng)[0], model
 
-        if self.params["trials"] == "each":
+        if self.params.trials == "each":
             _, k, self.winner = best_of_each(len(self.candidates), trial)
         else:
             _, k, self.winner = best_of_trials(rng, self.gamma, self.weights, trial)
         self.winner_name = self.candidates[k]
-        return list(plan.events)    # the selection's guarantee, whatever T was (trials: each: the composition)
+        return list(plan.events)  # the selection's guarantee, whatever T was (trials: each: the composition)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.winner.sample(n, rng)

@@ -13,14 +13,17 @@ The lifecycle itself is `pipelines.generators.base.PrivateGenerator`; each gener
 `pipelines.generators.params.<name>` (no torch), which `pipelines.config` reads to check params.yaml; the names
 (`GENERATORS`) and those modules are `pipelines.generators.names`, which imports neither.
 """
+
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 from pipelines.data.layout import Layout
 from pipelines.generators.base import PrivateGenerator, resolve_device
 from pipelines.generators.names import CLASSES, GENERATORS
+from pipelines.parameters import GeneratorParams
 
 
 def generator_class(name: str) -> type[PrivateGenerator]:
@@ -31,7 +34,9 @@ def generator_class(name: str) -> type[PrivateGenerator]:
     return getattr(importlib.import_module(module), cls)
 
 
-def make_generator(name: str, layout: Layout, params: dict, device: str = "auto") -> PrivateGenerator:
+def make_generator(
+    name: str, layout: Layout, params: GeneratorParams | dict[str, Any] | None, device: str = "auto"
+) -> PrivateGenerator:
     """Generator `name` built from its params.yaml section (networks initialised from its public seed)."""
     return generator_class(name)(layout=layout, params=params, device=resolve_device(device))
 

@@ -32,10 +32,10 @@ Every draw of a training step (the fakes' latents and head uniforms, u, the nois
 `rng`, the Poisson batches from `sample_rng`: in a private run both are CSPRNGs (`dpsgd.SecureGenerator`,
 through `dpsgd.standard_normal` and `dpsgd.uniform`), never torch's MT19937.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import nn
@@ -43,8 +43,16 @@ from torch import nn
 from pipelines import progress
 from pipelines.generators.losses import Forward, input_gradient_penalty
 from pipelines.generators.networks import layer_norm_leaky, mlp
-from pipelines.privacy.dpsgd import (Rng, clip_and_noise, clip_per_example, per_example_grads, poisson_sample,
-                                     summed, uniform)
+from pipelines.parameters import Encoded
+from pipelines.privacy.dpsgd import (
+    Rng,
+    clip_and_noise,
+    clip_per_example,
+    per_example_grads,
+    poisson_sample,
+    summed,
+    uniform,
+)
 
 FakeSampler = Callable[[int, Rng], torch.Tensor]
 
@@ -64,17 +72,29 @@ class Critic(nn.Module):
 def _critic_rows(b: int, m: int, gp_lambda: float) -> Callable[[Forward, torch.Tensor], torch.Tensor]:
     """The critic's per-row terms over rows [x_1..x_b; f_1..f_m; x̂_1..x̂_b] (one forward pass, one input
     gradient): −D(x_i), D(f_j) and λ(‖∇_x̂ D(x̂_i)‖₂ − 1)², each row's term reading its row only."""
+
     def loss(forward: Forward, rows: torch.Tensor) -> torch.Tensor:
         rows = rows.detach().requires_grad_(True)
         out = forward(rows)
-        (g,) = torch.autograd.grad(out[b + m:].sum(), rows, create_graph=True)
-        return out[b:b + m].sum() - out[:b].sum() + input_gradient_penalty(g[b + m:], gp_lambda)
+        (g,) = torch.autograd.grad(out[b + m :].sum(), rows, create_graph=True)
+        return out[b : b + m].sum() - out[:b].sum() + input_gradient_penalty(g[b + m :], gp_lambda)
+
     return loss
 
 
-def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Tensor, u: torch.Tensor,
-                    fake: torch.Tensor, clip_norm: float, noise_multiplier: float, expected_batch_size: float,
-                    gp_lambda: float, generator: Rng, draws: int | None = None) -> dict[str, torch.Tensor]:
+def critic_gradient(
+    critic: nn.Module,
+    real: torch.Tensor,
+    paired_fake: torch.Tensor,
+    u: torch.Tensor,
+    fake: torch.Tensor,
+    clip_norm: float,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    gp_lambda: float,
+    generator: Rng,
+    draws: int | None = None,
+) -> dict[str, torch.Tensor]:
     """Gradient of one private critic step (module docstring): {parameter name: gradient}.
 
     real (B, d) with its paired fakes (B, d) and interpolation weights u (B, 1): the real-touching
@@ -85,17 +105,36 @@ def critic_gradient(critic: nn.Module, real: torch.Tensor, paired_fake: torch.Te
     """
     b, m = real.shape[0], fake.shape[0]
     x_hat = u * real + (1 - u) * paired_fake
-    terms = clip_per_example(per_example_grads(critic, _critic_rows(b, m, gp_lambda),
-                                               torch.cat([real, fake, x_hat])), clip_norm / 2)
-    private = clip_and_noise(terms.select(slice(0, b)) + terms.select(slice(b + m, None)), clip_norm,
-                             noise_multiplier, expected_batch_size, generator, draws=draws)
+    terms = clip_per_example(
+        per_example_grads(critic, _critic_rows(b, m, gp_lambda), torch.cat([real, fake, x_hat])), clip_norm / 2
+    )
+    private = clip_and_noise(
+        terms.select(slice(0, b)) + terms.select(slice(b + m, None)),
+        clip_norm,
+        noise_multiplier,
+        expected_batch_size,
+        generator,
+        draws=draws,
+    )
     fake_term = summed(terms.select(slice(b, b + m)))
     return {k: private[k] + fake_term[k] / m for k in private}
 
 
-def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSampler, data: torch.Tensor,
-               sample_rate: float, steps: int, noise_multiplier: float, clip_norm: float, params: dict[str, Any],
-               rng: Rng, sample_rng: Rng, n_rows: int | None = None) -> None:
+def train_wgan(
+    label: str,
+    critic: nn.Module,
+    generator: nn.Module,
+    fake: FakeSampler,
+    data: torch.Tensor,
+    sample_rate: float,
+    steps: int,
+    noise_multiplier: float,
+    clip_norm: float,
+    params: Encoded,
+    rng: Rng,
+    sample_rng: Rng,
+    n_rows: int | None = None,
+) -> None:
     """`steps` private critic steps, one generator step after every `n_critic` (module docstring).
 
     Poisson batches are drawn over the actual rows of `data` at rate q = `sample_rate` (= B/n̂); the noised
@@ -109,9 +148,9 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
     """
     n, q = data.shape[0], sample_rate
     expected = q * (n if n_rows is None else n_rows)
-    n_fake, private = int(params["batch_size"]), noise_multiplier > 0
-    opt_d = torch.optim.Adam(critic.parameters(), lr=params["lr_critic"], betas=(0.5, 0.9))
-    opt_g = torch.optim.Adam(generator.parameters(), lr=params["lr_generator"], betas=(0.5, 0.9))
+    n_fake, private = int(params.batch_size), noise_multiplier > 0
+    opt_d = torch.optim.Adam(critic.parameters(), lr=params.lr_critic, betas=(0.5, 0.9))
+    opt_g = torch.optim.Adam(generator.parameters(), lr=params.lr_generator, betas=(0.5, 0.9))
     critic_params = dict(critic.named_parameters())
     log, g_loss = progress.TrainingLog(label, steps), float("nan")
     critic.train()
@@ -122,13 +161,14 @@ def train_wgan(label: str, critic: nn.Module, generator: nn.Module, fake: FakeSa
         with torch.no_grad():
             fakes = fake(b + n_fake, rng)
         u = uniform(rng, (b, 1), data.device)
-        grads = critic_gradient(critic, real, fakes[:b], u, fakes[b:], clip_norm, noise_multiplier, expected,
-                                float(params["gp_lambda"]), rng)
+        grads = critic_gradient(
+            critic, real, fakes[:b], u, fakes[b:], clip_norm, noise_multiplier, expected, float(params.gp_lambda), rng
+        )
         for name, param in critic_params.items():
             param.grad = grads[name]
         opt_d.step()
 
-        if step % int(params["n_critic"]) == 0:
+        if step % int(params.n_critic) == 0:
             generator.train()
             opt_g.zero_grad(set_to_none=True)
             loss = -critic(fake(n_fake, rng)).mean()

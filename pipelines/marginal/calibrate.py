@@ -3,7 +3,8 @@ training rows, then raking of the generator's own samples to them (post-processi
 
 Marginals. Over the discretised table (`pipelines.data.bins.Discretizer`: bins from the layout's public facts
 only, with the generator's `numeric_bins` where it has one, `public_discretizer`): every column's 1-way marginal,
-plus the 2-way marginals of the configured pairs (`pairs: target`: every column with the schema's target; `none`; or explicit [[a, b], ...]); m marginals in all (`marginals`).
+plus the 2-way marginals of the configured pairs (`pairs: target`: every column with the schema's target; `none`; or
+explicit [[a, b], ...]); m marginals in all (`marginals`).
 
 Sensitivity and event (add/remove one record). The marginals are importance-WEIGHTED counts
 M_r(D)[c] = Σ_{x∈D, x_r=c} w(x) with a public weight function 0 ≤ w(x) ≤ w_max of the row and a public bound w_max
@@ -46,6 +47,7 @@ its target up to rounding (the update of PrivSyn's GUM, Zhang et al. 2021, USENI
 cannot reach cells the generator never visits, and on a generator far off in several columns at once the unbounded
 raking collapses onto a handful of rows).
 """
+
 from __future__ import annotations
 
 import math
@@ -64,10 +66,10 @@ from pipelines.privacy.mechanisms import discrete_gaussian_mechanism
 from pipelines.privacy.plan import CalibrationPlan, PrivacyPlan
 
 Clique = tuple[str, ...]
-TABLE_SWEEPS = 50      # raking sweeps of one noisy 2-way table to its two 1-way estimates (`targets`)
-CALIBRATION_LATTICE_STEPS = 64   # K: importance weights in [0, w_max] go on the lattice (w_max/K)ℤ (module docstring)
-WEIGHT_CAP = 20.0      # bounded raking: a row's weight stays below WEIGHT_CAP × the uniform 1/M (`rake`), so that
-                       # resampling cannot collapse onto a few rows when the generator is far from the targets
+TABLE_SWEEPS = 50  # raking sweeps of one noisy 2-way table to its two 1-way estimates (`targets`)
+CALIBRATION_LATTICE_STEPS = 64  # K: importance weights in [0, w_max] go on the lattice (w_max/K)ℤ (module docstring)
+WEIGHT_CAP = 20.0  # bounded raking: a row's weight stays below WEIGHT_CAP × the uniform 1/M (`rake`), so that
+# resampling cannot collapse onto a few rows when the generator is far from the targets
 
 
 def public_discretizer(layout: Layout, n_bins: int | None = None) -> Discretizer:
@@ -77,8 +79,9 @@ def public_discretizer(layout: Layout, n_bins: int | None = None) -> Discretizer
     return Discretizer(layout) if n_bins is None else Discretizer(layout, int(n_bins))
 
 
-def marginals(layout: Layout, pairs: str | Sequence[str | Sequence[str]],
-              section: str = "generator") -> tuple[Clique, ...]:
+def marginals(
+    layout: Layout, pairs: str | Sequence[str | Sequence[str]], section: str = "generator"
+) -> tuple[Clique, ...]:
     """Every column's 1-way marginal, then the 2-way marginals of `pairs`: 'target' (each column with the layout's
     target, none without a target, and the schema's public `related` pairs, `Layout.related`), 'none', or a list
     whose items are 'target' or explicit column pairs [a, b] (checked against the layout; a pair given twice, in
@@ -96,8 +99,10 @@ def marginals(layout: Layout, pairs: str | Sequence[str | Sequence[str]],
         else:
             missing = [c for c in item if c not in names]
             if missing:
-                raise ValueError(f"{section}.calibration.pairs names column '{missing[0]}', which is not in the "
-                                 f"table's layout. Fix: use columns of the schema ({', '.join(names)})")
+                raise ValueError(
+                    f"{section}.calibration.pairs names column '{missing[0]}', which is not in the "
+                    f"table's layout. Fix: use columns of the schema ({', '.join(names)})"
+                )
             found = [tuple(item)]
         for q in found:
             two.setdefault(frozenset(q), q)
@@ -105,7 +110,7 @@ def marginals(layout: Layout, pairs: str | Sequence[str | Sequence[str]],
 
 
 def describe(cliques: Sequence[Clique], w_max: float | None = None) -> str:
-    """"noisy 1-way marginals of 15 columns and 14 pairs with 'income'" (the shared column named when every one of
+    """ "noisy 1-way marginals of 15 columns and 14 pairs with 'income'" (the shared column named when every one of
     several pairs holds it); "noisy importance-weighted (w ≤ 1.34) 1-way marginals ..." when weighted."""
     ones = sum(len(c) == 1 for c in cliques)
     twos = [c for c in cliques if len(c) == 2]
@@ -122,8 +127,11 @@ def summary(plan: PrivacyPlan) -> dict[str, Any] | None:
     its `CalibrationPlan` fields, a `description` (`describe`) and the generator's whole target `generator_epsilon`."""
     if plan.calibration is None:
         return None
-    return {**plan.calibration.to_dict(), "description": describe(plan.calibration.marginals, plan.calibration.w_max),
-            "generator_epsilon": plan.epsilon}
+    return {
+        **plan.calibration.to_dict(),
+        "description": describe(plan.calibration.marginals, plan.calibration.w_max),
+        "generator_epsilon": plan.epsilon,
+    }
 
 
 def calibration_event(sigma: float, m: int, w_max: float | None = None) -> Event:
@@ -134,16 +142,27 @@ def calibration_event(sigma: float, m: int, w_max: float | None = None) -> Event
     if sigma == 0:
         return NonPrivateEvent("epsilon: inf")
     if w_max is None:
-        return DiscreteGaussianEvent(float(sigma), 1, int(m),
-                                     f"calibration: {m} count marginals (one cell each moves by 1, add/remove one)")
+        return DiscreteGaussianEvent(
+            float(sigma), 1, int(m), f"calibration: {m} count marginals (one cell each moves by 1, add/remove one)"
+        )
     k = CALIBRATION_LATTICE_STEPS
-    return DiscreteGaussianEvent(float(sigma) * k / float(w_max), k, int(m),
-                                 f"calibration: {m} importance-weighted count marginals, weights in [0, {w_max:.6g}] "
-                                 f"on the lattice w_max/{k} (one cell each moves by <= {k} points, add/remove one)")
+    return DiscreteGaussianEvent(
+        float(sigma) * k / float(w_max),
+        k,
+        int(m),
+        f"calibration: {m} importance-weighted count marginals, weights in [0, {w_max:.6g}] "
+        f"on the lattice w_max/{k} (one cell each moves by <= {k} points, add/remove one)",
+    )
 
 
-def plan_calibration(method_events: Sequence[Event], cliques: Sequence[Clique], share: float, epsilon: float,
-                     delta: float, w_max: float | None = None) -> CalibrationPlan:
+def plan_calibration(
+    method_events: Sequence[Event],
+    cliques: Sequence[Clique],
+    share: float,
+    epsilon: float,
+    delta: float,
+    w_max: float | None = None,
+) -> CalibrationPlan:
     """The calibration's plan given the method's planned events (at (1 − share)·ε): σ of every marginal, the
     smallest with ε_PLD(method ∪ calibration) ≤ `epsilon` at `delta` for the joint query's Δ₂ = √m·w_max (`w_max`
     the public weight bound of importance-weighted marginals, None for counts: module docstring); ε = ∞: σ = 0."""
@@ -153,23 +172,37 @@ def plan_calibration(method_events: Sequence[Event], cliques: Sequence[Clique], 
     if w_max is not None and not (0 < w_max < math.inf):
         raise ValueError(f"the calibration's weight bound w_max must be positive and finite, got {w_max}")
     if math.isinf(epsilon):
-        return CalibrationPlan(share=share, sigma=0.0, marginals=tuple(cliques), method_epsilon=math.inf,
-                               epsilon=math.inf, event=calibration_event(0.0, m), w_max=w_max)
+        return CalibrationPlan(
+            share=share,
+            sigma=0.0,
+            marginals=tuple(cliques),
+            method_epsilon=math.inf,
+            epsilon=math.inf,
+            event=calibration_event(0.0, m),
+            w_max=w_max,
+        )
     events = list(method_events)
-    scale = math.sqrt(m) * (1.0 if w_max is None else w_max)   # Δ₂ of the joint query: σ = multiplier × scale
+    scale = math.sqrt(m) * (1.0 if w_max is None else w_max)  # Δ₂ of the joint query: σ = multiplier × scale
 
-    def of(x: float) -> list[Event]:   # the composed events at calibration multiplier x = σ/Δ₂
+    def of(x: float) -> list[Event]:  # the composed events at calibration multiplier x = σ/Δ₂
         return [*events, calibration_event(x * scale, m, w_max)]
 
     try:
         z = calibrate_noise_scale(epsilon, delta, of)
-    except ValueError:   # so loose a target that the smallest searched multiplier meets it: take that one
+    except ValueError:  # so loose a target that the smallest searched multiplier meets it: take that one
         if epsilon_pld(of(MIN_NOISE_MULTIPLIER), delta) > epsilon:
             raise
         z = MIN_NOISE_MULTIPLIER
     event = calibration_event(z * scale, m, w_max)
-    return CalibrationPlan(share=share, sigma=z * scale, marginals=tuple(cliques), method_epsilon=(1 - share) * epsilon,
-                           epsilon=epsilon_pld([event], delta), event=event, w_max=w_max)
+    return CalibrationPlan(
+        share=share,
+        sigma=z * scale,
+        marginals=tuple(cliques),
+        method_epsilon=(1 - share) * epsilon,
+        epsilon=epsilon_pld([event], delta),
+        event=event,
+        w_max=w_max,
+    )
 
 
 def expected_noise_tv(plan: CalibrationPlan, shape: Sequence[int], columns: Sequence[str], n_rows: int) -> float:
@@ -185,13 +218,15 @@ def expected_noise_tv(plan: CalibrationPlan, shape: Sequence[int], columns: Sequ
     return float(np.mean([0.5 * k * plan.sigma * math.sqrt(2 / math.pi) / n_rows for k in ks])) if ks else 0.0
 
 
-def rake(cells: Sequence[np.ndarray], targets: Sequence[np.ndarray], sweeps: int,
-         tolerance: float) -> tuple[np.ndarray, float]:
+def rake(
+    cells: Sequence[np.ndarray], targets: Sequence[np.ndarray], sweeps: int, tolerance: float
+) -> tuple[np.ndarray, float]:
     """Row weights (summing to 1) raked to `targets` (probability vectors over flat cells; `cells[k]` holds each
     row's cell of marginal k) by iterative proportional fitting (Deming & Stephan 1940): each step multiplies the
     weights of the rows in cell c by target[c] / current[c], then caps every weight at WEIGHT_CAP × uniform
     (bounded raking, in the spirit of Deville & Särndal 1992's bounded calibration); at most `sweeps` sweeps,
-    stopping once the largest total variation distance between a weighted marginal and its target is ≤ `tolerance`. A target whose mass
+    stopping once the largest total variation distance between a weighted marginal and its target is ≤ `tolerance`. A
+    target whose mass
     lies entirely on cells without rows cannot be approached at all and leaves the weights unchanged. Returns
     (weights, that largest distance)."""
     rows = len(cells[0])
@@ -206,7 +241,7 @@ def rake(cells: Sequence[np.ndarray], targets: Sequence[np.ndarray], sweeps: int
             ratio = np.divide(t, current, out=np.zeros_like(t), where=current > 0)
             if not (ratio > 0).any():
                 continue
-            w = np.minimum(w * ratio[c], WEIGHT_CAP * w.sum() / rows)   # bounded: no row above WEIGHT_CAP× uniform
+            w = np.minimum(w * ratio[c], WEIGHT_CAP * w.sum() / rows)  # bounded: no row above WEIGHT_CAP× uniform
             w /= w.sum()
         if gap() <= tolerance:
             break
@@ -228,8 +263,9 @@ def _probabilities(counts: np.ndarray) -> np.ndarray:
     return p / total if total > 0 else np.full(p.shape, 1.0 / p.size)
 
 
-def _fit_table(table: np.ndarray, row: np.ndarray, col: np.ndarray, sweeps: int,
-               allowed: np.ndarray | float = 1.0) -> np.ndarray:
+def _fit_table(
+    table: np.ndarray, row: np.ndarray, col: np.ndarray, sweeps: int, allowed: np.ndarray | float = 1.0
+) -> np.ndarray:
     """A non-negative 2-way table raked to the margins `row` and `col` (a tiny floor keeps empty rows rakeable),
     zero where `allowed` is (cells a public rule rules out stay empty: raking only multiplies)."""
     t = (np.clip(table, 0.0, None) + 1e-12) * allowed
@@ -243,15 +279,22 @@ class NoisyMarginals:
     """The noisy count marginals of the training rows on `cliques` (noise std `sigma`, 0: exact) over the
     `discretizer`'s cells, and the calibration of a generator's samples to them (module docstring)."""
 
-    def __init__(self, discretizer: Discretizer, cliques: Sequence[Clique], counts: Sequence[np.ndarray],
-                 sigma: float) -> None:
+    def __init__(
+        self, discretizer: Discretizer, cliques: Sequence[Clique], counts: Sequence[np.ndarray], sigma: float
+    ) -> None:
         self.discretizer, self.cliques, self.sigma = discretizer, tuple(tuple(c) for c in cliques), float(sigma)
         self.counts = [np.asarray(c, dtype=np.float64) for c in counts]
         self._index = {n: i for i, n in enumerate(discretizer.names)}
 
     @classmethod
-    def measure(cls, discretizer: Discretizer, plan: CalibrationPlan, data: np.ndarray,
-                rng: np.random.Generator | None, weights: np.ndarray | None = None) -> tuple["NoisyMarginals", Event]:
+    def measure(
+        cls,
+        discretizer: Discretizer,
+        plan: CalibrationPlan,
+        data: np.ndarray,
+        rng: np.random.Generator | None,
+        weights: np.ndarray | None = None,
+    ) -> tuple["NoisyMarginals", Event]:
         """Measure `plan.marginals` of the encoded training rows `data` with σ = `plan.sigma`: the count of each
         cell, or the sum of the rows' public importance `weights` (given exactly when `plan.w_max` is, each in
         [0, plan.w_max]) snapped to the lattice (w_max/K)ℤ row by row, + exact discrete Gaussian noise per cell
@@ -259,17 +302,21 @@ class NoisyMarginals:
         them (in the counts' units) and the one joint event (`calibration_event`)."""
         bound = 1.0 if plan.w_max is None else plan.w_max
         if (weights is None) != (plan.w_max is None):
-            raise ValueError("the calibration plan's w_max and the measured weights disagree: importance weights "
-                             "need a plan made with their public bound w_max (plan_calibration), counts one without")
+            raise ValueError(
+                "the calibration plan's w_max and the measured weights disagree: importance weights "
+                "need a plan made with their public bound w_max (plan_calibration), counts one without"
+            )
         w = np.ones(len(data)) if weights is None else np.asarray(weights, dtype=np.float64)
         if w.shape != (len(data),) or not np.all((w >= 0) & (w <= bound)):
-            raise ValueError(f"calibration weights must be one value in [0, w_max = {bound:.6g}] per training row "
-                             f"(the public bound the plan's σ assumes); got shape {w.shape} for {len(data)} rows")
+            raise ValueError(
+                f"calibration weights must be one value in [0, w_max = {bound:.6g}] per training row "
+                f"(the public bound the plan's σ assumes); got shape {w.shape} for {len(data)} rows"
+            )
         out = cls(discretizer, plan.marginals, [], plan.sigma)
         event = calibration_event(plan.sigma, len(plan.marginals), plan.w_max)
         if weights is None:
             unit, points = 1.0, np.ones(len(data), dtype=np.int64)
-        else:   # each row's weight as k(x) ∈ [0, K] lattice points of w_max/K (module docstring)
+        else:  # each row's weight as k(x) ∈ [0, K] lattice points of w_max/K (module docstring)
             k = CALIBRATION_LATTICE_STEPS
             unit = bound / k
             points = np.clip(np.rint(w * (k / bound)), 0, k).astype(np.int64)
@@ -286,17 +333,19 @@ class NoisyMarginals:
     def targets(self) -> list[np.ndarray]:
         """Consistent probability tables, one per clique (module docstring, post-processing)."""
         one: dict[str, np.ndarray] = {}
-        for name in dict.fromkeys(c for q in self.cliques for c in q):   # the measured columns only
+        for name in dict.fromkeys(c for q in self.cliques for c in q):  # the measured columns only
             parts = [(c, 1.0) for q, c in zip(self.cliques, self.counts) if q == (name,)]
             if self.sigma > 0:
                 for q, c in zip(self.cliques, self.counts):
                     if len(q) == 2 and name in q:
                         axis = 1 - q.index(name)
-                        parts.append((c.sum(axis), 1.0 / c.shape[axis]))   # variance c.shape[axis]·σ²
+                        parts.append((c.sum(axis), 1.0 / c.shape[axis]))  # variance c.shape[axis]·σ²
             weight = sum(w for _, w in parts)
             one[name] = _probabilities(sum(w * c for c, w in parts) / weight)
-        return [one[q[0]] if len(q) == 1 else _fit_table(c, one[q[0]], one[q[1]], TABLE_SWEEPS, self._allowed(q))
-                for q, c in zip(self.cliques, self.counts)]
+        return [
+            one[q[0]] if len(q) == 1 else _fit_table(c, one[q[0]], one[q[1]], TABLE_SWEEPS, self._allowed(q))
+            for q, c in zip(self.cliques, self.counts)
+        ]
 
     def _allowed(self, clique: Clique) -> np.ndarray | float:
         """1 on the cells of a 2-way clique that keep the layout's rules naming only its columns, 0 on the others
@@ -342,17 +391,20 @@ class NoisyMarginals:
                 if legal is not None:
                     self._legal_moves(members, new, have, want, legal, rng)
                     continue
-                movers = [rng.choice(members[new[members] == k], have[k] - want[k], replace=False)
-                          for k in np.flatnonzero(have > want)]
+                movers = [
+                    rng.choice(members[new[members] == k], have[k] - want[k], replace=False)
+                    for k in np.flatnonzero(have > want)
+                ]
                 if movers:
-                    new[rng.permutation(np.concatenate(movers))] = np.repeat(np.arange(len(want)),
-                                                                             np.maximum(want - have, 0))
+                    new[rng.permutation(np.concatenate(movers))] = np.repeat(
+                        np.arange(len(want)), np.maximum(want - have, 0)
+                    )
             moved = np.flatnonzero(new != codes[:, col])
             if len(moved):
                 codes = codes[moved]
                 codes[:, col] = new[moved]
                 block = self.discretizer.layout.block(q[0])
-                rows[moved, block.start:block.stop] = self.discretizer.decode(codes, rng)[:, block.start:block.stop]
+                rows[moved, block.start : block.stop] = self.discretizer.decode(codes, rng)[:, block.start : block.stop]
         return rows
 
     def _legal(self, codes: np.ndarray, column: str, k: int) -> np.ndarray | None:
@@ -366,8 +418,14 @@ class NoisyMarginals:
         return np.stack([~broken_rows(frame.assign(**{column: v}), rules).to_numpy() for v in range(k)], axis=1)
 
     @staticmethod
-    def _legal_moves(members: np.ndarray, new: np.ndarray, have: np.ndarray, want: np.ndarray, legal: np.ndarray,
-                     rng: np.random.Generator) -> None:
+    def _legal_moves(
+        members: np.ndarray,
+        new: np.ndarray,
+        have: np.ndarray,
+        want: np.ndarray,
+        legal: np.ndarray,
+        rng: np.random.Generator,
+    ) -> None:
         """`match`'s moves inside one group when rules name the column: each under-full cell v (in random order)
         takes its missing rows from random rows of the over-full cells that keep the rules with value v, at most
         each cell's surplus; a cell no such row can reach stays short. Vectorised per cell. Updates `new`."""
@@ -376,17 +434,18 @@ class NoisyMarginals:
         free = spare[cell] > 0
         for v in rng.permutation(np.flatnonzero(want > have)):
             pick = rng.permutation(np.flatnonzero(free & legal[:, v]))
-            order = np.argsort(cell[pick], kind="stable")      # each candidate's place among its cell's, in
-            ranks = np.empty(len(pick), dtype=np.int64)         # the shuffled order
+            order = np.argsort(cell[pick], kind="stable")  # each candidate's place among its cell's, in
+            ranks = np.empty(len(pick), dtype=np.int64)  # the shuffled order
             ranks[order] = np.arange(len(pick)) - np.searchsorted(cell[pick][order], cell[pick][order], side="left")
-            pick = pick[ranks < spare[cell[pick]]][:want[v] - have[v]]
+            pick = pick[ranks < spare[cell[pick]]][: want[v] - have[v]]
             np.subtract.at(spare, cell[pick], 1)
             new[members[pick]] = v
             free[pick] = False
             free &= spare[cell] > 0
 
-    def calibrate(self, rows: np.ndarray, n: int, rng: np.random.Generator, sweeps: int,
-                  tolerance: float) -> np.ndarray:
+    def calibrate(
+        self, rows: np.ndarray, n: int, rng: np.random.Generator, sweeps: int, tolerance: float
+    ) -> np.ndarray:
         """n rows: drawn with replacement from the exact encoded `rows` (the generator's oversampled draw) with
         probability ∝ their raked weights (`rake` to `targets`, weights capped), then `match`ed to the targets."""
         targets = self.targets()
@@ -395,10 +454,18 @@ class NoisyMarginals:
 
     # -- persistence (strict JSON, saved with the model) -------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"discretizer": self.discretizer.to_dict(), "cliques": [list(q) for q in self.cliques],
-                "sigma": self.sigma, "counts": [c.tolist() for c in self.counts]}
+        return {
+            "discretizer": self.discretizer.to_dict(),
+            "cliques": [list(q) for q in self.cliques],
+            "sigma": self.sigma,
+            "counts": [c.tolist() for c in self.counts],
+        }
 
     @classmethod
     def from_dict(cls, layout: Layout, d: dict[str, Any]) -> "NoisyMarginals":
-        return cls(Discretizer.from_dict(layout, d["discretizer"]), [tuple(q) for q in d["cliques"]],
-                   [np.asarray(c, dtype=np.float64) for c in d["counts"]], float(d["sigma"]))
+        return cls(
+            Discretizer.from_dict(layout, d["discretizer"]),
+            [tuple(q) for q in d["cliques"]],
+            [np.asarray(c, dtype=np.float64) for c in d["counts"]],
+            float(d["sigma"]),
+        )

@@ -11,6 +11,7 @@ This part holds the lifecycle around them, on when the params' `calibration.shar
   sample   an oversampled draw of the method, raked to the noisy marginals (post-processing);
   save     the noisy marginals go with the model (`to_dict`, `restore`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -21,11 +22,12 @@ import numpy as np
 from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Layout
 from pipelines.marginal import calibrate
+from pipelines.parameters import Calibration as CalibrationParams
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
 
-Weights = tuple[Callable[[np.ndarray], np.ndarray], float] | None   # (w of table rows, public bound w_max) or counts
+Weights = tuple[Callable[[np.ndarray], np.ndarray], float] | None  # (w of table rows, public bound w_max) or counts
 
 
 class Calibration:
@@ -33,11 +35,21 @@ class Calibration:
     `hidden`: columns it must not measure nor match (PPEM's protected x′); `weights`: the generator's
     `calibration_weights`, called when planning and measuring (its weight function is built after this part)."""
 
-    def __init__(self, layout: Layout, settings: dict[str, Any] | None, generator: str, numeric_bins: int | None,
-                 hidden: set[str], weights: Callable[[], Weights]) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        settings: CalibrationParams | None,
+        generator: str,
+        numeric_bins: int | None,
+        hidden: set[str],
+        weights: Callable[[], Weights],
+    ) -> None:
         self.layout, self.settings, self.numeric_bins, self.weights = layout, settings, numeric_bins, weights
-        self.cliques = tuple(q for q in calibrate.marginals(layout, settings["pairs"], generator)
-                             if not hidden.intersection(q)) if settings and settings["share"] > 0 else ()
+        self.cliques = (
+            tuple(q for q in calibrate.marginals(layout, settings.pairs, generator) if not hidden.intersection(q))
+            if settings and settings.share > 0
+            else ()
+        )
         self.noisy: calibrate.NoisyMarginals | None = None
 
     def cells(self) -> Discretizer:
@@ -45,19 +57,21 @@ class Calibration:
         numeric_bins)."""
         return calibrate.public_discretizer(self.layout, self.numeric_bins)
 
-    def plan(self, method_plan: Callable[[float], PrivacyPlan], n_rows: int, epsilon: float,
-             delta: float) -> PrivacyPlan:
+    def plan(
+        self, method_plan: Callable[[float], PrivacyPlan], n_rows: int, epsilon: float, delta: float
+    ) -> PrivacyPlan:
         """The generator's plan for n̂ = `n_rows` at (ε, δ): `method_plan(ε')` is the method's own plan at ε'."""
         if not self.cliques:
             return method_plan(epsilon)
-        share = self.settings["share"]
+        share = self.settings.share
         method = method_plan((1 - share) * epsilon)
         weights = self.weights()
-        cal = calibrate.plan_calibration(method.events, self.cliques, share, epsilon, delta,
-                                         None if weights is None else weights[1])
-        cells, limit = self.cells(), self.settings["max_noise_tv"]
+        cal = calibrate.plan_calibration(
+            method.events, self.cliques, share, epsilon, delta, None if weights is None else weights[1]
+        )
+        cells, limit = self.cells(), self.settings.max_noise_tv
         if limit is not None and calibrate.expected_noise_tv(cal, cells.shape, cells.names, n_rows) > limit:
-            return method_plan(epsilon)   # too few rows for this ε: the method gets all of it
+            return method_plan(epsilon)  # too few rows for this ε: the method gets all of it
         return method.calibrated(cal, epsilon)
 
     def measure(self, plan: PrivacyPlan, data: np.ndarray, streams: Streams) -> Event | None:
@@ -66,9 +80,10 @@ class Calibration:
         if plan.calibration is None:
             return None
         weights = self.weights()
-        w = None if weights is None else weights[0](data)     # public weights of the rows (None: counts)
-        self.noisy, event = calibrate.NoisyMarginals.measure(self.cells(), plan.calibration, data,
-                                                             streams.numpy("calibration"), w)
+        w = None if weights is None else weights[0](data)  # public weights of the rows (None: counts)
+        self.noisy, event = calibrate.NoisyMarginals.measure(
+            self.cells(), plan.calibration, data, streams.numpy("calibration"), w
+        )
         return event
 
     def sample(self, draw: Callable[[int], np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
@@ -79,10 +94,9 @@ class Calibration:
         if self.noisy is None:
             return draw(n)
         s = self.settings
-        rows = draw(n * int(s["oversample"]))
+        rows = draw(n * s.oversample)
         valid = ~self.layout.broken(rows)
-        return self.noisy.calibrate(rows[valid] if valid.any() else rows, n, rng, int(s["sweeps"]),
-                                    float(s["tolerance"]))
+        return self.noisy.calibrate(rows[valid] if valid.any() else rows, n, rng, s.sweeps, s.tolerance)
 
     def to_dict(self) -> dict[str, Any] | None:
         return None if self.noisy is None else self.noisy.to_dict()

@@ -16,6 +16,7 @@ m·σ², so it and its query are divided by √m and every coordinate keeps nois
 A sampled row in the merged cell is decoded to one of the merged codes uniformly (the paper's `reverse_data`),
 from the sampling's seeded generator (`expand`): the model knows their total mass, not how it splits.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -23,13 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SUPPORT_SIGMAS = 3.0   # a cell is supported when its noisy count is at least 3σ (the paper's threshold)
+SUPPORT_SIGMAS = 3.0  # a cell is supported when its noisy count is at least 3σ (the paper's threshold)
 
 
 @dataclass(frozen=True)
 class Compression:
     """Per compressed column (index into the layout's columns): the supported original codes, ascending; every
     other code of that column is in the merged cell |S|. `sizes`: the original domain sizes."""
+
     supported: dict[int, tuple[int, ...]]
     sizes: tuple[int, ...]
 

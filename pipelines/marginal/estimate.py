@@ -5,6 +5,7 @@ float64 is enabled before mbi is imported (mbi warns that float32 stalls estimat
 
 Sampling: pipelines/marginal/sample.py (mbi's randomised rounding, seeded and in a fixed order).
 """
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ import opt_einsum
 # model, where running dominates compiling, is compiled at XLA's defaults (`OPTIMISED_ABOVE`). Flags the caller's
 # XLA_FLAGS already sets are left as set. docs/performance.md, "AIM's compile time".
 FAST_COMPILE_FLAGS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
-XLA_DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+XLA_OPTIONS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
 # cells x iterations of one estimation above which its loop is compiled at XLA's defaults: ~3 s more to compile
 # against ~1e-8 s less per cell and iteration to run (measured at 15,200 and 1,000,000 Adult rows)
 OPTIMISED_ABOVE = 3e8
@@ -38,6 +39,7 @@ FUSION_FLAG_UNTIL = (0, 10)
 
 def _jaxlib_version() -> tuple[int, int]:
     from importlib.metadata import version
+
     major, minor = version("jaxlib").split(".")[:2]
     return int(major), int(minor)
 
@@ -62,9 +64,11 @@ def _mbi(device: str = "cpu"):
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
         _fast_compile_flags()
     import jax
+
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_enable_compilation_cache", False)
     import mbi
+
     return mbi
 
 
@@ -72,7 +76,7 @@ def domain(names: Sequence[str], shape: Sequence[int], device: str = "cpu"):
     return _mbi(device).Domain(tuple(names), tuple(int(s) for s in shape))
 
 
-CONTRADICTION_Z = 4.0   # standard errors of the measured total beyond which it contradicts the public n̂
+CONTRADICTION_Z = 4.0  # standard errors of the measured total beyond which it contradicts the public n̂
 
 
 def _weight_sigma(sigma: float) -> float:
@@ -102,7 +106,7 @@ def estimation_total(measurements: Sequence[tuple], n_rows: float) -> float:
         y, s, w = np.ravel(m[1]), m[2], _query_weights(m)
         w = np.ones(y.size) if w is None else np.asarray(w)
         sums.append(float(np.sum(y / w)))
-        variances.append(_weight_sigma(s) ** 2 * float(np.sum(1.0 / w ** 2)))
+        variances.append(_weight_sigma(s) ** 2 * float(np.sum(1.0 / w**2)))
     if not sums:
         return float(n_rows)
     sums, variances = np.array(sums), np.array(variances)
@@ -123,25 +127,32 @@ def estimate(dom, measurements: Sequence[tuple], n_rows: float, iters: int, warm
         w = _query_weights(m)
         query = {} if w is None else {"query": _weighted_query(tuple(float(x) for x in w))}
         ms.append(mbi.LinearMeasurement(np.asarray(y, dtype=np.float64).ravel(), tuple(cl), _weight_sigma(s), **query))
-    cells = model_size_mb(dom, [m[0] for m in measurements]) * 2 ** 20 / 8
+    cells = model_size_mb(dom, [m[0] for m in measurements]) * 2**20 / 8
     return _mirror_descent(device != "cuda" and cells * iters > OPTIMISED_ABOVE).estimate(
-        dom, ms, known_total=estimation_total(measurements, n_rows), iters=int(iters), warm_start=warm_start)
+        dom, ms, known_total=estimation_total(measurements, n_rows), iters=int(iters), warm_start=warm_start
+    )
 
 
 @cache
 def _mirror_descent(optimised: bool):
     """mbi's MirrorDescent; `optimised`: its loop (`_multi_step`, the jitted scan of mirror-descent steps)
-    compiled with XLA_DEFAULTS, whatever the process's XLA_FLAGS (FAST_COMPILE_FLAGS). Called after `_mbi`. CPU
-    only: XLA_DEFAULTS are CPU compiler options, which the GPU compiler refuses ("No such compile option"), and on
+    compiled with XLA_OPTIONS, whatever the process's XLA_FLAGS (FAST_COMPILE_FLAGS). Called after `_mbi`. CPU
+    only: XLA_OPTIONS are CPU compiler options, which the GPU compiler refuses ("No such compile option"), and on
     CUDA mbi's own jit already compiles at XLA's defaults (`_mbi` sets FAST_COMPILE_FLAGS on the CPU only)."""
     import jax
     from mbi import estimation
+
     if not optimised:
         return estimation.MirrorDescent()
 
     class Optimised(estimation.MirrorDescent):
-        _multi_step = jax.jit(estimation.Estimator._multi_step.__wrapped__, static_argnames=["self"],
-                              donate_argnames=["state"], compiler_options=_known(XLA_DEFAULTS))
+        _multi_step = jax.jit(
+            estimation.Estimator._multi_step.__wrapped__,
+            static_argnames=["self"],
+            donate_argnames=["state"],
+            compiler_options=_known(XLA_OPTIONS),
+        )
+
     return Optimised()
 
 
@@ -150,6 +161,7 @@ def _weighted_query(weights: tuple[float, ...]):
     """mbi's WeightedQuery, one object per weight vector: mbi hashes a query by identity and JAX compiles per
     query, so AIM's re-estimations reuse one compiled program for an unchanged compressed 1-way."""
     from mbi.marginal_loss import WeightedQuery
+
     return WeightedQuery(np.asarray(weights, dtype=np.float64))
 
 
@@ -179,8 +191,13 @@ def project_many(model, cliques: Sequence[Sequence[str]]) -> list[np.ndarray]:
     for cl in pots.cliques:
         theta = np.asarray(pots.tables[cl].values, dtype=np.float64)
         operands += [np.exp(theta - theta.max()), [axis[a] for a in pots.tables[cl].domain.attributes]]
-    marg = {cl: (np.asarray(model.marginals.tables[cl].values, dtype=np.float64),
-                 tuple(model.marginals.tables[cl].domain.attributes)) for cl in model.marginals.cliques}
+    marg = {
+        cl: (
+            np.asarray(model.marginals.tables[cl].values, dtype=np.float64),
+            tuple(model.marginals.tables[cl].domain.attributes),
+        )
+        for cl in model.marginals.cliques
+    }
     out = []
     for r in cliques:
         r = tuple(r)
@@ -217,10 +234,10 @@ def model_size_mb(dom, cliques: Sequence[Sequence[str]]) -> float:
     n_edges = sum(len(v) for v in edges.values()) // 2
     if n_edges == len(attrs) - 1 and n_edges > 0 and _connected(edges):  # mbi's nx.is_tree branch
         cells = sum(sizes[a] * sizes[b] for a in attrs for b in edges[a] if attrs.index(a) < attrs.index(b))
-        return cells * 8 / 2 ** 20
+        return cells * 8 / 2**20
     found = _elimination_cliques(attrs, sizes, edges, {a for cl in cliques for a in cl})
     maximal = [c for c in found if not any(c < other for other in found)]
-    return sum(math.prod(sizes[a] for a in c) for c in maximal) * 8 / 2 ** 20
+    return sum(math.prod(sizes[a] for a in c) for c in maximal) * 8 / 2**20
 
 
 def _connected(edges: dict[str, set[str]]) -> bool:
@@ -234,8 +251,9 @@ def _connected(edges: dict[str, set[str]]) -> bool:
     return len(seen) == len(edges)
 
 
-def _elimination_cliques(attrs: list[str], sizes: dict[str, int], edges: dict[str, set[str]],
-                         held: set[str]) -> list[frozenset]:
+def _elimination_cliques(
+    attrs: list[str], sizes: dict[str, int], edges: dict[str, set[str]], held: set[str]
+) -> list[frozenset]:
     """The cliques {a} ∪ N(a) met eliminating the attributes in mbi's greedy order (`greedy_order(domain, cliques,
     stochastic=False)[0]`: each step the first remaining attribute, in domain order, whose cliques' union has the
     smallest domain), each elimination joining the attribute's neighbours. That union is the attribute and its
@@ -246,10 +264,11 @@ def _elimination_cliques(attrs: list[str], sizes: dict[str, int], edges: dict[st
 
     def cost(a: str) -> int:
         return sizes[a] * math.prod(sizes[v] for v in nb[a]) if a in held else 1
+
     costs = {a: cost(a) for a in attrs}
     remaining, found = list(attrs), []
     while remaining:
-        best = min(remaining, key=costs.__getitem__)   # the first of the smallest, in domain order
+        best = min(remaining, key=costs.__getitem__)  # the first of the smallest, in domain order
         remaining.remove(best)
         found.append(frozenset({best} | nb[best]))
         for u in nb[best]:
@@ -265,8 +284,12 @@ def save_model(model, path: Path) -> None:
     domain, the cliques and the total."""
     pots = model.potentials
     arrays = {f"p{i}": np.asarray(pots.tables[cl].values) for i, cl in enumerate(pots.cliques)}
-    meta = {"cliques": [list(cl) for cl in pots.cliques], "total": float(model.total),
-            "attributes": list(pots.domain.attributes), "shape": list(pots.domain.shape)}
+    meta = {
+        "cliques": [list(cl) for cl in pots.cliques],
+        "total": float(model.total),
+        "attributes": list(pots.domain.attributes),
+        "shape": list(pots.domain.shape),
+    }
     np.savez_compressed(path, meta=np.array(json.dumps(meta, sort_keys=True)), **arrays)
 
 
@@ -275,6 +298,7 @@ def load_model(path: Path, device: str = "cpu"):
     mbi = _mbi(device)
     from mbi import marginal_oracles
     import jax.numpy as jnp
+
     with np.load(path, allow_pickle=False) as z:
         meta = json.loads(str(z["meta"]))
         dom = mbi.Domain(tuple(meta["attributes"]), tuple(meta["shape"]))

@@ -9,6 +9,7 @@ measurement is one 1-D discrete Gaussian with shift 1, a DiscreteGaussianEvent(�
 as m of them (exactly, by their PLD; zCDP m/2σ² as for the continuous Gaussian, CKS20 Prop. 5). The noisy counts
 are integers (returned as float64 for the estimators).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
@@ -21,10 +22,10 @@ from pipelines.privacy.events import DiscreteGaussianEvent, NonPrivateEvent
 from pipelines.privacy.mechanisms import discrete_gaussian_mechanism
 
 COUNT_L2_SENSITIVITY = 1.0
-COUNT_SENSITIVITY = 1          # one cell moves by one (module docstring)
+COUNT_SENSITIVITY = 1  # one cell moves by one (module docstring)
 
 
-Codes = Union[np.ndarray, "Passes"]   # the rows' codes: a matrix, or passes over chunks of them
+Codes = Union[np.ndarray, "Passes"]  # the rows' codes: a matrix, or passes over chunks of them
 
 
 def marginal(codes: np.ndarray, shape: Sequence[int], clique: Sequence[int]) -> np.ndarray:
@@ -56,12 +57,17 @@ class Passes:
         """`marginals` of the codes, in one pass over the rows."""
         cliques = _unique(cliques)
         counted = partial(count_chunk, fns=self.fns, shape=tuple(int(n) for n in shape), cliques=cliques)
-        return _summed([counted(self.rows)] if isinstance(self.rows, np.ndarray) else self.rows.map(counted),
-                       shape, cliques)
+        return _summed(
+            [counted(self.rows)] if isinstance(self.rows, np.ndarray) else self.rows.map(counted), shape, cliques
+        )
 
 
-def count_chunk(chunk: np.ndarray, fns: Sequence[Callable[[np.ndarray], np.ndarray]], shape: Sequence[int],
-                cliques: Sequence[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+def count_chunk(
+    chunk: np.ndarray,
+    fns: Sequence[Callable[[np.ndarray], np.ndarray]],
+    shape: Sequence[int],
+    cliques: Sequence[Sequence[int]],
+) -> dict[tuple[int, ...], np.ndarray]:
     """The counts (`marginals`) of one chunk of rows after `fns` (`Passes`)."""
     for fn in fns:
         chunk = fn(chunk)
@@ -73,8 +79,9 @@ def chunk_passes(codes: Codes) -> Passes:
     return codes if isinstance(codes, Passes) else Passes(codes)
 
 
-def marginals(chunks: Iterable[np.ndarray], shape: Sequence[int],
-              cliques: Iterable[Sequence[int]]) -> dict[tuple[int, ...], np.ndarray]:
+def marginals(
+    chunks: Iterable[np.ndarray], shape: Sequence[int], cliques: Iterable[Sequence[int]]
+) -> dict[tuple[int, ...], np.ndarray]:
     """The counts (`marginal`) of every clique, in ONE pass over the code chunks: each chunk's counts added to the
     totals, so memory is the cliques' cells and one chunk, whatever the number of rows (float64 sums of integer
     counts: exact below 2^53)."""
@@ -87,8 +94,9 @@ def _unique(cliques: Iterable[Sequence[int]]) -> list[tuple[int, ...]]:
     return list(dict.fromkeys(tuple(int(c) for c in q) for q in cliques))
 
 
-def _summed(parts: Iterable[dict[tuple[int, ...], np.ndarray]], shape: Sequence[int],
-            cliques: list[tuple[int, ...]]) -> dict[tuple[int, ...], np.ndarray]:
+def _summed(
+    parts: Iterable[dict[tuple[int, ...], np.ndarray]], shape: Sequence[int], cliques: list[tuple[int, ...]]
+) -> dict[tuple[int, ...], np.ndarray]:
     """The sum over `parts` (each chunk's counts of `cliques`), one part at a time: zeros where there are none."""
     totals = {q: np.zeros(tuple(int(shape[c]) for c in q)) for q in cliques}
     for part in parts:
@@ -102,8 +110,9 @@ def measurement_event(sigma: float, query: str = "") -> DiscreteGaussianEvent:
     return DiscreteGaussianEvent(float(sigma), COUNT_SENSITIVITY, 1, query)
 
 
-def measure(exact: np.ndarray, sigma: float, rng: np.random.Generator | None,
-            query: str = "") -> tuple[np.ndarray, DiscreteGaussianEvent | NonPrivateEvent]:
+def measure(
+    exact: np.ndarray, sigma: float, rng: np.random.Generator | None, query: str = ""
+) -> tuple[np.ndarray, DiscreteGaussianEvent | NonPrivateEvent]:
     """M_clique(D) + N_ℤ(0, σ²) per cell (exact discrete Gaussian) with its `measurement_event`, for the exact counts
     `exact` = M_clique(D) (`marginal`, `marginals`); σ = 0 (ε = inf) returns them and a NonPrivateEvent."""
     if sigma == 0:

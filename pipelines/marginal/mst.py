@@ -17,6 +17,7 @@ d DiscreteGaussianEvent(σ₁, 1), d - 1 DiscreteGaussianEvent(σ₂, 1) and d -
 (ε, δ) by the ledger's accountant (min of the PLD and the RDP bound: `accountant.epsilon_pld`). The
 parameters are fixed before any row is read, so the recorded events equal the planned ones exactly.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,6 +40,7 @@ from pipelines.privacy.plan import PrivacyPlan
 class MSTPlan(PrivacyPlan):
     """MST's spend for d columns (the generator's privacy plan): one scale s (0 when ε = ∞), the measurements'
     σ₁ = s√d and σ₂ = s√(d-1), the selections' ε_sel = 2/(s√(d-1)); `events` as `mst_events` lists them."""
+
     scale: float
     sigma_1way: float
     sigma_2way: float
@@ -49,9 +51,11 @@ class MSTPlan(PrivacyPlan):
 
 def mst_events(scale: float, d: int) -> list[Event]:
     s1, s2, es = scale * math.sqrt(d), scale * math.sqrt(d - 1), 2.0 / (scale * math.sqrt(d - 1))
-    return ([measurement_event(s1, "1-way marginal counts")] * d
-            + [PureEpsilonEvent(es, BOUNDED_RANGE)] * (d - 1)
-            + [measurement_event(s2, "2-way marginal counts")] * (d - 1))
+    return (
+        [measurement_event(s1, "1-way marginal counts")] * d
+        + [PureEpsilonEvent(es, BOUNDED_RANGE)] * (d - 1)
+        + [measurement_event(s2, "2-way marginal counts")] * (d - 1)
+    )
 
 
 def plan_mst(d: int, epsilon: float, delta: float, *, n_rows: int) -> MSTPlan:
@@ -61,12 +65,29 @@ def plan_mst(d: int, epsilon: float, delta: float, *, n_rows: int) -> MSTPlan:
     if d < 2:
         raise ValueError(f"MST needs at least 2 columns, got {d}")
     if math.isinf(epsilon):
-        return MSTPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=(NonPrivateEvent("epsilon: inf"),),
-                       scale=0.0, sigma_1way=0.0, sigma_2way=0.0, epsilon_select=math.inf, d=d)
+        return MSTPlan(
+            n_rows=n_rows,
+            epsilon=epsilon,
+            delta=delta,
+            events=(NonPrivateEvent("epsilon: inf"),),
+            scale=0.0,
+            sigma_1way=0.0,
+            sigma_2way=0.0,
+            epsilon_select=math.inf,
+            d=d,
+        )
     s = calibrate_noise_scale(epsilon, delta, lambda x: mst_events(x, d))
-    return MSTPlan(n_rows=n_rows, epsilon=epsilon, delta=delta, events=tuple(mst_events(s, d)), scale=s,
-                   sigma_1way=s * math.sqrt(d), sigma_2way=s * math.sqrt(d - 1),
-                   epsilon_select=2.0 / (s * math.sqrt(d - 1)), d=d)
+    return MSTPlan(
+        n_rows=n_rows,
+        epsilon=epsilon,
+        delta=delta,
+        events=tuple(mst_events(s, d)),
+        scale=s,
+        sigma_1way=s * math.sqrt(d),
+        sigma_2way=s * math.sqrt(d - 1),
+        epsilon_select=2.0 / (s * math.sqrt(d - 1)),
+        d=d,
+    )
 
 
 def select_tree(pairs: dict[tuple[int, ...], np.ndarray], names, model, epsilon: float, rng):
@@ -98,8 +119,17 @@ def select_tree(pairs: dict[tuple[int, ...], np.ndarray], names, model, epsilon:
     return edges, events
 
 
-def run_mst(codes: Codes, shape, names, plan: MSTPlan, rng, iters: int = 2000, device: str = "cpu",
-            progress=None, compress_above: int | None = None):
+def run_mst(
+    codes: Codes,
+    shape,
+    names,
+    plan: MSTPlan,
+    rng,
+    iters: int = 2000,
+    device: str = "cpu",
+    progress=None,
+    compress_above: int | None = None,
+):
     """Run MST on integer codes (a matrix, or `measure.Passes` over chunks of it) under `plan` (its n̂
     the estimation's total unless the measurements contradict it), on the domain its 1-way measurements compress
     (`Compression`, columns above `compress_above` cells); returns (model on that domain, actual events, selected

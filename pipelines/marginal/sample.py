@@ -13,6 +13,7 @@ names, so the rows change with the process's string hashing (PYTHONHASHSEED): th
 different table in every process. Here the parents keep the elimination order,
 and the groups are drawn in blocks, not one Python step per parent configuration.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -40,7 +41,7 @@ def conditional_column(cdf: np.ndarray, parent: np.ndarray, rng: np.random.Gener
     n, k = len(parent), cdf.shape[-1]
     groups, inverse, counts = np.unique(parent, return_inverse=True, return_counts=True)
     shuffled = rng.permutation(n)
-    rows = shuffled[np.argsort(inverse[shuffled], kind="stable")]   # grouped, in random order inside each group
+    rows = shuffled[np.argsort(inverse[shuffled], kind="stable")]  # grouped, in random order inside each group
     starts = np.concatenate([[0], np.cumsum(counts)])
     g = inverse[rows]
     u = (np.arange(n) - starts[g] + rng.random(n)) / counts[g]
@@ -58,6 +59,7 @@ def conditional_column(cdf: np.ndarray, parent: np.ndarray, rng: np.random.Gener
 def sample_codes(model, n: int, seed: int, names: Sequence[str]) -> np.ndarray:
     """n rows of integer codes (columns in `names` order) drawn from the mbi `model`, a function of `seed` alone."""
     from mbi import junction_tree, marginal_oracles
+
     rng, n = np.random.default_rng([int(seed), 0]), max(1, int(n))
     dom = model.domain
     tree, elimination = junction_tree.make_junction_tree(dom, [tuple(c) for c in model.cliques])

@@ -29,6 +29,7 @@ accounted exactly as the 1-D discrete Laplace with shift Δ (`DiscreteLaplaceEve
 score is better; S having exactly n̂ rows makes c_m(S) and c_m(D) comparable counts without a divisor that
 depends on D.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,12 +53,13 @@ def workload(layout: Layout) -> tuple[Clique, ...]:
     if any(b.is_target for b in layout.blocks):
         return marginals(layout, "target")
     names = [b.column for b in layout.blocks]
-    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]][:MAX_PAIRS]
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]][:MAX_PAIRS]
     return tuple((c,) for c in names) + tuple(pairs)
 
 
-def marginal_error(discretizer: Discretizer, cliques: tuple[Clique, ...], real: np.ndarray,
-                   synthetic: np.ndarray) -> int:
+def marginal_error(
+    discretizer: Discretizer, cliques: tuple[Clique, ...], real: np.ndarray, synthetic: np.ndarray
+) -> int:
     """err(D; S) = Σ_m ‖c_m(D) − c_m(S)‖₁ over the cliques (encoded rows of the discretizer's layout)."""
     index = {c: j for j, c in enumerate(discretizer.names)}
     real_codes, synthetic_codes = discretizer.codes(real), discretizer.codes(synthetic)
@@ -65,7 +67,7 @@ def marginal_error(discretizer: Discretizer, cliques: tuple[Clique, ...], real: 
     for q in cliques:
         columns = [index[c] for c in q]
         gap = marginal(real_codes, discretizer.shape, columns) - marginal(synthetic_codes, discretizer.shape, columns)
-        total += int(np.abs(gap).sum())   # exact: counts below 2^53 are exact in float64
+        total += int(np.abs(gap).sum())  # exact: counts below 2^53 are exact in float64
     return total
 
 
@@ -79,7 +81,7 @@ def task_errors(discretizer: Discretizer, target: Block, real: np.ndarray, synth
     """miss(D; S): the real rows whose target cell differs from the prediction of `task_model` fitted on the
     synthetic rows (every encoded column but the target's in); a table with one target cell predicts it."""
     j = discretizer.names.index(target.column)
-    features = np.r_[0:target.start, target.stop:discretizer.layout.width]
+    features = np.r_[0 : target.start, target.stop : discretizer.layout.width]
     y_real, y_synthetic = discretizer.codes(real)[:, j], discretizer.codes(synthetic)[:, j]
     if np.unique(y_synthetic).size == 1:
         return int((y_real != y_synthetic[0]).sum())
@@ -90,6 +92,7 @@ def task_errors(discretizer: Discretizer, target: Block, real: np.ndarray, synth
 @dataclass(frozen=True)
 class QualityScore:
     """q(D; S) of the module docstring for one layout: its workload, public bins and target (None: err alone)."""
+
     discretizer: Discretizer
     cliques: tuple[Clique, ...]
     target: Block | None
@@ -113,14 +116,20 @@ class QualityScore:
     def event(self, epsilon: float) -> DiscreteLaplaceEvent:
         """The event of one score release at `epsilon`: Lap_ℤ(Δ/ε) on an integer query of sensitivity Δ."""
         task = "" if self.target is None else f" and {len(self.cliques)} x the mislabelled real rows"
-        return DiscreteLaplaceEvent(scale=self.sensitivity / epsilon, sensitivity=self.sensitivity, count=1, dims=1,
-                                    query=f"marginal error of a synthetic table over {len(self.cliques)} "
-                                          f"marginals{task}")
+        return DiscreteLaplaceEvent(
+            scale=self.sensitivity / epsilon,
+            sensitivity=self.sensitivity,
+            count=1,
+            dims=1,
+            query=f"marginal error of a synthetic table over {len(self.cliques)} marginals{task}",
+        )
 
-    def noisy(self, real: np.ndarray, synthetic: np.ndarray, epsilon: float,
-              rng: np.random.Generator) -> tuple[int, DiscreteLaplaceEvent]:
+    def noisy(
+        self, real: np.ndarray, synthetic: np.ndarray, epsilon: float, rng: np.random.Generator
+    ) -> tuple[int, DiscreteLaplaceEvent]:
         """q(D; S) + Lap_ℤ(Δ/ε) (noise from `rng`, the fit's CSPRNG stream) and its event."""
         event = self.event(epsilon)
-        noisy, event = discrete_laplace_mechanism(np.asarray([self.value(real, synthetic)]), event.sensitivity,
-                                                  event.scale, rng, 1, 1, event.query)
+        noisy, event = discrete_laplace_mechanism(
+            np.asarray([self.value(real, synthetic)]), event.sensitivity, event.scale, rng, 1, 1, event.query
+        )
         return int(noisy[0]), event

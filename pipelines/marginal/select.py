@@ -17,6 +17,7 @@ recorded as PureEpsilonEvent(ε, BOUNDED_RANGE), which the accountant composes a
 ε²/8-zCDP).
 ε = inf selects the argmax (non-private runs only).
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,9 @@ def aim_penalty(sigma: float, cells: int) -> float:
     return math.sqrt(2.0 / math.pi) * sigma * cells
 
 
-def select(scores: np.ndarray, sensitivity: float, epsilon: float,
-           rng: np.random.Generator | None) -> tuple[int, PureEpsilonEvent | NonPrivateEvent]:
+def select(
+    scores: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator | None
+) -> tuple[int, PureEpsilonEvent | NonPrivateEvent]:
     """Index drawn by the exponential mechanism (ε finite) or argmax (ε = inf), and its event."""
     if math.isinf(epsilon):
         return int(np.argmax(scores)), NonPrivateEvent("epsilon: inf")

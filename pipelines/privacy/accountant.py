@@ -37,6 +37,7 @@ Identical mechanisms are grouped before composing (k copies of one PLD are self-
 FFT instead of k convolutions) and per-mechanism PLDs are cached, so recomputing the spend of a
 data set after every ledger row stays cheap.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,6 +45,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from typing import cast
 
 import numpy as np
 from dp_accounting import dp_event
@@ -51,9 +53,19 @@ from dp_accounting.pld import common, privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize, special, stats
 
-from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, Event, GaussianEvent, LaplaceEvent,
-                                      NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent, RepeatAndSelectEvent,
-                                      ZCDPEvent, validate_event)
+from pipelines.privacy.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonGaussianEvent,
+    PureEpsilonEvent,
+    RepeatAndSelectEvent,
+    ZCDPEvent,
+    validate_event,
+)
 
 VALUE_DISCRETIZATION = 1e-4
 RDP_ORDERS = np.asarray(rdp_lib.DEFAULT_RDP_ORDERS, dtype=float)
@@ -82,13 +94,14 @@ def _group(events: Sequence[Event]) -> tuple[bool, float | None, dict[tuple, int
     σ = (Σ σ_i⁻²)^(-1/2) (the PLD of N(0,σ²) vs N(1,σ²) is N(1/2σ², 1/σ²); sums of independent
     normals are normal). Dong, Roth & Su 2019, Cor. 3.3 (μ-GDP composes as sqrt(Σ μ_i²)).
     """
-    non_private, inv_var, counts = False, 0.0, defaultdict(int)
+    non_private, inv_var = False, 0.0
+    counts: defaultdict[tuple, int] = defaultdict(int)
     for e in events:
         validate_event(e)
         if isinstance(e, NonPrivateEvent):
             non_private = True
         elif isinstance(e, GaussianEvent):
-            inv_var += e.noise_multiplier ** -2
+            inv_var += e.noise_multiplier**-2
         elif isinstance(e, PoissonGaussianEvent):
             mechanism = (float(e.noise_multiplier), float(e.sample_rate), int(e.group))
             counts[("poisson_gaussian", mechanism)] += int(e.steps)
@@ -96,15 +109,15 @@ def _group(events: Sequence[Event]) -> tuple[bool, float | None, dict[tuple, int
             counts[("laplace", float(e.scale / e.l1_sensitivity))] += 1
         elif isinstance(e, PureEpsilonEvent):
             counts[("pure_epsilon", float(e.epsilon))] += 1
-        elif isinstance(e, DiscreteGaussianEvent):    # never merged: lattice PLDs are not Gaussian (module doc)
+        elif isinstance(e, DiscreteGaussianEvent):  # never merged: lattice PLDs are not Gaussian (module doc)
             counts[("discrete_gaussian", (float(e.sigma), int(e.sensitivity)))] += int(e.count)
         elif isinstance(e, DiscreteLaplaceEvent) and e.dims == 1:
             counts[("discrete_laplace", (float(e.scale), int(e.sensitivity)))] += int(e.count)
-        elif isinstance(e, DiscreteLaplaceEvent):     # an L1 block of dims > 1 coordinates: generic ε-DP per block
+        elif isinstance(e, DiscreteLaplaceEvent):  # an L1 block of dims > 1 coordinates: generic ε-DP per block
             counts[("pure_epsilon", float(e.sensitivity / e.scale))] += int(e.count)
         else:
             raise TypeError(f"not a privacy event: {e!r}")
-    return non_private, (inv_var ** -0.5 if inv_var > 0 else None), dict(counts)
+    return non_private, (inv_var**-0.5 if inv_var > 0 else None), dict(counts)
 
 
 # dp_accounting's discrete Gaussian PLD is that of the noise truncated to [−T, T], T = ⌈11.6σ⌉ (its default)
@@ -123,12 +136,14 @@ def discrete_gaussian_tail(sigma: float) -> float:
 
 def _truncation_slack(counts: dict[tuple, int]) -> float:
     """Σ count·P(|Y| > T) over the discrete Gaussian mechanisms in `counts` (`_epsilon_pld_only`)."""
-    return math.fsum(n * discrete_gaussian_tail(param[0]) for (kind, param), n in counts.items()
-                     if kind == "discrete_gaussian")
+    return math.fsum(
+        n * discrete_gaussian_tail(param[0]) for (kind, param), n in counts.items() if kind == "discrete_gaussian"
+    )
 
 
-def unit_dpsgd_pld(noise_multiplier: float, sample_rate: float, group: int,
-                   interval: float) -> pld_lib.PrivacyLossDistribution:
+def unit_dpsgd_pld(
+    noise_multiplier: float, sample_rate: float, group: int, interval: float
+) -> pld_lib.PrivacyLossDistribution:
     """The pessimistic PLD (grid `interval`) of one DP-SGD step at a unit of up to k = `group` rows: the mixture of
     Gaussians pair P = Σ_{j=0..k} Bin(j; k, q) N(j, z²) and Q = N(0, z²), z the noise multiplier, in both orders
     (Ganesh 2024, "Tight group-level DP guarantees for DP-SGD with sampling via mixture of Gaussians mechanisms",
@@ -165,45 +180,58 @@ def unit_dpsgd_pld(noise_multiplier: float, sample_rate: float, group: int,
         raise ValueError(f"group must be an integer >= 1, got {group!r}")
     shifts = np.arange(int(group) + 1)
     return pld_lib.from_mixture_gaussian_mechanism(
-        standard_deviation=noise_multiplier, sensitivities=shifts.astype(float).tolist(),
-        sampling_probs=stats.binom.pmf(shifts, int(group), sample_rate).tolist(), pessimistic_estimate=True,
-        value_discretization_interval=interval)
+        standard_deviation=noise_multiplier,
+        sensitivities=shifts.astype(float).tolist(),
+        sampling_probs=stats.binom.pmf(shifts, int(group), sample_rate).tolist(),
+        pessimistic_estimate=True,
+        value_discretization_interval=interval,
+    )
 
 
 @lru_cache(maxsize=32)
-def _mechanism_pld(kind: str, param: float | tuple, count: int,
-                   interval: float) -> pld_lib.PrivacyLossDistribution:
+def _mechanism_pld(kind: str, param: float | tuple, count: int, interval: float) -> pld_lib.PrivacyLossDistribution:
     """PLD of `count` repetitions of one mechanism (the relation the event states, pessimistic, grid `interval`)."""
     if kind == "gaussian":
-        base = pld_lib.from_gaussian_mechanism(param, pessimistic_estimate=True,
-                                               value_discretization_interval=interval)
-    elif kind == "poisson_gaussian" and param[2] == 1:
-        noise_multiplier, q, _ = param
-        base = pld_lib.from_gaussian_mechanism(noise_multiplier, sampling_prob=q, pessimistic_estimate=True,
-                                               value_discretization_interval=interval)
+        base = pld_lib.from_gaussian_mechanism(param, pessimistic_estimate=True, value_discretization_interval=interval)
     elif kind == "poisson_gaussian":
-        base = unit_dpsgd_pld(*param, interval)
+        noise_multiplier, q, group = cast(tuple[float, float, int], param)
+        if group == 1:
+            base = pld_lib.from_gaussian_mechanism(
+                noise_multiplier, sampling_prob=q, pessimistic_estimate=True, value_discretization_interval=interval
+            )
+        else:
+            base = unit_dpsgd_pld(noise_multiplier, q, group, interval)
     elif kind == "laplace":
-        base = pld_lib.from_laplace_mechanism(param, pessimistic_estimate=True,
-                                              value_discretization_interval=interval)
+        base = pld_lib.from_laplace_mechanism(param, pessimistic_estimate=True, value_discretization_interval=interval)
     elif kind == "discrete_gaussian":
         # The 1-D discrete Gaussian with integer shift Δ (connect-the-dots: a pessimistic PLD). Every smaller
         # integer shift k ≤ Δ is dominated by it: for a fixed noise law the privacy loss L_k(y) = ((y−k)² − y²)/2σ²
         # grows in k wherever it exceeds any ε ≥ 0, so each hockey-stick divergence grows in k (both orders: the
         # noise is symmetric). The PLD is of the noise truncated at T (`discrete_gaussian_tail`, accounted there).
-        sigma, shift = param
-        base = pld_lib.from_discrete_gaussian_mechanism(sigma, sensitivity=shift, pessimistic_estimate=True,
-                                                        value_discretization_interval=interval, use_connect_dots=True)
+        sigma, shift = cast(tuple[float, int], param)
+        base = pld_lib.from_discrete_gaussian_mechanism(
+            sigma,
+            sensitivity=shift,
+            pessimistic_estimate=True,
+            value_discretization_interval=interval,
+            use_connect_dots=True,
+        )
     elif kind == "discrete_laplace":
         # The 1-D discrete Laplace P(y) ∝ e^{−|y|/t} with integer shift Δ, exact (no truncation); smaller shifts
         # are dominated as for the discrete Gaussian (the loss (|y−k| − |y|)/t grows in k where it is positive).
-        scale, shift = param
-        base = pld_lib.from_discrete_laplace_mechanism(1.0 / scale, sensitivity=shift, pessimistic_estimate=True,
-                                                       value_discretization_interval=interval, use_connect_dots=True)
+        scale, shift = cast(tuple[float, int], param)
+        base = pld_lib.from_discrete_laplace_mechanism(
+            1.0 / scale,
+            sensitivity=shift,
+            pessimistic_estimate=True,
+            value_discretization_interval=interval,
+            use_connect_dots=True,
+        )
     elif kind == "pure_epsilon":
         # The dominating pair of every ε-DP mechanism (randomised response with e^ε odds).
-        base = pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(param, 0.0),
-                                               value_discretization_interval=interval)
+        base = pld_lib.from_privacy_parameters(
+            common.DifferentialPrivacyParameters(param, 0.0), value_discretization_interval=interval
+        )
     else:
         raise ValueError(f"unknown mechanism kind {kind!r}")
     return base if count == 1 else base.self_compose(count)
@@ -281,8 +309,9 @@ def _epsilon_pld_cached(events: tuple[Event, ...], delta: float, interval: float
     return eps
 
 
-def _epsilon_pld_only(events: Sequence[Event], delta: float, interval: float,
-                      extra: Sequence[pld_lib.PrivacyLossDistribution] = ()) -> float:
+def _epsilon_pld_only(
+    events: Sequence[Event], delta: float, interval: float, extra: Sequence[pld_lib.PrivacyLossDistribution] = ()
+) -> float:
     _check_delta(delta)
     non_private, gaussian_nm, counts = _group(events)
     if non_private:
@@ -323,9 +352,9 @@ def _epsilon_adaptive(events: Sequence[Event], delta: float, interval: float) ->
     return min(hybrid, epsilon_rdp(events, delta))
 
 
-ZCDP_PROFILE_POINTS = 512      # ε grid of `_zcdp_pld`'s dominating pair (more: closer to the conversion's curve)
-ZCDP_PROFILE_TAIL = 69.0       # the grid ends at ε_max = ρ + 2√(69ρ), where δ_ρ(ε_max) ≤ e^-69 ≈ 1e-30 (Bun &
-                               # Steinke's bound, looser than Prop. 12); that tail counts as infinite loss
+ZCDP_PROFILE_POINTS = 512  # ε grid of `_zcdp_pld`'s dominating pair (more: closer to the conversion's curve)
+ZCDP_PROFILE_TAIL = 69.0  # the grid ends at ε_max = ρ + 2√(69ρ), where δ_ρ(ε_max) ≤ e^-69 ≈ 1e-30 (Bun &
+# Steinke's bound, looser than Prop. 12); that tail counts as infinite loss
 
 
 def zcdp_delta(rho: float, epsilons: np.ndarray) -> np.ndarray:
@@ -387,14 +416,16 @@ def _hull_pld(eps: np.ndarray, d: np.ndarray, interval: float) -> pld_lib.Privac
     t = np.exp(eps)
     points = sorted({(0.0, 1.0), *zip(t.tolist(), d.tolist()), *zip((1 / t).tolist(), (1 - 1 / t + d / t).tolist())})
     hull: list[tuple[float, float]] = []
-    for x, y in points:             # lower convex hull (Andrew's monotone chain, left to right)
-        while len(hull) >= 2 and ((hull[-1][0] - hull[-2][0]) * (y - hull[-2][1])
-                                  - (hull[-1][1] - hull[-2][1]) * (x - hull[-2][0])) <= 0:
+    for x, y in points:  # lower convex hull (Andrew's monotone chain, left to right)
+        while (
+            len(hull) >= 2
+            and ((hull[-1][0] - hull[-2][0]) * (y - hull[-2][1]) - (hull[-1][1] - hull[-2][1]) * (x - hull[-2][0])) <= 0
+        ):
             hull.pop()
         hull.append((x, y))
     xs, ys = np.array([h[0] for h in hull]), np.array([h[1] for h in hull])
-    slopes = np.append(np.diff(ys) / np.diff(xs), 0.0)    # flat at δ_max after the last point
-    jumps = np.diff(slopes)                                # q_k at the vertices xs[1:]
+    slopes = np.append(np.diff(ys) / np.diff(xs), 0.0)  # flat at δ_max after the last point
+    jumps = np.diff(slopes)  # q_k at the vertices xs[1:]
     pmf: dict[int, float] = defaultdict(float)
     for x, q in zip(xs[1:], jumps):
         if q > 0:
@@ -407,7 +438,7 @@ def pure_epsilon_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
 
     ε-DP ⇒ (ε²/2)-zCDP (Bun & Steinke 2016, Prop. 1.4) ⇒ D_α ≤ α ε²/2; and D_α ≤ D_∞ ≤ ε.
     """
-    return np.minimum(epsilon, orders * epsilon ** 2 / 2)
+    return np.minimum(epsilon, orders * epsilon**2 / 2)
 
 
 def bounded_range_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
@@ -416,7 +447,7 @@ def bounded_range_rdp(epsilon: float, orders: np.ndarray) -> np.ndarray:
     ε-BR ⇒ (ε²/8)-zCDP (Cesar & Rogers 2021, Lemma 3.2; Durfee & Rogers 2019 for the exponential mechanism)
     ⇒ D_α ≤ α ε²/8; and ε-BR ⇒ ε-DP ⇒ D_α ≤ D_∞ ≤ ε.
     """
-    return np.minimum(epsilon, orders * epsilon ** 2 / 8)
+    return np.minimum(epsilon, orders * epsilon**2 / 8)
 
 
 def epsilon_rdp(events: Sequence[Event], delta: float) -> float:
@@ -450,9 +481,12 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
         if isinstance(e, PoissonGaussianEvent) and e.group > 1:
             extra += np.inf
         elif isinstance(e, PoissonGaussianEvent):
-            accountant.compose(dp_event.SelfComposedDpEvent(
-                dp_event.PoissonSampledDpEvent(e.sample_rate, dp_event.GaussianDpEvent(e.noise_multiplier)),
-                int(e.steps)))
+            accountant.compose(
+                dp_event.SelfComposedDpEvent(
+                    dp_event.PoissonSampledDpEvent(e.sample_rate, dp_event.GaussianDpEvent(e.noise_multiplier)),
+                    int(e.steps),
+                )
+            )
         elif isinstance(e, GaussianEvent):
             accountant.compose(dp_event.GaussianDpEvent(e.noise_multiplier))
         elif isinstance(e, LaplaceEvent):
@@ -485,17 +519,25 @@ def selection_rdp(event: RepeatAndSelectEvent) -> np.ndarray:
     + log μ/(λ − 1) with the best λ̂, then made non-decreasing in λ — dp_accounting 0.6's
     `_compute_rdp_repeat_and_select`, used as is."""
     trial = np.max([rdp_curve(c) for c in event.candidates], axis=0)
-    return np.asarray(rdp_lib._compute_rdp_repeat_and_select(RDP_ORDERS, trial, float(event.mean), event.shape),
-                      dtype=float)
+    return np.asarray(
+        rdp_lib._compute_rdp_repeat_and_select(RDP_ORDERS, trial, float(event.mean), event.shape), dtype=float
+    )
 
 
 class UnreachableTarget(ValueError):
     """Even the largest searched noise multiplier leaves ε above the target."""
 
 
-def smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: float, start: float = 1.0,
-                         factor: float = 2.0, grow: bool = False, lowest: float = MIN_NOISE_MULTIPLIER,
-                         highest: float = MAX_NOISE_MULTIPLIER) -> float:
+def smallest_satisfying(
+    eps_of: Callable[[float], float],
+    target: float,
+    rtol: float,
+    start: float = 1.0,
+    factor: float = 2.0,
+    grow: bool = False,
+    lowest: float = MIN_NOISE_MULTIPLIER,
+    highest: float = MAX_NOISE_MULTIPLIER,
+) -> float:
     """Smallest x in [`lowest`, `highest`] (default [MIN, MAX]_NOISE_MULTIPLIER) with eps_of(x) ≤ target, eps_of
     decreasing.
 
@@ -511,14 +553,17 @@ def smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: f
         lo, e_lo = hi, e_hi
         hi *= factor
         if hi > highest:
-            raise UnreachableTarget(f"target ε={target} is unreachable: even noise multiplier {lo:g} gives "
-                                    f"ε={e_lo:.4g}")
+            raise UnreachableTarget(
+                f"target ε={target} is unreachable: even noise multiplier {lo:g} gives ε={e_lo:.4g}"
+            )
         e_hi = eps_of(hi)
         factor = factor * factor if grow else factor
     while lo is None:
         if hi <= lowest:
-            raise ValueError(f"target ε={target} is so loose that noise multiplier {hi:g} already satisfies it "
-                             f"(ε={e_hi:.4g}); calibration below {lowest} is not supported")
+            raise ValueError(
+                f"target ε={target} is so loose that noise multiplier {hi:g} already satisfies it "
+                f"(ε={e_hi:.4g}); calibration below {lowest} is not supported"
+            )
         x = max(hi / factor, lowest)
         e = eps_of(x)
         if e > target:
@@ -530,7 +575,7 @@ def smallest_satisfying(eps_of: Callable[[float], float], target: float, rtol: f
     a, b = math.log(lo), math.log(hi)
     fa, fb = _log_gap(e_lo, target), _log_gap(e_hi, target)
     side = 0
-    while b - a > math.log1p(rtol) * (1 + 1e-9):   # a bracket of exactly factor = 1 + rtol is done
+    while b - a > math.log1p(rtol) * (1 + 1e-9):  # a bracket of exactly factor = 1 + rtol is done
         x = b - fb * (b - a) / (fb - fa) if fa != fb else (a + b) / 2
         x = min(max(x, a + 0.05 * (b - a)), b - 0.05 * (b - a))  # keep strictly inside
         e = eps_of(math.exp(x))
@@ -552,8 +597,9 @@ def _log_gap(eps: float, target: float) -> float:
     return math.log(max(eps, 1e-300)) - math.log(target)
 
 
-def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float, steps: int,
-                               rtol: float = 1e-3) -> float:
+def calibrate_noise_multiplier(
+    epsilon: float, delta: float, sample_rate: float, steps: int, rtol: float = 1e-3
+) -> float:
     """Smallest DP-SGD noise multiplier (to ~`rtol`) whose PLD ε at `delta` over `steps`
     Poisson-sampled steps at rate `sample_rate` is ≤ `epsilon` (`calibrate_noise_scale`)."""
     if not (0 < sample_rate <= 1):
@@ -563,9 +609,14 @@ def calibrate_noise_multiplier(epsilon: float, delta: float, sample_rate: float,
     return calibrate_noise_scale(epsilon, delta, lambda nm: [PoissonGaussianEvent(nm, sample_rate, int(steps))], rtol)
 
 
-def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[float], Sequence[Event]],
-                          rtol: float = 1e-3, lowest: float = MIN_NOISE_MULTIPLIER,
-                          highest: float = MAX_NOISE_MULTIPLIER) -> float:
+def calibrate_noise_scale(
+    epsilon: float,
+    delta: float,
+    events_of: Callable[[float], Sequence[Event]],
+    rtol: float = 1e-3,
+    lowest: float = MIN_NOISE_MULTIPLIER,
+    highest: float = MAX_NOISE_MULTIPLIER,
+) -> float:
     """Smallest scale s in [`lowest`, `highest`] (to ~`rtol`) with PLD ε(events_of(s); δ) ≤ `epsilon`, for a family
     of events whose ε decreases in s (e.g. several DP-SGD releases whose noise multipliers are fixed multiples
     of s); the result always satisfies the target on the ledger's PLD grid. Raises UnreachableTarget when even
@@ -587,13 +638,23 @@ def calibrate_noise_scale(epsilon: float, delta: float, events_of: Callable[[flo
 
     def ledger_epsilon(x: float) -> float:
         return epsilon_pld(events_of(x), delta)
-    bounds = {"lowest": lowest, "highest": highest}
+
     try:
-        coarse = smallest_satisfying(lambda x: _epsilon_pld(events_of(x), delta, 10 * VALUE_DISCRETIZATION),
-                                      epsilon, rtol, start=max(1.0, lowest), **bounds)
-    except UnreachableTarget:   # on the coarse grid only (a too-loose target is looser still on the ledger's)
-        return smallest_satisfying(ledger_epsilon, epsilon, rtol, start=max(1.0, lowest), **bounds)
-    return smallest_satisfying(ledger_epsilon, epsilon, rtol, start=coarse, factor=1 + rtol, grow=True, **bounds)
+        coarse = smallest_satisfying(
+            lambda x: _epsilon_pld(events_of(x), delta, 10 * VALUE_DISCRETIZATION),
+            epsilon,
+            rtol,
+            start=max(1.0, lowest),
+            lowest=lowest,
+            highest=highest,
+        )
+    except UnreachableTarget:  # on the coarse grid only (a too-loose target is looser still on the ledger's)
+        return smallest_satisfying(
+            ledger_epsilon, epsilon, rtol, start=max(1.0, lowest), lowest=lowest, highest=highest
+        )
+    return smallest_satisfying(
+        ledger_epsilon, epsilon, rtol, start=coarse, factor=1 + rtol, grow=True, lowest=lowest, highest=highest
+    )
 
 
 def analytic_gaussian_delta(epsilon: float, sigma: float, l2_sensitivity: float) -> float:
@@ -621,16 +682,18 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float, rtol: fl
     lo, hi = math.log(1e-4), math.log(1e6)
     if analytic_gaussian_delta(epsilon, math.exp(hi), 1.0) > delta:
         raise ValueError(f"(ε={epsilon}, δ={delta}) is unreachable with Gaussian noise below 1e6·Δ")
-    log_sigma = optimize.brentq(lambda ls: analytic_gaussian_delta(epsilon, math.exp(ls), 1.0) - delta,
-                                lo, hi, xtol=1e-12)
+    log_sigma = optimize.brentq(
+        lambda ls: analytic_gaussian_delta(epsilon, math.exp(ls), 1.0) - delta, lo, hi, xtol=1e-12
+    )
     multiplier = math.exp(log_sigma)
     while epsilon_pld([GaussianEvent(multiplier, 1.0)], delta) > epsilon:
         multiplier *= 1 + rtol
     return multiplier * l2_sensitivity
 
 
-def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: int, count: int = 1,
-                            start: float | None = None, rtol: float = 1e-3) -> float:
+def discrete_gaussian_sigma(
+    epsilon: float, delta: float, sensitivity: int, count: int = 1, start: float | None = None, rtol: float = 1e-3
+) -> float:
     """σ (lattice points) of `count` discrete Gaussians with integer shift `sensitivity` at (ε, δ): the smallest σ on
     the grid start·(1 + rtol)^j whose PLD ε (`epsilon_pld` of DiscreteGaussianEvent(σ, Δ, count)) is ≤ ε. `start`
     defaults to the continuous analytic Gaussian's σ for the same ratio (`gaussian_sigma`·√count), which the
@@ -641,6 +704,7 @@ def discrete_gaussian_sigma(epsilon: float, delta: float, sensitivity: int, coun
 
     def eps(s: float) -> float:
         return epsilon_pld([DiscreteGaussianEvent(s, sensitivity, count)], delta)
+
     sigma = float(start)
     if eps(sigma) > epsilon:
         while eps(sigma) > epsilon:

@@ -27,6 +27,7 @@ Non-private events (a part pinned at ε = inf) are left out of the composition: 
 unless the release is internal-only, where they are recorded but not charged. With ε_R = inf every
 shared part is planned non-private.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,9 +38,9 @@ from typing import Any
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import Event, NonPrivateEvent
 
-TOLERANCE = 1e-3        # relative: the composed ε lies in [(1 − TOLERANCE)·ε_R, ε_R]
-MAX_ITERATIONS = 40     # search steps (module docstring; a handful suffice in practice)
-SCALE_LIMIT = 2.0 ** 30  # the search gives up beyond s ∈ [2⁻³⁰, 2³⁰]
+TOLERANCE = 1e-3  # relative: the composed ε lies in [(1 − TOLERANCE)·ε_R, ε_R]
+MAX_ITERATIONS = 40  # search steps (module docstring; a handful suffice in practice)
+SCALE_LIMIT = 2.0**30  # the search gives up beyond s ∈ [2⁻³⁰, 2³⁰]
 
 Planner = Callable[[float], Sequence[Event]]  # a part's planned events at target ε (pure, data-independent)
 
@@ -51,6 +52,7 @@ class AllocationError(ValueError):
 @dataclass(frozen=True)
 class Part:
     """One part of a release run: its planner, and a pinned ε (None: a share of the release ε)."""
+
     name: str
     planner: Planner
     epsilon: float | None = None
@@ -67,6 +69,7 @@ class Part:
 class PartAllocation:
     """A part's target ε (what it plans and trains at), whether it was pinned, its normalised share of the
     shared targets (None when pinned), its planned events and their own composed ε."""
+
     epsilon: float
     pinned: bool
     share: float | None
@@ -74,14 +77,19 @@ class PartAllocation:
     epsilon_planned: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "pinned": self.pinned, "share": self.share,
-                "epsilon_planned": self.epsilon_planned}
+        return {
+            "epsilon": self.epsilon,
+            "pinned": self.pinned,
+            "share": self.share,
+            "epsilon_planned": self.epsilon_planned,
+        }
 
 
 @dataclass(frozen=True)
 class Allocation:
     """The division of one release ε: per part, the common scale s (None: nothing shared, or ε_R = inf),
     and the composed PLD ε of every private planned event (the release's ε)."""
+
     release_epsilon: float
     delta: float
     tolerance: float
@@ -100,9 +108,15 @@ class Allocation:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able (ε = inf stays a float: write it with persistence.finite_json)."""
-        return {"release_epsilon": self.release_epsilon, "delta": self.delta, "tolerance": self.tolerance,
-                "scale": self.scale, "epsilon_composed": self.epsilon_composed, "non_private": self.non_private,
-                "parts": {n: p.to_dict() for n, p in self.parts.items()}}
+        return {
+            "release_epsilon": self.release_epsilon,
+            "delta": self.delta,
+            "tolerance": self.tolerance,
+            "scale": self.scale,
+            "epsilon_composed": self.epsilon_composed,
+            "non_private": self.non_private,
+            "parts": {n: p.to_dict() for n, p in self.parts.items()},
+        }
 
 
 def composed_epsilon(events: Sequence[Event], delta: float) -> float:
@@ -110,8 +124,7 @@ def composed_epsilon(events: Sequence[Event], delta: float) -> float:
     return epsilon_pld([e for e in events if not isinstance(e, NonPrivateEvent)], delta)
 
 
-def allocate(parts: Sequence[Part], release_epsilon: float, delta: float,
-             tolerance: float = TOLERANCE) -> Allocation:
+def allocate(parts: Sequence[Part], release_epsilon: float, delta: float, tolerance: float = TOLERANCE) -> Allocation:
     """Divide `release_epsilon` across `parts` (module docstring): pinned parts keep their ε, shared parts
     plan at s·w_i·ε_R with s calibrated so the composed ε ∈ [(1 − tolerance)·ε_R, ε_R]."""
     if not release_epsilon > 0:
@@ -126,8 +139,8 @@ def allocate(parts: Sequence[Part], release_epsilon: float, delta: float,
     base = composed_epsilon([e for ev in pinned.values() for e in ev], delta)
     if base > release_epsilon:
         raise AllocationError(
-            f"the pinned parts {sorted(pinned)} alone compose to ε = {base:.4g}, over the release ε "
-            f"{release_epsilon:g}")
+            f"the pinned parts {sorted(pinned)} alone compose to ε = {base:.4g}, over the release ε {release_epsilon:g}"
+        )
 
     def targets(s: float) -> dict[str, float]:
         return {n: s * w * release_epsilon for n, w in weights.items()}
@@ -146,23 +159,33 @@ def allocate(parts: Sequence[Part], release_epsilon: float, delta: float,
         if release_epsilon - base <= tolerance * release_epsilon:
             raise AllocationError(
                 f"the pinned parts {sorted(pinned)} compose to ε = {base:.4g}, which leaves nothing of the release "
-                f"ε {release_epsilon:g} for {sorted(weights)}")
+                f"ε {release_epsilon:g} for {sorted(weights)}"
+            )
         scale, shared_events = 1.0, plan_shared(1.0)
         if any(not isinstance(e, NonPrivateEvent) for ev in shared_events.values() for e in ev):
             scale, shared_events = _calibrate(plan_shared, composed, release_epsilon, tolerance)
         # else: the shared parts spend nothing (e.g. weights by the DP critic), whatever their target
     planned = {**pinned, **shared_events}
     targets_at = targets(scale) if scale is not None else {n: math.inf for n in weights}
-    out = {p.name: PartAllocation(
-        epsilon=float(p.epsilon) if p.epsilon is not None else targets_at[p.name], pinned=p.epsilon is not None,
-        share=weights.get(p.name), events=planned[p.name], epsilon_planned=composed_epsilon(planned[p.name], delta))
-        for p in parts}
+    out = {
+        p.name: PartAllocation(
+            epsilon=float(p.epsilon) if p.epsilon is not None else targets_at[p.name],
+            pinned=p.epsilon is not None,
+            share=weights.get(p.name),
+            events=planned[p.name],
+            epsilon_planned=composed_epsilon(planned[p.name], delta),
+        )
+        for p in parts
+    }
     return Allocation(release_epsilon, delta, tolerance, scale, composed(shared_events), out)
 
 
-def _calibrate(plan_shared: Callable[[float], dict[str, tuple[Event, ...]]],
-               composed: Callable[[dict[str, tuple[Event, ...]]], float], target: float,
-               tolerance: float) -> tuple[float, dict[str, tuple[Event, ...]]]:
+def _calibrate(
+    plan_shared: Callable[[float], dict[str, tuple[Event, ...]]],
+    composed: Callable[[dict[str, tuple[Event, ...]]], float],
+    target: float,
+    tolerance: float,
+) -> tuple[float, dict[str, tuple[Event, ...]]]:
     """A scale s with (1 − tolerance)·target ≤ composed(plan_shared(s)) ≤ target, and its plan.
 
     Safeguarded secant search on (log s, log ε): from s = 1, the next scale interpolates the bracket
@@ -192,13 +215,16 @@ def _calibrate(plan_shared: Callable[[float], dict[str, tuple[Event, ...]]],
         if not 1 / SCALE_LIMIT <= s <= SCALE_LIMIT:
             break
     reached = f"reached only {lo[1]:.6g}" if lo else "stayed above it at every scale tried"
-    raise AllocationError(f"the composed ε {reached} of the release ε {target:g} (tolerance {tolerance:g}){failure}: "
-                          f"a part's plan does not grow with its target ε, or cannot plan at the needed one")
+    raise AllocationError(
+        f"the composed ε {reached} of the release ε {target:g} (tolerance {tolerance:g}){failure}: "
+        f"a part's plan does not grow with its target ε, or cannot plan at the needed one"
+    )
 
 
 def _next_scale(lo: tuple[float, float, Any] | None, hi: tuple[float, float] | None, goal: float) -> float:
     """The next scale to try (`_calibrate`'s docstring)."""
     if lo is None:
+        assert hi is not None, "a scale was tried"
         s, eps = hi
         return s * (max(min(goal / eps, 0.9), 1 / 16) if math.isfinite(eps) else 0.5)
     if hi is None:

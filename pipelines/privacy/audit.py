@@ -20,6 +20,7 @@ every log((L_j − δ)/U_j) <= log((TPR_j − δ)/FPR_j) <= ε: the *maximum* ov
 bound on ε at the stated confidence. (A two-sided interval at level 2β/m per bound, each side
 β/m, would cost 2(1 − confidence) in total: the union bound counts both one-sided bounds of a test.)
 """
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,9 @@ def cp_upper(k: int, n: int, alpha: float) -> float:
     return 1.0 if k == n else float(beta.ppf(1 - alpha, k + 1, n - k))
 
 
-def epsilon_lower_bound(scores_d: np.ndarray, scores_dprime: np.ndarray, delta: float,
-                        confidence: float = 0.95, n_thresholds: int = 64) -> float:
+def epsilon_lower_bound(
+    scores_d: np.ndarray, scores_dprime: np.ndarray, delta: float, confidence: float = 0.95, n_thresholds: int = 64
+) -> float:
     """Lower bound on ε, valid with probability >= `confidence`, from scores on D and D'.
 
     Thresholds are a fixed grid of quantiles of the pooled scores; both "score > t means D'"
@@ -54,7 +56,7 @@ def epsilon_lower_bound(scores_d: np.ndarray, scores_dprime: np.ndarray, delta: 
     alpha = (1 - confidence) / tests / 2  # per one-sided bound: two per test
     best = 0.0
     for t in thresholds:
-        for a, b in ((s1, s0), (s0, s1)):              # a plays D' (positive), b plays D
+        for a, b in ((s1, s0), (s0, s1)):  # a plays D' (positive), b plays D
             for above in (True, False):
                 tp = int(np.sum(a > t) if above else np.sum(a < t))
                 fp = int(np.sum(b > t) if above else np.sum(b < t))

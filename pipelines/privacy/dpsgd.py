@@ -18,6 +18,7 @@ and get a plain gradient added after privatisation (privacy rule 3 and its pitfa
 applies (sums of per-example terms) it was measured slower than this path (benchmarks/opacus_ghost.py);
 private vs non-private steps: benchmarks/dpsgd_step.py; both in docs/performance.md.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,8 +34,9 @@ from torch.nn import functional as F
 from pipelines.privacy.samplers import kept_indices
 
 
-def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs: float | None,
-                      max_steps: int | None = None) -> tuple[float, int]:
+def sampling_schedule(
+    batch_size: float, n_rows: int, steps: int | None, epochs: float | None, max_steps: int | None = None
+) -> tuple[float, int]:
     """(q, T) of a DP-SGD run on the public row count n̂ = `n_rows`: q = min(1, batch_size/n̂) (the lot
     size L = q·n̂ of Abadi et al. 2016, §3.1), and T = `steps`, or min(ceil(epochs/q), `max_steps`) when
     `steps` is None (an epoch is 1/q steps; `max_steps` None: no cap). The cap bounds the compute of a default
@@ -43,6 +45,7 @@ def sampling_schedule(batch_size: float, n_rows: int, steps: int | None, epochs:
     q = min(1.0, batch_size / n_rows)
     if steps is not None:
         return q, int(steps)
+    assert epochs is not None, "a schedule needs steps or epochs"
     t = int(math.ceil(epochs / q))
     return q, t if max_steps is None else min(t, int(max_steps))
 
@@ -66,8 +69,9 @@ class SecureGenerator:
 Rng = torch.Generator | SecureGenerator
 
 
-def secure_normal(rng: np.random.Generator, shape: tuple[int, ...], device: torch.device,
-                  dtype: torch.dtype) -> torch.Tensor:
+def secure_normal(
+    rng: np.random.Generator, shape: tuple[int, ...], device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
     """N(0, 1) draws for DP-SGD noise, as Opacus' secure mode makes them: the mean of four float64 standard
     normals times 2 (exactly N(0, 1) in distribution), so that no single floating-point normal's low bits are
     exposed (Holohan & Braghin 2021), from the CSPRNG `rng`, then cast to `dtype` on `device`."""
@@ -77,8 +81,9 @@ def secure_normal(rng: np.random.Generator, shape: tuple[int, ...], device: torc
     return torch.from_numpy(total / 2.0).to(device=device, dtype=dtype)
 
 
-def standard_normal(generator: Rng, shape: tuple[int, ...], device: str | torch.device | None = None,
-                    dtype: torch.dtype | None = None) -> torch.Tensor:
+def standard_normal(
+    generator: Rng, shape: tuple[int, ...], device: str | torch.device | None = None, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """N(0, 1) draws of `shape` on `device` (None: the generator's) in `dtype` (None: torch's default): from a
     SecureGenerator's CSPRNG as the DP noise is drawn (`secure_normal`), from a torch.Generator by torch.randn
     (a non-private run's public seed, or sampling a trained model)."""
@@ -89,8 +94,9 @@ def standard_normal(generator: Rng, shape: tuple[int, ...], device: str | torch.
     return torch.randn(shape, generator=generator, device=device, dtype=dtype)
 
 
-def uniform(generator: Rng, shape: tuple[int, ...], device: str | torch.device | None = None,
-            dtype: torch.dtype | None = None) -> torch.Tensor:
+def uniform(
+    generator: Rng, shape: tuple[int, ...], device: str | torch.device | None = None, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """U[0, 1) draws of `shape` on `device` (None: the generator's) in `dtype` (None: torch's default): from a
     SecureGenerator's CSPRNG, its float64 uniforms (multiples of 2^-53) rounded down to multiples of 2^-p, p the
     significand bits of `dtype` (24 for float32), so that the cast is exact and never gives 1 (the grid of
@@ -118,7 +124,7 @@ def poisson_sample(n: int, sample_rate: float, generator: Rng | np.random.Genera
     source = generator.secure if isinstance(generator, SecureGenerator) else generator
     if isinstance(source, np.random.Generator):
         return torch.from_numpy(kept_indices(lambda k: np.frombuffer(source.bytes(k), np.uint8), n, sample_rate))
-    keep = torch.rand(n, generator=generator, device=generator.device) < sample_rate
+    keep = torch.rand(n, generator=source, device=source.device) < sample_rate
     return keep.nonzero().squeeze(1)
 
 
@@ -138,9 +144,15 @@ class ExampleGrads:
     what is already bounded by its clip norm.
     """
 
-    def __init__(self, names: list[str], shapes: dict[str, torch.Size], batch: int,
-                 dense: dict[str, torch.Tensor], factored: dict[str, list[tuple[torch.Tensor, torch.Tensor]]],
-                 bound: float = math.inf) -> None:
+    def __init__(
+        self,
+        names: list[str],
+        shapes: dict[str, torch.Size],
+        batch: int,
+        dense: dict[str, torch.Tensor],
+        factored: dict[str, list[tuple[torch.Tensor, torch.Tensor]]],
+        bound: float = math.inf,
+    ) -> None:
         self.names, self.shapes, self.batch, self.dense, self.factored = names, shapes, batch, dense, factored
         self.bound = bound
 
@@ -148,8 +160,9 @@ class ExampleGrads:
     def of_dict(cls, per_example: dict[str, torch.Tensor]) -> ExampleGrads:
         """Materialised per-example gradients {name: (B, *shape)} as an ExampleGrads."""
         first = next(iter(per_example.values()))
-        return cls(list(per_example), {k: g.shape[1:] for k, g in per_example.items()}, first.shape[0],
-                   dict(per_example), {})
+        return cls(
+            list(per_example), {k: g.shape[1:] for k, g in per_example.items()}, first.shape[0], dict(per_example), {}
+        )
 
     def sq_norms(self) -> torch.Tensor:
         """‖g_i‖² over ALL parameters jointly, (B,): the dense parts' squares, and per weight the sum over use
@@ -165,21 +178,36 @@ class ExampleGrads:
 
     def scaled(self, factor: torch.Tensor) -> ExampleGrads:
         """Example i's gradient times factor[i]."""
-        return ExampleGrads(self.names, self.shapes, self.batch,
-                            {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in self.dense.items()},
-                            {k: [(g * factor[:, None], a) for g, a in pairs] for k, pairs in self.factored.items()})
+        return ExampleGrads(
+            self.names,
+            self.shapes,
+            self.batch,
+            {k: g * factor.view(-1, *([1] * (g.dim() - 1))) for k, g in self.dense.items()},
+            {k: [(g * factor[:, None], a) for g, a in pairs] for k, pairs in self.factored.items()},
+        )
 
     def select(self, rows: slice) -> ExampleGrads:
         """The examples `rows` (a slice of the batch)."""
         batch = len(range(self.batch)[rows])
-        return ExampleGrads(self.names, self.shapes, batch, {k: g[rows] for k, g in self.dense.items()},
-                            {k: [(g[rows], a[rows]) for g, a in pairs] for k, pairs in self.factored.items()},
-                            self.bound)
+        return ExampleGrads(
+            self.names,
+            self.shapes,
+            batch,
+            {k: g[rows] for k, g in self.dense.items()},
+            {k: [(g[rows], a[rows]) for g, a in pairs] for k, pairs in self.factored.items()},
+            self.bound,
+        )
 
     def __add__(self, other: ExampleGrads) -> ExampleGrads:
         """Example by example sum of two ExampleGrads of the same examples and parameters."""
-        dense = {k: self.dense[k] + other.dense[k] if k in self.dense and k in other.dense
-                 else self.dense.get(k, other.dense.get(k)) for k in {*self.dense, *other.dense}}
+        dense = {
+            k: self.dense[k] + other.dense[k]
+            if k in self.dense and k in other.dense
+            else self.dense[k]
+            if k in self.dense
+            else other.dense[k]
+            for k in {*self.dense, *other.dense}
+        }
         factored = {k: self.factored.get(k, []) + other.factored.get(k, []) for k in {*self.factored, *other.factored}}
         return ExampleGrads(self.names, self.shapes, self.batch, dense, factored, self.bound + other.bound)
 
@@ -190,6 +218,7 @@ class ExampleGrads:
             total = self.dense[k].sum(0) if k in self.dense else None
             for g, a in self.factored.get(k, []):
                 total = g.T @ a if total is None else total + g.T @ a
+            assert total is not None, f"no gradient for {k}"
             out[k] = total.reshape(self.shapes[k])
         return out
 
@@ -201,6 +230,7 @@ class ExampleGrads:
             for g, a in self.factored.get(k, []):
                 outer = torch.einsum("bo,bi->boi", g, a)
                 total = outer if total is None else total + outer
+            assert total is not None, f"no gradient for {k}"
             out[k] = total.reshape(self.batch, *self.shapes[k])
         return out
 
@@ -210,8 +240,13 @@ class _ProbedLinear(torch.autograd.Function):
     a loss differentiated through this backward (a gradient penalty) yields the weight's second use."""
 
     @staticmethod
-    def forward(ctx: Any, a: torch.Tensor, weight: torch.Tensor, probe: torch.Tensor,
-                uses: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    def forward(
+        ctx: Any,
+        a: torch.Tensor,
+        weight: torch.Tensor,
+        probe: torch.Tensor,
+        uses: list[tuple[torch.Tensor, torch.Tensor]],
+    ) -> torch.Tensor:
         ctx.save_for_backward(weight, probe)
         ctx.uses = uses
         return a @ weight.T
@@ -232,13 +267,15 @@ def _probed_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """(name prefix, layer) of `model`'s layers with parameters, all Linear or LayerNorm (else TypeError); read
     once per model (its structure is fixed once built)."""
     if model not in _LAYERS:
-        layers = []
+        layers: list[tuple[str, nn.Module]] = []
         for prefix, module in model.named_modules():
             if not any(True for _ in module.parameters(recurse=False)):
                 continue
             if not isinstance(module, (nn.Linear, nn.LayerNorm)):
-                raise TypeError(f"per-example gradients: {type(module).__name__} ({prefix}) is not supported; only "
-                                f"Linear and LayerNorm layers (no BatchNorm: it mixes examples)")
+                raise TypeError(
+                    f"per-example gradients: {type(module).__name__} ({prefix}) is not supported; only "
+                    f"Linear and LayerNorm layers (no BatchNorm: it mixes examples)"
+                )
             layers.append((f"{prefix}." if prefix else "", module))
         _LAYERS[model] = layers
     return _LAYERS[model]
@@ -251,13 +288,15 @@ class _Probes:
 
     def __init__(self, model: nn.Module) -> None:
         self.layers = _probed_layers(model)
-        self.dense: list[tuple[str, torch.Tensor]] = []                       # (name, probe whose grad is dense)
+        self.dense: list[tuple[str, torch.Tensor]] = []  # (name, probe whose grad is dense)
         self.forward_uses: list[tuple[str, torch.Tensor, torch.Tensor]] = []  # (weight, a, output probe)
         self.backward_uses: list[tuple[str, list[tuple[torch.Tensor, torch.Tensor]]]] = []
 
     def __enter__(self) -> _Probes:
         for prefix, module in self.layers:
-            probed = self._linear if isinstance(module, nn.Linear) else self._layer_norm
+            probed: Callable[[Any, str, torch.Tensor], torch.Tensor] = (
+                self._linear if isinstance(module, nn.Linear) else self._layer_norm
+            )
             module.forward = (lambda m, pre, f: lambda x: f(m, pre, x))(module, prefix, probed)
         return self
 
@@ -298,8 +337,9 @@ class _Probes:
         return y
 
 
-def per_example_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
-                      *batched_inputs: torch.Tensor) -> ExampleGrads:
+def per_example_grads(
+    model: nn.Module, loss_fn: Callable[..., torch.Tensor], *batched_inputs: torch.Tensor
+) -> ExampleGrads:
     """Per-example gradients of `loss_fn` w.r.t. `model`'s parameters, factored (`ExampleGrads`).
 
     `loss_fn(forward, *rows)` returns the SUM over the rows given of each row's loss, and a row's loss may
@@ -316,12 +356,16 @@ def per_example_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
         return ExampleGrads(names, shapes, 0, {k: params[k].new_zeros((0, *shapes[k])) for k in names}, {})
     with _Probes(model) as probes:
         total = loss_fn(model, *batched_inputs)
-    targets = ([p for _, p in probes.dense] + [p for _, _, p in probes.forward_uses]
-               + [z for _, uses in probes.backward_uses for _, z in uses])
+    targets = (
+        [p for _, p in probes.dense]
+        + [p for _, _, p in probes.forward_uses]
+        + [z for _, uses in probes.backward_uses for _, z in uses]
+    )
     found = dict(zip(map(id, targets), torch.autograd.grad(total, targets, allow_unused=True)))
 
     def got(probe: torch.Tensor) -> torch.Tensor | None:
         return found[id(probe)]
+
     dense: dict[str, torch.Tensor] = {}
     for name, probe in probes.dense:
         if (g := got(probe)) is not None:
@@ -342,13 +386,15 @@ def per_example_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
             if params[name].dim() == 1:
                 dense[name] = params[name].new_zeros((batch, *shapes[name]))
             else:
-                factored[name] = [(params[name].new_zeros(batch, shapes[name][0]),
-                                   params[name].new_zeros(batch, shapes[name][1]))]
+                factored[name] = [
+                    (params[name].new_zeros(batch, shapes[name][0]), params[name].new_zeros(batch, shapes[name][1]))
+                ]
     return ExampleGrads(names, shapes, batch, dense, factored)
 
 
-def summed_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
-                 *batched_inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+def summed_grads(
+    model: nn.Module, loss_fn: Callable[..., torch.Tensor], *batched_inputs: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """∇ Σ_i loss_fn(example i) as {name: Tensor(1, *param.shape)}: the non-private path (no clipping), one
     backward pass over the batch (same `loss_fn` contract as `per_example_grads`)."""
     params = {k: p for k, p in model.named_parameters() if p.requires_grad}
@@ -359,8 +405,9 @@ def summed_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor],
     return {k: (torch.zeros_like(p) if g is None else g).unsqueeze(0) for (k, p), g in zip(params.items(), grads)}
 
 
-def example_grads(model: nn.Module, loss_fn: Callable[..., torch.Tensor], clip_norm: float,
-                  *batched_inputs: torch.Tensor) -> ExampleGrads:
+def example_grads(
+    model: nn.Module, loss_fn: Callable[..., torch.Tensor], clip_norm: float, *batched_inputs: torch.Tensor
+) -> ExampleGrads:
     """`per_example_grads` when clipping (finite `clip_norm`); else `summed_grads` as one "example", which is all
     that the unclipped sum in `clip_and_noise` needs."""
     if math.isinf(clip_norm):
@@ -399,10 +446,16 @@ def summed(per_example: PerExample) -> dict[str, torch.Tensor]:
     return _factored(per_example).summed()
 
 
-def clip_and_noise(per_example: PerExample, clip_norm: float, noise_multiplier: float,
-                   expected_batch_size: float, generator: Rng, draws: int | None = None,
-                   coupled: dict[str, torch.Tensor] | None = None,
-                   coupled_clip: float = 0.0) -> dict[str, torch.Tensor]:
+def clip_and_noise(
+    per_example: PerExample,
+    clip_norm: float,
+    noise_multiplier: float,
+    expected_batch_size: float,
+    generator: Rng,
+    draws: int | None = None,
+    coupled: dict[str, torch.Tensor] | None = None,
+    coupled_clip: float = 0.0,
+) -> dict[str, torch.Tensor]:
     """The privatised mean gradient (Σ_i clip_C(g_i) + N(0, σ²Δ² I)) / (q·n) of Abadi et al. Alg. 1.
 
     Sensitivity: clip_C(g) = g · min(1, C/‖g‖₂), with ‖g‖₂ taken over ALL parameters jointly, so
@@ -442,9 +495,12 @@ def clip_and_noise(per_example: PerExample, clip_norm: float, noise_multiplier: 
     sensitivity = clip_norm
     if coupled is not None:
         if not coupled_clip > 0 or math.isinf(coupled_clip) != math.isinf(clip_norm):
-            raise ValueError(f"coupled_clip must be positive, and infinite exactly when clip_norm is; "
-                             f"got {coupled_clip} with clip_norm {clip_norm}")
+            raise ValueError(
+                f"coupled_clip must be positive, and infinite exactly when clip_norm is; "
+                f"got {coupled_clip} with clip_norm {clip_norm}"
+            )
         clipped = clip_per_example({k: g.unsqueeze(0) for k, g in coupled.items()}, coupled_clip)
+        assert isinstance(clipped, dict)  # clip_per_example returns the kind it is given
         total = {k: s + clipped[k][0] for k, s in total.items()}
         sensitivity = clip_norm + 2 * coupled_clip
     std = noise_multiplier * sensitivity
@@ -454,7 +510,10 @@ def clip_and_noise(per_example: PerExample, clip_norm: float, noise_multiplier: 
         size = shape + (sum(s.numel() for s in total.values()),)
         flat = standard_normal(generator, size, first.device, first.dtype)
         pieces = flat.split([s.numel() for s in total.values()], dim=-1)
-        return {name: (s + std * z.reshape(shape + s.shape)) / expected_batch_size
-                for (name, s), z in zip(total.items(), pieces)}
-    return {name: (s if draws is None else s.expand(shape + s.shape)) / expected_batch_size
-            for name, s in total.items()}
+        return {
+            name: (s + std * z.reshape(shape + s.shape)) / expected_batch_size
+            for (name, s), z in zip(total.items(), pieces)
+        }
+    return {
+        name: (s if draws is None else s.expand(shape + s.shape)) / expected_batch_size for name, s in total.items()
+    }

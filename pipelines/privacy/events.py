@@ -9,6 +9,7 @@ what the ledger stores. `PoissonGaussianEvent.group` is the one field that only 
 Each event carries what an accountant needs; sensitivities are derived where the
 mechanism is implemented and only the *ratios* (noise multipliers) enter accounting.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,6 +30,7 @@ class PoissonGaussianEvent:
     default) is add/remove one record; the field is written to a dict only when k > 1, so row-level events
     serialise as they always have and a dict without it reads as k = 1.
     """
+
     noise_multiplier: float
     sample_rate: float
     steps: int
@@ -43,6 +45,7 @@ class GaussianEvent:
     `query` (optional, not used in accounting) says what was released and, for a mean, whether its
     denominator is a noisy count or a public row count (privacy rule 7, docs/architecture.md).
     """
+
     sigma: float
     l2_sensitivity: float
     query: str = ""
@@ -56,6 +59,7 @@ class GaussianEvent:
 @dataclass(frozen=True)
 class LaplaceEvent:
     """One Laplace mechanism release: noise scale `scale` on a query of L1 sensitivity `l1_sensitivity`."""
+
     scale: float
     l1_sensitivity: float
     kind: ClassVar[str] = "laplace"
@@ -74,6 +78,7 @@ class DiscreteGaussianEvent:
     of absolute value ≤ `sensitivity` (a count marginal: one cell by 1; m marginals: count = m). `query` (not used
     in accounting) says what was released and on which lattice. Accounted exactly: the PLD of the 1-D discrete
     Gaussian with shift `sensitivity`, self-composed `count` times; RDP α·count·Δ²/2σ² (CKS20, Prop. 5)."""
+
     sigma: float
     sensitivity: int = 1
     count: int = 1
@@ -83,7 +88,7 @@ class DiscreteGaussianEvent:
     @property
     def rho(self) -> float:
         """The zCDP parameter count·Δ²/2σ² (the same as a continuous Gaussian of multiplier σ/Δ)."""
-        return self.count * self.sensitivity ** 2 / (2 * self.sigma ** 2)
+        return self.count * self.sensitivity**2 / (2 * self.sigma**2)
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class DiscreteLaplaceEvent:
     vector of L1 norm ≤ `sensitivity`. dims = 1: accounted exactly, the PLD of the 1-D discrete Laplace with shift
     `sensitivity`, self-composed; dims > 1: each block as a generic (sensitivity/t)-DP step (its L1 ball has no
     smaller dominating pair we can prove). Pure ε of the whole event: `epsilon` = count·sensitivity/t."""
+
     scale: float
     sensitivity: int = 1
     count: int = 1
@@ -117,8 +123,8 @@ BOUNDED_RANGE = "exponential_bounded_range"
 # (Metropolis-Hastings) with no proven mixing bound: ε is the exact mechanism's, the target the chain approximates,
 # and it holds only for an exact sample (`exactly_sampled`). The accountant composes it as a generic ε-DP step.
 MCMC_EXPONENTIAL = "exponential_mcmc"
-LOGARITHMIC_SHAPE = 0.0   # η of a selection's trial-count law: the logarithmic law (what the selection draws)
-GEOMETRIC_SHAPE = 1.0     # η = 1, the geometric law (selections recorded before the logarithmic one)
+LOGARITHMIC_SHAPE = 0.0  # η of a selection's trial-count law: the logarithmic law (what the selection draws)
+GEOMETRIC_SHAPE = 1.0  # η = 1, the geometric law (selections recorded before the logarithmic one)
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,7 @@ class PureEpsilonEvent:
     BOUNDED_RANGE declares the step ε-bounded-range (an exactly sampled finite exponential mechanism), which
     the accountant may compose more tightly; any other name is treated as a generic ε-DP step. MCMC_EXPONENTIAL
     says the output was not sampled exactly, so the ε is a heuristic label (`exactly_sampled`)."""
+
     epsilon: float
     mechanism: str = "exponential"
     kind: ClassVar[str] = "pure_epsilon"
@@ -146,6 +153,7 @@ class ZCDPEvent:
     composition). `rho` is the filter's budget (what the plan reserves and the run records), never the realised
     sum. The accountant composes it as RDP α·ρ or through a dominating pair of its privacy profile
     (pipelines/privacy/accountant.py), never as fixed Gaussian or ε-DP steps."""
+
     rho: float
     mechanism: str = ""
     kind: ClassVar[str] = "zcdp"
@@ -167,6 +175,7 @@ class RepeatAndSelectEvent:
     law exactly (`samplers.logarithmic_trials`) and records the mean that bounds its rational γ from the
     conservative side (`repeat_select.trial_law`), so the accountant's law is the sampler's. Ledger rows written
     before the logarithmic law carry no shape and read back as the geometric law they drew."""
+
     candidates: tuple[tuple["Event", ...], ...]
     mean: float
     shape: float
@@ -181,17 +190,37 @@ class NonPrivateEvent:
     access is recorded like any other but is not composed into the data set's budget for external
     releases (its output never leaves the data holder); without the flag it costs ε = ∞ and is refused.
     """
+
     reason: str
     internal: bool = False
     kind: ClassVar[str] = "non_private"
 
 
-Event = Union[PoissonGaussianEvent, GaussianEvent, LaplaceEvent, DiscreteGaussianEvent, DiscreteLaplaceEvent,
-              PureEpsilonEvent, ZCDPEvent, RepeatAndSelectEvent, NonPrivateEvent]
-EVENT_TYPES: dict[str, type] = {t.kind: t for t in
-                                 (PoissonGaussianEvent, GaussianEvent, LaplaceEvent, DiscreteGaussianEvent,
-                                  DiscreteLaplaceEvent, PureEpsilonEvent, ZCDPEvent, RepeatAndSelectEvent,
-                                  NonPrivateEvent)}
+Event = Union[
+    PoissonGaussianEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    PureEpsilonEvent,
+    ZCDPEvent,
+    RepeatAndSelectEvent,
+    NonPrivateEvent,
+]
+EVENT_TYPES: dict[str, type] = {
+    t.kind: t
+    for t in (
+        PoissonGaussianEvent,
+        GaussianEvent,
+        LaplaceEvent,
+        DiscreteGaussianEvent,
+        DiscreteLaplaceEvent,
+        PureEpsilonEvent,
+        ZCDPEvent,
+        RepeatAndSelectEvent,
+        NonPrivateEvent,
+    )
+}
 
 
 def exactly_sampled(event: Event) -> bool:
@@ -207,8 +236,12 @@ def event_to_dict(event: Event) -> dict:
     """JSON-able form: {'kind': ..., **fields} (a selection's candidates as lists of such dicts; a
     PoissonGaussianEvent's `group` only when it is > 1)."""
     if isinstance(event, RepeatAndSelectEvent):
-        return {"kind": event.kind, "candidates": [[event_to_dict(e) for e in c] for c in event.candidates],
-                "mean": event.mean, "shape": event.shape}
+        return {
+            "kind": event.kind,
+            "candidates": [[event_to_dict(e) for e in c] for c in event.candidates],
+            "mean": event.mean,
+            "shape": event.shape,
+        }
     out = {"kind": event.kind, **asdict(event)}
     if isinstance(event, PoissonGaussianEvent) and event.group == 1:
         del out["group"]
@@ -219,8 +252,11 @@ def event_from_dict(d: dict) -> Event:
     d = dict(d)
     cls = EVENT_TYPES[d.pop("kind")]
     if cls is RepeatAndSelectEvent:
-        return RepeatAndSelectEvent(tuple(tuple(event_from_dict(e) for e in c) for c in d["candidates"]),
-                                    float(d["mean"]), float(d.get("shape", GEOMETRIC_SHAPE)))
+        return RepeatAndSelectEvent(
+            tuple(tuple(event_from_dict(e) for e in c) for c in d["candidates"]),
+            float(d["mean"]),
+            float(d.get("shape", GEOMETRIC_SHAPE)),
+        )
     names = {f.name for f in fields(cls)}
     return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -251,8 +287,10 @@ def validate_event(event: Event) -> None:
         width = event.sigma if isinstance(event, DiscreteGaussianEvent) else event.scale
         if not (width > 0 and math.isfinite(width)):
             bad = "sigma / scale must be positive and finite"
-        elif not all(isinstance(v, numbers.Integral) and v >= 1 for v in
-                     (event.sensitivity, event.count, getattr(event, "dims", 1))):
+        elif not all(
+            isinstance(v, numbers.Integral) and int(v) >= 1
+            for v in (event.sensitivity, event.count, getattr(event, "dims", 1))
+        ):
             bad = "sensitivity, count (and dims) must be integers >= 1"
     elif isinstance(event, ZCDPEvent):
         if not (event.rho > 0 and math.isfinite(event.rho)):
@@ -268,8 +306,10 @@ def validate_event(event: Event) -> None:
             for e in (e for c in event.candidates for e in c):
                 validate_event(e)
                 if isinstance(e, PoissonGaussianEvent) and e.group > 1:
-                    bad = ("a candidate holds DP-SGD at a unit of group > 1 rows, whose RDP curve is not available; "
-                           "private selection is accounted from each candidate's RDP curve "
-                           "(pipelines/privacy/accountant.py, selection_rdp)")
+                    bad = (
+                        "a candidate holds DP-SGD at a unit of group > 1 rows, whose RDP curve is not available; "
+                        "private selection is accounted from each candidate's RDP curve "
+                        "(pipelines/privacy/accountant.py, selection_rdp)"
+                    )
     if bad:
         raise ValueError(f"invalid {event.kind} event {event}: {bad}")

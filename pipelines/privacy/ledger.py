@@ -15,7 +15,8 @@ record, effective_events, spent and spent_rdp compose the rows of every table of
 A write is refused (InputError, nothing written) when the table's earlier rows carry another
 population or unit (the earlier releases were accounted there; a new name starts a new table), or
 when the population mixes tables with a declared unit and tables at one row (one budget composes at one
-neighbouring relation: a person; tables may differ in their unit's column and max_rows). A handle that has not declared a table *reads* it in the population its rows were written
+neighbouring relation: a person; tables may differ in their unit's column and max_rows). A handle that has not
+declared a table *reads* it in the population its rows were written
 under (a new table: its own), so an undeclared report never leaves a table's population out.
 
 Effective events of a population: for every reservation, its spent events if they were recorded,
@@ -56,6 +57,7 @@ in one transaction holding the database's write lock (SQLite: BEGIN IMMEDIATE; P
 exclusive table lock); the primary key on seq makes two writers that saw the same head collide
 rather than fork the chain on any other backend, and such collisions are retried.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -70,8 +72,22 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence, TypeVar
 
-from sqlalchemy import (Column, Connection, Integer, MetaData, String, Table, Text, and_, create_engine, event, exc,
-                        inspect, or_, select)
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    create_engine,
+    event,
+    exc,
+    inspect,
+    or_,
+    select,
+)
 
 from pipelines.data.schema import ROW_UNIT_NAME
 from pipelines.errors import BudgetExceededError, BudgetOverspentError, InputError, LedgerIntegrityError
@@ -80,7 +96,7 @@ from pipelines.privacy.accountant import epsilon_pld, epsilon_rdp
 from pipelines.privacy.events import Event, NonPrivateEvent, event_from_dict, event_to_dict
 
 GENESIS_HASH = "0" * 64
-PLAIN, HMAC = "sha256", "hmac-sha256"      # the two values of the `chain` column
+PLAIN, HMAC = "sha256", "hmac-sha256"  # the two values of the `chain` column
 LEDGER_KEY_CONTEXT = b"ledger-chain"
 HASHED_FIELDS = ("seq", "dataset", "run_id", "stage", "status", "reservation_seq", "event_json", "created_at")
 IDENTITY_FIELDS = ("population", "unit")  # hashed too where not the defaults (the data set, ROW_UNIT_NAME)
@@ -90,7 +106,8 @@ T = TypeVar("T")
 
 _metadata = MetaData()
 privacy_events = Table(
-    "privacy_events", _metadata,
+    "privacy_events",
+    _metadata,
     Column("seq", Integer, primary_key=True, autoincrement=False),
     Column("dataset", String(255), nullable=False, index=True),
     Column("run_id", String(255), nullable=False),
@@ -102,8 +119,8 @@ privacy_events = Table(
     Column("prev_hash", String(64), nullable=False),
     Column("row_hash", String(64), nullable=False),
     Column("chain", String(16), nullable=False, server_default=PLAIN),
-    Column("population", String(255), nullable=True),   # NULL: the row's data set
-    Column("unit", String(255), nullable=True),         # NULL: ROW_UNIT_NAME
+    Column("population", String(255), nullable=True),  # NULL: the row's data set
+    Column("unit", String(255), nullable=True),  # NULL: ROW_UNIT_NAME
 )
 
 
@@ -137,14 +154,17 @@ def row_hash(prev_hash: str, row: dict, key: bytes | None = None) -> str:
         payload = prev_hash + canonical_json(hashed_fields(row))
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
     if chain != HMAC:
-        raise LedgerIntegrityError(f"ledger row seq {row['seq']}: unknown chain '{chain}' (expected '{PLAIN}' or "
-                                   f"'{HMAC}')")
+        raise LedgerIntegrityError(
+            f"ledger row seq {row['seq']}: unknown chain '{chain}' (expected '{PLAIN}' or '{HMAC}')"
+        )
     if key is None:
         raise InputError(
             f"ledger row seq {row['seq']} is chained with HMAC-SHA256 under the steward key; reading its chain "
-            "or appending to it needs that key.", file="params.yaml (privacy.noise_key_file)",
+            "or appending to it needs that key.",
+            file="params.yaml (privacy.noise_key_file)",
             fix="set the environment variable SYNTHRELEASE_NOISE_KEY or privacy.noise_key_file to the steward "
-                "key this ledger was written with.")
+            "key this ledger was written with.",
+        )
     payload = prev_hash + canonical_json({**hashed_fields(row), "chain": chain})
     return hmac.new(key, payload.encode("utf-8"), hashlib.sha256).hexdigest()
 
@@ -152,15 +172,16 @@ def row_hash(prev_hash: str, row: dict, key: bytes | None = None) -> str:
 @dataclass(frozen=True)
 class Reservation:
     """A granted reservation: its planned rows and what they cost at the time of granting."""
+
     dataset: str
     run_id: str
     stage: str
-    seq: int                      # seq of the first planned row = reservation_seq of all its rows
+    seq: int  # seq of the first planned row = reservation_seq of all its rows
     row_ids: tuple[int, ...]
     events: tuple[Event, ...]
     delta: float
-    epsilon_planned: float        # ε of the planned events alone
-    epsilon_after: float          # the data set's ε once they are added
+    epsilon_planned: float  # ε of the planned events alone
+    epsilon_after: float  # the data set's ε once they are added
     budget_epsilon: float = math.inf  # the lifetime budget `record` re-checks the total against
 
 
@@ -207,8 +228,9 @@ class Ledger:
 
     # -- writing -------------------------------------------------------------------------------
 
-    def reserve(self, dataset: str, run_id: str, stage: str, events: Sequence[Event], delta: float,
-                budget_epsilon: float) -> Reservation:
+    def reserve(
+        self, dataset: str, run_id: str, stage: str, events: Sequence[Event], delta: float, budget_epsilon: float
+    ) -> Reservation:
         """Atomically check the budget of the data set's population and append `events` as 'planned' rows.
 
         Raises BudgetExceededError (nothing written) if ε(the population's effective events + `events`) at
@@ -219,7 +241,7 @@ class Ledger:
         events = tuple(events)
         if not events:
             raise ValueError("reserve needs at least one planned event")
-        planned = epsilon_pld(events, delta)        # validates the events; needs no lock
+        planned = epsilon_pld(events, delta)  # validates the events; needs no lock
         if not (budget_epsilon > 0):
             raise ValueError(f"budget_epsilon must be positive, got {budget_epsilon}")
 
@@ -228,8 +250,9 @@ class Ledger:
             identity, rows = self._writable_population(conn, dataset)
             after = _refuse_over_budget(rows, dataset, identity[0], events, delta, budget_epsilon)
             ids = self._append(conn, head, dataset, identity, run_id, stage, "planned", head[0] + 1, events)
-            return Reservation(dataset, run_id, stage, ids[0], tuple(ids), events, delta, planned, after,
-                               float(budget_epsilon))
+            return Reservation(
+                dataset, run_id, stage, ids[0], tuple(ids), events, delta, planned, after, float(budget_epsilon)
+            )
 
         return self._transact(write)
 
@@ -258,7 +281,7 @@ class Ledger:
         events = tuple(events)
         if not events:
             raise ValueError("record needs at least one actual event (the plan stays in force otherwise)")
-        epsilon_pld(events, reservation.delta)                 # validates the events; needs no lock
+        epsilon_pld(events, reservation.delta)  # validates the events; needs no lock
 
         def write(conn: Connection) -> tuple[list[int], BudgetOverspentError | None]:
             head = self._writable_head(conn)
@@ -268,28 +291,46 @@ class Ledger:
             if not planned:
                 raise ValueError(f"no reservation with seq {reservation.seq} for data set '{reservation.dataset}'")
             if any(r["status"] == "spent" for r in own):
-                raise ValueError(f"reservation {reservation.seq} of data set '{reservation.dataset}' "
-                                 "already has its actual events recorded")
+                raise ValueError(
+                    f"reservation {reservation.seq} of data set '{reservation.dataset}' "
+                    "already has its actual events recorded"
+                )
             others = external(_effective([r for r in rows if r["reservation_seq"] != reservation.seq]))
             after = epsilon_pld(others + external(events), reservation.delta)
-            ids = self._append(conn, head, reservation.dataset, identity, reservation.run_id, reservation.stage,
-                               "spent", reservation.seq, events)
+            ids = self._append(
+                conn,
+                head,
+                reservation.dataset,
+                identity,
+                reservation.run_id,
+                reservation.stage,
+                "spent",
+                reservation.seq,
+                events,
+            )
             over = None
             if not after <= reservation.budget_epsilon:
-                over = BudgetOverspentError(reservation.dataset, reservation.seq, reservation.stage,
-                                            epsilon_pld(others, reservation.delta),
-                                            epsilon_pld(planned, reservation.delta),
-                                            epsilon_pld(events, reservation.delta), after,
-                                            reservation.budget_epsilon, ids)
+                over = BudgetOverspentError(
+                    reservation.dataset,
+                    reservation.seq,
+                    reservation.stage,
+                    epsilon_pld(others, reservation.delta),
+                    epsilon_pld(planned, reservation.delta),
+                    epsilon_pld(events, reservation.delta),
+                    after,
+                    reservation.budget_epsilon,
+                    ids,
+                )
             return ids, over
 
         ids, over = self._transact(write)
-        if over is not None:                                    # raised only once the rows are committed
+        if over is not None:  # raised only once the rows are committed
             raise over
         return ids
 
-    def session(self, dataset: str, run_id: str, stage: str, delta: float, budget_epsilon: float,
-                internal: bool = False) -> LedgerSession:
+    def session(
+        self, dataset: str, run_id: str, stage: str, delta: float, budget_epsilon: float, internal: bool = False
+    ) -> LedgerSession:
         """A `pipelines.generators.base.BudgetSession` bound to one (data set, run, stage); `internal`:
         the stage serves an internal-only release, so its non-private events are marked internal."""
         return LedgerSession(self, dataset, run_id, stage, delta, budget_epsilon, internal)
@@ -348,18 +389,25 @@ class Ledger:
         rows = self.rows()
         for i, row in enumerate(rows, start=1):
             if row["seq"] != i:
-                raise LedgerIntegrityError(f"ledger row {i}: expected seq {i}, found seq {row['seq']} "
-                                           "(rows deleted or inserted)")
+                raise LedgerIntegrityError(
+                    f"ledger row {i}: expected seq {i}, found seq {row['seq']} (rows deleted or inserted)"
+                )
             if row["prev_hash"] != prev:
-                raise LedgerIntegrityError(f"ledger row seq {i}: prev_hash does not match row {i - 1}'s row_hash "
-                                           "(the chain is broken: a row was deleted, inserted or rewritten)")
+                raise LedgerIntegrityError(
+                    f"ledger row seq {i}: prev_hash does not match row {i - 1}'s row_hash "
+                    "(the chain is broken: a row was deleted, inserted or rewritten)"
+                )
             if hmac_from is not None and row["chain"] != HMAC:
-                raise LedgerIntegrityError(f"ledger row seq {i}: chain '{row['chain']}' after HMAC rows from seq "
-                                           f"{hmac_from} (an HMAC chain never goes back to plain hashes: rows were "
-                                           "rewritten)")
+                raise LedgerIntegrityError(
+                    f"ledger row seq {i}: chain '{row['chain']}' after HMAC rows from seq "
+                    f"{hmac_from} (an HMAC chain never goes back to plain hashes: rows were "
+                    "rewritten)"
+                )
             if row_hash(prev, row, self._key) != row["row_hash"]:
-                raise LedgerIntegrityError(f"ledger row seq {i}: row_hash does not recompute under its chain "
-                                           f"'{row['chain']}' (the row was edited, or rewritten without the key)")
+                raise LedgerIntegrityError(
+                    f"ledger row seq {i}: row_hash does not recompute under its chain "
+                    f"'{row['chain']}' (the row was edited, or rewritten without the key)"
+                )
             if row["chain"] == HMAC and hmac_from is None:
                 hmac_from = i
             prev = row["row_hash"]
@@ -369,13 +417,23 @@ class Ledger:
             if found != expected:
                 raise LedgerIntegrityError(
                     f"the ledger has {len(rows)} rows, but the recorded head is row seq {seq} with hash {expected}; "
-                    + (f"rows {len(rows) + 1}..{seq} (and any after) were deleted" if found is None else
-                       f"row {seq} now has hash {found} (rows up to it were rewritten)"))
+                    + (
+                        f"rows {len(rows) + 1}..{seq} (and any after) were deleted"
+                        if found is None
+                        else f"row {seq} now has hash {found} (rows up to it were rewritten)"
+                    )
+                )
         elif expect_head is not None and prev != expect_head:
-            raise LedgerIntegrityError(f"ledger head is {prev} after {len(rows)} rows, expected {expect_head} "
-                                       "(rows at the end were deleted, or rows were appended since)")
-        return {"rows": len(rows), "head": prev, "chain": rows[-1]["chain"] if rows else PLAIN,
-                "hmac_from_seq": hmac_from}
+            raise LedgerIntegrityError(
+                f"ledger head is {prev} after {len(rows)} rows, expected {expect_head} "
+                "(rows at the end were deleted, or rows were appended since)"
+            )
+        return {
+            "rows": len(rows),
+            "head": prev,
+            "chain": rows[-1]["chain"] if rows else PLAIN,
+            "hmac_from_seq": hmac_from,
+        }
 
     def head(self) -> dict[str, Any]:
         """The verified chain's head as a release records it: {"seq", "hash", "chain"}."""
@@ -404,12 +462,16 @@ class Ledger:
                 f"'{population}', privacy unit '{unit}'. A table's earlier releases were accounted in the lifetime "
                 "budget of their population at their unit, so they cannot be moved to another.",
                 fix=f"declare the same privacy_unit and population in the schema as earlier releases of "
-                    f"'{dataset}', or release under a new data set name, which starts a new table in the "
-                    "population.")
+                f"'{dataset}', or release under a new data set name, which starts a new table in the "
+                "population.",
+            )
         rows = _population_rows(conn, population)
-        per_row = unit == ROW_UNIT_NAME   # a declared unit (any column, any max_rows) protects a person; a row does not
-        others = list(dict.fromkeys((r["dataset"], row_identity(r)[1]) for r in rows
-                                    if (row_identity(r)[1] == ROW_UNIT_NAME) != per_row))
+        per_row = unit == ROW_UNIT_NAME  # a declared unit (any column, any max_rows) protects a person; a row does not
+        others = list(
+            dict.fromkeys(
+                (r["dataset"], row_identity(r)[1]) for r in rows if (row_identity(r)[1] == ROW_UNIT_NAME) != per_row
+            )
+        )
         if others:
             tables = ", ".join(f"'{d}' (privacy unit '{u}')" for d, u in others)
             raise InputError(
@@ -418,28 +480,56 @@ class Ledger:
                 "lifetime budget composes their events at one neighbouring relation; a row-level event does not "
                 "protect a person with several rows).",
                 fix=f"declare a privacy_unit in every schema of population '{population}' (each table its own "
-                    "max_rows), or give this table another population.")
+                "max_rows), or give this table another population.",
+            )
         return (population, unit), rows
 
     # -- appending -----------------------------------------------------------------------------
 
     def _writable_head(self, conn: Connection) -> tuple[int, str]:
         """(seq, row_hash) of the last row; refuses (InputError) to append plain rows after HMAC ones."""
-        row = conn.execute(select(privacy_events.c.seq, privacy_events.c.row_hash, privacy_events.c.chain)
-                           .order_by(privacy_events.c.seq.desc()).limit(1)).first()
+        row = conn.execute(
+            select(privacy_events.c.seq, privacy_events.c.row_hash, privacy_events.c.chain)
+            .order_by(privacy_events.c.seq.desc())
+            .limit(1)
+        ).first()
         if row is None:
             return 0, GENESIS_HASH
         if row.chain == HMAC and self._key is None:
-            raise InputError(f"the ledger's last row (seq {row.seq}) is chained with HMAC-SHA256 under the steward "
-                             "key; appending needs that key (a plain row after it would break the chain).",
-                             file="params.yaml (privacy.noise_key_file)",
-                             fix="set the environment variable SYNTHRELEASE_NOISE_KEY or privacy.noise_key_file.")
+            raise InputError(
+                f"the ledger's last row (seq {row.seq}) is chained with HMAC-SHA256 under the steward "
+                "key; appending needs that key (a plain row after it would break the chain).",
+                file="params.yaml (privacy.noise_key_file)",
+                fix="set the environment variable SYNTHRELEASE_NOISE_KEY or privacy.noise_key_file.",
+            )
         return row.seq, row.row_hash
 
-    def _append(self, conn: Connection, head: tuple[int, str], dataset: str, identity: tuple[str, str],
-                run_id: str, stage: str, status: str, reservation_seq: int, events: Sequence[Event]) -> list[int]:
-        return _append(conn, head[0], head[1], dataset, identity, run_id, stage, status, reservation_seq, events,
-                       self.chain, self._key)
+    def _append(
+        self,
+        conn: Connection,
+        head: tuple[int, str],
+        dataset: str,
+        identity: tuple[str, str],
+        run_id: str,
+        stage: str,
+        status: str,
+        reservation_seq: int,
+        events: Sequence[Event],
+    ) -> list[int]:
+        return _append(
+            conn,
+            head[0],
+            head[1],
+            dataset,
+            identity,
+            run_id,
+            stage,
+            status,
+            reservation_seq,
+            events,
+            self.chain,
+            self._key,
+        )
 
     # -- transactions --------------------------------------------------------------------------
 
@@ -469,8 +559,16 @@ class Ledger:
 class LedgerSession:
     """What a generator sees of the ledger (the protocol in pipelines.generators.base)."""
 
-    def __init__(self, ledger: Ledger, dataset: str, run_id: str, stage: str, delta: float,
-                 budget_epsilon: float, internal: bool = False) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        dataset: str,
+        run_id: str,
+        stage: str,
+        delta: float,
+        budget_epsilon: float,
+        internal: bool = False,
+    ) -> None:
         self.ledger, self.dataset, self.run_id, self.stage = ledger, dataset, run_id, stage
         self.delta, self.budget_epsilon, self.internal = delta, budget_epsilon, internal
         self.reservation: Reservation | None = None
@@ -479,10 +577,12 @@ class LedgerSession:
     def reserve(self, events: list[Event]) -> None:
         """Reserve the stage's planned events (once); raises BudgetExceededError before any data is read."""
         if self.reservation is not None:
-            raise ValueError(f"session {self.dataset}/{self.run_id}/{self.stage} already holds reservation "
-                             f"{self.reservation.seq}")
-        self.reservation = self.ledger.reserve(self.dataset, self.run_id, self.stage, self._mark(events),
-                                               self.delta, self.budget_epsilon)
+            raise ValueError(
+                f"session {self.dataset}/{self.run_id}/{self.stage} already holds reservation {self.reservation.seq}"
+            )
+        self.reservation = self.ledger.reserve(
+            self.dataset, self.run_id, self.stage, self._mark(events), self.delta, self.budget_epsilon
+        )
 
     def record(self, events: list[Event]) -> list[int]:
         """Record the actual events of this session's reservation; returns (and keeps) their row ids."""
@@ -504,6 +604,7 @@ class LedgerSession:
 
 # -- helpers ---------------------------------------------------------------------------------------
 
+
 def _sqlite_manual_transactions(dbapi_connection, _record) -> None:
     # Stop the sqlite3 driver from issuing its own (deferred) BEGIN; `_sqlite_begin` emits ours.
     dbapi_connection.isolation_level = None
@@ -523,8 +624,9 @@ def _create_or_migrate(conn: Connection) -> None:
     # PostgreSQL: two processes opening an old ledger at once must not both fail (SQLite serialises them)
     guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""
     if "chain" not in have:
-        conn.exec_driver_sql(f"ALTER TABLE privacy_events ADD COLUMN {guard}chain VARCHAR(16) NOT NULL "
-                             f"DEFAULT '{PLAIN}'")
+        conn.exec_driver_sql(
+            f"ALTER TABLE privacy_events ADD COLUMN {guard}chain VARCHAR(16) NOT NULL DEFAULT '{PLAIN}'"
+        )
     for name in IDENTITY_FIELDS:
         if name not in have:
             conn.exec_driver_sql(f"ALTER TABLE privacy_events ADD COLUMN {guard}{name} VARCHAR(255)")
@@ -558,24 +660,39 @@ def external(events: Sequence[Event]) -> list[Event]:
     return [e for e in events if not (isinstance(e, NonPrivateEvent) and e.internal)]
 
 
-def _refuse_over_budget(rows: list[dict], dataset: str, population: str, events: Sequence[Event], delta: float,
-                        budget_epsilon: float) -> float:
+def _refuse_over_budget(
+    rows: list[dict], dataset: str, population: str, events: Sequence[Event], delta: float, budget_epsilon: float
+) -> float:
     """ε of the population's effective `rows` plus `events`; BudgetExceededError if above `budget_epsilon`."""
     current = external(_effective(rows))
     after = epsilon_pld(current + external(events), delta)
     if after > budget_epsilon:
         planned = epsilon_pld(events, delta)
         tables = list(dict.fromkeys([*(r["dataset"] for r in rows), dataset]))
-        shared = "" if tables == [population] else (
-            f"the spent ε is that of population '{population}', whose lifetime budget tables "
-            f"{', '.join(repr(t) for t in tables)} share; ")
+        shared = (
+            ""
+            if tables == [population]
+            else (
+                f"the spent ε is that of population '{population}', whose lifetime budget tables "
+                f"{', '.join(repr(t) for t in tables)} share; "
+            )
+        )
+        fix: str | None
         if not math.isfinite(planned):
-            fix = shared + ("a non-private (epsilon: inf) stage can only serve an internal release: train with a "
-                            "finite epsilon, or set privacy.internal_release: true in params.yaml if nothing it "
-                            "produces will leave your organisation")
+            fix = shared + (
+                "a non-private (epsilon: inf) stage can only serve an internal release: train with a "
+                "finite epsilon, or set privacy.internal_release: true in params.yaml if nothing it "
+                "produces will leave your organisation"
+            )
         else:  # a table that is its own population keeps BudgetExceededError's own fix
-            fix = (shared + "lower the stage's epsilon, or raise the population's lifetime budget only if your "
-                   "privacy officer approves") if shared else None
+            fix = (
+                (
+                    shared + "lower the stage's epsilon, or raise the population's lifetime budget only if your "
+                    "privacy officer approves"
+                )
+                if shared
+                else None
+            )
         raise BudgetExceededError(dataset, epsilon_pld(current, delta), planned, after, budget_epsilon, fix)
     return after
 
@@ -584,18 +701,42 @@ def _effective(rows: list[dict]) -> list[Event]:
     by_reservation: dict[int, dict[str, list[Event]]] = defaultdict(lambda: {"planned": [], "spent": []})
     for row in rows:
         by_reservation[row["reservation_seq"]][row["status"]].append(_event(row))
-    return [e for res in sorted(by_reservation) for e in (by_reservation[res]["spent"] or by_reservation[res]["planned"])]
+    return [
+        e for res in sorted(by_reservation) for e in (by_reservation[res]["spent"] or by_reservation[res]["planned"])
+    ]
 
 
-def _append(conn: Connection, head_seq: int, head_hash: str, dataset: str, identity: tuple[str, str], run_id: str,
-            stage: str, status: str, reservation_seq: int, events: Sequence[Event], chain: str = PLAIN,
-            key: bytes | None = None) -> list[int]:
+def _append(
+    conn: Connection,
+    head_seq: int,
+    head_hash: str,
+    dataset: str,
+    identity: tuple[str, str],
+    run_id: str,
+    stage: str,
+    status: str,
+    reservation_seq: int,
+    events: Sequence[Event],
+    chain: str = PLAIN,
+    key: bytes | None = None,
+) -> list[int]:
     created_at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
-    rows, prev = [], head_hash
+    rows: list[dict[str, Any]] = []
+    prev = head_hash
     for i, e in enumerate(events, start=1):
-        row = {"seq": head_seq + i, "dataset": dataset, "run_id": run_id, "stage": stage, "status": status,
-               "reservation_seq": reservation_seq, "event_json": canonical_json(event_to_dict(e)),
-               "created_at": created_at, "chain": chain, "population": identity[0], "unit": identity[1]}
+        row: dict[str, Any] = {
+            "seq": head_seq + i,
+            "dataset": dataset,
+            "run_id": run_id,
+            "stage": stage,
+            "status": status,
+            "reservation_seq": reservation_seq,
+            "event_json": canonical_json(event_to_dict(e)),
+            "created_at": created_at,
+            "chain": chain,
+            "population": identity[0],
+            "unit": identity[1],
+        }
         row["prev_hash"], row["row_hash"] = prev, row_hash(prev, row, key)
         prev = row["row_hash"]
         rows.append(row)

@@ -11,8 +11,10 @@ Published values use exact samplers on integers (`pipelines/privacy/samplers.py`
 `lattice_gaussian_mechanism` and `lattice_laplace_mechanism` on real queries snapped exactly to a lattice first,
 and `exponential_mechanism` by exact rejection sampling. `gaussian_mechanism` and `laplace_mechanism` (float
 noise from NumPy) remain only for values that never leave the steward's side: PEARL's and IW-MMD-GAN's noisy
-embeddings (`pipelines/privacy/embeddings.py`, `weighted_embedding.py`), which train a generator in-process.
+embeddings (`pipelines/generators/mechanisms/embeddings.py`, `weighted_embedding.py`), which train a generator
+in-process.
 """
+
 from __future__ import annotations
 
 from fractions import Fraction
@@ -20,12 +22,19 @@ from fractions import Fraction
 import numpy as np
 
 from pipelines.privacy import samplers
-from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, GaussianEvent, LaplaceEvent,
-                                      PureEpsilonEvent, validate_event)
+from pipelines.privacy.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    PureEpsilonEvent,
+    validate_event,
+)
 
 
-def gaussian_mechanism(value: np.ndarray, l2_sensitivity: float, sigma: float,
-                       rng: np.random.Generator, query: str = "") -> tuple[np.ndarray, GaussianEvent]:
+def gaussian_mechanism(
+    value: np.ndarray, l2_sensitivity: float, sigma: float, rng: np.random.Generator, query: str = ""
+) -> tuple[np.ndarray, GaussianEvent]:
     """`value` + N(0, σ² I), and the GaussianEvent(σ, Δ₂, `query`) to record.
 
     Contract: for every add/remove-one neighbour D', ‖value(D) − value(D')‖₂ ≤ `l2_sensitivity`.
@@ -39,8 +48,9 @@ def gaussian_mechanism(value: np.ndarray, l2_sensitivity: float, sigma: float,
     return value + rng.normal(0.0, sigma, size=value.shape), event
 
 
-def laplace_mechanism(value: np.ndarray, l1_sensitivity: float, scale: float,
-                      rng: np.random.Generator) -> tuple[np.ndarray, LaplaceEvent]:
+def laplace_mechanism(
+    value: np.ndarray, l1_sensitivity: float, scale: float, rng: np.random.Generator
+) -> tuple[np.ndarray, LaplaceEvent]:
     """`value` + i.i.d. Laplace(0, b) noise per coordinate, and the LaplaceEvent(b, Δ₁) to record.
 
     Contract: for every add/remove-one neighbour D', ‖value(D) − value(D')‖₁ ≤ `l1_sensitivity`.
@@ -53,8 +63,9 @@ def laplace_mechanism(value: np.ndarray, l1_sensitivity: float, scale: float,
     return value + rng.laplace(0.0, scale, size=value.shape), event
 
 
-def exponential_mechanism(scores: np.ndarray, sensitivity: float, epsilon: float,
-                          rng: np.random.Generator) -> tuple[int, PureEpsilonEvent]:
+def exponential_mechanism(
+    scores: np.ndarray, sensitivity: float, epsilon: float, rng: np.random.Generator
+) -> tuple[int, PureEpsilonEvent]:
     """Index r drawn with probability ∝ exp(ε·score_r / (2Δ)), and the PureEpsilonEvent(ε) to record.
 
     Contract: `scores[r]` = u(D, r) with |u(D, r) − u(D', r)| ≤ Δ = `sensitivity` for every
@@ -75,10 +86,10 @@ def exponential_mechanism(scores: np.ndarray, sensitivity: float, epsilon: float
     return samplers.exponential_index(rng, scores, sensitivity, epsilon), event
 
 
-def _integers(value: np.ndarray) -> np.ndarray:
+def _integers(value: np.ndarray | int) -> np.ndarray:
     v = np.asarray(value)
     if v.dtype.kind == "f":
-        if not (np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2.0 ** 62)):
+        if not (np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.abs(v) < 2.0**62)):
             raise ValueError("an integer query must hold integers (a real query goes through a lattice_* mechanism)")
         return v.astype(np.int64)
     if v.dtype.kind not in "iub":
@@ -86,8 +97,9 @@ def _integers(value: np.ndarray) -> np.ndarray:
     return v.astype(np.int64)
 
 
-def discrete_gaussian_mechanism(value: np.ndarray, sensitivity: int, sigma: float, rng: np.random.Generator,
-                                count: int = 1, query: str = "") -> tuple[np.ndarray, DiscreteGaussianEvent]:
+def discrete_gaussian_mechanism(
+    value: np.ndarray, sensitivity: int, sigma: float, rng: np.random.Generator, count: int = 1, query: str = ""
+) -> tuple[np.ndarray, DiscreteGaussianEvent]:
     """`value` (integers) + i.i.d. discrete Gaussian N_ℤ(0, σ²) per coordinate, drawn exactly, as int64, and the
     DiscreteGaussianEvent(σ, Δ, count, `query`) to record.
 
@@ -102,9 +114,15 @@ def discrete_gaussian_mechanism(value: np.ndarray, sensitivity: int, sigma: floa
     return v + samplers.discrete_gaussian(rng, event.sigma, v.size).reshape(v.shape), event
 
 
-def discrete_laplace_mechanism(value: np.ndarray, sensitivity: int, scale: float, rng: np.random.Generator,
-                               count: int = 1, dims: int = 1,
-                               query: str = "") -> tuple[np.ndarray, DiscreteLaplaceEvent]:
+def discrete_laplace_mechanism(
+    value: np.ndarray | int,
+    sensitivity: int,
+    scale: float,
+    rng: np.random.Generator,
+    count: int = 1,
+    dims: int = 1,
+    query: str = "",
+) -> tuple[np.ndarray, DiscreteLaplaceEvent]:
     """`value` (integers) + i.i.d. discrete Laplace Lap_ℤ(t) per coordinate (P(y) ∝ e^{−|y|/t}, t = `scale`),
     drawn exactly, as int64, and the DiscreteLaplaceEvent(t, Δ, count, dims, `query`) to record.
 
@@ -112,8 +130,9 @@ def discrete_laplace_mechanism(value: np.ndarray, sensitivity: int, scale: float
     ≤ Δ = `sensitivity`. The log mass ratio of an output is Σ_i (|y_i − v'_i| − |y_i − v_i|)/t ≤ ‖v − v'‖₁/t per
     block (triangle inequality): each block is (Δ/t)-DP, the event count·Δ/t-DP; dims = 1 is accounted exactly.
     """
-    event = DiscreteLaplaceEvent(scale=float(scale), sensitivity=int(sensitivity), count=int(count), dims=int(dims),
-                                 query=query)
+    event = DiscreteLaplaceEvent(
+        scale=float(scale), sensitivity=int(sensitivity), count=int(count), dims=int(dims), query=query
+    )
     validate_event(event)
     v = _integers(value)
     return v + samplers.discrete_laplace(rng, event.scale, v.size).reshape(v.shape), event
@@ -128,8 +147,9 @@ def lattice_unit(sensitivity: float, steps: int) -> Fraction:
     return Fraction(float(sensitivity)) / int(steps)
 
 
-def lattice_gaussian_mechanism(value: np.ndarray, unit: Fraction, event: DiscreteGaussianEvent,
-                               rng: np.random.Generator) -> np.ndarray:
+def lattice_gaussian_mechanism(
+    value: np.ndarray, unit: Fraction, event: DiscreteGaussianEvent, rng: np.random.Generator
+) -> np.ndarray:
     """Real `value` snapped to the lattice γℤ (γ = `unit`, exact rounding) + discrete Gaussian noise of `event`
     (σ in lattice units), returned in the value's units: γ·(round(value/γ) + Y).
 
@@ -143,8 +163,9 @@ def lattice_gaussian_mechanism(value: np.ndarray, unit: Fraction, event: Discret
     return noisy.astype(np.float64) * float(unit)
 
 
-def lattice_laplace_mechanism(value: np.ndarray, unit: Fraction, event: DiscreteLaplaceEvent,
-                              rng: np.random.Generator) -> np.ndarray:
+def lattice_laplace_mechanism(
+    value: np.ndarray, unit: Fraction, event: DiscreteLaplaceEvent, rng: np.random.Generator
+) -> np.ndarray:
     """Real `value` snapped to the lattice γℤ (exact rounding) + discrete Laplace noise of `event` (scale in lattice
     units), in the value's units: γ·(round(value/γ) + Y) (`lattice_gaussian_mechanism`, same reasoning)."""
     validate_event(event)

@@ -38,6 +38,7 @@ Sampling from a trained model is post-processing and draws from a torch.Generato
 rng (`generators.sampling.sample_rows`). Noise is never ambient: a `NoiseSource` is passed to whatever draws it,
 and `Streams` binds it to one fit's privacy and public seed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,6 +50,7 @@ import secrets
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -58,11 +60,22 @@ from pipelines.errors import InputError
 from pipelines.io import canonical_json
 
 KEY_ENV = "SYNTHRELEASE_NOISE_KEY"
-MIN_KEY_HEX = 64                                   # 256-bit keys
-KEY_BYTES = 16                                     # AES-128: the CSPRNG's key
-DOMAIN = b"synthrelease/noise/v2"                  # the HMAC's domain separator (v1: 63-bit seeds)
-LIBRARIES = ("numpy", "torch", "randomgen", "mbi", "jax", "scipy", "scikit-learn", "pandas", "pyarrow", "opacus",
-             "dp-accounting")
+MIN_KEY_HEX = 64  # 256-bit keys
+KEY_BYTES = 16  # AES-128: the CSPRNG's key
+DOMAIN = b"synthrelease/noise/v2"  # the HMAC's domain separator (v1: 63-bit seeds)
+LIBRARIES = (
+    "numpy",
+    "torch",
+    "randomgen",
+    "mbi",
+    "jax",
+    "scipy",
+    "scikit-learn",
+    "pandas",
+    "pyarrow",
+    "opacus",
+    "dp-accounting",
+)
 
 
 def load_noise_key(key_file: str | None, repo_root: Path) -> bytes | None:
@@ -72,20 +85,27 @@ def load_noise_key(key_file: str | None, repo_root: Path) -> bytes | None:
     if not text and key_file:
         path = Path(key_file).expanduser().resolve()
         if path.is_relative_to(Path(repo_root).resolve()):
-            raise InputError(f"the noise key file lies inside the repository ({path}); it would be committed "
-                             "or copied into artefacts.", file="params.yaml (privacy.noise_key_file)",
-                             fix="move the key outside the repository and point privacy.noise_key_file at it.")
+            raise InputError(
+                f"the noise key file lies inside the repository ({path}); it would be committed "
+                "or copied into artefacts.",
+                file="params.yaml (privacy.noise_key_file)",
+                fix="move the key outside the repository and point privacy.noise_key_file at it.",
+            )
         if not path.is_file():
-            raise InputError(f"the noise key file {path} does not exist.",
-                             file="params.yaml (privacy.noise_key_file)",
-                             fix="create it with: python -c 'import secrets; print(secrets.token_hex(32))' > FILE")
+            raise InputError(
+                f"the noise key file {path} does not exist.",
+                file="params.yaml (privacy.noise_key_file)",
+                fix="create it with: python -c 'import secrets; print(secrets.token_hex(32))' > FILE",
+            )
         text, source = path.read_text(), f"key file {path}"
     if not text:
         return None
     text = text.strip()
     if not re.fullmatch(r"[0-9a-fA-F]+", text) or len(text) < MIN_KEY_HEX or len(text) % 2:
-        raise InputError(f"the noise key in the {source} must be at least {MIN_KEY_HEX} hex digits (256 bits).",
-                         fix="generate one with: python -c 'import secrets; print(secrets.token_hex(32))'")
+        raise InputError(
+            f"the noise key in the {source} must be at least {MIN_KEY_HEX} hex digits (256 bits).",
+            fix="generate one with: python -c 'import secrets; print(secrets.token_hex(32))'",
+        )
     return bytes.fromhex(text)
 
 
@@ -103,7 +123,7 @@ def code_version() -> str:
 
 def library_versions() -> dict[str, str | None]:
     """The installed version of each numerical library in LIBRARIES (None: absent): part of every code version."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in LIBRARIES:
         try:
             versions[name] = importlib.metadata.version(name)
@@ -121,15 +141,17 @@ def binding_facts(hashes: Mapping[str, str], epsilon: float, delta: float, **mor
 @dataclass(frozen=True)
 class NoiseBinding:
     """A steward-held key and what one private step's noise is bound to (module docstring)."""
+
     key: bytes
-    inputs: Callable[[], Mapping[str, str]]        # lazy: the inputs are hashed at the first draw (after reserve)
+    inputs: Callable[[], Mapping[str, str]]  # lazy: the inputs are hashed at the first draw (after reserve)
     stage: str
     facts: Mapping[str, Any] = field(default_factory=dict)
 
     def material(self, context: str) -> bytes:
         """HMAC-SHA256(key, domain | canonical JSON of stage, input hashes, facts and `context`)."""
-        message = canonical_json({"stage": self.stage, "inputs": dict(self.inputs()), "facts": dict(self.facts),
-                                  "context": context})
+        message = canonical_json(
+            {"stage": self.stage, "inputs": dict(self.inputs()), "facts": dict(self.facts), "context": context}
+        )
         return hmac.new(self.key, DOMAIN + b"\x1f" + message.encode(), hashlib.sha256).digest()
 
 
@@ -153,18 +175,24 @@ class NoiseSource:
     `binding`: a steward key and what it binds (keyed, reproducible noise); `noise_seed`: an integer for
     tests and audits only (a published noise seed voids the guarantee). Neither: fresh OS entropy.
     """
+
     binding: NoiseBinding | None = None
     noise_seed: int | None = None
 
     @classmethod
-    def keyed(cls, key: bytes | None, inputs: Callable[[], Mapping[str, str] | str], stage: str,
-              facts: Mapping[str, Any] | str = ()) -> "NoiseSource":
+    def keyed(
+        cls,
+        key: bytes | None,
+        inputs: Callable[[], Mapping[str, str] | str],
+        stage: str,
+        facts: Mapping[str, Any] | str = MappingProxyType({}),
+    ) -> "NoiseSource":
         """Noise HMAC-derived from `key` and bound to the stage, its inputs' hashes (`inputs()`, called at the
         first draw; a plain string is the one input "data") and its public `facts` (a plain string: the params
         hash); OS entropy if `key` is None."""
         if key is None:
             return cls()
-        lazy = (lambda: (lambda got: {"data": got} if isinstance(got, str) else dict(got))(inputs()))
+        lazy = lambda: (lambda got: {"data": got} if isinstance(got, str) else dict(got))(inputs())
         facts = {"params": facts} if isinstance(facts, str) else dict(facts)
         return cls(NoiseBinding(key, lazy, stage, facts))
 
@@ -213,6 +241,7 @@ class Streams:
     """The random streams of one fit or estimator: a noise source, whether the fit is private (ε < ∞; else
     every stream derives from the public `seed`) and that seed. Every generator and weight estimator draws
     its noise, Poisson batches and noise-coupled draws from here; nothing else decides."""
+
     source: NoiseSource
     private: bool
     seed: int
@@ -229,9 +258,11 @@ class Streams:
         torch.rand."""
         if not self.private:
             import torch
+
             material = self.source.material(context, private=False, seed=self.seed)
             return torch.Generator(device=device).manual_seed(int.from_bytes(material[:8], "big") >> 1)
         from pipelines.privacy.dpsgd import SecureGenerator
+
         return SecureGenerator(self.numpy(context), device)
 
     def training(self, context: str, device: str = "cpu"):

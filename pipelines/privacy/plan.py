@@ -10,6 +10,7 @@ A generator that calibrates its samples to noisy marginals (`pipelines/marginal/
 `CalibrationPlan` in the optional `calibration` field: then `epsilon` is the generator's whole target, the method
 was planned at `calibration.method_epsilon` and `events` ends with the calibration's one Gaussian event.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,6 +30,7 @@ class CalibrationPlan:
     at ((1 − share)·ε), `epsilon` = the calibration's own ε at the plan's δ (its event alone), that `event`
     (one Gaussian of the joint query, or a NonPrivateEvent) and `w_max`: the public bound of the importance
     weights when the marginals are weighted counts (`PrivateGenerator.calibration_weights`), None for plain counts."""
+
     share: float
     sigma: float
     marginals: tuple[tuple[str, ...], ...]
@@ -38,21 +40,34 @@ class CalibrationPlan:
     w_max: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"share": self.share, "sigma": self.sigma, "marginals": [list(m) for m in self.marginals],
-                "method_epsilon": self.method_epsilon, "epsilon": self.epsilon, "event": event_to_dict(self.event),
-                "w_max": self.w_max}
+        return {
+            "share": self.share,
+            "sigma": self.sigma,
+            "marginals": [list(m) for m in self.marginals],
+            "method_epsilon": self.method_epsilon,
+            "epsilon": self.epsilon,
+            "event": event_to_dict(self.event),
+            "w_max": self.w_max,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CalibrationPlan":
-        return cls(share=float(d["share"]), sigma=float(d["sigma"]), marginals=tuple(tuple(m) for m in d["marginals"]),
-                   method_epsilon=float(d["method_epsilon"]), epsilon=float(d["epsilon"]),
-                   event=event_from_dict(d["event"]), w_max=None if d.get("w_max") is None else float(d["w_max"]))
+        return cls(
+            share=float(d["share"]),
+            sigma=float(d["sigma"]),
+            marginals=tuple(tuple(m) for m in d["marginals"]),
+            method_epsilon=float(d["method_epsilon"]),
+            epsilon=float(d["epsilon"]),
+            event=event_from_dict(d["event"]),
+            w_max=None if d.get("w_max") is None else float(d["w_max"]),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
 class PrivacyPlan:
     """The common part of every plan: n̂ (public), the target budget, the events to reserve and record and, when
     the samples are calibrated, the calibration (its event is the last of `events`)."""
+
     n_rows: int
     epsilon: float
     delta: float
@@ -100,6 +115,7 @@ PLAN_TYPES[PrivacyPlan.kind] = PrivacyPlan
 class DPSGDPlan(PrivacyPlan):
     """One DP-SGD phase (Abadi et al. 2016, Alg. 1): noise multiplier σ, Poisson rate q = B/n̂, T steps,
     clipping norm C (∞ and σ = 0 when ε = ∞)."""
+
     noise_multiplier: float
     sample_rate: float
     steps: int
@@ -113,7 +129,7 @@ def plan_from_dict(d: dict[str, Any]) -> PrivacyPlan:
     cls = PLAN_TYPES[d.pop("kind", PrivacyPlan.kind)]
     values: dict[str, Any] = {}
     for f in fields(cls):
-        v = d.get(f.name) if f.name == "calibration" else d[f.name]  # plans saved before calibration lack it
+        v: Any = d.get(f.name) if f.name == "calibration" else d[f.name]  # plans saved before calibration lack it
         if f.name == "events":
             v = tuple(event_from_dict(e) for e in v)
         elif f.name == "calibration" and v is not None:

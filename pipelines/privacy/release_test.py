@@ -39,6 +39,7 @@ solved for x. A table whose excess share of training rows near S is at most `exc
 probability ≥ `confidence` whatever M is. (Adding the variances instead, z_c·√(σ² + 2t²), under-covers the
 Laplace's heavier tail: at ε = 0.01 it refuses ≈ 1.8 % of fresh tables at `confidence` 0.99.)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,8 +75,9 @@ def planned_event(epsilon: float, holdout_fraction: float, max_rows: int = 1) ->
     return DiscreteLaplaceEvent(scale=sensitivity / float(epsilon), sensitivity=sensitivity, query=QUERY)
 
 
-def threshold(n_rows: int, holdout_fraction: float, epsilon: float, excess_max: float, confidence: float,
-              max_rows: int = 1) -> float:
+def threshold(
+    n_rows: int, holdout_fraction: float, epsilon: float, excess_max: float, confidence: float, max_rows: int = 1
+) -> float:
     """τ of the module docstring, from public facts only (k = `max_rows` rows per privacy unit)."""
     a, b = split_weights(holdout_fraction)
     t = max_rows * max(a, b) / float(epsilon)
@@ -93,34 +95,54 @@ def threshold(n_rows: int, holdout_fraction: float, epsilon: float, excess_max: 
     return float(a * n_rows * excess_max + brentq(excess_refusal, -end(1 - alpha), end(alpha), xtol=1e-6))
 
 
-def near_counts(train: Iterable[pd.DataFrame], holdout: Iterable[pd.DataFrame], synth: Iterable[pd.DataFrame],
-                columns: Sequence[Any], radius: float) -> tuple[int, int]:
+def near_counts(
+    train: Iterable[pd.DataFrame],
+    holdout: Iterable[pd.DataFrame],
+    synth: Iterable[pd.DataFrame],
+    columns: Sequence[Any],
+    radius: float,
+) -> tuple[int, int]:
     """(N_T, N_H): the real rows of each side whose closest synthetic row is within Gower distance `radius`
     (every row: a row-dependent subsample would break the sensitivity bound; `Near`: exact, without comparing
     every pair). Each table comes in parts (row groups; one frame is one part): a part's rows are counted alone,
     so the counts are those of the whole tables, and the synthetic rows are held only as the search needs them."""
     near = Near((gower_features(part, columns) for part in synth), radius + 1e-12, columns)
-    return tuple(sum(int(near.within(gower_features(part, columns)).sum()) for part in side)
-                 for side in (train, holdout))
+    n_train, n_holdout = (
+        sum(int(near.within(gower_features(part, columns)).sum()) for part in side) for side in (train, holdout)
+    )
+    return n_train, n_holdout
 
 
 @dataclass(frozen=True)
 class ReleaseTest:
-    passed: bool                 # the DP bit: the only output that may leave the steward's side
+    passed: bool  # the DP bit: the only output that may leave the steward's side
     event: DiscreteLaplaceEvent  # recorded in the ledger
     threshold: float
-    statistic: int               # Z, and the counts: steward-internal
-    noisy_statistic: int         # Z + Y: DP, kept internal (the bit suffices)
+    statistic: int  # Z, and the counts: steward-internal
+    noisy_statistic: int  # Z + Y: DP, kept internal (the bit suffices)
     counts: tuple[int, int]
 
     def evidence(self) -> dict[str, Any]:
-        return {"private": True, "epsilon": self.event.epsilon, "query": QUERY, "threshold": self.threshold,
-                "statistic": self.statistic, "noisy_statistic": self.noisy_statistic,
-                "near_train_rows": self.counts[0], "near_holdout_rows": self.counts[1]}
+        return {
+            "private": True,
+            "epsilon": self.event.epsilon,
+            "query": QUERY,
+            "threshold": self.threshold,
+            "statistic": self.statistic,
+            "noisy_statistic": self.noisy_statistic,
+            "near_train_rows": self.counts[0],
+            "near_holdout_rows": self.counts[1],
+        }
 
 
-def release_test(counts: tuple[int, int], n_rows: int, holdout_fraction: float, s: dict[str, Any],
-                 rng: np.random.Generator, max_rows: int = 1) -> ReleaseTest:
+def release_test(
+    counts: tuple[int, int],
+    n_rows: int,
+    holdout_fraction: float,
+    s: dict[str, Any],
+    rng: np.random.Generator,
+    max_rows: int = 1,
+) -> ReleaseTest:
     """Z + Lap_ℤ(Δ/ε) ≤ τ on `counts` = `near_counts(...)` (the caller reserves `planned_event` first and records
     the returned event); `s`: the `release` section (`test_epsilon`, `test_excess_max`, `test_confidence`); k =
     `max_rows` rows per privacy unit."""
@@ -128,6 +150,5 @@ def release_test(counts: tuple[int, int], n_rows: int, holdout_fraction: float, 
     planned = planned_event(s["test_epsilon"], holdout_fraction, max_rows)
     z = a * counts[0] - b * counts[1]
     noisy, event = discrete_laplace_mechanism(np.array([z]), planned.sensitivity, planned.scale, rng, query=QUERY)
-    tau = threshold(n_rows, holdout_fraction, s["test_epsilon"], s["test_excess_max"], s["test_confidence"],
-                    max_rows)
+    tau = threshold(n_rows, holdout_fraction, s["test_epsilon"], s["test_excess_max"], s["test_confidence"], max_rows)
     return ReleaseTest(bool(noisy[0] <= tau), event, tau, int(z), int(noisy[0]), counts)

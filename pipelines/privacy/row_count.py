@@ -7,12 +7,13 @@ count that no longer describes the rows (an extract of the documented table, row
 make every generator plan for the wrong table, so prepare also releases a noisy count, charged, and stops when the
 two disagree beyond what the noise, the keyed split and the tolerated drop explain (`contradiction_slack`).
 """
+
 from __future__ import annotations
 
 import math
 from typing import Callable
 
-from pipelines.config import PARAMS_FILE, Config
+from pipelines.config import PARAMS_FILE
 from pipelines.data.schema import Schema
 from pipelines.errors import InputError
 from pipelines.privacy.events import DiscreteLaplaceEvent
@@ -20,8 +21,8 @@ from pipelines.privacy.ledger import LedgerSession
 from pipelines.privacy.mechanisms import discrete_laplace_mechanism
 from pipelines.privacy.noise import NoiseSource
 
-FALSE_ALARM = 1e-4    # the check's chance of stopping a run whose documented count is right (each of noise, split)
-SPLIT_SDS = 5.0       # the split's binomial spread allowed: P(|Z| > 5) < 1e-6
+FALSE_ALARM = 1e-4  # the check's chance of stopping a run whose documented count is right (each of noise, split)
+SPLIT_SDS = 5.0  # the split's binomial spread allowed: P(|Z| > 5) < 1e-6
 
 
 def count_event(epsilon: float, max_rows: int = 1) -> DiscreteLaplaceEvent:
@@ -35,8 +36,7 @@ def count_event(epsilon: float, max_rows: int = 1) -> DiscreteLaplaceEvent:
     documented count's check are post-processing. A float Laplace by inverse CDF would leak the count through
     its low-order bits.
     """
-    return DiscreteLaplaceEvent(scale=max_rows / float(epsilon), sensitivity=int(max_rows),
-                                query="training row count")
+    return DiscreteLaplaceEvent(scale=max_rows / float(epsilon), sensitivity=int(max_rows), query="training row count")
 
 
 def tail_bound(epsilon: float, max_rows: int = 1) -> float:
@@ -45,8 +45,9 @@ def tail_bound(epsilon: float, max_rows: int = 1) -> float:
     return max_rows * math.log(1.0 / FALSE_ALARM) / float(epsilon)
 
 
-def contradiction_slack(count: int, holdout_fraction: float, epsilon: float, max_dropped_fraction: float,
-                        loss_epsilon: float) -> float:
+def contradiction_slack(
+    count: int, holdout_fraction: float, epsilon: float, max_dropped_fraction: float, loss_epsilon: float
+) -> float:
     """How far the noisy training count may lie from the documented n̂ = round(count·(1 − h)) before the
     documented count is contradicted; public facts only, so the check is post-processing of the noisy count:
     - the noise: P(|Lap_ℤ(1/ε)| ≥ t) ≤ e^{−ε t}, so t = `tail_bound(ε)`;
@@ -60,52 +61,69 @@ def contradiction_slack(count: int, holdout_fraction: float, epsilon: float, max
     return tail_bound(epsilon) + split + dropped + 1.0
 
 
-def noisy_count(session: LedgerSession, epsilon: float, count_rows: Callable[[], int], noise: NoiseSource,
-                max_rows: int = 1) -> int:
+def noisy_count(
+    session: LedgerSession, epsilon: float, count_rows: Callable[[], int], noise: NoiseSource, max_rows: int = 1
+) -> int:
     """The training row count + Lap_ℤ(k/ε) (`count_event`, k = `max_rows`), reserved in `session` before
     `count_rows()` reads the rows and recorded after; the noise drawn from `noise` (keyed or OS entropy; a
     `noise_seed` in it, from `dataset.noise_seed`, is for tests only)."""
     planned = count_event(epsilon, max_rows)
     session.reserve([planned])
-    noisy, event = discrete_laplace_mechanism(int(count_rows()), planned.sensitivity, planned.scale,
-                                              noise.streams(private=True, seed=0).numpy("prepare:row_count"),
-                                              query=planned.query)
+    noisy, event = discrete_laplace_mechanism(
+        int(count_rows()),
+        planned.sensitivity,
+        planned.scale,
+        noise.streams(private=True, seed=0).numpy("prepare:row_count"),
+        query=planned.query,
+    )
     session.record([event])
     return int(noisy)
 
 
-def public_row_count(sch: Schema, config: Config, noisy: Callable[[], int],
-                     schema_file: str = "") -> tuple[int, str]:
+def public_row_count(
+    sch: Schema,
+    noisy: Callable[[], int],
+    holdout_fraction: float,
+    epsilon: float | None,
+    max_dropped_fraction: float,
+    loss_epsilon: float,
+    schema_file: str = "",
+) -> tuple[int, str]:
     """(n̂, its source). `noisy()` gives the training row count + Lap_ℤ(1/ε) (`noisy_count`, or the same count
     paid for by an earlier run on the same rows: tasks/prepare.py); it is called only when a count is released.
+    `epsilon` is privacy.row_count_epsilon; `max_dropped_fraction` and `loss_epsilon` (privacy.row_loss_epsilon)
+    are validation's tolerated drop (`contradiction_slack`).
     - With the schema's `rows`: n̂ = round(count·(1 − holdout_fraction)), data-independent. Unless
-      `privacy.row_count_epsilon` is null, the noisy count checks it: an InputError when |noisy − n̂| >
+      `epsilon` is None, the noisy count checks it: an InputError when |noisy − n̂| >
       `contradiction_slack` (the spend is recorded; nothing is written).
     - Without, or with a declared privacy unit (bounding changes the rows the documented count describes):
       n̂ = max(1, noisy count)."""
-    holdout_fraction = config.dataset.holdout_fraction
-    epsilon = config.privacy.row_count_epsilon
-    if sch.rows is None or sch.unit is not None:   # bounding a unit's rows changes the documented count
+    if sch.rows is None or sch.unit is not None:  # bounding a unit's rows changes the documented count
         if epsilon is None:
             raise ValueError("the schema declares no public rows: the noisy count needs ε")
         k = sch.max_rows
-        return max(1, noisy()), (f"training row count + discrete Laplace({'' if k == 1 else k}/ε), ε = "
-                                 f"privacy.row_count_epsilon = {epsilon:g} (ledger stage 'prepare')")
+        return max(1, noisy()), (
+            f"training row count + discrete Laplace({'' if k == 1 else k}/ε), ε = "
+            f"privacy.row_count_epsilon = {epsilon:g} (ledger stage 'prepare')"
+        )
     n_rows = sch.rows.train_count(holdout_fraction)
-    source = (f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
-              f"documented: {sch.rows.source}")
+    source = (
+        f"schema rows.count {sch.rows.count} × (1 − holdout_fraction {holdout_fraction:g}), "
+        f"documented: {sch.rows.source}"
+    )
     if epsilon is None:
         return n_rows, source
     count = noisy()
-    slack = contradiction_slack(sch.rows.count, holdout_fraction, float(epsilon),
-                                config.dataset.max_dropped_fraction, config.privacy.row_loss_epsilon)
+    slack = contradiction_slack(sch.rows.count, holdout_fraction, float(epsilon), max_dropped_fraction, loss_epsilon)
     if abs(count - n_rows) > slack:
         raise InputError(
             f"rows.count {sch.rows.count} documents {n_rows} training rows, but the table prepare read has about "
             f"{max(count, 0)} (a noisy count, privacy.row_count_epsilon = {epsilon:g} spent and recorded in the "
             f"ledger): more apart than the noise, the keyed split and the tolerated drop explain ({slack:.0f} rows). "
-            "Every plan and divisor would use the documented count.", file=schema_file or None,
+            "Every plan and divisor would use the documented count.",
+            file=schema_file or None,
             fix="set 'rows: {count, source}' to the documented size of the table you release (an extract or a sample "
-                "has its own size), or remove 'rows:' so that prepare releases a noisy count as n̂; to trust the "
-                f"documented count without this check, set 'privacy.row_count_epsilon: null' in {PARAMS_FILE}.")
+            "has its own size), or remove 'rows:' so that prepare releases a noisy count as n̂; to trust the "
+            f"documented count without this check, set 'privacy.row_count_epsilon: null' in {PARAMS_FILE}.",
+        )
     return n_rows, source + f"; checked against a noisy count (ε = {epsilon:g}, ledger stage 'prepare')"

@@ -24,6 +24,7 @@ max_rows rows, bounded before validation counts anything). Adding or removing on
 by some i ≤ j in the same direction; ⌈f·(N + j)⌉ − ⌈f·N⌉ ∈ [0, j] by the step above applied j times, so q moves
 by at most k: Δ₁ = k, noise Lap_ℤ(k/ε) and margin t = k·ln(1/FALSE_ALARM)/ε.
 """
+
 from __future__ import annotations
 
 import math
@@ -55,27 +56,43 @@ def excess(lost: int, rows_in: int, max_fraction: float) -> int:
 @dataclass(frozen=True)
 class RowLoss:
     """The test's outcome: the bit, the noisy excess it was read from, the margin, the event to record."""
+
     stop: bool
     noisy_excess: int
     margin: float
     event: DiscreteLaplaceEvent
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stop": self.stop, "noisy_excess": self.noisy_excess, "margin": self.margin,
-                "epsilon": self.event.epsilon, "query": QUERY}
+        return {
+            "stop": self.stop,
+            "noisy_excess": self.noisy_excess,
+            "margin": self.margin,
+            "epsilon": self.event.epsilon,
+            "query": QUERY,
+        }
 
 
-def row_loss_test(session: LedgerSession, epsilon: float, counts: Callable[[], tuple[int, int]],
-                  max_fraction: float, noise: NoiseSource, max_rows: int = 1) -> RowLoss:
+def row_loss_test(
+    session: LedgerSession,
+    epsilon: float,
+    counts: Callable[[], tuple[int, int]],
+    max_fraction: float,
+    noise: NoiseSource,
+    max_rows: int = 1,
+) -> RowLoss:
     """The stop bit of the module docstring: `loss_event` reserved in `session` before `counts()` reads the
     validation's (lost, read) row counts, recorded after; the noise from `noise` (keyed or OS entropy); k =
     `max_rows` rows per privacy unit."""
     planned = loss_event(epsilon, max_rows)
     session.reserve([planned])
     lost, rows_in = counts()
-    noisy, event = discrete_laplace_mechanism(excess(lost, rows_in, max_fraction), planned.sensitivity,
-                                              planned.scale, noise.streams(private=True, seed=0).numpy(
-                                                  "prepare:row_loss"), query=QUERY)
+    noisy, event = discrete_laplace_mechanism(
+        excess(lost, rows_in, max_fraction),
+        planned.sensitivity,
+        planned.scale,
+        noise.streams(private=True, seed=0).numpy("prepare:row_loss"),
+        query=QUERY,
+    )
     session.record([event])
     t = tail_bound(epsilon, max_rows)  # P(Z > t) ≤ FALSE_ALARM: a table within the share goes on
     return RowLoss(bool(int(noisy) > t), int(noisy), t, event)

@@ -10,6 +10,7 @@ schedule stops being able to run exactly when this count says. ε_PLD grows with
 mechanism on the same rows), so doubling then bisection finds k*; public facts only (the ledger's events and the
 run's plan), no row is read.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -20,9 +21,9 @@ from pipelines.privacy.events import Event
 MOST = 20  # the count is searched up to this many further runs ("at least MOST" above it): its cost grows with it
 
 
-def releases_left(spent: Sequence[Event], run: Sequence[Event], delta: float, lifetime: float,
-                  most: int = MOST) -> int:
+def releases_left(spent: Sequence[Event], run: Sequence[Event], delta: float, lifetime: float, most: int = MOST) -> int:
     """k* of the module docstring, at most `most`: how many more runs of `run` fit the `lifetime` ε after `spent`."""
+
     def fits(k: int) -> bool:
         return epsilon_pld([*spent, *(e for _ in range(k) for e in run)], delta) <= lifetime
 
@@ -35,7 +36,7 @@ def releases_left(spent: Sequence[Event], run: Sequence[Event], delta: float, li
         if fits(most):
             return most
         high = most
-    while high - low > 1:   # fits(low), not fits(high)
+    while high - low > 1:  # fits(low), not fits(high)
         mid = (low + high) // 2
         low, high = (mid, high) if fits(mid) else (low, mid)
     return low

@@ -28,6 +28,7 @@ rejection). Every decision is exact in real arithmetic:
 Every loop is vectorised over the draws still pending (a batch of proposals, or of cells); the pending set shrinks
 geometrically, so a call costs a few dozen NumPy operations whatever its size.
 """
+
 from __future__ import annotations
 
 import math
@@ -36,12 +37,12 @@ from fractions import Fraction
 
 import numpy as np
 
-UNIFORM_BITS = 53                     # bits of U drawn per Bernoulli in the fast path (a float's mantissa)
-_SCALE = float(2 ** UNIFORM_BITS)
-EXP_MARGIN = 2.0 ** -40               # relative widening of the float bracket of e^−γ (NumPy's exp: ≤ 4 ulp ≈ 2^-50)
-TINY = 2.0 ** -1000                   # absolute floor of the upper bracket (subnormal results of exp)
-_MAX_INT64_STEP = 2 ** 62
-GEOMETRIC_BLOCK = 8                   # Bernoulli(e^-1) draws per pending geometric draw and round
+UNIFORM_BITS = 53  # bits of U drawn per Bernoulli in the fast path (a float's mantissa)
+_SCALE = float(2**UNIFORM_BITS)
+EXP_MARGIN = 2.0**-40  # relative widening of the float bracket of e^−γ (NumPy's exp: ≤ 4 ulp ≈ 2^-50)
+TINY = 2.0**-1000  # absolute floor of the upper bracket (subnormal results of exp)
+_MAX_INT64_STEP = 2**62
+GEOMETRIC_BLOCK = 8  # Bernoulli(e^-1) draws per pending geometric draw and round
 
 
 # -- exact bounds of e^−γ (the fallback) ---------------------------------------------------------------------
@@ -90,7 +91,7 @@ def _exp_neg_bracket(gamma: Fraction, precision: int) -> tuple[int, int]:
     is returned without computing e^n (it is valid, and a caller that needs more asks for a higher precision)."""
     if gamma < 0:
         raise ValueError(f"gamma must be >= 0, got {gamma}")
-    if gamma >= (precision + 1) * Fraction(7, 10):        # 0.7 > ln 2, so e^−γ ≤ 2^−(p+1)
+    if gamma >= (precision + 1) * Fraction(7, 10):  # 0.7 > ln 2, so e^−γ ≤ 2^−(p+1)
         return 0, 1
     n = gamma.numerator // gamma.denominator
     f = gamma - n
@@ -109,21 +110,22 @@ def _exp_neg_bracket(gamma: Fraction, precision: int) -> tuple[int, int]:
 def _exact_less(rng: np.random.Generator, u: int, gamma: Fraction) -> bool:
     """Whether U < e^−γ for U uniform on [u/2^53, (u + 1)/2^53): more bits of U are drawn (64 at a time) and
     compared with ever tighter exact bounds of e^−γ until U's interval lies on one side."""
-    a, k = int(u), UNIFORM_BITS                      # U ∈ [a/2^k, (a + 1)/2^k)
+    a, k = int(u), UNIFORM_BITS  # U ∈ [a/2^k, (a + 1)/2^k)
     while True:
         p = k + 32
-        lo, hi = _exp_neg_bracket(gamma, p)          # lo/2^p ≤ e^−γ ≤ hi/2^p
+        lo, hi = _exp_neg_bracket(gamma, p)  # lo/2^p ≤ e^−γ ≤ hi/2^p
         if (a + 1) << (p - k) <= lo:
             return True
         if a << (p - k) >= hi:
             return False
-        a = (a << 64) | int(rng.integers(0, 2 ** 64, dtype=np.uint64))
+        a = (a << 64) | int(rng.integers(0, 2**64, dtype=np.uint64))
         k += 64
 
 
 # -- the one transcendental primitive ------------------------------------------------------------------------
-def bernoulli_exp(rng: np.random.Generator, gamma_hat: np.ndarray, gamma_err: np.ndarray,
-                  exact_gamma: Callable[[int], Fraction]) -> np.ndarray:
+def bernoulli_exp(
+    rng: np.random.Generator, gamma_hat: np.ndarray, gamma_err: np.ndarray, exact_gamma: Callable[[int], Fraction]
+) -> np.ndarray:
     """Independent Bernoulli(e^−γ_i) draws, exactly (module docstring).
 
     `gamma_hat`: float estimates of γ_i ≥ 0; `gamma_err`: bounds on |γ̂_i − γ_i| that the caller guarantees (a
@@ -134,12 +136,12 @@ def bernoulli_exp(rng: np.random.Generator, gamma_hat: np.ndarray, gamma_err: np
     with np.errstate(over="ignore", invalid="ignore"):
         p_lo = np.exp(-(g + err)) * (1.0 - EXP_MARGIN)
         p_hi = np.exp(-np.maximum(g - err, 0.0)) * (1.0 + EXP_MARGIN) + TINY
-    u = rng.integers(0, 2 ** UNIFORM_BITS, size=g.size, dtype=np.int64)
-    uf = u.astype(np.float64)                         # exact: u < 2^53
-    yes = (uf + 1.0) <= p_lo * _SCALE                 # U < (u + 1)/2^53 ≤ p_lo ≤ e^−γ
-    no = uf >= p_hi * _SCALE                          # U ≥ u/2^53 ≥ p_hi ≥ e^−γ
+    u = rng.integers(0, 2**UNIFORM_BITS, size=g.size, dtype=np.int64)
+    uf = u.astype(np.float64)  # exact: u < 2^53
+    yes = (uf + 1.0) <= p_lo * _SCALE  # U < (u + 1)/2^53 ≤ p_lo ≤ e^−γ
+    no = uf >= p_hi * _SCALE  # U ≥ u/2^53 ≥ p_hi ≥ e^−γ
     out = yes.copy()
-    for i in np.flatnonzero(~(yes | no)):             # ≈ 2^-38 of the draws, or where the floats are NaN
+    for i in np.flatnonzero(~(yes | no)):  # ≈ 2^-38 of the draws, or where the floats are NaN
         out[i] = _exact_less(rng, int(u[i]), Fraction(exact_gamma(int(i))))
     return out
 
@@ -162,7 +164,7 @@ def _geometric_exp1(rng: np.random.Generator, n: int) -> np.ndarray:
     while active.size:
         m = active.size * GEOMETRIC_BLOCK
         ok = bernoulli_exp(rng, np.ones(m), np.zeros(m), lambda i: one).reshape(active.size, GEOMETRIC_BLOCK)
-        leading = np.where(ok, GEOMETRIC_BLOCK, columns).min(axis=1)      # index of the first failure
+        leading = np.where(ok, GEOMETRIC_BLOCK, columns).min(axis=1)  # index of the first failure
         v[active] += leading
         active = active[leading == GEOMETRIC_BLOCK]
     return v
@@ -205,7 +207,7 @@ def kept_indices(draw_bytes: Callable[[int], np.ndarray], n: int, rate: float) -
     if rate == 1.0:
         return np.arange(n, dtype=np.int64)
     digits, frac = [], Fraction(rate)
-    while frac:                                       # rate's base-256 expansion (finite: rate is dyadic)
+    while frac:  # rate's base-256 expansion (finite: rate is dyadic)
         frac *= 256
         digits.append(int(frac))
         frac -= int(frac)
@@ -215,8 +217,8 @@ def kept_indices(draw_bytes: Callable[[int], np.ndarray], n: int, rate: float) -
         if not pending.size:
             break
         byte = draw_bytes(pending.size)
-        kept.append(pending[byte < digit])            # U_i < rate, decided at this byte
-        pending = pending[byte == digit]               # tied so far: the next byte decides
+        kept.append(pending[byte < digit])  # U_i < rate, decided at this byte
+        pending = pending[byte == digit]  # tied so far: the next byte decides
     return np.sort(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
 
 
@@ -238,7 +240,7 @@ def _fill(size: int, propose: Callable[[int], np.ndarray], rate: float) -> np.nd
     while filled < size:
         need = size - filled
         got = propose(int(need / rate * 1.15) + 16)[:need]
-        out[filled:filled + got.size] = got
+        out[filled : filled + got.size] = got
         filled += got.size
     return out
 
@@ -254,10 +256,10 @@ def discrete_laplace(rng: np.random.Generator, scale: float | int | Fraction, si
 
     def propose(m: int) -> np.ndarray:
         uu = _uniform_below(rng, t, m)
-        g = uu.astype(np.float64) / t_f                             # U/t, relative error ≤ 3·2^-53
-        uu = uu[bernoulli_exp(rng, g, g * 2.0 ** -46, lambda i: Fraction(int(uu[i]), t))]
+        g = uu.astype(np.float64) / t_f  # U/t, relative error ≤ 3·2^-53
+        uu = uu[bernoulli_exp(rng, g, g * 2.0**-46, lambda i: Fraction(int(uu[i]), t))]
         v = _geometric_exp1(rng, uu.size)
-        if uu.size and int(v.max()) >= _MAX_INT64_STEP // t:       # never in practice: exact Python ints
+        if uu.size and int(v.max()) >= _MAX_INT64_STEP // t:  # never in practice: exact Python ints
             y = np.array([(int(a) + t * int(c)) // s for a, c in zip(uu, v)], dtype=object)
             if any(abs(int(yi)) >= _MAX_INT64_STEP for yi in y):
                 raise OverflowError("discrete Laplace draw beyond int64")
@@ -265,8 +267,9 @@ def discrete_laplace(rng: np.random.Generator, scale: float | int | Fraction, si
         else:
             y = (uu + t * v) // s
         neg = rng.integers(0, 2, size=uu.size, dtype=np.int64).astype(bool)
-        ok = ~(neg & (y == 0))                                      # reject "−0" (it would double P(0))
+        ok = ~(neg & (y == 0))  # reject "−0" (it would double P(0))
         return np.where(neg, -y, y)[ok]
+
     return _fill(size, propose, 0.5)
 
 
@@ -287,8 +290,9 @@ def discrete_gaussian(rng: np.random.Generator, sigma: float | Fraction, size: i
         x = ay - c_f
         g = x * x / (2.0 * s2_f)
         # |γ̂ − γ| ≤ 2^-51·((|Y| + c)²/σ² + γ) (rounding of σ², σ²/t, the subtraction, square and division):
-        err = 2.0 ** -44 * ((ay + c_f) ** 2 / s2_f + g + 1.0)
+        err = 2.0**-44 * ((ay + c_f) ** 2 / s2_f + g + 1.0)
         return y[bernoulli_exp(rng, g, err, lambda i: (abs(int(y[i])) - s2 / t) ** 2 / (2 * s2))]
+
     return _fill(size, propose, 0.5)
 
 
@@ -306,10 +310,10 @@ def exponential_index(rng: np.random.Generator, scores: np.ndarray, sensitivity:
     top = float(u.max())
     c = float(epsilon) / (2.0 * float(sensitivity))
     g = c * (top - u)
-    err = 2.0 ** -44 * (c * (abs(top) + np.abs(u)) + g)      # float rounding of ε/2Δ, u* − u_r and the product
+    err = 2.0**-44 * (c * (abs(top) + np.abs(u)) + g)  # float rounding of ε/2Δ, u* − u_r and the product
     exact_c = Fraction(epsilon) / (2 * Fraction(sensitivity))
     exact_top = Fraction(top)
-    expected = n / float(np.exp(-g).sum())                     # only sizes the batches
+    expected = n / float(np.exp(-g).sum())  # only sizes the batches
     batch = int(min(max(16, math.ceil(1.5 * expected)), 1 << 16))
     while True:
         r = _uniform_below(rng, n, batch)
@@ -332,11 +336,11 @@ def lattice_round(values: np.ndarray, unit: Fraction | float) -> np.ndarray:
     if not np.all(np.isfinite(v)):
         raise ValueError("lattice_round needs finite values")
     z = v / float(q) + 0.5
-    if np.abs(z).max(initial=0.0) >= 2.0 ** 52:
+    if np.abs(z).max(initial=0.0) >= 2.0**52:
         raise OverflowError("value too large for the lattice")
     out = np.floor(z)
     frac = z - out
-    tol = np.abs(z) * 2.0 ** -45 + 2.0 ** -40                 # ≥ 32× the float error of z (≤ |z|·2^-50)
+    tol = np.abs(z) * 2.0**-45 + 2.0**-40  # ≥ 32× the float error of z (≤ |z|·2^-50)
     close = (frac < tol) | (frac > 1 - tol)
     out = out.astype(np.int64)
     flat = out.reshape(-1)

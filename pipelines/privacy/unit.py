@@ -59,23 +59,39 @@ ledger's, Illinois false position on (log x, log ε)), from x = 1 by doublings u
 whose ε(δ) grows faster than linearly in the unit's shift (Gaussian-like privacy losses at a fixed δ; many DP-SGD
 steps at a unit of k rows can spend more than k times the row-level ε at the same δ).
 """
+
 from __future__ import annotations
 
 import math
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pipelines.privacy.accountant import UnreachableTarget, calibrate_noise_scale, epsilon_pld
-from pipelines.privacy.events import (DiscreteGaussianEvent, DiscreteLaplaceEvent, Event, GaussianEvent, LaplaceEvent,
-                                      NonPrivateEvent, PoissonGaussianEvent, PureEpsilonEvent, RepeatAndSelectEvent,
-                                      ZCDPEvent, validate_event)
+from pipelines.privacy.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    Event,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonGaussianEvent,
+    PureEpsilonEvent,
+    RepeatAndSelectEvent,
+    ZCDPEvent,
+    validate_event,
+)
 
 P = TypeVar("P")
-SEARCH_RTOL = 1e-3          # relative precision of the row-level ε' that `unit_plan` returns
-LOWEST_DIVISOR = 32         # the search's lowest row-level ε' is ε/x, x the first power of two ≥ LOWEST_DIVISOR·k
-DISCRETE_GAUSSIAN_UNIT = "discrete_gaussian"    # ZCDPEvent.mechanism of a converted DiscreteGaussianEvent
+SEARCH_RTOL = 1e-3  # relative precision of the row-level ε' that `unit_plan` returns
+LOWEST_DIVISOR = 32  # the search's lowest row-level ε' is ε/x, x the first power of two ≥ LOWEST_DIVISOR·k
+DISCRETE_GAUSSIAN_UNIT = "discrete_gaussian"  # ZCDPEvent.mechanism of a converted DiscreteGaussianEvent
+
+
+def _attr_events(plan: Any) -> Sequence[Event]:
+    """The plan's own `events` attribute: `unit_plan`'s default reading of a plan's events."""
+    return plan.events
 
 
 def _check_rows(max_rows: int) -> None:
@@ -96,15 +112,16 @@ def unit_event(event: Event, max_rows: int) -> Event:
     if isinstance(event, DiscreteLaplaceEvent):
         return replace(event, sensitivity=k * event.sensitivity)
     if isinstance(event, DiscreteGaussianEvent):
-        return ZCDPEvent(event.count * (k * event.sensitivity) ** 2 / (2 * event.sigma ** 2), DISCRETE_GAUSSIAN_UNIT)
+        return ZCDPEvent(event.count * (k * event.sensitivity) ** 2 / (2 * event.sigma**2), DISCRETE_GAUSSIAN_UNIT)
     if isinstance(event, PureEpsilonEvent):
         return replace(event, epsilon=k * event.epsilon)
     if isinstance(event, ZCDPEvent):
         return replace(event, rho=k * k * event.rho)
     if isinstance(event, PoissonGaussianEvent):
         if event.group != 1:
-            raise ValueError(f"{event} is already at a unit of {event.group} rows; unit_events converts row-level "
-                             f"events only")
+            raise ValueError(
+                f"{event} is already at a unit of {event.group} rows; unit_events converts row-level events only"
+            )
         return replace(event, group=k)
     if isinstance(event, RepeatAndSelectEvent):
         return replace(event, candidates=tuple(tuple(unit_event(e, k) for e in c) for c in event.candidates))
@@ -130,8 +147,13 @@ def unit_epsilon(events: Sequence[Event], delta: float, max_rows: int) -> float:
     return epsilon_pld(unit_events(events, max_rows), delta)
 
 
-def unit_plan(plan_at: Callable[[float], P], epsilon: float, delta: float, max_rows: int,
-              events_of: Callable[[P], Sequence[Event]] = lambda p: p.events) -> P:
+def unit_plan(
+    plan_at: Callable[[float], P],
+    epsilon: float,
+    delta: float,
+    max_rows: int,
+    events_of: Callable[[P], Sequence[Event]] = _attr_events,
+) -> P:
     """The row-level plan `plan_at(ε')` at the largest ε' ≤ `epsilon` (to a relative SEARCH_RTOL) whose unit-level ε,
     `unit_epsilon(events_of(plan), delta, max_rows)`, is ≤ `epsilon` on the ledger's grid (module docstring,
     "Planning"). `plan_at(epsilon)` itself when max_rows = 1, when ε = ∞ (nothing to meet) or when that plan already
@@ -145,23 +167,33 @@ def unit_plan(plan_at: Callable[[float], P], epsilon: float, delta: float, max_r
     plans: dict[float, P] = {}
 
     def plan_for(x: float) -> P:
-        x = float(f"{x:.12g}")   # exp(log x) and x are one divisor (the search returns either)
+        x = float(f"{x:.12g}")  # exp(log x) and x are one divisor (the search returns either)
         if x not in plans:
             try:
                 plans[x] = plan_at(epsilon / x)
-            except UnreachableTarget as e:   # not the search's own bracket: a plan the generator cannot make
-                raise ValueError(f"no row-level plan at ε'={epsilon / x:.6g} (searching for a unit of {max_rows} "
-                                 f"rows at ε={epsilon}): {e}") from e
+            except UnreachableTarget as e:  # not the search's own bracket: a plan the generator cannot make
+                raise ValueError(
+                    f"no row-level plan at ε'={epsilon / x:.6g} (searching for a unit of {max_rows} "
+                    f"rows at ε={epsilon}): {e}"
+                ) from e
         return plans[x]
 
     if unit_epsilon(events_of(plan_for(1.0)), delta, max_rows) <= epsilon:
         return plans[1.0]
     highest = float(2 ** math.ceil(math.log2(LOWEST_DIVISOR * max_rows)))  # reached exactly by doublings from 1
     try:
-        x = calibrate_noise_scale(epsilon, delta, lambda x: unit_events(events_of(plan_for(x)), max_rows),
-                                  rtol=SEARCH_RTOL, lowest=1.0, highest=highest)
+        x = calibrate_noise_scale(
+            epsilon,
+            delta,
+            lambda x: unit_events(events_of(plan_for(x)), max_rows),
+            rtol=SEARCH_RTOL,
+            lowest=1.0,
+            highest=highest,
+        )
     except UnreachableTarget:
         low = unit_epsilon(events_of(plan_for(highest)), delta, max_rows)
-        raise ValueError(f"ε={epsilon} at a unit of {max_rows} rows is unreachable: even the row-level plan at "
-                         f"ε'={epsilon / highest:.6g} spends ε={low:.6g} at the unit") from None
+        raise ValueError(
+            f"ε={epsilon} at a unit of {max_rows} rows is unreachable: even the row-level plan at "
+            f"ε'={epsilon / highest:.6g} spends ε={low:.6g} at the unit"
+        ) from None
     return plan_for(x)

@@ -7,6 +7,7 @@ distances are ℓ_p norms with 1 ≤ p ≤ 2: for those p the ℓ_p metric is of
 distance is non-negative and zero only for equal empirical distributions (Székely & Rizzo); for p > 2 and
 d ≥ 3 it can be negative and support points are not defined by it.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,10 @@ def check_norm(p: float) -> float:
     """p as a float, refused outside [1, 2] (module docstring)."""
     p = float(p)
     if not 1.0 <= p <= 2.0:
-        raise ValueError(f"the energy distance's norm p must lie in [1, 2] (ℓ_p is a metric of negative type "
-                         f"only there, so e ≥ 0), got p = {p}; the thesis uses p = 2")
+        raise ValueError(
+            f"the energy distance's norm p must lie in [1, 2] (ℓ_p is a metric of negative type "
+            f"only there, so e ≥ 0), got p = {p}; the thesis uses p = 2"
+        )
     return p
 
 
@@ -30,7 +33,7 @@ def distances(a: np.ndarray, b: np.ndarray, p: float) -> np.ndarray:
         return np.sqrt(np.einsum("...k,...k->...", diff, diff))
     if p == 1.0:
         return diff.sum(-1)
-    return (diff ** p).sum(-1) ** (1.0 / p)
+    return (diff**p).sum(-1) ** (1.0 / p)
 
 
 def distance_sum(a: np.ndarray, b: np.ndarray, p: float, max_floats: int = 1 << 22) -> float:
@@ -43,7 +46,7 @@ def distance_sum(a: np.ndarray, b: np.ndarray, p: float, max_floats: int = 1 << 
     chunk, total = max(1, max_floats // max(1, per_row)), 0.0
     b_sq = (b * b).sum(1)
     for i in range(0, len(a), chunk):
-        rows = a[i:i + chunk]
+        rows = a[i : i + chunk]
         if p == 2.0:
             total += np.sqrt(np.maximum((rows * rows).sum(1)[:, None] + b_sq[None, :] - 2.0 * (rows @ b.T), 0.0)).sum()
         else:
@@ -56,8 +59,7 @@ def energy_distance(x: np.ndarray, y: np.ndarray, p: float = 2.0) -> float:
     p = check_norm(p)
     x, y = np.asarray(x, float), np.asarray(y, float)
     n_x, n_y = len(x), len(y)
-    return (2.0 * distance_sum(x, y, p) / (n_x * n_y) - distance_sum(x, x, p) / n_x ** 2
-            - distance_sum(y, y, p) / n_y ** 2)
+    return 2.0 * distance_sum(x, y, p) / (n_x * n_y) - distance_sum(x, x, p) / n_x**2 - distance_sum(y, y, p) / n_y**2
 
 
 def energy_sensitivity(n_rows: int, dim: int, p: float) -> float:
@@ -79,7 +81,7 @@ def energy_sensitivity(n_rows: int, dim: int, p: float) -> float:
     """
     if n_rows < 1 or dim < 1:
         raise ValueError(f"the energy sensitivity needs N >= 1 rows and d >= 1 dimensions, got N = {n_rows}, d = {dim}")
-    return 2.0 * diameter(dim, p) * (2 * n_rows - 1) / n_rows ** 2
+    return 2.0 * diameter(dim, p) * (2 * n_rows - 1) / n_rows**2
 
 
 class EnergyChains:
@@ -100,7 +102,7 @@ class EnergyChains:
         if self.y.ndim != 3 or self.y.shape[2] != self.x.shape[1]:
             raise ValueError(f"start must be (chains, n, d) with d = {self.x.shape[1]}, got {self.y.shape}")
         self.n_ref, self.n = (len(self.x) if n_ref is None else int(n_ref)), self.y.shape[1]
-        self.xx = distance_sum(self.x, self.x, self.p) / self.n_ref ** 2
+        self.xx = distance_sum(self.x, self.x, self.p) / self.n_ref**2
         self.x_sq = (self.x * self.x).sum(1)
         self.cross = np.stack([self._to_reference(yc).sum(1) for yc in self.y])
         self.within = distances(self.y[:, :, None, :], self.y[:, None, :, :], self.p)
@@ -115,8 +117,7 @@ class EnergyChains:
     @property
     def energy(self) -> np.ndarray:
         """e(X, Y_c) per chain (C,), from the cached sums."""
-        return (2.0 * self.cross.sum(1) / (self.n_ref * self.n) - self.xx
-                - self.within.sum((1, 2)) / self.n ** 2)
+        return 2.0 * self.cross.sum(1) / (self.n_ref * self.n) - self.xx - self.within.sum((1, 2)) / self.n**2
 
     def propose(self, j: np.ndarray, y_new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Energy change per chain if point j[c] of chain c moved to y_new[c] (C, d); also the new cross sums
@@ -125,12 +126,15 @@ class EnergyChains:
         cross_new = self._to_reference(y_new).sum(1)
         within_new = distances(y_new[:, None, :], self.y, self.p)
         within_new[chains, j] = 0.0
-        delta = (2.0 * (cross_new - self.cross[chains, j]) / (self.n_ref * self.n)
-                 - 2.0 * (within_new.sum(1) - self.within[chains, j].sum(1)) / self.n ** 2)
+        delta = (
+            2.0 * (cross_new - self.cross[chains, j]) / (self.n_ref * self.n)
+            - 2.0 * (within_new.sum(1) - self.within[chains, j].sum(1)) / self.n**2
+        )
         return delta, cross_new, within_new
 
-    def accept(self, mask: np.ndarray, j: np.ndarray, y_new: np.ndarray, cross_new: np.ndarray,
-               within_new: np.ndarray) -> None:
+    def accept(
+        self, mask: np.ndarray, j: np.ndarray, y_new: np.ndarray, cross_new: np.ndarray, within_new: np.ndarray
+    ) -> None:
         """Apply the proposals of the chains where `mask` is true."""
         c = np.flatnonzero(mask)
         jc = j[c]

@@ -11,6 +11,7 @@ al. 2018; paper section 5), computed without gradient. Row-wise functions accept
 dimensions: ``x`` of shape (..., n, d) holds independent sets, and a bandwidth has the batch
 shape (...) or is a scalar.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -57,8 +58,7 @@ def _median(values: Tensor) -> Tensor:
     return (lower + torch.where(tied, lower, upper)) / 2
 
 
-def stein_kernel(x: Tensor, y: Tensor, score_x: Tensor, score_y: Tensor,
-                 bandwidth: Tensor | float) -> Tensor:
+def stein_kernel(x: Tensor, y: Tensor, score_x: Tensor, score_y: Tensor, bandwidth: Tensor | float) -> Tensor:
     """Stein kernel u_q(x, y) of eq. 15 for row-paired inputs (..., d) -> (...).
 
     u_q(x, y) = k s_xᵀs_y + s_xᵀ∇_y k + (∇_x k)ᵀ s_y + tr(∇_x∇_y k), with s_x = s_q(x). Eq. 15's
@@ -71,8 +71,9 @@ def stein_kernel(x: Tensor, y: Tensor, score_x: Tensor, score_y: Tensor,
     ell2 = _like(bandwidth, x) ** 2
     delta = x - y
     r2 = delta.pow(2).sum(-1)
-    inner = ((score_x * score_y).sum(-1) + ((score_x - score_y) * delta).sum(-1) / ell2
-             + x.shape[-1] / ell2 - r2 / ell2 ** 2)
+    inner = (
+        (score_x * score_y).sum(-1) + ((score_x - score_y) * delta).sum(-1) / ell2 + x.shape[-1] / ell2 - r2 / ell2**2
+    )
     return torch.exp(-r2 / (2 * ell2)) * inner
 
 
@@ -89,7 +90,7 @@ def stein_kernel_matrix(x: Tensor, score: Tensor, bandwidth: Tensor | float) -> 
     sx = (score * x).sum(-1)
     cross = score @ x.mT
     drift = sx[..., :, None] + sx[..., None, :] - cross - cross.mT
-    inner = score @ score.mT + drift / ell2 + x.shape[-1] / ell2 - r2 / ell2 ** 2
+    inner = score @ score.mT + drift / ell2 + x.shape[-1] / ell2 - r2 / ell2**2
     return torch.exp(-r2 / (2 * ell2)) * inner
 
 
@@ -100,8 +101,9 @@ def linear_terms(x: Tensor, score: Tensor, bandwidth: Tensor | float | None = No
     """
     ell = median_bandwidth(x) if bandwidth is None else _like(bandwidth, x)
     stop = 2 * (x.shape[-2] // 2)
-    return stein_kernel(x[..., 0:stop:2, :], x[..., 1:stop:2, :],
-                        score[..., 0:stop:2, :], score[..., 1:stop:2, :], ell[..., None])
+    return stein_kernel(
+        x[..., 0:stop:2, :], x[..., 1:stop:2, :], score[..., 0:stop:2, :], score[..., 1:stop:2, :], ell[..., None]
+    )
 
 
 def linear_ksd(h: Tensor) -> Tensor:
@@ -164,8 +166,13 @@ class KSDTest:
         return asdict(self)
 
 
-def ksd_bootstrap_test(x: Tensor | np.ndarray, score: Tensor | np.ndarray, n_bootstrap: int = 1000,
-                       seed: int = 0, bandwidth: float | None = None) -> KSDTest:
+def ksd_bootstrap_test(
+    x: Tensor | np.ndarray,
+    score: Tensor | np.ndarray,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    bandwidth: float | None = None,
+) -> KSDTest:
     """KSD goodness-of-fit test of x (n, d) against the model whose score at x is ``score``.
 
     Bootstrap of Liu et al. (2016): weights w = c/n with c ~ Mult(n; 1/n, …, 1/n), and
@@ -180,8 +187,7 @@ def ksd_bootstrap_test(x: Tensor | np.ndarray, score: Tensor | np.ndarray, n_boo
     statistic = u.sum() / (n * (n - 1))
     boot = _multinomial_bootstrap(u, n_bootstrap, seed)
     p = (1 + int(np.sum(boot >= statistic))) / (1 + n_bootstrap)
-    return KSDTest(statistic=float(statistic), n=n, bandwidth=float(ell), p_value=p,
-                   n_bootstrap=n_bootstrap)
+    return KSDTest(statistic=float(statistic), n=n, bandwidth=float(ell), p_value=p, n_bootstrap=n_bootstrap)
 
 
 def _multinomial_bootstrap(u: np.ndarray, n_bootstrap: int, seed: int) -> np.ndarray:

@@ -11,6 +11,7 @@ Users: IW-MMD-GAN's training losses (pipelines/generators/iw_estimators.py), the
 weights' analyses (pipelines/evaluation/weighted.py; eq. 3.5 is appendix B.1's estimator there) and the MMD
 permutation test (pipelines/stats/two_sample.py, its Gram matrix).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -24,8 +25,9 @@ def gaussian_kernel(a: Tensor, b: Tensor, bandwidths: Sequence[float | Tensor], 
     2017) uses h ∈ {1, 2, 4, 8, 16} on its codes. `exact`: squared distances summed coordinate by coordinate
     (a statistic's Gram matrix, where a relabelling must give the same entries); otherwise torch's matrix-product
     form (‖a‖² + ‖b‖² − 2a·b, faster, rounding of order 1e-16·‖a‖² in float64: the training losses)."""
-    sq = torch.cdist(a, b, compute_mode="donot_use_mm_for_euclid_dist" if exact else
-                     "use_mm_for_euclid_dist_if_necessary").pow(2)
+    sq = torch.cdist(
+        a, b, compute_mode="donot_use_mm_for_euclid_dist" if exact else "use_mm_for_euclid_dist_if_necessary"
+    ).pow(2)
     return sum(torch.exp(-sq / (2 * h * h)) for h in bandwidths) / len(bandwidths)
 
 
@@ -42,8 +44,7 @@ def mmd2_iw(k_xx: Tensor, k_yy: Tensor, k_xy: Tensor, w: Tensor | None = None) -
     needs n, m ≥ 2."""
     n, m = k_xy.shape
     cross = k_xy.sum() if w is None else (w[:, None] * k_xy).sum()
-    return (off_diagonal_sum(k_xx, w) / (n * (n - 1)) + off_diagonal_sum(k_yy) / (m * (m - 1))
-            - 2 * cross / (n * m))
+    return off_diagonal_sum(k_xx, w) / (n * (n - 1)) + off_diagonal_sum(k_yy) / (m * (m - 1)) - 2 * cross / (n * m)
 
 
 def mmd2_sniw(k_xx: Tensor, k_yy: Tensor, k_xy: Tensor, w: Tensor) -> Tensor:
@@ -52,5 +53,8 @@ def mmd2_sniw(k_xx: Tensor, k_yy: Tensor, k_xy: Tensor, w: Tensor) -> Tensor:
     MMD²_u)."""
     m = k_yy.shape[0]
     pair_norm = w.sum() ** 2 - (w * w).sum()
-    return (off_diagonal_sum(k_xx, w) / pair_norm + off_diagonal_sum(k_yy) / (m * (m - 1))
-            - 2 * (w[:, None] * k_xy).sum() / (m * w.sum()))
+    return (
+        off_diagonal_sum(k_xx, w) / pair_norm
+        + off_diagonal_sum(k_yy) / (m * (m - 1))
+        - 2 * (w[:, None] * k_xy).sum() / (m * w.sum())
+    )

@@ -4,6 +4,7 @@ Tests whether real and generated values of the α-LMDP-protected attributes shar
 Kernel: the project's Gaussian kernel (:mod:`pipelines.stats.mmd`) k(x, y) = exp(−‖x − y‖² / (2ℓ²)) on exact
 distances, with ℓ the median pairwise distance of the pooled sample (the convention of :mod:`pipelines.stats.ksd`).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -33,8 +34,13 @@ class MMDTest:
         return asdict(self)
 
 
-def mmd_permutation_test(x: Tensor | np.ndarray, y: Tensor | np.ndarray, n_permutations: int = 1000,
-                         seed: int = 0, bandwidth: float | None = None) -> MMDTest:
+def mmd_permutation_test(
+    x: Tensor | np.ndarray,
+    y: Tensor | np.ndarray,
+    n_permutations: int = 1000,
+    seed: int = 0,
+    bandwidth: float | None = None,
+) -> MMDTest:
     """Permutation test of H0: x (n, d) and y (m, d) come from one distribution (n, m ≥ 2).
 
     Statistic: MMD²_u = Σ_{i≠j} k(x_i, x_j)/(n(n−1)) + Σ_{i≠j} k(y_i, y_j)/(m(m−1))
@@ -54,8 +60,9 @@ def mmd_permutation_test(x: Tensor | np.ndarray, y: Tensor | np.ndarray, n_permu
     permuted = _permutation_statistics(gram, n, n_permutations, seed)
     tie = 1e-12 * abs(observed)  # relabellings equal to the observed one up to rounding count as ≥
     p = (1 + int(np.sum(permuted >= observed - tie))) / (1 + n_permutations)
-    return MMDTest(statistic=float(observed), n_x=n, n_y=m, bandwidth=float(ell), p_value=p,
-                   n_permutations=n_permutations)
+    return MMDTest(
+        statistic=float(observed), n_x=n, n_y=m, bandwidth=float(ell), p_value=p, n_permutations=n_permutations
+    )
 
 
 def _permutation_statistics(gram: np.ndarray, n: int, n_permutations: int, seed: int) -> np.ndarray:
@@ -84,4 +91,3 @@ def _mmd_from_labels(gram: np.ndarray, labels: np.ndarray, n: int) -> np.ndarray
     x_any = labels @ gram.sum(1)
     yy = gram.sum() - 2 * x_any + xx
     return xx / (n * (n - 1)) + yy / (m * (m - 1)) - 2 * (x_any - xx) / (n * m)
-

@@ -18,6 +18,7 @@ Which generators offer one, and the mapping from critic output to a density rati
   energies and `pearl` has no discriminator on rows: none maps to p_D/p_G on released rows, so the
   `discriminator` estimator refuses them.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,17 +34,21 @@ def critic_scorer(generator: str, model_dir: Path) -> Callable[[np.ndarray], np.
     """D(x) of `generator`'s released critic on encoded rows, or a ValueError naming the generators
     that have one."""
     if generator not in CRITIC_GENERATORS:
-        raise ValueError(f"weights.estimator 'discriminator' needs a generator with a WGAN critic on rows "
-                         f"({', '.join(CRITIC_GENERATORS)}); '{generator}' has none (see "
-                         f"pipelines/weights/discriminator.py)")
+        raise ValueError(
+            f"weights.estimator 'discriminator' needs a generator with a WGAN critic on rows "
+            f"({', '.join(CRITIC_GENERATORS)}); '{generator}' has none (see "
+            f"pipelines/weights/discriminator.py)"
+        )
     import torch
 
     from pipelines.generators.dpwgan import DPWGAN
+
     critic = DPWGAN.load(Path(model_dir)).critic
 
     def score(rows: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             return critic(torch.as_tensor(rows, dtype=torch.float32)).double().numpy()
+
     return score
 
 

@@ -14,6 +14,7 @@ first N_S synthetic rows (N_S = N_G except for the output-noised estimators, who
 and, for estimators whose model is itself private or public, the logit function that beta calibration
 may apply to public calibration rows.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pipelines.config import WEIGHT_ESTIMATOR_DEFAULTS, WEIGHT_ESTIMATORS, section
+from pipelines.config import WEIGHT_ESTIMATORS, WeightEstimator, section
 from pipelines.data.layout import Layout
 from pipelines.io import MatrixFile, blockwise
 from pipelines.privacy.accountant import calibrate_noise_multiplier
@@ -34,20 +35,22 @@ from pipelines.privacy.unit import unit_events
 from pipelines.weights import logistic, relaxed_dpsgd
 from pipelines.weights.discriminator import critic_log_weights
 
-ESTIMATORS, DEFAULTS = WEIGHT_ESTIMATORS, WEIGHT_ESTIMATOR_DEFAULTS   # names and knobs: pipelines/config.py
+ESTIMATORS = WEIGHT_ESTIMATORS  # the names; the knobs: pipelines/config.py `WeightEstimator`
 NON_PRIVATE = ("logreg", "mlp")
 READS_PRIVATE_ROWS = ("logreg", "mlp", "beta_noised", "output_lapl", "output_norm", "priv_mlp")
+
 
 @dataclass
 class WeightPlan:
     """What an estimator will spend and release, fixed before any private row is read."""
+
     estimator: str
     n_real: int
     n_synthetic: int
-    n_released: int                   # N_S: weights released for synthetic rows 0..N_S-1
-    events: list[Event]               # at row level (the estimator's own derivations)
+    n_released: int  # N_S: weights released for synthetic rows 0..N_S-1
+    events: list[Event]  # at row level (the estimator's own derivations)
     details: dict[str, Any] = field(default_factory=dict)
-    max_rows: int = 1                 # the privacy unit's rows the plan was calibrated for (`unit_plan`)
+    max_rows: int = 1  # the privacy unit's rows the plan was calibrated for (`unit_plan`)
 
     @property
     def private(self) -> bool:
@@ -59,30 +62,53 @@ class WeightPlan:
         return unit_events(self.events, self.max_rows)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"estimator": self.estimator, "n_real": self.n_real, "n_synthetic": self.n_synthetic,
-                "n_released": self.n_released, "events": [event_to_dict(e) for e in self.events], **self.details}
+        return {
+            "estimator": self.estimator,
+            "n_real": self.n_real,
+            "n_synthetic": self.n_synthetic,
+            "n_released": self.n_released,
+            "events": [event_to_dict(e) for e in self.events],
+            **self.details,
+        }
 
 
-def settings_with_defaults(settings: dict[str, Any]) -> dict[str, Any]:
-    """The estimator knobs of `weights:` (keys, types and ranges checked by its model, pipelines/config.py
-    `section`), its defaults filled; the section's other keys are the stage's."""
-    return section("weights", settings).model_dump(include=set(DEFAULTS))
+def settings_with_defaults(settings: WeightEstimator | dict[str, Any]) -> WeightEstimator:
+    """The estimator knobs of `weights:`: the checked section (a `Weights`, which holds them), or a mapping
+    checked by the section's model (pipelines/config.py `section`: keys, types, ranges, defaults filled)."""
+    return settings if isinstance(settings, WeightEstimator) else section("weights", settings)
 
 
-def unit_plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, n_synthetic: int,
-              epsilon: float, delta: float, max_rows: int = 1) -> WeightPlan:
+def unit_plan(
+    estimator: str,
+    settings: WeightEstimator | dict[str, Any],
+    layout: Layout,
+    n_real: int,
+    n_synthetic: int,
+    epsilon: float,
+    delta: float,
+    max_rows: int = 1,
+) -> WeightPlan:
     """`plan` for a privacy unit of at most `max_rows` rows: the row-level plan whose events, at the unit
     (`WeightPlan.unit_events`), meet (ε, δ) (`pipelines.privacy.unit.unit_plan`)."""
+
     def at(eps: float) -> WeightPlan:
         return plan(estimator, settings, layout, n_real, n_synthetic, eps, delta)
+
     first = at(epsilon)
     if max_rows == 1 or not first.events or not first.private:
         return first
     return replace(privacy_unit.unit_plan(at, epsilon, delta, max_rows), max_rows=int(max_rows))
 
 
-def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, n_synthetic: int,
-         epsilon: float, delta: float) -> WeightPlan:
+def plan(
+    estimator: str,
+    settings: WeightEstimator | dict[str, Any],
+    layout: Layout,
+    n_real: int,
+    n_synthetic: int,
+    epsilon: float,
+    delta: float,
+) -> WeightPlan:
     """The estimator's events and N_S from public quantities (module docstring)."""
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown weights.estimator {estimator!r}; known: {', '.join(ESTIMATORS)}")
@@ -90,49 +116,84 @@ def plan(estimator: str, settings: dict[str, Any], layout: Layout, n_real: int, 
         raise ValueError(f"need real and synthetic rows, got N_D = {n_real}, N_G = {n_synthetic}")
     s = settings_with_defaults(settings)
     if estimator in NON_PRIVATE:
-        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic,
-                          [NonPrivateEvent(f"importance weights by non-private {estimator}")])
+        return WeightPlan(
+            estimator,
+            n_real,
+            n_synthetic,
+            n_synthetic,
+            [NonPrivateEvent(f"importance weights by non-private {estimator}")],
+        )
     if estimator == "discriminator":
-        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [],
-                          {"critic_temperature": float(s["critic_temperature"])})
+        return WeightPlan(
+            estimator, n_real, n_synthetic, n_synthetic, [], {"critic_temperature": float(s.critic_temperature)}
+        )
     if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"weights.epsilon must be positive and finite for the private estimator "
-                         f"'{estimator}', got {epsilon}")
-    n_total, l2 = n_real + n_synthetic, float(s["l2"])
+        raise ValueError(
+            f"weights.epsilon must be positive and finite for the private estimator '{estimator}', got {epsilon}"
+        )
+    n_total, l2 = n_real + n_synthetic, float(s.l2)
     r = logistic.feature_norm_bound(layout)
     delta_w = logistic.log_weight_sensitivity(r, n_total, l2)
     if estimator == "beta_noised":
         unit, event = logistic.beta_noise_plan(epsilon, r, n_total, l2, layout.width + 1)
-        return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [event],
-                          {"l2": l2, "norm_bound": r, "laplace_scale": event.scale * unit, "lattice_unit": unit})
+        return WeightPlan(
+            estimator,
+            n_real,
+            n_synthetic,
+            n_synthetic,
+            [event],
+            {"l2": l2, "norm_bound": r, "laplace_scale": event.scale * unit, "lattice_unit": unit},
+        )
     if estimator == "output_lapl":
-        n_s, rho, event = logistic.output_laplace_plan(epsilon, delta_w, n_synthetic, float(s["rho_max"]))
-        return WeightPlan(estimator, n_real, n_synthetic, n_s, [event],
-                          {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "rho": rho})
+        n_s, rho, event = logistic.output_laplace_plan(epsilon, delta_w, n_synthetic, float(s.rho_max))
+        return WeightPlan(
+            estimator,
+            n_real,
+            n_synthetic,
+            n_s,
+            [event],
+            {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "rho": rho},
+        )
     if estimator == "output_norm":
-        n_s, gamma, event = logistic.output_gaussian_plan(epsilon, delta, delta_w, n_synthetic,
-                                                          float(s["gamma_max"]))
-        return WeightPlan(estimator, n_real, n_synthetic, n_s, [event],
-                          {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "gamma": gamma})
+        n_s, gamma, event = logistic.output_gaussian_plan(epsilon, delta, delta_w, n_synthetic, float(s.gamma_max))
+        return WeightPlan(
+            estimator,
+            n_real,
+            n_synthetic,
+            n_s,
+            [event],
+            {"l2": l2, "norm_bound": r, "log_weight_sensitivity": delta_w, "gamma": gamma},
+        )
     # priv_mlp: Algorithm 1's q = L / (N_D + N_G), T = ceil(epochs / q) at most max_steps
-    q, steps = sampling_schedule(s["batch_size"], n_total, None, s["epochs"], s["max_steps"])
+    q, steps = sampling_schedule(s.batch_size, n_total, None, s.epochs, s.max_steps)
     sigma = calibrate_noise_multiplier(epsilon, delta, q, steps)
-    return WeightPlan(estimator, n_real, n_synthetic, n_synthetic, [PoissonGaussianEvent(sigma, q, steps)],
-                      {"sample_rate": q, "steps": steps, "noise_multiplier": sigma, "clip_norm": float(s["clip_norm"])})
+    return WeightPlan(
+        estimator,
+        n_real,
+        n_synthetic,
+        n_synthetic,
+        [PoissonGaussianEvent(sigma, q, steps)],
+        {"sample_rate": q, "steps": steps, "noise_multiplier": sigma, "clip_norm": float(s.clip_norm)},
+    )
 
 
 Logit = Callable[[np.ndarray], np.ndarray]
 
 
-def streams(source: NoiseSource | None, settings: dict[str, Any], private: bool) -> Streams:
+def streams(source: NoiseSource | None, settings: WeightEstimator, private: bool) -> Streams:
     """The estimator's random streams: `source` (OS entropy when None; settings' `noise_seed` overrides it,
     for tests) bound to its privacy and its public `seed`."""
-    return (source or NoiseSource()).overridden(settings["noise_seed"]).streams(private, int(settings["seed"]))
+    return (source or NoiseSource()).overridden(settings.noise_seed).streams(private, settings.seed)
 
 
-def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | MatrixFile | None,
-             synthetic: np.ndarray | MatrixFile, critic: Logit | None = None,
-             noise_source: NoiseSource | None = None) -> tuple[np.ndarray, Logit | None]:
+def estimate(
+    p: WeightPlan,
+    settings: WeightEstimator | dict[str, Any],
+    real: np.ndarray | MatrixFile | None,
+    synthetic: np.ndarray | MatrixFile,
+    critic: Logit | None = None,
+    noise_source: NoiseSource | None = None,
+) -> tuple[np.ndarray, Logit | None]:
     """(log-weights of synthetic rows 0..N_S-1, classifier logit function or None).
 
     `real`: the private encoded rows (None for `discriminator`, which never reads them); `critic`: the
@@ -143,30 +204,41 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | MatrixF
     (their logit functions score a block at a time too); the logistic estimators fit on every row at once.
     """
     s = settings_with_defaults(settings)
-    released = synthetic[:p.n_released]
+    released = synthetic[: p.n_released]
     if p.estimator == "discriminator":
         if critic is None:
             raise ValueError("the discriminator estimator needs the generator's critic")
-        t = float(s["critic_temperature"])
+        t = float(s.critic_temperature)
         return critic_log_weights(blockwise(critic, released), t), (lambda rows: blockwise(critic, rows) / t)
     if real is None or real.ndim != 2 or real.shape[1] != synthetic.shape[1]:  # rows may differ from n̂ = N_D
-        raise ValueError(f"real rows have shape {None if real is None else real.shape}, expected "
-                         f"(rows, {synthetic.shape[1]})")
+        raise ValueError(
+            f"real rows have shape {None if real is None else real.shape}, expected (rows, {synthetic.shape[1]})"
+        )
     prior = math.log(p.n_real / p.n_synthetic)
     if p.estimator in ("mlp", "priv_mlp"):
         private = p.estimator == "priv_mlp"
-        q, steps = (p.details["sample_rate"], p.details["steps"]) if private else sampling_schedule(
-            s["batch_size"], p.n_real + p.n_synthetic, None, s["epochs"], s["max_steps"])
+        q, steps = (
+            (p.details["sample_rate"], p.details["steps"])
+            if private
+            else sampling_schedule(s.batch_size, p.n_real + p.n_synthetic, None, s.epochs, s.max_steps)
+        )
         noise = streams(noise_source, s, private).torch("weights:priv_mlp")
-        model = relaxed_dpsgd.train_classifier(real, synthetic, s, q, steps,
-                                               p.details["noise_multiplier"] if private else 0.0,
-                                               p.details["clip_norm"] if private else math.inf, noise,
-                                               n_real=p.n_real)
+        model = relaxed_dpsgd.train_classifier(
+            real,
+            synthetic,
+            s,
+            q,
+            steps,
+            p.details["noise_multiplier"] if private else 0.0,
+            p.details["clip_norm"] if private else math.inf,
+            noise,
+            n_real=p.n_real,
+        )
         logit = lambda rows: relaxed_dpsgd.logits(model, rows)  # noqa: E731
         return logit(released) - prior, logit
     real, synthetic = np.asarray(real), np.asarray(synthetic)
-    released = synthetic[:p.n_released]
-    n_total, l2 = p.n_real + p.n_synthetic, float(s["l2"])
+    released = synthetic[: p.n_released]
+    n_total, l2 = p.n_real + p.n_synthetic, float(s.l2)
     beta = logistic.fit_coefficients(real, synthetic, l2, n_total)
     rng = streams(noise_source, s, p.private).numpy(f"weights:{p.estimator}")
     if p.estimator in ("logreg", "beta_noised"):
@@ -175,7 +247,7 @@ def estimate(p: WeightPlan, settings: dict[str, Any], real: np.ndarray | MatrixF
         logit = lambda rows: logistic.with_intercept(rows) @ beta  # noqa: E731
         return logit(released) - prior, logit
     log_w = logistic.log_weights(beta, released, p.n_real, p.n_synthetic)
-    unit = logistic.log_weight_unit(p.details["log_weight_sensitivity"])   # the lattice (Δ_w/K)ℤ
+    unit = logistic.log_weight_unit(p.details["log_weight_sensitivity"])  # the lattice (Δ_w/K)ℤ
     if p.estimator == "output_lapl":
         return logistic.laplace_log_weights(log_w, p.events[0], unit, rng), None
     return logistic.gaussian_log_weights(log_w, p.events[0], unit, rng), None

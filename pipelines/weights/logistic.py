@@ -63,6 +63,7 @@ that moves by ≤ c moves by ≤ ⌈c/γ⌉ lattice points.
   DiscreteLaplaceEvent(t, K₁, 1, dims = d'), ε-DP by the triangle inequality. Its noise is tγ ≤
   b·(1 + 2/LATTICE_STEPS) in the coefficients' units (the d' rounding points of L1 it pays for).
 """
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,8 @@ from pipelines.privacy.accountant import discrete_gaussian_sigma, gaussian_sigma
 from pipelines.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, Event
 from pipelines.privacy.mechanisms import lattice_gaussian_mechanism, lattice_laplace_mechanism
 
-LATTICE_STEPS = 64      # beta_noised: lattice points per Δ_β/⌈√d'⌉ at least (module docstring)
-LOG_WEIGHT_LATTICE_STEPS = 64   # K: output_lapl / output_norm lattice points per Δ_w (module docstring)
+LATTICE_STEPS = 64  # beta_noised: lattice points per Δ_β/⌈√d'⌉ at least (module docstring)
+LOG_WEIGHT_LATTICE_STEPS = 64  # K: output_lapl / output_norm lattice points per Δ_w (module docstring)
 
 
 def log_weight_unit(delta_w: float) -> float:
@@ -130,26 +131,32 @@ def log_weights(beta: np.ndarray, rows: np.ndarray, n_real: int, n_synthetic: in
     return with_intercept(rows) @ beta - math.log(n_real / n_synthetic)
 
 
-def beta_noise_plan(epsilon: float, norm_bound: float, n_total: int, l2: float,
-                    n_coefficients: int) -> tuple[float, DiscreteLaplaceEvent]:
+def beta_noise_plan(
+    epsilon: float, norm_bound: float, n_total: int, l2: float, n_coefficients: int
+) -> tuple[float, DiscreteLaplaceEvent]:
     """(lattice step γ = 2^k, DiscreteLaplaceEvent(K₁/ε, K₁, 1, dims = d')) of beta_noised at ε (module docstring:
     the L1 bound √d'·Δ_β in lattice points plus one point per coefficient for the rounding)."""
     delta_beta = coefficient_sensitivity(norm_bound, n_total, l2)
     d = int(n_coefficients)
-    unit = 2.0 ** math.floor(math.log2(delta_beta / (LATTICE_STEPS * (math.isqrt(d - 1) + 1))))   # ⌈√d'⌉
+    unit = 2.0 ** math.floor(math.log2(delta_beta / (LATTICE_STEPS * (math.isqrt(d - 1) + 1))))  # ⌈√d'⌉
     ratio = Fraction(delta_beta) / Fraction(unit)
-    square = d * ratio * ratio                      # (√d'·Δ_β/γ)², exact: its ceiling root is ⌈√d'·Δ_β/γ⌉
+    square = d * ratio * ratio  # (√d'·Δ_β/γ)², exact: its ceiling root is ⌈√d'·Δ_β/γ⌉
     root = math.isqrt(square.numerator // square.denominator)
     while root * root < square:
         root += 1
     l1_points = root + d
-    return unit, DiscreteLaplaceEvent(l1_points / float(epsilon), l1_points, 1, d,
-                                      f"{d} logistic coefficients on the lattice 2^{int(math.log2(unit))} "
-                                      f"(L1 sensitivity sqrt(d')·Δ_β + d' points)")
+    return unit, DiscreteLaplaceEvent(
+        l1_points / float(epsilon),
+        l1_points,
+        1,
+        d,
+        f"{d} logistic coefficients on the lattice 2^{int(math.log2(unit))} (L1 sensitivity sqrt(d')·Δ_β + d' points)",
+    )
 
 
-def output_laplace_plan(epsilon: float, delta_w: float, n_synthetic: int,
-                        rho_max: float) -> tuple[int, float, DiscreteLaplaceEvent]:
+def output_laplace_plan(
+    epsilon: float, delta_w: float, n_synthetic: int, rho_max: float
+) -> tuple[int, float, DiscreteLaplaceEvent]:
     """(N_S, ρ, event) of output_lapl: the most weights N_S ≤ N_G with ρ = N_S Δ_w/ε ≤ `rho_max` (< 1); the event
     is N_S discrete Laplace draws of scale Kρ/Δ_w on the lattice (Δ_w/K)ℤ (shift ≤ K points each; module
     docstring)."""
@@ -157,24 +164,34 @@ def output_laplace_plan(epsilon: float, delta_w: float, n_synthetic: int,
         raise ValueError(f"rho_max must lie in (0, 1) (Corollary 1 needs ρ < 1), got {rho_max}")
     n_s = min(n_synthetic, int(math.floor(rho_max * epsilon / delta_w)))
     if n_s < 1:
-        raise ValueError(f"output_lapl cannot release even one weight: ρ = Δ_w/ε = {delta_w / epsilon:.3g} > "
-                         f"rho_max = {rho_max}; raise weights.epsilon or weights.l2")
+        raise ValueError(
+            f"output_lapl cannot release even one weight: ρ = Δ_w/ε = {delta_w / epsilon:.3g} > "
+            f"rho_max = {rho_max}; raise weights.epsilon or weights.l2"
+        )
     rho = n_s * delta_w / epsilon
     k = LOG_WEIGHT_LATTICE_STEPS
-    return n_s, rho, DiscreteLaplaceEvent(k * n_s / epsilon, k, n_s, 1,
-                                          f"{n_s} log importance weights on the lattice Δ_w/{k}, Δ_w = {delta_w:.6g}")
+    return (
+        n_s,
+        rho,
+        DiscreteLaplaceEvent(
+            k * n_s / epsilon, k, n_s, 1, f"{n_s} log importance weights on the lattice Δ_w/{k}, Δ_w = {delta_w:.6g}"
+        ),
+    )
 
 
-def output_gaussian_plan(epsilon: float, delta: float, delta_w: float, n_synthetic: int,
-                         gamma_max: float) -> tuple[int, float, DiscreteGaussianEvent]:
+def output_gaussian_plan(
+    epsilon: float, delta: float, delta_w: float, n_synthetic: int, gamma_max: float
+) -> tuple[int, float, DiscreteGaussianEvent]:
     """(N_S, γ, event) of output_norm: the most weights N_S ≤ N_G whose noise γ = σ_γ·Δ_w/K stays ≤ `gamma_max`, σ_γ
     the smallest σ (lattice points) with ε_PLD(N_S discrete Gaussians of shift K) ≤ ε at δ (module docstring);
     N_S starts from the continuous bound γ = σ₁(ε, δ)·√N_S·Δ_w and shrinks while the discrete σ_γ exceeds it."""
     sigma_unit = gaussian_sigma(epsilon, delta, 1.0)  # noise std per unit of L2 sensitivity
     n_s = min(n_synthetic, int(math.floor((gamma_max / (sigma_unit * delta_w)) ** 2)))
     if n_s < 1:
-        raise ValueError(f"output_norm cannot release even one weight: γ would be {sigma_unit * delta_w:.3g} > "
-                         f"gamma_max = {gamma_max}; raise weights.epsilon, weights.l2 or weights.gamma_max")
+        raise ValueError(
+            f"output_norm cannot release even one weight: γ would be {sigma_unit * delta_w:.3g} > "
+            f"gamma_max = {gamma_max}; raise weights.epsilon, weights.l2 or weights.gamma_max"
+        )
     k = LOG_WEIGHT_LATTICE_STEPS
     while True:
         sigma_points = discrete_gaussian_sigma(epsilon, delta, k, n_s, start=sigma_unit * math.sqrt(n_s) * k)
@@ -182,12 +199,21 @@ def output_gaussian_plan(epsilon: float, delta: float, delta_w: float, n_synthet
         if gamma <= gamma_max:
             break
         if n_s == 1:
-            raise ValueError(f"output_norm cannot release even one weight: γ would be {gamma:.3g} > gamma_max = "
-                             f"{gamma_max}; raise weights.epsilon, weights.l2 or weights.gamma_max")
+            raise ValueError(
+                f"output_norm cannot release even one weight: γ would be {gamma:.3g} > gamma_max = "
+                f"{gamma_max}; raise weights.epsilon, weights.l2 or weights.gamma_max"
+            )
         n_s = max(1, min(n_s - 1, int(math.floor(n_s * (gamma_max / gamma) ** 2))))
-    return n_s, gamma, DiscreteGaussianEvent(sigma_points, k, n_s,
-                                             f"{n_s} log importance weights of a logistic regression on the lattice "
-                                             f"Δ_w/{k}, Δ_w = {delta_w:.6g}")
+    return (
+        n_s,
+        gamma,
+        DiscreteGaussianEvent(
+            sigma_points,
+            k,
+            n_s,
+            f"{n_s} log importance weights of a logistic regression on the lattice Δ_w/{k}, Δ_w = {delta_w:.6g}",
+        ),
+    )
 
 
 def discrete_laplace_log_mgf(scale: float, h: float) -> float:
@@ -212,27 +238,31 @@ def discrete_gaussian_log_mgf(sigma: float, h: float) -> float:
     c = h * sigma * sigma
     y = np.arange(math.floor(c - 40 * sigma) - 1, math.ceil(c + 40 * sigma) + 2)
     z = np.arange(-math.ceil(40 * sigma) - 1, math.ceil(40 * sigma) + 2)
-    lse = lambda v: float(np.log(np.exp(v - v.max()).sum()) + v.max())   # noqa: E731
-    return base + lse(-(y - c) ** 2 / (2 * sigma * sigma)) - lse(-(z * 1.0) ** 2 / (2 * sigma * sigma))
+    lse = lambda v: float(np.log(np.exp(v - v.max()).sum()) + v.max())  # noqa: E731
+    return base + lse(-((y - c) ** 2) / (2 * sigma * sigma)) - lse(-((z * 1.0) ** 2) / (2 * sigma * sigma))
 
 
-def noised_coefficients(beta: np.ndarray, event: DiscreteLaplaceEvent, unit: float,
-                        rng: np.random.Generator) -> tuple[np.ndarray, Event]:
+def noised_coefficients(
+    beta: np.ndarray, event: DiscreteLaplaceEvent, unit: float, rng: np.random.Generator
+) -> tuple[np.ndarray, Event]:
     """beta_noised: β̄ = γ·(round(β/γ) + Lap_ℤ(t)) per coordinate, γ = `unit`, (t, K₁) from `beta_noise_plan` (Ji &
     Elkan's Laplace, exactly sampled on the lattice; module docstring)."""
     return lattice_laplace_mechanism(beta, Fraction(unit), event, rng), event
 
 
-def laplace_log_weights(log_w: np.ndarray, event: DiscreteLaplaceEvent, unit: float,
-                        rng: np.random.Generator) -> np.ndarray:
-    """Corollary 1 on the lattice unitℤ (unit = `log_weight_unit`(Δ_w)): log ŵ snapped + unit·Lap_ℤ(t) − log E[e^{unit·Y}], so that
+def laplace_log_weights(
+    log_w: np.ndarray, event: DiscreteLaplaceEvent, unit: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Corollary 1 on the lattice unitℤ (unit = `log_weight_unit`(Δ_w)): log ŵ snapped + unit·Lap_ℤ(t) − log
+    E[e^{unit·Y}], so that
     E[e^ζ] = 1 exactly (the continuous shift log(1 − ρ²), ρ = t·unit, is its limit)."""
     noisy = lattice_laplace_mechanism(log_w, Fraction(unit), event, rng)
     return noisy - discrete_laplace_log_mgf(event.scale, unit)
 
 
-def gaussian_log_weights(log_w: np.ndarray, event: DiscreteGaussianEvent, unit: float,
-                         rng: np.random.Generator) -> np.ndarray:
+def gaussian_log_weights(
+    log_w: np.ndarray, event: DiscreteGaussianEvent, unit: float, rng: np.random.Generator
+) -> np.ndarray:
     """Corollary 2 on the lattice unitℤ: log ŵ snapped + unit·N_ℤ(0, σ²) − log E[e^{unit·Y}] (= γ²/2 up to < 1e-76
     for σ ≥ 3, γ = σ·unit), so that E[e^ζ'] = 1."""
     noisy = lattice_gaussian_mechanism(log_w, Fraction(unit), event, rng)

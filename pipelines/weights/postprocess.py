@@ -5,6 +5,7 @@ tempering, Pareto-smoothed importance sampling with its k̂ diagnostic, and the 
 Everything here is a function of already-private weights (or classifier scores) and public data, so it
 costs no budget.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,6 +41,7 @@ def psis(log_w: np.ndarray) -> tuple[np.ndarray, float]:
     fit (arviz fits the largest min(0.2 N, 3√N)): then the weights are only normalised and k̂ = inf.
     """
     import arviz as az
+
     log_w = np.asarray(log_w, dtype=float)
     if len(log_w) < MIN_PSIS_WEIGHTS:
         return log_w - logsumexp(log_w), math.inf
@@ -62,6 +64,7 @@ def effective_sample_size(weights: np.ndarray) -> float:
 @dataclass(frozen=True)
 class BetaCalibration:
     """Beta calibration (Kull et al. 2017): p' = σ(a ln s − b ln(1 − s) + c) of a score s ∈ (0, 1), a, b ≥ 0."""
+
     a: float
     b: float
     c: float
@@ -98,15 +101,16 @@ def fit_beta_calibration(logit_real: np.ndarray, logit_synthetic: np.ndarray) ->
     return BetaCalibration(float(coef.get(0, 0.0)), float(coef.get(1, 0.0)), float(model.intercept_[0]))
 
 
-def calibrated_log_weights(calibration: BetaCalibration, logit: np.ndarray, n_cal_real: int,
-                           n_cal_synthetic: int) -> np.ndarray:
+def calibrated_log_weights(
+    calibration: BetaCalibration, logit: np.ndarray, n_cal_real: int, n_cal_synthetic: int
+) -> np.ndarray:
     """log w = calibrated logit − log(n_real/n_synthetic) of the calibration set (eq. 1)."""
     return calibration(logit) - math.log(n_cal_real / n_cal_synthetic)
 
 
-
-def calibrate(logit: Callable[[np.ndarray], np.ndarray], calibration_rows: np.ndarray,
-              synthetic: np.ndarray) -> tuple[np.ndarray, BetaCalibration]:
+def calibrate(
+    logit: Callable[[np.ndarray], np.ndarray], calibration_rows: np.ndarray, synthetic: np.ndarray
+) -> tuple[np.ndarray, BetaCalibration]:
     """Calibrated log-weights of the `synthetic` rows (eq. 1) and the fitted map: beta calibration of the
     classifier `logit` on the encoded PUBLIC real calibration rows (label 1) and the synthetic rows (label 0)."""
     fitted = fit_beta_calibration(logit(calibration_rows), logit(synthetic))
@@ -121,7 +125,7 @@ def released_weights(log_w: np.ndarray, tau: float, smooth: bool, n_rows: int) -
     smoothed, khat = psis(log_w)
     w = mean_one(smoothed if smooth else log_w)
     column = np.full(n_rows, np.nan)
-    column[:len(w)] = w
+    column[: len(w)] = w
     return w, khat, column
 
 
@@ -129,11 +133,17 @@ def calibration_rows(path: Path, sch: Schema) -> np.ndarray:
     """The public calibration file's real rows (`weights.calibration`), encoded; an InputError names the file when
     it is missing or does not fit the schema."""
     if not path.exists():
-        raise InputError("the public calibration file does not exist.", file=str(path),
-                         fix="point weights.calibration at a CSV/Parquet of public real rows, or set it to null.")
+        raise InputError(
+            "the public calibration file does not exist.",
+            file=str(path),
+            fix="point weights.calibration at a CSV/Parquet of public real rows, or set it to null.",
+        )
     frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     try:
         return Encoder(sch).encode(frame)
     except ValueError as e:
-        raise InputError(f"the calibration rows do not fit the public schema ({e}).", file=str(path),
-                         fix="validate the calibration file against the schema.") from e
+        raise InputError(
+            f"the calibration rows do not fit the public schema ({e}).",
+            file=str(path),
+            fix="validate the calibration file against the schema.",
+        ) from e

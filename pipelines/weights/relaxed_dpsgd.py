@@ -34,6 +34,7 @@ bound (Dwork & Roth Thm. A.1, valid for ε < 1), and "O(qε) w.r.t. the data set
 subsampling, ε' = log(1 + q(e^ε − 1)) with δ' = qδ; tests/test_weights.py checks both against the PLD
 of PoissonGaussianEvent(σ, q, 1) and audits one step empirically.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -61,9 +62,16 @@ def _lot_loss(forward, x: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
     return nn.functional.softplus((1 - 2 * label) * forward(x).squeeze(-1)).sum()
 
 
-def relaxed_dpsgd_gradient(model: nn.Module, real: torch.Tensor, synthetic: torch.Tensor, clip_norm: float,
-                           noise_multiplier: float, expected_lot: float, noise: Rng,
-                           draws: int | None = None) -> dict[str, torch.Tensor]:
+def relaxed_dpsgd_gradient(
+    model: nn.Module,
+    real: torch.Tensor,
+    synthetic: torch.Tensor,
+    clip_norm: float,
+    noise_multiplier: float,
+    expected_lot: float,
+    noise: Rng,
+    draws: int | None = None,
+) -> dict[str, torch.Tensor]:
     """ḡ_t of Algorithm 1 for one lot (module docstring): private terms through `clip_and_noise`
     (sensitivity C, noise σC), synthetic terms clipped to C and added without noise; both from one pass over the
     lot. `draws` repeats the noise draw (audits)."""
@@ -75,23 +83,32 @@ def relaxed_dpsgd_gradient(model: nn.Module, real: torch.Tensor, synthetic: torc
     return {k: private[k] + public[k] / expected_lot for k in private}
 
 
-def train_classifier(real: np.ndarray | MatrixFile, synthetic: np.ndarray | MatrixFile, params: dict[str, Any],
-                     sample_rate: float, steps: int, noise_multiplier: float, clip_norm: float, noise: Rng,
-                     device: str = "cpu", n_real: int | None = None) -> nn.Module:
-    """`steps` lots of Algorithm 1 with SGD at `params['lr']`; returns the logit network f (eval mode).
+def train_classifier(
+    real: np.ndarray | MatrixFile,
+    synthetic: np.ndarray | MatrixFile,
+    params: Any,
+    sample_rate: float,
+    steps: int,
+    noise_multiplier: float,
+    clip_norm: float,
+    noise: Rng,
+    device: str = "cpu",
+    n_real: int | None = None,
+) -> nn.Module:
+    """`steps` lots of Algorithm 1 with SGD at `params.lr`; returns the logit network f (eval mode).
 
     Lots are Poisson-sampled over the actual rows; the divisor is the data-independent expected lot size
     q·(N_D + N_G) with N_D = `n_real`, the public training row count n̂ (None: len(real), when it is public).
     Each lot's rows are taken from `real` and `synthetic` (arrays, or `io.MatrixFile`s read by row from disk: the
     same rows, so the same steps) as float32.
 
-    Private lots and noise use `noise` (secret); the synthetic lots and initialisation use params['seed'].
+    Private lots and noise use `noise` (secret); the synthetic lots and initialisation use params.seed.
     """
-    seed = int(params["seed"])
-    model = initialise(classifier(real.shape[1], list(params["hidden"])), seed).to(device)
+    seed = int(params.seed)
+    model = initialise(classifier(real.shape[1], list(params.hidden)), seed).to(device)
     public = np.random.default_rng(seed + 1)  # the synthetic lots: public rows, a public seed
     expected = sample_rate * ((len(real) if n_real is None else n_real) + len(synthetic))
-    opt = torch.optim.SGD(model.parameters(), lr=float(params["lr"]), momentum=float(params["momentum"]))
+    opt = torch.optim.SGD(model.parameters(), lr=float(params.lr), momentum=float(params.momentum))
     named = dict(model.named_parameters())
 
     def lot(rows: np.ndarray | MatrixFile, generator: Rng | np.random.Generator) -> torch.Tensor:
@@ -109,7 +126,9 @@ def train_classifier(real: np.ndarray | MatrixFile, synthetic: np.ndarray | Matr
 
 def logits(model: nn.Module, rows: np.ndarray | MatrixFile, device: str = "cpu") -> np.ndarray:
     """f(x) of every row, a block of rows at a time (`io.blockwise`): memory of one block, whatever the rows."""
+
     def score(block: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             return model(torch.as_tensor(block, dtype=torch.float32, device=device)).squeeze(-1).cpu().double().numpy()
+
     return blockwise(score, rows)

@@ -7,7 +7,7 @@ holdout rows (non-members, and a reference/control set the attacker is assumed t
 - ``anonymeter``: singling-out, linkability and inference risks with a control set (Giomi et al. 2023).
 - ``disclosure``: presence and attribute disclosure (Diesendruck's thesis §4.3), exact-match and
   near-duplicate rates.
-- ``gates``: the configurable thresholds of params.yaml `risk_gates` as release gates.
+- ``gates``: the statistics (family-wise bounds) the release gates of `risk_gates` compare (pipelines/gates/risk.py).
 
 Every attack reads real rows: its numbers are not covered by the DP guarantee (they are evidence for the
 privacy officer, and the gates built on them say so).

@@ -16,6 +16,7 @@ with its error propagated from δr_train and δr_control. R ≈ 0: S tells the a
 training records beyond what it tells about any record of the population. The attack is informative only if
 r_train exceeds the baseline's rate (reported as `baseline_rate`).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -52,13 +53,20 @@ def privacy_risk(main: tuple[int, int], control: tuple[int, int], baseline: tupl
     risk gates recompute the bound at their family-wise level from them)."""
     risk, error = risk_interval(main, control)
     r_m, r_c, r_b = (wilson(*x)[0] for x in (main, control, baseline))
-    return {"risk": risk, "risk_ci95": [float(np.clip(risk - error, 0, 1)), float(np.clip(risk + error, 0, 1))],
-            "train_rate": float(r_m), "control_rate": float(r_c), "baseline_rate": float(r_b),
-            "n_attacks": main[1], "counts": {"main": list(main), "control": list(control)},
-            "informative": bool(r_m > r_b)}
+    return {
+        "risk": risk,
+        "risk_ci95": [float(np.clip(risk - error, 0, 1)), float(np.clip(risk + error, 0, 1))],
+        "train_rate": float(r_m),
+        "control_rate": float(r_c),
+        "baseline_rate": float(r_b),
+        "n_attacks": main[1],
+        "counts": {"main": list(main), "control": list(control)},
+        "informative": bool(r_m > r_b),
+    }
 
 
 # --- singling out ---------------------------------------------------------------------------------
+
 
 def category_code(col: Any, value: Any) -> int:
     """`value`'s index in the schema's category list, −1 outside it (``query_arrays``'s code of such a value)."""
@@ -86,13 +94,20 @@ def univariate_queries(synth: pd.DataFrame, columns: Sequence[Any]) -> list[list
         values, counts = np.unique(x, return_counts=True)
         queries += [[(col, "==", v)] for v in values[counts == 1]]
         if col.kind in NUMERIC_KINDS and len(values):
-            queries += [[(col, op, v)] for op, v, c in (("<=", values[0], counts[0]), (">=", values[-1], counts[-1]))
-                        if c == 1]
+            queries += [
+                [(col, op, v)] for op, v, c in (("<=", values[0], counts[0]), (">=", values[-1], counts[-1])) if c == 1
+            ]
     return queries
 
 
-def multivariate_queries(synth: pd.DataFrame, columns: Sequence[Any], n_cols: int, n_queries: int,
-                         rng: np.random.Generator, max_tries_factor: int = 20) -> list[list[Predicate]]:
+def multivariate_queries(
+    synth: pd.DataFrame,
+    columns: Sequence[Any],
+    n_cols: int,
+    n_queries: int,
+    rng: np.random.Generator,
+    max_tries_factor: int = 20,
+) -> list[list[Predicate]]:
     """Up to `n_queries` distinct conjunctions over `n_cols` random columns built from a random synthetic row
     (categorical: `== value`; numeric: `<= value` or `>= value` at random), kept when they single out exactly
     one synthetic row."""
@@ -102,8 +117,14 @@ def multivariate_queries(synth: pd.DataFrame, columns: Sequence[Any], n_cols: in
         if len(queries) == n_queries:
             break
         row = int(rng.integers(len(synth)))
-        query = [(columns[i], "==" if columns[i].kind not in NUMERIC_KINDS else ("<=", ">=")[rng.integers(2)],
-                  table[columns[i].name][row]) for i in sorted(rng.choice(len(columns), n_cols, replace=False))]
+        query = [
+            (
+                columns[i],
+                "==" if columns[i].kind not in NUMERIC_KINDS else ("<=", ">=")[rng.integers(2)],
+                table[columns[i].name][row],
+            )
+            for i in sorted(rng.choice(len(columns), n_cols, replace=False))
+        ]
         key = tuple((c.name, op, str(v)) for c, op, v in query)
         if key not in seen and _matches(codes, query).sum() == 1:
             seen.add(key)
@@ -111,8 +132,9 @@ def multivariate_queries(synth: pd.DataFrame, columns: Sequence[Any], n_cols: in
     return queries
 
 
-def random_queries(columns: Sequence[Any], n_cols: int, n_queries: int,
-                   rng: np.random.Generator) -> list[list[Predicate]]:
+def random_queries(
+    columns: Sequence[Any], n_cols: int, n_queries: int, rng: np.random.Generator
+) -> list[list[Predicate]]:
     """The baseline attacker's guesses: conjunctions over `n_cols` random columns with values drawn from the
     schema alone (numeric: uniform on the bounds with a random `<=`/`>=`; categorical: `==` a random category)."""
     columns, out = list(columns), []
@@ -128,8 +150,9 @@ def random_queries(columns: Sequence[Any], n_cols: int, n_queries: int,
     return out
 
 
-def exchangeable_successes(train_matches: np.ndarray, control_matches: np.ndarray, n_train: int,
-                           n_control: int) -> float:
+def exchangeable_successes(
+    train_matches: np.ndarray, control_matches: np.ndarray, n_train: int, n_control: int
+) -> float:
     """Expected number of queries singling out one training row if membership were irrelevant: given that
     query q matches t_q = a_q + b_q rows of the n training and m control rows, exchangeability puts a
     hypergeometric number of them in the training set, so Σ_q P(a_q = 1 | t_q) with
@@ -142,14 +165,24 @@ def exchangeable_successes(train_matches: np.ndarray, control_matches: np.ndarra
     return float(hypergeom.pmf(1, n_train + n_control, n_train, t).sum())
 
 
-def singling_out(train: pd.DataFrame, synth: pd.DataFrame, control: pd.DataFrame, columns: Sequence[Any],
-                 n_attacks: int, n_cols: int, rng: np.random.Generator) -> dict:
+def singling_out(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    control: pd.DataFrame,
+    columns: Sequence[Any],
+    n_attacks: int,
+    n_cols: int,
+    rng: np.random.Generator,
+) -> dict:
     """Singling-out risk (Giomi et al. §4.1): queries built from S that single out one synthetic row; success =
     the query matches exactly one training row (main); control = the expected main success were training and
     control rows exchangeable (``exchangeable_successes``); baseline = schema-random queries on the training
     rows. `n_cols` = 1 is the univariate attack."""
-    queries = (univariate_queries(synth, columns) if n_cols == 1 else
-               multivariate_queries(synth, columns, n_cols, n_attacks, rng))
+    queries = (
+        univariate_queries(synth, columns)
+        if n_cols == 1
+        else multivariate_queries(synth, columns, n_cols, n_attacks, rng)
+    )
     if len(queries) > n_attacks:
         queries = [queries[i] for i in rng.choice(len(queries), n_attacks, replace=False)]
     if not queries:
@@ -157,17 +190,26 @@ def singling_out(train: pd.DataFrame, synth: pd.DataFrame, control: pd.DataFrame
     n, real, held_out = len(queries), query_arrays(train, columns), query_arrays(control, columns)
     a = np.array([_matches(real, q).sum() for q in queries])
     main = int((a == 1).sum())
-    ctrl = int(round(exchangeable_successes(a, [_matches(held_out, q).sum() for q in queries], len(train),
-                                            len(control))))
+    ctrl = int(
+        round(exchangeable_successes(a, [_matches(held_out, q).sum() for q in queries], len(train), len(control)))
+    )
     base = int(sum(_matches(real, q).sum() == 1 for q in random_queries(columns, n_cols, n, rng)))
     return {**privacy_risk((main, n), (ctrl, n), (base, n)), "n_cols": n_cols}
 
 
 # --- linkability and inference ---------------------------------------------------------------------
 
-def linkability(train: pd.DataFrame, synth: pd.DataFrame, control: pd.DataFrame, columns: Sequence[Any],
-                aux: tuple[Sequence[str], Sequence[str]], n_attacks: int, n_neighbors: int,
-                rng: np.random.Generator) -> dict:
+
+def linkability(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    control: pd.DataFrame,
+    columns: Sequence[Any],
+    aux: tuple[Sequence[str], Sequence[str]],
+    n_attacks: int,
+    n_neighbors: int,
+    rng: np.random.Generator,
+) -> dict:
     """Linkability risk (§4.2): the attacker holds two records of one person, with the disjoint column sets
     `aux` = (A, B); he links them if the `n_neighbors` synthetic rows nearest on A and those nearest on B
     (Gower distance) share a row. Baseline: two random sets of synthetic rows."""
@@ -182,10 +224,20 @@ def linkability(train: pd.DataFrame, synth: pd.DataFrame, control: pd.DataFrame,
 
     main = successes(train.iloc[rng.choice(len(train), n, replace=False)])
     ctrl = successes(control.iloc[rng.choice(len(control), n, replace=False)])
-    base = int(sum(bool(set(rng.choice(len(synth), n_neighbors, replace=False))
-                        & set(rng.choice(len(synth), n_neighbors, replace=False))) for _ in range(n)))
-    return {**privacy_risk((main, n), (ctrl, n), (base, n)), "aux_columns": [list(aux[0]), list(aux[1])],
-            "n_neighbors": n_neighbors}
+    base = int(
+        sum(
+            bool(
+                set(rng.choice(len(synth), n_neighbors, replace=False))
+                & set(rng.choice(len(synth), n_neighbors, replace=False))
+            )
+            for _ in range(n)
+        )
+    )
+    return {
+        **privacy_risk((main, n), (ctrl, n), (base, n)),
+        "aux_columns": [list(aux[0]), list(aux[1])],
+        "n_neighbors": n_neighbors,
+    }
 
 
 def correct_guesses(guesses: np.ndarray, truth: np.ndarray, col: Any, tolerance: float) -> np.ndarray:
@@ -195,8 +247,17 @@ def correct_guesses(guesses: np.ndarray, truth: np.ndarray, col: Any, tolerance:
     return guesses == truth
 
 
-def inference(train: pd.DataFrame, synth: pd.DataFrame, control: pd.DataFrame, columns: Sequence[Any],
-              secret: str, aux: Sequence[str], n_attacks: int, tolerance: float, rng: np.random.Generator) -> dict:
+def inference(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    control: pd.DataFrame,
+    columns: Sequence[Any],
+    secret: str,
+    aux: Sequence[str],
+    n_attacks: int,
+    tolerance: float,
+    rng: np.random.Generator,
+) -> dict:
     """Inference risk (§4.3): the attacker knows the `aux` columns of a target and guesses its `secret` as that
     of the nearest synthetic row on `aux` (Gower); ``correct_guesses`` scores it. Baseline: the secret of a
     random synthetic row."""

@@ -16,6 +16,7 @@ Three real sets of equal size (the thesis: 5 % of the training data): P ⊂ trai
   category, the medGAN reading of precision for binary features; a binary value counts towards sensitivity
   only when it is truly positive. Reported for P and T′ against S, and for P against B (baseline).
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -31,8 +32,9 @@ from pipelines.evaluation.marginals import numeric_values, row_sample
 PRECISION_FLOOR = 0.55
 
 
-def presence_at_precision(member_distances: np.ndarray, non_member_distances: np.ndarray,
-                          floor: float = PRECISION_FLOOR) -> dict:
+def presence_at_precision(
+    member_distances: np.ndarray, non_member_distances: np.ndarray, floor: float = PRECISION_FLOOR
+) -> dict:
     """Sensitivity and precision of "member iff distance ≤ ε" at the largest ε (among the candidates' own
     distances, where the classification changes) whose precision exceeds `floor`."""
     d = np.concatenate([member_distances, non_member_distances])
@@ -42,13 +44,17 @@ def presence_at_precision(member_distances: np.ndarray, non_member_distances: np
         declared = d <= eps
         precision = float(member[declared].mean())
         if precision > floor:
-            best = {"epsilon": float(eps), "sensitivity": float(member[declared].sum() / len(member_distances)),
-                    "precision": precision}
+            best = {
+                "epsilon": float(eps),
+                "sensitivity": float(member[declared].sum() / len(member_distances)),
+                "precision": precision,
+            }
     return best
 
 
-def impute(candidates: pd.DataFrame, released: pd.DataFrame, known: Sequence[Any], unknown: Sequence[Any],
-           k: int) -> dict[str, np.ndarray]:
+def impute(
+    candidates: pd.DataFrame, released: pd.DataFrame, known: Sequence[Any], unknown: Sequence[Any], k: int
+) -> dict[str, np.ndarray]:
     """Each unknown column of each candidate from its k nearest `released` rows on the known columns (Gower):
     the mean for numeric columns, the most frequent value (first in schema order on ties) otherwise."""
     _, idx = nearest(gower_features(candidates, known), gower_features(released, known), k)
@@ -64,8 +70,14 @@ def impute(candidates: pd.DataFrame, released: pd.DataFrame, known: Sequence[Any
     return out
 
 
-def attribute_disclosure_scores(candidates: pd.DataFrame, released: pd.DataFrame, known: Sequence[Any],
-                                unknown: Sequence[Any], k: int, tolerance: float) -> dict:
+def attribute_disclosure_scores(
+    candidates: pd.DataFrame,
+    released: pd.DataFrame,
+    known: Sequence[Any],
+    unknown: Sequence[Any],
+    k: int,
+    tolerance: float,
+) -> dict:
     """Sensitivity and precision of the k-NN imputation of the unknown columns (module docstring)."""
     guesses = impute(candidates, released, known, unknown, k)
     correct = claimed = correct_claims = relevant = correct_relevant = 0
@@ -79,62 +91,94 @@ def attribute_disclosure_scores(candidates: pd.DataFrame, released: pd.DataFrame
             claim = positive = np.ones(len(truth), dtype=bool)
         claimed, correct_claims = claimed + int(claim.sum()), correct_claims + int((ok & claim).sum())
         relevant, correct_relevant = relevant + int(positive.sum()), correct_relevant + int((ok & positive).sum())
-    return {"sensitivity": correct_relevant / relevant if relevant else None,
-            "precision": correct_claims / claimed if claimed else None,
-            "accuracy": correct / (len(candidates) * len(unknown))}
+    return {
+        "sensitivity": correct_relevant / relevant if relevant else None,
+        "precision": correct_claims / claimed if claimed else None,
+        "accuracy": correct / (len(candidates) * len(unknown)),
+    }
 
 
-def disclosure(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-               fraction: float, max_rows: int | None, k: int, tolerance: float, rng: np.random.Generator) -> dict:
+def disclosure(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    fraction: float,
+    max_rows: int | None,
+    k: int,
+    tolerance: float,
+    rng: np.random.Generator,
+) -> dict:
     """Presence and attribute disclosure (thesis §4.3) on three equal real sets of ⌈fraction·|train|⌉ rows
     (at most half the holdout each, and at most `max_rows`: the sets' cost is their size times S's)."""
     columns = list(columns)
     size = min(int(np.ceil(fraction * len(train))), len(holdout) // 2, max_rows or len(train))
     order = rng.permutation(len(holdout))
     p = train.iloc[np.sort(rng.choice(len(train), size, replace=False))]
-    t, b = holdout.iloc[np.sort(order[:size])], holdout.iloc[np.sort(order[size:2 * size])]
+    t, b = holdout.iloc[np.sort(order[:size])], holdout.iloc[np.sort(order[size : 2 * size])]
     g = {name: gower_features(f, columns) for name, f in (("p", p), ("t", t), ("s", synth), ("b", b))}
     dist = {(c, r): nearest(g[c], g[r])[0][:, 0] for c in ("p", "t") for r in ("s", "b")}
     half = sorted(rng.choice(len(columns), len(columns) // 2, replace=False))
     known = [columns[i] for i in half]
     unknown = [c for i, c in enumerate(columns) if i not in set(half)]
     return {
-        "set_size": size, "precision_floor": PRECISION_FLOOR,
+        "set_size": size,
+        "precision_floor": PRECISION_FLOOR,
         "presence": presence_at_precision(dist["p", "s"], dist["t", "s"]),
         "presence_baseline": presence_at_precision(dist["p", "b"], dist["t", "b"]),
-        "attribute": {"known_columns": [c.name for c in known], "neighbours": k, "tolerance": tolerance,
-                      "members": attribute_disclosure_scores(p, synth, known, unknown, k, tolerance),
-                      "non_members": attribute_disclosure_scores(t, synth, known, unknown, k, tolerance),
-                      "baseline_members": attribute_disclosure_scores(p, b, known, unknown, k, tolerance)},
+        "attribute": {
+            "known_columns": [c.name for c in known],
+            "neighbours": k,
+            "tolerance": tolerance,
+            "members": attribute_disclosure_scores(p, synth, known, unknown, k, tolerance),
+            "non_members": attribute_disclosure_scores(t, synth, known, unknown, k, tolerance),
+            "baseline_members": attribute_disclosure_scores(p, b, known, unknown, k, tolerance),
+        },
     }
 
 
 def _row_keys(frame: pd.DataFrame, columns: Sequence[Any]) -> np.ndarray:
     """One hash per row over the schema columns (numeric values as floats), for exact-match lookups."""
-    canon = pd.DataFrame({c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS else frame[c.name].astype(str)
-                          for c in columns})
+    canon = pd.DataFrame(
+        {c.name: numeric_values(frame, c) if c.kind in NUMERIC_KINDS else frame[c.name].astype(str) for c in columns}
+    )
     return pd.util.hash_pandas_object(canon, index=False).to_numpy()
 
 
-def copies(train: pd.DataFrame, synth: pd.DataFrame, holdout: pd.DataFrame, columns: Sequence[Any],
-           near_distance: float, max_rows: int | None, pool_max_rows: int | None, rng: np.random.Generator) -> dict:
+def copies(
+    train: pd.DataFrame,
+    synth: pd.DataFrame,
+    holdout: pd.DataFrame,
+    columns: Sequence[Any],
+    near_distance: float,
+    max_rows: int | None,
+    pool_max_rows: int | None,
+    rng: np.random.Generator,
+) -> dict:
     """Exact-match rate (synthetic rows equal to a training row in every column) and near-duplicate rate
     (Gower distance to the closest training record, DCR, ≤ `near_distance`), with the same rates for the real
     holdout as the baseline a fresh sample of the population gets, and both as counts [matches, rows] (the
     copy gate's interval); DCR quantiles of both (on at most `max_rows` seeded rows each, to a seeded sample of at
     most `pool_max_rows` training rows, drawn after them). DCR is reported, never gated on alone."""
     keys = set(_row_keys(train, columns).tolist())
-    counts = {name: [int(sum(k in keys for k in _row_keys(f, columns))), len(f)]
-              for name, f in (("synthetic", synth), ("holdout", holdout))}
+    counts = {
+        name: [int(sum(k in keys for k in _row_keys(f, columns))), len(f)]
+        for name, f in (("synthetic", synth), ("holdout", holdout))
+    }
     exact = {name: k / n if n else 0.0 for name, (k, n) in counts.items()}
-    targets = {name: f.iloc[row_sample(len(f), max_rows, rng)]
-               for name, f in (("synthetic", synth), ("holdout", holdout))}
+    targets = {
+        name: f.iloc[row_sample(len(f), max_rows, rng)] for name, f in (("synthetic", synth), ("holdout", holdout))
+    }
     pool = gower_features(train.iloc[row_sample(len(train), pool_max_rows, rng)], columns)
     dcr = {name: nearest(gower_features(f, columns), pool)[0][:, 0] for name, f in targets.items()}
-    return {"exact_match_rate": exact["synthetic"], "holdout_exact_match_rate": exact["holdout"],
-            "exact_match_counts": counts,
-            "near_duplicate_distance": near_distance,
-            "near_duplicate_rate": float((dcr["synthetic"] <= near_distance).mean()),
-            "holdout_near_duplicate_rate": float((dcr["holdout"] <= near_distance).mean()),
-            "dcr_quantiles": {name: {f"q{q:02d}": float(np.percentile(d, q)) for q in (1, 5, 50)}
-                              for name, d in dcr.items()}}
+    return {
+        "exact_match_rate": exact["synthetic"],
+        "holdout_exact_match_rate": exact["holdout"],
+        "exact_match_counts": counts,
+        "near_duplicate_distance": near_distance,
+        "near_duplicate_rate": float((dcr["synthetic"] <= near_distance).mean()),
+        "holdout_near_duplicate_rate": float((dcr["holdout"] <= near_distance).mean()),
+        "dcr_quantiles": {
+            name: {f"q{q:02d}": float(np.percentile(d, q)) for q in (1, 5, 50)} for name, d in dcr.items()
+        },
+    }

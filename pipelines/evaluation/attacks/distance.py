@@ -7,6 +7,7 @@ distance 2), divided by p. Nothing is learnt from the data. A long code list (mo
 `code_lists.LONG_LIST_ABOVE` categories) is featurised by its buckets of consecutive codes, so two of its codes
 that share a bucket count as equal: an approximation of d_j on such a column only.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
@@ -90,7 +91,7 @@ class Near:
             targets = np.column_stack([targets[:, ~self.blocks], index])
         if self.tree is not None:  # each target's nearest pool row, searched no farther than the radius
             found, _ = self.tree.query(targets, k=1, p=1, distance_upper_bound=self.radius * (1 + 1e-9) + 1e-300)
-            return found <= self.radius                # inf where no pool row is within the bound
+            return found <= self.radius  # inf where no pool row is within the bound
         return nearest(targets, self.pool)[0][:, 0] <= self.radius
 
 
@@ -107,5 +108,5 @@ def one_hot_codes(features: np.ndarray, columns: Sequence[Any]) -> np.ndarray:
     when their one-hot blocks are equal; a small integer matrix where the blocks are wide floats (memory)."""
     widths = [one_hot_width(c) if one_hot(c) else 1 for c in columns]
     starts = np.cumsum([0, *widths[:-1]])
-    blocks = [features[:, s:s + w] for s, w, c in zip(starts, widths, columns) if one_hot(c)]
+    blocks = [features[:, s : s + w] for s, w, c in zip(starts, widths, columns) if one_hot(c)]
     return np.column_stack([np.where(b.max(axis=1) > 0, b.argmax(axis=1), -1) for b in blocks]).astype(np.int32)

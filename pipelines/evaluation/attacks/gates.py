@@ -1,4 +1,4 @@
-"""params.yaml `risk_gates` thresholds as release gates over evaluate's privacy-risk results.
+"""The statistics of the privacy-risk gates (pipelines/gates/risk.py): lower confidence bounds of the attacks' risks.
 
 A gate fails only when the evidence of risk is clear at the sample sizes used (small holdouts give wide
 intervals): it compares a *lower* confidence bound of an attack's risk with its threshold. One release runs
@@ -8,9 +8,8 @@ threshold is refused by chance with probability at most α, instead of up to 1 �
 per-test 95 % intervals. Membership: AUC − z·se (bootstrap standard error); anonymeter: R − z·σ_R (Wilson
 errors, eq. 1-2); exact copies: Newcombe's lower bound of the excess r_S − r_H (``excess_lower_bound``);
 z = Φ⁻¹(1 − α/K).
-DCR alone is never a gate: the membership gate takes the worse of the DOMIAS and DCR attacks, and the copy
-gate counts exact copies beyond the rate a fresh real sample (the holdout) has.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,7 +18,6 @@ import numpy as np
 from scipy.stats import norm
 
 from pipelines.evaluation.attacks.anonymeter import risk_interval, wilson
-from pipelines.gates.release import GateResult
 
 
 def family_z(confidence: float, tests: int) -> float:
@@ -43,43 +41,3 @@ def excess_lower_bound(synthetic: tuple[int, int], holdout: tuple[int, int], z: 
     (c_s, h_s), (c_h, h_h) = wilson(*synthetic, z), wilson(*holdout, z)
     r_s, r_h = synthetic[0] / synthetic[1], holdout[0] / holdout[1]
     return float(r_s - r_h - np.hypot(r_s - (c_s - h_s), (c_h + h_h) - r_h))
-
-
-GATES = ("membership_inference", "exact_copies", "singling_out_risk", "linkability_risk", "inference_risk")
-
-
-def risk_gates(risk: dict[str, Any], t: dict[str, float]) -> list[GateResult]:
-    """The release gates of one generator's `privacy_risk` results (``suite.privacy_risk``)."""
-    outside = risk["outside_dp"]
-    member = {name: risk["membership"][name] for name in ("domias", "dcr")}
-    ran = {n: r for n, r in risk["anonymeter"].items() if "risk" in r}
-    tests = len(member) + 1 + len(ran)  # + 1: the exact-copy excess
-    z = family_z(t["confidence"], tests)
-    family = {"family_confidence": t["confidence"], "family_tests": tests, "z": z}
-    auc_low = {n: a["auc"] - z * a["auc_se"] for n, a in member.items()}
-    worst = max(auc_low, key=auc_low.get)
-    gates = [GateResult("membership_inference", auc_low[worst] <= t["membership_auc_max"], {
-        "threshold_auc_lower_bound": t["membership_auc_max"], "worst_attack": worst, **family,
-        **{f"{n}_auc": member[n]["auc"] for n in member}, **{f"{n}_auc_lower_bound": auc_low[n] for n in member},
-        **{f"{n}_auc_ci95": member[n]["auc_ci95"] for n in member},
-        **{f"{n}_tpr_at_1pct_fpr": member[n]["tpr_at_1pct_fpr"] for n in member}, "outside_dp": outside})]
-    c = risk["copies"]
-    excess = c["exact_match_rate"] - c["holdout_exact_match_rate"]
-    copy_low = excess_lower_bound(*(tuple(c["exact_match_counts"][k]) for k in ("synthetic", "holdout")), z)
-    gates.append(GateResult("exact_copies", copy_low <= t["exact_match_excess_max"], {
-        "exact_match_rate": c["exact_match_rate"], "holdout_exact_match_rate": c["holdout_exact_match_rate"],
-        "exact_match_counts": c["exact_match_counts"], "excess": excess, "excess_lower_bound": copy_low,
-        "threshold_excess_lower_bound": t["exact_match_excess_max"], **family, "outside_dp": outside}))
-    low = {n: risk_lower_bound(a, z) for n, a in ran.items()}
-    for gate, key, attacks in (("singling_out", "singling_out_risk_max",
-                                ("singling_out_univariate", "singling_out_multivariate")),
-                               ("linkability", "linkability_risk_max", ("linkability",)),
-                               ("inference", "inference_risk_max", ("inference",))):
-        here = [n for n in attacks if n in ran]
-        lower = max((low[n] for n in here), default=0.0)
-        gates.append(GateResult(f"{gate}_risk", lower <= t[key], {
-            "threshold_risk_lower_bound": t[key], "risk_lower_bound": lower, **family,
-            **{f"{n}_risk": ran[n]["risk"] for n in here}, **{f"{n}_risk_ci95": ran[n]["risk_ci95"] for n in here},
-            **({"skipped": sorted(set(attacks) - set(here))} if len(here) < len(attacks) else {}),
-            "outside_dp": outside}))
-    return gates

@@ -8,6 +8,7 @@ generator never saw) and scored on the same members: what population data alone 
 `advantage` = accuracy(members | S) − accuracy(members | holdout model); > 0 means S reveals more about its
 training records than the population does.
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -26,20 +27,25 @@ def _fit(frame: pd.DataFrame, known: Sequence[Any], secret: Any, seed: int):
     x = featurise(frame, known)
     if secret.kind in NUMERIC_KINDS:
         return RandomForestRegressor(n_estimators=100, random_state=seed, n_jobs=1).fit(
-            x, frame[secret.name].to_numpy(dtype=float))
+            x, frame[secret.name].to_numpy(dtype=float)
+        )
     y = frame[secret.name].astype(str).to_numpy()
     return RandomForestClassifier(n_estimators=100, random_state=seed, n_jobs=1).fit(x, y)
 
 
 def _accuracy(model, targets: pd.DataFrame, known: Sequence[Any], secret: Any, tolerance: float) -> float:
     guesses = model.predict(featurise(targets, known))
-    truth = targets[secret.name].to_numpy(dtype=float) if secret.kind in NUMERIC_KINDS else \
-        targets[secret.name].astype(str).to_numpy()
+    truth = (
+        targets[secret.name].to_numpy(dtype=float)
+        if secret.kind in NUMERIC_KINDS
+        else targets[secret.name].astype(str).to_numpy()
+    )
     return float(correct_guesses(guesses, truth, secret, tolerance).mean())
 
 
-def baseline_accuracy(split: TargetSplit, columns: Sequence[Any], secret: str, known: Sequence[str],
-                      tolerance: float, seed: int) -> float:
+def baseline_accuracy(
+    split: TargetSplit, columns: Sequence[Any], secret: str, known: Sequence[str], tolerance: float, seed: int
+) -> float:
     """The baseline of ``attribute_inference``, from real rows alone: accuracy on the members of the forest
     fitted on the holdout reference rows. The baseline stage computes it once per data set."""
     by_name = {c.name: c for c in columns}
@@ -48,8 +54,16 @@ def baseline_accuracy(split: TargetSplit, columns: Sequence[Any], secret: str, k
         return _accuracy(_fit(split.reference, cols, col, seed), split.members, cols, col, tolerance)
 
 
-def attribute_inference(split: TargetSplit, synth: pd.DataFrame, columns: Sequence[Any], secret: str,
-                        known: Sequence[str], tolerance: float, seed: int, baseline: float | None = None) -> dict:
+def attribute_inference(
+    split: TargetSplit,
+    synth: pd.DataFrame,
+    columns: Sequence[Any],
+    secret: str,
+    known: Sequence[str],
+    tolerance: float,
+    seed: int,
+    baseline: float | None = None,
+) -> dict:
     """Accuracy of a random forest (100 trees) fitted on S[known] → S[secret] on members and non-members, and
     of the same model fitted on the holdout reference rows (baseline) on members (`baseline`: its
     ``baseline_accuracy``, computed earlier)."""
@@ -60,8 +74,15 @@ def attribute_inference(split: TargetSplit, synth: pd.DataFrame, columns: Sequen
     with threadpool_limits(limits=1):
         attacker = _fit(synth, cols, col, seed)
         members = _accuracy(attacker, split.members, cols, col, tolerance)
-        out = {"secret": secret, "known_columns": list(known), "accuracy_members": members,
-               "accuracy_non_members": _accuracy(attacker, split.non_members, cols, col, tolerance),
-               "baseline_accuracy_members": baseline}
-    return {**out, "advantage": members - out["baseline_accuracy_members"],
-            "baseline": f"random forest fitted on {len(split.reference)} real holdout rows"}
+        out = {
+            "secret": secret,
+            "known_columns": list(known),
+            "accuracy_members": members,
+            "accuracy_non_members": _accuracy(attacker, split.non_members, cols, col, tolerance),
+            "baseline_accuracy_members": baseline,
+        }
+    return {
+        **out,
+        "advantage": members - out["baseline_accuracy_members"],
+        "baseline": f"random forest fitted on {len(split.reference)} real holdout rows",
+    }

@@ -10,6 +10,7 @@ Targets: m training rows (members) and m holdout rows (non-members); the rest of
 sample, disjoint from the non-member targets. Reported: ROC AUC with a percentile bootstrap interval (members
 and non-members resampled separately) and the TPR at 1 % FPR (Carlini et al. 2022's low-FPR regime).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,13 +31,19 @@ LOW_FPR = 0.01
 @dataclass(frozen=True)
 class TargetSplit:
     """Members (training rows), non-members and a disjoint reference sample (both holdout rows)."""
+
     members: pd.DataFrame
     non_members: pd.DataFrame
     reference: pd.DataFrame
 
 
-def split_targets(train: pd.DataFrame, holdout: pd.DataFrame, max_rows: int | None, rng: np.random.Generator,
-                  reference_max_rows: int | None = None) -> TargetSplit:
+def split_targets(
+    train: pd.DataFrame,
+    holdout: pd.DataFrame,
+    max_rows: int | None,
+    rng: np.random.Generator,
+    reference_max_rows: int | None = None,
+) -> TargetSplit:
     """m = min(|train|, ⌊|holdout|/2⌋, max_rows) seeded members and non-members; the remaining holdout rows
     (at least m) are the reference sample, a seeded sample of `reference_max_rows` of them above it (drawn last, so
     a holdout under the cap splits as without it)."""
@@ -46,8 +53,9 @@ def split_targets(train: pd.DataFrame, holdout: pd.DataFrame, max_rows: int | No
     order = rng.permutation(len(holdout))
     members = train.iloc[np.sort(rng.choice(len(train), m, replace=False))]
     rest = np.sort(order[m:])
-    return TargetSplit(members, holdout.iloc[np.sort(order[:m])],
-                       holdout.iloc[rest[row_sample(len(rest), reference_max_rows, rng)]])
+    return TargetSplit(
+        members, holdout.iloc[np.sort(order[:m])], holdout.iloc[rest[row_sample(len(rest), reference_max_rows, rng)]]
+    )
 
 
 def auc(member_scores: np.ndarray, non_member_scores: np.ndarray) -> float:
@@ -57,21 +65,26 @@ def auc(member_scores: np.ndarray, non_member_scores: np.ndarray) -> float:
     return float((ranks[:m].sum() - m * (m + 1) / 2) / (m * n))
 
 
-def attack_roc(member_scores: np.ndarray, non_member_scores: np.ndarray, n_bootstrap: int,
-               rng: np.random.Generator) -> dict:
+def attack_roc(
+    member_scores: np.ndarray, non_member_scores: np.ndarray, n_bootstrap: int, rng: np.random.Generator
+) -> dict:
     """AUC = P(s(member) > s(non-member)) (+½ ties) with its 95 % percentile bootstrap interval and bootstrap
     standard error (check@gen's membership gate uses AUC − z·se at its family-wise level), and the largest
     TPR whose FPR is at most 1 %."""
     y = np.repeat([1, 0], [len(member_scores), len(non_member_scores)])
     scores = np.concatenate([member_scores, non_member_scores])
     fpr, tpr, _ = roc_curve(y, scores)
-    boot = [auc(rng.choice(member_scores, len(member_scores)), rng.choice(non_member_scores, len(non_member_scores)))
-            for _ in range(n_bootstrap)]
-    return {"auc": auc(member_scores, non_member_scores),
-            "auc_ci95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
-            "auc_se": float(np.std(boot, ddof=1)),
-            "tpr_at_1pct_fpr": float(tpr[fpr <= LOW_FPR].max()),
-            "roc": {"fpr": fpr.round(4).tolist(), "tpr": tpr.round(4).tolist()}}
+    boot = [
+        auc(rng.choice(member_scores, len(member_scores)), rng.choice(non_member_scores, len(non_member_scores)))
+        for _ in range(n_bootstrap)
+    ]
+    return {
+        "auc": auc(member_scores, non_member_scores),
+        "auc_ci95": [float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5))],
+        "auc_se": float(np.std(boot, ddof=1)),
+        "tpr_at_1pct_fpr": float(tpr[fpr <= LOW_FPR].max()),
+        "roc": {"fpr": fpr.round(4).tolist(), "tpr": tpr.round(4).tolist()},
+    }
 
 
 def dcr_scores(targets: np.ndarray, synth: np.ndarray) -> np.ndarray:
@@ -97,7 +110,7 @@ def kde_log_density(sample: np.ndarray, points: np.ndarray) -> np.ndarray:
     yy = np.einsum("ij,ij->i", sample, sample)
     out = np.empty(len(points))
     for lo in range(0, len(points), KDE_CHUNK):
-        x = points[lo:lo + KDE_CHUNK]
+        x = points[lo : lo + KDE_CHUNK]
         e = x @ sample.T  # in place from here: e = −‖x − y‖² / 2h², then its log-sum-exp by rows
         e *= 2.0
         e -= np.einsum("ij,ij->i", x, x)[:, None]
@@ -107,7 +120,7 @@ def kde_log_density(sample: np.ndarray, points: np.ndarray) -> np.ndarray:
         top = e.max(axis=1)
         e -= top[:, None]
         np.exp(e, out=e)
-        out[lo:lo + KDE_CHUNK] = np.log(e.sum(axis=1)) + top
+        out[lo : lo + KDE_CHUNK] = np.log(e.sum(axis=1)) + top
     return out - np.log(n) - 0.5 * d * np.log(2.0 * np.pi * h * h)
 
 
@@ -116,19 +129,34 @@ def domias_scores(targets: np.ndarray, synth: np.ndarray, reference: np.ndarray)
     return kde_log_density(synth, targets) - kde_log_density(reference, targets)
 
 
-def membership_inference(split: TargetSplit, synth: pd.DataFrame, columns: Sequence[Any], n_bootstrap: int,
-                         rng: np.random.Generator) -> dict:
+def membership_inference(
+    split: TargetSplit, synth: pd.DataFrame, columns: Sequence[Any], n_bootstrap: int, rng: np.random.Generator
+) -> dict:
     """Both attacks' ROC summaries (``attack_roc``) on the split's members against its non-members."""
-    g = {k: gower_features(f, columns) for k, f in
-         (("members", split.members), ("non_members", split.non_members), ("synth", synth))}
-    f = {k: featurise(fr, columns) for k, fr in
-         (("members", split.members), ("non_members", split.non_members), ("synth", synth),
-          ("reference", split.reference))}
+    g = {
+        k: gower_features(f, columns)
+        for k, f in (("members", split.members), ("non_members", split.non_members), ("synth", synth))
+    }
+    f = {
+        k: featurise(fr, columns)
+        for k, fr in (
+            ("members", split.members),
+            ("non_members", split.non_members),
+            ("synth", synth),
+            ("reference", split.reference),
+        )
+    }
     return {
-        "n_members": len(split.members), "n_non_members": len(split.non_members),
+        "n_members": len(split.members),
+        "n_non_members": len(split.non_members),
         "n_reference": len(split.reference),
-        "dcr": attack_roc(dcr_scores(g["members"], g["synth"]), dcr_scores(g["non_members"], g["synth"]),
-                          n_bootstrap, rng),
-        "domias": attack_roc(domias_scores(f["members"], f["synth"], f["reference"]),
-                             domias_scores(f["non_members"], f["synth"], f["reference"]), n_bootstrap, rng),
+        "dcr": attack_roc(
+            dcr_scores(g["members"], g["synth"]), dcr_scores(g["non_members"], g["synth"]), n_bootstrap, rng
+        ),
+        "domias": attack_roc(
+            domias_scores(f["members"], f["synth"], f["reference"]),
+            domias_scores(f["non_members"], f["synth"], f["reference"]),
+            n_bootstrap,
+            rng,
+        ),
     }

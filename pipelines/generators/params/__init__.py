@@ -1,4 +1,4 @@
-"""Each generator's parameters: its DEFAULTS (one comment per key), its RANGES (each numeric key's Range,
-pipelines/ranges.py: what `pipelines.config` checks params.yaml against) and its `check_params` (the same RANGES
-for a generator built directly, then the rules beyond types and ranges). One module per generator, named like it,
-importing no torch, jax or mbi, so `pipelines.config` checks params.yaml before any method loads."""
+"""Each generator's parameters: one pydantic class `Params` per generator (pipelines/parameters.py), whose fields
+declare each key's type, default, range and description, and whose validators hold the rules between keys. One
+module per generator, named like it, importing no torch, jax or mbi, so `pipelines.config` checks params.yaml
+before any method loads."""

@@ -1,0 +1,1 @@
+"""Benchmarks and evidence scripts, each run from the repository root as `python -m benchmarks.NAME`."""
