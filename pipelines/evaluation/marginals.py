@@ -25,7 +25,7 @@ from pipelines.evaluation.fidelity import CATEGORICAL_KINDS, NUMERIC_KINDS, scal
 from pipelines.evaluation.transport import pot
 from pipelines.evaluation.utility import featurise
 
-MAX_DENSE_CELLS = 1 << 24  # a joint histogram counted over its whole domain (`_joint_tv`): 128 MiB of counts at most
+MAX_DENSE_CELLS = 1 << 24  # a joint histogram counted over its whole domain (`joint_tv`): 128 MiB of counts at most
 
 
 def row_sample(n: int, cap: int | None, rng: np.random.Generator) -> np.ndarray:
@@ -84,7 +84,7 @@ def _cells(frame: pd.DataFrame, columns: Sequence[Any], bins: int) -> tuple[list
     return [np.ascontiguousarray(c, dtype=np.int64) for c, _ in coded], [n for _, n in coded]
 
 
-def _joint_tv(real_cells: Sequence[np.ndarray], synth_cells: Sequence[np.ndarray], dims: Sequence[int]) -> float:
+def joint_tv(real_cells: Sequence[np.ndarray], synth_cells: Sequence[np.ndarray], dims: Sequence[int]) -> float:
     """TV = ½ Σ_cells |p_R(cell) − p_S(cell)| of the joint histogram over the cells' columns (one cell array per
     column and side).
 
@@ -109,7 +109,7 @@ def _joint_tv(real_cells: Sequence[np.ndarray], synth_cells: Sequence[np.ndarray
 def total_variation(real: pd.DataFrame, synth: pd.DataFrame, columns: Sequence[Any], bins: int) -> float:
     """TV between the joint histograms of `columns` in `real` and `synth` (cells as in ``cell_codes``)."""
     (r, dims), (s, _) = _cells(real, columns, bins), _cells(synth, columns, bins)
-    return _joint_tv(r, s, dims)
+    return joint_tv(r, s, dims)
 
 
 def column_subsets(n_columns: int, k: int, count: int, rng: np.random.Generator) -> list[tuple[int, ...]]:
@@ -133,7 +133,7 @@ def kway_reference(
         return None
     subsets = column_subsets(len(columns), k, n_subsets, np.random.default_rng(seed))
     (r, dims), (h, _) = (_cells(f, columns, bins) for f in (train, holdout))
-    return float(np.mean([_joint_tv([r[i] for i in c], [h[i] for i in c], [dims[i] for i in c]) for c in subsets]))
+    return float(np.mean([joint_tv([r[i] for i in c], [h[i] for i in c], [dims[i] for i in c]) for c in subsets]))
 
 
 def kway_marginal_tv(
@@ -160,7 +160,7 @@ def kway_marginal_tv(
         return {"skipped": f"the schema has {len(columns)} column(s), fewer than k = {k}"}
     subsets = column_subsets(len(columns), k, n_subsets, np.random.default_rng(seed))
     (r, dims), (s, _) = (_cells(f, columns, bins) for f in (train, synth))
-    tvs = [_joint_tv([r[i] for i in c], [s[i] for i in c], [dims[i] for i in c]) for c in subsets]
+    tvs = [joint_tv([r[i] for i in c], [s[i] for i in c], [dims[i] for i in c]) for c in subsets]
     if reference is None:
         reference = kway_reference(train, holdout, columns, k, n_subsets, bins, seed)
     worst = sorted(zip(tvs, subsets), key=lambda t: -t[0])[:n_worst]
