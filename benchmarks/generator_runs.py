@@ -148,4 +148,4 @@ def fit_and_sample(
     synth = encoder.decode(gen.sample(n_synth or len(train), np.random.default_rng(seed)))
     sample_s = time.perf_counter() - start
     privacy = {k: v for k, v in gen.privacy.to_dict().items() if k != "events"}
-    return Run(synth, fit_s, sample_s, privacy, tuple(sorted(gen.uncalibrated_columns())))
+    return Run(synth, fit_s, sample_s, privacy, tuple(sorted(gen.calibration.hidden)))

@@ -122,7 +122,7 @@ def run(ctx: common.StageContext, generator: str) -> dict[str, Any]:
     gates += model.release_gates(
         EncodedTable(p.prepared / "train_encoded.parquet")
     )  # read only by a gate that needs it
-    gates += evaluation_gates(read_json(p.metrics(generator)), config)
+    gates += evaluation_gates(read_json(p.metrics(generator)), config.risk_gates, config.utility_gate)
     result = {
         "generator": generator,
         "dataset": p.dataset,

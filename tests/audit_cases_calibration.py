@@ -81,9 +81,9 @@ def calibration_plan(config: str) -> CalibrationPlan:
 
 def scores_of(config: str):
     """The sum of the noisy values of the canary's m cells, `n_runs` times, through `NoisyMarginals.measure` with
-    the generator's own `calibration_weights` (None for counts)."""
+    the generator's own calibration weights (`Calibration.weights`, None for counts)."""
     gen, canary = generator(config), CANARIES[config]
-    weights = gen.calibration_weights()
+    weights = gen.calibration.weights()
 
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
         cal = calibration_plan(config)

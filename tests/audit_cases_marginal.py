@@ -48,7 +48,7 @@ from pipelines.generators.registry import generator_class
 from pipelines.marginal.aim import SELECT_RATIO, aim_events
 from pipelines.marginal.measure import marginal, measure
 from pipelines.marginal.mst import mst_events
-from pipelines.marginal.select import l1_score, select
+from pipelines.marginal.exponential import l1_score, select
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import DiscreteGaussianEvent, Event, GaussianEvent, PureEpsilonEvent, ZCDPEvent
 

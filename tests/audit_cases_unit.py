@@ -123,7 +123,7 @@ from pipelines.generators.registry import generator_class
 from pipelines.generators.support_points import SupportPoints
 from pipelines.io import parquet_row_groups, write_parquet
 from pipelines.marginal.measure import marginal, measure
-from pipelines.marginal.select import l1_score, select
+from pipelines.marginal.exponential import l1_score, select
 from pipelines.generators.mechanisms.bandwidth import laplace_bandwidth, mle_bandwidth
 from pipelines.generators.mechanisms.energy_sampler import sample_energy_mechanism
 from pipelines.privacy.events import Event

@@ -19,7 +19,7 @@ from pipelines.marginal.aim import FilterExhausted, ZCDPFilter, candidates, plan
 from pipelines.marginal.estimate import model_size_mb, project
 from pipelines.marginal.measure import marginal, measure, measurement_event
 from pipelines.marginal.mst import plan_mst
-from pipelines.marginal.select import aim_penalty, l1_score, select
+from pipelines.marginal.exponential import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import bounded_range_rdp, epsilon_pld, epsilon_rdp
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import BOUNDED_RANGE, GaussianEvent, PureEpsilonEvent, ZCDPEvent

@@ -268,13 +268,13 @@ def test_binned_generators_fit_and_sample_exact_table_rows(name, epsilon, encode
             assert (x[:, b.start : b.stop].sum(1) == 1).all(), b.column
         elif b.kind == "binary":
             assert np.isin(x[:, b.start], [0, 1]).all(), b.column
-        elif b.kind == "integer" and b.column in gen.encoding.binned:  # values of the bins: integers
+        elif b.kind == "integer" and b.column in gen.encoding.binning.binned:  # values of the bins: integers
             v = b.lower + x[:, b.start].astype(np.float64) * (b.upper - b.lower)
             assert np.abs(v - np.rint(v)).max() < 1e-3 * max(1.0, (b.upper - b.lower) / 1e4), b.column
     df = encoder.decode(x)
     assert conforms(df, adult_schema)["success"]
     if name == "ppem":  # x′ stays scaled: not rounded to the bins
-        assert set(gen.encoding.binned) == {"capital_gain", "capital_loss", "hours_per_week"}
+        assert set(gen.encoding.binning.binned) == {"capital_gain", "capital_loss", "hours_per_week"}
     gen.save(tmp_path)
     again = load_generator(name, tmp_path)
     assert again.layout == gen.layout and again.table_layout == gen.table_layout

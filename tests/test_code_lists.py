@@ -85,9 +85,11 @@ def test_a_long_list_is_its_bucket_and_its_place_and_round_trips_exactly():
 def test_the_encoding_param_is_checked_and_one_hot_keeps_every_code():
     with pytest.raises(ParamError, match="dpwgan.code_lists must be one of"):
         make_generator("dpwgan", layout(), {"code_lists": "hashed"}, "cpu")
-    assert make_generator("dpwgan", layout(), {**TINY["dpwgan"], "code_lists": "one_hot"}, "cpu").encoding is None
+    assert (
+        make_generator("dpwgan", layout(), {**TINY["dpwgan"], "code_lists": "one_hot"}, "cpu").encoding.binning is None
+    )
     short = Layout(layout().blocks[:1] + (Block("ward", "categorical", 1, 4),))
-    assert make_generator("dpwgan", short, TINY["dpwgan"], "cpu").encoding is None  # no long list: no map
+    assert make_generator("dpwgan", short, TINY["dpwgan"], "cpu").encoding.binning is None  # no long list: no map
 
 
 @pytest.mark.slow

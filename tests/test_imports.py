@@ -116,3 +116,15 @@ def test_no_test_file_imports_a_test_module_and_support_defines_no_tests():
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name.lower().startswith("test")
     }
     assert defined == set()
+
+
+def test_no_library_module_takes_the_runs_config_or_paths():
+    """The library gets the values it needs (a section, a path, a number), never the run's `Config` or `Paths`
+    (pipelines/config.py defines them; the stages in tasks/ build them)."""
+    named = []
+    root = TESTS.parent
+    for path in (root / "pipelines").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module == "pipelines.config":
+                named += [f"{path.relative_to(root)}:{a.name}" for a in node.names if a.name in ("Config", "Paths")]
+    assert named == []

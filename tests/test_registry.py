@@ -28,6 +28,7 @@ def test_importing_the_registry_imports_no_generator_and_no_torch():
     loaded = loaded_modules("import pipelines.generators.registry")
     assert [m for m in loaded if m.startswith("pipelines.")] == [
         "pipelines.generators.base",
+        "pipelines.generators.encoding",  # the lifecycle's model-encoding part (no torch)
         "pipelines.generators.names",
         "pipelines.generators.persistence",
         "pipelines.generators.registry",

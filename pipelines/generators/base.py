@@ -14,19 +14,18 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from pipelines.data.bins import BinnedEncoding, long_lists
 from pipelines.data.encoded import RowChunks
 from pipelines.io import ROW_GROUP_ROWS
-from pipelines.data.layout import Layout, project_to_layout
-from pipelines.data.schema import NUMERIC_KINDS
-from pipelines.parameters import Encoded, GeneratorParams, parsed
+from pipelines.data.layout import Layout
+from pipelines.parameters import GeneratorParams, parsed
+from pipelines.generators.encoding import ModelEncoding
 from pipelines.generators.persistence import load_networks, read_meta, save_networks
-from pipelines.marginal.calibration import Calibration
+from pipelines.marginal.calibration import Calibration, Weights, counts
 from pipelines.privacy.events import Event
 from pipelines.gates.release import GateResult
 from pipelines.privacy.noise import NoiseSource, Streams
@@ -83,6 +82,14 @@ def check_encoded(name: str, layout: Layout, data: Any, why: str = "") -> None:
         )
 
 
+def read_checked(X: Any, check: Callable[[np.ndarray], None]) -> np.ndarray:
+    """X as float32 rows, refused by `check` unless they are of the layout's width in [0, 1] (the row count is
+    private: not checked)."""
+    data = np.asarray(X, dtype=np.float32)
+    check(data)
+    return data
+
+
 def resolve_device(device: str) -> str:
     """'auto' picks CUDA when present; nothing requires a GPU."""
     import torch
@@ -119,8 +126,9 @@ class PrivateGenerator(ABC):
 
       gen = Cls(layout, params, device)        # params checked by Cls.Params, then build(); with
                                                # numeric_encoding: bins or a long code list the method sees
-                                               # the model layout (`self.layout`, BinnedEncoding); the
-                                               # table's is `self.table_layout`
+                                               # the model layout (`self.layout`, the `self.encoding` part,
+                                               # `pipelines.generators.encoding`); the table's is
+                                               # `self.table_layout`
       gen.plan(n̂, budget) -> PrivacyPlan        # pure: public row count and budget only, no side effects;
                                                # under a unit of k rows the row-level plan whose events, at
                                                # the unit (`planned_events`), meet the budget
@@ -128,8 +136,9 @@ class PrivateGenerator(ABC):
                                                # read and check X (or, `reads_in_chunks`, hand `_fit` passes
                                                # over it, each chunk checked as read); _fit(data, streams);
                                                # session.record(spent)
-      gen.sample(n, rng)                       # _sample, then the layout's one discretiser (exact rows),
-                                               # then the DP marginal calibration (below)
+      gen.sample(n, rng)                       # _sample, then the layout's one discretiser (exact rows of
+                                               # the table: `encoding.table_rows`), then the DP marginal
+                                               # calibration (below)
       gen.save(dir); Cls.load(dir, device)     # <name>.json (params, layout, plan, state) + <network>.pt
 
     X may be a lazy table (pipelines.data.encoded.EncodedTable): len() is the public n̂, rows are read by np.asarray.
@@ -137,12 +146,17 @@ class PrivateGenerator(ABC):
     `sample`'s rng), DP noise from the `NoiseSource` passed to `fit` (OS entropy when none; params'
     `noise_seed` overrides it, for tests and audits), bound to the plan's privacy by `Streams`.
     `release_gates(real_encoded)`: a generator's own gates (none by default), run by check@gen after the DP
-    gates (they may read real training rows: say so in the evidence).
+    gates (they may read real training rows: say so in the evidence). `drawn_by`: the registered generator whose
+    model draws the rows: itself (a meta-generator sets its chosen candidate, an output of its own DP mechanism:
+    `PrivateSelection`).
 
     Calibration: `self.calibration` (`pipelines.marginal.calibration.Calibration`, on when the params'
     `calibration.share` > 0) is composed around the method: `plan` lets it split ε, `fit` records its event after
     `_fit` (which sees the method's plan alone), `sample` lets it rake an oversampled draw, `save`/`load` keep its
-    noisy marginals. Plain counts unless `calibration_weights` gives public importance weights (IW-MMD-GAN).
+    noisy marginals. A subclass hands the parts what only it knows as constructor arguments: `scaled`, the numeric
+    columns the encoding keeps scaled under bins (default: the protected ones); `uncalibrated`, the columns the
+    calibration must not measure nor match (PPEM's x′); `weights`, public importance weights its marginals sum
+    instead of counting rows (IW-MMD-GAN).
     """
 
     name: ClassVar[str]
@@ -159,38 +173,25 @@ class PrivateGenerator(ABC):
             cls.Params = importlib.import_module(f"pipelines.generators.params.{cls.name}").Params
 
     def __init__(
-        self, layout: Layout, params: GeneratorParams | dict[str, Any] | None = None, device: str = "cpu"
+        self,
+        layout: Layout,
+        params: GeneratorParams | dict[str, Any] | None = None,
+        device: str = "cpu",
+        *,
+        scaled: Iterable[str] | None = None,
+        uncalibrated: Iterable[str] = (),
+        weights: Callable[[], Weights] = counts,
     ) -> None:
-        self.table_layout = self.layout = layout  # the table's layout; `layout`: the one the method trains on
+        self.table_layout = layout  # the table's layout; `layout`: the one the method trains on
         self.device = device
         self.params = parsed(self.Params, params, self.name)  # ParamError naming `<name>.key`
-        self.encoding = self._model_encoding()
-        if self.encoding is not None:
-            self.layout = self.encoding.layout
+        self.encoding = ModelEncoding(layout, self.params, scaled)
+        self.layout = self.encoding.layout
         self.privacy: PrivacyPlan | None = None
         self.unit_rows = 1  # the privacy unit's rows the plan was made for (`plan`)
-        self.calibration = Calibration(
-            layout,
-            self.params.calibration,
-            self.name,
-            self.params.numeric_bins if isinstance(self.params, Encoded) else None,
-            self.uncalibrated_columns(),
-            self.calibration_weights,
-        )
+        self.drawn_by = self.name
+        self.calibration = Calibration.of(self.name, layout, self.params, uncalibrated, weights)
         self.build()
-
-    def calibration_weights(self) -> tuple[Callable[[np.ndarray], np.ndarray], float] | None:
-        """The public importance weights the calibration's marginals sum instead of counting rows: (w, w_max), w a
-        function of rows of the table's layout with 0 ≤ w ≤ w_max and w_max a public bound (both fixed by the
-        params, never by rows: the plan's σ is scaled by w_max, `calibrate.plan_calibration`); None (the default):
-        plain counts."""
-        return None
-
-    @property
-    def drawn_by(self) -> str:
-        """The registered generator whose model draws this generator's rows: itself (a meta-generator names its
-        chosen candidate, an output of its own DP mechanism: `PrivateSelection`)."""
-        return self.name
 
     def release_gates(self, real_encoded: Any) -> list[GateResult]:
         """This generator's own release gates on the encoded training rows (array-like; a lazy EncodedTable is
@@ -245,7 +246,9 @@ class PrivateGenerator(ABC):
             self.plan(len(X), budget or Budget(p.epsilon, STANDALONE_DELTA))
         plan = self.privacy
         session.reserve(self.planned_events())
-        data = RowChunks(X, self._check(), self.chunk_rows) if self.reads_in_chunks else self._read(X)
+        # the check as a function of the rows that a Dask worker can run (`RowChunks.map`: no part of the generator)
+        check = partial(check_encoded, self.name, self.table_layout, why=self.input_note)
+        data = RowChunks(X, check, self.chunk_rows) if self.reads_in_chunks else read_checked(X, check)
         source = (
             (noise or NoiseSource())
             .overridden(p.noise_seed)
@@ -254,7 +257,7 @@ class PrivateGenerator(ABC):
         streams = source.streams(plan.private, p.seed)
         self.privacy = plan.method_plan()  # the method trains under its own part of the plan
         try:
-            spent = list(self._fit(self.model_rows(data), streams))
+            spent = list(self._fit(self.encoding.model_rows(data), streams))
         finally:
             self.privacy = plan
         if (event := self.calibration.measure(plan, data, streams)) is not None:
@@ -262,58 +265,13 @@ class PrivateGenerator(ABC):
         session.record(unit_events(spent, self.unit_rows))
         return self
 
-    def _read(self, X: Any) -> np.ndarray:
-        """X as float32 rows of the layout's width in [0, 1] (its row count is private: not checked)."""
-        data = np.asarray(X, dtype=np.float32)
-        self._check()(data)
-        return data
-
-    def _check(self) -> Callable[[np.ndarray], None]:
-        """`check_encoded` for this generator's table layout (a whole matrix, or each chunk as it is read), as a
-        function of the rows that a Dask worker can run (`RowChunks.map`: it carries no part of the generator)."""
-        return partial(check_encoded, self.name, self.table_layout, why=self.input_note)
-
-    def _model_encoding(self) -> BinnedEncoding | None:
-        """The public map from the table's layout to the layout the method trains on (`BinnedEncoding`, no budget:
-        the plan, networks and sensitivities are all for that layout) under the encoding params (`Encoded`):
-        `numeric_encoding: bins` bins the numeric columns, `code_lists: buckets` buckets the long code lists; None
-        when neither applies (scaled numerics, no long list, or a generator without the parameters)."""
-        p = self.params
-        if not isinstance(p, Encoded):
-            return None
-        bins, lists = p.numeric_encoding == "bins", p.code_lists == "buckets" and bool(long_lists(self.table_layout))
-        if not (bins or lists):
-            return None
-        numeric = {b.column for b in self.table_layout.blocks if b.kind in NUMERIC_KINDS}
-        scaled = self._scaled_columns() if bins else numeric
-        return BinnedEncoding(self.table_layout, self.params.numeric_bins, scaled, code_lists=lists)
-
-    def uncalibrated_columns(self) -> set[str]:
-        """Columns whose marginals the calibration must not measure nor match (none by default): a method that
-        promises NOT to reproduce a column's marginal (PPEM's α-LMDP x′) names them."""
-        return set()
-
-    def _scaled_columns(self) -> set[str]:
-        """Numeric columns kept as one scaled value under `numeric_encoding: bins`: the protected ones."""
-        return {b.column for b in self.table_layout.blocks if b.protected}
-
-    def model_rows(self, X: np.ndarray) -> np.ndarray:
-        """Rows of the table's layout as rows of the method's (`BinnedEncoding.encode`; unchanged when scaled)."""
-        return X if self.encoding is None else self.encoding.encode(X)
-
-    def _table_rows(self, raw: np.ndarray) -> np.ndarray:
-        """The method's raw rows as exact rows of the table's layout: `project_to_layout` onto the method's layout,
-        then `BinnedEncoding.decode` when binned."""
-        rows = project_to_layout(raw, self.layout)
-        return rows if self.encoding is None else self.encoding.decode(rows)
-
     @abstractmethod
     def _fit(self, data: np.ndarray, streams: Streams) -> Sequence[Event]:
         """Train on `data` under the reserved plan `self.privacy`; return the events actually spent."""
 
     # -- sampling ----------------------------------------------------------------------------
     def sample(self, n: int, rng: np.random.Generator | int) -> np.ndarray:
-        """n synthetic encoded rows (float32), exact rows of the table's layout (`_table_rows`: numerics in
+        """n synthetic encoded rows (float32), exact rows of the table's layout (`encoding.table_rows`: numerics in
         [0, 1], binaries 0/1, categoricals one-hot). `rng` (or an integer seed) drives every draw."""
         if self.privacy is None:
             raise RuntimeError(f"{self.name}: fit() or load() first")
@@ -322,7 +280,7 @@ class PrivateGenerator(ABC):
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(int(rng))
         if n == 0:
             return np.zeros((0, self.table_layout.width), dtype=np.float32)
-        return self.calibration.sample(lambda m: self._table_rows(self._sample(m, rng)), int(n), rng)
+        return self.calibration.sample(lambda m: self.encoding.table_rows(self._sample(m, rng)), int(n), rng)
 
     @abstractmethod
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -361,10 +319,5 @@ class PrivateGenerator(ABC):
         model._restore(meta["state"])
         load_networks(directory, model.networks, device)
         model.privacy = None if meta["privacy"] is None else plan_from_dict(meta["privacy"])
-        model.calibration.restore(
-            meta.get("calibration"),
-            model.privacy,
-            f"{directory}/{cls.name}.json",
-            f"re-run the train stage (dvc repro -f train@{cls.name})",
-        )
+        model.calibration.restore(meta.get("calibration"), model.privacy, directory)
         return model

@@ -42,6 +42,7 @@ from pipelines.generators.heads import OutputHeads
 from pipelines.generators.iw_estimators import duplicate_indices, estimator_mmd2, weighted_mean
 from pipelines.generators.iw_weights import WeightFunction, weight_function
 from pipelines.generators.networks import elu, initialise, mlp
+from pipelines.parameters import GeneratorParams
 from pipelines.generators.params.iw_mmd_gan import PRIVATE_ESTIMATORS
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
@@ -208,6 +209,12 @@ class IWMMDGAN(PrivateGenerator):
 
     name = "iw_mmd_gan"
 
+    def __init__(
+        self, layout: Layout, params: GeneratorParams | dict[str, Any] | None = None, device: str = "cpu"
+    ) -> None:
+        """The calibration sums this generator's importance weights (`calibration_weights`) instead of counting."""
+        super().__init__(layout, params, device, weights=self.calibration_weights)
+
     def build(self) -> None:
         """The networks from the public `seed` (generator: seed, autoencoder: seed + 3; the frequencies:
         seed + 1; training batches: seed + 2), drawn without data."""
@@ -236,8 +243,9 @@ class IWMMDGAN(PrivateGenerator):
 
     def importance_weights(self, rows: np.ndarray) -> np.ndarray:
         """w(x) of the method's rows (`self.layout`), clipped to the public `w_max`: the weights training uses and the
-        calibration sums (the weight function reads the rows' table-layout values, `_table_rows`, exact on them)."""
-        return np.minimum(self.weight_fn(self._table_rows(rows)), self.w_max)
+        calibration sums (the weight function reads the rows' table-layout values, `encoding.table_rows`, exact on
+        them)."""
+        return np.minimum(self.weight_fn(self.encoding.table_rows(rows)), self.w_max)
 
     def calibration_weights(self) -> tuple[Callable[[np.ndarray], np.ndarray], float] | None:
         """With `weights` set, the calibration measures importance-weighted marginals (the same weights as
@@ -245,7 +253,7 @@ class IWMMDGAN(PrivateGenerator):
         target w·p instead of being raked back to the real rows' own marginals; None (counts) with `weights: null`."""
         if self.params.weights is None:
             return None
-        return (lambda rows: self.importance_weights(self.model_rows(rows))), self.w_max
+        return (lambda rows: self.importance_weights(self.encoding.model_rows(rows))), self.w_max
 
     @property
     def networks(self) -> dict[str, nn.Module]:

@@ -65,6 +65,7 @@ from pipelines.generators.base import Budget, PrivateGenerator
 from pipelines.generators.heads import OutputHeads
 from pipelines.generators.losses import Forward, gradient_penalty
 from pipelines.generators.networks import initialise
+from pipelines.parameters import GeneratorParams, parsed
 from pipelines.generators.sampling import sample_rows
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.dpsgd import (
@@ -280,16 +281,15 @@ class PPEM(PrivateGenerator):
 
     name = "ppem"
 
-    def _scaled_columns(self) -> set[str]:
-        """x′ stays one scaled value under `numeric_encoding: bins` (the KSD test of α-LMDP needs a density on it):
-        `protected`, else the schema's protected columns."""
-        names = self.params.protected
-        return set(names) if names is not None else super()._scaled_columns()
-
-    def uncalibrated_columns(self) -> set[str]:
-        """x′: α-LMDP promises the generated x′ marginal is NOT the real one, so the calibration measures and matches
-        no marginal containing x′ (it would hand that marginal back)."""
-        return self._scaled_columns()
+    def __init__(
+        self, layout: Layout, params: GeneratorParams | dict[str, Any] | None = None, device: str = "cpu"
+    ) -> None:
+        """x′ (`protected`, else the schema's protected columns) stays one scaled value under `numeric_encoding:
+        bins` (the KSD test of α-LMDP needs a density on it), and the calibration measures and matches no marginal
+        containing x′: α-LMDP promises the generated x′ marginal is NOT the real one (it would hand that back)."""
+        p = parsed(self.Params, params, self.name)
+        x_prime = set(p.protected) if p.protected is not None else {b.column for b in layout.blocks if b.protected}
+        super().__init__(layout, p, device, scaled=x_prime, uncalibrated=x_prime)
 
     def build(self) -> None:
         """The networks of the run the params describe (LayerNorm generators when params' ε < ∞); `_fit` rebuilds
@@ -498,8 +498,8 @@ class PPEM(PrivateGenerator):
         KSD test rejects H₀: real x′ ~ p_ξ AND the MMD test rejects H₀: G_ω's x′ ~ real x′ (`gates.alpha_lmdp_gate`)."""
         p = self.params
         seed = int(p.seed) if seed is None else seed
-        real = self.model_rows(np.asarray(real_encoded, dtype=np.float32))[:, self.x_prime]
-        generated = self.model_rows(self.sample(min(len(real), int(p.gate_max_rows)), seed))[:, self.x_prime]
+        real = self.encoding.model_rows(np.asarray(real_encoded, dtype=np.float32))[:, self.x_prime]
+        generated = self.encoding.model_rows(self.sample(min(len(real), int(p.gate_max_rows)), seed))[:, self.x_prime]
         return alpha_lmdp_gate(
             self.score,
             real,

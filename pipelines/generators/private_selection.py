@@ -217,16 +217,11 @@ class PrivateSelection(PrivateGenerator):
             _, k, self.winner = best_of_each(len(self.candidates), trial)
         else:
             _, k, self.winner = best_of_trials(rng, self.gamma, self.weights, trial)
-        self.winner_name = self.candidates[k]
+        self.drawn_by = self.winner_name = self.candidates[k]  # which candidate won: part of the DP output
         return list(plan.events)  # the selection's guarantee, whatever T was (trials: each: the composition)
 
     def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return self.winner.sample(n, rng)
-
-    @property
-    def drawn_by(self) -> str:
-        """The winning candidate (which candidate won is part of the selection's DP output)."""
-        return self.winner_name or self.name
 
     def release_gates(self, real_encoded: Any) -> list[GateResult]:
         """The winning candidate's own gates (PPEM's α-LMDP tests, the support points' R̂)."""
@@ -237,6 +232,7 @@ class PrivateSelection(PrivateGenerator):
 
     def _restore(self, state: dict[str, Any]) -> None:
         self.winner_name = state.get("winner")
+        self.drawn_by = self.winner_name or self.name
 
     def save(self, directory: Path) -> None:
         """The selection's own file (params, plan, the winner's name), and the winner's model under selected/."""

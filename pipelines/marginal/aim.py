@@ -55,7 +55,7 @@ import numpy as np
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
 from pipelines.marginal.measure import Codes, Passes, chunk_passes, measure, measurement_event
-from pipelines.marginal.select import aim_penalty, l1_score, select
+from pipelines.marginal.exponential import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import Event, NonPrivateEvent, ZCDPEvent
 from pipelines.privacy.plan import PrivacyPlan

@@ -8,7 +8,7 @@ explicit [[a, b], ...]); m marginals in all (`marginals`).
 
 Sensitivity and event (add/remove one record). The marginals are importance-WEIGHTED counts
 M_r(D)[c] = Σ_{x∈D, x_r=c} w(x) with a public weight function 0 ≤ w(x) ≤ w_max of the row and a public bound w_max
-(`PrivateGenerator.calibration_weights`: IW-MMD-GAN's weights, so that its samples are calibrated to the weighted
+(`Calibration.weights`: IW-MMD-GAN's weights, so that its samples are calibrated to the weighted
 distribution w·p it targets); plain counts are the case w ≡ 1, w_max = 1, on the same code path. A record x lies
 in exactly one cell x_r of r, so adding or removing it changes that cell by w(x) and no other:
 ‖M_r(D) − M_r(D')‖₂ = w(x) ≤ w_max, i.e. Δ₂ = w_max per marginal (1 for counts, `pipelines.marginal.measure`). The

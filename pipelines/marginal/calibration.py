@@ -14,7 +14,8 @@ This part holds the lifecycle around them, on when the params' `calibration.shar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ import numpy as np
 from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Layout
 from pipelines.marginal import calibrate
-from pipelines.parameters import Calibration as CalibrationParams
+from pipelines.parameters import Calibration as CalibrationParams, Encoded, GeneratorParams
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
 from pipelines.privacy.plan import PrivacyPlan
@@ -30,10 +31,18 @@ from pipelines.privacy.plan import PrivacyPlan
 Weights = tuple[Callable[[np.ndarray], np.ndarray], float] | None  # (w of table rows, public bound w_max) or counts
 
 
+def counts() -> Weights:
+    """No weights: the marginals count rows."""
+    return None
+
+
 class Calibration:
     """One generator's calibration part (module docstring). `settings`: its `calibration` params (None: none);
-    `hidden`: columns it must not measure nor match (PPEM's protected x′); `weights`: the generator's
-    `calibration_weights`, called when planning and measuring (its weight function is built after this part)."""
+    `hidden`: columns it must not measure nor match (PPEM's protected x′, which α-LMDP promises not to reproduce);
+    `weights`: the public importance weights the marginals sum instead of counting rows, (w, w_max) with w a function
+    of rows of the table's layout, 0 ≤ w ≤ w_max, both fixed by the params, never by rows (the plan's σ is scaled by
+    w_max, `calibrate.plan_calibration`), or None for counts: IW-MMD-GAN's, called when planning and measuring (its
+    weight function is built after this part)."""
 
     def __init__(
         self,
@@ -41,16 +50,31 @@ class Calibration:
         settings: CalibrationParams | None,
         generator: str,
         numeric_bins: int | None,
-        hidden: set[str],
-        weights: Callable[[], Weights],
+        hidden: Iterable[str] = (),
+        weights: Callable[[], Weights] = counts,
     ) -> None:
         self.layout, self.settings, self.numeric_bins, self.weights = layout, settings, numeric_bins, weights
+        self.generator, self.hidden = generator, frozenset(hidden)
         self.cliques = (
-            tuple(q for q in calibrate.marginals(layout, settings.pairs, generator) if not hidden.intersection(q))
+            tuple(q for q in calibrate.marginals(layout, settings.pairs, generator) if not self.hidden.intersection(q))
             if settings and settings.share > 0
             else ()
         )
         self.noisy: calibrate.NoisyMarginals | None = None
+
+    @classmethod
+    def of(
+        cls,
+        generator: str,
+        layout: Layout,
+        params: GeneratorParams,
+        hidden: Iterable[str] = (),
+        weights: Callable[[], Weights] = counts,
+    ) -> "Calibration":
+        """Generator `generator`'s part under its `params`: their `calibration` section, and an `Encoded` generator's
+        `numeric_bins` for the cells."""
+        bins = params.numeric_bins if isinstance(params, Encoded) else None
+        return cls(layout, params.calibration, generator, bins, hidden, weights)
 
     def cells(self) -> Discretizer:
         """The public discretiser the marginals are counted on (`calibrate.public_discretizer`, the generator's
@@ -101,10 +125,13 @@ class Calibration:
     def to_dict(self) -> dict[str, Any] | None:
         return None if self.noisy is None else self.noisy.to_dict()
 
-    def restore(self, saved: dict[str, Any] | None, plan: PrivacyPlan | None, file: str, fix: str) -> None:
-        """The noisy marginals `to_dict` saved; a plan that calibrates without them is refused (the model's `file`,
-        and the `fix`)."""
+    def restore(self, saved: dict[str, Any] | None, plan: PrivacyPlan | None, directory: Path) -> None:
+        """The noisy marginals `to_dict` saved; a plan that calibrates without them is refused, naming the model's
+        file in `directory` and the fix."""
         if saved is not None:
             self.noisy = calibrate.NoisyMarginals.from_dict(self.layout, saved)
         elif plan is not None and plan.calibration is not None:
-            raise ValueError(f"{file}: the plan calibrates samples but the noisy marginals are missing. Fix: {fix}")
+            raise ValueError(
+                f"{directory}/{self.generator}.json: the plan calibrates samples but the noisy marginals are missing. "
+                f"Fix: re-run the train stage (dvc repro -f train@{self.generator})"
+            )

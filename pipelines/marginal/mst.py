@@ -30,7 +30,7 @@ import numpy as np
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
 from pipelines.marginal.measure import Codes, chunk_passes, measure, measurement_event
-from pipelines.marginal.select import l1_score, select
+from pipelines.marginal.exponential import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import BOUNDED_RANGE, Event, NonPrivateEvent, PureEpsilonEvent
 from pipelines.privacy.plan import PrivacyPlan

@@ -29,7 +29,7 @@ class CalibrationPlan:
     measured marginals (column-name tuples: 1-way, then 2-way), the target `method_epsilon` the method was planned
     at ((1 − share)·ε), `epsilon` = the calibration's own ε at the plan's δ (its event alone), that `event`
     (one Gaussian of the joint query, or a NonPrivateEvent) and `w_max`: the public bound of the importance
-    weights when the marginals are weighted counts (`PrivateGenerator.calibration_weights`), None for plain counts."""
+    weights when the marginals are weighted counts (`Calibration.weights`), None for plain counts."""
 
     share: float
     sigma: float
