@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-import numpy as np
 
 from pipelines.data.encoded import RowChunks
-from pipelines.generators.base import Budget, PrivateGenerator
-from pipelines.generators.marginal_model import MarginalModel, delegated
+from pipelines.generators.base import Budget
+from pipelines.generators.marginal_model import MarginalGenerator
 from pipelines.generators.params.aim import public_settings
 from pipelines.marginal.aim import AIMPlan, plan_aim, run_aim, workload
 from pipelines.privacy.events import Event
@@ -23,23 +20,14 @@ from pipelines.privacy.noise import Streams
 from pipelines.progress import report
 
 
-class AIM(PrivateGenerator):
+class AIM(MarginalGenerator):
     """AIM generator (see module docstring). `params`: the params.yaml section over
     `pipelines.generators.params.aim.Params` (MST's and the rounds'). `n_bins` and `max_rounds` left null are
     set by `public_settings` from n̂ and ε when the generator plans (before any row is read). `marginals`: the
     `MarginalModel`; `structure`: the rounds' log and what they spent of the zCDP filter."""
 
     name = "aim"
-    reads_in_chunks = True  # counts its marginals a row chunk at a time (`run_aim`'s two passes)
     input_note = " (AIM discretises encoded values by the layout's public bins, which cover [0, 1])"
-    discretizer = delegated("discretizer")
-    model = delegated("model")
-    compression = delegated("compression")
-    names = delegated("names")
-
-    def build(self) -> None:
-        self.marginals = MarginalModel(self.name, self.layout, self.params, self.device)
-        self.structure: dict[str, Any] = {}  # the rounds' log (public: DP outputs)
 
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
         """The bins (`MarginalModel.plan_bins`), K from `public_settings` (n̂, ε: public), then `plan_aim` for the
@@ -87,26 +75,3 @@ class AIM(PrivateGenerator):
             assert spent <= plan.rho_rounds, f"AIM rounds spent ρ = {spent} above the filter's {plan.rho_rounds}"
             self.structure.update(rho_rounds_budget=plan.rho_rounds, rho_rounds_spent=spent)
         return events
-
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return self.marginals.sample(n, rng)
-
-    def _state(self) -> dict[str, Any]:
-        """The `MarginalModel`'s (discretiser, compression) and the rounds' log."""
-        return {**self.marginals.state(), "structure": self.structure}
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        self.marginals.restore(state)
-        self.structure = state["structure"]
-
-    def save(self, directory: Path) -> None:
-        """<name>.json (`PrivateGenerator.save`) and the fitted model as <name>.npz."""
-        super().save(directory)
-        self.marginals.save(directory)
-
-    @classmethod
-    def load(cls, directory: Path, device: str = "cpu") -> "AIM":
-        """`PrivateGenerator.load`, then the model from <name>.npz when one was saved."""
-        out = super().load(directory, device)
-        out.marginals.load(directory)
-        return out

@@ -22,6 +22,7 @@ import numpy as np
 from pipelines.data.bins import Discretizer, equal_width_columns
 from pipelines.data.encoded import RowChunks
 from pipelines.data.layout import Layout
+from pipelines.generators.base import PrivateGenerator
 from pipelines.generators.params.mst import Params, public_bins
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
@@ -118,3 +119,44 @@ def delegated(attribute: str) -> property:
         lambda self: getattr(self.marginals, attribute),
         doc=f"The `MarginalModel`'s `{attribute}` (`self.marginals.{attribute}`).",
     )
+
+
+class MarginalGenerator(PrivateGenerator):
+    """What MST and AIM share in the generator contract: their `MarginalModel` (`marginals`, read through `model`,
+    `discretizer`, `compression`, `names`), what their mechanism selected (`structure`, public: DP outputs),
+    sampling, and persistence (<name>.json with the discretiser, compression and structure, then <name>.npz). A
+    subclass names itself and implements `_plan` and `_fit` (its mechanism)."""
+
+    reads_in_chunks = True  # counts its marginals a row chunk at a time (the mechanisms' two passes)
+    discretizer = delegated("discretizer")
+    model = delegated("model")
+    compression = delegated("compression")
+    names = delegated("names")
+
+    def build(self) -> None:
+        self.marginals = MarginalModel(self.name, self.layout, self.params, self.device)
+        self.structure: dict[str, Any] = {}
+
+    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return self.marginals.sample(n, rng)
+
+    def _state(self) -> dict[str, Any]:
+        """The `MarginalModel`'s (discretiser, compression) and the mechanism's `structure`."""
+        return {**self.marginals.state(), "structure": self.structure}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.marginals.restore(state)
+        self.structure = state["structure"]
+
+    def save(self, directory: Path) -> None:
+        """<name>.json (`PrivateGenerator.save`) and the fitted model as <name>.npz."""
+        super().save(directory)
+        self.marginals.save(directory)
+
+    @classmethod
+    def load(cls, directory: Path, device: str = "cpu") -> "MarginalGenerator":
+        """`PrivateGenerator.load`, then the model from <name>.npz when one was saved."""
+        out = super().load(directory, device)
+        assert isinstance(out, MarginalGenerator)
+        out.marginals.load(directory)
+        return out

@@ -7,36 +7,24 @@ contract (`PrivateGenerator`). Design, derivations and evidence: docs/aim-mst.md
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
-import numpy as np
 
 from pipelines.data.encoded import RowChunks
-from pipelines.generators.base import Budget, PrivateGenerator
-from pipelines.generators.marginal_model import MarginalModel, delegated
+from pipelines.generators.base import Budget
+from pipelines.generators.marginal_model import MarginalGenerator
 from pipelines.marginal.mst import MSTPlan, plan_mst, run_mst
 from pipelines.privacy.events import Event
 from pipelines.privacy.noise import Streams
 from pipelines.progress import report
 
 
-class MST(PrivateGenerator):
+class MST(MarginalGenerator):
     """MST generator (see module docstring). `params`: the params.yaml section over
     `pipelines.generators.params.mst.Params`. `marginals`: the `MarginalModel` (the discretiser, the fitted
     graphical model, saved as <name>.npz next to <name>.json); `structure`: the tree it selected."""
 
     name = "mst"
-    reads_in_chunks = True  # counts its marginals a row chunk at a time (`run_mst`'s two passes)
     input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
-    discretizer = delegated("discretizer")
-    model = delegated("model")
-    compression = delegated("compression")
-    names = delegated("names")
-
-    def build(self) -> None:
-        self.marginals = MarginalModel(self.name, self.layout, self.params, self.device)
-        self.structure: dict[str, Any] = {}  # what the mechanism selected (public: DP outputs)
 
     def _plan(self, n_rows: int, budget: Budget) -> MSTPlan:
         """The bins (`MarginalModel.plan_bins`), then `plan_mst` for the layout's columns: data-independent (schema
@@ -62,26 +50,3 @@ class MST(PrivateGenerator):
         self.structure = {"edges": [[m.names[i], m.names[j]] for i, j in edges]}
         report(self.name, 1, 1)
         return events
-
-    def _sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        return self.marginals.sample(n, rng)
-
-    def _state(self) -> dict[str, Any]:
-        """The `MarginalModel`'s (discretiser, compression) and the selected structure."""
-        return {**self.marginals.state(), "structure": self.structure}
-
-    def _restore(self, state: dict[str, Any]) -> None:
-        self.marginals.restore(state)
-        self.structure = state["structure"]
-
-    def save(self, directory: Path) -> None:
-        """<name>.json (`PrivateGenerator.save`) and the fitted model as <name>.npz."""
-        super().save(directory)
-        self.marginals.save(directory)
-
-    @classmethod
-    def load(cls, directory: Path, device: str = "cpu") -> "MST":
-        """`PrivateGenerator.load`, then the model from <name>.npz when one was saved."""
-        out = super().load(directory, device)
-        out.marginals.load(directory)
-        return out
