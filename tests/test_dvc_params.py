@@ -113,7 +113,7 @@ def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
     params["privacy"]["ledger"] = "vault/ledger.sqlite"
     params["privacy"]["lifetime_epsilon"] = 9.0
     params["device"] = "auto"
-    params["orchestration"]["max_workers"] = 1
+    params.setdefault("orchestration", {})["max_workers"] = 1
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     again = sh(["dvc", "repro"], root)
     out = again.stdout + again.stderr
