@@ -50,7 +50,7 @@ def test_stage_params_are_read_from_dvc_yaml():
     resolved = "data/params.yaml"
     whole = {n for n, st in stages.items() if {resolved: None} in (st.get("do", st).get("params") or [])}
     assert whole == {"budget"} and set(common.STAGE_PARAMS) == set(stages) - whole
-    assert stages["params"]["outs"] == [{resolved: {"cache": False}}] and "params.yaml" in stages["params"]["deps"]
+    assert stages["params"]["outs"] == [resolved] and "params.yaml" in stages["params"]["deps"]
     for name, stage in stages.items():
         if name not in whole:
             entries = stage.get("do", stage).get("params") or [{resolved: []}]

@@ -275,7 +275,7 @@ def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_p
     # the release's commit in a fresh clone: pull the inputs, retrain and resample from scratch
     clone = tmp_path / "clone"
     sh(["git", "clone", "-q", str(root), str(clone)], tmp_path)
-    sh(["dvc", "pull", "code", "prepare", "budget", "baseline"], clone)
+    sh(["dvc", "pull", "code", "params", "prepare", "budget", "baseline"], clone)
     assert not (clone / "models").exists()
     sh(["dvc", "repro", "-f", "--downstream", "train@dpwgan"], clone)  # train, check, evaluate, release
     assert sha256_file(clone / "data/synthetic/breast_cancer/dpwgan.parquet") == original

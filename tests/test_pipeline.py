@@ -181,7 +181,7 @@ def test_dvc_repro_end_to_end(tmp_path):
     # (a params change that leaves the allocation as it was retrains nothing: tests/test_dvc_params.py)
     # a larger release ε (not in DVC's run cache) would train again: the pre-flight refuses it over the lifetime
     refused = sh(
-        ["dvc", "exp", "run", "-S", "privacy.release_epsilon=2.5", "-S", "privacy.lifetime_epsilon=2.0"],
+        ["dvc", "exp", "run", "-S", "++privacy.release_epsilon=2.5", "-S", "privacy.lifetime_epsilon=2.0"],
         root,
         check=False,
     )

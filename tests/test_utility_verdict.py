@@ -474,7 +474,7 @@ def test_release_refuses_an_inverted_table_labels_it_on_request_and_withholds_ba
     `inverted: label`, and, its weights' k̂ being 0.93 > 0.7, published without the `weight` column."""
     from pipelines.config import load_params, parse_params, read_params
     from pipelines.io import read_json, write_json, write_parquet
-    from pipelines.weights.release import weight_gate
+    from pipelines.gates.weights import weight_gate
     from tasks import common
     from tasks import evaluate as evaluate_stage
     from tasks.check import check
