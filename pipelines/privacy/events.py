@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, fields
-from typing import ClassVar, Union
+from typing import ClassVar, Union, get_args
 
 
 @dataclass(frozen=True)
@@ -207,20 +207,7 @@ Event = Union[
     RepeatAndSelectEvent,
     NonPrivateEvent,
 ]
-EVENT_TYPES: dict[str, type] = {
-    t.kind: t
-    for t in (
-        PoissonGaussianEvent,
-        GaussianEvent,
-        LaplaceEvent,
-        DiscreteGaussianEvent,
-        DiscreteLaplaceEvent,
-        PureEpsilonEvent,
-        ZCDPEvent,
-        RepeatAndSelectEvent,
-        NonPrivateEvent,
-    )
-}
+EVENT_TYPES: dict[str, type] = {t.kind: t for t in get_args(Event)}  # every member of the union, by its kind
 
 
 def exactly_sampled(event: Event) -> bool:
