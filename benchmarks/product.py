@@ -156,7 +156,6 @@ def run_seed(
     """One seed: build the scratch project, `dvc repro` (its wall time, and the peak resident memory of the largest
     process it ran, and of any earlier seed's: run one seed per call to read it alone), score every published
     table."""
-    schema = load_schema(ROOT / args.schema)
     with tempfile.TemporaryDirectory(prefix=f"product-{seed}-", dir=args.scratch) as tmp:
         root = project(Path(tmp), name, schema_text, table, params, seed, schema_dir)
         t0 = time.perf_counter()
@@ -178,6 +177,8 @@ def run_seed(
         if args.until:  # a prepared project for benchmarks/select_sweep.py: nothing published to score
             shutil.copytree(root, args.keep / f"seed-{seed}", ignore=shutil.ignore_patterns(".dvc", ".git"))
             return []
+        found = root / "data" / "discovered" / f"{name}.json"  # the schema's discovered parts, if any
+        schema = load_schema(root / "schemas" / f"{name}.yaml", json.loads(found.read_text())["columns"])
         train = pd.read_parquet(root / "data" / "prepared" / name / "train.parquet")
         holdout = test if test is not None else pd.read_parquet(root / "data" / "prepared" / name / "holdout.parquet")
         rows = []
@@ -268,7 +269,9 @@ def main() -> None:
         ap.error("--until keeps the project and scores nothing: give --keep")
     schema_path = args.schema if args.schema.is_absolute() else ROOT / args.schema
     name = schema_path.stem
-    schema = load_schema(schema_path)
+    schema = load_schema(schema_path, pending=True)  # its discovered parts are the release's (`run_seed`)
+    if args.rows and schema.discovered:
+        ap.error("--rows scores the rest of the source against the schema: a schema with `discover` parts has none")
     # the configuration `synthrelease init` writes for a steward's own table (params.yaml less the generators whose
     # sections name the bundled table's columns), then the overrides
     params = yaml.safe_load(params_text((ROOT / "params.yaml").read_text(), name, "", "params.yaml"))

@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-STAGES = ("validate", "prepare", "budget", "baseline", "train", "check", "evaluate", "weight", "release")
+STAGES = ("discover", "validate", "prepare", "budget", "baseline", "train", "check", "evaluate", "weight", "release")
 PER_GENERATOR = ("train", "check", "evaluate", "weight")
 INTERNAL_REMOTES = "SYNTHRELEASE_INTERNAL_REMOTES"  # steward-internal git remote URLs, space- or comma-separated
 
@@ -208,7 +208,7 @@ def init_command(args: argparse.Namespace) -> int:
     from pipelines.data.scaffold import scaffold, write
 
     root = Path.cwd()
-    files = scaffold(args.data, args.name, root, Path(args.params))
+    files = scaffold(args.data, args.name, root, Path(args.params), args.discover)
     for path in write(files, root, force=args.force):
         print(f"wrote {path.relative_to(root)}", file=sys.stderr)
     print(
@@ -234,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     it.add_argument("--data", required=True, help="the table: a .csv, .csv.gz or .parquet file")
     it.add_argument("--name", required=True, help="the data set's name (schemas/NAME.yaml, params/NAME.yaml)")
     it.add_argument("--force", action="store_true", help="overwrite existing schemas/NAME.yaml and params/NAME.yaml")
+    it.add_argument(
+        "--discover",
+        action="store_true",
+        help="write `discover` for every bound and category list (found under DP where the documentation is silent)",
+    )
     sub.add_parser("run", help="run the Prefect release flow (temporary local server unless PREFECT_API_URL is set)")
     sv = sub.add_parser(
         "serve",

@@ -1,4 +1,4 @@
-"""The release flow: validate -> prepare -> train@gen (concurrent) -> evaluate@gen -> check@gen (its gates
+"""The release flow: discover -> validate -> prepare -> train@gen (concurrent) -> evaluate@gen -> check@gen (its gates
 read evaluate's privacy-risk attacks), and evaluate@gen -> weight@gen (generators in weights.generators);
 then release.
 
@@ -22,6 +22,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 import tasks.baseline
 import tasks.budget
 import tasks.check
+import tasks.discover
 import tasks.evaluate
 import tasks.prepare
 import tasks.release
@@ -38,6 +39,7 @@ from pipelines.selection import selected
 baseline = task(tasks.baseline.baseline, name="baseline")
 budget = task(tasks.budget.budget, name="budget")
 check = task(tasks.check.check, name="check")
+discover = task(tasks.discover.discover_stage, name="discover")
 evaluate = task(tasks.evaluate.evaluate, name="evaluate")
 prepare = task(tasks.prepare.prepare, name="prepare")
 release = task(tasks.release.release, name="release")
@@ -54,7 +56,8 @@ def release_flow(params_path: str = "params.yaml", root: str = ".") -> dict[str,
     config = load_params(base / params_path)
     torch_threads(concurrent_tasks(config))  # the tasks share this process's cores (pipelines/runtime.py)
     run_id = f"prefect-{get_run_context().flow_run.id}"
-    validated = validate.submit(config, base)
+    discovered = discover.submit(config, base)
+    validated = validate.submit(config, base, wait_for=[discovered])
     prepared = prepare.submit(config, base, wait_for=[validated])
     budget.submit(config, base, wait_for=[prepared]).result()  # a run that cannot fit trains nothing
     chosen = selected(config.generators, Paths(config.dataset.name, base).allocation)  # the budget stage's selection

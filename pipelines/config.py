@@ -103,6 +103,12 @@ RowLossEpsilon = Annotated[
     BeforeValidator(epsilon_number),
     reals(gt=0, why="whether the release goes on is published, so the row-loss test is always a DP mechanism"),
 ]
+# the discovery's ε, finite (a domain taken from the rows is private unless a DP mechanism released it)
+DiscoveryEpsilon = Annotated[
+    Any,
+    BeforeValidator(epsilon_number),
+    reals(gt=0, why="a domain read from the rows is published only through a DP mechanism"),
+]
 RowsCap = Annotated[int | None, nullable(ROWS_CAP)]  # a cap on rows read (null: no cap; a cap above the table's
 # rows is the same, pipelines/ranges.py)
 
@@ -145,6 +151,9 @@ class Privacy(Section):
         0.05, description="the noisy training row count n̂, or the documented count's check"
     )
     row_loss_epsilon: RowLossEpsilon = Field(0.05, description="the DP test of the rows validation lost")
+    discovery_epsilon: DiscoveryEpsilon = Field(
+        0.1, description="the schema's `discover` parts, all of them (spent once; later releases reuse them)"
+    )
     ledger: StrictStr = Field(description="the privacy ledger: a SQLite file or a PostgreSQL URL")
     warn_releases_left: Annotated[int, ints(0, 20)] = Field(
         3, description="the budget stage warns when fewer further releases than this fit the lifetime budget"
@@ -949,6 +958,17 @@ class Paths:
     @property
     def schema(self) -> Path:
         return self.root / "schemas" / f"{self.dataset}.yaml"
+
+    @property
+    def discovered(self) -> Path:
+        """The discover stage's output: the domain validate fills the schema's `discover` parts with."""
+        return self.root / "data" / "discovered" / f"{self.dataset}.json"
+
+    @property
+    def discovery(self) -> Path:
+        """The steward-side receipt of the discovery paid for (tasks/discover.py): not a DVC output, so that later
+        releases reuse it instead of spending again."""
+        return self.root / "data" / "discoveries" / f"{self.dataset}.json"
 
     @property
     def validated(self) -> Path:

@@ -1,6 +1,6 @@
 """The code a budget-spending stage runs, as one hash per stage: what its DVC dependency is.
 
-A stage that spends privacy budget (train@gen, weight@gen, prepare) must re-run when, and only when, code that
+A stage that spends privacy budget (train@gen, weight@gen, prepare, discover) must re-run when, and only when, code that
 can change its output changes: a re-run charges the ledger again. Listing whole folders in `dvc.yaml` made any
 edit (a gate, another generator) re-train and re-charge every generator. Instead the `code` stage writes
 `data/code/<part>.json` for each part: the sha256 of every source file in the part's *import closure* (the
@@ -107,7 +107,7 @@ def fingerprint(roots: list[str], root: Path = ROOT) -> dict:
 
 def stage_roots() -> dict[str, list[str]]:
     """The roots of every budget-spending part: train@<generator> (the task, the generator's module and its
-    params module, which the registry imports by name), weight@<generator> and prepare."""
+    params module, which the registry imports by name), weight@<generator>, prepare and discover."""
     from pipelines.config import SELECTION
     from pipelines.generators.names import CLASSES, params_module
 
@@ -116,7 +116,7 @@ def stage_roots() -> dict[str, list[str]]:
     }
     # the private selection trains its candidates through the registry's by-name imports: all of them are its code
     parts[f"train-{SELECTION}"] += [spec.partition(":")[0] for spec in CLASSES.values()]
-    return {**parts, "weight": ["tasks.weight"], "prepare": ["tasks.prepare"]}
+    return {**parts, "weight": ["tasks.weight"], "prepare": ["tasks.prepare"], "discover": ["tasks.discover"]}
 
 
 def write_fingerprints(directory: Path, root: Path = ROOT) -> list[str]:

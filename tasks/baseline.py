@@ -83,7 +83,15 @@ def utility_side(
     """The utility's real side: the train-on-real and independent-marginals baseline tables' scores, as JSON."""
     baselines = verdict.baseline_tables(train, n, seed, draws, cap)
     return scores_json(
-        target_scores({"trtr": train, **baselines}, holdout, sch.columns, sch.target, seed, max_rows=cap)
+        target_scores(
+            {"trtr": train, **baselines},
+            holdout,
+            sch.columns,
+            sch.target,
+            seed,
+            max_rows=cap,
+            positive=sch.target_positive,
+        )
     )
 
 

@@ -85,7 +85,15 @@ class StageContext:
 
     @cached_property
     def schema(self) -> Schema:
-        return load_schema(self.paths.schema)
+        """The public schema, its `discover` parts filled from the discover stage's output (`Paths.discovered`)."""
+        found = self.paths.discovered
+        return load_schema(self.paths.schema, read_json(found)["columns"] if found.exists() else None)
+
+    @cached_property
+    def pending_schema(self) -> Schema:
+        """The public schema with its `discover` parts still placeholders: what the discover stage reads, and the
+        name, unit and population every ledger handle declares (the same in both)."""
+        return load_schema(self.paths.schema, pending=True)
 
     @cached_property
     def noise_key(self) -> bytes | None:
@@ -100,9 +108,8 @@ class StageContext:
             location = str(Path(self.root) / location)
         led = Ledger(location, self.noise_key)
         if self.paths.schema.exists():  # every stage has it; `synthrelease ledger verify` may run without
-            led.declare(
-                self.config.dataset.name, population(self.config, self.schema), self.schema.unit_name
-            )  # one budget per population
+            sch = self.pending_schema  # one budget per population
+            led.declare(self.config.dataset.name, population(self.config, sch), sch.unit_name)
         return led
 
     def hashes(self, stage: str, generator: str | None = None) -> dict[str, str]:

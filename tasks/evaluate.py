@@ -141,7 +141,9 @@ def real_side_metrics(
         cap = k["utility_max_rows"]
         baselines = step.done(verdict.baseline_tables(train, n, seed, verdict_settings["baseline_draws"], cap))
         tables = {"tstr": synth} if real else {"tstr": synth, "trtr": train, **baselines}
-        scored = step.done(target_scores(tables, holdout, sch.columns, sch.target, seed, real.get("utility"), cap))
+        scored = step.done(
+            target_scores(tables, holdout, sch.columns, sch.target, seed, real.get("utility"), cap, sch.target_positive)
+        )
         utility_verdict = step.done(
             verdict.utility_verdict(
                 scored, synth, baselines, holdout, sch.columns, k["kway_bins"], verdict_settings, seed, cap

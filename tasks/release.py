@@ -2,6 +2,7 @@
 
 Two audiences, two artefacts (docs/architecture.md, "Public and steward artefacts"):
 - the public bundle releases/<ds>/<release-id>/: synthetic.parquet, manifest.json, report.html, report.md,
+  synthetic_marginals.png,
   holding only DP or public values (report.public_view is the whitelist of the report);
 - the steward report reports/<ds>/steward/<release-id>/ (refused generators: steward/refused-<gen>/), internal:
   everything computed from real rows (evaluation, attacks, gate evidence, the PNGs that draw real rows).
@@ -109,6 +110,7 @@ def manifest_of(ctx: common.StageContext, generator: str) -> dict[str, Any]:
         internal_release=priv.internal_release,
         noise_seeded=seeded,
         libraries=library_versions(),
+        discovery=read_json(p.discovered) if sch.discovered else None,
     )
 
 
@@ -171,7 +173,8 @@ def steward_report(ctx: common.StageContext, generator: str, manifest: dict[str,
 def bundle(ctx: common.StageContext, generator: str) -> dict[str, Any]:
     """Write one public release bundle and its steward report; returns the manifest.
 
-    The bundle holds synthetic.parquet, manifest.json and the public report (report.html, report.md), whose
+    The bundle holds synthetic.parquet, manifest.json and the public report (report.html, report.md and the PNG
+    report.md links), whose
     only inputs are the manifest, the ledger rows, and statistics and a plot of the synthetic table alone."""
     p, sch = ctx.paths, ctx.schema
     manifest = manifest_of(ctx, generator)
@@ -195,7 +198,9 @@ def bundle(ctx: common.StageContext, generator: str) -> dict[str, Any]:
             published_table(out / "synthetic.parquet", p.synthetic(generator), sch, column)
         write_json(out / "manifest.json", manifest)
         (out / "report.html").write_text(public_html(public))
-        (out / "report.md").write_text(public_markdown(public))
+        for plot, png in public["plots"].items():  # report.md links them
+            (out / f"{plot}.png").write_bytes(png)
+        (out / "report.md").write_text(public_markdown(public, bundled=public["plots"]))
         steward_report(ctx, generator, manifest, release_id)  # a failure here publishes nothing
     publish(
         f"{p.dataset}-{generator}-report",

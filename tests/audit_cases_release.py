@@ -39,6 +39,7 @@ from functools import partial
 from typing import Any, Callable, Iterator
 
 import numpy as np
+import pandas as pd
 import torch
 from audit_harness import AuditCase
 from support.ledger import FakeSession
@@ -58,6 +59,9 @@ from pipelines.privacy.events import DiscreteLaplaceEvent, Event, LaplaceEvent, 
 from pipelines.privacy.noise import NoiseSource
 from pipelines.privacy.row_count import count_event, noisy_count, tail_bound
 from pipelines.privacy.row_loss import loss_event, row_loss_test
+from pipelines.data.discovery import Step, discover, planned_events
+from pipelines.data.schema import OTHER, PENDING_BOUND, Column, Schema
+from pipelines.privacy.discovery import bounds_threshold, partition_threshold
 from pipelines.weights import estimators, logistic
 
 # Gaussian claims are made at δ = 1e-2 (as tests/audit_cases_dpsgd.py): at δ = 1e-5 the claim is set by tails that
@@ -539,6 +543,50 @@ def loss_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
     )
 
 
+# Private domain discovery (`pipelines.data.discovery.discover`, the discover stage's own call) at ε = 1, one row
+# per unit. Categories: D holds value "a" in τ − 1 rows, D' in τ (τ = `partition_threshold` at the ε used, so at half
+# the noise the pair moves with it); "a" stays unreleased with probabilities 1/(1 + p) and p/(1 + p), a ratio of
+# exactly e^ε. Bounds: 400 rows at 1.5 (a bin far above the threshold τ_b) and τ_b − 1 rows at 100 (the bin
+# [64, 128)) in D, τ_b in D'; the output is whether the discovered upper bound is 128, the same ratio on that bin.
+# Step: 1000 rows at 50 (coarsest grid 25) and 10 rows at 0.3 (grid 0.1) in D, 11 in D'; the output is whether the
+# step is 25, i.e. whether the 0.1 bin's noisy count stays below the limit (1 % of the noisy total, 10.1, at both
+# noise scales): unreleased with probabilities 1/(1 + p) and p/(1 + p), a ratio of e^ε, as the categories' pair.
+DISCOVERY_EPSILON, DISCOVERY_DELTA = 1.0, 1e-6
+
+
+def _discovery_schema(key: str) -> Schema:
+    column = (
+        Column("c", "categorical", categories=(OTHER,), other=OTHER)
+        if key == "categories"
+        else Column("c", "continuous", lower=-PENDING_BOUND, upper=PENDING_BOUND)
+    )
+    return Schema("audit", "", (column,), discovered=(("c", key),), pending=True)
+
+
+def discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    epsilon, delta = DISCOVERY_EPSILON / noise_scale, DISCOVERY_DELTA if key == "categories" else 0.0
+    if key == "categories":
+        values: list[Any] = ["a"] * (partition_threshold(epsilon, delta) - 1 + int(neighbour))
+    elif key == "step":
+        values = [50.0] * 1000 + [0.3] * (10 + int(neighbour))
+    else:
+        values = [1.5] * 400 + [100.0] * (bounds_threshold(epsilon) - 1 + int(neighbour))
+    frame = pd.DataFrame({"c": values})
+    schema, plan = _discovery_schema(key), [Step("c", (key,), epsilon, delta)]
+    out = []
+    for run in range(n_runs):
+        streams = NoiseSource(None, 11_000_027 * int(neighbour) + run).streams(private=True, seed=0)
+        found = discover(frame, None, schema, plan, streams.numpy)[0]["columns"]["c"]
+        out.append(
+            "a" in found["categories"]
+            if key == "categories"
+            else found["step"] == 25.0
+            if key == "step"
+            else found["upper"] == 128.0
+        )
+    return np.asarray(out, dtype=float)
+
+
 CASES: list[AuditCase] = [
     *pearl_cases(),
     *iw_cases(),
@@ -562,10 +610,53 @@ CASES: list[AuditCase] = [
         0.0,
         loss_scores,
     ),
+    AuditCase(
+        "discover:categories",
+        "epsilon_1",
+        0,
+        "partition selection (discrete Laplace above a threshold, ε part)",
+        partial(float, DISCOVERY_EPSILON),
+        DISCOVERY_DELTA,
+        partial(discovery_scores, "categories"),
+    ),
+    AuditCase(
+        "discover:bounds",
+        "epsilon_1",
+        0,
+        "approximate bounds (discrete Laplace histogram over powers of two)",
+        partial(float, DISCOVERY_EPSILON),
+        0.0,
+        partial(discovery_scores, "upper"),
+    ),
+    AuditCase(
+        "discover:step",
+        "epsilon_1",
+        0,
+        "granularity (discrete Laplace histogram over the step ladder; its step is post-processing)",
+        partial(float, DISCOVERY_EPSILON),
+        0.0,
+        partial(discovery_scores, "step"),
+    ),
 ]
 PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
     ("prepare:row_count", "epsilon_1"): lambda: [count_event(COUNT_EPSILON)],
     ("prepare:row_loss", "epsilon_1"): lambda: [loss_event(LOSS_EPSILON)],
+    **{
+        (f"discover:{key}", "epsilon_1"): (
+            lambda key=key: planned_events(
+                [
+                    Step(
+                        "c",
+                        (key if key != "bounds" else "upper",),
+                        DISCOVERY_EPSILON,
+                        DISCOVERY_DELTA * (key == "categories"),
+                    )
+                ],
+                _discovery_schema(key if key != "bounds" else "upper"),
+            )
+        )
+        for key in ("categories", "bounds", "step")
+    },
     ("pearl", "default"): pearl_plan,
     **{("iw_mmd_gan", est): (lambda est=est: iw_plan(est)) for est in ("iw", "sniw")},
     **{("support_points", config): (lambda config=config: sp_plan(config)) for config in SP_CONFIGS},

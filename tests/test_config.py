@@ -162,7 +162,7 @@ def test_the_hashed_mapping_is_the_resolved_one_and_the_sections_hold_every_defa
     assert resolved["dpwgan"]["epsilon"] is None and resolved["dpwgan"]["epochs"] == 60  # ε: allocated
     assert resolved["privacy"]["row_count_epsilon"] == resolved["privacy"]["row_loss_epsilon"] == 0.05
     assert resolved["device"] == "auto"
-    assert config.hash == params_hash(resolved) == "a0773232541f4c2b1b414e6088f4d1a131f26bcb1e35936ce44a6e8dea97a042"
+    assert config.hash == params_hash(resolved) == "90bc16b7820ee7b3815c97b86e523894625dc5c9f9b193a0809942c989f1e87a"
     assert config.generator("dpwgan") == {} and config.device == "auto" and config.privacy.row_count_epsilon == 0.05
     assert config.orchestration.model_dump() == {
         "task_runner": "threads",

@@ -99,5 +99,5 @@ def test_only_configuration_checks_are_not_followed():
 
 def test_write_fingerprints_writes_every_spending_part(tmp_path):
     parts = fp.write_fingerprints(tmp_path / "code")
-    assert {f"train-{n}" for n in CLASSES} | {"weight", "prepare"} == set(parts)
+    assert {f"train-{n}" for n in CLASSES} | {"weight", "prepare", "discover"} == set(parts)
     assert sorted(p.stem for p in (tmp_path / "code").iterdir()) == parts

@@ -165,7 +165,13 @@ def test_dvc_repro_end_to_end(tmp_path):
     )
     released = pd.read_parquet(bundle / "synthetic.parquet")  # the 31 columns and the DP importance weights
     assert released.shape == (455, 32) and released.columns[-1] == "weight"  # n_samples: null -> n̂
-    assert {f.name for f in bundle.iterdir()} == {"synthetic.parquet", "manifest.json", "report.html", "report.md"}
+    assert {f.name for f in bundle.iterdir()} == {
+        "synthetic.parquet",
+        "manifest.json",
+        "report.html",
+        "report.md",
+        "synthetic_marginals.png",
+    }
     public = (bundle / "report.html").read_text()
     assert "pass/fail bit" in public and "INTERNAL" not in public and "Privacy risk" not in public
     steward = root / index["steward_reports"]["dpwgan"]

@@ -33,6 +33,7 @@ from pipelines.generators.names import GENERATORS
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.audit import epsilon_lower_bound
 from pipelines.privacy.events import (
+    ApproxDPEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     LaplaceEvent,
@@ -80,7 +81,7 @@ def claims_for(event, k: int, delta: float) -> list[float]:
     if isinstance(event, PoissonGaussianEvent):
         nm = event.noise_multiplier
         return [epsilon_pld([PoissonGaussianEvent(nm * s, 1.0, 1)], delta) for s in (1.0, math.sqrt(k))]
-    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent, PureEpsilonEvent)):
+    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent, PureEpsilonEvent, ApproxDPEvent)):
         return [event.epsilon, event.epsilon / k]
     if isinstance(event, RepeatAndSelectEvent):  # the whole selection (its trials' steps have their own cases)
         return [epsilon_pld([event], delta)]

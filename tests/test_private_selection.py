@@ -366,11 +366,11 @@ def test_a_candidate_section_the_layout_cannot_take_is_refused_when_built(bc):
 def test_the_report_names_the_candidate_that_drew_the_rows():
     from pipelines.reporting.report import public_markdown, release_rows
 
-    rows = dict(map(tuple, release_rows({"generator": "private_selection", "drawn_by": "aim"})))
+    rows = dict(map(tuple, release_rows({"generator": "private_selection", "drawn_by": "aim"}, "public")))
     assert rows["Drawn by (the selected candidate)"] == "aim"
     assert "| Drawn by (the selected candidate) | aim |" in public_markdown(
         {"dataset": "d", "generator": "private_selection", "drawn_by": "aim"}
     )  # kept in the public view
     assert "Drawn by (the selected candidate)" not in dict(
-        map(tuple, release_rows({"generator": "aim", "drawn_by": "aim"}))
+        map(tuple, release_rows({"generator": "aim", "drawn_by": "aim"}, "public"))
     )

@@ -27,7 +27,7 @@ NEEDLES = [b"12.345678", b"12.34568", b"12.3457", struct.pack("<d", CANARY), str
 # a synthetic table's decoded cells are searched for the canary at full precision only: ~13,000 DP-generated cells
 # print "12.3457" by chance now and then (a mean_texture of 12.3457706 rounds to it), which is no leak
 CELL_NEEDLES = [b"12.345678", struct.pack("<d", CANARY), struct.pack("<f", CANARY)]
-PUBLIC_FILES = {"synthetic.parquet", "manifest.json", "report.html", "report.md"}
+PUBLIC_FILES = {"synthetic.parquet", "manifest.json", "report.html", "report.md", "synthetic_marginals.png"}
 RUN_FILES = {"comparison.html", "comparison.md"}  # the run's public comparison page
 TSTR = 0.987654321  # a distinctive real-data metric
 
@@ -133,6 +133,8 @@ def test_canary_real_value_never_reaches_the_public_bundle(tmp_path, bc_raw):
     [entry] = index["released"]
     bundle, run = root / entry["path"], root / index["comparison"]["public"]
     assert {f.name for f in bundle.iterdir()} == PUBLIC_FILES
+    links = re.findall(r"\]\(([^)]+\.png)\)", (bundle / "report.md").read_text())
+    assert all((bundle / link).is_file() for link in links), links  # report.md links only files of its bundle
     assert run.parent == root / "releases/breast_cancer/runs" and {f.name for f in run.iterdir()} == RUN_FILES
     for f in [*bundle.iterdir(), *run.iterdir()]:
         data, cells = f.read_bytes(), b""

@@ -66,7 +66,7 @@ def test_full_report_has_every_section_and_embeds_the_plots(summary):
 
 @pytest.mark.integration
 def test_public_report_shows_only_dp_and_public_values(summary):
-    page, md = public_html(summary), public_markdown(summary)
+    page, md = public_html(summary), public_markdown(summary, bundled=PUBLIC_PLOTS)
     for heading in (
         "Verdict",
         "What was released",
@@ -84,6 +84,8 @@ def test_public_report_shows_only_dp_and_public_values(summary):
         assert absent not in page and absent not in md, absent
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert [base64.b64decode(i) for i in images] == [summary["plots"]["synthetic_marginals"]]
+    assert re.findall(r"\]\(([^)]+)\)", md) == ["synthetic_marginals.png"]
+    assert ".png)" not in public_markdown(summary)  # no figure bundled: none linked
     stats = summary["synthetic_summary"]["numeric"]["x1"]
     assert f"{stats['median']:.4g}" in page and "120.5" in page and "torch" in page
     gate_rows = re.findall(r"<tr><td>[^<]+</td><td>(\w+)</td><td class=\"(?:pass|fail)\">", page)

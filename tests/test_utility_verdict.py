@@ -211,6 +211,7 @@ def test_a_marginals_only_table_is_weak(cancer_verdicts):
     assert abs(v["two_way"]["improvement"]) < v["two_way"]["improvement_se"] * 2
     assert not v["task"]["beats_baseline"] and not v["task"]["inverted"]
     assert not v["associations"]["beats_baseline"] and v["associations"]["features_beating_baseline"] == 0
+    assert v["failed_claims"][0] == "baseline"  # what the report names: no comparison beats the baseline
     assert utility_gate(v, utility_settings(None)).passed
     assert not utility_gate(v, utility_settings({"weak": "refuse"})).passed
 
@@ -222,7 +223,9 @@ def test_a_table_that_inverts_one_association_is_weak_although_its_classifiers_a
     v = cancer_verdicts["distorted"]
     assert v["associations"]["beats_baseline"] and v["task"]["beats_chance"]
     assert v["associations"]["features_worse_than_baseline"] == 1  # measured: mean_area alone
-    assert v["verdict"] == "weak"
+    assert v["verdict"] == "weak" and v["failed_claims"] == ["distorted"]
+    (found,) = v["associations"]["distorted"]  # what the report names, with the real and the table's correlation
+    assert found["feature"] == "mean_area" and found["real"] < -0.5 and found["synthetic"] > 0.5  # sign flipped
     assert cancer_verdicts["fresh"]["associations"]["features_worse_than_baseline"] == 0
 
 

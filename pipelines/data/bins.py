@@ -34,7 +34,7 @@ import numpy as np
 
 from pipelines.data.code_lists import CodeBuckets, is_long
 from pipelines.data.layout import Block, Layout
-from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS, indicator
+from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS, Column, indicator
 
 
 @dataclass(frozen=True)
@@ -152,6 +152,13 @@ def numeric_bins(block: Block, n_bins: int, edges: Iterable[float] | None = None
     return NumericBins(
         "integer", lo=tuple(starts), hi=tuple([s - 1 for s in starts[1:]] + [hi_i]), lower=lower, upper=upper
     )
+
+
+def column_bins(column: Column, n_bins: int) -> NumericBins:
+    """A numeric schema column's public bins: `numeric_bins` of the block `Encoder` makes of it (its bounds, its
+    declared `bins` and `atoms`), `n_bins` equal-width where it declares no edges. The schema alone, no rows."""
+    facts = {"lower": column.lower, "upper": column.upper, "bins": column.bins, "atoms": column.atoms}
+    return numeric_bins(Block(column.name, column.kind, 0, 1, **facts), n_bins)
 
 
 def equal_width_columns(layout: Layout, bins: dict[str, Iterable[float]] | None = None) -> int:

@@ -22,7 +22,7 @@ import yaml
 
 from pipelines.config import EXTENDS
 from pipelines.data.header import read_header
-from pipelines.data.schema import KINDS, PLACEHOLDER
+from pipelines.data.schema import DISCOVER, KINDS, PLACEHOLDER
 from pipelines.errors import InputError
 
 # generators whose params.yaml section names columns of the bundled table, and what the steward must choose
@@ -44,9 +44,10 @@ class Scaffold:
     params_text: str
 
 
-def scaffold(data: str | Path, name: str, root: Path, template: Path) -> Scaffold:
+def scaffold(data: str | Path, name: str, root: Path, template: Path, discover: bool = False) -> Scaffold:
     """Build (not write) the schema and params file for table `data` as data set `name`; `template` is the
-    params file whose sections are copied (the project's params.yaml)."""
+    params file whose sections are copied (the project's params.yaml); `discover`: every bound and category list
+    starts as `discover` (found under DP where the documentation is silent) instead of PLACEHOLDER."""
     if not _NAME.fullmatch(name):
         raise InputError(
             f"data set name {name!r} is not usable in file names.",
@@ -65,7 +66,7 @@ def scaffold(data: str | Path, name: str, root: Path, template: Path) -> Scaffol
         ) from e
     return Scaffold(
         Path("schemas") / f"{name}.yaml",
-        schema_text(name, columns, source),
+        schema_text(name, columns, source, discover),
         Path("params") / f"{name}.yaml",
         params_text(template_text, name, source, str(template)),
     )
@@ -97,10 +98,12 @@ def write(files: Scaffold, root: Path, force: bool = False) -> list[Path]:
     return written
 
 
-def schema_text(name: str, columns: list[str], source: str) -> str:
-    """The schema of `columns` with every documented fact a PLACEHOLDER, and comments saying what goes where."""
+def schema_text(name: str, columns: list[str], source: str, discover: bool = False) -> str:
+    """The schema of `columns` with every documented fact a PLACEHOLDER (with `discover`, the bounds and category
+    lists DISCOVER), and comments saying what goes where."""
+    domain = DISCOVER if discover else PLACEHOLDER
     entries = "".join(
-        f"  {_key(c)}: {{kind: {PLACEHOLDER}, lower: {PLACEHOLDER}, upper: {PLACEHOLDER}, categories: {PLACEHOLDER}}}\n"
+        f"  {_key(c)}: {{kind: {PLACEHOLDER}, lower: {domain}, upper: {domain}, categories: {domain}}}\n"
         for c in columns
     )
     return f"""\
@@ -113,6 +116,9 @@ def schema_text(name: str, columns: list[str], source: str) -> str:
 #   kind: one of {", ".join(KINDS)}.
 #     continuous / integer: keep lower and upper (the documented range), delete categories.
 #     categorical / binary: keep categories (every documented value; binary: exactly two), delete lower and upper.
+#   Where the documentation gives no bound or lists no categories, write `discover` (`synthrelease init
+#     --discover` writes it everywhere): the discover stage finds it under DP (privacy.discovery_epsilon, charged
+#     once; categories too rare to find are released as "(other)"). Keep documented values where there are any.
 #   A column that must not be released (a direct identifier, a record id, free text): delete its entry.
 #   params/{name}.yaml reads only the columns listed here (dataset.columns: schema); the validation report
 #   names the others, never their values.

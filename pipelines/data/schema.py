@@ -36,6 +36,16 @@ POLICIES = ("clip", "drop", "fatal")
 # The value `synthrelease init` (pipelines/data/scaffold.py) writes where the steward must write a fact taken
 # from the table's public documentation; load_schema refuses a schema that still has one.
 PLACEHOLDER = "FILL_IN"
+# `categories: discover`, `lower: discover`, `upper: discover`: a part of the domain the documentation does not
+# give, found by a DP mechanism charged to the ledger (the discover stage, pipelines/data/discovery.py)
+DISCOVER = "discover"
+DISCOVERABLE = {
+    "categories": ("categorical",),
+    **{key: NUMERIC_KINDS for key in ("lower", "upper", "atoms", "step")},
+}
+OTHER = "(other)"  # a discovered column's one cell for every value the discovery did not release
+PENDING_BOUND = 1e300  # a bound still to be discovered, while the discover stage reads the schema
+PENDING_CATEGORY = "(to be discovered)"  # and a category list's stand-in then
 _PLACEHOLDER_FIX = {
     "kind": f"set kind to one of {list(KINDS)} as the table's public documentation describes the column "
     "(id: a record identifier, never read, released as fresh surrogate keys).",
@@ -53,6 +63,7 @@ _SCHEMA_KEYS = {
     "description",
     "source",
     "target",
+    "target_positive",
     "protected",
     "on_invalid",
     "columns",
@@ -78,6 +89,8 @@ _COLUMN_KEYS = {
     "after",
     "max_gap_days",
     "derived",
+    "other",
+    "step",
 }
 _DERIVED_EXAMPLE = "derived: {from: education, values: {Preschool: 1, 1st-4th: 2, ...}}"
 
@@ -105,6 +118,9 @@ class Column:
     max_gap_days: float | None = None  # with `after`: the documented longest gap (a flight lands within a day)
     derived_from: str | None = None  # `derived`: a documented function of this categorical column (never modelled)
     derived: tuple[tuple[Any, Any], ...] | None = None  # its values: (source category, this column's value) pairs
+    other: str | None = None  # a discovered category list's cell (OTHER) for every value not in it
+    step: float | None = None  # numeric: the granularity (a loan amount in multiples of 25): values are published
+    # as multiples of it
 
     @property
     def is_numeric(self) -> bool:
@@ -139,8 +155,12 @@ class Column:
                 d["bins"] = list(self.bins)
             if self.atoms is not None:
                 d["atoms"] = list(self.atoms)
+            if self.step is not None:
+                d["step"] = self.step
         else:
             d["categories"] = list(self.categories)
+        if self.other is not None:
+            d["other"] = self.other
         if self.missing:  # only when set: a schema without it keeps its hash
             d["missing"] = "allowed"
         if self.derived_from is not None:
@@ -320,6 +340,7 @@ class Schema:
     description: str
     columns: tuple[Column, ...]
     target: str | None = None
+    target_positive: str | int | None = None  # the target's positive class in the utility scores (None: its second)
     protected: tuple[str, ...] = ()
     on_invalid: str = "drop"
     source: dict[str, Any] = field(default_factory=dict)
@@ -329,6 +350,8 @@ class Schema:
     rules: tuple[Rule, ...] = ()  # public rules between categorical columns (pipelines/data/rules.py)
     unit: PrivacyUnit | None = None  # the declared privacy unit; None: one row
     population: str | None = None  # the population whose lifetime budget the table shares
+    discovered: tuple[tuple[str, str], ...] = ()  # (column, key) pairs the schema leaves to discovery
+    pending: bool = False  # discovered parts not yet filled in (what the discover stage reads; never validated)
 
     def __post_init__(self) -> None:
         if not self.declared:
@@ -400,6 +423,10 @@ class Schema:
             d["privacy_unit"] = self.unit.to_dict()
         if self.population is not None:
             d["population"] = self.population
+        if self.discovered:
+            d["discovered"] = [list(p) for p in self.discovered]
+        if self.target_positive is not None:  # only when set: a schema without it keeps its hash
+            d["target_positive"] = self.target_positive
         return d
 
     def hash(self) -> str:
@@ -652,7 +679,21 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
             fix="use whole-number bounds, or make the column continuous.",
         )
     bins, atoms = (_values(spec, key, kind, lower, upper, file, name) for key in ("bins", "atoms"))
-    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms)
+    step = None if "step" not in spec else _number(spec["step"], "step", file, name)
+    if step is not None and not (
+        0 < step < upper - lower
+        and (kind != "integer" or step.is_integer())
+        and math.floor(upper / step) * step >= lower
+    ):
+        raise SchemaError(
+            f"step {step:g} is not a positive {'whole number' if kind == 'integer' else 'number'} with a "
+            f"multiple in the range {lower:g}..{upper:g}.",
+            file=file,
+            column=name,
+            fix="write the documented granularity of the values (e.g. step: 25 for amounts in multiples of $25), "
+            "or remove 'step'.",
+        )
+    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms, step=step)
 
 
 def _parse_date(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
@@ -807,7 +848,14 @@ def _categories_file(spec: dict, file: str, name: str) -> list[str]:
 
 
 def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
-    numeric_only = [k for k in ("lower", "upper", "bins", "atoms") if k in spec]
+    numeric_only = [k for k in ("lower", "upper", "bins", "atoms", "step") if k in spec]
+    if "other" in spec and kind != "categorical":
+        raise SchemaError(
+            f"a {kind} column cannot have other (a categorical column's cell for undocumented values).",
+            file=file,
+            column=name,
+            fix="remove 'other', or make the column categorical.",
+        )
     if numeric_only:
         keys = "/".join(numeric_only)
         raise SchemaError(
@@ -864,7 +912,16 @@ def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str)
             column=name,
             fix="list at least two categories, or drop the constant column.",
         )
-    return Column(name, kind, categories=tuple(cats), on_invalid=policy)
+    other = spec.get("other")
+    if other is not None and other not in cats:
+        raise SchemaError(
+            f"other is {other!r}, not one of the column's categories.",
+            file=file,
+            column=name,
+            fix="name the documented category that holds every undocumented value (e.g. other: Other, with "
+            "Other in categories), or remove 'other'.",
+        )
+    return Column(name, kind, categories=tuple(cats), on_invalid=policy, other=other)
 
 
 def _parse_rows(raw: Any, file: str) -> PublicRows | None:
@@ -998,8 +1055,126 @@ def _parse_population(spec: Any, file: str) -> str | None:
     return spec
 
 
-def load_schema(path: str | Path) -> Schema:
-    """Parse and check ``schemas/<name>.yaml``; raise SchemaError naming file, column and fix."""
+def discovery_requests(cols: Any, file: str) -> tuple[tuple[str, str], ...]:
+    """The (column, key) pairs a schema's `columns` leave to discovery (`<key>: discover`): `categories` of a
+    categorical column, `lower`/`upper` of an integer or continuous one; SchemaError for any other use."""
+    found: list[tuple[str, str]] = []
+    for name, spec in (cols or {}).items() if isinstance(cols, dict) else ():
+        if not isinstance(spec, dict):
+            continue
+        for key, value in spec.items():
+            if value != DISCOVER:
+                continue
+            kinds = DISCOVERABLE.get(key)
+            if kinds is None or spec.get("kind") not in kinds or "derived" in spec:
+                raise SchemaError(
+                    f"'{key}: discover' on a {spec.get('kind')} column"
+                    + (" with derived values" if "derived" in spec else "")
+                    + ".",
+                    file=file,
+                    column=str(name),
+                    fix="discover only the categories of a categorical column or the lower/upper bound of an "
+                    "integer or continuous one; write the documented value otherwise.",
+                )
+            found.append((str(name), key))
+    return tuple(found)
+
+
+def _filled(cols: dict, requests: tuple[tuple[str, str], ...], domain: Any, file: str) -> dict:
+    """The `columns` mapping with every discovered key filled: from `domain` ({column: {key: value}}, the discover
+    stage's output), or, with `domain` None, by placeholders that parse (PENDING_CATEGORY, bounds ±PENDING_BOUND).
+    A discovered category list gets the OTHER cell; a discovered bound widens to take in the column's documented
+    atoms and bin edges (documented values the column takes), and the column clips the rows beyond it unless it sets
+    its own on_invalid (the rarest extremes no DP bound follows are data, not errors). Discovered atoms are the
+    released values within the bounds (none: the column has no atoms); a discovered step, the granularity released
+    (none, or one not below the range: no step)."""
+    out = {n: dict(spec) if isinstance(spec, dict) else spec for n, spec in cols.items()}
+    for name, key in sorted(requests, key=lambda r: r[1] in ("atoms", "step")):  # last: they need the bounds
+        spec = out[name]
+        if key == "step":
+            found_step = None if domain is None else (domain.get(name) or {}).get("step")
+            if found_step is not None and found_step < float(spec["upper"]) - float(spec["lower"]):
+                spec["step"] = found_step
+            else:
+                del spec["step"]
+            continue
+        if key == "atoms":
+            found = [] if domain is None else (domain.get(name) or {}).get("atoms", [])
+            kept = [float(v) for v in found if float(spec["lower"]) <= float(v) <= float(spec["upper"])]
+            if kept:
+                spec["atoms"] = kept
+            else:
+                del spec["atoms"]
+            continue
+        if domain is None:
+            value: Any = (
+                [PENDING_CATEGORY] if key == "categories" else (-PENDING_BOUND if key == "lower" else PENDING_BOUND)
+            )
+        else:
+            value = (domain.get(name) or {}).get(key)
+            if value is None:
+                raise SchemaError(
+                    f"'{key}: discover' has no discovered value.",
+                    file=file,
+                    column=name,
+                    fix="run the discover stage (`synthrelease stage discover`; `dvc repro` runs it) before the "
+                    "stages that read the schema.",
+                )
+        if key == "categories":
+            spec["categories"] = [*value, OTHER]
+            spec["other"] = OTHER
+            continue
+        spec.setdefault("on_invalid", "clip")  # a value beyond a DP bound is data to clip, not an error to drop
+        documented = [
+            float(v)
+            for k in ("atoms", "bins")
+            if isinstance(spec.get(k), list)
+            for v in spec[k]
+            if isinstance(v, (int, float))
+        ]
+        spec[key] = min([value, *documented]) if key == "lower" else max([value, *documented])
+    return out
+
+
+def _parse_target_positive(
+    value: Any, target: str | None, declared: tuple[Column, ...], file: str, pending: bool
+) -> str | int | None:
+    """`target_positive: <category>`: the target's class the utility scores read as positive, one against the rest
+    (without it, the target's second category). `pending`: the target's categories are still to be discovered,
+    so the value is checked against them only once they are."""
+    if value is None:
+        return None
+    if target is None:
+        raise SchemaError(
+            f"target_positive is {value!r}, but the schema declares no target.",
+            file=file,
+            fix="declare target: <a categorical or binary column>, or remove target_positive.",
+        )
+    categories = list(next(c.categories for c in declared if c.name == target) or ())
+    if not categories:
+        raise SchemaError(
+            f"target_positive is {value!r}, but the target has no categories to choose from.",
+            file=file,
+            column=target,
+            fix="make the target a categorical or binary column, or remove target_positive.",
+        )
+    if isinstance(value, bool) or not pending and value not in categories:
+        raise SchemaError(
+            f"target_positive is {value!r}, not one of the target's categories.",
+            file=file,
+            column=target,
+            fix=f"set target_positive to one of {categories}, or remove it (the second category, "
+            f"{categories[1]!r}, is then the positive class).",
+        )
+    return value
+
+
+def load_schema(path: str | Path, discovered: Any = None, pending: bool = False) -> Schema:
+    """Parse and check ``schemas/<name>.yaml``; raise SchemaError naming file, column and fix.
+
+    A schema that leaves parts of its domain to discovery (`<key>: discover`, `discovery_requests`) is filled from
+    `discovered` ({column: {key: value}}: the discover stage's output); `pending`: filled by placeholders instead,
+    for the discover stage alone (the result has `pending` set and is never used to validate a row)."""
     file = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -1041,6 +1216,9 @@ def load_schema(path: str | Path) -> Schema:
         raise SchemaError(
             "missing or empty 'columns' mapping.", file=file, fix="add columns: {<name>: {kind: ..., ...}, ...}."
         )
+    requests = discovery_requests(cols, file)
+    if requests:
+        cols = _filled(cols, requests, None if pending else (discovered or {}), file)
     declared = tuple(_parse_column(n, spec, default_policy, file) for n, spec in cols.items())
     _check_after(declared, file)
     _check_derived(declared, file)
@@ -1053,6 +1231,9 @@ def load_schema(path: str | Path) -> Schema:
             column=str(target),
             fix=f"set target to one of {names} or remove it.",
         )
+    target_positive = _parse_target_positive(
+        raw.get("target_positive"), target, declared, file, pending and (str(target), "categories") in requests
+    )
     protected = raw.get("protected") or []
     if not isinstance(protected, list):
         raise SchemaError(f"protected is {protected!r}, not a list.", file=file, fix="write protected: [col, ...].")
@@ -1104,8 +1285,11 @@ def load_schema(path: str | Path) -> Schema:
         columns=expand(declared, file),
         unit=_parse_unit(raw.get("privacy_unit"), declared, file),
         population=_parse_population(raw.get("population"), file),
+        discovered=requests,
+        pending=bool(requests) and pending,
         declared=declared,
         target=target,
+        target_positive=target_positive,
         protected=tuple(protected),
         on_invalid=default_policy,
         source=source,

@@ -6,6 +6,8 @@ different tables with the same schema are encoded by the identical map.
 
 from __future__ import annotations
 
+import math
+
 import hashlib
 import hmac
 from typing import Any
@@ -91,9 +93,10 @@ class Encoder:
 
     def decode(self, X: np.ndarray) -> pd.DataFrame:
         """Frame satisfying the schema, in the dtypes ``read_table`` gives a clean table: numeric values
-        clipped to [0, 1] and rescaled (integers rounded, values within `ATOM_TOLERANCE` of a schema atom set to
-        it), binary thresholded at 0.5, categorical argmax; a numeric value whose `<name>__missing` indicator says
-        missing set to the lower bound (what a published null is modelled as)."""
+        clipped to [0, 1] and rescaled (integers rounded, a `step` kept: the nearest multiple of it within
+        the bounds; values within `ATOM_TOLERANCE` of a schema atom set to it), binary
+        thresholded at 0.5, categorical argmax; a numeric value whose `<name>__missing` indicator says missing set
+        to the lower bound (what a published null is modelled as)."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self._layout.width:
             raise ValueError(
@@ -107,6 +110,9 @@ class Encoder:
             if c.is_numeric:
                 v = c.lower + np.clip(X[:, b.start], 0.0, 1.0) * (c.upper - c.lower)
                 values = np.clip(np.rint(v) if c.kind == "integer" else v, c.lower, c.upper)
+                if c.step is not None:  # the multiples of step within the bounds
+                    k = np.clip(np.rint(values / c.step), math.ceil(c.lower / c.step), math.floor(c.upper / c.step))
+                    values = k * c.step
                 for a in c.atoms or ():  # the float32 encoding moved an atom by < 1e-7 of the range: snap it back
                     values[np.abs(values - a) <= ATOM_TOLERANCE * (c.upper - c.lower)] = a
             else:

@@ -132,6 +132,36 @@ def _violations(s: pd.Series, col: Column) -> dict[str, pd.Series]:
     return {"unknown": present & ~s.isin(list(col.categories))}
 
 
+def _beyond_discovered(masks: dict[str, pd.Series], name: str, schema: Schema) -> pd.Series:
+    """The cells of column `name` outside its domain only beyond a bound the discover stage found: clipping them is
+    what a DP bound does to the rarest extremes (pipelines/privacy/discovery.py), not a sign that the table is not
+    the one described, so the DP row-loss test does not count them (the report does, `rows_clipped_to_discovered`)."""
+    side = {"lower": "below", "upper": "above"}
+    found = {side[k] for c, k in schema.discovered if c == name and k in side}
+    none = pd.Series(False, index=next(iter(masks.values())).index)
+    beyond = [m for k, m in masks.items() if k in found]
+    rest = [m for k, m in masks.items() if k not in found]
+    if not beyond:
+        return none
+    return pd.concat(beyond, axis=1).any(axis=1) & ~(pd.concat(rest, axis=1).any(axis=1) if rest else none)
+
+
+def _to_other(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[str, int]]:
+    """`df` with every value outside a column's categories replaced by the column's `other` cell (a discovered
+    category list's OTHER, or a documented `other:` category), and how many cells each such column moved: those
+    values are data the schema has one cell for, not errors."""
+    moved: dict[str, int] = {}
+    for col in schema.declared:
+        if col.other is None:
+            continue
+        s = df[col.name]
+        out = s.notna() & ~s.isin(list(col.categories))
+        moved[col.name] = int(out.sum())
+        if moved[col.name]:
+            df = df.assign(**{col.name: s.astype(object).where(~out, col.other)})
+    return df, moved
+
+
 def _mismatched(df: pd.DataFrame, col: Column, source: Column) -> pd.Series:
     """Rows of a derived column `col` (declared columns `df`) whose value is not the documented value of their
     source's category (or is set where the source is null). A row whose source value is itself out of its domain
@@ -217,12 +247,17 @@ def validate_part(
     `validate_table`'s report (or its InputError). Per column, up to _EXAMPLES flagged cells (`examples`) for the
     error of a fatal column, which `finish` never lets into the report (they name rows), and the out-of-domain
     values in summary (`_offending`)."""
+    if schema.pending:
+        raise ValueError("a schema whose discovered parts are placeholders validates no row (load_schema)")
     modelled_nulls = {c: int(df[c].isna().sum()) for c in schema.missing}
+    df, to_other = _to_other(df, schema)
     declared, sources = df, {c.name: c for c in schema.declared}
     df = to_modelled(df, schema)
     gx_summary = _run(df, build_suite(schema))
     drop = pd.Series(False, index=df.index)
-    clipped = pd.Series(False, index=df.index)  # rows whose value a clip policy changes (counted if kept)
+    clipped = pd.Series(False, index=df.index)  # rows whose value a clip policy changes (counted if kept), but for
+    # a value beyond a discovered bound alone: the DP bound's own effect (`_beyond_discovered`), counted apart
+    to_bound = pd.Series(False, index=df.index)
     columns: dict[str, Any] = {}
     for col in schema.columns:
         s = df[col.name]
@@ -232,13 +267,15 @@ def validate_part(
         if col.on_invalid == "drop":
             drop |= bad
         elif col.on_invalid == "clip":
-            clipped |= bad
+            clipped |= bad & ~_beyond_discovered(masks, col.name, schema)
+            to_bound |= bad
         drop |= nulls
         columns[col.name] = {
             "out_of_domain": int(bad.sum()),
             "nulls": int(nulls.sum()),
             **{k: int(m.sum()) for k, m in masks.items()},
             **_offending(s, col, bad),
+            **({"to_other": to_other[col.name]} if col.name in to_other else {}),
             "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else [],
         }
     for col in schema.derived:  # checked on the declared columns: never modelled
@@ -261,6 +298,7 @@ def validate_part(
             "examples": _rule_examples(declared, rule, bad) if rule.on_invalid == "fatal" else [],
         }
     clipped &= ~drop
+    to_bound &= ~drop & ~clipped
     clean = df[~drop].reset_index(drop=True)
     for col in schema.columns:
         if col.is_numeric and col.on_invalid == "clip":
@@ -274,6 +312,7 @@ def validate_part(
         "rows_out": len(clean),
         "rows_dropped": int(drop.sum()),
         "rows_clipped": int(clipped.sum()),
+        "rows_clipped_to_discovered": int(to_bound.sum()),
         "columns": columns,
         "rules": rules,
         "modelled_nulls": modelled_nulls,
@@ -321,7 +360,10 @@ def merge_parts(parts: list[dict[str, Any]], schema: Schema) -> dict[str, Any]:
         for r in first["rules"]
     }
     return {
-        **{k: sum(p[k] for p in parts) for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
+        **{
+            k: sum(p[k] for p in parts)
+            for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped", "rows_clipped_to_discovered")
+        },
         "columns": columns,
         "rules": rules,
         "modelled_nulls": {c: sum(p["modelled_nulls"][c] for p in parts) for c in first["modelled_nulls"]},
@@ -426,6 +468,7 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
             "nulls": n_null,
             **{k: c[k] for k in _violation_keys(col)},
             "action": "; ".join(action) or "none",
+            **({"to_other": c["to_other"]} if "to_other" in c else {}),
             **_summary_of_offending(c, declared.get(col.name)),
         }
     rules: dict[str, Any] = {}
@@ -447,7 +490,7 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
         "schema_hash": schema.hash(),
         "source": label,
         "computed_from_private_data": True,
-        **{k: counts[k] for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped")},
+        **{k: counts[k] for k in ("rows_in", "rows_out", "rows_dropped", "rows_clipped", "rows_clipped_to_discovered")},
         "columns": columns,
         **({"rules": rules} if rules else {}),
         **({"modelled_nulls": modelled} if modelled else {}),
@@ -485,7 +528,8 @@ def _column_sentence(name: str, r: dict[str, Any]) -> str:
     if r.get("unknown_values"):
         hints.append(
             f"unknown values {unknown_text(r['unknown_values'], r['unknown'])} (documented spellings belong "
-            "in the schema's categories, other values are corrected in the source table)"
+            "in the schema's categories; values the documentation does not give go to `categories: discover` or "
+            "to a documented `other:` category; errors are corrected in the source table)"
         )
     if r.get("observed_min") is not None:
         lo, hi = r["observed_min"], r["observed_max"]
@@ -513,7 +557,8 @@ def row_loss_summary(report: dict[str, Any]) -> str | None:
     steward's error messages only. Whether the release goes on is the DP row-loss test's bit
     (pipelines/privacy/row_loss.py, run by prepare), never a function of these counts."""
     rows_in, dropped, clipped = report["rows_in"], report["rows_dropped"], report["rows_clipped"]
-    if not dropped + clipped:
+    to_bound = report.get("rows_clipped_to_discovered", 0)
+    if not dropped + clipped + to_bound:
         return None
     causes = "; ".join(
         [_column_sentence(c, r) for c, r in report["columns"].items() if r["out_of_domain"] or r["nulls"]]
@@ -524,7 +569,13 @@ def row_loss_summary(report: dict[str, Any]) -> str | None:
         ]
     )
     share = (dropped + clipped) / rows_in if rows_in else 1.0
+    bound = (
+        f", and clipped {to_bound} more to discovered bounds alone (what a DP bound does to the rarest "
+        "extremes; not counted as lost)"
+        if to_bound
+        else ""
+    )
     return (
-        f"validation dropped {dropped} and clipped {clipped} of the {rows_in} rows read ({share:.1%}) "
+        f"validation dropped {dropped} and clipped {clipped} of the {rows_in} rows read ({share:.1%}){bound} "
         f"(by column: {causes})"
     )

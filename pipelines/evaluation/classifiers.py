@@ -2,7 +2,8 @@
 synthetic rows and test on the real holdout (TSTR), against the same classifier trained on real rows (TRTR).
 
 Features and the binarised target come from `pipelines.evaluation.utility` (schema-driven, nothing learnt
-from data; positive class = the target's second schema category). Two readings of "ROC" and "PRC":
+from data; positive class = `utility.positive_class`: the schema's `target_positive`, else the target's second
+category). Two readings of "ROC" and "PRC":
 `roc`, `prc`: roc_auc_score and average_precision_score of the classifier's continuous score
 (predict_proba, or decision_function for the linear SVM), the usual definition; `roc_label`,
 `prc_label`: the same areas computed from hard predictions, which is how DP-MERF's evaluation code scores
@@ -30,7 +31,7 @@ from threadpoolctl import threadpool_limits
 
 from pipelines.errors import InputError
 from pipelines.evaluation.fidelity import CATEGORICAL_KINDS
-from pipelines.evaluation.utility import _labels, capped, featurise
+from pipelines.evaluation.utility import _labels, capped, featurise, positive_class, positive_rule
 
 # scikit-learn defaults except: iteration caps that let the linear models converge, and BernoulliNB
 # thresholding the [0, 1] features at 0.5 (its default threshold 0 would make every numeric feature 1).
@@ -81,7 +82,11 @@ def _evaluate(
 
 
 def _test_set(
-    test_real: pd.DataFrame, columns: Sequence[Any], target: str, classifiers: Sequence[str] | None
+    test_real: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str,
+    classifiers: Sequence[str] | None,
+    positive: str | int | None,
 ) -> tuple[Any, list[str], np.ndarray, np.ndarray]:
     """(target column, classifier names, y_test, x_test), every argument checked."""
     col = next((c for c in columns if c.name == target), None)
@@ -95,7 +100,7 @@ def _test_set(
     unknown = sorted(set(names) - set(CLASSIFIERS))
     if unknown:
         raise ValueError(f"unknown classifiers {unknown}; known: {sorted(CLASSIFIERS)}")
-    y_test = _labels(test_real, col, "real test")
+    y_test = _labels(test_real, col, "real test", positive)
     if np.unique(y_test).size < 2:
         raise InputError(
             "the real test table has a single target class, so ROC and PRC are undefined.",
@@ -114,14 +119,16 @@ def _fitted(
     seed: int,
     max_train_rows: int | None,
     classifiers: Sequence[str] | None,
+    positive: str | int | None,
 ) -> dict[str, Any]:
-    """{"rows": training rows, "results": {classifier: `_evaluate`'s areas or why none}} of each classifier fitted
-    on a seeded subset of at most `max_train_rows` rows of `table`."""
-    col, names, y_test, x_test = _test_set(test_real, columns, target, classifiers)
+    """{"rows": training rows, "positive_class", "results": {classifier: `_evaluate`'s areas or why none}} of each
+    classifier fitted on a seeded subset of at most `max_train_rows` rows of `table`."""
+    col, names, y_test, x_test = _test_set(test_real, columns, target, classifiers, positive)
     rows = capped(table, max_train_rows, seed)
-    x, y = featurise(rows, columns, target), _labels(rows, col, label)
+    x, y = featurise(rows, columns, target), _labels(rows, col, label, positive)
     return {
         "rows": len(rows),
+        "positive_class": positive_class(col, positive),
         "results": {name: _evaluate(CLASSIFIERS[name], seed, x, y, x_test, y_test) for name in names},
     }
 
@@ -134,10 +141,11 @@ def trtr_results(
     seed: int = 0,
     max_train_rows: int | None = None,
     classifiers: Sequence[str] | None = None,
+    positive: str | int | None = None,
 ) -> dict[str, Any]:
     """The train-on-real half of ``tstr_classifiers`` (JSON): the same for every generator, so the baseline
     stage computes it once per data set and ``tstr_classifiers(trtr=...)`` takes it."""
-    return _fitted(train_real, "real training", test_real, columns, target, seed, max_train_rows, classifiers)
+    return _fitted(train_real, "real training", test_real, columns, target, seed, max_train_rows, classifiers, positive)
 
 
 def tstr_classifiers(
@@ -150,20 +158,32 @@ def tstr_classifiers(
     max_train_rows: int | None = None,
     classifiers: Sequence[str] | None = None,
     trtr: dict[str, Any] | None = None,
+    positive: str | int | None = None,
 ) -> dict:
     """Each classifier's `METRICS` on `test_real` when fitted on `synth` (tstr) and on `train_real` (trtr),
     and their averages over the classifiers.
 
     `max_train_rows`: a seeded random subset of at most that many rows of each training table (cost cap).
     A classifier that cannot be fitted on a training table (single class, degenerate features) scores
-    chance (ROC 0.5, PRC the test positive rate) with a "note". Returns {"target", "positive_class",
-    "models": {name: {"tstr": {...}, "trtr": {...}}}, "average": {"tstr": {...}, "trtr": {...}},
-    "n_train_real", "n_synth", "n_test"}. `trtr`: ``trtr_results`` of the same arguments, computed earlier.
+    chance (ROC 0.5, PRC the test positive rate) with a "note". `positive`: the schema's `target_positive`
+    (`utility.positive_class`). Returns {"target", "positive_class", "positive_class_rule", "models": {name:
+    {"tstr": {...}, "trtr": {...}}}, "average": {"tstr": {...}, "trtr": {...}}, "n_train_real", "n_synth",
+    "n_test"}. `trtr`: ``trtr_results`` of the same arguments, computed earlier (refused when it read another
+    positive class).
     """
-    col, names, y_test, _ = _test_set(test_real, columns, target, classifiers)
+    col, names, y_test, _ = _test_set(test_real, columns, target, classifiers, positive)
+    chosen = positive_class(col, positive)
+    if trtr is not None and trtr.get("positive_class", chosen) != chosen:
+        raise InputError(
+            f"the cached train-on-real classifiers were fitted for positive class {trtr['positive_class']!r}, not "
+            f"{chosen!r}.",
+            column=target,
+            fix="recompute the baseline stage with the same schema (its target_positive) as this evaluation.",
+        )
     fits = {
-        "tstr": _fitted(synth, "synthetic", test_real, columns, target, seed, max_train_rows, classifiers),
-        "trtr": trtr or trtr_results(train_real, test_real, columns, target, seed, max_train_rows, classifiers),
+        "tstr": _fitted(synth, "synthetic", test_real, columns, target, seed, max_train_rows, classifiers, positive),
+        "trtr": trtr
+        or trtr_results(train_real, test_real, columns, target, seed, max_train_rows, classifiers, positive),
     }
     labels = {"tstr": "synthetic", "trtr": "real training"}
     chance = {"roc": 0.5, "prc": float(y_test.mean()), "roc_label": 0.5, "prc_label": float(y_test.mean())}
@@ -183,7 +203,8 @@ def tstr_classifiers(
     }
     return {
         "target": target,
-        "positive_class": col.categories[1],
+        "positive_class": chosen,
+        "positive_class_rule": positive_rule(positive),
         "models": models,
         "average": average,
         "n_train_real": fits["trtr"]["rows"],

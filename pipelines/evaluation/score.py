@@ -180,7 +180,9 @@ def score_published(table: Path, i: EvaluationInputs, real: dict[str, Any], stre
     distances = marginal_distances(i.holdout, synth, sch.columns)
     baselines = verdict.baseline_tables(i.train, i.n, seed, s["baseline_draws"], cap)
     tables = {"tstr": synth} if real else {"tstr": synth, "trtr": i.train, **baselines}
-    scored = target_scores(tables, i.holdout, sch.columns, sch.target, seed, real.get("utility"), cap)
+    scored = target_scores(
+        tables, i.holdout, sch.columns, sch.target, seed, real.get("utility"), cap, sch.target_positive
+    )
     return {
         "synthetic": str(table),
         "n_synthetic": parquet_rows(table),

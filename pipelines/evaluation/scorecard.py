@@ -41,7 +41,13 @@ def real_side(
         "wasserstein1_reference": wasserstein1_reference(train, holdout, n_synth, columns, k["ot_max_rows"], seed),
         "range_queries": real_answers(train, holdout, columns, k["range_queries"], k["range_query_attributes"], seed),
         "classifiers_trtr": trtr_results(
-            train, _classifier_test_rows(holdout, k, seed), columns, sch.target, seed, k["classifier_max_rows"]
+            train,
+            _classifier_test_rows(holdout, k, seed),
+            columns,
+            sch.target,
+            seed,
+            k["classifier_max_rows"],
+            positive=sch.target_positive,
         )
         if sch.target
         else None,
@@ -114,6 +120,7 @@ def scorecard(
                 seed,
                 k["classifier_max_rows"],
                 trtr=real["classifiers_trtr"],
+                positive=sch.target_positive,
             )
             if sch.target
             else {"skipped": "schema declares no target"}

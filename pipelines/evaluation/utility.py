@@ -2,8 +2,9 @@
 
 Features come from a schema-driven featuriser (numeric scaled by the schema bounds, categorical
 one-hot over the schema's categories, or over the buckets of a long code list (pipelines/data/code_lists.py), binary
-0/1 by the schema's category order); nothing is learnt from the data. The target is binarised by the schema's
-category order: the positive class is the second category (one-vs-rest when the target has more than two categories).
+0/1 by the schema's category order); nothing is learnt from the data. The target is binarised one-vs-rest around its
+positive class (`positive_class`): the schema's `target_positive` where it declares one, else the target's second
+category.
 
 These metrics read real rows (training and test), so they are not covered by the DP guarantee.
 """
@@ -104,6 +105,29 @@ def featurise(frame: pd.DataFrame, columns: Sequence[Any], target: str | None = 
     return np.hstack(blocks) if blocks else np.empty((len(frame), 0))
 
 
+def feature_names(columns: Sequence[Any], target: str | None = None) -> list[str]:
+    """A readable name for each column of `featurise(·, columns, target)`, in its order, for the reports: a
+    numeric column's name; "<column> = <category>" for a binary column (its second category) and for each
+    category of a categorical one; "<column> in <first>…<last>" for each bucket of a long code list."""
+    names: list[str] = []
+    for col in columns:
+        if col.name == target:
+            continue
+        if col.kind in NUMERIC_KINDS:
+            names.append(str(col.name))
+        elif col.kind == "binary":
+            names.append(f"{col.name} = {col.categories[1]}")
+        elif (buckets := list_buckets(col)) is None:
+            names += [f"{col.name} = {c}" for c in col.categories]
+        else:
+            starts = buckets.starts
+            names += [
+                f"{col.name} in {col.categories[starts[b]]}…{col.categories[starts[b + 1] - 1]}"
+                for b in range(buckets.count)
+            ]
+    return names
+
+
 def capped(frame: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFrame:
     """A seeded sample of `max_rows` rows of `frame` (pandas' `sample`, `random_state=seed`); `frame` itself when
     it has no more rows or the cap is None. The same seed and length give the same rows, so a cache computed on
@@ -111,8 +135,28 @@ def capped(frame: pd.DataFrame, max_rows: int | None, seed: int) -> pd.DataFrame
     return frame if max_rows is None or len(frame) <= max_rows else frame.sample(max_rows, random_state=seed)
 
 
-def _labels(frame: pd.DataFrame, col: Any, label: str) -> np.ndarray:
-    """Target as 0/1: 1 for the schema's second category. Values outside the schema's list are an error."""
+def positive_class(col: Any, positive: str | int | None = None) -> str | int:
+    """The target's positive class, which every utility score and association reads as 1 and every other category
+    as 0: `positive` (the schema's `target_positive`) when given, else the schema's second category (for a target
+    of more than two categories an arbitrary choice, which the reports name: `positive_rule`)."""
+    if positive is None:
+        return col.categories[1]
+    if positive not in col.categories:
+        raise InputError(
+            f"the positive class {positive!r} is not one of the target's categories {list(col.categories)}.",
+            column=col.name,
+            fix="set the schema's target_positive to one of the target's categories.",
+        )
+    return positive
+
+
+def positive_rule(positive: str | int | None) -> str:
+    """How `positive_class` chose (results' "positive_class_rule"): "target_positive" or "second_category"."""
+    return "second_category" if positive is None else "target_positive"
+
+
+def _labels(frame: pd.DataFrame, col: Any, label: str, positive: str | int | None = None) -> np.ndarray:
+    """Target as 0/1: 1 for `positive_class(col, positive)`. Values outside the schema's list are an error."""
     values = frame[col.name]
     outside = ~values.isin(list(col.categories))
     if outside.any():
@@ -122,7 +166,7 @@ def _labels(frame: pd.DataFrame, col: Any, label: str) -> np.ndarray:
             column=col.name,
             fix="validate the table against the public schema before evaluation.",
         )
-    return (values == col.categories[1]).to_numpy(dtype=int)
+    return (values == positive_class(col, positive)).to_numpy(dtype=int)
 
 
 def _test_scores(
@@ -150,19 +194,23 @@ def target_scores(
     seed: int,
     real: dict | None = None,
     max_rows: int | None = None,
+    positive: str | int | None = None,
 ) -> dict:
     """Each model of MODELS fitted on each table of `train_sets` ({name: table}), scored on `test_real`; each
     of them first cut to `capped(·, max_rows, seed)` (`evaluate.utility_max_rows`: the cost stops growing with
     the rows; the AUROCs' DeLong errors are those of the capped test set, so the verdict's bounds account for it).
+    The target reads 1 for `positive_class(target column, positive)` (`positive`: the schema's `target_positive`).
 
-    Returns {"target", "positive_class", "y_test", "scores": {model: {name: P(positive) per test row}},
-    "notes": {model: [...]}, "rows": {name: rows, "test": rows}}. A table whose target has a single class
-    cannot fit a classifier: its scores are the constant 0.5 (AUROC 0.5, chance) with a note.
-    {"skipped": reason} when there is no target or the test set has a single class.
+    Returns {"target", "positive_class", "positive_class_rule" (`positive_rule`), "target_categories" (how many
+    the schema lists), "y_test", "scores": {model: {name: P(positive) per test row}}, "notes": {model: [...]},
+    "rows": {name: rows, "test": rows}}. A table whose target has a single class cannot fit a classifier: its
+    scores are the constant 0.5 (AUROC 0.5, chance) with a note. {"skipped": reason} when there is no target or
+    the test set has a single class.
 
     `real`: ``scores_json`` of an earlier call on other tables and the same test set (the train-on-real and
     baseline tables, computed once per data set by the baseline stage), merged after `train_sets` exactly as
     if they had been listed there (each fit is seeded by `seed` alone, so the order of fits changes nothing).
+    Its positive class must be this call's: scores of another binarisation are refused.
     """
     scored = _target_scores(
         {k: capped(t, max_rows, seed) for k, t in train_sets.items()},
@@ -170,9 +218,17 @@ def target_scores(
         columns,
         target,
         seed,
+        positive,
     )
     if real is None or "skipped" in scored and "rows" not in scored:
         return scored
+    if "positive_class" in scored and real.get("positive_class", scored["positive_class"]) != scored["positive_class"]:
+        raise InputError(
+            f"the cached real-side scores were computed for positive class {real['positive_class']!r}, not "
+            f"{scored['positive_class']!r}.",
+            column=target,
+            fix="recompute the baseline stage with the same schema (its target_positive) as this evaluation.",
+        )
     rows = {**{k: v for k, v in scored["rows"].items() if k != "test"}, **real["rows"]}
     if "skipped" in scored:
         return {**scored, "rows": rows}
@@ -200,7 +256,12 @@ def scores_json(scored: dict) -> dict:
 
 
 def _target_scores(
-    train_sets: dict[str, pd.DataFrame], test_real: pd.DataFrame, columns: Sequence[Any], target: str | None, seed: int
+    train_sets: dict[str, pd.DataFrame],
+    test_real: pd.DataFrame,
+    columns: Sequence[Any],
+    target: str | None,
+    seed: int,
+    positive: str | int | None,
 ) -> dict:
     """`target_scores` of `train_sets` alone."""
     if target is None:
@@ -213,12 +274,14 @@ def _target_scores(
             fix="declare a categorical or binary target in the public schema, or none.",
         )
     rows = {**{name: len(t) for name, t in train_sets.items()}, "test": len(test_real)}
-    y_test = _labels(test_real, col, "real test")
+    y_test = _labels(test_real, col, "real test", positive)
     if np.unique(y_test).size < 2:
         return {"skipped": "the real test set has a single target class; AUROC is undefined", "rows": rows}
     x_test = featurise(test_real, columns, target)
     labels = {name: SETS.get(name.split("_")[0], name) for name in train_sets}
-    train = {name: (featurise(t, columns, target), _labels(t, col, labels[name])) for name, t in train_sets.items()}
+    train = {
+        name: (featurise(t, columns, target), _labels(t, col, labels[name], positive)) for name, t in train_sets.items()
+    }
     scores: dict[str, dict[str, np.ndarray]] = {}
     notes: dict[str, list[str]] = {}
     fits = Steps("classifiers", len(MODELS) * len(train))
@@ -235,7 +298,9 @@ def _target_scores(
             scores[model][name] = s
     return {
         "target": target,
-        "positive_class": col.categories[1],
+        "positive_class": positive_class(col, positive),
+        "positive_class_rule": positive_rule(positive),
+        "target_categories": len(col.categories),
         "y_test": y_test,
         "scores": scores,
         "notes": notes,
@@ -260,7 +325,7 @@ def auroc_table(scored: dict) -> dict:
     rows = scored["rows"]
     return {
         "target": scored["target"],
-        "positive_class": scored["positive_class"],
+        **{k: scored[k] for k in ("positive_class", "positive_class_rule", "target_categories")},
         "models": models,
         "n_train_real": rows["trtr"],
         "n_synth": rows["tstr"],
@@ -275,12 +340,16 @@ def tstr_auroc(
     columns: Sequence[Any],
     target: str | None,
     seed: int,
+    positive: str | int | None = None,
 ) -> dict:
-    """AUROC on `test_real` of each model fitted on `synth` (tstr) and on `train_real` (trtr).
+    """AUROC on `test_real` of each model fitted on `synth` (tstr) and on `train_real` (trtr), the target read as
+    1 for `positive_class(target column, positive)` (`positive`: the schema's `target_positive`).
 
-    Returns {"target", "positive_class", "models": {name: {"tstr", "trtr", "gap" (= trtr - tstr),
-    ["note"]}}, "n_train_real", "n_synth", "n_test"}. A training set whose target has a single class
-    scores 0.5 (chance) with a "note"; {"skipped": reason} when there is no target or the test set
-    has a single class.
+    Returns {"target", "positive_class", "positive_class_rule", "target_categories", "models": {name: {"tstr",
+    "trtr", "gap" (= trtr - tstr), ["note"]}}, "n_train_real", "n_synth", "n_test"}. A training set whose target
+    has a single class scores 0.5 (chance) with a "note"; {"skipped": reason} when there is no target or the test
+    set has a single class.
     """
-    return auroc_table(target_scores({"tstr": synth, "trtr": train_real}, test_real, columns, target, seed))
+    return auroc_table(
+        target_scores({"tstr": synth, "trtr": train_real}, test_real, columns, target, seed, positive=positive)
+    )

@@ -53,7 +53,7 @@ from scipy.stats import norm, rankdata
 from scipy.stats import t as student_t
 
 from pipelines.evaluation.marginals import cell_codes
-from pipelines.evaluation.utility import _labels, capped, featurise
+from pipelines.evaluation.utility import _labels, capped, feature_names, featurise
 
 SECTION = "utility_gate"
 BASELINE = (
@@ -64,6 +64,13 @@ OUTSIDE_DP = (
     "utility verdict: TSTR AUROC on real holdout rows, 2-way TV and the features' correlations with the "
     "target against real holdout rows, and a baseline drawn from the real training rows' exact marginals"
 )
+# the conditions whose failure makes a table weak, as its verdict's `failed_claims` names them (in the reports'
+# words: report_words.claim_words, and what to try for each: report_words.claim_advice)
+CLAIMS = {
+    "baseline": "no assessed comparison beats the independent-marginals baseline",
+    "chance": "some model's AUROC lower bound is at or below 0.5",
+    "distorted": "some feature's association with the target is distorted",
+}
 REASONS = {
     "inverted": "models fitted on this table predict the opposite of the truth on real rows (AUROC clearly below 0.5)",
     "weak": "this table is not measurably better than independent columns drawn from the real 1-way "
@@ -242,6 +249,7 @@ def association_comparison(
     seed: int,
     tolerance: float,
     chunk: int = 25,
+    positive: str | int | None = None,
 ) -> dict:
     """Which features' associations with the target the table reproduces, against the baseline.
 
@@ -266,14 +274,16 @@ def association_comparison(
     is Cohen's "small" correlation. Unlike a classifier's AUROC, whose spread over relationship-free tables is wide
     where the features track the target closely (a classifier fitted on such a table is a random function of them,
     of random sign), d_j's null spread is the correlations' sampling noise alone. Also reported: how many features
-    beat the baseline and how many are distorted, the feature of the smallest bound d_j + z·SE_j (`worst_feature`,
-    with its bound and its d_j), and the root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and of
-    the baseline."""
+    beat the baseline and how many are distorted, each distorted feature (`distorted`, most distorted first: its
+    name, ``utility.feature_names``, c_H,j as "real", c_T,j as "synthetic", d_j and its upper bound), the feature
+    of the smallest bound d_j + z·SE_j (`worst_feature`, its index, with its name, bound and d_j), and the
+    root-mean-square distance √(mean_j (c_T,j − c_H,j)²) of the table and of the baseline. The target reads 1 for
+    ``utility.positive_class`` (`positive`: the schema's `target_positive`)."""
     col = next((c for c in columns if c.name == target), None)
     if col is None or col.kind not in ("categorical", "binary"):
         return {"skipped": "the schema declares no categorical target"}
     frames = {"h": holdout, "s": synth, "b": baseline}
-    data = {k: (featurise(f, columns, target), _labels(f, col, k).astype(float)) for k, f in frames.items()}
+    data = {k: (featurise(f, columns, target), _labels(f, col, k, positive).astype(float)) for k, f in frames.items()}
     if any(np.unique(y).size < 2 for y in (data["h"][1], data["b"][1])):
         return {"skipped": "the real holdout or the baseline has a single target class"}
     rng = np.random.default_rng(seed)
@@ -301,9 +311,11 @@ def association_comparison(
     p = len(d)
     z = float(norm.ppf(1 - (1 - level) / p))
     bounds = d - z * se
-    h = _associations(*data["h"], point["h"])[0]
-    rms = {k: float(np.sqrt(np.mean((_associations(*data[k], point[k])[0] - h) ** 2))) for k in ("s", "b")}
+    c = {k: _associations(*data[k], point[k])[0] for k in data}
+    rms = {k: float(np.sqrt(np.mean((c[k] - c["h"]) ** 2))) for k in ("s", "b")}
     best, worst = int(np.argmax(bounds)), int(np.argmin(d + z * se))
+    names, upper = feature_names(columns, target), d + z * se
+    distorted = np.flatnonzero((upper < 0) & (d < -tolerance))
     return {
         "features": p,
         "reference": "real holdout rows",
@@ -311,10 +323,21 @@ def association_comparison(
         "distance": rms["s"],
         "baseline_distance": rms["b"],
         "features_beating_baseline": int((bounds > 0).sum()),
-        "features_worse_than_baseline": int(((d + z * se < 0) & (d < -tolerance)).sum()),
+        "features_worse_than_baseline": len(distorted),
+        "distorted": [
+            {
+                "feature": names[j],
+                "real": float(c["h"][j]),
+                "synthetic": float(c["s"][j]),
+                "improvement": float(d[j]),
+                "upper_bound": float(upper[j]),
+            }
+            for j in distorted[np.argsort(d[distorted], kind="stable")]
+        ],
         "tolerance": tolerance,
         "worst_feature": worst,
-        "worst_upper_bound": float(d[worst] + z * se[worst]),
+        "worst_feature_name": names[worst],
+        "worst_upper_bound": float(upper[worst]),
         "worst_improvement": float(d[worst]),
         "best_feature": best,
         "best_improvement": float(d[best]),
@@ -339,7 +362,8 @@ def utility_verdict(
     **baselines}, `baselines` from ``baseline_tables``, both at the row cap `max_rows`) and the 2-way and
     association comparisons against the first baseline table, on the same seeded samples of at most `max_rows`
     rows of each table (``utility.capped``: their bootstrap errors are those of the samples); "not_assessed"
-    when neither comparison applies."""
+    when neither comparison applies. A weak verdict lists in `failed_claims` which of its conditions (`CLAIMS`)
+    made it weak; the associations read the target's positive class as `scored` did."""
     alpha = 1 - s["confidence"]
     target = None if "skipped" in scored else scored["target"]
     claims = (0 if target is None else len(scored["scores"]) + 1) + (len(list(columns)) >= 2)
@@ -351,24 +375,31 @@ def utility_verdict(
     pairs = two_way_comparison(synth, first, holdout, columns, bins, s["bootstrap"], z_beats, seed)
     associations = (
         association_comparison(
-            synth, first, holdout, columns, target, s["bootstrap"], level, seed, s["association_tolerance"]
+            synth,
+            first,
+            holdout,
+            columns,
+            target,
+            s["bootstrap"],
+            level,
+            seed,
+            s["association_tolerance"],
+            positive=scored["positive_class"],
         )
         if target is not None
         else {"skipped": scored["skipped"]}
     )
     assessed = [c for c in (task, pairs, associations) if "skipped" not in c]
-    sound = task.get("beats_chance", True) and not associations.get("features_worse_than_baseline", 0)
-    verdict = (
-        "not_assessed"
-        if not assessed
-        else "inverted"
-        if task.get("inverted")
-        else "fit"
-        if sound and any(c["beats_baseline"] for c in assessed)
-        else "weak"
-    )
+    fails = {
+        "baseline": not any(c["beats_baseline"] for c in assessed),
+        "chance": not task.get("beats_chance", True),
+        "distorted": bool(associations.get("features_worse_than_baseline", 0)),
+    }
+    failed = [claim for claim in CLAIMS if fails[claim]]
+    verdict = "not_assessed" if not assessed else "inverted" if task.get("inverted") else "weak" if failed else "fit"
     return {
         "verdict": verdict,
+        "failed_claims": failed if verdict == "weak" else [],
         "confidence": s["confidence"],
         "family_claims": claims,
         "z_fit": z_beats,

@@ -192,10 +192,11 @@ def analyses(
         }
     if sch.target is not None:
         col = next(c for c in sch.columns if c.name == sch.target)
-        x, y = featurise(rows, sch.columns, sch.target), _labels(rows, col, "synthetic")
+        positive = sch.target_positive
+        x, y = featurise(rows, sch.columns, sch.target), _labels(rows, col, "synthetic", positive)
         test, real = capped(holdout, real_max_rows, seed), capped(train, real_max_rows, seed)
-        x_test, y_test = featurise(test, sch.columns, sch.target), _labels(test, col, "real holdout")
-        x_real, y_real = featurise(real, sch.columns, sch.target), _labels(real, col, "real training")
+        x_test, y_test = featurise(test, sch.columns, sch.target), _labels(test, col, "real holdout", positive)
+        x_real, y_real = featurise(real, sch.columns, sch.target), _labels(real, col, "real training", positive)
         design = lambda a: np.hstack([np.ones((len(a), 1)), a])  # noqa: E731
         real_post = iw_bayes_logistic(design(x_real), y_real, None, prior_variance)
         for label, ww in (("weighted", w[keep]), ("unweighted", None)):

@@ -54,6 +54,7 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from scipy import optimize, special, stats
 
 from pipelines.privacy.events import (
+    ApproxDPEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     Event,
@@ -109,6 +110,8 @@ def _group(events: Sequence[Event]) -> tuple[bool, float | None, dict[tuple, int
             counts[("laplace", float(e.scale / e.l1_sensitivity))] += 1
         elif isinstance(e, PureEpsilonEvent):
             counts[("pure_epsilon", float(e.epsilon))] += 1
+        elif isinstance(e, ApproxDPEvent):
+            counts[("approx_dp", (float(e.epsilon), float(e.delta)))] += 1
         elif isinstance(e, DiscreteGaussianEvent):  # never merged: lattice PLDs are not Gaussian (module doc)
             counts[("discrete_gaussian", (float(e.sigma), int(e.sensitivity)))] += int(e.count)
         elif isinstance(e, DiscreteLaplaceEvent) and e.dims == 1:
@@ -231,6 +234,12 @@ def _mechanism_pld(kind: str, param: float | tuple, count: int, interval: float)
         # The dominating pair of every ε-DP mechanism (randomised response with e^ε odds).
         base = pld_lib.from_privacy_parameters(
             common.DifferentialPrivacyParameters(param, 0.0), value_discretization_interval=interval
+        )
+    elif kind == "approx_dp":
+        # The dominating pair of every (ε, δ)-DP mechanism: (ε, δ) randomised response (`ApproxDPEvent`).
+        epsilon, delta = cast(tuple[float, float], param)
+        base = pld_lib.from_privacy_parameters(
+            common.DifferentialPrivacyParameters(epsilon, delta), value_discretization_interval=interval
         )
     else:
         raise ValueError(f"unknown mechanism kind {kind!r}")
@@ -478,8 +487,8 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
         validate_event(e)
         if isinstance(e, NonPrivateEvent):
             return np.full_like(RDP_ORDERS, np.inf)
-        if isinstance(e, PoissonGaussianEvent) and e.group > 1:
-            extra += np.inf
+        if (isinstance(e, PoissonGaussianEvent) and e.group > 1) or isinstance(e, ApproxDPEvent):
+            extra += np.inf  # no RDP curve computed (DP-SGD at a unit) or none finite ((ε, δ) with δ > 0)
         elif isinstance(e, PoissonGaussianEvent):
             accountant.compose(
                 dp_event.SelfComposedDpEvent(

@@ -144,6 +144,20 @@ class PureEpsilonEvent:
 
 
 @dataclass(frozen=True)
+class ApproxDPEvent:
+    """An (ε, δ)-DP step whose δ is a failure probability of the mechanism itself, not of an accounting
+    conversion: partition selection (a noisy count above a threshold releases a key, so a key only the
+    neighbour holds appears with probability ≤ δ; pipelines/privacy/partition_selection.py). `mechanism` names
+    it. The accountant composes it by its dominating pair, the (ε, δ) randomised response (Kairouz, Oh &
+    Viswanath 2015, Thm. 2.1: every (ε, δ)-DP mechanism's privacy region lies inside it); it has no finite RDP."""
+
+    epsilon: float
+    delta: float
+    mechanism: str = ""
+    kind: ClassVar[str] = "approx_dp"
+
+
+@dataclass(frozen=True)
 class ZCDPEvent:
     """A ρ-zCDP guarantee (Bun & Steinke 2016: D_α(M(D) ‖ M(D')) ≤ αρ for every order α > 1, both orders of every
     add/remove neighbouring pair) for a whole sub-computation whose steps are chosen adaptively, e.g. AIM's rounds
@@ -205,6 +219,7 @@ Event = Union[
     PureEpsilonEvent,
     ZCDPEvent,
     RepeatAndSelectEvent,
+    ApproxDPEvent,
     NonPrivateEvent,
 ]
 EVENT_TYPES: dict[str, type] = {t.kind: t for t in get_args(Event)}  # every member of the union, by its kind
@@ -279,6 +294,9 @@ def validate_event(event: Event) -> None:
             for v in (event.sensitivity, event.count, getattr(event, "dims", 1))
         ):
             bad = "sensitivity, count (and dims) must be integers >= 1"
+    elif isinstance(event, ApproxDPEvent):
+        if not (event.epsilon > 0 and math.isfinite(event.epsilon) and 0 < event.delta < 1):
+            bad = "epsilon must be positive and finite, delta in (0, 1)"
     elif isinstance(event, ZCDPEvent):
         if not (event.rho > 0 and math.isfinite(event.rho)):
             bad = "rho must be positive and finite"

@@ -48,7 +48,10 @@ Conversions, event by event:
 8. RepeatAndSelectEvent: each candidate's events converted as above. Papernot & Steinke's selection theorem takes
    each candidate's RDP under whatever relation it holds for; a candidate with DP-SGD at k > 1 has no RDP curve
    here, so such a selection is refused (`validate_event`).
-9. NonPrivateEvent: unchanged (ε = ∞ under any relation).
+9. ApproxDPEvent(ε, δ) → ApproxDPEvent(kε, k·e^{(k−1)ε}·δ): group privacy of (ε, δ)-DP (Dwork & Roth 2014,
+   Thm. 2.2, applied along the chain). Steps that know the unit (partition selection) record their unit-level
+   event directly instead.
+10. NonPrivateEvent: unchanged (ε = ∞ under any relation).
 
 Planning (`unit_plan`). A generator plans at the row level: `plan_at(ε')` calibrates its noise to a row-level ε'.
 The unit-level ε of that plan, ε_u(ε') = epsilon_pld(unit_events(plan.events, k), δ), grows with ε'; the plan
@@ -70,6 +73,7 @@ from typing import Any, TypeVar
 
 from pipelines.privacy.accountant import UnreachableTarget, calibrate_noise_scale, epsilon_pld
 from pipelines.privacy.events import (
+    ApproxDPEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     Event,
@@ -100,7 +104,7 @@ def _check_rows(max_rows: int) -> None:
 
 
 def unit_event(event: Event, max_rows: int) -> Event:
-    """The event of `event`'s mechanism under add/remove of `max_rows` = k rows (module docstring, items 1-9)."""
+    """The event of `event`'s mechanism under add/remove of `max_rows` = k rows (module docstring, items 1-10)."""
     _check_rows(max_rows)
     k = int(max_rows)
     if k == 1 or isinstance(event, NonPrivateEvent):
@@ -117,6 +121,8 @@ def unit_event(event: Event, max_rows: int) -> Event:
         return replace(event, epsilon=k * event.epsilon)
     if isinstance(event, ZCDPEvent):
         return replace(event, rho=k * k * event.rho)
+    if isinstance(event, ApproxDPEvent):
+        return replace(event, epsilon=k * event.epsilon, delta=k * math.exp((k - 1) * event.epsilon) * event.delta)
     if isinstance(event, PoissonGaussianEvent):
         if event.group != 1:
             raise ValueError(

@@ -80,6 +80,25 @@ def release_budget(allocation: dict[str, Any], spent: float, lifetime: float) ->
     }
 
 
+def discovery_statement(discovery: dict[str, Any]) -> dict[str, Any]:
+    """Which parts of the schema were discovered, by which mechanism, at what ε and δ, and their ledger rows (the
+    discover stage's output, pipelines/data/discovery.py): the rest of the schema is the steward's documentation."""
+    steps = discovery["steps"]
+    parts = [f"{s['column']}.{key}" for s in steps for key in s["keys"]]
+    epsilon, delta = sum(s["epsilon"] for s in steps), sum(s["delta"] for s in steps)
+    return {
+        "parts": parts,
+        "epsilon": epsilon,
+        "delta": delta,
+        "ledger_rows": discovery["ledger_row_ids"],
+        "statement": f"{', '.join(parts)} were not in the table's documentation: they were found on the table by DP "
+        "mechanisms (categories: partition selection, rare values published only as '(other)'; atoms: partition "
+        "selection over the exact values; bounds: a noisy histogram over powers of two) at "
+        f"ε = {epsilon:.3g}, δ = {delta:.3g} in all, charged to the ledger once and counted in "
+        "epsilon_dataset_total.",
+    }
+
+
 def public_manifest(
     dataset: str,
     generator: str,
@@ -96,12 +115,14 @@ def public_manifest(
     internal_release: bool,
     noise_seeded: list[str],
     libraries: dict[str, str],
+    discovery: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The public manifest of `generator`'s release of `dataset` (module docstring). `privacy`, `checks` and
     `metrics`: train@gen's, check@gen's and evaluate@gen's outputs; `weights`: the release's weights entry
     (pipelines.weights.release.for_release; None: not weighted); `hashes`: the schema's, the params', the model's and
     the synthetic table's (the released weights' hash is added when they pass their gate); `unit` and `max_rows`: the
-    schema's privacy unit; `noise_seeded`: the params keys whose noise came from a fixed noise_seed."""
+    schema's privacy unit; `noise_seeded`: the params keys whose noise came from a fixed noise_seed; `discovery`: the
+    discover stage's output when the schema leaves parts of its domain to discovery (`discovery_statement`)."""
     hashes = dict(hashes)
     if weights is not None and weights["passed"]:  # refused weights are withheld; the table may still be released
         hashes["weights"] = weights["hash"]
@@ -143,6 +164,7 @@ def public_manifest(
             "rows_public": privacy["rows_public"],
             "rows_public_source": privacy["rows_public_source"],
             "calibration": privacy.get("calibration"),
+            **({"discovered_domain": discovery_statement(discovery)} if discovery else {}),
         },  # None: the samples are not calibrated
         "gates": gates,
         "rows": metrics["n_synthetic"],

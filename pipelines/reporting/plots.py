@@ -1,5 +1,6 @@
 """The evaluation plots of DP-auto-GAN §5 as PNG bytes: dimension-wise probability and prediction
-scatters (Figures 2-4), 1-way marginal histograms (Figure 7) and the 2-way PCA marginal (Figure 5).
+scatters (Figures 2-4), 1-way marginal histograms over the schema's public bins (Figure 7) and the 2-way PCA
+marginal (Figure 5).
 
 Figures are built with matplotlib's object API on the Agg canvas (no pyplot global state), so
 generators evaluated concurrently in the Prefect flow's threads cannot draw into each other's figure.
@@ -15,12 +16,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from pipelines.data.bins import NumericBins, column_bins
 from pipelines.evaluation.figure import not_applicable, png
-from pipelines.evaluation.fidelity import NUMERIC_KINDS
-from pipelines.evaluation.marginals import cell_codes
+from pipelines.evaluation.fidelity import NUMERIC_KINDS, scale_by_bounds
+from pipelines.evaluation.marginals import cell_codes, numeric_values
 
-HIST_BINS = 20  # equal-width bins over the schema bounds in the 1-way histograms
-MAX_TICK_LABELS = 12  # categorical histograms with more categories than this drop their tick labels
+HIST_BINS = 20  # equal-width bins of a numeric column whose schema declares no public edges (`column_bins`)
+MAX_TICK_LABELS = 12  # tick labels per histogram panel at most (`_tick_labels`)
 SCORE_COLOURS = {"auroc": "tab:green", "f1": "tab:blue", "r2": "tab:red", "probability": "tab:purple"}
 REAL, SYNTH = "tab:gray", "tab:orange"
 
@@ -47,42 +49,84 @@ def scatter_against_real(points: Sequence[dict], title: str, xlabel: str, ylabel
 
 
 def marginal_histograms(real: pd.DataFrame | None, synth: pd.DataFrame, columns: Sequence[Any]) -> bytes:
-    """1-way marginals, one panel per schema column: the share of real and synthetic rows in each
-    histogram cell (numeric: HIST_BINS bins over the schema bounds; categorical: the schema's
-    categories plus "outside the schema").
+    """1-way marginals, one panel per schema column: the share of real and synthetic rows in each histogram
+    cell (`histogram_cells`: a numeric column's public bins, a categorical column's categories).
+
+    Each cell is one bar of the same width, labelled by its edges (or its category), whatever the width of the
+    bin it stands for. A density over unequal bins on the column's own axis would read worse: a heavy-tailed
+    column (a loan amount bounded by 1,000,000, most values below 40,000) would put its bulk in a sliver at the
+    left of the axis, and an atom (a zero-width bin, e.g. 0 for "no cost") would have no width to draw. One bar
+    per public bin shows every bin, and its height is the share of rows in it: the 1-way marginal MST and AIM
+    measure on those very bins.
 
     `real=None` draws the synthetic rows alone: the public report's figure, whose every pixel is a function
-    of the released table and the public schema (cell edges are the schema bounds, never the rows)."""
+    of the released table and the public schema (cell edges come from the schema, never from the rows)."""
     n = len(columns)
     width = math.ceil(math.sqrt(n))
     height = math.ceil(n / width)
-    fig = Figure(figsize=(3.2 * width, 2.4 * height))
-    fig.subplots_adjust(left=0.04, right=0.99, top=0.96, bottom=0.06, hspace=0.7, wspace=0.3)
+    fig = Figure(figsize=(3.2 * width, 2.4 * height), layout="constrained")  # room for the rotated bin labels
     for i, col in enumerate(columns):
         ax = fig.add_subplot(height, width, i + 1)
-        s, cells = cell_codes(synth, col, HIST_BINS)
-        q = np.bincount(s, minlength=cells) / max(len(s), 1)
-        p = (
-            None
-            if real is None
-            else np.bincount(cell_codes(real, col, HIST_BINS)[0], minlength=cells) / max(len(real), 1)
+        q, labels = histogram_cells(synth, col)
+        idx = np.arange(len(labels))
+        if real is not None:
+            ax.bar(idx - 0.2, histogram_cells(real, col)[0], width=0.4, color=REAL, alpha=0.5, label="real")
+        ax.bar(
+            idx if real is None else idx + 0.2, q, width=0.8 if real is None else 0.4, color=SYNTH, label="synthetic"
         )
-        if col.kind in NUMERIC_KINDS:
-            edges = np.linspace(col.lower, col.upper, cells + 1)
-            if p is not None:
-                ax.stairs(p, edges, color=REAL, fill=True, alpha=0.5, label="real")
-            ax.stairs(q, edges, color=SYNTH, lw=1.5, fill=p is None, label="synthetic")
-        else:
-            idx = np.arange(cells)
-            if p is not None:
-                ax.bar(idx - 0.2, p, width=0.4, color=REAL, alpha=0.5, label="real")
-            ax.bar(idx if p is None else idx + 0.2, q, width=0.8 if p is None else 0.4, color=SYNTH, label="synthetic")
-            labels = [str(c) for c in col.categories] + ["(outside)"]
-            ax.set_xticks(idx, labels if cells <= MAX_TICK_LABELS else [""] * cells, rotation=90, fontsize=6)
+        ax.set_xticks(idx, _tick_labels(labels, ordered=col.kind in NUMERIC_KINDS), rotation=90, fontsize=6)
         ax.set_title(col.name, fontsize=8)
         ax.tick_params(labelsize=6)
     fig.axes[0].legend(fontsize=6)
     return png(fig)
+
+
+def histogram_cells(frame: pd.DataFrame, col: Any) -> tuple[np.ndarray, list[str]]:
+    """The share of `frame`'s rows in each histogram cell of one schema column, and the cells' labels.
+
+    Numeric: the column's public bins (`pipelines.data.bins.column_bins`: the schema's declared `bins` edges and
+    `atoms`, else HIST_BINS equal-width bins over its bounds; integer columns integer-aligned), a function of the
+    schema alone, never of the rows. Labels: "[a, b)" (the last bin "[a, b]"), "= a" for an atom, "a–b" (or "a")
+    for the integers of an integer bin. Categorical/binary: the schema's categories, then "(outside)" for values
+    outside them (a decoder bug shows as a bar)."""
+    if col.kind in NUMERIC_KINDS:
+        bins = column_bins(col, HIST_BINS)
+        codes = bins.codes(scale_by_bounds(numeric_values(frame, col), col.lower, col.upper, col.name))
+        labels = _bin_labels(bins)
+    else:
+        codes = cell_codes(frame, col, HIST_BINS)[0]
+        labels = [str(c) for c in col.categories] + ["(outside)"]
+    return np.bincount(codes, minlength=len(labels)) / max(len(codes), 1), labels
+
+
+def _bin_labels(bins: NumericBins) -> list[str]:
+    """Each public bin's label, in code order (`histogram_cells`)."""
+    if bins.kind == "integer":
+        return [_edge(lo) if lo == hi else f"{_edge(lo)}–{_edge(hi)}" for lo, hi in zip(bins.lo, bins.hi)]
+    last = len(bins.edges) - 2
+    return [f"= {_edge(a)}" for a in bins.atoms] + [
+        f"[{_edge(a)}, {_edge(b)}{']' if k == last else ')'}"
+        for k, (a, b) in enumerate(zip(bins.edges, bins.edges[1:]))
+    ]
+
+
+def _edge(x: float) -> str:
+    """A bin edge as a short tick label: 40000 as 40k, 1000000 as 1M, 0.25 as 0.25."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g}{suffix}"
+    return f"{x:.4g}"
+
+
+def _tick_labels(labels: Sequence[str], ordered: bool) -> list[str]:
+    """At most MAX_TICK_LABELS of `labels` shown: every k-th of ordered (numeric) bins, which still read as an
+    axis; none of more categories than that (a thinned list of categories would name bars at random)."""
+    if len(labels) <= MAX_TICK_LABELS:
+        return list(labels)
+    if not ordered:
+        return [""] * len(labels)
+    step = math.ceil(len(labels) / MAX_TICK_LABELS)
+    return [label if k % step == 0 else "" for k, label in enumerate(labels)]
 
 
 def pca_scatter(projections: dict[str, np.ndarray], explained: float | None, reason: str | None = None) -> bytes:

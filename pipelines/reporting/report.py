@@ -34,6 +34,7 @@ Expected summary dict (every key optional; a missing section or value reads "not
      "audience": str, "guarantee": str, "rows": int,   # what was released (manifest)
      "metrics": {...},        # evaluate's metrics.json: "scorecard", "privacy_risk", DP-auto-GAN's metrics
      "plots": {name: bytes}}  # PNGs: embedded (base64) in the HTML; in the Markdown, links to <name>.png
+                              # (the public Markdown: only those of `bundled`, the files written next to it)
 
 The steward summary may also carry "validation" (validate's report) and "weights_analysis" (the weighted
 analyses of weights.json); the public summary "synthetic_summary" (synthetic_summary.summarise_synthetic)
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Collection
 from numbers import Real
 from typing import Any
 
@@ -55,13 +57,14 @@ from pipelines.evaluation.outside_dp import UNAVAILABLE
 from pipelines.reporting.report_words import (
     METHODS,
     NA,
-    VERDICTS,
     calibration_sentence,
     fmt,
     gate_sentence,
     generator_name,
     part_name,
+    publication_words,
     verdict_sentence,
+    verdict_words,
     weights_sentence,
 )
 
@@ -87,7 +90,7 @@ PUBLIC_SCOPE_DP = (
 )
 PUBLIC_PLOTS = {
     "synthetic_marginals": "1-way marginals of the released synthetic table: share of synthetic rows per "
-    "cell (numeric: 20 bins over the public schema bounds)"
+    "cell, one bar per cell (numeric: the schema's public bins, else equal-width bins over its public bounds)"
 }
 PLOT_CAPTIONS = {
     "marginals_1way": "1-way marginals: share of real training and synthetic rows per cell",
@@ -319,8 +322,21 @@ def findings(gates: list[dict[str, Any]], deciding: list[str] | None) -> list[di
     )
 
 
+def table_published(summary: dict[str, Any]) -> bool | None:
+    """Whether the table was released: no failed gate that decides publication (`failed_table_gates`); None
+    without gate results."""
+    gates = summary.get("gates") or []
+    return None if not gates else not failed_table_gates(gates, summary.get("deciding_gates"))
+
+
+def verdict_evidence(summary: dict[str, Any], audience: str) -> dict[str, Any] | None:
+    """The utility verdict's evidence (evaluate's metrics.json `utility_verdict`): the steward's only."""
+    return (summary.get("metrics") or {}).get("utility_verdict") if audience == "steward" else None
+
+
 def headline(summary: dict[str, Any], audience: str) -> list[str]:
-    """The verdict: what was published and what was refused, one sentence each with the reason."""
+    """The verdict: what was published and what was refused, one sentence each with the reason; the steward's
+    utility verdict names what made it weak (evaluate's metrics.json `utility_verdict`, `verdict_sentence`)."""
     gen, gates, deciding = summary.get("generator") or "", summary.get("gates") or [], summary.get("deciding_gates")
     name = generator_name(gen)
     failed = failed_table_gates(gates, deciding)
@@ -341,15 +357,24 @@ def headline(summary: dict[str, Any], audience: str) -> list[str]:
     ]
     lines += [
         s
-        for s in (weights_sentence(gen, summary.get("weights")), verdict_sentence(gen, summary.get("utility_verdict")))
+        for s in (
+            weights_sentence(gen, summary.get("weights")),
+            verdict_sentence(
+                gen, summary.get("utility_verdict"), verdict_evidence(summary, audience), table_published(summary)
+            ),
+        )
         if s
     ]
     return lines or [f"{name}: {NA} (no gate results)."]
 
 
-def release_rows(summary: dict[str, Any]) -> list[list[str]]:
-    """What was released, as a [item, value] table under the verdict's sentences."""
+def release_rows(summary: dict[str, Any], audience: str) -> list[list[str]]:
+    """What was released, as a [item, value] table under the verdict's sentences; the utility verdict in the
+    steward's words where its evidence is there (`verdict_words`, without the features it names)."""
     verdict = summary.get("utility_verdict")
+    evidence, published = verdict_evidence(summary, audience), table_published(summary)
+    action = (verdict or {}).get("action")
+    policy = "" if action in (None, "advise") else f"policy: {fmt(action)}; "
     drawn = summary.get("drawn_by")
     return [
         ["Data set", fmt(summary.get("dataset"))],
@@ -364,9 +389,15 @@ def release_rows(summary: dict[str, Any]) -> list[list[str]]:
             [
                 [
                     "Utility verdict",
-                    f"{VERDICTS.get(verdict.get('verdict'), fmt(verdict.get('verdict')))} (policy: "
-                    f"{fmt(verdict.get('action'))}; data-dependent: it reads real rows, only this word "
-                    "is published)",
+                    " ".join(
+                        s
+                        for s in (
+                            f"{verdict_words(verdict, evidence, detail=False)} ({policy}data-dependent: it reads "
+                            "real rows).",
+                            publication_words(verdict, published),
+                        )
+                        if s
+                    ),
                 ]
             ]
             if verdict
@@ -381,7 +412,7 @@ def _common(summary: dict[str, Any], audience: str) -> dict[str, Any]:
         "s": summary,
         "audience": audience,
         "headline": headline(summary, audience),
-        "released": release_rows(summary),
+        "released": release_rows(summary, audience),
         "refused": bool(failed_table_gates(summary.get("gates") or [], summary.get("deciding_gates"))),
         "generator_name": generator_name(summary.get("generator")),
         "method": " ".join(
@@ -394,7 +425,11 @@ def _common(summary: dict[str, Any], audience: str) -> dict[str, Any]:
         "mechanisms": sec.mechanisms_section(privacy.get("events")),
         "ledger": sec.ledger_section(privacy.get("ledger_rows")),
         "gates": sec.gates_section(
-            summary.get("generator"), summary.get("gates"), audience, summary.get("deciding_gates")
+            summary.get("generator"),
+            summary.get("gates"),
+            audience,
+            summary.get("deciding_gates"),
+            summary.get("utility_verdict"),
         ),
         "plots": summary.get("plots") or {},
     }
@@ -468,9 +503,16 @@ def steward_context(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def public_markdown(summary: dict) -> str:
-    """The public report as Markdown: only `public_view(summary)` is rendered."""
-    return render("public_report.md", **public_context(summary))
+def public_markdown(summary: dict, bundled: Collection[str] = ()) -> str:
+    """The public report as Markdown (a bundle's report.md): only `public_view(summary)` is rendered.
+
+    `bundled`: the plots written as <name>.png next to the Markdown. It links those only, so every figure link of
+    report.md names a file of the bundle; a plot that is not a file there is left out of the Markdown (report.html
+    embeds every plot)."""
+    context = public_context(summary)
+    return render(
+        "public_report.md", **{**context, "plots": {k: v for k, v in context["plots"].items() if k in bundled}}
+    )
 
 
 def public_html(summary: dict) -> str:

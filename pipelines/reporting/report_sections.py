@@ -11,7 +11,18 @@ import json
 from collections import Counter
 from typing import Any
 
-from pipelines.reporting.report_words import EVENT_PARAMS, EVENTS, GATES, NA, evidence_rows, fmt, label, gate_sentence
+from pipelines.reporting.report_words import (
+    EVENT_PARAMS,
+    EVENTS,
+    GATES,
+    NA,
+    claim_words,
+    evidence_rows,
+    fmt,
+    gate_sentence,
+    label,
+    positive_class_words,
+)
 
 WORST_COLUMNS = 10
 Section = dict[str, Any]
@@ -29,8 +40,26 @@ def section(title: str, *parts: dict[str, Any]) -> Section:
     return {"title": title, "parts": list(parts)}
 
 
+ADVISORY = "advisory: not enforced"
+
+
 def result(passed: bool | None) -> str:
     return NA if passed is None else "PASS" if passed else "FAIL"
+
+
+def gate_result(gate: dict[str, Any], deciding: list[str] | None, verdict: dict[str, Any] | None) -> str:
+    """A gate's result cell: PASS, FAIL or not available; except that a passed utility gate whose verdict is not
+    fit (the steward's or public `utility_verdict`, else the gate's evidence) reads what let it pass, never PASS
+    beside a WEAK or INVERTED verdict: ADVISORY where it does not decide publication (`deciding`, checks.json
+    `deciding_gates`; the verdict's action "advise"), "labelled <WORD>" where its policy labels the verdict, "not
+    assessed" where no verdict was reached."""
+    evidence = gate.get("evidence")
+    word = (verdict or {}).get("verdict") or (evidence.get("verdict") if isinstance(evidence, dict) else None)
+    if gate.get("name") != "utility" or not gate.get("passed") or word in (None, "fit"):
+        return result(gate.get("passed"))
+    if (verdict or {}).get("action") == "advise" or (deciding is not None and "utility" not in deciding):
+        return ADVISORY
+    return "not assessed" if word == "not_assessed" else f"labelled {str(word).upper()}"
 
 
 def gate_title(name: str) -> str:
@@ -38,37 +67,50 @@ def gate_title(name: str) -> str:
 
 
 def gates_section(
-    generator: str | None, gates: list[dict] | None, audience: str, deciding: list[str] | None = None
+    generator: str | None,
+    gates: list[dict] | None,
+    audience: str,
+    deciding: list[str] | None = None,
+    verdict: dict[str, Any] | None = None,
 ) -> Section:
-    """The gates' table: human name, the name in the manifest, result and (public) whether it read real rows;
-    the steward's version adds one evidence table per gate. `deciding`: the gates that decide publication
-    (checks.json `deciding_gates`; None: all)."""
+    """The gates' table: human name, the name in the manifest, result (`gate_result`) and (public) whether it read
+    real rows; the steward's version adds one evidence table per gate. `deciding`: the gates that decide
+    publication (checks.json `deciding_gates`; None: all); `verdict`: the summary's `utility_verdict`."""
     if not gates:
         return section("Release gates", p(NA))
+    results = [gate_result(g, deciding, verdict) for g in gates]
     failed = [g["name"] for g in gates if not g.get("passed")]
+    neither = "".join(
+        f" {gate_title(str(g.get('name')))}: {r}." for g, r in zip(gates, results) if r not in ("PASS", "FAIL", NA)
+    )
     rule = (
         "The table is refused when any gate but importance_weights fails"
         if deciding is None
         else f"Publication is decided by {', '.join(deciding)} (release.non_dp_gates); the other gates are findings "
         "for the steward"
     )
-    intro = (
-        f"All {len(gates)} gates passed."
-        if not failed
-        else f"FAILED gates: {', '.join(map(str, failed))}. {rule}; a failed importance_weights gate withholds only "
-        "the weight column."
-    )
+    if failed:
+        intro = (
+            f"FAILED gates: {', '.join(map(str, failed))}. {rule}; a failed importance_weights gate withholds only "
+            f"the weight column.{neither}"
+        )
+    else:
+        intro = (
+            f"{results.count('PASS')} of {len(gates)} gates passed;{neither}"
+            if neither
+            else f"All {len(gates)} gates passed."
+        )
     if audience == "public":
         rows = [
             [
                 gate_title(g["name"]),
                 g["name"],
-                result(g["passed"]),
+                r,
                 "yes: pass/fail bit only"
                 if g.get("data_dependent", True)
                 else "no: reads only DP outputs or the ledger",
             ]
-            for g in gates
+            for g, r in zip(gates, results)
         ]
         tail = (
             " A data-dependent gate read real rows outside the DP mechanism: only its pass/fail bit is "
@@ -83,7 +125,7 @@ def gates_section(
         p(intro),
         table(
             ["Gate", "Name in the manifest", "Result"],
-            [[gate_title(str(g.get("name"))), str(g.get("name")), result(g.get("passed"))] for g in gates],
+            [[gate_title(str(g.get("name"))), str(g.get("name")), r] for g, r in zip(gates, results)],
         ),
     ]
     for g in gates:
@@ -249,12 +291,19 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
         ]
         for name, m in (task.get("models") or {}).items()
     ]
+    failed = verdict.get("failed_claims") or []
+    distorted = assoc.get("distorted") or []
     return [
         section(
             f"Utility verdict: {fmt(verdict.get('verdict'))}",
             p(
                 f"Baseline: {fmt(verdict.get('baseline'))}. Confidence {fmt(verdict.get('confidence'))} "
                 f"(family-wise over {fmt(verdict.get('family_claims'))} 'fit' claims). Target task: {on_task}."
+                + (
+                    f" Weak because: {'; '.join(claim_words(c, verdict, detail=False) for c in failed)}."
+                    if failed
+                    else ""
+                )
             ),
             table(
                 ["2-way fidelity against the real holdout", "Value", "Unit"],
@@ -280,7 +329,9 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
                         f"of {fmt(assoc.get('features'))} features",
                     ],
                     [
-                        "Feature closest to distorted: its improvement and upper bound",
+                        "Feature closest to distorted"
+                        + (f" ({assoc['worst_feature_name']})" if "worst_feature_name" in assoc else "")
+                        + ": its improvement and upper bound",
                         f"{fmt(assoc.get('worst_improvement'))} / {fmt(assoc.get('worst_upper_bound'))}",
                         "correlation",
                     ],
@@ -289,6 +340,25 @@ def utility_verdict_section(verdict: dict | None) -> list[Section]:
                     ["RMS distance of the correlations, baseline", assoc.get("baseline_distance"), "correlation"],
                     ["Beats the baseline", assoc.get("beats_baseline"), ""],
                 ],
+            ),
+            *(
+                [
+                    table(
+                        [
+                            "Distorted feature",
+                            "Association, real holdout",
+                            "Association, this table",
+                            "Improvement over the baseline",
+                            "Its upper bound",
+                        ],
+                        [
+                            [f["feature"], f["real"], f["synthetic"], f["improvement"], f["upper_bound"]]
+                            for f in distorted
+                        ],
+                    )
+                ]
+                if distorted
+                else []
             ),
             *(
                 [
@@ -550,6 +620,8 @@ def utility_section(utility: dict | None) -> Section:
         return section(title, p(NA))
     if "skipped" in utility:
         return section(title, p(f"Skipped: {utility['skipped']}"))
+    categories = utility.get("target_categories")
+    against = f", {categories} categories: each score is one class against the rest" if (categories or 2) > 2 else ""
     counts = ", ".join(
         f"{words} {fmt(utility.get(k))}"
         for words, k in (
@@ -561,7 +633,7 @@ def utility_section(utility: dict | None) -> Section:
     return section(
         title,
         p(
-            f"Target {fmt(utility.get('target'))} (positive class {fmt(utility.get('positive_class'))}); "
+            f"Target {fmt(utility.get('target'))}{against} ({positive_class_words(utility)}); "
             f"{counts}. TSTR: fitted on synthetic rows; TRTR: fitted on real training rows; gap = TRTR − "
             "TSTR. AUROC: 0.5 = chance, 1 = perfect."
         ),

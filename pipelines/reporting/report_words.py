@@ -10,6 +10,7 @@ name constructed in pipelines/ has an entry in GATES.
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -126,6 +127,7 @@ GATES: dict[str, GateWords] = {
     ),
 }
 
+UTILITY_LABELLED = "the utility policy (params.yaml utility_gate) labels such tables rather than refusing them"
 VERDICTS = {
     "fit": "fit: models trained on it beat a baseline of independent columns drawn from the real 1-way marginals",
     "weak": (
@@ -348,19 +350,25 @@ def gate_detail(words: GateWords, evidence: dict[str, Any]) -> str | None:
 
 def gate_sentence(generator: str, gate: dict[str, Any], audience: str) -> str:
     """One plain sentence for one gate's outcome: "<Generator> refused: <why>." or "<Generator> passed the <title>
-    gate: <what that means>." (public: no evidence); the steward's adds the evidence in brackets. A gate missing
+    gate: <what that means>." (public: no evidence); the steward's adds the evidence in brackets. A utility gate
+    that let a verdict other than fit through (its evidence's `verdict`) does not read "passed": "<Generator>'s
+    utility verdict is WEAK: the utility policy labels such tables rather than refusing them." A gate missing
     from GATES reads "the <name> gate failed" (tests/test_report_words.py checks that every gate constructed in
     pipelines/ has its words)."""
     gname = str(gate["name"])
     words = GATES.get(gname) or GateWords(gname, f"the {gname} gate failed", f"the {gname} gate passed")
     name = generator_name(generator)
-    if gate["name"] == "importance_weights":
+    evidence = gate.get("evidence") or {}
+    labelled = gname == "utility" and gate["passed"] and evidence.get("verdict") in ("weak", "inverted")
+    if gname == "importance_weights":
         head = f"{name}'s importance weights {'released' if gate['passed'] else 'withheld'}"
+    elif labelled:
+        head = f"{name}'s utility verdict is {str(evidence['verdict']).upper()}"
     else:
         head = f"{name} passed the {words.title} gate" if gate["passed"] else f"{name} refused"
-    text = f"{head}: {words.passed if gate['passed'] else words.refused}"
-    detail = gate_detail(words, gate.get("evidence") or {}) if audience == "steward" else None
-    return text + (f" ({detail})." if detail else ".")
+    why = UTILITY_LABELLED if labelled else words.passed if gate["passed"] else words.refused
+    detail = gate_detail(words, evidence) if audience == "steward" else None
+    return f"{head}: {why}" + (f" ({detail})." if detail else ".")
 
 
 def calibration_sentence(calibration: dict[str, Any] | None) -> str | None:
@@ -383,19 +391,166 @@ def calibration_sentence(calibration: dict[str, Any] | None) -> str | None:
     )
 
 
-def verdict_sentence(generator: str, verdict: dict[str, Any] | None) -> str | None:
-    """The utility verdict (manifest `utility_verdict`) in one sentence, with what the policy did."""
+# What each failed condition of a weak verdict (verdict.py `failed_claims`) says, and the one thing to try for it.
+# A claim's words name the comparisons and features it read; `verdict_words` fills them from the verdict's evidence.
+ASSESSED = {
+    "task": "the target task",
+    "associations": "the features' associations with the target",
+    "two_way": "2-way fidelity",
+}
+MEASURES_MARGINALS = ("aim", "mst")  # generators that fit noisy marginals themselves (their calibration is off)
+NAMED_FEATURES = 5  # distorted features named in the verdict; the rest are counted
+POLICY = {
+    "refuse": "The policy refuses such tables.",
+    "label": "The policy releases such tables with this label.",
+}
+PUBLICATION = {
+    "advise": "A finding for the steward only: under release.non_dp_gates: advise the verdict neither decides "
+    "publication nor appears in the public manifest or report.",
+    "published": "Under release.non_dp_gates: refuse the public manifest and report show this word, none of its "
+    "evidence.",
+    "refused_by_it": "The table is refused: the run's refusal record (latest.json under releases/) names the utility "
+    "gate with this word as its reason, none of its evidence.",
+    "refused": "The table is refused by another gate, so nothing of this verdict is published.",
+}
+
+
+def _signed(value: Any) -> str:
+    return f"{float(value):+.2f}"
+
+
+def _listed(items: list[str], conjunction: str = "and") -> str:
+    """The items joined as a list in words: a; a and b; a, b and c."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {conjunction} {items[-1]}"
+
+
+def claim_words(claim: str, evidence: dict[str, Any], detail: bool = True) -> str:
+    """One failed condition of a weak verdict in words, from the verdict's evidence (metrics.json
+    `utility_verdict`); `detail`: with the models and the features it names (the steward headline), else its
+    summary alone (the release table)."""
+    task, assoc = evidence.get("task") or {}, evidence.get("associations") or {}
+    if claim == "baseline":
+        on = [words for key, words in ASSESSED.items() if evidence.get(key) and "skipped" not in evidence[key]]
+        return "not measurably better than independent columns drawn from the real 1-way marginals" + (
+            f" on {_listed(on, 'or')}" if on else ""
+        )
+    if claim == "chance":
+        low = [
+            f"{name} AUROC {fmt(m.get('auroc'), 2)}, lower bound {fmt(m.get('auroc_lower_bound'), 2)}"
+            for name, m in (task.get("models") or {}).items()
+            if not m.get("auroc_lower_bound", 0.0) > 0.5
+        ]
+        head = "models trained on it not measurably better than chance on real rows"
+        return head + (f" ({'; '.join(low)})" if detail and low else "")
+    if claim == "distorted":
+        head = (
+            f"{fmt(assoc.get('features_worse_than_baseline'))} of {fmt(assoc.get('features'))} features' "
+            "associations with the target distorted"
+        )
+        found = assoc.get("distorted") or []
+        if not detail or not found:
+            return head
+        named = [
+            f"'{f['feature']}' (real {_signed(f['real'])}, synthetic {_signed(f['synthetic'])})"
+            for f in found[:NAMED_FEATURES]
+        ]
+        more = len(found) - len(named)
+        return f"{head}: {', '.join(named)}" + (f" and {more} more" if more else "")
+    return fmt(claim)
+
+
+def claim_advice(claim: str, generator: str, failed: Sequence[str] = ()) -> str:
+    """The one concrete thing to try for a failed condition of a weak verdict (`claim_words`) on `generator`'s
+    table, naming the key to change; `failed`: every failed condition, so that "more ε" is said once."""
+    key, name = generator or "<generator>", generator_name(generator)
+    more = f"give {name} more ε (`{key}.epsilon` or `privacy.release_epsilon`)"
+    if claim == "chance":
+        check = "check that the schema's `target:` and `target_positive:` name the class to predict"
+        return check if "baseline" in failed else f"{check}, or {more}"
+    if generator in MEASURES_MARGINALS:
+        return more
+    if claim == "distorted":
+        return (
+            f"raise `{key}.calibration.share` so that {name}'s samples are raked to noisy marginals of each column "
+            "with the target"
+        )
+    return f"{more}, or try a marginal generator such as AIM"
+
+
+def verdict_words(verdict: dict[str, Any], evidence: dict[str, Any] | None = None, detail: bool = True) -> str:
+    """The verdict word with its meaning (VERDICTS); for a weak verdict with its `evidence` (the steward's
+    metrics.json `utility_verdict`, whose `failed_claims` say which conditions failed): "WEAK: " and those
+    conditions alone (`claim_words`). Without evidence (the public pages: its numbers read real rows), the
+    meaning of WEAK lists every condition that can make a table weak."""
+    word = verdict.get("verdict")
+    claims = (evidence or {}).get("failed_claims") or []
+    if word != "weak" or not claims:
+        return VERDICTS.get(str(word), fmt(word))
+    return "WEAK: " + "; ".join(claim_words(c, evidence or {}, detail) for c in claims)
+
+
+def advice_sentence(generator: str, evidence: dict[str, Any] | None) -> str | None:
+    """One sentence, one thing to try per failed condition of a weak verdict (`claim_advice`); None otherwise."""
+    if not evidence or evidence.get("verdict") != "weak" or not evidence.get("failed_claims"):
+        return None
+    failed = evidence["failed_claims"]
+    advice = list(dict.fromkeys(claim_advice(c, generator, failed) for c in failed))
+    return f"To try: {'; '.join(advice)}."
+
+
+def publication_words(verdict: dict[str, Any], published: bool | None) -> str | None:
+    """What is published of the verdict, true under each `release.non_dp_gates`. Its action "advise" (the steward
+    summary's, tasks/release.py `steward_verdict`: the utility gate did not decide publication) means nothing of
+    it is published, whatever happened to the table. Any other action comes with `refuse`, under which a released
+    table's (`published`) public manifest and report show the word alone, a table the utility gate refused has
+    the word as the reason of its refusal, and a table another gate refused publishes nothing of it; None when
+    `published` is not known."""
+    if verdict.get("action") == "advise":
+        return PUBLICATION["advise"]
+    if published is None:
+        return None
+    if published:
+        return PUBLICATION["published"]
+    return PUBLICATION["refused_by_it" if verdict.get("action") == "refuse" else "refused"]
+
+
+def verdict_sentence(
+    generator: str,
+    verdict: dict[str, Any] | None,
+    evidence: dict[str, Any] | None = None,
+    published: bool | None = None,
+) -> str | None:
+    """The utility verdict (manifest `utility_verdict`) in one sentence, with what the policy does and what is
+    published of it (`publication_words`; `published`: whether the table was released, None where unknown).
+    `evidence` (steward only: metrics.json `utility_verdict`) names, for a weak verdict, the conditions that
+    failed, the features whose association with the target is distorted, and one thing to try per failed
+    condition (`verdict_words`, `advice_sentence`)."""
     if not verdict:
         return None
-    word = verdict.get("verdict")
-    action = {
-        "refuse": " The policy refuses such tables.",
-        "label": " The table is released with this label.",
-        "advise": " A finding for the steward: it does not decide publication (release.non_dp_gates: advise).",
-    }
-    return f"Utility of {generator_name(generator)}: {VERDICTS.get(word, fmt(word))}." + action.get(
-        verdict.get("action"), ""
-    )
+    tail = [
+        s
+        for s in (
+            advice_sentence(generator, evidence),
+            POLICY.get(str(verdict.get("action"))),
+            publication_words(verdict, published),
+        )
+        if s
+    ]
+    return " ".join([f"Utility of {generator_name(generator)}: {verdict_words(verdict, evidence)}.", *tail])
+
+
+POSITIVE_RULES = {  # how utility.positive_class chose (results' "positive_class_rule")
+    "target_positive": "the schema's target_positive",
+    "second_category": "the schema's second category; set target_positive: to choose",
+}
+
+
+def positive_class_words(utility: dict[str, Any]) -> str:
+    """Which class of the target the utility scores read as positive and how it was chosen (`utility.tstr_auroc`'s
+    result), e.g. "positive class '>50K': the schema's second category; set target_positive: to choose"; a
+    result without its rule predates `target_positive` and read the second category."""
+    rule = POSITIVE_RULES.get(utility.get("positive_class_rule", "second_category"), NA)
+    return f"positive class '{fmt(utility.get('positive_class'))}': {rule}"
 
 
 def weights_sentence(generator: str, weights: dict[str, Any] | None) -> str | None:

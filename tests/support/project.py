@@ -119,13 +119,15 @@ def ledger_rows(root: Path) -> list[tuple]:
 
 
 def run_stages(root: Path, upto: str) -> None:
-    """validate, then prepare (upto "prepare" or "budget"), then the budget stage: the release ε's allocation that
-    train@gen / weight@gen of a generator without a pinned ε read (upto "budget")."""
+    """discover and validate, then prepare (upto "prepare" or "budget"), then the budget stage: the release ε's
+    allocation that train@gen / weight@gen of a generator without a pinned ε read (upto "budget")."""
     from tasks.budget import budget
+    from tasks.discover import discover_stage
     from tasks.prepare import prepare
     from tasks.validate import validate
 
     params = load_params(root / "params.yaml")
+    discover_stage(params, root)
     validate(params, root)
     if upto in ("prepare", "budget"):
         prepare(params, root)
