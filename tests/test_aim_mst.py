@@ -649,27 +649,3 @@ def test_the_model_size_is_mbis_junction_tree_size_on_random_models():
         kinds[kind] += 1
         assert model_size_mb(dom, cliques) == float(hypothetical_model_size(dom, cliques)), (dom.shape, cliques)
     assert min(kinds.values()) >= 80
-
-
-def test_aim_measures_the_related_pairs_with_the_one_way_marginals():
-    X = toy_rows(2000)
-    disc = Discretizer(LAYOUT, 8)
-    pair = tuple(disc.names[:2])
-    plan = plan_aim(len(disc.names) + 1, 2, 1.0, DELTA, n_rows=2000)  # the columns and one related pair
-    rng = NoiseSource(noise_seed=5).streams(True, 0).numpy("test:aim")
-    model, events, _, _ = run_aim(
-        disc.codes(X),
-        disc.shape,
-        disc.names,
-        plan,
-        rng,
-        workload(disc.names, "y"),
-        max_model_size=10.0,
-        iters=30,
-        final_iters=30,
-        related=[pair],
-    )
-    # the run records exactly the plan: one more measurement at σ₁, the pair's
-    assert [getattr(e, "sigma", None) for e in events] == [getattr(e, "sigma", None) for e in plan.events]
-    assert [e.query for e in events[: len(disc.names) + 1]][-1] == f"related {' x '.join(pair)}"
-    assert epsilon_pld(events, DELTA) <= 1.0

@@ -108,8 +108,9 @@ def test_the_console_sentence_names_the_values_and_the_fix(wards) -> None:
     assert msg == (
         "validation dropped 17 and clipped 3 of the 20 rows read (100.0%) (by column: "
         "'ward' 10 not in the category list, 2 null (drop; drop nulls): unknown values 'I.C.U.' ×4, 'Ward B' ×3, "
-        "'wardb' ×3 (documented spellings belong in the schema's categories, other values are corrected in the "
-        f"source table), and {NULL_HINT}; "
+        "'wardb' ×3 (documented spellings belong in the schema's categories; values the documentation does not give "
+        "go to `categories: discover` or to a documented `other:` category; errors are corrected in the source "
+        f"table), and {NULL_HINT}; "
         "'age' 1 below the lower bound, 2 above the upper bound, 1 not whole numbers, 1 null (clip; drop nulls): "
         f"offending values from -1 to 140 ({BOUNDS_HINT}, documented fractions in kind: continuous), and "
         f"{NULL_HINT}; "

@@ -35,18 +35,13 @@ class AIM(MarginalGenerator):
         self.marginals.plan_bins(n_rows, budget.epsilon)
         rounds = public_settings(self.params, n_rows, budget.epsilon, self.marginals.cut_columns())[1]
         return plan_aim(
-            len(self.names) + len(self._related()),
+            len(self.names),
             rounds,
             budget.epsilon,
             budget.delta,
             n_rows=n_rows,
             one_way_share=self.params.one_way_share,
         )
-
-    def _related(self) -> list[tuple[str, ...]]:
-        """The schema's `related` pairs as cliques of the model's columns (in their order), measured up front."""
-        names = self.names
-        return [tuple(sorted(pair, key=names.index)) for pair in self.layout.related if all(c in names for c in pair)]
 
     def _target(self) -> str | None:
         if self.params.target is not None:
@@ -73,7 +68,6 @@ class AIM(MarginalGenerator):
             m.jax_device,
             progress=lambda t, k: report(self.name, t, k),
             compress_above=p.compress_above,
-            related=self._related(),
         )
         self.structure = {"rounds": log}
         if plan.private:  # the zCDP filter's budget (the ledger's ZCDPEvent) and what the rounds spent of it

@@ -3,9 +3,7 @@ Private Synthetic Data", Alg. 2): its adaptive rounds under a zCDP privacy filte
 scale calibrated by the ledger's accountant. `run_aim` follows Alg. 2 (and Private-PGM's `mechanisms/aim.py`) step
 by step:
 - initialise: σ₀ = x and ε₀ = ε_sel from the plan (K = max_rounds rounds, not T = 16d); measure every 1-way
-  marginal (at σ₁ = m·x, `one_way_noise`), and every pair the schema declares `related` (a departure: the
-  documentation says their joint shape matters, e.g. a loan's sub-grade and its interest rate, so it is measured
-  before any round rather than left to the selection), and estimate p̂₀ from them (mbi);
+  marginal (at σ₁ = m·x, `one_way_noise`) and estimate p̂₀ from them (mbi);
 - while the rounds' budget lasts (and K slots remain), round t: a round that would leave less
   than one more round's cost (or the K-th) spends the whole rest, split 0.9 / 0.1 as every round (`last_round`; the
   paper decides it at the end of round t − 1, the same test); ρ_used grows by the round's cost; C_t:
@@ -31,8 +29,7 @@ Accounting. σ_t depends on earlier outputs, so the rounds are an adaptive compo
 dominating pair fixed in advance; composing them by PLD as if fixed (a Gaussian envelope plus K bounded-range slots,
 the figure `benchmarks/aim_accountant.py` reports for comparison) has no theorem behind it. The plan, fixed before
 any row is read, is therefore
-- d initial DiscreteGaussianEvent(m·x, 1) (`measure`'s exact discrete Gaussian; d = the columns and the related
-  pairs: each a count vector a row moves by one cell): σ₁ fixed in advance, not adaptive;
+- d one-way DiscreteGaussianEvent(m·x, 1) (`measure`'s exact discrete Gaussian): σ₁ fixed in advance, not adaptive;
 - one ZCDPEvent(ρ_R) for the rounds, ρ_R = K·(1/2x² + ε_sel²/8) (`rounds_rho`), ε_sel = 2/(3x) (the paper's
   0.9 / 0.1 split of a round's budget: 1/2σ² = 0.9ρ_t, ε²/8 = 0.1ρ_t), K = max_rounds.
 Round t's selection is ε_sel²/8-zCDP (ε-bounded-range, Cesar & Rogers 2021) and its measurement 1/2σ_t²-zCDP
@@ -48,7 +45,7 @@ which composes a list holding a ZCDPEvent only by methods valid under adaptivity
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, ClassVar
@@ -312,15 +309,13 @@ def run_aim(
     device: str = "cpu",
     progress: Callable[[int, int], None] | None = None,
     compress_above: int | None = None,
-    related: Sequence[Clique] = (),
 ):
     """AIM (Alg. 2, the module docstring's steps) under `plan` on integer codes (a matrix, or `measure.Passes` over
     chunks of it), on the domain its 1-way measurements compress (`Compression`, columns above `compress_above`
     cells); returns (model on that domain, actual events, the rounds' log, the compression). ε = ∞ (scale 0):
     `run_exact`. The rows are read in two passes: the 1-way counts, then every candidate's on the compressed
     domain. Every selection and measurement passes the rounds' `ZCDPFilter` first; each log entry holds the round's
-    σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds). `related`: the schema's related pairs (cliques of W), measured with the
-    1-way marginals at σ₁ (the plan's d counts them), so their joint shape is in p̂ from the start."""
+    σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
     if plan.scale == 0:
         return run_exact(codes, shape, names, plan, work, max_model_size, iters, final_iters, device, progress)
     chunks = chunk_passes(codes)
@@ -335,10 +330,6 @@ def run_aim(
     for i, (n, y) in enumerate(zip(names, one_way)):
         y, weights = compression.one_way(i, y)
         state.measurements.append(((n,), y, plan.one_way, weights))
-    for r in related:  # initialise: the documented pairs, on the compressed domain
-        y, ev = measure(state.answers[r], plan.one_way, rng, query=f"related {' x '.join(r)}")
-        state.measurements.append((r, y, plan.one_way))
-        events.append(ev)
     state.estimate()  # initialise: p̂₀
     budget = ZCDPFilter(plan.rho_rounds)
     sigma, eps_sel = plan.scale, plan.epsilon_select

@@ -48,7 +48,7 @@ def table(n: int, seed: int) -> pd.DataFrame:
 def summary() -> dict:
     """A complete release summary: the keys tasks/release.py passes, from a real (small) evaluation."""
     train, holdout, synth = table(150, 0), table(80, 1), table(150, 2)
-    schema = SimpleNamespace(columns=COLUMNS, target="b")
+    schema = SimpleNamespace(columns=COLUMNS, target="b", target_positive=None)
     k = {
         **Scorecard().model_dump(),
         "mmd_permutations": 50,
