@@ -19,7 +19,8 @@ from typing import Any
 from pipelines.config import Config
 from pipelines.data import units
 from pipelines.data.discovery import check_found, discover, planned_events, steps
-from pipelines.data.readers import read_source
+from pipelines.data.header import read_header
+from pipelines.data.readers import check_columns, read_source
 from pipelines.io import sha256_text, write_json
 from pipelines.privacy.ledger import LedgerSession
 from pipelines.privacy.noise import NoiseSource, binding_facts
@@ -47,6 +48,11 @@ def run(ctx: common.StageContext, generator: str | None = None) -> dict[str, Any
     config, p, sch = ctx.config, ctx.paths, ctx.pending_schema
     priv = config.privacy
     common.check_against_schema(config, sch)  # every configuration error before any budget is spent
+    source = config.dataset.source
+    if not source.startswith("bundled:") and not Path(source).is_absolute():
+        source = str(Path(ctx.root) / source)
+    if not source.startswith("bundled:"):  # the table's header against the schema before anything is written
+        check_columns(read_header(source), sch, source, config.dataset.columns)
     plan = steps(sch, priv.discovery_epsilon, priv.delta) if sch.discovered else []
     if not plan:
         domain: dict[str, Any] = {"columns": {}}
@@ -74,9 +80,6 @@ def run(ctx: common.StageContext, generator: str | None = None) -> dict[str, Any
             ),
             columns=tuple(c for c in sch.columns if c.name in requested),
         )  # the discovered columns (and the unit's id) alone are read
-        source = config.dataset.source
-        if not source.startswith("bundled:") and not Path(source).is_absolute():
-            source = str(Path(ctx.root) / source)
         frame, names = read_source(source, read, "schema").frame, None
         if sch.unit is not None:
             frame, names, _ = units.bound(

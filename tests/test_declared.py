@@ -303,7 +303,9 @@ def test_a_release_keeps_and_publishes_the_nulls(tmp_path: Path, bc_raw: pd.Data
     assert published["mean_radius"].dropna().between(5, 30).all()
     assert not published.drop(columns="mean_radius").isna().any().any()
     for f in (root / entry["path"]).iterdir():  # no real identifier anywhere
-        assert "MRN-7" not in (pd.read_parquet(f).to_csv() if f.suffix == ".parquet" else f.read_text()), f.name
+        assert "MRN-7" not in (
+            pd.read_parquet(f).to_csv() if f.suffix == ".parquet" else f.read_bytes().decode("latin-1")
+        ), f.name
     assert "| mean_radius__missing | present " in (root / entry["path"] / "report.md").read_text()
 
 

@@ -131,7 +131,7 @@ def test_shuffled_columns_break_joint_metrics_and_keep_marginals_perfect():
         "mean_w1": 0.0,
         "max_w1": 0.0,
     }
-    schema = SimpleNamespace(columns=tuple(DEPENDENT), target="b")
+    schema = SimpleNamespace(columns=tuple(DEPENDENT), target="b", target_positive=None)
     k = {
         **Scorecard().model_dump(),
         "mmd_permutations": 100,
