@@ -95,6 +95,14 @@ class StageContext:
         name, unit and population every ledger handle declares (the same in both)."""
         return load_schema(self.paths.schema, pending=True)
 
+    @property
+    def source(self) -> str:
+        """`dataset.source` as a path the stage can open: `bundled:<name>`, or relative to the project root."""
+        source = self.config.dataset.source
+        if source.startswith("bundled:") or Path(source).is_absolute():
+            return source
+        return str(Path(self.root) / source)
+
     @cached_property
     def noise_key(self) -> bytes | None:
         """The steward key (pipelines.privacy.noise.load_noise_key), None without one."""

@@ -3,18 +3,22 @@
 A paid step (`paid`): reserved in the ledger before a row is read, noise bound to the step, the result kept in a
 steward-side receipt (`Paths.discovery`, not a DVC output) that every later release reuses for free while its
 ledger rows stand. The receipt's inputs are the schema's requests, their ε and δ and the privacy unit, not the
-rows: a domain once discovered is reused on a refreshed table as documentation is; a value new to it goes to the
-column's "(other)" cell (categories) or its on_invalid policy (bounds). To discover again, delete the receipt (the
+rows: a domain once discovered is reused on a refreshed table as documentation is (the noise is bound to the rows
+read as well, so a discovery run again on other rows draws other noise); a value new to it goes to the column's
+"(other)" cell (categories) or its on_invalid policy (bounds). To discover again, delete the receipt (the
 new spend is charged like the first). The stage's output (`Paths.discovered`, what validate reads) is the
 receipt's domain; a schema without a request gets an empty one and spends nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
 
 from pipelines.config import Config
 from pipelines.data import units
@@ -48,9 +52,7 @@ def run(ctx: common.StageContext, generator: str | None = None) -> dict[str, Any
     config, p, sch = ctx.config, ctx.paths, ctx.pending_schema
     priv = config.privacy
     common.check_against_schema(config, sch)  # every configuration error before any budget is spent
-    source = config.dataset.source
-    if not source.startswith("bundled:") and not Path(source).is_absolute():
-        source = str(Path(ctx.root) / source)
+    source = ctx.source
     if not source.startswith("bundled:"):  # the table's header against the schema before anything is written
         check_columns(read_header(source), sch, source, config.dataset.columns)
     plan = steps(sch, priv.discovery_epsilon, priv.delta) if sch.discovered else []
@@ -72,19 +74,22 @@ def run(ctx: common.StageContext, generator: str | None = None) -> dict[str, Any
         )
     )
 
+    read: dict[str, str] = {}  # the hash of the rows read: the noise is bound to them, never reused on other rows
+
     def compute(session: LedgerSession, noise: NoiseSource) -> dict[str, Any]:
-        read = replace(
+        columns = replace(
             sch,
             declared=tuple(
                 c for c in sch.declared if c.name in requested or c.name == getattr(sch.unit, "column", None)
             ),
             columns=tuple(c for c in sch.columns if c.name in requested),
         )  # the discovered columns (and the unit's id) alone are read
-        frame, names = read_source(source, read, "schema").frame, None
+        frame, names = read_source(source, columns, "schema").frame, None
         if sch.unit is not None:
             frame, names, _ = units.bound(
-                frame, sch.unit, [c.name for c in read.read], common.split_key(config, ctx.root)[0]
+                frame, sch.unit, [c.name for c in columns.read], common.split_key(config, ctx.root)[0]
             )
+        read["rows"] = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
         streams = noise.streams(private=True, seed=0)
         domain, events = discover(frame, names, sch, plan, streams.numpy)
         session.record(events)
@@ -93,7 +98,7 @@ def run(ctx: common.StageContext, generator: str | None = None) -> dict[str, Any
     binding = Binding(
         ctx.noise_key,
         f"{p.dataset}/discover",
-        lambda: inputs,
+        lambda: {"requests": inputs, "rows": read["rows"]},  # at the first draw, after the rows are read
         binding_facts(common.hashes(config, "discover", sch), priv.discovery_epsilon, priv.delta),
         config.dataset.noise_seed,
     )

@@ -26,9 +26,7 @@ def run(ctx: common.StageContext, generator: str | None = None) -> dict[str, Any
     """`validate` in its stage context (`generator` unused: one validate stage per data set)."""
     config, root, p, sch = ctx.config, ctx.root, ctx.paths, ctx.schema
     common.check_against_schema(config, sch)  # the columns the configuration names, before any budget is spent
-    source = config.dataset.source
-    if not source.startswith("bundled:") and not Path(source).is_absolute():
-        source = str(Path(root) / source)
+    source = ctx.source
     if config.orchestration.task_runner == "dask":  # in parts on a Dask cluster: the same rows, report and bytes
         from pipelines.data import out_of_core
 

@@ -60,7 +60,7 @@ from pipelines.privacy.noise import NoiseSource
 from pipelines.privacy.row_count import count_event, noisy_count, tail_bound
 from pipelines.privacy.row_loss import loss_event, row_loss_test
 from pipelines.data.discovery import Step, discover, planned_events
-from pipelines.data.schema import OTHER, PENDING_BOUND, Column, Schema
+from pipelines.data.schema import OTHER, PENDING_BOUND, Column, PrivacyUnit, Schema
 from pipelines.privacy.discovery import bounds_threshold, partition_threshold
 from pipelines.weights import estimators, logistic
 
@@ -554,13 +554,43 @@ def loss_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
 DISCOVERY_EPSILON, DISCOVERY_DELTA = 1.0, 1e-6
 
 
-def _discovery_schema(key: str) -> Schema:
+def _discovery_schema(key: str, max_rows: int = 1) -> Schema:
     column = (
         Column("c", "categorical", categories=(OTHER,), other=OTHER)
         if key == "categories"
         else Column("c", "continuous", lower=-PENDING_BOUND, upper=PENDING_BOUND)
     )
-    return Schema("audit", "", (column,), discovered=(("c", key),), pending=True)
+    unit = PrivacyUnit("id", max_rows) if max_rows > 1 else None
+    return Schema("audit", "", (column,), discovered=(("c", key),), pending=True, unit=unit)
+
+
+# The same mechanisms at a unit of k = 2 rows (`discover` with the units' pseudonyms): the unit U holds two rows.
+# Categories: U's rows are "a" and "b", each held by τ − 1 units in D (τ at k = 2); the output is whether neither is
+# released, with probabilities (1/(1 + p))² and (p/(1 + p))², p = e^(−ε/2): a ratio of e^ε. Bounds: D has τ_b − 2 rows
+# at 100, D' U's two more; the bin [64, 128) passes with probabilities p²/(1 + p) and 1/(1 + p), a ratio of e^ε.
+UNIT_ROWS = 2
+
+
+def unit_discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+    epsilon, delta = DISCOVERY_EPSILON / noise_scale, DISCOVERY_DELTA if key == "categories" else 0.0
+    if key == "categories":
+        n = partition_threshold(epsilon, delta, UNIT_ROWS) - 1
+        values: list[Any] = ["a"] * n + ["b"] * n
+        units = [f"a{i}" for i in range(n)] + [f"b{i}" for i in range(n)]
+    else:
+        n = bounds_threshold(epsilon, UNIT_ROWS) - 2
+        values = [1.5] * 800 + [100.0] * n
+        units = [f"s{i // 2}" for i in range(800)] + [f"u{i}" for i in range(n)]
+    if neighbour:
+        values, units = values + (["a", "b"] if key == "categories" else [100.0, 100.0]), units + ["U", "U"]
+    frame = pd.DataFrame({"c": values})
+    schema, plan = _discovery_schema(key, UNIT_ROWS), [Step("c", (key,), epsilon, delta)]
+    out = []
+    for run in range(n_runs):
+        streams = NoiseSource(None, 13_000_033 * int(neighbour) + run).streams(private=True, seed=0)
+        found = discover(frame, np.asarray(units), schema, plan, streams.numpy)[0]["columns"]["c"]
+        out.append(not {"a", "b"} & set(found["categories"]) if key == "categories" else found["upper"] == 128.0)
+    return np.asarray(out, dtype=float)
 
 
 def discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
@@ -628,6 +658,18 @@ CASES: list[AuditCase] = [
         0.0,
         partial(discovery_scores, "upper"),
     ),
+    *[
+        AuditCase(
+            f"discover:{key}",
+            "unit_2",
+            0,
+            f"{key} at a unit of 2 rows",
+            partial(float, DISCOVERY_EPSILON),
+            DISCOVERY_DELTA if key == "categories" else 0.0,
+            partial(unit_discovery_scores, key),
+        )
+        for key in ("categories", "upper")
+    ],
     AuditCase(
         "discover:step",
         "epsilon_1",
@@ -656,6 +698,15 @@ PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
             )
         )
         for key in ("categories", "bounds", "step")
+    },
+    **{
+        (f"discover:{key}", "unit_2"): (
+            lambda key=key: planned_events(
+                [Step("c", (key,), DISCOVERY_EPSILON, DISCOVERY_DELTA * (key == "categories"))],
+                _discovery_schema(key, UNIT_ROWS),
+            )
+        )
+        for key in ("categories", "upper")
     },
     ("pearl", "default"): pearl_plan,
     **{("iw_mmd_gan", est): (lambda est=est: iw_plan(est)) for est in ("iw", "sniw")},
