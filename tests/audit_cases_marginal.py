@@ -10,8 +10,10 @@ resolve), selection claims ε ≈ 1.1–1.7. MST plans 2 one-way Gaussians, 1 se
 (one round) 2 one-way Gaussians and the rounds' zCDP filter budget ZCDPEvent(ρ_R).
 - Gaussian event of multiplier σ: `measure` at σ√k·noise_scale of the canary's 1-way (or 2-way) marginal; the
   score is the noisy count in the canary's cell (the canary moves that cell by +1, the only change: Δ₂ = 1,
-  attained). The claim is the PLD ε at δ = 1e-2 of one of the k equal releases that compose the event (the
-  harness's k-release rule; k = GAUSSIAN_SPLIT[owner]). MST: k = 1. AIM fixes ε_sel = 2/(3x) for the
+  attained). The first 1-way's last release runs the path of a numeric column whose bins are cut in parts (the
+  rows' `Discretizer.fine_codes` measured by `measure_one_way`), scored on the canary's fine cell. The claim is
+  the PLD ε at δ = 1e-2 of one of the k equal releases that compose the event (the harness's k-release rule;
+  k = GAUSSIAN_SPLIT[owner]). MST: k = 1. AIM fixes ε_sel = 2/(3x) for the
   Gaussians' scale x, so an auditable selection (ε_sel = 1.11, x = 0.6) leaves Gaussian events of σ = 0.6
   (ε ≈ 5 at δ = 1e-2: beyond 2,000 runs); each is audited as k = 4 releases at σ√4 = 1.2 (a selection
   claim of 0.56 at x = 1.2 was not certifiable at half noise either: a binary output of two probabilities
@@ -42,11 +44,13 @@ import math
 import numpy as np
 from audit_harness import AuditCase
 
+from pipelines.data.bins import Discretizer
 from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import generator_class
 from pipelines.marginal.aim import SELECT_RATIO, aim_events
-from pipelines.marginal.measure import marginal, measure
+from pipelines.marginal.measure import Passes, marginal, measure
+from pipelines.marginal.one_way import Cells, measure_one_way
 from pipelines.marginal.mst import mst_events
 from pipelines.marginal.exponential import l1_score, select
 from pipelines.privacy.accountant import epsilon_pld
@@ -89,6 +93,27 @@ def gaussian_scores(sigma: float, clique: tuple[int, ...], tag: str):
     return scores
 
 
+NUMERIC = Layout((Block("v", "continuous", 0, 1, lower=0.0, upper=1.0),))  # one numeric column, v in [0, 1]
+VALUES = np.linspace(0.01, 0.99, 90, dtype=np.float32)[:, None]  # 90 rows over 2 bins cut in 4 parts
+CANARY_VALUE = np.array([[0.1]], dtype=np.float32)  # bin [0, 0.5), its part [0, 0.125): fine cell 0
+
+
+def cut_bin_scores(sigma: float, tag: str):
+    """The 1-way measurement of a numeric column whose bins are cut (MST's and AIM's real path: the rows'
+    `Discretizer.fine_codes`, counted and measured by `measure_one_way`); score: the canary's fine cell."""
+    disc = Discretizer(NUMERIC, 2, sub_bins=4)
+
+    def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
+        rows = np.vstack([VALUES, CANARY_VALUE]) if neighbour else VALUES
+        cells = Cells(Passes(rows, (disc.fine_codes,)), tuple(disc.splits()))
+        rng = np.random.default_rng([7907 * int(neighbour) + int(100 * noise_scale), len(tag), *tag.encode()])
+        return np.array(
+            [measure_one_way(cells, ["v"], sigma * noise_scale, rng, None).fine[0][0] for _ in range(n_runs)]
+        )
+
+    return scores
+
+
 GAP_LOGIT = 4.0
 
 
@@ -116,15 +141,18 @@ def cases_for(name: str) -> list[AuditCase]:
             clique = (0, 1) if "2-way" in e.query else (0,)
             release = dataclasses.replace(e, sigma=e.sigma * math.sqrt(k))
             for j in range(k):
+                cut = i == 0 and j == k - 1  # the first 1-way's last release: on a numeric column's cut bins
                 out.append(
                     AuditCase(
                         name,
                         "audit",
                         i,
-                        f"{name} Gaussian measurement ({e.query}; release {j + 1}/{k})",
+                        f"{name} Gaussian measurement ({e.query}{' on cut bins' if cut else ''}; release {j + 1}/{k})",
                         partial(epsilon_pld, [release], AUDIT_DELTA),
                         AUDIT_DELTA,
-                        gaussian_scores(release.sigma, clique, f"{name}:{i}:{j}"),
+                        cut_bin_scores(release.sigma, f"{name}:{i}:{j}")
+                        if cut
+                        else gaussian_scores(release.sigma, clique, f"{name}:{i}:{j}"),
                     )
                 )
         elif isinstance(e, PureEpsilonEvent):

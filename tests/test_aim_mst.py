@@ -109,7 +109,7 @@ def test_aim_loop_stays_inside_its_zcdp_filter_and_records_the_plan():
         assert plan.events[-1] == ZCDPEvent(rounds_rho(plan.scale, rounds), aim_module.ROUNDS_MECHANISM)
         assert all(e == measurement_event(plan.one_way, "1-way marginal counts") for e in plan.events[:-1])
         rng = NoiseSource(noise_seed=11).streams(True, 0).numpy("test:aim")
-        _, events, log, _ = run_aim(
+        _, events, log, _, _ = run_aim(
             codes,
             disc.shape,
             disc.names,
@@ -135,6 +135,31 @@ def test_aim_loop_stays_inside_its_zcdp_filter_and_records_the_plan():
             assert entry["epsilon_select"] ** 2 / 8 == pytest.approx(0.5 * entry["sigma"] ** -2 / 9, rel=1e-9)
         assert sum(entry["rho"] for entry in log) <= plan.rho_rounds
         assert len({entry["sigma"] for entry in log}) >= 1 and log[0]["sigma"] <= plan.scale * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_aim_measures_the_declared_pairs_first_without_selecting_them():
+    """The schema's `related` pairs are the first rounds' cliques, measured at the round's σ with no selection
+    (ρ_t = 1/2σ_t² alone: what the choice saves stays in the filter), then the rounds select as before; a last
+    round that is a declared pair spends the whole rest on its measurement; the run records the plan."""
+    X = toy_rows(3000)
+    disc = Discretizer(LAYOUT, 8)
+    related = [("a", "c"), ("b", "c")]
+    for rounds in (5, 2):
+        plan = plan_aim(4, rounds, 1.0, DELTA, n_rows=3000)
+        rng = NoiseSource(noise_seed=11).streams(True, 0).numpy("test:aim")
+        args = (disc.codes(X), disc.shape, disc.names, plan, rng, workload(disc.names, "y"), 10.0, 50, 50)
+        _, events, log, _, _ = run_aim(*args, related=related)
+        assert [tuple(e["clique"]) for e in log[:2]] == related
+        assert all(e["epsilon_select"] is None for e in log[:2])
+        assert all(e["epsilon_select"] is not None for e in log[2:])
+        assert log[0]["rho"] == pytest.approx(0.5 * log[0]["sigma"] ** -2, rel=1e-12)
+        assert sum(e["rho"] for e in log) <= plan.rho_rounds
+        assert events[-1] == plan.events[-1]
+        if rounds == 2:  # the second declared pair is the last round: the rest of the filter, all to it
+            assert sum(e["rho"] for e in log) == pytest.approx(plan.rho_rounds, rel=1e-6)
+    gen = generator_class("aim")(Layout(LAYOUT.blocks, related=(("c", "a"),)), {"max_rounds": 2}, "cpu")
+    assert gen._related() == [("a", "c")]  # in the model's column order, as the candidates are keyed
 
 
 def test_zcdp_filter_admits_up_to_its_budget_and_refuses_beyond():

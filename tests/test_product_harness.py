@@ -7,6 +7,7 @@ import pytest
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -110,16 +111,35 @@ def test_summary_gives_mean_and_spread_over_seeds():
             "tstr_auroc": {"logistic_regression": 0.8, "random_forest": 0.8, "gradient_boosting": gbm},
             "trtr_auroc": {"logistic_regression": 0.9, "random_forest": 0.9, "gradient_boosting": 0.92},
             "detection_auc": 0.8,
+            "detection_auc_declared": 0.7,
             "repro_s": 300.0,
         }
 
     text = product.summary([row(0, 958.0, 0.86), row(1, 962.0, 0.88), {"seed": 2, "error": "dvc repro exited 1"}])
     lines = text.splitlines()
     assert lines[2] == (
-        "| aim | 0, 1 | 990.0 ± 0.0 | 960.0 ± 2.8 | 920.0 ± 0.0 | 0.800 / 0.800 / 0.870 | 0.800 | 300 |"
+        "| aim | 0, 1 | 990.0 ± 0.0 | 960.0 ± 2.8 | 920.0 ± 0.0 | 0.800 / 0.800 / 0.870 | 0.800 / 0.700 | 300 |"
     )
     assert lines[3].startswith("| train on real (reference) | | 1000 | 1000 | 1000 | 0.900 / 0.900 / 0.920")
     assert lines[4] == "| seed 2 | failed: dvc repro exited 1 | | | | | | |"
+
+
+def test_the_independent_detector_reads_the_declared_form_and_names_the_column_that_gives_rows_away():
+    rng = np.random.default_rng(0)
+    n = 2000
+    real = pd.DataFrame(
+        {
+            "x": rng.normal(0, 1, n),
+            "c": rng.choice(["a", "b", None], n),
+            "d": pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 365, n), unit="D"),
+        }
+    )
+    same = real.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    shifted = same.assign(x=same["x"].round(1))  # published on a grid the real values are not on
+    out = product.declared_detection(real, same, ["x", "c", "d"], ["d"], 0)
+    assert out["auc"] < 0.55  # the same rows: no better than chance
+    away = product.declared_detection(real, shifted, ["x", "c", "d"], ["d"], 0)
+    assert away["auc"] > 0.9 and next(iter(away["columns"])) == "x"
 
 
 def test_a_derived_column_is_scored_in_its_declared_place(adult_schema, adult_raw):

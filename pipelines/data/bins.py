@@ -28,13 +28,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 import numpy as np
 
 from pipelines.data.code_lists import CodeBuckets, is_long
 from pipelines.data.layout import Block, Layout
 from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS, Column, indicator
+
+
+class PartSampler(Protocol):
+    """Parts of the bins (`Discretizer.splits`) drawn from a measured shape (`pipelines.marginal.within`)."""
+
+    def parts(self, column: int, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
+        """A part of its cell for each of the cells `codes` of model column `column` (−1: a cell without a shape,
+        decoded uniformly); None: no shape for the column."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,33 @@ class NumericBins:
         if self.kind == "unit":
             return np.clip(v, 0.0, 1.0)
         return np.clip((v - self.lower) / (self.upper - self.lower), 0.0, 1.0)
+
+    def splits(self, sub_bins: int) -> np.ndarray:
+        """Each bin's sub-cells when a bin is cut in `sub_bins` (`sub_cells`): 1 for an atom (one value), min(
+        `sub_bins`, m) for an integer bin of m values (a bin of one value is not cut)."""
+        if self.kind == "integer":
+            return np.minimum(np.asarray(self.hi) - np.asarray(self.lo) + 1, sub_bins).astype(np.int64)
+        return np.asarray([1] * len(self.atoms) + [sub_bins] * (len(self.edges) - 1), dtype=np.int64)
+
+    def sub_cells(self, codes: np.ndarray, offsets: np.ndarray, split: np.ndarray) -> np.ndarray:
+        """The sub-cell i < s of each value at `offsets` inside bins `codes` cut in s = `split` parts: equal offset
+        intervals, i = ⌊o·s⌋; for an integer bin of m values the integer j = ⌊o·m⌋ (its place) is in part
+        ⌊j·s/m⌋, so each part holds whole integers (`sub_offsets` decodes inside exactly those)."""
+        o = np.clip(np.asarray(offsets, dtype=np.float64), 0.0, 1.0)
+        if self.kind == "integer":
+            m = np.asarray(self.hi)[codes] - np.asarray(self.lo)[codes] + 1
+            return (np.minimum(np.floor(o * m).astype(np.int64), m - 1) * split) // m
+        return np.minimum(np.floor(o * split).astype(np.int64), split - 1)
+
+    def sub_offsets(self, codes: np.ndarray, sub: np.ndarray, u: np.ndarray, split: np.ndarray) -> np.ndarray:
+        """Offsets in [0, 1] inside sub-cell `sub` of bins `codes` cut in `split` parts, at `u` in [0, 1) inside the
+        part (`sub_cells`' inverse): (i + u)/s; an integer bin's part i holds the integers ⌈i·m/s⌉ .. ⌈(i+1)·m/s⌉ − 1
+        of its m, and the offset falls on one of them (`values`)."""
+        if self.kind == "integer":
+            m = np.asarray(self.hi)[codes] - np.asarray(self.lo)[codes] + 1
+            first, stop = -(-sub * m // split), -(-(sub + 1) * m // split)
+            return (first + u * (stop - first)) / m
+        return (sub + u) / split
 
     def _schema_units(self, u: np.ndarray) -> np.ndarray:
         return u if self.kind == "unit" else self.lower + u * (self.upper - self.lower)
@@ -197,9 +233,12 @@ class Discretizer:
         n_bins: int = 32,
         bins: dict[str, Iterable[float]] | None = None,
         fold_missing: bool = False,
+        sub_bins: int = 1,
     ) -> None:
         self.layout, self.n_bins, bins = layout, _check_n_bins(n_bins), dict(bins or {})
-        self.fold_missing = bool(fold_missing)
+        self.fold_missing, self.sub_bins = bool(fold_missing), int(sub_bins)
+        if self.sub_bins < 1:
+            raise ValueError(f"sub_bins must be >= 1, got {sub_bins}")
         numeric = {b.column: b for b in layout.blocks if b.kind in NUMERIC_KINDS}
         unknown = sorted(set(bins) - set(numeric))
         if unknown:
@@ -245,10 +284,40 @@ class Discretizer:
                     out[X[:, self.folded[b.column].start] >= 0.5, j] = self.bins[b.column].size
         return out
 
-    def decode(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Encoded float32 rows in [0, 1]: one-hot / 0-1 for discrete blocks, a uniform draw inside the bin for
-        numeric ones (`NumericBins.values` at a uniform offset: a uniform integer of the bin for integer bins); a
-        folded null cell as the lower bound (0) with its indicator set."""
+    def splits(self) -> list[np.ndarray]:
+        """Per model column, each cell's sub-cells in the finer partition `fine_codes` counts: a numeric column's
+        bins split in `sub_bins` (`NumericBins.splits`), every other cell (a category, a folded null) in one."""
+        out = []
+        for b in self.blocks:
+            split = np.ones(self.size(b.column), dtype=np.int64)
+            if b.kind in NUMERIC_KINDS and self.sub_bins > 1:
+                nb = self.bins[b.column]
+                split[: nb.size] = nb.splits(self.sub_bins)
+            out.append(split)
+        return out
+
+    def fine_codes(self, X: np.ndarray) -> np.ndarray:
+        """The rows' codes in the finer partition of `splits`: cell k of a column with splits s is the fine codes
+        s_0 + ... + s_{k−1} + i, i the value's part of its bin (`NumericBins.sub_cells` of its offset). Each row
+        still lies in exactly one fine cell of each column. `sub_bins` 1: `codes`."""
+        X, codes = np.asarray(X), self.codes(X)
+        if self.sub_bins == 1:
+            return codes
+        out = codes.copy()
+        for j, (b, split) in enumerate(zip(self.blocks, self.splits())):
+            if b.kind not in NUMERIC_KINDS:
+                continue
+            nb, c = self.bins[b.column], codes[:, j]
+            binned = np.minimum(c, nb.size - 1)  # a folded null cell (c = nb.size) is one cell: split 1, part 0
+            first = np.concatenate(([0], np.cumsum(split)[:-1]))
+            out[:, j] = first[c] + nb.sub_cells(binned, nb.offsets(X[:, b.start], binned), split[c])
+        return out
+
+    def decode(self, codes: np.ndarray, rng: np.random.Generator, within: PartSampler | None = None) -> np.ndarray:
+        """Encoded float32 rows in [0, 1]: one-hot / 0-1 for discrete blocks, a draw inside the bin for numeric ones
+        (`NumericBins.values` at an offset: uniform, or from `within`'s DP-measured shape of the bin where it has
+        one for the column; a uniform offset is a uniform integer of the bin for integer bins); a folded null cell
+        as the lower bound (0) with its indicator set."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float32)  # values rounded as astype would
         for j, b in enumerate(self.blocks):
@@ -259,6 +328,11 @@ class Discretizer:
                 out[:, b.start] = c
             else:
                 nb, offsets = self.bins[b.column], rng.random(len(c))
+                sub = None if within is None else within.parts(j, c, rng)
+                if sub is not None:  # a part drawn from the bin's measured shape, the offset uniform inside it
+                    binned, split = np.minimum(c, nb.size - 1), self.splits()[j]
+                    inside = nb.sub_offsets(binned, np.maximum(sub, 0), offsets, split[c])
+                    offsets = np.where(sub >= 0, inside, offsets)
                 if b.column not in self.folded:
                     out[:, b.start] = nb.values(c, offsets)
                     continue
@@ -269,13 +343,17 @@ class Discretizer:
 
     def to_dict(self) -> dict[str, Any]:
         """The saved form; `fold_missing` only when set, so a discretiser without it keeps its bytes."""
-        out = {"n_bins": self.n_bins, "bins": {c: nb.to_dict() for c, nb in self.bins.items()}}
+        out: dict[str, Any] = {"n_bins": self.n_bins, "bins": {c: nb.to_dict() for c, nb in self.bins.items()}}
+        if self.sub_bins > 1:
+            out["sub_bins"] = self.sub_bins
         return {**out, "fold_missing": True} if self.fold_missing else out
 
     @classmethod
     def from_dict(cls, layout: Layout, d: dict[str, Any]) -> "Discretizer":
         """The saved discretiser (authoritative: it is what the model was fitted on)."""
-        out = cls(layout, d["n_bins"], fold_missing=bool(d.get("fold_missing", False)))
+        out = cls(
+            layout, d["n_bins"], fold_missing=bool(d.get("fold_missing", False)), sub_bins=int(d.get("sub_bins", 1))
+        )
         out.bins = {c: NumericBins.from_dict(v) for c, v in d["bins"].items()}
         return out
 

@@ -31,10 +31,10 @@ class AIM(MarginalGenerator):
 
     def _plan(self, n_rows: int, budget: Budget) -> AIMPlan:
         """The bins (`MarginalModel.plan_bins`), K from `public_settings` (n̂, ε: public), then `plan_aim` for the
-        layout's columns, K rounds and the section's 1-way share."""
+        layout's columns, K rounds and the section's 1-way share, and the bins' parts at its σ₁ (`cut_bins`)."""
         self.marginals.plan_bins(n_rows, budget.epsilon)
         rounds = public_settings(self.params, n_rows, budget.epsilon, self.marginals.cut_columns())[1]
-        return plan_aim(
+        plan = plan_aim(
             len(self.names),
             rounds,
             budget.epsilon,
@@ -42,11 +42,19 @@ class AIM(MarginalGenerator):
             n_rows=n_rows,
             one_way_share=self.params.one_way_share,
         )
+        self.marginals.cut_bins(n_rows, plan.one_way)
+        return plan
 
     def _target(self) -> str | None:
         if self.params.target is not None:
             return str(self.params.target)
         return next((b.column for b in self.layout.blocks if b.is_target), None)
+
+    def _related(self) -> list[tuple[str, ...]]:
+        """The schema's `related` pairs (public, `Layout.related`) as cliques of the model's columns, in its column
+        order: the first rounds measure them (`run_aim`)."""
+        names = self.names
+        return [tuple(sorted(p, key=names.index)) for p in self.layout.related if set(p) <= set(names)]
 
     def _fit(self, data: RowChunks, streams: Streams) -> Sequence[Event]:
         """Discretise the rows, run AIM's rounds with their noise from `streams`; the actual events (the plan's:
@@ -55,7 +63,7 @@ class AIM(MarginalGenerator):
         codes = m.code_passes(data)
         work = workload(m.names, self._target(), bool(p.three_way))
         report(self.name, 0, plan.rounds)
-        m.model, events, log, m.compression = run_aim(
+        m.model, events, log, m.compression, m.within = run_aim(
             codes,
             m.discretizer.shape,
             m.names,
@@ -68,6 +76,8 @@ class AIM(MarginalGenerator):
             m.jax_device,
             progress=lambda t, k: report(self.name, t, k),
             compress_above=p.compress_above,
+            cells=m.one_way_cells(data),
+            related=self._related(),
         )
         self.structure = {"rounds": log}
         if plan.private:  # the zCDP filter's budget (the ledger's ZCDPEvent) and what the rounds spent of it

@@ -5,8 +5,10 @@ Encoded rows are discretised from public facts only (`pipelines.data.bins.Discre
 generator): the layout's numeric blocks carry the schema's bounds and optional public `bins` edges (overridable by
 the section's `bins: {column: [edges]}`, schema units), else `n_bins` equal-width bins over the bounds,
 integer-aligned for integer columns (`n_bins` null: the public rule of n̂·ε, `params.mst.public_bins`); a numeric
-column's null is one more cell of that column (`Discretizer`'s `fold_missing`). Sampling draws codes from the fitted
-model (`pipelines.marginal.sample`) and decodes a numeric bin by a uniform draw inside it. A column of more than
+column's null is one more cell of that column (`Discretizer`'s `fold_missing`). The 1-way measurements count each
+numeric bin in `sub_bins` parts (`pipelines.marginal.one_way`), which give the bin its DP-measured shape. Sampling
+draws codes from the fitted model (`pipelines.marginal.sample`) and decodes a numeric bin by a part drawn by that
+shape and a uniform point inside the part. A column of more than
 `compress_above` cells (a long code list) is modelled on the codes its noisy 1-way count supports and one cell for
 the rest (`pipelines.marginal.compress`): the mechanism decides the `compression`, sampling expands it back.
 The model is saved as <name>.npz (no pickle) next to the generator's <name>.json. Design: docs/aim-mst.md.
@@ -23,18 +25,19 @@ from pipelines.data.bins import Discretizer, equal_width_columns
 from pipelines.data.encoded import RowChunks
 from pipelines.data.layout import Layout
 from pipelines.generators.base import PrivateGenerator
-from pipelines.generators.params.mst import Params, public_bins
+from pipelines.generators.params.mst import Params, public_bins, public_sub_bins
 from pipelines.marginal import estimate as est
 from pipelines.marginal.compress import Compression
 from pipelines.marginal.measure import Passes
+from pipelines.marginal.one_way import Cells, WithinBins
 from pipelines.marginal.sample import sample_codes
 
 
 class MarginalModel:
     """The discretiser, the fitted model and its compression for generator `name` (module docstring). `params`: the
-    generator's section (MST's keys: `n_bins`, `bins`); `device`: the generator's, on which mbi runs (`jax_device`).
-    The mechanism sets `model` and `compression` when it fits; the discretiser is replaced when the generator plans
-    (`plan_bins`)."""
+    generator's section (MST's keys: `n_bins`, `bins`, `sub_bins`); `device`: the generator's, on which mbi runs
+    (`jax_device`). The mechanism sets `model`, `compression` and `within` (the bins' shapes) when it fits; the
+    discretiser is replaced when the generator plans (`plan_bins`)."""
 
     def __init__(self, name: str, layout: Layout, params: Params, device: str) -> None:
         self.name, self.layout, self.params = name, layout, params
@@ -42,6 +45,7 @@ class MarginalModel:
         self.discretizer = self._discretizer(self.bin_count(0, 0.0))  # the rule's may change when it plans
         self.model = None  # the fitted mbi MarkovRandomField
         self.compression: Compression | None = None  # the model's domain: codes its 1-way counts support (DP)
+        self.within: WithinBins | None = None  # the numeric bins' shapes from the 1-way measurements (DP)
 
     @property
     def names(self) -> list[str]:
@@ -61,12 +65,20 @@ class MarginalModel:
         """The discretiser for n̂ = `n_rows` and the generator's ε (`bin_count`: public inputs, no budget)."""
         self.discretizer = self._discretizer(self.bin_count(n_rows, epsilon))
 
-    def _discretizer(self, n_bins: int) -> Discretizer:
+    def cut_bins(self, n_rows: int, sigma: float) -> None:
+        """The parts of each numeric bin for n̂ = `n_rows` and the plan's 1-way noise σ₁ = `sigma`
+        (`public_sub_bins` over the most bins of a numeric column: public inputs, no budget)."""
+        numeric = [nb.size for nb in self.discretizer.bins.values()]
+        parts = public_sub_bins(self.params.sub_bins, n_rows, sigma, max(numeric, default=1))
+        self.discretizer = self._discretizer(self.discretizer.n_bins, parts)
+
+    def _discretizer(self, n_bins: int, sub_bins: int = 1) -> Discretizer:
         """The layout's public bins, `n_bins` equal-width where a numeric column has no public edges (`bins`
-        checked against the layout: a ValueError naming `<generator>.bins`); a numeric column's null is a cell of
-        the column, not an indicator column (`fold_missing`)."""
+        checked against the layout: a ValueError naming `<generator>.bins`), each cut in `sub_bins` parts for the
+        1-way measurements; a numeric column's null is a cell of the column, not an indicator column
+        (`fold_missing`)."""
         try:
-            return Discretizer(self.layout, n_bins, self.params.bins, fold_missing=True)
+            return Discretizer(self.layout, n_bins, self.params.bins, fold_missing=True, sub_bins=sub_bins)
         except ValueError as e:
             raise ValueError(f"{self.name}.bins: {e}") from None
 
@@ -77,29 +89,38 @@ class MarginalModel:
         table has one: `RowChunks.map`)."""
         return Passes(data, (self.discretizer.codes,))
 
+    def one_way_cells(self, data: RowChunks) -> Cells:
+        """The cells the 1-way measurements count: passes over the rows' fine codes (each numeric bin in
+        `sub_bins` parts, `Discretizer.fine_codes`) and the parts of each cell."""
+        return Cells(Passes(data, (self.discretizer.fine_codes,)), tuple(self.discretizer.splits()))
+
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """n encoded rows: codes from the model (`sample_codes`, seeded from `rng`), compressed codes expanded, numeric
-        bins decoded uniformly inside the bin."""
+        bins decoded inside the bin by its measured shape (`within`; uniformly without one)."""
         if self.model is None:
             raise RuntimeError(f"{self.name}: fit() or load() first")
         codes = sample_codes(self.model, n, int(rng.integers(2**32)), self.names)
         if self.compression is not None:
             codes = self.compression.expand(codes, rng)
-        return self.discretizer.decode(codes, rng)
+        return self.discretizer.decode(codes, rng, self.within)
 
     # -- persistence -----------------------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        """The discretiser actually used (authoritative on load, whatever the schema says by then) and the
-        compression, when it compressed a column; the model's potentials go to <name>.npz (`save`)."""
+        """The discretiser actually used (authoritative on load, whatever the schema says by then), the
+        compression when it compressed a column and the bins' shapes when it cut bins; the model's potentials go to
+        <name>.npz (`save`)."""
         state = {"discretizer": self.discretizer.to_dict()}
         if self.compression is not None and self.compression.supported:  # none: the file as before compression
             state["compression"] = self.compression.to_dict()
+        if self.within is not None and self.within.shares:
+            state["within"] = self.within.to_dict()
         return state
 
     def restore(self, state: dict[str, Any]) -> None:
-        """The discretiser and compression `state()` wrote."""
+        """The discretiser, compression and shapes `state()` wrote."""
         self.discretizer = Discretizer.from_dict(self.layout, state["discretizer"])
         self.compression = Compression.from_dict(state.get("compression"))
+        self.within = WithinBins.from_dict(state.get("within"))
 
     def save(self, directory: Path) -> None:
         """The fitted model as <name>.npz in `directory` (nothing before a fit)."""

@@ -27,17 +27,19 @@ class MST(MarginalGenerator):
     input_note = " (MST discretises encoded values by the layout's public bins, which cover [0, 1])"
 
     def _plan(self, n_rows: int, budget: Budget) -> MSTPlan:
-        """The bins (`MarginalModel.plan_bins`), then `plan_mst` for the layout's columns: data-independent (schema
-        and ε, δ only)."""
+        """The bins (`MarginalModel.plan_bins`), then `plan_mst` for the layout's columns, and the bins' parts at
+        its σ₁ (`cut_bins`): data-independent (schema and ε, δ only)."""
         self.marginals.plan_bins(n_rows, budget.epsilon)
-        return plan_mst(len(self.names), budget.epsilon, budget.delta, n_rows=n_rows)
+        plan = plan_mst(len(self.names), budget.epsilon, budget.delta, n_rows=n_rows)
+        self.marginals.cut_bins(n_rows, plan.sigma_1way)
+        return plan
 
     def _fit(self, data: RowChunks, streams: Streams) -> Sequence[Event]:
         """Discretise the rows, run the mechanism with its noise from `streams`; the actual events."""
         m = self.marginals
         codes = m.code_passes(data)
         report(self.name, 0, 1)
-        m.model, events, edges, m.compression = run_mst(
+        m.model, events, edges, m.compression, m.within = run_mst(
             codes,
             m.discretizer.shape,
             m.names,
@@ -46,6 +48,7 @@ class MST(MarginalGenerator):
             iters=int(self.params.iters),
             device=m.jax_device,
             compress_above=self.params.compress_above,
+            cells=m.one_way_cells(data),
         )
         self.structure = {"edges": [[m.names[i], m.names[j]] for i, j in edges]}
         report(self.name, 1, 1)

@@ -45,7 +45,7 @@ which composes a list holding a ZCDPEvent only by methods valid under adaptivity
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, ClassVar
@@ -53,8 +53,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from pipelines.marginal import estimate as est
-from pipelines.marginal.compress import Compression
 from pipelines.marginal.measure import Codes, Passes, chunk_passes, measure, measurement_event
+from pipelines.marginal.one_way import Cells, measure_one_way
 from pipelines.marginal.exponential import aim_penalty, l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
 from pipelines.privacy.events import Event, NonPrivateEvent, ZCDPEvent
@@ -63,7 +63,8 @@ from pipelines.privacy.plan import PrivacyPlan
 MEASURE_SHARE = 0.9  # of a round's zCDP cost to its measurement, the rest to its selection (Alg. 2)
 SELECT_RATIO = 2.0 / 3.0  # ε_sel = SELECT_RATIO / x: 1/2x² = 0.9ρ_t and ε_sel²/8 = 0.1ρ_t
 ROUNDS_MECHANISM = "AIM rounds: zCDP filter (selections ε_sel²/8, measurements 1/2σ_t²)"
-LAST_ROUND_MARGIN = 1e-9  # the last round spends (1 − margin) of what is left (rounding)
+LAST_ROUND_MARGIN = 1e-9  # the last round spends (1 − margin) of what is left, and is the one that would leave
+# less than (1 − margin) of a round's cost (rounding)
 
 Clique = tuple[str, ...]
 
@@ -309,50 +310,56 @@ def run_aim(
     device: str = "cpu",
     progress: Callable[[int, int], None] | None = None,
     compress_above: int | None = None,
+    cells: Cells | None = None,
+    related: Sequence[Clique] = (),
 ):
     """AIM (Alg. 2, the module docstring's steps) under `plan` on integer codes (a matrix, or `measure.Passes` over
-    chunks of it), on the domain its 1-way measurements compress (`Compression`, columns above `compress_above`
-    cells); returns (model on that domain, actual events, the rounds' log, the compression). ε = ∞ (scale 0):
-    `run_exact`. The rows are read in two passes: the 1-way counts, then every candidate's on the compressed
-    domain. Every selection and measurement passes the rounds' `ZCDPFilter` first; each log entry holds the round's
-    σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
-    if plan.scale == 0:
-        return run_exact(codes, shape, names, plan, work, max_model_size, iters, final_iters, device, progress)
+    chunks of it), its 1-way measurements counted on `cells` (`pipelines.marginal.one_way`: the bins cut in parts;
+    default the model's own cells), on the domain they compress (`Compression`, columns above `compress_above`
+    cells); returns (model on that domain, actual events, the rounds' log, the compression, the bins' shapes).
+    ε = ∞ (scale 0): `run_exact`. The rows are read in two passes: the 1-way counts, then every candidate's on the
+    compressed domain. The first rounds measure the schema's `related` pairs (public: no selection, their round's
+    measurement alone), the others select. Every selection and measurement passes the rounds' `ZCDPFilter` first;
+    each log entry holds the round's σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
     chunks = chunk_passes(codes)
-    counts = chunks.count(shape, [(i,) for i in range(len(names))])
-    one_way, events = [], []
-    for i, n in enumerate(names):  # initialise: the 1-way measurements
-        y, ev = measure(counts[(i,)], plan.one_way, rng, query=f"1-way {n}")
-        one_way.append(y)
-        events.append(ev)
-    compression = Compression.from_one_way(one_way, plan.one_way, compress_above)
+    cells = cells or Cells.coarse(chunks, shape)
+    if plan.scale == 0:
+        return run_exact(chunks, cells, names, plan, work, max_model_size, iters, final_iters, device, progress)
+    one_way = measure_one_way(cells, names, plan.one_way, rng, compress_above)  # initialise: the 1-way measurements
+    compression = one_way.compression
     state = AIMState.counted(chunks.then(compression.codes), names, compression.shape, work, plan.n_rows, iters, device)
-    for i, (n, y) in enumerate(zip(names, one_way)):
-        y, weights = compression.one_way(i, y)
-        state.measurements.append(((n,), y, plan.one_way, weights))
+    state.measurements += one_way.measurements
     state.estimate()  # initialise: p̂₀
     budget = ZCDPFilter(plan.rho_rounds)
     sigma, eps_sel = plan.scale, plan.epsilon_select
     log = []
     for t in range(plan.rounds):  # while ρ_used < ρ
         last = t == plan.rounds - 1
-        if last or budget.left < 2 * sum(round_costs(sigma, eps_sel)):  # the last round spends the rest
+        if last or budget.left < 2 * sum(round_costs(sigma, eps_sel)) * (1 - LAST_ROUND_MARGIN):  # spends the rest
             last, (sigma, eps_sel) = True, last_round(budget.left)
         select_rho, measure_rho = round_costs(sigma, eps_sel)
         used = (budget.spent + select_rho + measure_rho) / budget.budget  # ρ_used / ρ
         allowed = state.affordable(max_model_size * used)  # C_t: the size filter
         if not allowed:
             break
-        projected, scores = state.scores(allowed, sigma)
-        budget.spend(select_rho, f"AIM round {t + 1}: selection")
-        k, _ = select(
-            scores, max(state.weights[r] for r in allowed), eps_sel, rng
-        )  # select r_t (exponential mechanism)
-        r = allowed[k]
+        if t < len(related) and related[t] in allowed:  # a declared pair: measured, not selected (public)
+            r, round_select, before = related[t], None, est.project_many(state.model, [related[t]])[0]
+            if last:  # the rest of the filter to its measurement alone
+                select_rho, measure_rho = 0.0, select_rho + measure_rho
+                sigma = (2 * measure_rho) ** -0.5
+            else:
+                select_rho = 0.0
+        else:
+            projected, scores = state.scores(allowed, sigma)
+            budget.spend(select_rho, f"AIM round {t + 1}: selection")
+            k, _ = select(
+                scores, max(state.weights[r] for r in allowed), eps_sel, rng
+            )  # select r_t (exponential mechanism)
+            r, round_select, before = allowed[k], eps_sel, projected[k]
         budget.spend(measure_rho, f"AIM round {t + 1}: measurement")
         y, _ = measure(state.answers[r], sigma, rng, query=f"AIM round {t + 1}: {' x '.join(r)}")  # measure r_t
-        moved = state.add(r, y, sigma, projected[k])  # re-estimate p̂_t
-        log.append(log_entry(t, r, sigma, eps_sel, select_rho + measure_rho, moved))
+        moved = state.add(r, y, sigma, before)  # re-estimate p̂_t
+        log.append(log_entry(t, r, sigma, round_select, select_rho + measure_rho, moved))
         if progress:
             progress(t + 1, plan.rounds)
         if last:
@@ -361,12 +368,13 @@ def run_aim(
             sigma, eps_sel = sigma / 2, eps_sel * 2
     state.estimate(final_iters)  # the final estimation
     # the rounds' guarantee is the filter's budget, whatever they spent of it (the plan's ZCDPEvent)
-    return state.model, events + [ZCDPEvent(plan.rho_rounds, ROUNDS_MECHANISM)], log, compression
+    rounds = ZCDPEvent(plan.rho_rounds, ROUNDS_MECHANISM)
+    return state.model, one_way.events + [rounds], log, compression, one_way.within
 
 
 def run_exact(
-    codes: Codes,
-    shape,
+    chunks: Passes,
+    cells: Cells,
     names: list[str],
     plan: AIMPlan,
     work,
@@ -378,13 +386,12 @@ def run_exact(
 ):
     """AIM without noise (ε = ∞: a non-private run, no budget): p̂₀ from the exact 1-way marginals, then K rounds
     that each add the exact marginal of the worst-approximated candidate (the argmax of `run_aim`'s score at σ = 0)
-    within max_model_size MB; nothing is compressed (no noisy count to support a code). Returns what `run_aim`
-    returns, with one NonPrivateEvent."""
-    chunks = chunk_passes(codes)
-    counts = chunks.count(shape, [(i,) for i in range(len(names))])
-    compression = Compression({}, tuple(int(n) for n in shape))
+    within max_model_size MB; nothing is compressed (no noisy count to support a code), the bins' shapes are
+    exact. Returns what `run_aim` returns, with one NonPrivateEvent."""
+    one_way = measure_one_way(cells, names, 0.0, None, None)  # σ = 0: exact, weighed as σ = 1
+    compression = one_way.compression
     state = AIMState.counted(chunks, names, compression.shape, work, plan.n_rows, iters, device)
-    state.measurements += [((n,), counts[(i,)], 0.0) for i, n in enumerate(names)]  # σ = 0: weighed as σ = 1
+    state.measurements += one_way.measurements
     state.estimate()
     log = []
     for t in range(plan.rounds):
@@ -399,4 +406,4 @@ def run_exact(
         if progress:
             progress(t + 1, plan.rounds)
     state.estimate(final_iters)
-    return state.model, [NonPrivateEvent("epsilon: inf")], log, compression
+    return state.model, [NonPrivateEvent("epsilon: inf")], log, compression, one_way.within

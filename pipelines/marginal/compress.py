@@ -13,39 +13,60 @@ The 1-way measurement is re-expressed on the compressed domain (Private-PGM's we
 `LinearMeasurement.compress`): the merged cell's measurement is the sum of its m noisy counts, noise variance
 m·σ², so it and its query are divided by √m and every coordinate keeps noise σ (`one_way`).
 
-A sampled row in the merged cell is decoded to one of the merged codes uniformly (the paper's `reverse_data`),
-from the sampling's seeded generator (`expand`): the model knows their total mass, not how it splits.
+A sampled row in the merged cell is decoded to one of the merged codes by their own noisy 1-way counts
+(`shares`, soft-thresholded at one σ: post-processing of the same measurement), uniformly where none is
+above the threshold (the paper's `reverse_data`), from the sampling's seeded generator (`expand`): a code no row
+holds keeps an expected share of 0.083σ, not the 1/m of a uniform draw over the m merged codes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
+
 SUPPORT_SIGMAS = 3.0  # a cell is supported when its noisy count is at least 3σ (the paper's threshold)
+SHARE_THRESHOLD = 1.0  # `shares`: the merged codes' noisy counts are soft-thresholded at this many σ
+
+
+def shares(y: np.ndarray, sigma: float) -> np.ndarray | None:
+    """The merged codes' shares of the merged cell from their noisy counts `y` (σ per cell; post-processing):
+    p_i ∝ max(y_i − σ, 0), soft-thresholded at one σ (SHARE_THRESHOLD), so that a code no row holds keeps an
+    expected weight of E[max(N(0, σ²) − σ, 0)] = 0.083σ, against 0.40σ when clipped at 0; None when no code is
+    above the threshold (decode uniformly)."""
+    w = np.maximum(np.asarray(y, dtype=np.float64).ravel() - SHARE_THRESHOLD * sigma, 0.0)
+    total = w.sum()
+    return w / total if total > 0 else None
 
 
 @dataclass(frozen=True)
 class Compression:
     """Per compressed column (index into the layout's columns): the supported original codes, ascending; every
-    other code of that column is in the merged cell |S|. `sizes`: the original domain sizes."""
+    other code of that column is in the merged cell |S|. `sizes`: the original domain sizes; `rare`: the merged
+    codes' shares (ascending codes) where their noisy counts give them (module docstring)."""
 
     supported: dict[int, tuple[int, ...]]
     sizes: tuple[int, ...]
+    rare: dict[int, tuple[float, ...]] = field(default_factory=dict)
 
     @classmethod
-    def from_one_way(cls, one_way: Sequence[np.ndarray], sigma: float, threshold: int | None) -> "Compression":
+    def from_one_way(
+        cls, one_way: Sequence[np.ndarray], sigma: float, threshold: int | None, exempt: Collection[int] = ()
+    ) -> "Compression":
         """The mapping of the module docstring from each column's noisy 1-way counts (`threshold` None or σ = 0,
-        exact counts: nothing compressed)."""
-        supported = {}
+        exact counts: nothing compressed; columns `exempt` never)."""
+        supported, rare = {}, {}
         for j, y in enumerate(one_way):
             y = np.asarray(y).ravel()
             keep = np.flatnonzero(y >= SUPPORT_SIGMAS * sigma)
-            if threshold is not None and sigma > 0 and y.size > threshold and keep.size < y.size:
+            if threshold is not None and sigma > 0 and y.size > threshold and keep.size < y.size and j not in exempt:
                 supported[j] = tuple(int(c) for c in keep)
-        return cls(supported, tuple(int(np.asarray(y).size) for y in one_way))
+                merged = shares(np.delete(y, keep), sigma)
+                if merged is not None:
+                    rare[j] = tuple(float(v) for v in merged)
+        return cls(supported, tuple(int(np.asarray(y).size) for y in one_way), rare)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -80,7 +101,7 @@ class Compression:
 
     def expand(self, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Compressed codes back to original codes: a supported cell to its code, the merged cell to one of the
-        merged codes drawn uniformly from `rng` (the sampling's public generator)."""
+        merged codes drawn by their `rare` shares (uniformly without them) from `rng` (the sampling's generator)."""
         out = np.array(codes, dtype=np.int64, copy=True)
         for j, keep in self.supported.items():
             merged = np.setdiff1d(np.arange(self.sizes[j]), keep)
@@ -88,16 +109,24 @@ class Compression:
             rare = col == len(keep)
             decoded = np.empty_like(col)
             decoded[~rare] = np.asarray(keep, dtype=np.int64)[col[~rare]] if keep else 0
-            if rare.any():
+            if rare.any() and j in self.rare:
+                cdf = np.cumsum(self.rare[j])
+                drawn = np.searchsorted(cdf, rng.random(int(rare.sum())) * cdf[-1], side="right")
+                decoded[rare] = merged[np.minimum(drawn, merged.size - 1)]
+            elif rare.any():
                 decoded[rare] = merged[rng.integers(0, merged.size, int(rare.sum()))]
             out[:, j] = decoded
         return out
 
     def to_dict(self) -> dict:
-        return {"supported": {str(j): list(v) for j, v in self.supported.items()}, "sizes": list(self.sizes)}
+        out = {"supported": {str(j): list(v) for j, v in self.supported.items()}, "sizes": list(self.sizes)}
+        if self.rare:
+            out["rare"] = {str(j): list(v) for j, v in self.rare.items()}
+        return out
 
     @classmethod
     def from_dict(cls, d: dict | None) -> "Compression | None":
         if d is None:
             return None
-        return cls({int(j): tuple(v) for j, v in d["supported"].items()}, tuple(d["sizes"]))
+        rare = {int(j): tuple(float(x) for x in v) for j, v in d.get("rare", {}).items()}
+        return cls({int(j): tuple(v) for j, v in d["supported"].items()}, tuple(d["sizes"]), rare)

@@ -28,7 +28,7 @@ from typing import ClassVar
 import numpy as np
 
 from pipelines.marginal import estimate as est
-from pipelines.marginal.compress import Compression
+from pipelines.marginal.one_way import Cells, measure_one_way
 from pipelines.marginal.measure import Codes, chunk_passes, measure, measurement_event
 from pipelines.marginal.exponential import l1_score, select
 from pipelines.privacy.accountant import calibrate_noise_scale
@@ -129,27 +129,20 @@ def run_mst(
     device: str = "cpu",
     progress=None,
     compress_above: int | None = None,
+    cells: Cells | None = None,
 ):
     """Run MST on integer codes (a matrix, or `measure.Passes` over chunks of it) under `plan` (its n̂
-    the estimation's total unless the measurements contradict it), on the domain its 1-way measurements compress
-    (`Compression`, columns above `compress_above` cells); returns (model on that domain, actual events, selected
-    edges, the compression). The rows are read in two passes: the 1-way counts, then every pair's on the
-    compressed domain (`Passes.count`)."""
+    the estimation's total unless the measurements contradict it), its 1-way measurements counted on `cells`
+    (`pipelines.marginal.one_way`: the bins cut in parts; default the model's own cells), on the domain they
+    compress (`Compression`, columns above `compress_above` cells); returns (model on that domain, actual events,
+    selected edges, the compression, the bins' shapes). The rows are read in two passes: the 1-way counts, then
+    every pair's on the compressed domain (`Passes.count`)."""
     d, chunks = len(names), chunk_passes(codes)
-    counts = chunks.count(shape, [(i,) for i in range(d)])
-    one_way, events = [], []
-    for i in range(d):
-        y, ev = measure(counts[(i,)], plan.sigma_1way, rng, query=f"1-way {names[i]}")
-        one_way.append(y)
-        events.append(ev)
-    compression = Compression.from_one_way(one_way, plan.sigma_1way, compress_above)
+    first = measure_one_way(cells or Cells.coarse(chunks, shape), names, plan.sigma_1way, rng, compress_above)
+    compression, events, meas = first.compression, list(first.events), list(first.measurements)
     shape = compression.shape
     pairs = chunks.then(compression.codes).count(shape, combinations(range(d), 2))
     dom = est.domain(names, shape, device)
-    meas = []
-    for i, y in enumerate(one_way):
-        y, weights = compression.one_way(i, y)
-        meas.append(((names[i],), y, plan.sigma_1way, weights))
     one_way = est.estimate(dom, meas, plan.n_rows, max(100, iters // 10), device=device)
     edges, sel_events = select_tree(pairs, names, one_way, plan.epsilon_select, rng)
     events += sel_events
@@ -162,4 +155,4 @@ def run_mst(
     model = est.estimate(dom, meas, plan.n_rows, iters, device=device)
     if plan.scale == 0:
         events = [NonPrivateEvent("epsilon: inf")]
-    return model, events, edges, compression
+    return model, events, edges, compression, first.within

@@ -35,6 +35,11 @@ class Params(GeneratorParams):
     bins: dict[str, list[Real]] = Field(
         {}, description="{column: [edges in schema units]}: public edges, over the schema's own `bins`"
     )
+    sub_bins: Annotated[int | None, ints(1, 64, nullable=True, why="null: the public rule")] = Field(
+        None,
+        description="parts each numeric bin is cut in for the 1-way measurements, whose noisy counts give the bin "
+        "its shape inside (docs/aim-mst.md); 1: uniform inside the bin; null: the public rule from n̂ and σ₁",
+    )
     iters: Annotated[int, ints(1, 10**6)] = Field(2000, description="mirror-descent iterations of the estimation")
     compress_above: Annotated[
         int | None, ints(2, nullable=True, why="null: never; a cap above every column's cells is the same")
@@ -71,3 +76,20 @@ def public_bins(n_bins: int | None, n_rows: int, epsilon: float, cut: int) -> in
     columns without public edges: public inputs only (the schema's row count and columns, the allocated ε), so
     the choice costs no budget."""
     return int(n_bins) if n_bins is not None else settings_row(n_rows, epsilon, cut)[2]
+
+
+SHAPE_ROWS = 10.0  # `public_sub_bins`: a bin is cut only where its parts would hold this many σ₁ of rows on average
+SUB_BINS_CAP = 16  # the most parts the rule cuts a bin in
+
+
+def public_sub_bins(sub_bins: int | None, n_rows: int, sigma: float, cells: int) -> int:
+    """The section's `sub_bins`, or where it is null the rule's: the largest power of two s ≤ SUB_BINS_CAP with
+    n̂/(cells·s) ≥ SHAPE_ROWS·σ₁, for n̂ = `n_rows`, the 1-way noise σ₁ = `sigma` (0: exact counts, the cap) and
+    the most bins of a numeric column `cells`. Cutting a bin in s parts gives its own count √s times the noise
+    (docs/aim-mst.md), which a bin of many σ₁ of rows can afford and a small one cannot. Public inputs only."""
+    if sub_bins is not None:
+        return int(sub_bins)
+    s = 1
+    while s < SUB_BINS_CAP and (sigma == 0 or n_rows / (max(cells, 1) * 2 * s) >= SHAPE_ROWS * sigma):
+        s *= 2
+    return s
