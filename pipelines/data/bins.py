@@ -320,6 +320,7 @@ class Discretizer:
         as the lower bound (0) with its indicator set."""
         codes = np.asarray(codes, dtype=np.int64)
         out = np.zeros((codes.shape[0], self.layout.width), dtype=np.float32)  # values rounded as astype would
+        splits = self.splits() if within is not None else []
         for j, b in enumerate(self.blocks):
             c = codes[:, j]
             if b.kind == "categorical":
@@ -330,7 +331,7 @@ class Discretizer:
                 nb, offsets = self.bins[b.column], rng.random(len(c))
                 sub = None if within is None else within.parts(j, c, rng)
                 if sub is not None:  # a part drawn from the bin's measured shape, the offset uniform inside it
-                    binned, split = np.minimum(c, nb.size - 1), self.splits()[j]
+                    binned, split = np.minimum(c, nb.size - 1), splits[j]
                     inside = nb.sub_offsets(binned, np.maximum(sub, 0), offsets, split[c])
                     offsets = np.where(sub >= 0, inside, offsets)
                 if b.column not in self.folded:
