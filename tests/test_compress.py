@@ -1,8 +1,8 @@
 """Long code lists in MST and AIM: domain compression by the noisy 1-way counts
 (pipelines/marginal/compress.py): the mapping's known answers, the re-expressed 1-way measurement, decoding of the
-merged cell by its codes' soft-thresholded noisy counts (uniform without any), and a 400-code column through both
-generators (its rare codes merged, its common ones kept at their rates, the model's cliques the compressed size,
-save/load)."""
+merged cell by its codes' noisy counts shrunk toward their mean (uniform when they differ by noise alone), and a
+400-code column through both generators (its rare codes merged, its common ones kept at their rates, the model's
+cliques the compressed size, save/load)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_the_supported_codes_and_the_merged_cell_known_answers():
     y = [np.array([50.0, 1, 0, 40, -2, 3]), np.array([7.0, 9.0])]
     c = Compression.from_one_way(y, 5.0, threshold=4)  # 3σ = 15: codes 0 and 3 of column 0 kept
     assert c.supported == {0: (0, 3)} and c.shape == (3, 2)  # column 1: 2 cells, not above the threshold
-    assert c.rare == {}  # the merged codes' counts 1, 0, −2, 3: none above σ = 5, decoded uniformly
+    assert c.rare == {}  # the merged codes' counts 1, 0, −2, 3 differ by noise alone at σ = 5: uniform
     assert c.mapping(0).tolist() == [0, 2, 2, 1, 2, 2]
     assert c.codes(np.array([[0, 1], [3, 0], [5, 1]])).tolist() == [[0, 1], [1, 0], [2, 1]]
     y2, w = c.one_way(0, y[0])  # merged: 1 + 0 − 2 + 3 = 2 over m = 4 cells, scaled by 1/√4
@@ -48,15 +48,20 @@ def test_the_measured_total_is_unchanged_by_the_re_expression():
     )
 
 
-def test_the_merged_cell_decodes_by_its_codes_noisy_counts():
+def test_the_merged_cell_decodes_by_its_codes_noisy_counts_shrunk_toward_their_mean():
     y = np.array([90.0, 12.0, 0.0, 80.0, -3.0, 7.0])  # σ = 5: codes 0 and 3 kept (≥ 15), 1, 2, 4, 5 merged
     c = Compression.from_one_way([y], 5.0, threshold=4)
-    assert c.supported == {0: (0, 3)} and c.rare == {0: pytest.approx((7 / 9, 0.0, 0.0, 2 / 9))}  # max(y − σ, 0)
+    # merged counts 12, 0, −3, 7: mean 4, d = (8, −4, −7, 3), Σd² = 138, λ = 1 − 3·25/138; p ∝ 4 + λd
+    lam = 1 - 75 / 138
+    expected = (4 + lam * np.array([8, -4, -7, 3])) / 16
+    assert c.supported == {0: (0, 3)} and c.rare == {0: pytest.approx(tuple(expected))}
     assert Compression.from_dict(c.to_dict()) == c
     out = c.expand(np.array([[2]] * 9000), np.random.default_rng(3))[:, 0]
-    assert set(np.unique(out)) == {1, 5}  # never a code whose noisy count is below σ
-    # 9,000 draws: code 1's share 7/9 within 5 standard errors (0.022)
-    assert abs((out == 1).mean() - 7 / 9) < 0.022
+    # 9,000 draws: each merged code's share within 5 standard errors (at most 0.027)
+    shares = np.array([(out == code).mean() for code in (1, 2, 4, 5)])
+    assert np.abs(shares - expected).max() < 0.027
+    noise = Compression.from_one_way([np.array([90.0, 3.0, -2.0, 80.0, 1.0, -4.0])], 5.0, threshold=4)
+    assert noise.supported == {0: (0, 3)} and noise.rare == {}  # Σd² = 38 below 3·25: noise alone, uniform
     assert Compression.from_one_way([y], 5.0, 4, exempt={0}).supported == {}  # exempt (cut bins): never
 
 

@@ -13,8 +13,8 @@ from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.generators.params.mst import public_sub_bins
 from pipelines.generators.registry import generator_class
-from pipelines.marginal.measure import Passes
-from pipelines.marginal.one_way import Cells, WithinBins, coarse, measure_one_way, shape
+from pipelines.marginal.measure import Passes, shrunk_shares
+from pipelines.marginal.one_way import Cells, WithinBins, coarse, measure_one_way
 from pipelines.privacy.events import DiscreteGaussianEvent
 
 from support.ledger import FakeSession
@@ -95,12 +95,12 @@ def test_exact_counts_give_the_exact_shape_and_decoding_follows_it():
 
 def test_a_shape_is_shrunk_to_uniform_where_its_parts_differ_by_noise_alone():
     # deviations (−6, 4, 2, 0) from the mean 100: Σd² = 56; σ = 2: λ = 1 − 3·4/56 = 11/14
-    assert shape(np.array([94.0, 104.0, 102.0, 100.0]), 2.0).tolist() == pytest.approx(
+    assert shrunk_shares(np.array([94.0, 104.0, 102.0, 100.0]), 2.0).tolist() == pytest.approx(
         ((100 + np.array([-6, 4, 2, 0]) * 11 / 14) / 400).tolist()
     )
-    assert shape(np.array([94.0, 104.0, 102.0, 100.0]), 5.0) is None  # 3·25 ≥ 56: noise alone, uniform
-    assert shape(np.array([3.0, 1.0]), 0.0).tolist() == [0.75, 0.25]  # exact counts: their proportions
-    assert shape(np.array([0.0, 0.0]), 0.0) is None
+    assert shrunk_shares(np.array([94.0, 104.0, 102.0, 100.0]), 5.0) is None  # 3·25 ≥ 56: noise alone, uniform
+    assert shrunk_shares(np.array([3.0, 1.0]), 0.0).tolist() == [0.75, 0.25]  # exact counts: their proportions
+    assert shrunk_shares(np.array([0.0, 0.0]), 0.0) is None
 
 
 def test_the_public_rule_cuts_bins_only_where_parts_hold_many_sigma_of_rows():

@@ -13,10 +13,11 @@ The 1-way measurement is re-expressed on the compressed domain (Private-PGM's we
 `LinearMeasurement.compress`): the merged cell's measurement is the sum of its m noisy counts, noise variance
 m·σ², so it and its query are divided by √m and every coordinate keeps noise σ (`one_way`).
 
-A sampled row in the merged cell is decoded to one of the merged codes by their own noisy 1-way counts
-(`shares`, soft-thresholded at one σ: post-processing of the same measurement), uniformly where none is
-above the threshold (the paper's `reverse_data`), from the sampling's seeded generator (`expand`): a code no row
-holds keeps an expected share of 0.083σ, not the 1/m of a uniform draw over the m merged codes.
+A sampled row in the merged cell is decoded to one of the merged codes by their own noisy 1-way counts shrunk
+toward their mean (`measure.shrunk_shares`, positive-part James–Stein: post-processing of the same measurement),
+uniformly when they differ by no more than the noise (the paper's `reverse_data`), from the sampling's seeded
+generator (`expand`). Codes whose counts stand above the noise get more of the cell, and where the merged codes'
+counts are all below it (most rare codes), the draw stays close to uniform rather than following noise.
 """
 
 from __future__ import annotations
@@ -26,19 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pipelines.marginal.measure import shrunk_shares
+
 
 SUPPORT_SIGMAS = 3.0  # a cell is supported when its noisy count is at least 3σ (the paper's threshold)
-SHARE_THRESHOLD = 1.0  # `shares`: the merged codes' noisy counts are soft-thresholded at this many σ
-
-
-def shares(y: np.ndarray, sigma: float) -> np.ndarray | None:
-    """The merged codes' shares of the merged cell from their noisy counts `y` (σ per cell; post-processing):
-    p_i ∝ max(y_i − σ, 0), soft-thresholded at one σ (SHARE_THRESHOLD), so that a code no row holds keeps an
-    expected weight of E[max(N(0, σ²) − σ, 0)] = 0.083σ, against 0.40σ when clipped at 0; None when no code is
-    above the threshold (decode uniformly)."""
-    w = np.maximum(np.asarray(y, dtype=np.float64).ravel() - SHARE_THRESHOLD * sigma, 0.0)
-    total = w.sum()
-    return w / total if total > 0 else None
 
 
 @dataclass(frozen=True)
@@ -63,7 +55,7 @@ class Compression:
             keep = np.flatnonzero(y >= SUPPORT_SIGMAS * sigma)
             if threshold is not None and sigma > 0 and y.size > threshold and keep.size < y.size and j not in exempt:
                 supported[j] = tuple(int(c) for c in keep)
-                merged = shares(np.delete(y, keep), sigma)
+                merged = shrunk_shares(np.delete(y, keep), sigma)
                 if merged is not None:
                     rare[j] = tuple(float(v) for v in merged)
         return cls(supported, tuple(int(np.asarray(y).size) for y in one_way), rare)

@@ -120,3 +120,17 @@ def measure(
     event = measurement_event(sigma, query)
     noisy, _ = discrete_gaussian_mechanism(exact, event.sensitivity, event.sigma, rng, event.count, query)
     return noisy.astype(np.float64), event
+
+
+def shrunk_shares(y: np.ndarray, sigma: float) -> np.ndarray | None:
+    """Shares of the cells of a noisy count vector `y` (σ per cell; 0: exact), for decoding a sampled cell into
+    finer cells the model does not hold (a numeric bin's parts, a merged cell's codes; post-processing): the
+    deviations d = y − ȳ from their mean shrunk by λ = max(0, 1 − (m − 1)σ²/Σd²) over the m cells (positive-part
+    James–Stein toward the mean; (m − 1)σ² is E[Σd²] when the cells differ by noise alone), p ∝ max(ȳ + λd, 0).
+    None (decode uniformly) when λ = 0 or nothing is positive."""
+    y = np.asarray(y, dtype=np.float64).ravel()
+    d = y - y.mean()
+    spread = float((d**2).sum())
+    shrink = 1.0 if sigma == 0 else (max(0.0, 1.0 - (y.size - 1) * sigma**2 / spread) if spread > 0 else 0.0)
+    w = np.maximum(y.mean() + shrink * d, 0.0)
+    return w / w.sum() if shrink > 0 and w.sum() > 0 else None

@@ -14,11 +14,12 @@ measurement ỹ = M_fine(D) + N_ℤ(0, σ²) per fine cell is the same DiscreteG
 What the model gets (post-processing of ỹ). Bin k's count is the sum of its s_k parts, Σ_i ỹ_{k,i} =
 M_k(D) + noise of variance s_k·σ²; it is given to the estimation as the weighted query (1/√s_k)·M_k measured with
 noise σ (mbi's `LinearMeasurement` with query weights, as `compress.py`'s merged cell), so its noise is weighed
-exactly. A bin's shape is its parts' noisy counts shrunk toward their mean (`shape`: positive-part James–Stein, so
-a bin whose parts differ by no more than the noise makes them differ is decoded uniformly). Sampling draws a bin
-from the model, a part of it by its shape and a point uniformly inside the part (`Discretizer.decode`): values keep
-the measured shape inside their bin, at the price of √s_k more noise on the bin's own 1-way count, which is why the
-public rule cuts bins only where they hold many σ of rows (`params.mst.public_sub_bins`).
+exactly. A bin's shape is its parts' noisy counts shrunk toward their mean (`measure.shrunk_shares`: positive-part
+James–Stein, so a bin whose parts differ by no more than the noise makes them differ is decoded uniformly).
+Sampling draws a bin from the model, a part of it by its shape and a point uniformly inside the part
+(`Discretizer.decode`): values keep the measured shape inside their bin, at the price of √s_k more noise on the
+bin's own 1-way count, which is why the public rule cuts bins only where they hold many σ of rows
+(`params.mst.public_sub_bins`).
 
 Long code lists are compressed on their noisy 1-way counts (`Compression`), a numeric column with cut bins never.
 """
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.marginal.compress import Compression
-from pipelines.marginal.measure import Codes, Passes, chunk_passes, measure
+from pipelines.marginal.measure import Codes, Passes, chunk_passes, measure, shrunk_shares
 from pipelines.privacy.events import Event
 
 
@@ -54,23 +55,10 @@ class Cells:
         return tuple(int(s.sum()) for s in self.splits)
 
 
-def shape(y: np.ndarray, sigma: float) -> np.ndarray | None:
-    """A bin's shape from its s parts' noisy counts `y` (σ each; 0: exact), post-processing: the deviations
-    d = y − ȳ from their mean shrunk by λ = max(0, 1 − (s − 1)σ²/Σd²) (positive-part James–Stein toward the
-    mean; (s − 1)σ² is E[Σd²] when the parts differ by noise alone), p ∝ max(ȳ + λd, 0). None (decode uniformly)
-    when λ = 0, or nothing is positive."""
-    y = np.asarray(y, dtype=np.float64).ravel()
-    d = y - y.mean()
-    spread = float((d**2).sum())
-    shrink = 1.0 if sigma == 0 else (max(0.0, 1.0 - (y.size - 1) * sigma**2 / spread) if spread > 0 else 0.0)
-    w = np.maximum(y.mean() + shrink * d, 0.0)
-    return w / w.sum() if shrink > 0 and w.sum() > 0 else None
-
-
 @dataclass(frozen=True)
 class WithinBins:
     """Per model column (its index) whose bins are cut: each cell's parts' shares, () for a cell decoded uniformly
-    (one part, or a `shape` of None). A `bins.PartSampler`."""
+    (one part, or no shape: `shrunk_shares` None). A `bins.PartSampler`."""
 
     shares: dict[int, tuple[tuple[float, ...], ...]]
 
@@ -82,7 +70,7 @@ class WithinBins:
             if (split > 1).any():
                 parts = np.split(np.asarray(y, dtype=np.float64).ravel(), np.cumsum(split)[:-1])
                 out[j] = tuple(
-                    () if p.size < 2 or (s := shape(p, sigma)) is None else tuple(map(float, s)) for p in parts
+                    () if p.size < 2 or (s := shrunk_shares(p, sigma)) is None else tuple(map(float, s)) for p in parts
                 )
         return cls(out)
 
