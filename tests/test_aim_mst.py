@@ -138,10 +138,10 @@ def test_aim_loop_stays_inside_its_zcdp_filter_and_records_the_plan():
 
 
 @pytest.mark.slow
-def test_aim_measures_the_declared_pairs_first_without_selecting_them():
-    """The schema's `related` pairs are the first rounds' cliques, measured at the round's σ with no selection
-    (ρ_t = 1/2σ_t² alone: what the choice saves stays in the filter), then the rounds select as before; a last
-    round that is a declared pair spends the whole rest on its measurement; the run records the plan."""
+def test_aim_gives_the_last_rounds_budget_to_the_declared_pairs_unselected():
+    """The schema's `related` pairs are measured with what is left of the rounds' filter when the last round would
+    have spent it (equal shares ρ = left/m at σ = (2ρ)^-½, no selection), after the selected rounds; the filter
+    is spent to its budget and the run records the plan."""
     X = toy_rows(3000)
     disc = Discretizer(LAYOUT, 8)
     related = [("a", "c"), ("b", "c")]
@@ -150,14 +150,12 @@ def test_aim_measures_the_declared_pairs_first_without_selecting_them():
         rng = NoiseSource(noise_seed=11).streams(True, 0).numpy("test:aim")
         args = (disc.codes(X), disc.shape, disc.names, plan, rng, workload(disc.names, "y"), 10.0, 50, 50)
         _, events, log, _, _ = run_aim(*args, related=related)
-        assert [tuple(e["clique"]) for e in log[:2]] == related
-        assert all(e["epsilon_select"] is None for e in log[:2])
-        assert all(e["epsilon_select"] is not None for e in log[2:])
-        assert log[0]["rho"] == pytest.approx(0.5 * log[0]["sigma"] ** -2, rel=1e-12)
-        assert sum(e["rho"] for e in log) <= plan.rho_rounds
-        assert events[-1] == plan.events[-1]
-        if rounds == 2:  # the second declared pair is the last round: the rest of the filter, all to it
-            assert sum(e["rho"] for e in log) == pytest.approx(plan.rho_rounds, rel=1e-6)
+        assert [tuple(e["clique"]) for e in log[-2:]] == related and len(log) >= 3
+        assert all(e["epsilon_select"] is None for e in log[-2:])
+        assert all(e["epsilon_select"] is not None for e in log[:-2])
+        assert log[-1]["rho"] == log[-2]["rho"] == pytest.approx(0.5 * log[-1]["sigma"] ** -2, rel=1e-12)
+        assert sum(e["rho"] for e in log) == pytest.approx(plan.rho_rounds, rel=1e-6)
+        assert sum(e["rho"] for e in log) <= plan.rho_rounds and events[-1] == plan.events[-1]
     gen = generator_class("aim")(Layout(LAYOUT.blocks, related=(("c", "a"),)), {"max_rounds": 2}, "cpu")
     assert gen._related() == [("a", "c")]  # in the model's column order, as the candidates are keyed
 

@@ -297,6 +297,22 @@ def log_entry(
 
 
 # -- the mechanism ----------------------------------------------------------------------------------------------
+def measure_related(
+    state: AIMState, budget: ZCDPFilter, related: Sequence[Clique], rng, log: list[dict[str, Any]]
+) -> None:
+    """The schema's declared pairs (public: no selection) measured with what is left of the rounds' filter, in
+    equal shares ρ = left/m, σ = (2ρ)^-½, each charged before it runs; their log entries have no ε_sel."""
+    if not related or budget.left <= 0:
+        return
+    share = budget.left * (1 - LAST_ROUND_MARGIN) / len(related)
+    sigma = (2 * share) ** -0.5
+    for r in related:
+        before = est.project_many(state.model, [r])[0]
+        budget.spend(share, f"AIM declared pair {' x '.join(r)}: measurement")
+        y, _ = measure(state.answers[r], sigma, rng, query=f"AIM declared pair: {' x '.join(r)}")
+        log.append(log_entry(len(log), r, sigma, None, share, state.add(r, y, sigma, before)))
+
+
 def run_aim(
     codes: Codes,
     shape,
@@ -318,9 +334,9 @@ def run_aim(
     default the model's own cells), on the domain they compress (`Compression`, columns above `compress_above`
     cells); returns (model on that domain, actual events, the rounds' log, the compression, the bins' shapes).
     ε = ∞ (scale 0): `run_exact`. The rows are read in two passes: the 1-way counts, then every candidate's on the
-    compressed domain. The first rounds measure the schema's `related` pairs (public: no selection, their round's
-    measurement alone), the others select. Every selection and measurement passes the rounds' `ZCDPFilter` first;
-    each log entry holds the round's σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
+    compressed domain. The last round's budget (what is left of the filter) goes to the schema's `related` pairs
+    (public: no selection; `measure_related`) when there are any. Every selection and measurement passes the
+    rounds' `ZCDPFilter` first; each log entry holds the round's σ_t and ρ_t (Σρ_t ≤ plan.rho_rounds)."""
     chunks = chunk_passes(codes)
     cells = cells or Cells.coarse(chunks, shape)
     if plan.scale == 0:
@@ -336,36 +352,31 @@ def run_aim(
     for t in range(plan.rounds):  # while ρ_used < ρ
         last = t == plan.rounds - 1
         if last or budget.left < 2 * sum(round_costs(sigma, eps_sel)) * (1 - LAST_ROUND_MARGIN):  # spends the rest
+            if related:  # the last round's budget goes to the declared pairs (below)
+                break
             last, (sigma, eps_sel) = True, last_round(budget.left)
         select_rho, measure_rho = round_costs(sigma, eps_sel)
         used = (budget.spent + select_rho + measure_rho) / budget.budget  # ρ_used / ρ
         allowed = state.affordable(max_model_size * used)  # C_t: the size filter
         if not allowed:
             break
-        if t < len(related) and related[t] in allowed:  # a declared pair: measured, not selected (public)
-            r, round_select, before = related[t], None, est.project_many(state.model, [related[t]])[0]
-            if last:  # the rest of the filter to its measurement alone
-                select_rho, measure_rho = 0.0, select_rho + measure_rho
-                sigma = (2 * measure_rho) ** -0.5
-            else:
-                select_rho = 0.0
-        else:
-            projected, scores = state.scores(allowed, sigma)
-            budget.spend(select_rho, f"AIM round {t + 1}: selection")
-            k, _ = select(
-                scores, max(state.weights[r] for r in allowed), eps_sel, rng
-            )  # select r_t (exponential mechanism)
-            r, round_select, before = allowed[k], eps_sel, projected[k]
+        projected, scores = state.scores(allowed, sigma)
+        budget.spend(select_rho, f"AIM round {t + 1}: selection")
+        k, _ = select(
+            scores, max(state.weights[r] for r in allowed), eps_sel, rng
+        )  # select r_t (exponential mechanism)
+        r = allowed[k]
         budget.spend(measure_rho, f"AIM round {t + 1}: measurement")
         y, _ = measure(state.answers[r], sigma, rng, query=f"AIM round {t + 1}: {' x '.join(r)}")  # measure r_t
-        moved = state.add(r, y, sigma, before)  # re-estimate p̂_t
-        log.append(log_entry(t, r, sigma, round_select, select_rho + measure_rho, moved))
+        moved = state.add(r, y, sigma, projected[k])  # re-estimate p̂_t
+        log.append(log_entry(t, r, sigma, eps_sel, select_rho + measure_rho, moved))
         if progress:
             progress(t + 1, plan.rounds)
         if last:
             break
         if moved <= aim_penalty(sigma, state.cells(r)):  # anneal
             sigma, eps_sel = sigma / 2, eps_sel * 2
+    measure_related(state, budget, [r for r in related if r in state.affordable(max_model_size)], rng, log)
     state.estimate(final_iters)  # the final estimation
     # the rounds' guarantee is the filter's budget, whatever they spent of it (the plan's ZCDPEvent)
     rounds = ZCDPEvent(plan.rho_rounds, ROUNDS_MECHANISM)
