@@ -49,12 +49,13 @@ from pipelines.data.layout import Block, Layout
 from pipelines.generators.base import Budget
 from pipelines.generators.registry import generator_class
 from pipelines.marginal.aim import SELECT_RATIO, aim_events
-from pipelines.marginal.measure import Passes, marginal, measure
+from pipelines.marginal.measure import Passes, marginal, measure, measurement_event
 from pipelines.marginal.one_way import Cells, measure_one_way
 from pipelines.marginal.mst import mst_events
 from pipelines.marginal.exponential import l1_score, select
 from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import DiscreteGaussianEvent, Event, GaussianEvent, PureEpsilonEvent, ZCDPEvent
+from pipelines.privacy.unit import unit_event
 
 AUDIT_DELTA = 1e-2
 MST_SCALE = 1.2  # σ₁ = 1.70, σ₂ = 1.20, ε_sel = 1.67
@@ -98,13 +99,15 @@ VALUES = np.linspace(0.01, 0.99, 90, dtype=np.float32)[:, None]  # 90 rows over 
 CANARY_VALUE = np.array([[0.1]], dtype=np.float32)  # bin [0, 0.5), its part [0, 0.125): fine cell 0
 
 
-def cut_bin_scores(sigma: float, tag: str):
+def cut_bin_scores(sigma: float, tag: str, unit_rows: int = 1):
     """The 1-way measurement of a numeric column whose bins are cut (MST's and AIM's real path: the rows'
-    `Discretizer.fine_codes`, counted and measured by `measure_one_way`); score: the canary's fine cell."""
+    `Discretizer.fine_codes`, counted and measured by `measure_one_way`); score: the canary's fine cell. D' adds
+    one unit of `unit_rows` canary rows, all in that fine cell (the unit's largest shift: `unit_rows` in one
+    count, L2 norm kΔ)."""
     disc = Discretizer(NUMERIC, 2, sub_bins=4)
 
     def scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
-        rows = np.vstack([VALUES, CANARY_VALUE]) if neighbour else VALUES
+        rows = np.vstack([VALUES, *[CANARY_VALUE] * unit_rows]) if neighbour else VALUES
         cells = Cells(Passes(rows, (disc.fine_codes,)), tuple(disc.splits()))
         rng = np.random.default_rng([7907 * int(neighbour) + int(100 * noise_scale), len(tag), *tag.encode()])
         return np.array(
@@ -187,5 +190,31 @@ def cases_for(name: str) -> list[AuditCase]:
     return out
 
 
-CASES = cases_for("mst") + cases_for("aim")
-PLANS = {("mst", "audit"): lambda: plan("mst"), ("aim", "audit"): lambda: plan("aim")}
+UNIT_SIGMA = 4.47  # the cut-bin 1-way at a unit of 2 rows: ZCDPEvent(ρ = 2²/2σ² = 0.1), claim ≈ 0.98 at δ = 1e-2
+UNIT_POWER = 0.25  # its power check's noise scale (a zCDP claim, not attained by a Gaussian: as ZCDP_POWER)
+
+
+def unit_plan() -> list[Event]:
+    """The cut-bin 1-way measurement's event at a unit of 2 rows (`pipelines.privacy.unit.unit_event`)."""
+    return [unit_event(measurement_event(UNIT_SIGMA, "1-way marginal counts"), 2)]
+
+
+CASES = [
+    *cases_for("mst"),
+    *cases_for("aim"),
+    AuditCase(
+        "marginal:unit",
+        "unit_2",
+        0,
+        "1-way measurement on cut bins at a unit of 2 rows (fine_codes, measure_one_way)",
+        lambda: epsilon_pld(unit_plan(), AUDIT_DELTA),
+        AUDIT_DELTA,
+        cut_bin_scores(UNIT_SIGMA, "unit:cut", unit_rows=2),
+        power_noise_scale=UNIT_POWER,
+    ),
+]
+PLANS = {
+    ("mst", "audit"): lambda: plan("mst"),
+    ("aim", "audit"): lambda: plan("aim"),
+    ("marginal:unit", "unit_2"): unit_plan,
+}

@@ -38,7 +38,7 @@ from pipelines.data.schema import ATOM_TOLERANCE, NUMERIC_KINDS, Column, indicat
 
 
 class PartSampler(Protocol):
-    """Parts of the bins (`Discretizer.splits`) drawn from a measured shape (`pipelines.marginal.within`)."""
+    """Parts of the bins (`Discretizer.splits`) drawn from a measured shape (`one_way.WithinBins`)."""
 
     def parts(self, column: int, codes: np.ndarray, rng: np.random.Generator) -> np.ndarray | None:
         """A part of its cell for each of the cells `codes` of model column `column` (−1: a cell without a shape,

@@ -52,7 +52,7 @@ class AIM(MarginalGenerator):
 
     def _related(self) -> list[tuple[str, ...]]:
         """The schema's `related` pairs (public, `Layout.related`) as cliques of the model's columns, in its column
-        order: the first rounds measure them (`run_aim`)."""
+        order: the last round's budget measures them (`run_aim`)."""
         names = self.names
         return [tuple(sorted(p, key=names.index)) for p in self.layout.related if set(p) <= set(names)]
 

@@ -9,7 +9,9 @@ are its own.
 Sensitivity (add/remove one record). The fine cells of a column are still a partition of the rows: a record lies
 in exactly one of them, so adding or removing it changes one fine count by 1 and no other, ‖ΔM‖₂ = 1, and the
 measurement ỹ = M_fine(D) + N_ℤ(0, σ²) per fine cell is the same DiscreteGaussianEvent(σ, 1) as the coarse one
-(`measure`): cutting the bins costs no budget.
+(`measure`): cutting the bins costs no budget. A privacy unit of k rows moves at most k fine counts of a column by
+1 each, as it does the coarse ones, so the unit's conversion of that event (`pipelines.privacy.unit`, L2 shift ≤ k)
+holds unchanged.
 
 What the model gets (post-processing of ỹ). Bin k's count is the sum of its s_k parts, Σ_i ỹ_{k,i} =
 M_k(D) + noise of variance s_k·σ²; it is given to the estimation as the weighted query (1/√s_k)·M_k measured with
