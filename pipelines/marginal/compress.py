@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipelines.marginal.measure import shrunk_shares
+from pipelines.marginal.measure import draw, shrunk_shares
 
 
 SUPPORT_SIGMAS = 3.0  # a cell is supported when its noisy count is at least 3σ (the paper's threshold)
@@ -102,9 +102,7 @@ class Compression:
             decoded = np.empty_like(col)
             decoded[~rare] = np.asarray(keep, dtype=np.int64)[col[~rare]] if keep else 0
             if rare.any() and j in self.rare:
-                cdf = np.cumsum(self.rare[j])
-                drawn = np.searchsorted(cdf, rng.random(int(rare.sum())) * cdf[-1], side="right")
-                decoded[rare] = merged[np.minimum(drawn, merged.size - 1)]
+                decoded[rare] = merged[draw(self.rare[j], rng.random(int(rare.sum())))]
             elif rare.any():
                 decoded[rare] = merged[rng.integers(0, merged.size, int(rare.sum()))]
             out[:, j] = decoded

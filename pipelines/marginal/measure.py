@@ -134,3 +134,10 @@ def shrunk_shares(y: np.ndarray, sigma: float) -> np.ndarray | None:
     shrink = 1.0 if sigma == 0 else (max(0.0, 1.0 - (y.size - 1) * sigma**2 / spread) if spread > 0 else 0.0)
     w = np.maximum(y.mean() + shrink * d, 0.0)
     return w / w.sum() if shrink > 0 and w.sum() > 0 else None
+
+
+def draw(shares: Sequence[float], u: np.ndarray) -> np.ndarray:
+    """Indices into `shares` (non-negative, summing to 1 up to rounding) at uniform draws `u` in [0, 1): the inverse
+    of their cumulative sum."""
+    cdf = np.cumsum(shares)
+    return np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1)

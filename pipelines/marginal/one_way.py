@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from pipelines.marginal.compress import Compression
-from pipelines.marginal.measure import Codes, Passes, chunk_passes, measure, shrunk_shares
+from pipelines.marginal.measure import Codes, Passes, chunk_passes, draw, measure, shrunk_shares
 from pipelines.privacy.events import Event
 
 
@@ -86,8 +86,7 @@ class WithinBins:
         for k in np.unique(codes):
             if k < len(table) and table[k]:
                 rows = codes == k
-                cdf = np.cumsum(table[k])
-                out[rows] = np.minimum(np.searchsorted(cdf, u[rows] * cdf[-1], side="right"), len(cdf) - 1)
+                out[rows] = draw(table[k], u[rows])
         return out
 
     def to_dict(self) -> dict[str, Any]:
