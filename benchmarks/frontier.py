@@ -68,14 +68,19 @@ DETECTOR = ("gradient boosting (scikit-learn HistGradientBoostingClassifier)", M
 TSTR = ("logistic_regression", "random_forest", "gradient_boosting")
 
 
-def scoring_schema(schema: Schema) -> Schema:
-    """The modelled columns with each derived column, as a plain column, in its declared place."""
+def scoring_schema(schema: Schema, ref: pd.DataFrame | None = None) -> Schema:
+    """The modelled columns with each derived column, as a plain column, in its declared place. A formula column
+    (whose range is its formula's) is bounded by its values in `ref`, the `scored` real training rows (a benchmark
+    reads real rows); without `ref` it has no bounds (for its names)."""
     if not schema.derived:
         return schema
     modelled, columns = list(schema.columns), []
     for c in schema.declared:
-        if c.derived_from is not None:
-            columns.append(replace(c, derived_from=None, derived=None))
+        if c.is_derived:
+            plain = replace(c, derived_from=None, derived=None, formula=None)
+            if c.formula is not None and ref is not None:
+                plain = replace(plain, lower=float(ref[c.name].min()), upper=float(ref[c.name].max()))
+            columns.append(plain)
         while modelled and modelled[0].name in (c.name, indicator(c.name)):
             columns.append(modelled.pop(0))
     return replace(schema, columns=tuple(columns), declared=tuple(columns))
@@ -83,7 +88,7 @@ def scoring_schema(schema: Schema) -> Schema:
 
 def scored(frame: pd.DataFrame, schema: Schema) -> pd.DataFrame:
     """Modelled rows with the derived columns added (`scoring_schema`'s columns)."""
-    derived = {c.name: derived_values(frame[c.derived_from], c) for c in schema.derived}
+    derived = {c.name: derived_values(frame, c) for c in schema.derived}
     return frame.assign(**derived)[scoring_schema(schema).names] if derived else frame
 
 
@@ -128,7 +133,7 @@ def measure(
     its declared place (`scoring_schema`), as the published table holds it."""
     if schema.derived:
         train, holdout, synth = (scored(frame, schema) for frame in (train, holdout, synth))
-        schema = scoring_schema(schema)
+        schema = scoring_schema(schema, train)
     real_b, synth_b = binned(train, train, schema), binned(synth, train, schema)
     one_way = {c: marginal_tv(real_b, synth_b, [c]) for c in real_b.columns}
     tstr = tstr_auroc(train, synth, holdout, schema.columns, schema.target, seed)

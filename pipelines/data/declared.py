@@ -33,6 +33,7 @@ declared position.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from pipelines.data.schema import (
@@ -69,10 +70,17 @@ def moments(values: pd.Series, col: Column) -> pd.Series:
     return (pd.Timestamp(EPOCH) + pd.to_timedelta(v, unit=unit)).astype("datetime64[s]")
 
 
-def derived_values(source: pd.Series, col: Column) -> pd.Series:
-    """The derived column `col`'s values in the rows whose source value is `source`: the documented mapping, null
-    where the source is null or not one of its categories (pandas' nullable Int64 for an integer column then)."""
-    values = source.map(dict(col.derived))
+def derived_values(frame: pd.DataFrame, col: Column) -> pd.Series:
+    """The derived column `col`'s values in the rows of `frame` (declared columns holding its sources): the
+    documented mapping of its source's category, null where the source is null or not one of its categories; or
+    its formula (pipelines/data/formula.py), rounded to its `step` (to whole numbers for an integer column), null
+    where it has no value. An integer column with a null is pandas' nullable Int64."""
+    if col.formula is None:
+        values = frame[col.derived_from].map(dict(col.derived))
+    else:
+        v = col.formula.evaluate(frame)
+        v = np.rint(v / col.step) * col.step if col.step is not None else v
+        values = pd.Series(np.rint(v) if col.kind == "integer" else v, index=frame.index)
     return values.astype("Int64" if col.dtype == "int64" and values.isna().any() else col.dtype)
 
 
@@ -84,7 +92,7 @@ def to_modelled(df: pd.DataFrame, schema: Schema) -> pd.DataFrame:
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.read:
-        if col.derived_from is not None:  # checked by validation, never modelled
+        if col.is_derived:  # checked by validation, never modelled
             continue
         s = df[col.name]
         if col.kind in DATE_KINDS:  # the number the model sees: since EPOCH, or the gap to its start (`after`)
@@ -115,7 +123,7 @@ def to_published(df: pd.DataFrame, schema: Schema, first: int = 0) -> pd.DataFra
         return df
     out: dict[str, pd.Series] = {}
     for col in schema.declared:
-        if col.derived_from is not None:  # after its source, below
+        if col.is_derived:  # after its sources, below
             continue
         if col.kind == ID_KIND:
             out[col.name] = pd.Series(surrogate_keys(len(df), first), index=df.index, dtype="str")
@@ -134,7 +142,8 @@ def to_published(df: pd.DataFrame, schema: Schema, first: int = 0) -> pd.DataFra
         else:
             token = null_category(col)
             out[col.name] = s.mask(s == token).astype("str" if isinstance(token, str) else "Int64")
-    derived = {c.name: derived_values(out[c.derived_from], c) for c in schema.derived}
+    frame = pd.DataFrame(out, index=df.index)
+    derived = {c.name: derived_values(frame, c) for c in schema.derived}
     declared = {c.name: out[c.name] if c.name in out else derived[c.name] for c in schema.declared}
     modelled = {c.name for c in schema.columns}
     return pd.DataFrame({**declared, **{c: df[c] for c in df.columns if c not in modelled}}, index=df.index)

@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from pipelines.data.formula import Formula, FormulaError, parse_formula
 from pipelines.data.rules import Rule, parse_rules
 from pipelines.errors import SchemaError
 
@@ -93,6 +94,8 @@ _COLUMN_KEYS = {
     "step",
 }
 _DERIVED_EXAMPLE = "derived: {from: education, values: {Preschool: 1, 1st-4th: 2, ...}}"
+_FORMULA_EXAMPLE = 'derived: {formula: "weight / (height / 100) ** 2", tolerance: 0.05}'
+_FORMULA_KEYS = {"kind", "derived", "on_invalid", "step"}  # the keys a formula column takes
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,18 @@ class Column:
     other: str | None = None  # a discovered category list's cell (OTHER) for every value not in it
     step: float | None = None  # numeric: the granularity (a loan amount in multiples of 25): values are published
     # as multiples of it
+    formula: Formula | None = None  # `derived: {formula: ...}`: a documented formula of other columns (never
+    # modelled; pipelines/data/formula.py)
+
+    @property
+    def is_derived(self) -> bool:
+        """A documented function of other columns (`derived`: a category's mapping or a formula): never modelled."""
+        return self.derived_from is not None or self.formula is not None
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The columns a derived column is a function of (none for any other column)."""
+        return (self.derived_from,) if self.derived_from is not None else self.formula.names if self.formula else ()
 
     @property
     def is_numeric(self) -> bool:
@@ -149,6 +164,11 @@ class Column:
                 d["after"] = self.after
             if self.max_gap_days is not None:
                 d["max_gap_days"] = self.max_gap_days
+        elif self.formula is not None:
+            d["derived"] = self.formula.to_dict()
+            if self.step is not None:
+                d["step"] = self.step
+            return d
         elif self.is_numeric:
             d.update(lower=self.lower, upper=self.upper)
             if self.bins is not None:
@@ -273,7 +293,7 @@ def expand(declared: tuple[Column, ...], file: str) -> tuple[Column, ...]:
     names, by_name = {c.name for c in declared}, {c.name: c for c in declared}
     out: list[Column] = []
     for col in declared:
-        if col.kind == ID_KIND or col.derived_from is not None:  # never modelled
+        if col.kind == ID_KIND or col.is_derived:  # never modelled
             continue
         if col.kind in DATE_KINDS:  # a number since EPOCH on calendar bins, or the gap to its start (`after`)
             col = (
@@ -378,9 +398,9 @@ class Schema:
 
     @property
     def derived(self) -> tuple[Column, ...]:
-        """The declared columns that are a documented function of another (`derived`): read to check the rows
-        against it, never modelled, and published as the function of the source's synthetic value."""
-        return tuple(c for c in self.declared if c.derived_from is not None)
+        """The declared columns that are a documented function of others (`derived`): read to check the rows
+        against it, never modelled, and published as the function of the sources' synthetic values."""
+        return tuple(c for c in self.declared if c.is_derived)
 
     @property
     def missing(self) -> list[str]:
@@ -559,6 +579,8 @@ def _parse_column(name: Any, spec: Any, default_policy: str, file: str) -> Colum
             "nulls are then modelled and released as nulls), or remove the key.",
         )
     derived = spec.get("derived")
+    if isinstance(derived, dict) and "formula" in derived:
+        return _formula_column(name, kind, spec, policy, file)
     spec = {k: v for k, v in spec.items() if k != "derived"}
     parse = _parse_date if kind in DATE_KINDS else _parse_numeric if kind in NUMERIC_KINDS else _parse_categorical
     col = parse(name, kind, spec, policy, file)
@@ -598,15 +620,105 @@ def _derived_column(col: Column, raw: Any, file: str) -> Column:
     return replace(col, derived_from=raw["from"], derived=tuple(raw["values"].items()))
 
 
+def _formula_column(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
+    """A column declared `derived: {formula: "<expression of other columns>", tolerance: <t>}` (pipelines/data/
+    formula.py): an integer or continuous column whose every value is the formula of its row's sources, so no
+    generator models it and no budget is spent on it. Its range follows from its sources', so it takes no bounds;
+    `step` rounds the published values (an amount in cents: 0.01). `_check_derived` checks the sources once every
+    column is parsed."""
+    raw = spec["derived"]
+    extra, derived_extra = sorted(set(spec) - _FORMULA_KEYS), sorted(set(raw) - {"formula", "tolerance"})
+    what = next(
+        (
+            text
+            for text, bad in (
+                (f"a {kind} kind", kind not in NUMERIC_KINDS),
+                (f"the keys {extra}", bool(extra)),
+                (f"the derived keys {derived_extra}", bool(derived_extra)),
+                ("on_invalid: clip", policy == "clip"),
+            )
+            if bad
+        ),
+        None,
+    )
+    if what is not None:
+        raise SchemaError(
+            f"a formula column cannot have {what}: it is an integer or continuous column whose value, null and range "
+            "are its formula's.",
+            file=file,
+            column=name,
+            fix=f"write {{kind: continuous, {_FORMULA_EXAMPLE}}} (optionally step: the published rounding, and "
+            "on_invalid: drop or fatal for a row that breaks it).",
+        )
+    tolerance = raw.get("tolerance", 0)
+    if (
+        not isinstance(raw["formula"], str)
+        or isinstance(tolerance, bool)
+        or not isinstance(tolerance, (int, float))
+        or not (0 <= tolerance < math.inf)
+    ):
+        raise SchemaError(
+            f"derived is {raw!r}, not a formula text and a tolerance ≥ 0.",
+            file=file,
+            column=name,
+            fix=f"write {_FORMULA_EXAMPLE}: the documented formula and how far a real value may be from it.",
+        )
+    try:
+        formula = parse_formula(raw["formula"], float(tolerance))
+    except FormulaError as e:
+        raise SchemaError(
+            f"formula {raw['formula']!r}: {e}.",
+            file=file,
+            column=name,
+            fix="write the documented formula with column names, numbers, + - * / ** and parentheses "
+            f"({_FORMULA_EXAMPLE}).",
+        ) from None
+    step = None if "step" not in spec else _number(spec["step"], "step", file, name)
+    if step is not None and not (step > 0 and (kind != "integer" or step.is_integer())):
+        raise SchemaError(
+            f"step {step:g} is not a positive {'whole number' if kind == 'integer' else 'number'}.",
+            file=file,
+            column=name,
+            fix="write the documented rounding of the published values (e.g. step: 0.01 for cents), or remove it.",
+        )
+    return Column(name, kind, on_invalid=policy, step=step, formula=formula)
+
+
+def _check_formula(c: Column, by_name: dict[str, Column], file: str) -> None:
+    """A formula reads only other columns that are read and modelled and hold numbers: integer or continuous,
+    or categorical with number categories (not an id, a date or another derived column)."""
+    for n in c.formula.names if c.formula else ():
+        source = by_name.get(n)
+        numeric = source is not None and (
+            source.is_numeric or (source.kind in CATEGORICAL_KINDS and isinstance(source.categories[0], int))
+        )
+        if source is None or source is c or source.is_derived or not numeric:
+            usable = [
+                s.name
+                for s in by_name.values()
+                if s is not c
+                and not s.is_derived
+                and (s.is_numeric or (s.kind in CATEGORICAL_KINDS and isinstance(s.categories[0], int)))
+            ]
+            raise SchemaError(
+                f"formula reads {n!r}, which is not another modelled column holding numbers.",
+                file=file,
+                column=c.name,
+                fix=f"name only these columns in the formula: {usable}.",
+            )
+
+
 def _check_derived(declared: tuple[Column, ...], file: str) -> None:
     """`derived` names another column that is categorical or binary, read and modelled (not an id, not derived
-    itself), and gives one value per source category, each in this column's own domain."""
+    itself), and gives one value per source category, each in this column's own domain; a formula reads only
+    columns holding numbers (`_check_formula`)."""
     by_name = {c.name: c for c in declared}
     for c in declared:
+        _check_formula(c, by_name, file)
         if c.derived_from is None:
             continue
         source = by_name.get(c.derived_from)
-        if source is None or source is c or source.kind not in CATEGORICAL_KINDS or source.derived_from:
+        if source is None or source is c or source.kind not in CATEGORICAL_KINDS or source.is_derived:
             raise SchemaError(
                 f"derived from {c.derived_from!r}, which is not another categorical or binary column "
                 "of the schema that is itself modelled.",
@@ -1255,12 +1367,12 @@ def load_schema(path: str | Path, discovered: Any = None, pending: bool = False)
                 column=c.name,
                 fix="choose another column, or give this one a kind whose values the release may model.",
             )
-        if c.derived_from is not None and c.name in (target, *protected):
+        if c.is_derived and c.name in (target, *protected):
             raise SchemaError(
                 "a derived column is never modelled, so it cannot be the target or a protected column.",
                 file=file,
                 column=c.name,
-                fix=f"name its source '{c.derived_from}' there instead.",
+                fix=f"name one of its sources {list(c.sources)} there instead.",
             )
         if c.missing and c.name in (target, *protected):
             role = "the target" if c.name == target else "a protected column"
@@ -1297,7 +1409,7 @@ def load_schema(path: str | Path, discovered: Any = None, pending: bool = False)
         related=_parse_related(
             raw.get("related"),
             [c.name for c in declared if c.kind != ID_KIND],
-            [c.name for c in declared if c.derived_from is not None],
+            [c.name for c in declared if c.is_derived],
             file,
         ),
         rules=parse_rules(

@@ -39,6 +39,7 @@ _REASONS = {
     "unknown": "not in the category list",
     "nulls": "null",
     "mismatched": "not the documented value of their source's category",
+    "off_formula": "further than its tolerance from the documented formula of their row",
 }
 
 
@@ -162,14 +163,25 @@ def _to_other(df: pd.DataFrame, schema: Schema) -> tuple[pd.DataFrame, dict[str,
     return df, moved
 
 
-def _mismatched(df: pd.DataFrame, col: Column, source: Column) -> pd.Series:
+def _mismatched(df: pd.DataFrame, col: Column, sources: dict[str, Column]) -> pd.Series:
     """Rows of a derived column `col` (declared columns `df`) whose value is not the documented value of their
-    source's category (or is set where the source is null). A row whose source value is itself out of its domain
-    or a disallowed null is left to the source's policy, so it is counted once."""
-    s, src = df[col.name], df[source.name]
-    expected = derived_values(src, col)
-    same = (s.isna() & expected.isna()) | (s.astype(object) == expected.astype(object))
-    known = src.isin(list(source.categories)) | (src.isna() & source.missing)
+    source's category (or is set where the source is null), or is further than the tolerance from its formula (or
+    null where the formula is not). A row whose source value is itself out of its domain or a disallowed null is
+    left to the source's policy, so it is counted once."""
+    s = df[col.name]
+    if col.formula is not None:
+        value = pd.to_numeric(s, errors="coerce").astype("float64").to_numpy()
+        same = pd.Series(col.formula.agrees(value, col.formula.evaluate(df)), index=df.index)
+    else:
+        expected = derived_values(df, col)
+        same = (s.isna() & expected.isna()) | (s.astype(object) == expected.astype(object))
+    known = pd.Series(True, index=df.index)
+    for name in col.sources:
+        source, src = sources[name], df[name]
+        inside = (
+            (src >= source.lower) & (src <= source.upper) if source.is_numeric else src.isin(list(source.categories))
+        )
+        known &= inside | (src.isna() & source.missing)
     return known & ~same
 
 
@@ -279,13 +291,13 @@ def validate_part(
             "examples": _examples(s, bad | nulls) if col.on_invalid == "fatal" else [],
         }
     for col in schema.derived:  # checked on the declared columns: never modelled
-        bad = _mismatched(declared, col, sources[col.derived_from])
+        bad = _mismatched(declared, col, sources)
         if col.on_invalid == "drop":
             drop |= bad
         columns[col.name] = {
             "out_of_domain": int(bad.sum()),
             "nulls": 0,
-            "mismatched": int(bad.sum()),
+            _violation_keys(col)[0]: int(bad.sum()),
             "examples": _examples(declared[col.name], bad) if col.on_invalid == "fatal" else [],
         }
     rules: dict[str, Any] = {}
@@ -455,7 +467,7 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
                 fix="correct those rows in the source table, or set on_invalid: drop "
                 + (
                     "for this column in the schema (or correct its derived values)."
-                    if col.derived_from
+                    if col.is_derived
                     else "(or clip for a numeric column) for this column in the schema."
                 ),
             )
@@ -500,8 +512,8 @@ def finish(counts: dict[str, Any], schema: Schema, label: str) -> dict[str, Any]
 
 def _violation_keys(col: Column) -> tuple[str, ...]:
     """The reasons `_violations` (`_mismatched` for a derived column) counts for `col`, in its order."""
-    if col.derived_from is not None:
-        return ("mismatched",)
+    if col.is_derived:
+        return ("mismatched",) if col.formula is None else ("off_formula",)
     if col.is_numeric:
         return ("below", "above", "non_integer") if col.kind == "integer" else ("below", "above")
     return ("unknown",)

@@ -83,7 +83,7 @@ def check_columns(columns: list[str], sch: Schema, file: str) -> None:
     """The published table's `columns` (of the table at `file`) against the schema's declared ones: every declared
     column that is read and modelled must be there; identifier columns, derived columns and the `weight` column may
     be (none is modelled); any other column is an error, as is a missing one."""
-    optional = {c.name for c in sch.declared if c.kind == ID_KIND or c.derived_from is not None} | {WEIGHT_COLUMN}
+    optional = {c.name for c in sch.declared if c.kind == ID_KIND or c.is_derived} | {WEIGHT_COLUMN}
     declared = sch.declared_names
     for name in declared:
         if name not in columns and name not in optional:
@@ -127,7 +127,7 @@ def modelled_table(df: pd.DataFrame, sch: Schema, file: str) -> pd.DataFrame:
     """The published table `df` (read from `file`) as the modelled columns (`to_modelled`), its columns checked
     (`check_columns`) and its identifiers, derived columns and weights left out."""
     check_columns(list(df.columns), sch, file)
-    read = [c.name for c in sch.read if c.derived_from is None]
+    read = [c.name for c in sch.read if not c.is_derived]
     return to_modelled(df[read], sch).reset_index(drop=True)
 
 
