@@ -38,8 +38,20 @@ def found_text(found: dict[str, Any]) -> str:
     """One column's discovered parts in words, e.g. "12 categories + (other)", "upper 4096, 7 atoms"."""
     parts = [f"{len(found['categories'])} categories + (other)"] if "categories" in found else []
     parts += [f"{k} {found[k]:g}" for k in ("lower", "upper") if k in found]
-    parts += [f"step {found['step']:g}" if found["step"] is not None else "no step"] if "step" in found else []
+    parts += [step_text(found["step"])] if "step" in found else []
     return ", ".join(parts + ([f"{len(found['atoms'])} atoms"] if "atoms" in found else []))
+
+
+def step_text(step: float | list[list[float]] | None) -> str:
+    """A discovered step in words: "step 25", "step 0.1 below 1, 1 from 1", "no step"."""
+    if step is None:
+        return "no step"
+    pieces = [[0.0, step]] if isinstance(step, (int, float)) else step
+    words = [
+        f"{s:g}" + (f" from {f:g}" if i else "") + (f" below {pieces[i + 1][0]:g}" if i + 1 < len(pieces) else "")
+        for i, (f, s) in enumerate(pieces)
+    ]
+    return "step " + ", ".join(words)
 
 
 def discover_stage(config: Config, root: Path = Path(".")) -> dict[str, Any]:

@@ -548,9 +548,10 @@ def loss_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
 # the noise the pair moves with it); "a" stays unreleased with probabilities 1/(1 + p) and p/(1 + p), a ratio of
 # exactly e^ε. Bounds: 400 rows at 1.5 (a bin far above the threshold τ_b) and τ_b − 1 rows at 100 (the bin
 # [64, 128)) in D, τ_b in D'; the output is whether the discovered upper bound is 128, the same ratio on that bin.
-# Step: 1000 rows at 50 (coarsest grid 25) and 10 rows at 0.3 (grid 0.1) in D, 11 in D'; the output is whether the
-# step is 25, i.e. whether the 0.1 bin's noisy count stays below the limit (1 % of the noisy total, 10.1, at both
-# noise scales): unreleased with probabilities 1/(1 + p) and p/(1 + p), a ratio of e^ε, as the categories' pair.
+# Step: 2000 rows at 50 (coarsest grid 25) and 20 rows at 12.3 (grid 0.1; the same decade) in D, 21 in D'; the
+# output is whether the step is 25 at every magnitude, i.e. whether that band's 0.1 bin's noisy count stays below the
+# limit (1 % of the band's noisy total, about 20.2, at both noise scales; the empty-cell threshold is 13 at ε = 1):
+# below it with probabilities 1/(1 + p) and p/(1 + p), a ratio of e^ε, as the categories' pair.
 DISCOVERY_EPSILON, DISCOVERY_DELTA = 1.0, 1e-6
 
 
@@ -598,7 +599,7 @@ def discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs: int)
     if key == "categories":
         values: list[Any] = ["a"] * (partition_threshold(epsilon, delta) - 1 + int(neighbour))
     elif key == "step":
-        values = [50.0] * 1000 + [0.3] * (10 + int(neighbour))
+        values = [50.0] * 2000 + [12.3] * (20 + int(neighbour))
     else:
         values = [1.5] * 400 + [100.0] * (bounds_threshold(epsilon) - 1 + int(neighbour))
     frame = pd.DataFrame({"c": values})
@@ -610,7 +611,7 @@ def discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs: int)
         out.append(
             "a" in found["categories"]
             if key == "categories"
-            else found["step"] == 25.0
+            else found["step"] == [[0.0, 25.0]]
             if key == "step"
             else found["upper"] == 128.0
         )
@@ -674,7 +675,7 @@ CASES: list[AuditCase] = [
         "discover:step",
         "epsilon_1",
         0,
-        "granularity (discrete Laplace histogram over the step ladder; its step is post-processing)",
+        "granularity (discrete Laplace histogram over magnitude bands × the step ladder; steps: post-processing)",
         partial(float, DISCOVERY_EPSILON),
         0.0,
         partial(discovery_scores, "step"),

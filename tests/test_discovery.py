@@ -290,15 +290,36 @@ def test_manifest_states_the_discovered_parts():
     assert "ε = 0.1, δ = 1e-06 in all" in stated["statement"]
 
 
-def test_grid_step_is_the_coarsest_grid_nearly_every_row_lies_on():
-    from pipelines.privacy.discovery import grid_step, step_bins, step_event
+def test_grid_step_is_the_coarsest_grid_nearly_every_row_lies_on_at_each_magnitude():
+    from pipelines.privacy.discovery import band_starts, grid_step, magnitude_bands, step_bins, step_event
 
     assert step_bins(np.array([0.3, 50.0, 75.0, 1.25, 0.12345, 3.0])).tolist() == [3, 7, 7, 2, 13, 5]
+    assert magnitude_bands(np.array([0.0, 1e-7, 0.3, 1.0, 9.99, 10.0, -5.0, 1e30])).tolist() == [
+        0,
+        0,
+        6,
+        7,
+        7,
+        8,
+        7,
+        24,
+    ]
+    assert band_starts()[[0, 1, 7]].tolist() == [0.0, 1e-6, 1.0]
     rng = np.random.default_rng(0)
     amounts = 25.0 * rng.integers(40, 1600, 5000)
     step, event = grid_step(amounts, 0.05, 1, rng)
-    assert step == 25.0 and event == step_event(0.05, 1)
+    assert step == [[0.0, 25.0]] and event == step_event(0.05, 1) and event.dims == 14 * 25
     hours = np.round(rng.lognormal(1, 0.5, 5000), 1)
-    assert grid_step(hours, 0.05, 1, rng)[0] == 0.1
+    assert grid_step(hours, 0.05, 1, rng)[0] == [[0.0, 0.1]]
     assert grid_step(rng.uniform(0, 1, 5000), 0.05, 1, rng)[0] is None  # no grid: no step
-    assert grid_step(np.arange(5000.0), 0.05, 1, rng, integer=True)[0] == 1.0
+    assert grid_step(np.arange(5000.0), 0.05, 1, rng, integer=True)[0] == [[0.0, 1.0]]
+    # children's ages: tenths of a year below 1, whole years from 1 (the band above 100 has no row: its neighbour's)
+    ages = np.concatenate([np.round(rng.uniform(0, 1, 2000), 1), rng.integers(1, 90, 12000).astype(float)])
+    assert grid_step(ages, 1 / 13, 3, rng)[0] == [[0.0, 0.1], [1.0, 1.0]]
+    from tasks.discover import found_text  # the console's words for it (and for a step of a domain file of one grid)
+
+    assert found_text({"step": [[0.0, 0.1], [1.0, 1.0]], "upper": 64.0}) == "upper 64, step 0.1 below 1, 1 from 1"
+    assert found_text({"step": 25.0}) == "step 25" and found_text({"step": None}) == "no step"
+    # a band too thin for its own step takes its neighbour's: 300 rows in [0.1, 1) at ε = 0.05 are below the limit
+    thin = np.concatenate([np.round(rng.uniform(0.1, 1, 300), 3), rng.integers(1, 90, 5000).astype(float)])
+    assert grid_step(thin, 0.05, 1, rng)[0] == [[0.0, 1.0]]

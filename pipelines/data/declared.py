@@ -79,7 +79,7 @@ def derived_values(frame: pd.DataFrame, col: Column) -> pd.Series:
         values = frame[col.derived_from].map(dict(col.derived))
     else:
         v = col.formula.evaluate(frame)
-        v = np.rint(v / col.step) * col.step if col.step is not None else v
+        v = col.on_grid(v) if col.step is not None else v
         values = pd.Series(np.rint(v) if col.kind == "integer" else v, index=frame.index)
     return values.astype("Int64" if col.dtype == "int64" and values.isna().any() else col.dtype)
 

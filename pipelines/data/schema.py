@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from pipelines.data.formula import Formula, FormulaError, parse_formula
@@ -122,10 +123,21 @@ class Column:
     derived_from: str | None = None  # `derived`: a documented function of this categorical column (never modelled)
     derived: tuple[tuple[Any, Any], ...] | None = None  # its values: (source category, this column's value) pairs
     other: str | None = None  # a discovered category list's cell (OTHER) for every value not in it
-    step: float | None = None  # numeric: the granularity (a loan amount in multiples of 25): values are published
-    # as multiples of it
+    step: tuple[tuple[float, float], ...] | None = None  # numeric: the granularity, as (from magnitude, step) pieces
+    # (a loan amount in multiples of 25: ((0, 25),); ages in tenths below 1 year, whole years above: ((0, 0.1),
+    # (1, 1))): values are published as multiples of their magnitude's step (`on_grid`)
     formula: Formula | None = None  # `derived: {formula: ...}`: a documented formula of other columns (never
     # modelled; pipelines/data/formula.py)
+
+    def on_grid(self, values: np.ndarray) -> np.ndarray:
+        """`values` (float64) on their grid: each the nearest multiple of the step of its magnitude's piece, within
+        the bounds (a multiple of that step) when the column has them."""
+        starts, steps = (np.array(p, dtype=np.float64) for p in zip(*self.step))
+        s = steps[np.maximum(np.searchsorted(starts, np.abs(values), side="right") - 1, 0)]
+        k = np.rint(values / s)
+        if self.lower is not None and self.upper is not None:
+            k = np.clip(k, np.ceil(self.lower / s - 1e-9), np.floor(self.upper / s + 1e-9))
+        return k * s
 
     @property
     def is_derived(self) -> bool:
@@ -167,7 +179,7 @@ class Column:
         elif self.formula is not None:
             d["derived"] = self.formula.to_dict()
             if self.step is not None:
-                d["step"] = self.step
+                d["step"] = step_value(self.step)
             return d
         elif self.is_numeric:
             d.update(lower=self.lower, upper=self.upper)
@@ -176,7 +188,7 @@ class Column:
             if self.atoms is not None:
                 d["atoms"] = list(self.atoms)
             if self.step is not None:
-                d["step"] = self.step
+                d["step"] = step_value(self.step)
         else:
             d["categories"] = list(self.categories)
         if self.other is not None:
@@ -620,6 +632,54 @@ def _derived_column(col: Column, raw: Any, file: str) -> Column:
     return replace(col, derived_from=raw["from"], derived=tuple(raw["values"].items()))
 
 
+def step_value(pieces: tuple[tuple[float, float], ...]) -> float | list[list[float]]:
+    """A column's `step` as the schema writes it: one number for one grid, else its [from, step] pieces."""
+    return pieces[0][1] if len(pieces) == 1 else [list(p) for p in pieces]
+
+
+def _parse_step(
+    raw: Any, kind: str, lower: float | None, upper: float | None, file: str, name: str
+) -> tuple[tuple[float, float], ...]:
+    """`step`: a positive number (whole for an integer column), or [[from, step], ...] pieces by magnitude |v| from
+    0 up (`from` strictly increasing, the first 0), each step with a multiple in the bounds when the column has
+    them; as (from, step) pieces."""
+    pieces = (
+        [[0, raw]]
+        if not isinstance(raw, list)
+        else raw
+        if all(isinstance(p, list) and len(p) == 2 for p in raw) and raw
+        else None
+    )
+    fix = (
+        "write the documented granularity of the values (e.g. step: 25 for amounts in multiples of $25, or "
+        "step: [[0, 0.1], [1, 1]] for tenths below 1 and whole numbers from 1), or remove 'step'."
+    )
+    if pieces is None:
+        raise SchemaError(f"step is {raw!r}, not a number or [from, step] pieces.", file=file, column=name, fix=fix)
+    out = [(_number(f, "step", file, name), _number(v, "step", file, name)) for f, v in pieces]
+    starts = [f for f, _ in out]
+    if starts[0] != 0 or any(b <= a for a, b in zip(starts, starts[1:])):
+        raise SchemaError(
+            f"step pieces start at {starts}: the first must start at 0 and each later one above the last.",
+            file=file,
+            column=name,
+            fix=fix,
+        )
+    for _, step in out:
+        ok = step > 0 and (kind != "integer" or step.is_integer())
+        if lower is not None and upper is not None:
+            ok = ok and step < upper - lower and math.floor(upper / step) * step >= lower
+        if not ok:
+            raise SchemaError(
+                f"step {step:g} is not a positive {'whole number' if kind == 'integer' else 'number'}"
+                + (f" with a multiple in the range {lower:g}..{upper:g}." if lower is not None else "."),
+                file=file,
+                column=name,
+                fix=fix,
+            )
+    return tuple(out)
+
+
 def _formula_column(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
     """A column declared `derived: {formula: "<expression of other columns>", tolerance: <t>}` (pipelines/data/
     formula.py): an integer or continuous column whose every value is the formula of its row's sources, so no
@@ -673,14 +733,7 @@ def _formula_column(name: str, kind: str, spec: dict, policy: str, file: str) ->
             fix="write the documented formula with column names, numbers, + - * / ** and parentheses "
             f"({_FORMULA_EXAMPLE}).",
         ) from None
-    step = None if "step" not in spec else _number(spec["step"], "step", file, name)
-    if step is not None and not (step > 0 and (kind != "integer" or step.is_integer())):
-        raise SchemaError(
-            f"step {step:g} is not a positive {'whole number' if kind == 'integer' else 'number'}.",
-            file=file,
-            column=name,
-            fix="write the documented rounding of the published values (e.g. step: 0.01 for cents), or remove it.",
-        )
+    step = None if "step" not in spec else _parse_step(spec["step"], kind, None, None, file, name)
     return Column(name, kind, on_invalid=policy, step=step, formula=formula)
 
 
@@ -791,20 +844,7 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
             fix="use whole-number bounds, or make the column continuous.",
         )
     bins, atoms = (_values(spec, key, kind, lower, upper, file, name) for key in ("bins", "atoms"))
-    step = None if "step" not in spec else _number(spec["step"], "step", file, name)
-    if step is not None and not (
-        0 < step < upper - lower
-        and (kind != "integer" or step.is_integer())
-        and math.floor(upper / step) * step >= lower
-    ):
-        raise SchemaError(
-            f"step {step:g} is not a positive {'whole number' if kind == 'integer' else 'number'} with a "
-            f"multiple in the range {lower:g}..{upper:g}.",
-            file=file,
-            column=name,
-            fix="write the documented granularity of the values (e.g. step: 25 for amounts in multiples of $25), "
-            "or remove 'step'.",
-        )
+    step = None if "step" not in spec else _parse_step(spec["step"], kind, lower, upper, file, name)
     return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms, step=step)
 
 
@@ -1205,7 +1245,8 @@ def _filled(cols: dict, requests: tuple[tuple[str, str], ...], domain: Any, file
         spec = out[name]
         if key == "step":
             found_step = None if domain is None else (domain.get(name) or {}).get("step")
-            if found_step is not None and found_step < float(spec["upper"]) - float(spec["lower"]):
+            pieces = [[0, found_step]] if isinstance(found_step, (int, float)) else found_step
+            if pieces and all(v < float(spec["upper"]) - float(spec["lower"]) for _, v in pieces):
                 spec["step"] = found_step
             else:
                 del spec["step"]

@@ -6,7 +6,6 @@ different tables with the same schema are encoded by the identical map.
 
 from __future__ import annotations
 
-import math
 
 import hashlib
 import hmac
@@ -110,9 +109,8 @@ class Encoder:
             if c.is_numeric:
                 v = c.lower + np.clip(X[:, b.start], 0.0, 1.0) * (c.upper - c.lower)
                 values = np.clip(np.rint(v) if c.kind == "integer" else v, c.lower, c.upper)
-                if c.step is not None:  # the multiples of step within the bounds
-                    k = np.clip(np.rint(values / c.step), math.ceil(c.lower / c.step), math.floor(c.upper / c.step))
-                    values = k * c.step
+                if c.step is not None:  # the multiples of its magnitude's step within the bounds
+                    values = c.on_grid(values)
                 for a in c.atoms or ():  # the float32 encoding moved an atom by < 1e-7 of the range: snap it back
                     values[np.abs(values - a) <= ATOM_TOLERANCE * (c.upper - c.lower)] = a
             else:

@@ -25,14 +25,19 @@ the set of released values is output (sorted; no count). Why it is (ε, δ)-DP, 
 τ is the smallest integer with k·p^(τ−1)/(1 + p) ≤ δ (`partition_threshold`); the event is ApproxDPEvent(ε, δ) at
 the unit (recorded as such: k is in ε and δ already).
 
-Step (`grid_step`): the granularity of a numeric column (amounts in multiples of 25, times to a tenth of an hour).
-Each kept row adds 1 to the bin of the coarsest grid of the public STEP_LADDER it lies on (or to a last bin: none),
-so a unit moves the histogram by an integer vector of L1 norm ≤ k: Lap_ℤ(k/ε) on every bin makes it ε-DP
-(DiscreteLaplaceEvent, dims = the ladder's bins). The ladder is a divisibility chain, so the rows off the grid of s
-are those in the bins of every finer step and in "none"; the step is the coarsest s for which each of those bins'
-noisy count stays below a limit and the bins of s and coarser hold at least that limit (post-processing). The limit
-is the larger of STEP_TOLERANCE of the noisy total and the bounds' empty-bin threshold for these bins (an empty bin
-passes it with probability below FALSE_BIN/B), so noise alone rarely rules a step out. None when no step meets it.
+Step (`grid_step`): the granularity of a numeric column (amounts in multiples of 25, times to a tenth of an hour), by
+magnitude (a child's age in tenths of a year below 1, in whole years from 1). Each kept row adds 1 to one cell: its
+magnitude band (|v| below 10^MIN_DECADE, or the decade [10^i, 10^(i+1)) it lies in, i in [MIN_DECADE, MAX_DECADE), the
+last taking every larger value) × the coarsest grid of the public STEP_LADDER it lies on (or a last bin: none). The
+cells are a partition of the rows, so a unit moves the histogram by an integer vector of L1 norm ≤ k: Lap_ℤ(k/ε) on
+every cell makes it ε-DP (DiscreteLaplaceEvent, dims = the bands × the ladder's bins). The rest is post-processing. The
+ladder is a divisibility chain, so a band's rows off the grid of s are those in its bins of every finer step and in
+"none"; a band's step is the coarsest s for which each of those bins' noisy count stays below a limit and the bins of s
+and coarser hold at least that limit, one of them at least the empty-cell threshold. The limit is the larger of
+STEP_TOLERANCE of the band's noisy total and the empty-cell threshold for these cells (an empty cell passes it with
+probability below FALSE_BIN/cells), so noise alone rarely rules a step out. A band with no step takes its nearest band's
+that has one (the finer on a tie); the steps are published as pieces (from magnitude, step), equal neighbours merged.
+None when no band has a step.
 
 Bounds (`approximate_bounds`): the approximate bounds of Google's differential-privacy library (ApproxBounds,
 algorithms/approx-bounds.h: a histogram over powers of two). Finer bins spread the rows thinner under the same
@@ -68,7 +73,8 @@ PARTITION_MECHANISM = "laplace_partition_selection"
 # The public ladder of granularities a value may have, each dividing the next (a value on the grid of one is on the
 # grid of every finer one): `grid_step` picks the coarsest that nearly every row lies on.
 STEP_LADDER = (0.0001, 0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 25.0, 100.0, 500.0, 1000.0, 5000.0, 10000.0)
-STEP_TOLERANCE = 0.01  # the share of rows (noisy) a discovered step may leave off its grid
+STEP_TOLERANCE = 0.01  # the share of a band's rows (noisy) a discovered step may leave off its grid
+MIN_DECADE, MAX_DECADE = -6, 18  # the granularity's magnitude bands: below 1e-6, then decades up to 1e18
 ON_GRID = 1e-6  # |v/s − round(v/s)| below this: v is on the grid of s
 
 
@@ -162,33 +168,67 @@ def step_bins(values: np.ndarray, ladder: tuple[float, ...] = STEP_LADDER) -> np
     return out
 
 
+def magnitude_bands(values: np.ndarray) -> np.ndarray:
+    """Each value's magnitude band for `grid_step`: 0 for |v| < 10^MIN_DECADE, else 1 + the decade of |v| above it
+    (the last band takes every larger value)."""
+    v = np.abs(np.asarray(values, dtype=np.float64))
+    with np.errstate(divide="ignore"):
+        decade = np.floor(np.log10(np.maximum(v, 10.0**MIN_DECADE) * (1 + 1e-12)))
+    band = np.clip(decade - MIN_DECADE + 1, 1, MAX_DECADE - MIN_DECADE).astype(np.int64)
+    return np.where(v < 10.0**MIN_DECADE, 0, band)
+
+
+def band_starts() -> np.ndarray:
+    """The smallest magnitude of each band of `magnitude_bands`."""
+    return np.array([0.0, *(10.0**i for i in range(MIN_DECADE, MAX_DECADE))])
+
+
 def grid_step(
     values: np.ndarray, epsilon: float, max_rows: int, rng: np.random.Generator, integer: bool = False
-) -> tuple[float | None, DiscreteLaplaceEvent]:
+) -> tuple[list[list[float]] | None, DiscreteLaplaceEvent]:
     """The ε-DP granularity of `values` (finite numbers, at most `max_rows` per unit; module docstring) on
-    STEP_LADDER (its whole-number steps for an `integer` column), and the event to record."""
+    STEP_LADDER (its whole-number steps for an `integer` column), as [from magnitude, step] pieces, and the event to
+    record."""
     ladder = tuple(s for s in STEP_LADDER if s >= 1) if integer else STEP_LADDER
-    counts = np.bincount(step_bins(values, ladder), minlength=len(ladder) + 1).astype(np.int64)
+    width, bands = len(ladder) + 1, len(band_starts())
+    cells = magnitude_bands(values) * width + step_bins(values, ladder)
+    counts = np.bincount(cells, minlength=bands * width).astype(np.int64)
     noisy, event = discrete_laplace_mechanism(
         counts, int(max_rows), max_rows / float(epsilon), rng, dims=len(counts), query="granularity histogram"
     )
     p = math.exp(-float(epsilon) / max_rows)
     empty = math.ceil(math.log(len(counts) / (FALSE_BIN * (1 + p))) / (float(epsilon) / max_rows) - 1e-12)
+    found = [_coarsest(row, ladder, empty) for row in noisy.reshape(bands, width)]
+    have = {b: s for b, s in enumerate(found) if s is not None}
+    if not have:
+        return None, event
+    steps = [have[min(have, key=lambda h: (abs(h - b), have[h]))] for b in range(bands)]
+    starts = band_starts()
+    pieces = [[float(starts[b]), float(s)] for b, s in enumerate(steps) if b == 0 or s != steps[b - 1]]
+    return pieces, event
+
+
+def _coarsest(noisy: np.ndarray, ladder: tuple[float, ...], empty: int) -> float | None:
+    """One band's step from its noisy bins (`ladder`'s, then none): the coarsest s whose finer bins and none each
+    stay below the limit while s and the coarser bins hold at least it (module docstring)."""
     limit = max(empty, STEP_TOLERANCE * max(int(noisy.sum()), 0))
     best = None
     finer_ok = noisy[-1] < limit  # the rows on no grid of the ladder, then those of every finer step: few enough
     for i in range(len(ladder)):
         if not finer_ok:
             break
-        if noisy[i:-1].sum() >= limit:  # and enough rows on the grid of ladder[i] or a coarser one
-            best = float(ladder[i])
+        if noisy[i:-1].sum() >= limit and noisy[i:-1].max() >= empty:  # enough rows on the grid of ladder[i] or a
+            best = float(ladder[i])  # coarser one, one of whose bins holds what an empty bin rarely passes
         finer_ok = noisy[i] < limit
-    return best, event
+    return best
 
 
 def step_event(epsilon: float, max_rows: int, integer: bool = False) -> DiscreteLaplaceEvent:
     """The event `grid_step` records at ε for units of `max_rows` rows."""
     bins = sum(s >= 1 for s in STEP_LADDER) + 1 if integer else len(STEP_LADDER) + 1
     return DiscreteLaplaceEvent(
-        scale=max_rows / float(epsilon), sensitivity=int(max_rows), dims=bins, query="granularity histogram"
+        scale=max_rows / float(epsilon),
+        sensitivity=int(max_rows),
+        dims=bins * len(band_starts()),
+        query="granularity histogram",
     )
