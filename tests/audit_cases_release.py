@@ -569,6 +569,10 @@ def _discovery_schema(key: str, max_rows: int = 1) -> Schema:
 # Categories: U's rows are "a" and "b", each held by τ − 1 units in D (τ at k = 2); the output is whether neither is
 # released, with probabilities (1/(1 + p))² and (p/(1 + p))², p = e^(−ε/2): a ratio of e^ε. Bounds: D has τ_b − 2 rows
 # at 100, D' U's two more; the bin [64, 128) passes with probabilities p²/(1 + p) and 1/(1 + p), a ratio of e^ε.
+# Step: 4000 rows at 50 (two per unit) and 41 at 12.3 (one per unit) in D, D' U's two more at 12.3; the output is
+# whether the step is 25 at every magnitude, i.e. whether that decade's 0.1 bin stays below the limit (1 % of its
+# noisy total, about 40.4, at both noise scales): Z ≤ −1 against Z ≤ −3, probabilities p/(1 + p) and p³/(1 + p),
+# a ratio of p^(−2) = e^ε.
 UNIT_ROWS = 2
 
 
@@ -578,19 +582,29 @@ def unit_discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs:
         n = partition_threshold(epsilon, delta, UNIT_ROWS) - 1
         values: list[Any] = ["a"] * n + ["b"] * n
         units = [f"a{i}" for i in range(n)] + [f"b{i}" for i in range(n)]
+    elif key == "step":
+        values = [50.0] * 4000 + [12.3] * 41
+        units = [f"s{i // 2}" for i in range(4000)] + [f"u{i}" for i in range(41)]
     else:
         n = bounds_threshold(epsilon, UNIT_ROWS) - 2
         values = [1.5] * 800 + [100.0] * n
         units = [f"s{i // 2}" for i in range(800)] + [f"u{i}" for i in range(n)]
     if neighbour:
-        values, units = values + (["a", "b"] if key == "categories" else [100.0, 100.0]), units + ["U", "U"]
+        added = ["a", "b"] if key == "categories" else [12.3, 12.3] if key == "step" else [100.0, 100.0]
+        values, units = values + added, units + ["U", "U"]
     frame = pd.DataFrame({"c": values})
     schema, plan = _discovery_schema(key, UNIT_ROWS), [Step("c", (key,), epsilon, delta)]
     out = []
     for run in range(n_runs):
         streams = NoiseSource(None, 13_000_033 * int(neighbour) + run).streams(private=True, seed=0)
         found = discover(frame, np.asarray(units), schema, plan, streams.numpy)[0]["columns"]["c"]
-        out.append(not {"a", "b"} & set(found["categories"]) if key == "categories" else found["upper"] == 128.0)
+        out.append(
+            not {"a", "b"} & set(found["categories"])
+            if key == "categories"
+            else found["step"] == [[0.0, 25.0]]
+            if key == "step"
+            else found["upper"] == 128.0
+        )
     return np.asarray(out, dtype=float)
 
 
@@ -669,7 +683,7 @@ CASES: list[AuditCase] = [
             DISCOVERY_DELTA if key == "categories" else 0.0,
             partial(unit_discovery_scores, key),
         )
-        for key in ("categories", "upper")
+        for key in ("categories", "upper", "step")
     ],
     AuditCase(
         "discover:step",
@@ -707,7 +721,7 @@ PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
                 _discovery_schema(key, UNIT_ROWS),
             )
         )
-        for key in ("categories", "upper")
+        for key in ("categories", "upper", "step")
     },
     ("pearl", "default"): pearl_plan,
     **{("iw_mmd_gan", est): (lambda est=est: iw_plan(est)) for est in ("iw", "sniw")},
