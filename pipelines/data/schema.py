@@ -737,22 +737,18 @@ def _formula_column(name: str, kind: str, spec: dict, policy: str, file: str) ->
     return Column(name, kind, on_invalid=policy, step=step, formula=formula)
 
 
+def _holds_numbers(c: Column) -> bool:
+    """A modelled column a formula may read: integer or continuous, or categorical with number categories."""
+    return not c.is_derived and (c.is_numeric or (c.kind in CATEGORICAL_KINDS and isinstance(c.categories[0], int)))
+
+
 def _check_formula(c: Column, by_name: dict[str, Column], file: str) -> None:
-    """A formula reads only other columns that are read and modelled and hold numbers: integer or continuous,
-    or categorical with number categories (not an id, a date or another derived column)."""
+    """A formula reads only other columns that are read and modelled and hold numbers (`_holds_numbers`: not an
+    id, a date or another derived column)."""
     for n in c.formula.names if c.formula else ():
         source = by_name.get(n)
-        numeric = source is not None and (
-            source.is_numeric or (source.kind in CATEGORICAL_KINDS and isinstance(source.categories[0], int))
-        )
-        if source is None or source is c or source.is_derived or not numeric:
-            usable = [
-                s.name
-                for s in by_name.values()
-                if s is not c
-                and not s.is_derived
-                and (s.is_numeric or (s.kind in CATEGORICAL_KINDS and isinstance(s.categories[0], int)))
-            ]
+        if source is None or source is c or not _holds_numbers(source):
+            usable = [s.name for s in by_name.values() if s is not c and _holds_numbers(s)]
             raise SchemaError(
                 f"formula reads {n!r}, which is not another modelled column holding numbers.",
                 file=file,
