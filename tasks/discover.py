@@ -39,6 +39,9 @@ def found_text(found: dict[str, Any]) -> str:
     parts = [f"{len(found['categories'])} categories + (other)"] if "categories" in found else []
     parts += [f"{k} {found[k]:g}" for k in ("lower", "upper") if k in found]
     parts += [step_text(found["step"])] if "step" in found else []
+    if "rounding" in found:
+        rounded = sum(bool(shares) for _, shares in found["rounding"] or [])
+        parts.append(f"coarser grids at {rounded} magnitude{'s' * (rounded != 1)}" if rounded else "no coarser grids")
     return ", ".join(parts + ([f"{len(found['atoms'])} atoms"] if "atoms" in found else []))
 
 

@@ -62,7 +62,7 @@ def synthetic_table(
     rng, parts, kept, replaced = np.random.default_rng(config.evaluate.seed), ParquetParts(out), [], 0
     for start in range(0, n, SAMPLE_PART_ROWS):
         part, broke = draw_within(
-            lambda m: encoder.decode(model.sample(m, rng)), min(SAMPLE_PART_ROWS, n - start), sch.rules
+            lambda m: encoder.decode(model.sample(m, rng), rng), min(SAMPLE_PART_ROWS, n - start), sch.rules
         )
         replaced += broke
         conformance = conforms(part, sch)

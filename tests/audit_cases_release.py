@@ -552,6 +552,9 @@ def loss_scores(neighbour: bool, noise_scale: float, n_runs: int) -> np.ndarray:
 # output is whether the step is 25 at every magnitude, i.e. whether that band's 0.1 bin's noisy count stays below the
 # limit (1 % of the band's noisy total, about 20.2, at both noise scales; the empty-cell threshold is 13 at ε = 1):
 # below it with probabilities 1/(1 + p) and p/(1 + p), a ratio of e^ε, as the categories' pair.
+# Rounding (a documented step of 0.1, the histogram measured for rounding alone): 2000 rows at 50 and 20 rows at 12.5
+# (coarsest grid 0.5) in D, 21 in D'; the output is whether the band [10, 100)'s rounding lists the grid 0.5, i.e.
+# whether its bin's noisy count reaches the same limit: Z ≥ 1 against Z ≥ 0, a ratio of e^ε.
 DISCOVERY_EPSILON, DISCOVERY_DELTA = 1.0, 1e-6
 
 
@@ -559,6 +562,8 @@ def _discovery_schema(key: str, max_rows: int = 1) -> Schema:
     column = (
         Column("c", "categorical", categories=(OTHER,), other=OTHER)
         if key == "categories"
+        else Column("c", "continuous", lower=-PENDING_BOUND, upper=PENDING_BOUND, step=((0.0, 0.1),))
+        if key == "rounding"
         else Column("c", "continuous", lower=-PENDING_BOUND, upper=PENDING_BOUND)
     )
     unit = PrivacyUnit("id", max_rows) if max_rows > 1 else None
@@ -614,6 +619,8 @@ def discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs: int)
         values: list[Any] = ["a"] * (partition_threshold(epsilon, delta) - 1 + int(neighbour))
     elif key == "step":
         values = [50.0] * 2000 + [12.3] * (20 + int(neighbour))
+    elif key == "rounding":
+        values = [50.0] * 2000 + [12.5] * (20 + int(neighbour))
     else:
         values = [1.5] * 400 + [100.0] * (bounds_threshold(epsilon) - 1 + int(neighbour))
     frame = pd.DataFrame({"c": values})
@@ -627,6 +634,8 @@ def discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs: int)
             if key == "categories"
             else found["step"] == [[0.0, 25.0]]
             if key == "step"
+            else 0.5 in dict(dict(found["rounding"]).get(10.0, []))
+            if key == "rounding"
             else found["upper"] == 128.0
         )
     return np.asarray(out, dtype=float)
@@ -694,6 +703,15 @@ CASES: list[AuditCase] = [
         0.0,
         partial(discovery_scores, "step"),
     ),
+    AuditCase(
+        "discover:rounding",
+        "epsilon_1",
+        0,
+        "rounding against a documented step (the granularity histogram; shares: post-processing)",
+        partial(float, DISCOVERY_EPSILON),
+        0.0,
+        partial(discovery_scores, "rounding"),
+    ),
 ]
 PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
     ("prepare:row_count", "epsilon_1"): lambda: [count_event(COUNT_EPSILON)],
@@ -712,7 +730,7 @@ PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
                 _discovery_schema(key if key != "bounds" else "upper"),
             )
         )
-        for key in ("categories", "bounds", "step")
+        for key in ("categories", "bounds", "step", "rounding")
     },
     **{
         (f"discover:{key}", "unit_2"): (

@@ -307,19 +307,19 @@ def test_grid_step_is_the_coarsest_grid_nearly_every_row_lies_on_at_each_magnitu
     assert band_starts()[[0, 1, 7]].tolist() == [0.0, 1e-6, 1.0]
     rng = np.random.default_rng(0)
     amounts = 25.0 * rng.integers(40, 1600, 5000)
-    step, event = grid_step(amounts, 0.05, 1, rng)
-    assert step == [[0.0, 25.0]] and event == step_event(0.05, 1) and event.dims == 14 * 25
+    found, event = grid_step(amounts, 0.05, 1, rng)
+    assert found.step == [[0.0, 25.0]] and event == step_event(0.05, 1) and event.dims == 14 * 25
     hours = np.round(rng.lognormal(1, 0.5, 5000), 1)
-    assert grid_step(hours, 0.05, 1, rng)[0] == [[0.0, 0.1]]
-    assert grid_step(rng.uniform(0, 1, 5000), 0.05, 1, rng)[0] is None  # no grid: no step
-    assert grid_step(np.arange(5000.0), 0.05, 1, rng, integer=True)[0] == [[0.0, 1.0]]
+    assert grid_step(hours, 0.05, 1, rng)[0].step == [[0.0, 0.1]]
+    assert grid_step(rng.uniform(0, 1, 5000), 0.05, 1, rng)[0].step is None  # no grid: no step
+    assert grid_step(np.arange(5000.0), 0.05, 1, rng, integer=True)[0].step == [[0.0, 1.0]]
     # children's ages: tenths of a year below 1, whole years from 1 (the band above 100 has no row: its neighbour's)
     ages = np.concatenate([np.round(rng.uniform(0, 1, 2000), 1), rng.integers(1, 90, 12000).astype(float)])
-    assert grid_step(ages, 1 / 13, 3, rng)[0] == [[0.0, 0.1], [1.0, 1.0]]
+    assert grid_step(ages, 1 / 13, 3, rng)[0].step == [[0.0, 0.1], [1.0, 1.0]]
     from tasks.discover import found_text  # the console's words for it (and for a step of a domain file of one grid)
 
     assert found_text({"step": [[0.0, 0.1], [1.0, 1.0]], "upper": 64.0}) == "upper 64, step 0.1 below 1, 1 from 1"
     assert found_text({"step": 25.0}) == "step 25" and found_text({"step": None}) == "no step"
     # a band too thin for its own step takes its neighbour's: 300 rows in [0.1, 1) at ε = 0.05 are below the limit
     thin = np.concatenate([np.round(rng.uniform(0.1, 1, 300), 3), rng.integers(1, 90, 5000).astype(float)])
-    assert grid_step(thin, 0.05, 1, rng)[0] == [[0.0, 1.0]]
+    assert grid_step(thin, 0.05, 1, rng)[0].step == [[0.0, 1.0]]

@@ -5,9 +5,10 @@ Budget. `privacy.discovery_epsilon` = ε_d is divided equally over the steps: on
 `categories: discover` column and per `atoms: discover` column (its exact values as keys: a value held by enough
 units is an atom, at most MAX_ATOMS of them, the most frequent by noisy count), one bounds histogram per numeric
 column with `lower` and/or `upper: discover` (one histogram gives both bounds), one granularity histogram per
-`step: discover` column. The partition selections share δ_d = DELTA_SHARE·δ equally. By basic composition
-the whole discovery is (ε_d, δ_d)-DP at the unit; the ledger composes the recorded events with the rest of the
-data set's (PLD), which is never above that sum.
+column with `step` and/or `rounding: discover` (one histogram gives both; rounding is measured against the
+documented step where the step is documented). The partition selections share δ_d = DELTA_SHARE·δ equally. By
+basic composition the whole discovery is (ε_d, δ_d)-DP at the unit; the ledger composes the recorded events with
+the rest of the data set's (PLD), which is never above that sum.
 
 What is read: the discovered columns' values (nulls excluded: `missing: allowed` says whether the column may be
 empty, discovery never does) and, with a declared privacy unit, its id column, to keep at most `max_rows` rows per
@@ -44,7 +45,7 @@ from pipelines.privacy.events import DiscreteLaplaceEvent, Event, event_to_dict
 DELTA_SHARE = 0.1  # δ_d: the partition selections' part of the data set's δ
 MAX_ATOMS = 64  # the most discovered atoms per column (the most frequent by noisy count): each is a bin of its own
 SELECTED = ("categories", "atoms")  # the keys partition selection discovers
-OWN_STEP = ("step",)  # a key with a mechanism of its own (`grid_step`); lower/upper share the bounds histogram
+GRANULARITY = ("step", "rounding")  # the keys of the granularity histogram (`grid_step`): one per column
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ def steps(schema: Schema, epsilon: float, delta: float) -> list[Step]:
     one partition selection per `categories` or `atoms` request, one bounds histogram per column for its bounds."""
     groups: dict[tuple[str, str], list[str]] = {}
     for column, key in schema.discovered:
-        groups.setdefault((column, key if key in SELECTED + OWN_STEP else "bounds"), []).append(key)
+        kind = key if key in SELECTED else "step" if key in GRANULARITY else "bounds"
+        groups.setdefault((column, kind), []).append(key)
     n_steps, n_selected = len(groups), sum(kind in SELECTED for _, kind in groups)
     return [
         Step(column, tuple(keys), epsilon / n_steps, DELTA_SHARE * delta / n_selected if kind in SELECTED else 0.0)
@@ -77,7 +79,7 @@ def planned_events(plan: list[Step], schema: Schema) -> list[Event]:
     def event(s: Step) -> Event:
         if s.delta > 0:
             return partition_event(s.epsilon, s.delta, k)
-        if "step" in s.keys:
+        if set(s.keys) & set(GRANULARITY):
             return step_event(s.epsilon, k, schema.column(s.column).kind == "integer")
         return DiscreteLaplaceEvent(
             scale=k / s.epsilon, sensitivity=k, dims=len(grid_edges()) - 1, query="approximate bounds histogram"
@@ -143,12 +145,19 @@ def discover(
                     "found": len(found),
                 }
             )
-        elif "step" in step.keys:
+        elif set(step.keys) & set(GRANULARITY):
             values = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=np.float64)
-            found_step, event = grid_step(
-                values[np.isfinite(values)], step.epsilon, k, rng(f"discover:{col.name}:step"), col.kind == "integer"
+            documented = None if "step" in step.keys else col.step  # rounding against the documented step
+            found_grid, event = grid_step(
+                values[np.isfinite(values)],
+                step.epsilon,
+                k,
+                rng(f"discover:{col.name}:step"),
+                col.kind == "integer",
+                documented,
             )
-            columns.setdefault(col.name, {})["step"] = found_step
+            found = {"step": found_grid.step, "rounding": found_grid.rounding}
+            columns.setdefault(col.name, {}).update({key: found[key] for key in step.keys})
             facts.append(_step_facts(step))
         else:
             values = pd.to_numeric(frame[col.name], errors="coerce").to_numpy(dtype=np.float64)

@@ -21,6 +21,7 @@ import numpy as np
 import yaml
 
 from pipelines.data.formula import Formula, FormulaError, parse_formula
+from pipelines.data.rounding import Rounding, parse_rounding, round_as_table, rounding_value
 from pipelines.data.rules import Rule, parse_rules
 from pipelines.errors import SchemaError
 
@@ -43,7 +44,7 @@ PLACEHOLDER = "FILL_IN"
 DISCOVER = "discover"
 DISCOVERABLE = {
     "categories": ("categorical",),
-    **{key: NUMERIC_KINDS for key in ("lower", "upper", "atoms", "step")},
+    **{key: NUMERIC_KINDS for key in ("lower", "upper", "atoms", "step", "rounding")},
 }
 OTHER = "(other)"  # a discovered column's one cell for every value the discovery did not release
 PENDING_BOUND = 1e300  # a bound still to be discovered, while the discover stage reads the schema
@@ -93,6 +94,7 @@ _COLUMN_KEYS = {
     "derived",
     "other",
     "step",
+    "rounding",
 }
 _DERIVED_EXAMPLE = "derived: {from: education, values: {Preschool: 1, 1st-4th: 2, ...}}"
 _FORMULA_EXAMPLE = 'derived: {formula: "weight / (height / 100) ** 2", tolerance: 0.05}'
@@ -128,10 +130,19 @@ class Column:
     # (1, 1))): values are published as multiples of their magnitude's step (`on_grid`)
     formula: Formula | None = None  # `derived: {formula: ...}`: a documented formula of other columns (never
     # modelled; pipelines/data/formula.py)
+    rounding: Rounding | None = None  # numeric, with a step: how the values share out among coarser grids by
+    # magnitude (pipelines/data/rounding.py)
 
-    def on_grid(self, values: np.ndarray) -> np.ndarray:
+    def on_grid(self, values: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
         """`values` (float64) on their grid: each the nearest multiple of the step of its magnitude's piece, within
-        the bounds (a multiple of that step) when the column has them."""
+        the bounds (a multiple of that step) when the column has them; with `rng` and a `rounding`, then rounded as
+        the table rounds (`round_as_table`)."""
+        on_step = self._on_step(values)
+        if self.rounding is None or rng is None:
+            return on_step
+        return round_as_table(on_step, self.rounding, self.lower, self.upper, rng)
+
+    def _on_step(self, values: np.ndarray) -> np.ndarray:
         starts, steps = (np.array(p, dtype=np.float64) for p in zip(*self.step))
         s = steps[np.maximum(np.searchsorted(starts, np.abs(values), side="right") - 1, 0)]
         k = np.rint(values / s)
@@ -189,6 +200,8 @@ class Column:
                 d["atoms"] = list(self.atoms)
             if self.step is not None:
                 d["step"] = step_value(self.step)
+            if self.rounding is not None:
+                d["rounding"] = rounding_value(self.rounding)
         else:
             d["categories"] = list(self.categories)
         if self.other is not None:
@@ -637,6 +650,11 @@ def step_value(pieces: tuple[tuple[float, float], ...]) -> float | list[list[flo
     return pieces[0][1] if len(pieces) == 1 else [list(p) for p in pieces]
 
 
+def step_at(pieces: tuple[tuple[float, float], ...], magnitude: float) -> float:
+    """The step of `pieces` at `magnitude` |v|."""
+    return [s for f, s in pieces if f <= magnitude][-1]
+
+
 def _parse_step(
     raw: Any, kind: str, lower: float | None, upper: float | None, file: str, name: str
 ) -> tuple[tuple[float, float], ...]:
@@ -841,7 +859,11 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
         )
     bins, atoms = (_values(spec, key, kind, lower, upper, file, name) for key in ("bins", "atoms"))
     step = None if "step" not in spec else _parse_step(spec["step"], kind, lower, upper, file, name)
-    return Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms, step=step)
+    rounding = None
+    if "rounding" in spec:
+        rounding = parse_rounding(spec["rounding"], lambda m: None if step is None else step_at(step, m), file, name)
+    column = Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms, step=step)
+    return replace(column, rounding=rounding)
 
 
 def _parse_date(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
@@ -996,7 +1018,7 @@ def _categories_file(spec: dict, file: str, name: str) -> list[str]:
 
 
 def _parse_categorical(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
-    numeric_only = [k for k in ("lower", "upper", "bins", "atoms", "step") if k in spec]
+    numeric_only = [k for k in ("lower", "upper", "bins", "atoms", "step", "rounding") if k in spec]
     if "other" in spec and kind != "categorical":
         raise SchemaError(
             f"a {kind} column cannot have other (a categorical column's cell for undocumented values).",
@@ -1224,6 +1246,14 @@ def discovery_requests(cols: Any, file: str) -> tuple[tuple[str, str], ...]:
                     fix="discover only the categories of a categorical column or the lower/upper bound of an "
                     "integer or continuous one; write the documented value otherwise.",
                 )
+            if key == "rounding" and "step" not in spec:
+                raise SchemaError(
+                    "'rounding: discover' without a step.",
+                    file=file,
+                    column=str(name),
+                    fix="give the column its documented step (e.g. step: 25) or step: discover: rounding is "
+                    "measured against the step.",
+                )
             found.append((str(name), key))
     return tuple(found)
 
@@ -1237,8 +1267,16 @@ def _filled(cols: dict, requests: tuple[tuple[str, str], ...], domain: Any, file
     released values within the bounds (none: the column has no atoms); a discovered step, the granularity released
     (none, or one not below the range: no step)."""
     out = {n: dict(spec) if isinstance(spec, dict) else spec for n, spec in cols.items()}
-    for name, key in sorted(requests, key=lambda r: r[1] in ("atoms", "step")):  # last: they need the bounds
+    last = {"atoms": 1, "step": 1, "rounding": 2}  # after the bounds they need, and rounding after its step
+    for name, key in sorted(requests, key=lambda r: last.get(r[1], 0)):
         spec = out[name]
+        if key == "rounding":
+            found_rounding = None if domain is None else (domain.get(name) or {}).get("rounding")
+            if "step" in spec and found_rounding and any(shares for _, shares in found_rounding):
+                spec["rounding"] = found_rounding
+            else:
+                del spec["rounding"]
+            continue
         if key == "step":
             found_step = None if domain is None else (domain.get(name) or {}).get("step")
             pieces = [[0, found_step]] if isinstance(found_step, (int, float)) else found_step

@@ -90,10 +90,11 @@ class Encoder:
                 X[np.arange(n), b.start + codes] = 1.0
         return X.astype(np.float32)
 
-    def decode(self, X: np.ndarray) -> pd.DataFrame:
+    def decode(self, X: np.ndarray, rng: np.random.Generator | None = None) -> pd.DataFrame:
         """Frame satisfying the schema, in the dtypes ``read_table`` gives a clean table: numeric values
         clipped to [0, 1] and rescaled (integers rounded, a `step` kept: the nearest multiple of it within
-        the bounds; values within `ATOM_TOLERANCE` of a schema atom set to it), binary
+        the bounds, and with `rng` a column's `rounding` drawn (pipelines/data/rounding.py); values within
+        `ATOM_TOLERANCE` of a schema atom set to it), binary
         thresholded at 0.5, categorical argmax; a numeric value whose `<name>__missing` indicator says missing set
         to the lower bound (what a published null is modelled as)."""
         X = np.asarray(X, dtype=np.float64)
@@ -110,7 +111,7 @@ class Encoder:
                 v = c.lower + np.clip(X[:, b.start], 0.0, 1.0) * (c.upper - c.lower)
                 values = np.clip(np.rint(v) if c.kind == "integer" else v, c.lower, c.upper)
                 if c.step is not None:  # the multiples of its magnitude's step within the bounds
-                    values = c.on_grid(values)
+                    values = c.on_grid(values, rng)
                 for a in c.atoms or ():  # the float32 encoding moved an atom by < 1e-7 of the range: snap it back
                     values[np.abs(values - a) <= ATOM_TOLERANCE * (c.upper - c.lower)] = a
             else:

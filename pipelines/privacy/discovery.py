@@ -37,7 +37,11 @@ and coarser hold at least that limit, one of them at least the empty-cell thresh
 STEP_TOLERANCE of the band's noisy total and the empty-cell threshold for these cells (an empty cell passes it with
 probability below FALSE_BIN/cells), so noise alone rarely rules a step out. A band with no step takes its nearest band's
 that has one (the finer on a tie); the steps are published as pieces (from magnitude, step), equal neighbours merged.
-None when no band has a step.
+None when no band has a step. The same noisy bins give the band's rounding (`rounding: discover`): the share of its
+rows whose coarsest grid is each multiple g of the band's step on the ladder, for every g whose bin holds at least the
+limit (the step's own share is the rest, rows on no kept grid included), as pieces (from magnitude, [[grid, share],
+...]); [] for a band too thin for its noisy total to reach the empty-cell threshold, or where a documented step
+changes inside the band. Post-processing of the same histogram: no further budget.
 
 Bounds (`approximate_bounds`): the approximate bounds of Google's differential-privacy library (ApproxBounds,
 algorithms/approx-bounds.h: a histogram over powers of two). Finer bins spread the rows thinner under the same
@@ -183,12 +187,26 @@ def band_starts() -> np.ndarray:
     return np.array([0.0, *(10.0**i for i in range(MIN_DECADE, MAX_DECADE))])
 
 
+@dataclass(frozen=True)
+class Granularity:
+    """A column's discovered granularity (module docstring): `step` as [from magnitude, step] pieces (None: no
+    grid), `rounding` as [from magnitude, [[grid, share], ...]] pieces (None: no step to round to)."""
+
+    step: list[list[float]] | None
+    rounding: list[list[Any]] | None
+
+
 def grid_step(
-    values: np.ndarray, epsilon: float, max_rows: int, rng: np.random.Generator, integer: bool = False
-) -> tuple[list[list[float]] | None, DiscreteLaplaceEvent]:
+    values: np.ndarray,
+    epsilon: float,
+    max_rows: int,
+    rng: np.random.Generator,
+    integer: bool = False,
+    step: tuple[tuple[float, float], ...] | None = None,
+) -> tuple[Granularity, DiscreteLaplaceEvent]:
     """The ε-DP granularity of `values` (finite numbers, at most `max_rows` per unit; module docstring) on
-    STEP_LADDER (its whole-number steps for an `integer` column), as [from magnitude, step] pieces, and the event to
-    record."""
+    STEP_LADDER (its whole-number steps for an `integer` column), and the event to record. `step`: a documented
+    step (pieces), which the rounding shares are then measured against in place of the discovered one."""
     ladder = tuple(s for s in STEP_LADDER if s >= 1) if integer else STEP_LADDER
     width, bands = len(ladder) + 1, len(band_starts())
     cells = magnitude_bands(values) * width + step_bins(values, ladder)
@@ -198,14 +216,53 @@ def grid_step(
     )
     p = math.exp(-float(epsilon) / max_rows)
     empty = math.ceil(math.log(len(counts) / (FALSE_BIN * (1 + p))) / (float(epsilon) / max_rows) - 1e-12)
-    found = [_coarsest(row, ladder, empty) for row in noisy.reshape(bands, width)]
+    rows = noisy.reshape(bands, width)
+    found = [_coarsest(row, ladder, empty) for row in rows]
     have = {b: s for b, s in enumerate(found) if s is not None}
-    if not have:
-        return None, event
-    steps = [have[min(have, key=lambda h: (abs(h - b), have[h]))] for b in range(bands)]
     starts = band_starts()
-    pieces = [[float(starts[b]), float(s)] for b, s in enumerate(steps) if b == 0 or s != steps[b - 1]]
-    return pieces, event
+    pieces = None
+    if have:
+        steps = [have[min(have, key=lambda h: (abs(h - b), have[h]))] for b in range(bands)]
+        pieces = _merged([[float(starts[b]), float(s)] for b, s in enumerate(steps)])
+    base = pieces if step is None else [list(p) for p in step]
+    if base is None:
+        return Granularity(None, None), event
+    rounding = [[float(starts[b]), _shares(rows[b], ladder, _band_step(base, b), empty)] for b in range(bands)]
+    return Granularity(pieces, _merged(rounding)), event
+
+
+def _merged(pieces: list[list[Any]]) -> list[list[Any]]:
+    """[from, value] pieces with each run of equal values merged into its first piece."""
+    return [p for i, p in enumerate(pieces) if i == 0 or p[1] != pieces[i - 1][1]]
+
+
+def _band_step(pieces: list[list[float]], band: int) -> float | None:
+    """The step of `pieces` over magnitude band `band`; None where a piece starts inside the band."""
+    starts = band_starts()
+    low, high = starts[band], starts[band + 1] if band + 1 < len(starts) else math.inf
+    if any(low < f < high for f, _ in pieces):
+        return None
+    return float([s for f, s in pieces if f <= low][-1])
+
+
+def _shares(noisy: np.ndarray, ladder: tuple[float, ...], step: float | None, empty: int) -> list[list[float]]:
+    """One band's rounding (module docstring) from its noisy bins (`ladder`'s, then none) at its `step`: [[step,
+    share], [grid, share], ...] over the multiples of `step` on the ladder that hold the limit; [] when the band's
+    noisy total is below `empty`, no coarser grid holds the limit, or `step` is None."""
+    total = float(max(int(noisy.sum()), 0))
+    if step is None or total < empty:
+        return []
+    limit = max(empty, STEP_TOLERANCE * total)
+    coarser = [
+        (g, float(noisy[i]))
+        for i, g in enumerate(ladder)
+        if g > step * (1 + 1e-9) and abs(g / step - round(g / step)) < 1e-9 and noisy[i] >= limit
+    ]
+    if not coarser:
+        return []
+    shares = np.asarray([max(total - sum(c for _, c in coarser), 0.0), *(c for _, c in coarser)]) / total
+    shares = np.round(shares / shares.sum(), 4)
+    return [[float(step), float(shares[0])], *([g, float(q)] for (g, _), q in zip(coarser, shares[1:]))]
 
 
 def _coarsest(noisy: np.ndarray, ladder: tuple[float, ...], empty: int) -> float | None:
