@@ -6,27 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
-
 from pipelines.data.rounding import probabilities, round_as_table
 from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder
 from pipelines.errors import SchemaError
 from pipelines.privacy.discovery import STEP_LADDER, grid_step, step_bins
 
+from support.schemas import loans_schema
+
 INCOME = [[0, []], [10000, [[1, 0.1], [1000, 0.4], [5000, 0.2], [10000, 0.3]]]]
-
-
-def _schema(tmp_path, income: dict, discovered: dict | None = None):
-    spec = {
-        "name": "loans",
-        "description": "",
-        "source": {"documentation": "test"},
-        "columns": {"income": income, "term": {"kind": "categorical", "categories": [36, 60]}},
-    }
-    path = tmp_path / "loans.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return load_schema(path, discovered=discovered)
 
 
 def _coarsest_shares(values: np.ndarray, grids: list[float]) -> np.ndarray:
@@ -61,13 +49,13 @@ def test_published_values_take_the_tables_shares_of_each_grid():
 
 
 def test_the_decoder_rounds_as_the_table_only_with_a_noise_stream(tmp_path):
-    sch = _schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 200000, "step": 1, "rounding": INCOME})
-    assert sch.to_dict()["columns"]["income"]["rounding"] == INCOME
+    sch = loans_schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 200000, "step": 1, "rounding": INCOME})
+    assert sch.to_dict()["columns"]["amount"]["rounding"] == INCOME
     u = np.random.default_rng(1).uniform(0.05, 0.5, 20_000)
     X = np.column_stack([u, np.ones(len(u)), np.zeros(len(u))])
-    plain = Encoder(sch).decode(X)["income"].to_numpy()
+    plain = Encoder(sch).decode(X)["amount"].to_numpy()
     np.testing.assert_array_equal(plain, np.rint(u * 200000))  # the step alone
-    drawn = Encoder(sch).decode(X, np.random.default_rng(2))["income"].to_numpy()
+    drawn = Encoder(sch).decode(X, np.random.default_rng(2))["amount"].to_numpy()
     shares = _coarsest_shares(drawn, [1, 1000, 5000, 10000])
     assert shares[0] < 0.12 and shares[3] > 0.28 and np.abs(drawn - plain).max() <= 5000
 
@@ -89,13 +77,13 @@ def test_the_decoder_rounds_as_the_table_only_with_a_noise_stream(tmp_path):
 )
 def test_rounding_is_checked_where_it_is_parsed(tmp_path, spec, problem):
     with pytest.raises(SchemaError, match=problem) as raised:
-        _schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 200000, **spec})
-    assert "income" in str(raised.value)
+        loans_schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 200000, **spec})
+    assert "amount" in str(raised.value)
 
 
 def test_rounding_is_a_numeric_key(tmp_path):
     with pytest.raises(SchemaError, match=r"categorical column cannot have rounding"):
-        _schema(tmp_path, {"kind": "categorical", "categories": ["a"], "rounding": [[0, []]]})
+        loans_schema(tmp_path, {"kind": "categorical", "categories": ["a"], "rounding": [[0, []]]})
 
 
 def test_rounding_is_discovered_from_the_granularity_histogram(tmp_path):
@@ -120,12 +108,12 @@ def test_rounding_is_discovered_from_the_granularity_histogram(tmp_path):
     assert next(p for p in documented.rounding if p[1])[1][0][0] == 1000.0  # the documented step first
     # the discovered parts fill the schema; a rounding with no coarser grid anywhere is none
     spec = {"kind": "continuous", "lower": 0, "upper": 200000, "step": "discover", "rounding": "discover"}
-    _schema(tmp_path, spec)
+    loans_schema(tmp_path, spec)
     path = tmp_path / "loans.yaml"
-    col = load_schema(path, discovered={"income": {"step": found.step, "rounding": found.rounding}}).column("income")
+    col = load_schema(path, discovered={"amount": {"step": found.step, "rounding": found.rounding}}).column("amount")
     assert col.step == ((0.0, 1.0),) and col.rounding is not None and col.rounding[0] == (0.0, ())
-    flat = {"income": {"step": 1.0, "rounding": [[0.0, []]]}}
-    assert load_schema(path, discovered=flat).column("income").rounding is None
+    flat = {"amount": {"step": 1.0, "rounding": [[0.0, []]]}}
+    assert load_schema(path, discovered=flat).column("amount").rounding is None
     assert step_bins(np.array([30000.0]), STEP_LADDER).tolist() == [12]  # 30,000 is on the 10,000 grid
 
 
@@ -136,17 +124,17 @@ def test_step_and_rounding_share_one_histogram_and_one_share_of_the_budget(tmp_p
     from pipelines.privacy.discovery import step_event
 
     spec = {"kind": "continuous", "lower": 0, "upper": 200000, "step": "discover", "rounding": "discover"}
-    _schema(tmp_path, spec)
+    loans_schema(tmp_path, spec)
     sch = load_schema(tmp_path / "loans.yaml", pending=True)
     [plan] = steps(sch, 0.1, 1e-6)
     assert (sorted(plan.keys), plan.epsilon) == (["rounding", "step"], 0.1) and planned_events([plan], sch) == [
         step_event(0.1, 1)
     ]
     values = np.rint(np.random.default_rng(0).uniform(10, 99, 5000)) * 1000
-    frame = pd.DataFrame({"income": values})
+    frame = pd.DataFrame({"amount": values})
     domain, events = discover(frame, None, sch, [plan], lambda context: np.random.default_rng(0))
-    assert set(domain["columns"]["income"]) == {"step", "rounding"} and events == [step_event(0.1, 1)]
+    assert set(domain["columns"]["amount"]) == {"step", "rounding"} and events == [step_event(0.1, 1)]
     # with a documented step, rounding alone: the same one histogram
-    _schema(tmp_path, {**spec, "step": 1})
+    loans_schema(tmp_path, {**spec, "step": 1})
     [alone] = steps(load_schema(tmp_path / "loans.yaml", pending=True), 0.1, 1e-6)
     assert alone.keys == ("rounding",)

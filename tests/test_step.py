@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import yaml
-
 from pipelines.data.schema import load_schema
 from pipelines.data.transform import Encoder
 from pipelines.errors import SchemaError
 
-
-def _schema(tmp_path, amount: dict):
-    spec = {
-        "name": "loans",
-        "description": "",
-        "source": {"documentation": "test"},
-        "columns": {"amount": amount, "term": {"kind": "categorical", "categories": [36, 60]}},
-    }
-    path = tmp_path / "loans.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return load_schema(path)
+from support.schemas import loans_schema
 
 
 def test_decoded_values_lie_on_the_documented_grid(tmp_path):
-    sch = _schema(tmp_path, {"kind": "integer", "lower": 1000, "upper": 40010, "step": 25})
+    sch = loans_schema(tmp_path, {"kind": "integer", "lower": 1000, "upper": 40010, "step": 25})
     assert sch.column("amount").step == ((0.0, 25.0),) and sch.to_dict()["columns"]["amount"]["step"] == 25.0
     u = np.array([0.0, 0.00032, 0.5, 0.99999, 1.0])
     X = np.column_stack([u, np.ones(5), np.zeros(5)])
@@ -36,15 +24,15 @@ def test_decoded_values_lie_on_the_documented_grid(tmp_path):
 
 def test_step_is_checked_where_it_is_parsed(tmp_path):
     with pytest.raises(SchemaError, match="step 2.5 is not a positive whole number with a multiple in the range"):
-        _schema(tmp_path, {"kind": "integer", "lower": 0, "upper": 100, "step": 2.5})
+        loans_schema(tmp_path, {"kind": "integer", "lower": 0, "upper": 100, "step": 2.5})
     with pytest.raises(SchemaError, match="step 0 is not a positive number"):
-        _schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 1, "step": 0})
+        loans_schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 1, "step": 0})
 
 
 def test_a_step_by_magnitude_puts_each_value_on_its_own_pieces_grid(tmp_path):
     """`step: [[0, 0.1], [1, 1]]` (tenths of a year below 1, whole years from 1): each decoded value on the grid of
     its magnitude's piece, within the bounds."""
-    sch = _schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 64, "step": [[0, 0.1], [1, 1]]})
+    sch = loans_schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 64, "step": [[0, 0.1], [1, 1]]})
     col = sch.column("amount")
     assert col.step == ((0.0, 0.1), (1.0, 1.0)) and sch.to_dict()["columns"]["amount"]["step"] == [[0, 0.1], [1, 1]]
     values = np.array([0.03, 0.46, 0.96, 1.4, 37.6, 63.9, 64.0])
@@ -65,14 +53,14 @@ def test_a_step_by_magnitude_puts_each_value_on_its_own_pieces_grid(tmp_path):
 )
 def test_a_step_by_magnitude_is_checked_where_it_is_parsed(tmp_path, step, problem):
     with pytest.raises(SchemaError, match=problem):
-        _schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 64, "step": step})
+        loans_schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 64, "step": step})
 
 
 def test_a_discovered_step_fills_the_schema_as_pieces_or_as_one_number(tmp_path):
     """The discover stage's pieces fill `step: discover`; a domain file holding one number (one grid) still loads; a
     step not below the range is no step."""
     spec = {"kind": "continuous", "lower": 0, "upper": 64, "step": "discover"}
-    _schema(tmp_path, spec)  # writes loans.yaml
+    loans_schema(tmp_path, spec)  # writes loans.yaml
     path = tmp_path / "loans.yaml"
     pieces = load_schema(path, discovered={"amount": {"step": [[0.0, 0.1], [1.0, 1.0]]}}).column("amount").step
     assert pieces == ((0.0, 0.1), (1.0, 1.0))
