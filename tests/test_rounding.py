@@ -138,3 +138,11 @@ def test_step_and_rounding_share_one_histogram_and_one_share_of_the_budget(tmp_p
     loans_schema(tmp_path, {**spec, "step": 1})
     [alone] = steps(load_schema(tmp_path / "loans.yaml", pending=True), 0.1, 1e-6)
     assert alone.keys == ("rounding",)
+
+
+def test_rounding_never_moves_an_atom(tmp_path):
+    """An atom (decoded exactly) stays exact under rounding: 12,500 is never rounded to 12,000 or 13,000."""
+    spec = {"kind": "continuous", "lower": 0, "upper": 200000, "step": 1, "rounding": INCOME, "atoms": [12500]}
+    sch = loans_schema(tmp_path, spec)
+    X = np.column_stack([np.full(2000, 12500 / 200000), np.ones(2000), np.zeros(2000)])
+    assert set(Encoder(sch).decode(X, np.random.default_rng(0))["amount"]) == {12500.0}

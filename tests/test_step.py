@@ -67,3 +67,11 @@ def test_a_discovered_step_fills_the_schema_as_pieces_or_as_one_number(tmp_path)
     assert load_schema(path, discovered={"amount": {"step": 0.1}}).column("amount").step == ((0.0, 0.1),)
     assert load_schema(path, discovered={"amount": {"step": [[0.0, 100.0]]}}).column("amount").step is None
     assert load_schema(path, discovered={"amount": {"step": None}}).column("amount").step is None
+
+
+def test_published_multiples_are_the_decimals_they_stand_for(tmp_path):
+    """1054 cents is published as 10.54, not as the product 1054 × 0.01 = 10.540000000000001."""
+    col = loans_schema(tmp_path, {"kind": "continuous", "lower": 0, "upper": 1000, "step": 0.01}).column("amount")
+    out = col.on_grid(np.array([10.54, 20.99, 879.17, 270.59, 0.3]))
+    assert [repr(float(v)) for v in out] == ["10.54", "20.99", "879.17", "270.59", "0.3"]
+    assert 1054 * 0.01 != 10.54  # what the product alone would publish

@@ -26,6 +26,7 @@ rounding to it alone gives guarantees). A value whose rounding would leave the b
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,16 @@ from pipelines.errors import SchemaError
 
 Rounding = tuple[tuple[float, tuple[tuple[float, float], ...]], ...]
 SHARE_SLACK = 1e-3  # how far a piece's shares may sum from 1 (shares written to four decimals)
+
+
+def multiples(k: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """k·s for whole numbers `k` and their `steps` s, each the double nearest the decimal it stands for (1054 × 0.01 is
+    10.54, not the 10.540000000000001 of the product)."""
+    out = np.asarray(k, dtype=np.float64) * steps
+    for s in np.unique(steps):
+        at = steps == s
+        out[at] = np.round(out[at], max(0, -int(Decimal(repr(float(s))).normalize().as_tuple().exponent)))
+    return out
 
 
 def probabilities(grids: tuple[float, ...], shares: tuple[float, ...]) -> np.ndarray:
@@ -60,7 +71,7 @@ def round_as_table(
             continue
         grids = np.asarray([g for g, _ in grid_shares])
         g = grids[rng.choice(len(grids), size=rows.size, p=probabilities(*zip(*grid_shares)))]
-        rounded = np.rint(out[rows] / g) * g
+        rounded = multiples(np.rint(out[rows] / g), g)
         inside = np.ones(rows.size, dtype=bool)
         if lower is not None and upper is not None:
             inside = (rounded >= lower) & (rounded <= upper)

@@ -116,6 +116,8 @@ def schema_text(name: str, columns: list[str], source: str, discover: bool = Fal
 #   kind: one of {", ".join(KINDS)}.
 #     continuous / integer: keep lower and upper (the documented range), delete categories.
 #     categorical / binary: keep categories (every documented value; binary: exactly two), delete lower and upper.
+#     continuous / integer, optional: step (the documented granularity, e.g. step: 0.01 for cents, or step:
+#       discover) and rounding: discover (how often the values are whole thousands and the like: with a step).
 #   Where the documentation gives no bound or lists no categories, write `discover` (`synthrelease init
 #     --discover` writes it everywhere): the discover stage finds it under DP (privacy.discovery_epsilon, charged
 #     once; categories too rare to find are released as "(other)"). Keep documented values where there are any.

@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 
 from pipelines.data.formula import Formula, FormulaError, parse_formula
-from pipelines.data.rounding import Rounding, parse_rounding, round_as_table, rounding_value
+from pipelines.data.rounding import Rounding, multiples, parse_rounding, round_as_table, rounding_value
 from pipelines.data.rules import Rule, parse_rules
 from pipelines.errors import SchemaError
 
@@ -148,7 +148,7 @@ class Column:
         k = np.rint(values / s)
         if self.lower is not None and self.upper is not None:
             k = np.clip(k, np.ceil(self.lower / s - 1e-9), np.floor(self.upper / s + 1e-9))
-        return k * s
+        return multiples(k, s)
 
     @property
     def is_derived(self) -> bool:

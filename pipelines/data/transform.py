@@ -110,10 +110,13 @@ class Encoder:
             if c.is_numeric:
                 v = c.lower + np.clip(X[:, b.start], 0.0, 1.0) * (c.upper - c.lower)
                 values = np.clip(np.rint(v) if c.kind == "integer" else v, c.lower, c.upper)
+                # the float32 encoding moved an atom by < 1e-7 of the range: snap it back (after the grid, which
+                # must not move an atom off its exact value)
+                atoms = [(a, np.abs(v - a) <= ATOM_TOLERANCE * (c.upper - c.lower)) for a in c.atoms or ()]
                 if c.step is not None:  # the multiples of its magnitude's step within the bounds
                     values = c.on_grid(values, rng)
-                for a in c.atoms or ():  # the float32 encoding moved an atom by < 1e-7 of the range: snap it back
-                    values[np.abs(values - a) <= ATOM_TOLERANCE * (c.upper - c.lower)] = a
+                for a, at in atoms:
+                    values[at] = a
             else:
                 idx = (X[:, b.start] >= 0.5).astype(int) if c.kind == "binary" else X[:, b.start : b.stop].argmax(1)
                 values = np.asarray(c.categories, dtype=object)[idx]
