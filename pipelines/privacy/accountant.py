@@ -191,9 +191,16 @@ def unit_dpsgd_pld(
     )
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=256)
 def _mechanism_pld(kind: str, param: float | tuple, count: int, interval: float) -> pld_lib.PrivacyLossDistribution:
     """PLD of `count` repetitions of one mechanism (the relation the event states, pessimistic, grid `interval`)."""
+    base = _base_pld(kind, param, interval)
+    return base if count == 1 else base.self_compose(count)
+
+
+@lru_cache(maxsize=256)
+def _base_pld(kind: str, param: float | tuple, interval: float) -> pld_lib.PrivacyLossDistribution:
+    """PLD of one run of one mechanism (`_mechanism_pld`), built once for every count it is composed at."""
     if kind == "gaussian":
         base = pld_lib.from_gaussian_mechanism(param, pessimistic_estimate=True, value_discretization_interval=interval)
     elif kind == "poisson_gaussian":
@@ -243,7 +250,7 @@ def _mechanism_pld(kind: str, param: float | tuple, count: int, interval: float)
         )
     else:
         raise ValueError(f"unknown mechanism kind {kind!r}")
-    return base if count == 1 else base.self_compose(count)
+    return base
 
 
 def epsilon_pld(events: Sequence[Event], delta: float) -> float:
@@ -481,7 +488,7 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
     under adaptive composition (Mironov 2017, Prop. 1). DP-SGD at a unit of group > 1 rows adds ∞ at every order:
     its RDP is not computed (module docstring), which only makes the cross-check vacuous.
     """
-    accountant = rdp_lib.RdpAccountant(orders=RDP_ORDERS)
+    library = np.zeros_like(RDP_ORDERS)  # the events dp_accounting's RdpAccountant composes, summed per order
     extra = np.zeros_like(RDP_ORDERS)
     for e in events:
         validate_event(e)
@@ -489,17 +496,8 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
             return np.full_like(RDP_ORDERS, np.inf)
         if (isinstance(e, PoissonGaussianEvent) and e.group > 1) or isinstance(e, ApproxDPEvent):
             extra += np.inf  # no RDP curve computed (DP-SGD at a unit) or none finite ((ε, δ) with δ > 0)
-        elif isinstance(e, PoissonGaussianEvent):
-            accountant.compose(
-                dp_event.SelfComposedDpEvent(
-                    dp_event.PoissonSampledDpEvent(e.sample_rate, dp_event.GaussianDpEvent(e.noise_multiplier)),
-                    int(e.steps),
-                )
-            )
-        elif isinstance(e, GaussianEvent):
-            accountant.compose(dp_event.GaussianDpEvent(e.noise_multiplier))
-        elif isinstance(e, LaplaceEvent):
-            accountant.compose(dp_event.LaplaceDpEvent(e.scale / e.l1_sensitivity))
+        elif isinstance(e, (PoissonGaussianEvent, GaussianEvent, LaplaceEvent)):
+            library += _library_rdp(e)
         elif isinstance(e, PureEpsilonEvent):
             extra += (bounded_range_rdp if e.bounded_range else pure_epsilon_rdp)(e.epsilon, RDP_ORDERS)
         elif isinstance(e, ZCDPEvent):
@@ -514,7 +512,28 @@ def rdp_curve(events: Sequence[Event]) -> np.ndarray:
             extra += selection_rdp(e)
         else:
             raise TypeError(f"not a privacy event: {e!r}")
-    return accountant.rdp + extra
+    return library + extra
+
+
+@lru_cache(maxsize=1024)
+def _library_rdp(e: PoissonGaussianEvent | GaussianEvent | LaplaceEvent) -> np.ndarray:
+    """One event's RDP at RDP_ORDERS by dp_accounting's RdpAccountant (`rdp_curve`), computed once per event: the
+    accountant sums its events' curves per order, so composing them one by one and summing is the same number."""
+    accountant = rdp_lib.RdpAccountant(orders=RDP_ORDERS)
+    if isinstance(e, PoissonGaussianEvent):
+        accountant.compose(
+            dp_event.SelfComposedDpEvent(
+                dp_event.PoissonSampledDpEvent(e.sample_rate, dp_event.GaussianDpEvent(e.noise_multiplier)),
+                int(e.steps),
+            )
+        )
+    elif isinstance(e, GaussianEvent):
+        accountant.compose(dp_event.GaussianDpEvent(e.noise_multiplier))
+    else:
+        accountant.compose(dp_event.LaplaceDpEvent(e.scale / e.l1_sensitivity))
+    curve = np.asarray(accountant.rdp, dtype=float)
+    curve.setflags(write=False)
+    return curve
 
 
 @lru_cache(maxsize=256)
