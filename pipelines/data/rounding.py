@@ -18,9 +18,10 @@ granularity histogram (pipelines/privacy/discovery.py; post-processing of the sa
 Publishing (`round_as_table`). A synthetic value v (already on its step's grid) is rounded to the nearest multiple
 of one grid g_L drawn with probability p_L. Rounding a value spread evenly at the finer scale to g_L lands it on
 g_M (and on no coarser grid of the list) with probability T[L, M] = g_L/g_M − g_L/g_{M+1} for M ≥ L (g_L/g_M for
-the coarsest), so the published shares are q = Tᵀp. p is the non-negative solution of Tᵀp = q for the documented
-or discovered shares q (`probabilities`; exact when q is reachable, which a coarser grid's share not above what
-rounding to it alone gives guarantees). A value whose rounding would leave the bounds keeps its step's grid.
+the coarsest), so the published shares are q = Tᵀp. p is the non-negative least-squares solution of Tᵀp = q for the
+documented or discovered shares q (`probabilities`): exact where the triangular system's solution is non-negative,
+else the nearest shares rounding can give (a coarser grid's share below what rounding to the finer grids already
+lands on it cannot be met). A value whose rounding would leave the bounds keeps its step's grid.
 """
 
 from __future__ import annotations
