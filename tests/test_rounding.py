@@ -27,8 +27,10 @@ def _coarsest_shares(values: np.ndarray, grids: list[float]) -> np.ndarray:
 def test_the_rounding_probabilities_solve_the_chain_of_grids():
     # rounding to 1 lands on a whole thousand 1 time in 1000: p₀·0.999 = 0.6
     np.testing.assert_allclose(probabilities((1.0, 1000.0), (0.6, 0.4)), [0.6 / 0.999, 1 - 0.6 / 0.999], rtol=1e-9)
-    # a share below what rounding to a finer grid already gives is out of reach: the nearest reachable, p on 1000
+    # every value on the coarser grid: round to it alone
     np.testing.assert_allclose(probabilities((1.0, 1000.0), (0.0, 1.0)), [0.0, 1.0], atol=1e-12)
+    # none on it is out of reach (rounding to 1 lands on a thousand now and then): the nearest, round to 1 alone
+    np.testing.assert_allclose(probabilities((1.0, 1000.0), (1.0, 0.0)), [1.0, 0.0], atol=1e-12)
     p = probabilities((1.0, 1000.0, 5000.0, 10000.0), (0.1, 0.4, 0.2, 0.3))
     assert p.min() >= 0 and p.sum() == pytest.approx(1.0)
 
