@@ -862,8 +862,9 @@ def _parse_numeric(name: str, kind: str, spec: dict, policy: str, file: str) -> 
     rounding = None
     if "rounding" in spec:
         rounding = parse_rounding(spec["rounding"], lambda m: None if step is None else step_at(step, m), file, name)
-    column = Column(name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms, step=step)
-    return replace(column, rounding=rounding)
+    return Column(
+        name, kind, lower=lower, upper=upper, on_invalid=policy, bins=bins, atoms=atoms, step=step, rounding=rounding
+    )
 
 
 def _parse_date(name: str, kind: str, spec: dict, policy: str, file: str) -> Column:
