@@ -577,7 +577,8 @@ def _discovery_schema(key: str, max_rows: int = 1) -> Schema:
 # Step: 4000 rows at 50 (two per unit) and 41 at 12.3 (one per unit) in D, D' U's two more at 12.3; the output is
 # whether the step is 25 at every magnitude, i.e. whether that decade's 0.1 bin stays below the limit (1 % of its
 # noisy total, about 40.4, at both noise scales): Z ≤ −1 against Z ≤ −3, probabilities p/(1 + p) and p³/(1 + p),
-# a ratio of p^(−2) = e^ε.
+# a ratio of p^(−2) = e^ε. Rounding (documented step 0.1, the same histogram): the same rows at 12.5 instead of 12.3;
+# the output is whether the band [10, 100)'s rounding leaves out the grid 0.5, the same two probabilities.
 UNIT_ROWS = 2
 
 
@@ -587,15 +588,15 @@ def unit_discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs:
         n = partition_threshold(epsilon, delta, UNIT_ROWS) - 1
         values: list[Any] = ["a"] * n + ["b"] * n
         units = [f"a{i}" for i in range(n)] + [f"b{i}" for i in range(n)]
-    elif key == "step":
-        values = [50.0] * 4000 + [12.3] * 41
+    elif key in ("step", "rounding"):
+        values = [50.0] * 4000 + [12.3 if key == "step" else 12.5] * 41
         units = [f"s{i // 2}" for i in range(4000)] + [f"u{i}" for i in range(41)]
     else:
         n = bounds_threshold(epsilon, UNIT_ROWS) - 2
         values = [1.5] * 800 + [100.0] * n
         units = [f"s{i // 2}" for i in range(800)] + [f"u{i}" for i in range(n)]
     if neighbour:
-        added = ["a", "b"] if key == "categories" else [12.3, 12.3] if key == "step" else [100.0, 100.0]
+        added = {"categories": ["a", "b"], "step": [12.3, 12.3], "rounding": [12.5, 12.5]}.get(key, [100.0, 100.0])
         values, units = values + added, units + ["U", "U"]
     frame = pd.DataFrame({"c": values})
     schema, plan = _discovery_schema(key, UNIT_ROWS), [Step("c", (key,), epsilon, delta)]
@@ -608,6 +609,8 @@ def unit_discovery_scores(key: str, neighbour: bool, noise_scale: float, n_runs:
             if key == "categories"
             else found["step"] == [[0.0, 25.0]]
             if key == "step"
+            else 0.5 not in dict(dict(found["rounding"]).get(10.0, []))
+            if key == "rounding"
             else found["upper"] == 128.0
         )
     return np.asarray(out, dtype=float)
@@ -692,7 +695,7 @@ CASES: list[AuditCase] = [
             DISCOVERY_DELTA if key == "categories" else 0.0,
             partial(unit_discovery_scores, key),
         )
-        for key in ("categories", "upper", "step")
+        for key in ("categories", "upper", "step", "rounding")
     ],
     AuditCase(
         "discover:step",
@@ -739,7 +742,7 @@ PLANS: dict[tuple[str, str], Callable[[], list[Event]]] = {
                 _discovery_schema(key, UNIT_ROWS),
             )
         )
-        for key in ("categories", "upper", "step")
+        for key in ("categories", "upper", "step", "rounding")
     },
     ("pearl", "default"): pearl_plan,
     **{("iw_mmd_gan", est): (lambda est=est: iw_plan(est)) for est in ("iw", "sniw")},
