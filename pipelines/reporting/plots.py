@@ -61,24 +61,45 @@ def marginal_histograms(real: pd.DataFrame | None, synth: pd.DataFrame, columns:
 
     `real=None` draws the synthetic rows alone: the public report's figure, whose every pixel is a function
     of the released table and the public schema (cell edges come from the schema, never from the rows)."""
-    n = len(columns)
-    width = math.ceil(math.sqrt(n))
-    height = math.ceil(n / width)
-    fig = Figure(figsize=(3.2 * width, 2.4 * height), layout="constrained")  # room for the rotated bin labels
-    for i, col in enumerate(columns):
+    cells = [(col, histogram_cells(synth, col)) for col in columns]
+    ticks = [_tick_labels(labels, ordered=col.kind in NUMERIC_KINDS) for col, (_, labels) in cells]
+    fig, height, width = _panel_grid(len(cells), max((len(t) for labels in ticks for t in labels), default=0))
+    for i, ((col, (q, labels)), shown) in enumerate(zip(cells, ticks)):
         ax = fig.add_subplot(height, width, i + 1)
-        q, labels = histogram_cells(synth, col)
         idx = np.arange(len(labels))
         if real is not None:
             ax.bar(idx - 0.2, histogram_cells(real, col)[0], width=0.4, color=REAL, alpha=0.5, label="real")
         ax.bar(
             idx if real is None else idx + 0.2, q, width=0.8 if real is None else 0.4, color=SYNTH, label="synthetic"
         )
-        ax.set_xticks(idx, _tick_labels(labels, ordered=col.kind in NUMERIC_KINDS), rotation=90, fontsize=6)
+        at = [k for k, label in enumerate(shown) if label]  # ticks only where a label is shown
+        ax.set_xticks(idx[at], [shown[k] for k in at], rotation=90, fontsize=6)
         ax.set_title(col.name, fontsize=8)
         ax.tick_params(labelsize=6)
     fig.axes[0].legend(fontsize=6)
     return png(fig)
+
+
+def _panel_grid(n: int, label_chars: int) -> tuple[Figure, int, int]:
+    """An empty figure for `n` histogram panels in a near-square grid, and the grid's rows and columns. Below each
+    panel is room for its rotated tick labels of at most `label_chars` characters, set from their length (a 6 pt
+    character is at most about 0.06 in wide) rather than measured by a layout engine, which would lay every label
+    out once more before drawing."""
+    width = math.ceil(math.sqrt(n))
+    height = math.ceil(n / width)
+    panel_w, panel_h, left, top = 2.6, 1.6, 0.45, 0.3  # inches
+    gap_w, gap_h = 0.5, 0.4 + 0.06 * label_chars  # between panels: the y labels; the x labels and the next title
+    fig_w, fig_h = left + width * (panel_w + gap_w), top + height * (panel_h + gap_h)
+    fig = Figure(figsize=(fig_w, fig_h))
+    fig.subplots_adjust(
+        left=left / fig_w,
+        right=1 - gap_w / 2 / fig_w,
+        bottom=gap_h / fig_h,
+        top=1 - top / fig_h,
+        wspace=gap_w / panel_w,
+        hspace=gap_h / panel_h,
+    )
+    return fig, height, width
 
 
 def histogram_cells(frame: pd.DataFrame, col: Any) -> tuple[np.ndarray, list[str]]:
