@@ -69,6 +69,17 @@ def bc_raw(bc_schema: Schema) -> pd.DataFrame:
     return read_table("bundled:breast_cancer", bc_schema)[0]
 
 
+@pytest.fixture(scope="session")
+def released_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A released project (`support.operations.build_released`), built once per test run and shared by every xdist
+    worker (their base temporary directories have one parent); a test works on its own `support.project.copy_root`."""
+    from support.operations import build_released
+    from support.project import built_once
+
+    base = tmp_path_factory.getbasetemp()
+    return built_once(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base, "released", build_released)
+
+
 # fixtures that train a model, run stages or sample a table, shared by a module's tests: a test that uses one is
 # an integration test (the unit subset, -m "not slow and not integration", leaves them out)
 TRAINING_FIXTURES = {"cancer_verdicts", "fitted", "summary", "prepared", "trained"}

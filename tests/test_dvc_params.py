@@ -16,7 +16,7 @@ import yaml
 
 from pipelines.config import parse_params
 from tasks import common
-from support.project import ledger_rows, make_root, sh
+from support.project import copy_root, ledger_rows, sh
 
 PROJECT = Path(__file__).resolve().parents[1]
 SPENDING = ("prepare", "train", "weight")  # stages that reserve ledger events
@@ -28,19 +28,6 @@ NOT_THE_METHOD = (
     "device",
     "orchestration",
 )
-TINY = {
-    "generators": ["dpwgan"],
-    "device": "cpu",
-    "weights": {"generators": []},
-    "dpwgan": {"epsilon": 0.9, "steps": 20, "batch_size": 64},  # keyed noise: make_root's steward key;
-    # pinned below the release ε 1: the release test's pinned ε (support/project.py SMALL) fits beside it
-    "evaluate": {
-        "max_rows": 300,
-        "ot_max_rows": 200,
-        "kway_subsets": 10,
-        "attacks": {"max_rows": 200, "n_attacks": 100},
-    },
-}
 
 
 def test_stage_params_are_read_from_dvc_yaml():
@@ -93,12 +80,11 @@ def test_train_hash_ignores_the_ledger_device_and_budget_but_not_the_method():
 
 
 @pytest.mark.slow
-def test_moving_the_ledger_and_changing_device_spends_nothing(tmp_path):
-    """`dvc repro` of one small generator, then the steward moves the ledger (copying the file), switches
-    device, orchestration and the lifetime budget: a second `dvc repro` adds no ledger row, and the
-    gate checks the chain against the head the release recorded."""
-    root = make_root(tmp_path, TINY, git=True)
-    sh(["dvc", "repro"], root)
+def test_moving_the_ledger_and_changing_device_spends_nothing(released_project, tmp_path):
+    """A project released by `dvc repro` of one small generator, then the steward moves the ledger (copying the
+    file), switches device, orchestration and the lifetime budget: a second `dvc repro` adds no ledger row, and
+    the gate checks the chain against the head the release recorded."""
+    root = copy_root(released_project, tmp_path)
     rows = ledger_rows(root)
     assert [r[1:] for r in rows if r[1] == "train@dpwgan"] == (  # DP-SGD, then the calibration's Gaussian
         [("train@dpwgan", "planned")] * 2 + [("train@dpwgan", "spent")] * 2

@@ -22,7 +22,7 @@ from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import GaussianEvent
 from pipelines.privacy.ledger import Ledger
 from support.operations import fits, race
-from support.project import env, make_root, run_stages, sh
+from support.project import STEWARD_KEY, copy_root, env, make_root, run_stages, sh
 from support.operations import TINY, api_post, free_port, prefect_server, stop
 
 pytestmark = pytest.mark.slow
@@ -243,20 +243,16 @@ def test_dask_runner_trains_generators_in_parallel_and_matches_threads(prefect_a
 # -- reproducibility and archiving ----------------------------------------------------------------
 
 
-def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(tmp_path, monkeypatch):
+def test_dvc_repro_at_a_release_commit_is_bit_for_bit_and_archives_restore(released_project, tmp_path, monkeypatch):
     """With a steward key outside the repo, `dvc repro` of the release's commit in a fresh clone retrains
     to the identical synthetic Parquet; bundles go to a DVC remote and come back; a crash while writing a
     bundle leaves none behind and the ledger verifies."""
-    key = tmp_path / "steward.key"
-    key.write_text("5e" * 32 + "\n")
-    root = make_root(tmp_path, {**TINY, "privacy": {"noise_key_file": str(key)}}, git=True)  # TINY: gates advise
-    shutil.copy(Path(__file__).resolve().parents[1] / ".gitignore", root / ".gitignore")  # as in the project
-    sh(["dvc", "repro"], root)
+    root = copy_root(released_project, tmp_path)  # after `dvc repro` (TINY: gates advise)
     synthetic = root / "data/synthetic/breast_cancer/dpwgan.parquet"
     original = sha256_file(synthetic)
     [released] = json.loads((root / "releases/breast_cancer/latest.json").read_text())["released"]
     bundle_dir = root / released["path"]
-    assert "5e" * 32 not in "".join(p.read_text(errors="ignore") for p in bundle_dir.iterdir())  # nor the key
+    assert STEWARD_KEY not in "".join(p.read_text(errors="ignore") for p in bundle_dir.iterdir())  # nor the key
     remote = tmp_path / "dvc-remote"
     sh(["dvc", "remote", "add", "-d", "archive", str(remote)], root)
     sh(["dvc", "push"], root)

@@ -4,6 +4,7 @@ budget holds; a one-generator project configuration, a real Prefect server on a 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +22,7 @@ from pipelines.privacy.accountant import epsilon_pld
 from pipelines.privacy.events import GaussianEvent
 from pipelines.privacy.ledger import Ledger
 
-from support.project import SMALL, env
+from support.project import PROJECT, SMALL, env, make_root, sh
 
 DELTA = 1e-5  # the δ of the raced reservations
 
@@ -78,6 +79,18 @@ TINY = {
         "attacks": {"max_rows": 200, "n_attacks": 100},
     },
 }
+
+
+# TINY with make_root's steward key (no OS-entropy noise): the same published table in every run
+TINY_KEYED = {k: v for k, v in TINY.items() if k != "privacy"}
+
+
+def build_released(tmp: Path) -> None:
+    """A released project in `tmp` (`make_root`'s layout): TINY_KEYED committed to git and DVC with the project's
+    .gitignore beside it, after one `dvc repro` (its outputs, dvc.lock and ledger not yet committed)."""
+    root = make_root(tmp, TINY_KEYED, git=True)
+    shutil.copy(PROJECT / ".gitignore", root / ".gitignore")
+    sh(["dvc", "repro"], root)
 
 
 def free_port() -> int:

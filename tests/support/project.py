@@ -10,8 +10,10 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import yaml
+from filelock import FileLock  # torch's dependency, pinned in requirements.lock
 
 from pipelines.config import load_params, merged
 
@@ -133,3 +135,23 @@ def run_stages(root: Path, upto: str) -> None:
         prepare(params, root)
     if upto == "budget":
         budget(params, root)
+
+
+def built_once(base: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """`base/name`, made by `build(base/name)` the first time any test process asks for it: pytest-xdist's workers
+    share `base`, so the first one builds under a file lock while the others wait, and every later ask reuses it."""
+    target = base / name
+    with FileLock(str(base / f"{name}.lock")):
+        if not (base / f"{name}.done").exists():
+            shutil.rmtree(target, ignore_errors=True)
+            build(target)
+            (base / f"{name}.done").touch()
+    return target
+
+
+def copy_root(template: Path, tmp: Path) -> Path:
+    """A copy under `tmp` of the project `make_root(template, ...)` built (and of its steward key), for a test that
+    changes it; DVC's per-checkout state (.dvc/tmp) is left out, so DVC hashes the copy's files afresh."""
+    skip = lambda d, names: ["tmp"] if Path(d).name == ".dvc" else []
+    shutil.copytree(template, tmp, symlinks=True, ignore=skip, dirs_exist_ok=True)
+    return tmp / "repo"
