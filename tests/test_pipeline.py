@@ -13,20 +13,19 @@ from pipelines.errors import BudgetExceededError, InputError
 
 from support.project import ledger_rows, make_root, run_stages, sh
 
-# As support.project's RELEASE_TEST_SURE, for the privacy-risk gates in the four-generator end to end: PPEM protects two
-# columns only, so its table carries real inference risk on the others (on one draw a point estimate of 0.47, its
+# As support.project's RELEASE_TEST_SURE, for the privacy-risk gates in the three-generator end to end: PPEM protects
+# two columns only, so its table carries real inference risk on the others (on one draw a point estimate of 0.47, its
 # family-wise 95 % lower bound 0.103 against the 0.1 threshold: the draw, not the code, decides). At family-wise 1 −
 # 10⁻⁶ a gate refuses only overwhelming evidence. The end to end checks that the gates run and are recorded; their
 # decisions are tests/test_privacy_risk.py's.
 RISK_GATES_SURE = {"confidence": 0.999999}
-# The DVC end to end runs four of the eight generators (every generator's fit, sample, plan and persistence: the
+# The DVC end to end runs three of the eight generators (every generator's fit, sample, plan and persistence: the
 # contract tests, tests/test_generator_contract.py; the stages are the same code for each): DP-WGAN (the weights),
-# PPEM (its non-DP gate bit) and the two marginal methods (their many ledger events). All eight would add
-# much of the suite's time; these four are the stages' every kind of event and gate.
-GENERATORS = ["dpwgan", "ppem", "mst", "aim"]
-# breast cancer: d = 31 columns (30 numeric + target). MST plans and records d 1-way, d - 1 selections and d - 1
-# 2-way events; AIM plans and records d 1-way events and one ZCDPEvent, the zCDP filter's budget for its adaptive
-# rounds (pipelines/marginal/aim.py).
+# PPEM (its non-DP gate bit) and AIM (a marginal method's many ledger events; MST's: tests/test_aim_mst.py). All
+# eight would add much of the suite's time; these three are the stages' every kind of event and gate.
+GENERATORS = ["dpwgan", "ppem", "aim"]
+# breast cancer: d = 31 columns (30 numeric + target). AIM plans and records d 1-way events and one ZCDPEvent, the
+# zCDP filter's budget for its adaptive rounds (pipelines/marginal/aim.py).
 D = 31
 TRAIN_ROWS = sorted(  # PPEM: two events, DP-WGAN one, and each one more: its calibration (docs/calibration.md);
     # weight@dpwgan: the DP importance weights
@@ -34,8 +33,6 @@ TRAIN_ROWS = sorted(  # PPEM: two events, DP-WGAN one, and each one more: its ca
     + [("train@dpwgan", "spent")] * 2
     + [("train@ppem", "planned")] * 3
     + [("train@ppem", "spent")] * 3
-    + [("train@mst", "planned")] * (3 * D - 2)
-    + [("train@mst", "spent")] * (3 * D - 2)
     + [("train@aim", "planned")] * (D + 1)
     + [("train@aim", "spent")] * (D + 1)
     + [("weight@dpwgan", "planned"), ("weight@dpwgan", "spent")]
@@ -104,7 +101,7 @@ def test_dvc_repro_end_to_end(tmp_path):
     allocation = json.loads((root / "data/allocation/breast_cancer/release.json").read_text())
     allocated = allocation["parts"]["dpwgan"]["epsilon"]  # one share of the release ε, calibrated (scale > 1)
     assert 0.99 * allocated <= privacy["epsilon_pld"] <= allocated and privacy["epsilon_rdp"] >= privacy["epsilon_pld"]
-    assert 1 / 5 < allocated < 1.0 and 0.999 <= allocation["epsilon_composed"] <= 1.0  # 4 generators + weights
+    assert 1 / 4 < allocated < 1.0 and 0.999 <= allocation["epsilon_composed"] <= 1.0  # 3 generators + weights
     assert privacy["rows_public"] == privacy["n_rows"] == 455 and "schema rows.count" in privacy["rows_public_source"]
     assert sorted(r[1:] for r in ledger_rows(root)) == TRAIN_ROWS
 
